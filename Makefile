@@ -1,0 +1,44 @@
+# controlrl commands. `make demo` and `make test` are the README's two commands; both set up first.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+FULL ?=
+export MUJOCO_GL ?= egl
+
+.PHONY: setup demo test test-slow lint bench figures clean
+
+setup: $(STAMP)
+
+# torch is installed first from its pin so nothing can pull a CUDA build; requirements.lock pins
+# every transitive package to the set tested together (see shared specs machine.md).
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -c requirements.lock --config-settings editable_mode=compat -e ".[dev,sb3]"
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/python algos/ppo.py --env-id HalfCheetah-v5 --total-timesteps 100000 --seed 1 \
+	  --run-dir runs/demo --no-resume-if-exists
+	$(BIN)/python -m controlrl.plots runs/demo --out runs/demo/learning_curve.png
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: setup lint
+	$(BIN)/python -m pytest -q
+
+test-slow: setup
+	$(BIN)/python -m pytest -q -m slow
+
+bench: setup
+	$(BIN)/python -m controlrl.bench_ppo --out paper_figures/out/bench_ppo.csv
+
+figures: setup
+	@echo "figure scripts are listed in paper_figures/README.md"
+
+clean:
+	rm -rf $(VENV) runs

@@ -1,0 +1,1 @@
+"""controlrl: the shared layer (rollouts, buffers, returns, nets, normalisers, logs)."""

@@ -1,0 +1,49 @@
+"""Atomic checkpoint save and safe (weights-only) load."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+
+
+class CheckpointError(Exception):
+    """A checkpoint is missing, unreadable or not ours."""
+
+
+def save(path: str | Path, state: dict) -> None:
+    """Write state to path atomically: temp file in the same dir, fsync, rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load(path: str | Path, required: tuple[str, ...] = ()) -> dict:
+    """Load a checkpoint with weights_only=True; CheckpointError names the file and the problem."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for truncated or foreign files
+        raise CheckpointError(
+            f"checkpoint {path} is corrupt or not a controlrl checkpoint "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
+        ) from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"checkpoint {path} does not hold a dict")
+    missing = [k for k in required if k not in state]
+    if missing:
+        raise CheckpointError(f"checkpoint {path} lacks keys: {', '.join(missing)}")
+    return state

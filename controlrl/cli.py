@@ -1,0 +1,133 @@
+"""Common flags of every algorithm script, tyro parsing, validation before anything runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import tyro
+
+from controlrl import checkpoint
+
+T = TypeVar("T", bound="CommonArgs")
+
+
+class ArgError(ValueError):
+    """A flag has a value outside its allowed range."""
+
+
+def require(condition: bool, flag: str, message: str) -> None:
+    """Raise ArgError('--flag: message') unless condition holds."""
+    if not condition:
+        raise ArgError(f"--{flag.replace('_', '-')} {message}")
+
+
+def fail(message: str) -> None:
+    """Print one line to stderr and exit with status 2 (bad input; nothing was written)."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+@dataclass
+class CommonArgs:
+    env_id: str = "HalfCheetah-v5"
+    """environment id: a Gymnasium id such as Hopper-v5 or CartPole-v1"""
+    seed: int = 1
+    """seed of python, numpy, torch and the environments"""
+    total_timesteps: int = 1_000_000
+    """environment steps to train for, summed over all envs"""
+    num_envs: int = 1
+    """parallel environments in the vector env"""
+    vectorization: Literal["sync", "async"] = "sync"
+    """sync steps envs in this process (fastest on 2 cores); async uses one process per env"""
+    run_dir: str | None = None
+    """where the run writes; default runs/<algo>/<env>__seed<seed>__<time>"""
+    resume: str | None = None
+    """a run directory to continue from its last checkpoint (its config.json is used)"""
+    checkpoint_every: int = 10
+    """iterations between checkpoints (one is always written at the end)"""
+    eval_every: int = 100_000
+    """env steps between deterministic evaluations (0: only at the end)"""
+    eval_episodes: int = 10
+    """episodes per evaluation, normaliser frozen"""
+    capture_video: bool = False
+    """record the first evaluation episode of each evaluation to MP4 in the run directory"""
+    truncation_as_terminal: bool = False
+    """treat time-limit ends as terminal (no bootstrap): CleanRL's convention, to match it"""
+    torch_threads: int = 1
+    """torch intra-op threads; one is fastest for small MLPs (see make bench)"""
+    torch_deterministic: bool = True
+    """torch.use_deterministic_algorithms"""
+    tensorboard: bool = True
+    """write TensorBoard events to <run_dir>/tb"""
+    progress: bool = True
+    """show a progress bar"""
+
+    def validate(self) -> None:
+        """Check every flag; raise ArgError naming the first bad one."""
+        from envs import UnknownEnvError, check_env_id
+
+        for name in (
+            "total_timesteps",
+            "num_envs",
+            "checkpoint_every",
+            "eval_episodes",
+            "torch_threads",
+        ):
+            require(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
+        require(self.eval_every >= 0, "eval_every", f"must be >= 0, got {self.eval_every}")
+        try:
+            check_env_id(self.env_id)
+        except UnknownEnvError as exc:
+            raise ArgError(f"--env-id: {exc}") from None
+        if self.run_dir is not None and self.resume is None:
+            require(
+                not (Path(self.run_dir) / "config.json").exists(),
+                "run_dir",
+                f"{self.run_dir} already holds a run; continue it with --resume {self.run_dir} "
+                "or choose another directory",
+            )
+
+
+def _load_resume_config(cls: type[T], args: T) -> T:
+    run_dir = Path(args.resume)
+    config_path = run_dir / "config.json"
+    if not config_path.is_file():
+        raise ArgError(f"--resume {run_dir}: no config.json there (not a run directory)")
+    try:
+        saved = json.loads(config_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ArgError(f"--resume {run_dir}: config.json is corrupt ({exc})") from None
+    algo = Path(sys.modules[cls.__module__].__file__).stem  # "ppo", also when run as __main__
+    if saved.get("algo") not in (None, algo):
+        raise ArgError(f"--resume {run_dir}: that run is '{saved.get('algo')}', not '{algo}'")
+    names = {f.name for f in dataclasses.fields(cls)}
+    values = {k: v for k, v in saved.get("args", {}).items() if k in names}
+    resumed = cls(**{**values, "resume": str(run_dir), "run_dir": str(run_dir)})
+    try:
+        checkpoint.load(run_dir / "checkpoints" / "latest.pt", required=("step",))
+    except checkpoint.CheckpointError as exc:
+        raise ArgError(f"--resume: {exc}") from None
+    return resumed
+
+
+def parse(cls: type[T], argv: list[str] | None = None) -> T:
+    """Parse the command line into cls with tyro, then validate; exit 2 with one line on error."""
+    doc = sys.modules[cls.__module__].__doc__
+    args = tyro.cli(cls, args=argv, description=doc)
+    try:
+        if args.resume is not None:
+            args = _load_resume_config(cls, args)
+        args.validate()
+    except ArgError as exc:
+        fail(str(exc))
+    return args
+
+
+def config_dict(args: CommonArgs, algo: str) -> dict:
+    """What config.json holds: the algorithm name and every flag."""
+    return {"algo": algo, "args": dataclasses.asdict(args)}

@@ -1,0 +1,112 @@
+"""Running statistics for observation normalisation and return-based reward scaling."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+class RunningMeanStd:
+    """Streaming mean and variance (Chan et al. parallel update), float64."""
+
+    def __init__(self, shape: tuple[int, ...] = (), epsilon: float = 1e-4) -> None:
+        self.mean = np.zeros(shape, np.float64)
+        self.var = np.ones(shape, np.float64)
+        self.count = epsilon  # same prior count as gymnasium/SB3, so numbers match theirs
+
+    def update(self, x: np.ndarray) -> None:
+        """Fold a batch [B, *shape] into the statistics."""
+        batch_mean = x.mean(axis=0)
+        batch_var = x.var(axis=0)
+        batch_count = x.shape[0]
+        delta = batch_mean - self.mean
+        total = self.count + batch_count
+        self.mean = self.mean + delta * batch_count / total
+        m2 = (
+            self.var * self.count
+            + batch_var * batch_count
+            + delta**2 * self.count * batch_count / total
+        )
+        self.var = m2 / total
+        self.count = total
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Tensors only, so a checkpoint loads with torch.load(weights_only=True)."""
+        return {
+            "mean": torch.from_numpy(np.array(self.mean)),
+            "var": torch.from_numpy(np.array(self.var)),
+            "count": torch.tensor(float(self.count), dtype=torch.float64),
+        }
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore statistics saved by state_dict."""
+        if tuple(state["mean"].shape) != self.mean.shape:
+            raise ValueError(
+                f"normaliser shape {tuple(state['mean'].shape)} does not match {self.mean.shape}"
+            )
+        self.mean = state["mean"].numpy().astype(np.float64)
+        self.var = state["var"].numpy().astype(np.float64)
+        self.count = float(state["count"])
+
+
+class ObsNormalizer:
+    """(obs - mean) / sqrt(var + eps), clipped; statistics update only while not frozen."""
+
+    def __init__(self, shape: tuple[int, ...], clip: float = 10.0, eps: float = 1e-8) -> None:
+        self.rms = RunningMeanStd(shape)
+        self.clip = clip
+        self.eps = eps
+        self.frozen = False
+        self._refresh()
+
+    def _refresh(self) -> None:
+        # cache float32 mean and inverse std: normalising is then two numpy ops per step
+        self._mean = self.rms.mean.astype(np.float32)
+        self._inv_std = (1.0 / np.sqrt(self.rms.var + self.eps)).astype(np.float32)
+
+    def __call__(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
+        """Normalise a batch [B, d]; fold it into the statistics first unless frozen."""
+        if update and not self.frozen:
+            self.rms.update(obs)
+            self._refresh()
+        out = (obs - self._mean) * self._inv_std
+        return np.clip(out, -self.clip, self.clip, out=out).astype(np.float32, copy=False)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Statistics as tensors."""
+        return self.rms.state_dict()
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore statistics."""
+        self.rms.load_state_dict(state)
+        self._refresh()
+
+
+class RewardScaler:
+    """Divide rewards by the std of a running discounted return (CleanRL/SB3 NormalizeReward)."""
+
+    def __init__(self, num_envs: int, gamma: float, clip: float = 10.0, eps: float = 1e-8) -> None:
+        self.rms = RunningMeanStd(())
+        self.returns = np.zeros(num_envs, np.float64)
+        self.gamma = gamma
+        self.clip = clip
+        self.eps = eps
+
+    def __call__(self, reward: np.ndarray, ended: np.ndarray) -> np.ndarray:
+        """Scale a reward batch [N]; `ended` resets each finished env's running return."""
+        self.returns = self.returns * self.gamma + reward
+        self.rms.update(self.returns)
+        self.returns[ended] = 0.0
+        scaled = reward / np.sqrt(self.rms.var + self.eps)
+        return np.clip(scaled, -self.clip, self.clip).astype(np.float32)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Statistics and the per-env running returns."""
+        state = self.rms.state_dict()
+        state["returns"] = torch.from_numpy(self.returns.copy())
+        return state
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore statistics and running returns."""
+        self.rms.load_state_dict({k: state[k] for k in ("mean", "var", "count")})
+        self.returns = state["returns"].numpy().astype(np.float64)

@@ -1,0 +1,73 @@
+"""Advantage and return estimators: the one place these formulas live (spec 0.1)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def gae(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    next_values: np.ndarray,
+    terminated: np.ndarray,
+    ended: np.ndarray,
+    gamma: float,
+    lam: float,
+) -> np.ndarray:
+    """GAE(gamma, lambda) advantages [T, N].
+
+    rewards, values [T, N]; next_values[t] = V of the TRUE next observation of step t (the final
+    observation on truncation, V(s_{t+1}) otherwise, the bootstrap value at t = T - 1);
+    terminated[t]: step t entered a terminal state (no bootstrap); ended[t]: step t was the last
+    of its episode, terminal or truncated (the trace is cut).
+    """
+    not_term = 1.0 - terminated.astype(np.float64)
+    carry = gamma * lam * (1.0 - ended.astype(np.float64))
+    deltas = rewards + gamma * next_values * not_term - values
+    adv = np.zeros(rewards.shape, np.float64)
+    acc = np.zeros(rewards.shape[1:], np.float64)
+    for t in range(rewards.shape[0] - 1, -1, -1):
+        acc = deltas[t] + carry[t] * acc
+        adv[t] = acc
+    return adv
+
+
+def lambda_returns(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    next_values: np.ndarray,
+    terminated: np.ndarray,
+    ended: np.ndarray,
+    gamma: float,
+    lam: float,
+) -> np.ndarray:
+    """TD(lambda) value targets [T, N]: GAE advantage plus V(s_t)."""
+    return gae(rewards, values, next_values, terminated, ended, gamma, lam) + values
+
+
+def discounted_returns(
+    rewards: np.ndarray,
+    terminated: np.ndarray,
+    ended: np.ndarray,
+    gamma: float,
+    bootstrap: np.ndarray | None = None,
+) -> np.ndarray:
+    """Discounted reward-to-go [T, N] cut at episode ends.
+
+    bootstrap[t] (optional, [T, N]) is added as gamma * bootstrap[t] where an episode was truncated
+    at step t (ended and not terminated) or at the last step of the buffer.
+    """
+    T = rewards.shape[0]
+    out = np.zeros(rewards.shape, np.float64)
+    ended = ended.astype(bool).copy()
+    truncated = ended & ~terminated.astype(bool)
+    ended[T - 1] = True
+    truncated[T - 1] |= ~terminated[T - 1].astype(bool)
+    acc = np.zeros(rewards.shape[1:], np.float64)
+    for t in range(T - 1, -1, -1):
+        tail = np.where(ended[t], 0.0, acc)
+        if bootstrap is not None:
+            tail = tail + np.where(truncated[t], bootstrap[t], 0.0)
+        acc = rewards[t] + gamma * tail
+        out[t] = acc
+    return out

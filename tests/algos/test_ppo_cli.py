@@ -1,0 +1,97 @@
+"""ppo.py's command line: --help, and one clear line with exit code 2 for bad input."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from algos.ppo import Args
+from controlrl import checkpoint
+from controlrl.cli import parse
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def parse_error(argv, capsys) -> str:
+    with pytest.raises(SystemExit) as exc:
+        parse(Args, argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["--env-id", "Hoper-v5"], "closest: Hopper-v5"),
+        (["--num-envs", "0"], "--num-envs must be > 0"),
+        (["--total-timesteps", "-5"], "--total-timesteps must be > 0"),
+        (["--num-steps", "0"], "--num-steps must be > 0"),
+        (["--learning-rate", "0"], "--learning-rate must be > 0"),
+        (["--learning-rate", "-1e-3"], "--learning-rate must be > 0"),
+        (["--num-minibatches", "7"], "must divide the batch num_steps * num_envs = 2048"),
+        (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
+        (["--total-timesteps", "100"], "must be >= one batch"),
+        (["--resume", "/nonexistent/run"], "no config.json"),
+    ],
+)
+def test_bad_flags_fail_before_anything_starts(argv, fragment, capsys, tmp_path):
+    run_dir = tmp_path / "run"
+    line = parse_error([*argv, "--run-dir", str(run_dir)], capsys)
+    assert fragment in line
+    assert not run_dir.exists()
+
+
+def test_missing_and_corrupt_checkpoints_on_resume(capsys, tmp_path):
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "config.json").write_text('{"algo": "ppo", "args": {"env_id": "Hopper-v5"}}')
+    assert "checkpoint not found" in parse_error(["--resume", str(run_dir)], capsys)
+    (run_dir / "checkpoints" / "latest.pt").write_bytes(b"not a checkpoint")
+    assert "corrupt" in parse_error(["--resume", str(run_dir)], capsys)
+    checkpoint.save(run_dir / "checkpoints" / "latest.pt", {"step": 0})
+    (run_dir / "config.json").write_text('{"algo": "spo", "args": {}}')
+    assert "that run is 'spo'" in parse_error(["--resume", str(run_dir)], capsys)
+
+
+def test_existing_run_dir_is_not_overwritten(capsys, tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    assert "already holds a run" in parse_error(["--run-dir", str(tmp_path)], capsys)
+
+
+def test_help_documents_every_flag_and_exit_code_is_2():
+    out = subprocess.run(
+        [sys.executable, "algos/ppo.py", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0
+    for flag in (
+        "--env-id",
+        "--seed",
+        "--total-timesteps",
+        "--num-envs",
+        "--run-dir",
+        "--resume",
+        "--clip-coef",
+        "--target-kl",
+        "--capture-video",
+        "--truncation-as-terminal",
+        "--norm-obs",
+        "--anneal-lr",
+    ):
+        assert flag in out.stdout, flag
+    assert "ratio clip eps (CleanRL 0.2)" in out.stdout
+    bad = subprocess.run(
+        [sys.executable, "algos/ppo.py", "--env-id", "Nope-v0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1].startswith("error: --env-id")

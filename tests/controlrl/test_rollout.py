@@ -1,0 +1,81 @@
+"""Collector: true final observations of truncated episodes, flags, episode statistics."""
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+from controlrl.buffers import RolloutBuffer
+from controlrl.rollout import Collector
+
+
+class Counter(gym.Env):
+    """obs = [steps so far, 10 * id]; reward 1 per step; terminates after `terminate_at` steps."""
+
+    def __init__(self, terminate_at: int, ident: int) -> None:
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+        self.action_space = gym.spaces.Box(-1, 1, (1,), np.float32)
+        self.terminate_at, self.ident = terminate_at, ident
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0, 10 * self.ident], np.float32), {}
+
+    def step(self, action):
+        assert -1 <= action[0] <= 1, "the collector must clip actions to the bounds"
+        self.t += 1
+        obs = np.array([self.t, 10 * self.ident], np.float32)
+        return obs, 1.0, self.t >= self.terminate_at, False, {}
+
+
+def make_envs():
+    fns = [
+        lambda: Counter(terminate_at=3, ident=0),  # terminates every 3 steps
+        lambda: gym.wrappers.TimeLimit(Counter(terminate_at=100, ident=1), 4),  # truncates at 4
+    ]
+    return SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+def test_truncated_episodes_keep_their_final_observation():
+    envs = make_envs()
+    collector = Collector(envs, obs_normalizer=None, reward_scaler=None)
+    collector.reset(seed=0)
+    buffer = RolloutBuffer(9, 2, (2,), (1,), discrete=False)
+    episodes = collector.collect(buffer, lambda obs: torch.full((obs.shape[0], 1), 5.0))
+    assert buffer.actions.max() == 5.0  # stored unclipped; the env saw the clipped action
+    np.testing.assert_array_equal(buffer.obs[:, 0, 0], [0, 1, 2, 0, 1, 2, 0, 1, 2])
+    np.testing.assert_array_equal(buffer.obs[:, 1, 0], [0, 1, 2, 3, 0, 1, 2, 3, 0])
+    np.testing.assert_array_equal(np.flatnonzero(buffer.terminated[:, 0]), [2, 5, 8])
+    assert not buffer.terminated[:, 1].any()
+    np.testing.assert_array_equal(np.flatnonzero(buffer.ended[:, 1]), [3, 7])
+    assert buffer.trunc_index == [(3, 1), (7, 1)]
+    for obs in buffer.trunc_obs:  # the true final observation, not the reset one
+        np.testing.assert_array_equal(obs, [4, 10])
+    assert sorted((e.ret, e.length) for e in episodes) == [(3, 3)] * 3 + [(4, 4)] * 2
+    assert collector.global_step == 18
+
+    buffer.fill_values(lambda obs: obs[:, 0] * 1.0)  # V(s) = step counter
+    assert buffer.next_values[3, 1] == 4.0 and buffer.next_values[7, 1] == 4.0
+    assert buffer.next_values[0, 1] == 1.0  # not ended: V(s_{t+1})
+    assert buffer.next_values[8, 1] == 1.0  # buffer end: V(last obs)
+
+
+def test_truncation_as_terminal_reproduces_cleanrl_convention():
+    collector = Collector(make_envs(), None, None, truncation_as_terminal=True)
+    collector.reset(seed=0)
+    buffer = RolloutBuffer(8, 2, (2,), (1,), discrete=False)
+    collector.collect(buffer, lambda obs: torch.zeros(obs.shape[0], 1))
+    np.testing.assert_array_equal(np.flatnonzero(buffer.terminated[:, 1]), [3, 7])
+    assert buffer.trunc_index == []
+
+
+def test_episode_sums_continue_across_collections():
+    collector = Collector(make_envs(), None, None)
+    collector.reset(seed=0)
+    buffer = RolloutBuffer(2, 2, (2,), (1,), discrete=False)
+    act = lambda obs: torch.zeros(obs.shape[0], 1)  # noqa: E731
+    assert collector.collect(buffer, act) == []
+    episodes = collector.collect(buffer, act)
+    assert [(e.ret, e.length, e.step) for e in episodes] == [(3.0, 3, 6), (4.0, 4, 8)]
