@@ -1,0 +1,118 @@
+"""Learning curves over seeds with bootstrap confidence intervals; one style for every figure.
+
+python -m controlrl.plots RUN_DIR [RUN_DIR ...] --out curve.png [--column train/episode_return]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+STYLE = {
+    "figure.dpi": 100,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+
+
+def read_metrics(run_dir: Path, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values) of one metrics.csv column, rows where it is NaN dropped."""
+    with (Path(run_dir) / "metrics.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    if rows and column not in rows[0]:
+        raise KeyError(f"{run_dir}/metrics.csv has no column '{column}'")
+    steps = np.array([float(r["step"]) for r in rows])
+    values = np.array([float(r[column]) if r[column] != "" else math.nan for r in rows])
+    keep = np.isfinite(values)
+    return steps[keep], values[keep]
+
+
+def smooth(values: np.ndarray, window: int) -> np.ndarray:
+    """Trailing moving average over `window` points (shorter at the start)."""
+    if window <= 1 or len(values) == 0:
+        return values
+    c = np.cumsum(np.insert(values, 0, 0.0))
+    idx = np.arange(1, len(values) + 1)
+    lo = np.maximum(idx - window, 0)
+    return (c[idx] - c[lo]) / (idx - lo)
+
+
+def bootstrap_ci(
+    samples: np.ndarray, n_boot: int = 2000, ci: float = 0.95, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean over axis 0 of [seeds, points] and the percentile bootstrap CI over seeds."""
+    samples = np.asarray(samples, np.float64)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, samples.shape[0], size=(n_boot, samples.shape[0]))
+    means = samples[idx].mean(axis=1)  # [n_boot, points]
+    alpha = (1 - ci) / 2
+    lo, hi = np.quantile(means, [alpha, 1 - alpha], axis=0)
+    return samples.mean(axis=0), lo, hi
+
+
+def aligned(curves: list[tuple[np.ndarray, np.ndarray]], points: int = 100):
+    """Interpolate curves [(steps, values)] onto a common grid up to the shortest run's end."""
+    end = min(s[-1] for s, _ in curves)
+    start = max(s[0] for s, _ in curves)
+    grid = np.linspace(start, end, points)
+    return grid, np.stack([np.interp(grid, s, v) for s, v in curves])
+
+
+def plot_curves(ax, groups: dict[str, list[tuple[np.ndarray, np.ndarray]]], smooth_window=1):
+    """Mean and 95% bootstrap CI band per label on one axis."""
+    for label, curves in groups.items():
+        curves = [(s, smooth(v, smooth_window)) for s, v in curves if len(s)]
+        if not curves:
+            continue
+        grid, data = aligned(curves)
+        mean, lo, hi = bootstrap_ci(data)
+        (line,) = ax.plot(grid, mean, label=f"{label} (n={len(curves)})")
+        ax.fill_between(grid, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
+    ax.set_xlabel("environment steps")
+
+
+def run_label(run_dir: Path) -> tuple[str, str]:
+    """(env id, algo) from a run's config.json."""
+    config = json.loads((Path(run_dir) / "config.json").read_text())
+    return config["args"]["env_id"], config["algo"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dirs", nargs="+", type=Path)
+    parser.add_argument("--out", type=Path, required=True, help="PNG to write")
+    parser.add_argument("--column", default="train/episode_return")
+    parser.add_argument("--smooth", type=int, default=5, help="moving-average window (rows)")
+    args = parser.parse_args(argv)
+    by_env: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for run_dir in args.run_dirs:
+        env_id, algo = run_label(run_dir)
+        by_env[env_id][algo].append(read_metrics(run_dir, args.column))
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(1, len(by_env), figsize=(4 * len(by_env), 3), squeeze=False)
+        for ax, (env_id, groups) in zip(axes[0], sorted(by_env.items())):
+            plot_curves(ax, groups, args.smooth)
+            ax.set_title(env_id)
+            ax.set_ylabel(args.column)
+            ax.legend(loc="lower right")
+        fig.tight_layout()
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(args.out)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

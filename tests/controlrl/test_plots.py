@@ -1,0 +1,51 @@
+"""Plot helpers: bootstrap CI, smoothing, alignment, and the CLI on fake runs."""
+
+import json
+
+import numpy as np
+
+from controlrl import plots
+
+
+def test_bootstrap_ci_brackets_the_mean_and_shrinks_with_seeds():
+    rng = np.random.default_rng(0)
+    few = rng.normal(0, 1, size=(3, 5))
+    many = rng.normal(0, 1, size=(300, 5))
+    for data in (few, many):
+        mean, lo, hi = plots.bootstrap_ci(data)
+        np.testing.assert_allclose(mean, data.mean(0))
+        assert np.all(lo <= mean) and np.all(mean <= hi)
+    _, lo_f, hi_f = plots.bootstrap_ci(few)
+    _, lo_m, hi_m = plots.bootstrap_ci(many)
+    assert np.all(hi_m - lo_m < hi_f - lo_f)
+    # for many seeds the CI is close to mean +- 1.96 sd / sqrt(n)
+    np.testing.assert_allclose(hi_m - lo_m, 2 * 1.96 * many.std(0) / np.sqrt(300), rtol=0.15)
+    const = np.ones((4, 3))
+    _, lo, hi = plots.bootstrap_ci(const)
+    np.testing.assert_array_equal(lo, hi)
+
+
+def test_smooth_and_align():
+    np.testing.assert_allclose(plots.smooth(np.array([1.0, 3, 5, 7]), 2), [1, 2, 4, 6])
+    grid, data = plots.aligned(
+        [(np.array([0, 10.0]), np.array([0, 10.0])), (np.array([0, 5.0]), np.array([0, 10.0]))],
+        points=6,
+    )
+    assert grid[-1] == 5.0
+    np.testing.assert_allclose(data[0], grid)
+    np.testing.assert_allclose(data[1], 2 * grid)
+
+
+def test_cli_writes_png(tmp_path):
+    runs = []
+    for seed in range(2):
+        run = tmp_path / f"r{seed}"
+        run.mkdir()
+        (run / "config.json").write_text(json.dumps({"algo": "ppo", "args": {"env_id": "X-v0"}}))
+        rows = ["step,train/episode_return"] + [f"{s},{s * 0.1 + seed}" for s in range(1, 20)]
+        rows.insert(3, "3,nan")
+        (run / "metrics.csv").write_text("\n".join(rows) + "\n")
+        runs.append(str(run))
+    out = tmp_path / "c.png"
+    plots.main([*runs, "--out", str(out)])
+    assert out.stat().st_size > 5000
