@@ -1,4 +1,4 @@
-"""Learning curves over seeds with bootstrap confidence intervals; one style for every figure.
+"""Learning curves with bootstrap CIs, IQM and performance profiles, regret curves: one style.
 
 python -m controlrl.plots RUN_DIR [RUN_DIR ...] --out curve.png [--column train/episode_return]
 """
@@ -61,6 +61,71 @@ def bootstrap_ci(
     alpha = (1 - ci) / 2
     lo, hi = np.quantile(means, [alpha, 1 - alpha], axis=0)
     return samples.mean(axis=0), lo, hi
+
+
+def iqm(scores: np.ndarray) -> float:
+    """Interquartile mean of all scores [runs, tasks]: mean of the middle 50% (trimming
+    floor(n/4) from each end, as scipy.stats.trim_mean(x, 0.25) and rliable do)."""
+    x = np.sort(np.asarray(scores, np.float64).ravel())
+    cut = int(0.25 * x.size)
+    return float(x[cut : x.size - cut].mean())
+
+
+def stratified_bootstrap_ci(
+    scores: np.ndarray, statistic, n_boot: int = 2000, ci: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
+    """(statistic, lo, hi) over [runs, tasks] scores, resampling runs within each task."""
+    scores = np.asarray(scores, np.float64)
+    runs, tasks = scores.shape
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, runs, size=(n_boot, runs, tasks))
+    resampled = scores[idx, np.arange(tasks)]  # [n_boot, runs, tasks]
+    stats = np.array([statistic(r) for r in resampled])
+    alpha = (1 - ci) / 2
+    lo, hi = np.quantile(stats, [alpha, 1 - alpha])
+    return float(statistic(scores)), float(lo), float(hi)
+
+
+def performance_profile(scores: np.ndarray, taus: np.ndarray) -> np.ndarray:
+    """Fraction of runs with score > tau, averaged over tasks, for each tau ([runs, tasks])."""
+    scores = np.asarray(scores, np.float64)
+    return (scores[None] > np.asarray(taus)[:, None, None]).mean(axis=1).mean(axis=1)
+
+
+def normalize_scores(scores: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """(score - low) / (high - low) per task column, e.g. random and reference returns."""
+    return (np.asarray(scores, np.float64) - low) / (np.asarray(high) - np.asarray(low))
+
+
+def plot_regret(ax, episodes: np.ndarray, regrets: dict[str, np.ndarray], sqrt_ref: bool = True):
+    """Cumulative regret [seeds, K] per label on log-log axes, with a sqrt(K) reference."""
+    for label, runs in regrets.items():
+        mean, lo, hi = bootstrap_ci(np.atleast_2d(runs))
+        (line,) = ax.plot(episodes, mean, label=label)
+        ax.fill_between(episodes, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
+    if sqrt_ref:
+        top = max(np.atleast_2d(r).mean(0)[-1] for r in regrets.values())
+        ref = np.sqrt(episodes / episodes[-1]) * top
+        ax.plot(episodes, ref, "k--", lw=1, label="c sqrt(K)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("episodes K")
+    ax.set_ylabel("cumulative regret")
+
+
+def plot_aggregates(axes, scores: dict[str, np.ndarray], taus: np.ndarray) -> None:
+    """Two panels: IQM with stratified-bootstrap 95% CI per method, and performance profiles."""
+    ax_iqm, ax_prof = axes
+    names = list(scores)
+    for i, name in enumerate(names):
+        value, lo, hi = stratified_bootstrap_ci(scores[name], iqm)
+        ax_iqm.errorbar(value, i, xerr=[[value - lo], [hi - value]], fmt="o", capsize=3)
+        ax_prof.plot(taus, performance_profile(scores[name], taus), label=name)
+    ax_iqm.set_yticks(range(len(names)), names)
+    ax_iqm.set_xlabel("IQM of normalised score")
+    ax_prof.set_xlabel("normalised score tau")
+    ax_prof.set_ylabel("fraction of runs > tau")
+    ax_prof.legend(fontsize=7)
 
 
 def aligned(curves: list[tuple[np.ndarray, np.ndarray]], points: int = 100):

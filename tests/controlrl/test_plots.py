@@ -49,3 +49,29 @@ def test_cli_writes_png(tmp_path):
     out = tmp_path / "c.png"
     plots.main([*runs, "--out", str(out)])
     assert out.stat().st_size > 5000
+
+
+def test_iqm_hand_computed():
+    assert plots.iqm(np.arange(1, 9)) == 4.5  # middle 50% of 1..8 is 3, 4, 5, 6
+    assert plots.iqm(np.array([[1.0, 100.0], [2.0, 3.0]])) == 2.5  # drops 1 and 100
+    assert plots.iqm(np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 1000.0])) == 4.5  # trims 2 each end
+
+
+def test_stratified_bootstrap_resamples_within_tasks():
+    # each task has one constant value per run: every resample has the same IQM
+    scores = np.array([[1.0, 5.0], [1.0, 5.0], [1.0, 5.0]])
+    assert plots.stratified_bootstrap_ci(scores, np.mean) == (3.0, 3.0, 3.0)
+    # two runs per task, one task: the resampled mean takes 3 values with probs 1/4, 1/2, 1/4
+    scores = np.array([[0.0], [1.0]])
+    value, lo, hi = plots.stratified_bootstrap_ci(scores, np.mean, n_boot=4000, ci=0.5)
+    assert value == 0.5 and lo == 0.5 and hi == 0.5  # the middle half is the value 0.5
+    value, lo, hi = plots.stratified_bootstrap_ci(scores, np.mean, n_boot=4000, ci=0.9)
+    assert (lo, hi) == (0.0, 1.0)
+
+
+def test_performance_profile_and_normalisation():
+    scores = np.array([[0.1, 0.9], [0.5, 0.6]])  # runs x tasks
+    prof = plots.performance_profile(scores, np.array([0.0, 0.3, 0.55, 1.0]))
+    np.testing.assert_allclose(prof, [1.0, 0.75, 0.5, 0.0])
+    norm = plots.normalize_scores(np.array([[10.0, 0.0]]), np.array([0.0, -10]), np.array([20, 10]))
+    np.testing.assert_allclose(norm, [[0.5, 0.5]])
