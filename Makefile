@@ -32,7 +32,9 @@ lint: setup
 test: setup lint
 	$(BIN)/python -m pytest -q
 
+# the slow tier also exercises the Ray backend (an optional extra)
 test-slow: setup
+	$(BIN)/pip install -q -c requirements.lock "ray==2.60.0"
 	$(BIN)/python -m pytest -q -m slow
 
 bench: setup

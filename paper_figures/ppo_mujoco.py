@@ -1,8 +1,8 @@
 """PPO on Hopper, HalfCheetah and Walker2d (v5): learning curves over seeds and final returns
 next to CleanRL's published PPO (v4, 1M steps, 3 seeds).
 
-    python paper_figures/ppo_mujoco.py --train          # runs what is missing, then plots
-    python paper_figures/ppo_mujoco.py                  # plots the runs under --runs-root
+    python paper_figures/ppo_mujoco.py --train          # sweeps what is missing, then plots
+    python paper_figures/ppo_mujoco.py                  # plots the sweep under --sweep-dir
 
 Writes <out>/ppo_mujoco.png and <out>/ppo_mujoco.csv (one row per run). "final_train_return" is
 the mean return of the training episodes that ended in the last `--final-window` env steps,
@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -25,24 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from controlrl import plots  # noqa: E402
+from controlrl.experiment import SweepConfig, run_sweep  # noqa: E402
 
 # CleanRL ppo_continuous_action.py, MuJoCo v4, 1M steps, 3 seeds (their benchmark docs)
 CLEANRL_V4 = {"Hopper-v5": 2383.0, "HalfCheetah-v5": 1443.0, "Walker2d-v5": 2288.0}
-
-
-def train(run_dir: Path, env_id: str, seed: int, total: int, extra: list[str]) -> None:
-    """Run (or resume) one training run in its own process."""
-    if (run_dir / "final_eval.json").exists():
-        return
-    cmd = [sys.executable, str(ROOT / "algos" / "ppo.py")]
-    if (run_dir / "checkpoints" / "latest.pt").exists():
-        cmd += ["--resume", str(run_dir)]
-    else:
-        cmd += ["--env-id", env_id, "--seed", str(seed), "--total-timesteps", str(total),
-                "--run-dir", str(run_dir), "--eval-every", "200000", "--eval-episodes", "5",
-                "--no-progress", *extra]
-    print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, env={**os.environ, "MUJOCO_GL": "egl"})
 
 
 def final_train_return(run_dir: Path, window: int) -> float:
@@ -58,40 +42,51 @@ def final_train_return(run_dir: Path, window: int) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--runs-root", type=Path, default=ROOT / "runs" / "ppo_1m")
+    p.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "ppo_mujoco")
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
     p.add_argument("--envs", default="Hopper-v5,HalfCheetah-v5,Walker2d-v5")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--total-timesteps", type=int, default=1_000_000)
     p.add_argument("--final-window", type=int, default=20_480)
-    p.add_argument("--train", action="store_true", help="run missing runs first")
+    p.add_argument("--train", action="store_true", help="run missing runs first (a sweep)")
+    p.add_argument("--workers", type=int, default=1, help="runs at once when training")
     p.add_argument("extra", nargs="*", help="flags passed to algos/ppo.py (after --)")
     args = p.parse_args(argv)
     env_ids = args.envs.split(",")
     if args.train:
-        for env_id in env_ids:
-            for seed in range(1, args.seeds + 1):
-                train(args.runs_root / env_id / f"seed{seed}", env_id, seed,
-                      args.total_timesteps, args.extra)
+        extra = ["--eval-every", "200000", "--eval-episodes", "5", *args.extra]
+        config = SweepConfig(["ppo"], env_ids, args.seeds, args.total_timesteps, extra)
+        runs = run_sweep(
+            config,
+            args.sweep_dir,
+            workers=args.workers,
+            on_update=lambda r: print(f"[{r['status']}] {r['run_id']}", flush=True),
+        )
+        failed = [k for k, v in runs.items() if v["status"] == "failed"]
+        if failed:
+            print(f"warning: failed runs {failed}; see {args.sweep_dir}/sweep.json", flush=True)
 
     rows, groups = [], {}
     for env_id in env_ids:
-        runs = sorted((args.runs_root / env_id).glob("seed*/final_eval.json"))
+        runs = sorted((args.sweep_dir / "runs" / "ppo" / env_id).glob("seed*/final_eval.json"))
         curves = []
         for done in runs:
             run_dir = done.parent
             curves.append(plots.read_metrics(run_dir, "train/episode_return"))
-            rows.append({
-                "env_id": env_id, "seed": run_dir.name.removeprefix("seed"),
-                "steps": int(json.loads(done.read_text())["step"]),
-                "final_train_return": final_train_return(run_dir, args.final_window),
-                "final_eval_return": json.loads(done.read_text())["eval_return_mean"],
-                "cleanrl_v4_1m": CLEANRL_V4.get(env_id, ""),
-            })
+            rows.append(
+                {
+                    "env_id": env_id,
+                    "seed": run_dir.name.removeprefix("seed"),
+                    "steps": int(json.loads(done.read_text())["step"]),
+                    "final_train_return": final_train_return(run_dir, args.final_window),
+                    "final_eval_return": json.loads(done.read_text())["eval_return_mean"],
+                    "cleanrl_v4_1m": CLEANRL_V4.get(env_id, ""),
+                }
+            )
         if curves:
             groups[env_id] = curves
     if not rows:
-        raise SystemExit(f"error: no finished runs under {args.runs_root} (use --train)")
+        raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
     args.out.mkdir(parents=True, exist_ok=True)
     with (args.out / "ppo_mujoco.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -116,10 +111,14 @@ def main(argv: list[str] | None = None) -> None:
     for env_id in env_ids:
         vals = [r["final_train_return"] for r in rows if r["env_id"] == env_id]
         if vals:
-            print(f"  {env_id}: {np.mean(vals):.0f} +- {np.std(vals):.0f} over {len(vals)} seeds "
-                  f"({CLEANRL_V4.get(env_id, '-')})")
-    print(f"wrote {args.out / 'ppo_mujoco.png'} and ppo_mujoco.csv; command: python "
-          f"paper_figures/ppo_mujoco.py {' '.join(argv if argv is not None else sys.argv[1:])}")
+            print(
+                f"  {env_id}: {np.mean(vals):.0f} +- {np.std(vals):.0f} over {len(vals)} seeds "
+                f"({CLEANRL_V4.get(env_id, '-')})"
+            )
+    print(
+        f"wrote {args.out / 'ppo_mujoco.png'} and ppo_mujoco.csv; command: python "
+        f"paper_figures/ppo_mujoco.py {' '.join(argv if argv is not None else sys.argv[1:])}"
+    )
 
 
 if __name__ == "__main__":
