@@ -3,32 +3,23 @@
     python algos/ppo.py --env-id Hopper-v5 --total-timesteps 1000000 --seed 1
 
 Logs to the run directory (config.json, metrics.csv, timing.csv, tb/, checkpoints/, videos/):
-episode returns, losses, approx-KL (k3), clip fraction, ratio deviation, explained variance,
-evaluation returns with the normaliser frozen, and steps/s. Spec: shared specs algorithms.md §0, §2.
+episode returns, losses, approx-KL (k3), clip fraction, explained variance, evaluation returns
+with the normaliser frozen, steps/s, and, after each update over the whole batch
+(controlrl.diagnostics), per-state KL(old || new) mean and max and the fraction, max and mean of
+|r - 1| (> eps). Spec: shared specs algorithms.md §0, §2.
 """
 
 from __future__ import annotations
 
-import math
-import sys
-import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 
-import envs
-from controlrl import checkpoint
-from controlrl.buffers import RolloutBuffer
-from controlrl.cli import CommonArgs, config_dict, fail, parse, require
-from controlrl.evaluate import evaluate
-from controlrl.logger import RunLogger, default_run_dir
-from controlrl.nets import ValueNet, make_policy
-from controlrl.normalize import ObsNormalizer, RewardScaler
-from controlrl.returns import gae
-from controlrl.rollout import Collector
-from controlrl.seeding import rng_state, seed_everything, set_rng_state
+from controlrl import diagnostics
+from controlrl.cli import CommonArgs, parse, require
+from controlrl.nets import ValueNet, flatten_parameters, make_policy
+from controlrl.training import Run
 
 
 @dataclass
@@ -127,10 +118,6 @@ def value_loss(
     return 0.5 * err.mean()
 
 
-class NonFiniteError(RuntimeError):
-    """A loss or a parameter became NaN or inf."""
-
-
 def update(policy, value_net, optimizer, batch: dict[str, torch.Tensor], args: Args) -> dict:
     """update_epochs x num_minibatches Adam steps on the PPO loss; returns mean statistics."""
     batch_size = batch["obs"].shape[0]
@@ -154,7 +141,7 @@ def update(policy, value_net, optimizer, batch: dict[str, torch.Tensor], args: A
             )
             ent = entropy.mean()
             loss = pg_loss - args.ent_coef * ent + args.vf_coef * v_loss
-            optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad(set_to_none=False)  # in place: keeps flat-parameter views
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
             optimizer.step()
@@ -173,170 +160,40 @@ def update(policy, value_net, optimizer, batch: dict[str, torch.Tensor], args: A
         k: float(torch.stack(v).max() if k == "ratio_dev_max" else torch.stack(v).mean())
         for k, v in log.items()
     }
-    if not all(math.isfinite(v) for v in out.values()) or not all(
-        torch.isfinite(p).all() for p in params
-    ):
-        raise NonFiniteError(f"non-finite loss or parameters after update: {out}")
+    diagnostics.check_finite(out, params)
     out["grad_steps"] = steps
     return out
 
 
-def explained_variance(values: np.ndarray, returns: np.ndarray) -> float:
-    """1 - Var(R - V) / Var(R); nan when the returns are constant."""
-    var = returns.var()
-    return float("nan") if var == 0 else float(1 - (returns - values).var() / var)
-
-
 def main(args: Args) -> None:
-    torch.set_num_threads(args.torch_threads)
-    rng = seed_everything(args.seed, args.torch_deterministic)
-    state = None
-    if args.resume is not None:  # loaded before anything is started or written
-        try:
-            state = checkpoint.load(
-                Path(args.resume) / "checkpoints" / "latest.pt",
-                required=("step", "iteration", "policy", "value", "optimizer"),
-            )
-        except checkpoint.CheckpointError as exc:
-            fail(str(exc))
-
-    vec_env = envs.make(args.env_id, args.num_envs, args.seed, args.vectorization)
-    obs_space, act_space = vec_env.single_observation_space, vec_env.single_action_space
-    policy = make_policy(obs_space, act_space, args.hidden_sizes)
-    value_net = ValueNet(int(np.prod(obs_space.shape)), args.hidden_sizes)
-    optimizer = torch.optim.Adam(
-        [*policy.parameters(), *value_net.parameters()], lr=args.learning_rate, eps=1e-5
+    run = Run(
+        args, "ppo", args.gamma, args.gae_lambda, args.num_steps, args.norm_obs, args.norm_reward
     )
-    obs_normalizer = ObsNormalizer(obs_space.shape) if args.norm_obs else None
-    reward_scaler = RewardScaler(args.num_envs, args.gamma) if args.norm_reward else None
-    start_iteration, start_step = 0, 0
-    if state is not None:
-        policy.load_state_dict(state["policy"])
-        value_net.load_state_dict(state["value"])
-        optimizer.load_state_dict(state["optimizer"])
-        if obs_normalizer is not None:
-            obs_normalizer.load_state_dict(state["obs_normalizer"])
-        if reward_scaler is not None:
-            reward_scaler.load_state_dict(state["reward_scaler"])
-        set_rng_state(state["rng"], rng)
-        start_iteration, start_step = int(state["iteration"]), int(state["step"])
+    policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)
+    value_net = ValueNet(int(np.prod(run.obs_space.shape)), args.hidden_sizes)
+    flat_params = flatten_parameters(policy, value_net)  # clip and Adam: one tensor, not 13
+    optimizer = torch.optim.Adam([flat_params], lr=args.learning_rate, eps=1e-5, fused=True)
 
-    run_dir = Path(args.run_dir) if args.run_dir else default_run_dir("ppo", args.env_id, args.seed)
-    logger = RunLogger(
-        run_dir,
-        config_dict(args, "ppo"),
-        args.total_timesteps,
-        start_step,
-        args.tensorboard,
-        args.progress,
-    )
-    collector = Collector(vec_env, obs_normalizer, reward_scaler, args.truncation_as_terminal)
-    collector.reset(seed=args.seed + 1_000_003 * start_iteration)  # fresh episodes on resume
-    collector.global_step = start_step
-    buffer = RolloutBuffer(
-        args.num_steps, args.num_envs, obs_space.shape, act_space.shape, collector.discrete
-    )
-    batch_size = args.num_steps * args.num_envs
-    num_iterations = args.total_timesteps // batch_size
-    next_eval = (start_step // args.eval_every + 1) * args.eval_every if args.eval_every else None
-
-    def save_checkpoint(iteration: int) -> None:
-        checkpoint.save(
-            run_dir / "checkpoints" / "latest.pt",
-            {
-                "step": collector.global_step,
-                "iteration": iteration,
-                "policy": policy.state_dict(),
-                "value": value_net.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "rng": rng_state(rng),
-                "obs_normalizer": obs_normalizer.state_dict() if obs_normalizer else {},
-                "reward_scaler": reward_scaler.state_dict() if reward_scaler else {},
-            },
-        )
-
-    def run_eval(step: int) -> float:
-        video = run_dir / "videos" / f"step_{step}.mp4" if args.capture_video else None
-        returns = evaluate(
-            policy.mode,
-            args.env_id,
-            obs_normalizer,
-            args.eval_episodes,
-            seed=args.seed + 10_000,
-            video_path=video,
-        )
-        return float(returns.mean())
-
-    for iteration in range(start_iteration + 1, num_iterations + 1):
-        t0 = time.perf_counter()
-        lr = args.learning_rate * (1.0 - (iteration - 1) / num_iterations if args.anneal_lr else 1)
-        optimizer.param_groups[0]["lr"] = lr
-        episodes = collector.collect(buffer, policy.sample)
-        buffer.fill_values(value_net)
-        buffer.fill_logprobs(lambda obs, act: policy.log_prob_entropy(obs, act)[0])
-        advantages = gae(
-            buffer.rewards,
-            buffer.values,
-            buffer.next_values,
-            buffer.terminated,
-            buffer.ended,
-            args.gamma,
-            args.gae_lambda,
-        )
-        returns = advantages + buffer.values
-        t1 = time.perf_counter()
-        try:
-            stats = update(
+    for iteration in run.start(policy=policy, value=value_net, optimizer=optimizer):
+        frac = 1.0 - (iteration - 1) / run.num_iterations if args.anneal_lr else 1.0
+        optimizer.param_groups[0]["lr"] = lr = args.learning_rate * frac
+        batch, episodes = run.collect(policy, value_net)
+        old_params = diagnostics.dist_params(policy, batch["obs"])
+        with run.guard():
+            stats = update(policy, value_net, optimizer, batch, args)
+        # KL and ratio statistics over the whole batch after the update
+        stats.update(
+            diagnostics.policy_shift(
                 policy,
-                value_net,
-                optimizer,
-                buffer.flat(advantages=advantages, returns=returns),
-                args,
+                batch["obs"],
+                batch["actions"],
+                batch["logprobs"],
+                old_params,
+                args.clip_coef,
             )
-        except NonFiniteError as exc:
-            logger.close()
-            print(f"error: {exc}; the last good checkpoint stays in {run_dir}", file=sys.stderr)
-            raise SystemExit(1) from None
-        t2 = time.perf_counter()
-        step = collector.global_step
-        metrics = {
-            "train/episode_return": float(np.mean([e.ret for e in episodes]))
-            if episodes
-            else float("nan"),
-            "train/episode_length": float(np.mean([e.length for e in episodes]))
-            if episodes
-            else float("nan"),
-            "train/episodes": len(episodes),
-            "train/learning_rate": lr,
-            "train/explained_variance": explained_variance(buffer.values.ravel(), returns.ravel()),
-            **{f"train/{k}": v for k, v in stats.items()},
-        }
-        metrics["eval/return"] = float("nan")  # a fixed column; filled on evaluation rows
-        if next_eval is not None and step >= next_eval:
-            metrics["eval/return"] = run_eval(step)
-            next_eval += args.eval_every
-        logger.log(
-            step,
-            metrics,
-            {
-                "time/sps": (t2 - t0) and batch_size / (t2 - t0),
-                "time/rollout_s": t1 - t0,
-                "time/update_s": t2 - t1,
-            },
         )
-        if iteration % args.checkpoint_every == 0 or iteration == num_iterations:
-            save_checkpoint(iteration)
-
-    final = run_eval(collector.global_step)
-    (run_dir / "final_eval.json").write_text(
-        f'{{"step": {collector.global_step}, "eval_return_mean": {final!r}}}\n'
-    )
-    logger.bar.write(
-        f"final evaluation ({args.eval_episodes} episodes, normaliser frozen): "
-        f"{final:.1f}   run dir: {run_dir}"
-    )
-    logger.close()
-    vec_env.close()
+        run.end_iteration(iteration, {**stats, "learning_rate": lr}, episodes, act=policy.mode)
+    run.finish(policy.mode)
 
 
 if __name__ == "__main__":

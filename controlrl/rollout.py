@@ -66,10 +66,15 @@ class Collector:
         assert self.obs is not None, "call reset() first"
         buffer.reset()
         episodes: list[Episode] = []
+        with torch.inference_mode():
+            self._collect(buffer, act, episodes)
+        buffer.last_obs[:] = self.obs
+        return episodes
+
+    def _collect(self, buffer: RolloutBuffer, act, episodes: list[Episode]) -> None:
         for t in range(buffer.num_steps):
             buffer.obs[t] = self.obs
-            with torch.inference_mode():
-                action = act(torch.from_numpy(buffer.obs[t])).numpy()
+            action = act(torch.from_numpy(buffer.obs[t])).numpy()
             buffer.actions[t] = action
             env_action = action if self.discrete else np.clip(action, self.low, self.high)
             obs, reward, terminated, truncated, info = self.envs.step(env_action)
@@ -96,5 +101,3 @@ class Collector:
                 self.ep_return[ended] = 0.0
                 self.ep_length[ended] = 0
             self.obs = self._normalize(obs)
-        buffer.last_obs[:] = self.obs
-        return episodes

@@ -20,15 +20,21 @@ def check_id(name: str) -> None:
 
 
 def make(
-    name: str, num_envs: int, vectorization: str = "sync", render_mode: str | None = None
+    name: str,
+    num_envs: int,
+    vectorization: str = "sync",
+    render_mode: str | None = None,
+    copy: bool = True,
 ) -> gym.vector.VectorEnv:
     """num_envs copies of gym.make(name) with SAME_STEP autoreset.
 
+    copy=False returns the vector env's own observation array on each step (no deepcopy): for
+    callers that copy it into a buffer at once, like controlrl's Collector.
     Async (one process per env) only pays off with many cores: on 2 cores sync is faster.
     """
     if vectorization not in ("sync", "async"):
         raise ValueError(f"vectorization must be 'sync' or 'async', got {vectorization!r}")
-    kwargs = {"autoreset_mode": AutoresetMode.SAME_STEP}
+    kwargs = {"autoreset_mode": AutoresetMode.SAME_STEP, "copy": copy}
     if vectorization == "async":
         kwargs["context"] = "fork"
     return gym.make_vec(

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from algos.ppo import Args, NonFiniteError, ppo_loss, update, value_loss
+from algos.ppo import Args, ppo_loss, update, value_loss
+from controlrl.diagnostics import NonFiniteError
 from controlrl.nets import GaussianPolicy, ValueNet
 
 EPS = 0.2

@@ -1,0 +1,95 @@
+"""Trust-region diagnostics shared by every on-policy algorithm: per-state KL, ratio deviation.
+
+Policies expose `dist_params(obs)`: (mean, log_std) [B, act_dim] each for a diagonal Gaussian,
+log-probabilities [B, K] for a categorical. The old parameters are computed in ONE batched pass
+over the rollout before the update (exact: the policy does not change during collection) and
+compared with a second pass after it:
+
+    old = dist_params(policy, batch["obs"])
+    ... update ...
+    stats |= policy_shift(policy, batch["obs"], batch["actions"], batch["logprobs"], old, eps)
+
+which gives kl_mean, kl_max (KL(old || new) per state, over the whole batch), ratio_dev_frac
+(fraction of samples with |r - 1| > eps), ratio_dev_max and ratio_dev_mean.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+Params = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
+
+
+class NonFiniteError(RuntimeError):
+    """A loss or a parameter became NaN or inf."""
+
+
+def per_state_kl(old: Params, new: Params) -> torch.Tensor:
+    """Analytic KL(old || new) per state [B]: diagonal Gaussian (mean, log_std) or categorical
+    log-probabilities. Differentiable in `new` (FixPO penalises it)."""
+    if isinstance(old, tuple):
+        (mu_old, log_std_old), (mu_new, log_std_new) = old, new
+        var_ratio = torch.exp(2 * (log_std_old - log_std_new))  # sigma_old^2 / sigma_new^2
+        mean_term = (mu_old - mu_new).pow(2) * torch.exp(-2 * log_std_new)
+        return 0.5 * (var_ratio + mean_term - 1 - torch.log(var_ratio)).sum(-1)
+    return (old.exp() * (old - new)).sum(-1)
+
+
+def dist_params(policy: torch.nn.Module, obs: torch.Tensor) -> Params:
+    """The policy's distribution parameters at obs [B, ...], without gradient (plain tensors)."""
+    with torch.no_grad():
+        params = policy.dist_params(obs)
+    if isinstance(params, tuple):
+        return tuple(p.clone() for p in params)
+    return params.clone()
+
+
+def index_params(params: Params, idx: torch.Tensor) -> Params:
+    """The rows idx of distribution parameters (a tuple for Gaussians)."""
+    if isinstance(params, tuple):
+        return tuple(p[idx] for p in params)
+    return params[idx]
+
+
+def ratio_stats(ratio: torch.Tensor, eps: float) -> dict[str, float]:
+    """Fraction of samples with |r - 1| > eps, max and mean |r - 1|."""
+    deviation = (ratio.detach() - 1).abs()
+    return {
+        "ratio_dev_frac": float((deviation > eps).float().mean()),
+        "ratio_dev_max": float(deviation.max()),
+        "ratio_dev_mean": float(deviation.mean()),
+    }
+
+
+def policy_shift(
+    policy: torch.nn.Module,
+    obs: torch.Tensor,
+    actions: torch.Tensor,
+    old_logp: torch.Tensor,
+    old_params: Params,
+    eps: float,
+) -> dict[str, float]:
+    """How far an update moved the policy on the batch: KL(old || new) per state (mean, max) and
+    the ratio statistics of ratio_stats, from one batched forward pass."""
+    with torch.no_grad():
+        kl = per_state_kl(old_params, policy.dist_params(obs))
+        logp, _ = policy.log_prob_entropy(obs, actions)
+        stats = ratio_stats(torch.exp(logp - old_logp), eps)
+    return {"kl_mean": float(kl.mean()), "kl_max": float(kl.max()), **stats}
+
+
+def explained_variance(values: np.ndarray, returns: np.ndarray) -> float:
+    """1 - Var(R - V) / Var(R); nan when the returns are constant."""
+    var = returns.var()
+    return float("nan") if var == 0 else float(1 - (returns - values).var() / var)
+
+
+def check_finite(stats: dict[str, float], params) -> None:
+    """Raise NonFiniteError if a statistic or a parameter is NaN or inf."""
+    if not all(math.isfinite(v) for v in stats.values()) or not all(
+        torch.isfinite(p).all() for p in params
+    ):
+        raise NonFiniteError(f"non-finite loss or parameters after update: {stats}")
