@@ -1,0 +1,125 @@
+"""optimistic_po: plain functions (spec 14.5), determinism, delay, CLI validation, outputs."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+from algos import optimistic_po as opo
+from theory.mdp import evaluate, random_mdp
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_true_model_without_bonus_gives_exact_values():
+    rng = np.random.default_rng(0)
+    mdp = random_mdp(5, 3, rng, gamma=None, horizon=5)
+    pi = rng.dirichlet(np.ones(3), size=(5, 5))
+    Q, V = opo.optimistic_evaluation(mdp.R, mdp.P, np.zeros_like(mdp.R), pi)
+    V_true, Q_true = evaluate(mdp, pi)
+    np.testing.assert_allclose(Q, Q_true, atol=1e-12)
+    np.testing.assert_allclose(V, V_true, atol=1e-12)
+
+
+def test_mirror_descent_step_is_the_kl_proximal_argmax():
+    rng = np.random.default_rng(1)
+    logits = rng.normal(size=4)
+    pi = np.exp(logits) / np.exp(logits).sum()
+    q, eta = rng.uniform(0, 5, size=4), 0.7
+    _, new = opo.mirror_descent_update(logits, q, eta)
+
+    def neg(z):
+        p = np.exp(z - z.max())
+        p /= p.sum()
+        return -(eta * p @ q - np.sum(p * np.log(p / pi)))
+
+    res = minimize(neg, np.zeros(4), method="BFGS", options={"gtol": 1e-10})
+    num = np.exp(res.x - res.x.max())
+    np.testing.assert_allclose(new, num / num.sum(), atol=1e-5)
+
+
+def test_theory_bonus_is_optimistic():
+    args = opo.Args(episodes=300, c_b=1.0, progress=False)
+    mdp, _ = opo.make_instance(args)
+    violations = []
+    seen = {}  # episode -> (pi_{k+1}, optimistic Q of pi_k)
+
+    def record(k, pi_next, Q):
+        seen[k] = (pi_next.copy(), Q.copy())
+
+    opo.run(args, callback=record)
+    pi_prev = np.full((5, 5, 3), 1 / 3)
+    for k in range(300):
+        pi_next, Q = seen[k]
+        Q_true = evaluate(mdp, pi_prev)[1]
+        violations.append(int(np.any(Q < Q_true - 1e-12)))
+        pi_prev = pi_next
+    assert sum(violations) == 0
+
+
+def test_same_seed_same_output_and_delay_holds_feedback():
+    a = opo.run(opo.Args(episodes=500, seed=3, progress=False))["regret"]
+    b = opo.run(opo.Args(episodes=500, seed=3, progress=False))["regret"]
+    c = opo.run(opo.Args(episodes=500, seed=4, progress=False))["regret"]
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    pis = []
+    args = opo.Args(episodes=30, delay=20, c_b=0.001, progress=False)
+    opo.run(args, callback=lambda k, p, q: pis.append(p))
+    np.testing.assert_allclose(pis[19], 1 / 3)  # no feedback yet: every pair looks unvisited
+    assert not np.allclose(pis[25], 1 / 3)
+
+
+def test_adversarial_regret_against_best_fixed_policy():
+    out = opo.run(opo.Args(episodes=2000, losses="adversarial", switch_every=100, progress=False))
+    assert np.all(np.isfinite(out["regret"]))
+    assert out["regret"][-1] / 2000 < out["regret"][199] / 200  # average regret falls
+
+
+@pytest.mark.parametrize(
+    "flag,value", [("--S", "1"), ("--c-b", "-1"), ("--delay", "-2"), ("--delta", "2")]
+)
+def test_bad_flag_exits_2_naming_flag(flag, value, tmp_path):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "algos/optimistic_po.py"),
+            flag,
+            value,
+            "--run-dir",
+            str(tmp_path / "r"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 2
+    assert flag in proc.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "r").exists()
+
+
+def test_cli_writes_run_directory(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "algos/optimistic_po.py"),
+            "--episodes",
+            "200",
+            "--run-dir",
+            str(run_dir),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((run_dir / "config.json").read_text())["episodes"] == 200
+    rows = np.loadtxt(run_dir / "regret.csv", delimiter=",", skiprows=1)
+    assert rows.shape == (200, 2) and np.all(np.diff(rows[:, 1]) >= -1e-12)
+    assert (run_dir / "regret.png").stat().st_size > 1000

@@ -1,0 +1,1 @@
+"""Exact tabular tools (numpy/scipy only): MDPs, policy optimization, off-policy operators."""

@@ -1,0 +1,66 @@
+"""Regret of a sequence of policies and rate fitting (log-log slope, a + b log K)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from theory.mdp import TabularMDP, evaluate, value_iteration
+
+
+def policy_values(mdp: TabularMDP, policies: np.ndarray) -> np.ndarray:
+    """eta(pi_k) for a stack of policies [K, ...] (exact, one evaluation each)."""
+    return np.array([mdp.rho0 @ _v0(mdp, pi) for pi in policies])
+
+
+def _v0(mdp: TabularMDP, pi: np.ndarray) -> np.ndarray:
+    V, _ = evaluate(mdp, pi)
+    return V[0] if mdp.episodic else V
+
+
+def optimal_value(mdp: TabularMDP) -> float:
+    """eta(pi*) = rho0 . V* (first-step value for a finite-horizon MDP)."""
+    V, _ = value_iteration(mdp)
+    return float(mdp.rho0 @ (V[0] if mdp.episodic else V))
+
+
+def cumulative_regret(values: np.ndarray, v_star: float | np.ndarray) -> np.ndarray:
+    """Reg(k) = sum_{j <= k} (v_star - values_j) for k = 1..K (v_star may vary per episode)."""
+    return np.cumsum(np.asarray(v_star) - np.asarray(values, dtype=float))
+
+
+def loglog_slope(
+    K: np.ndarray, reg: np.ndarray, k_min: float | None = None, k_max: float | None = None
+) -> float:
+    """OLS slope of log reg against log K restricted to k_min <= K <= k_max (reg > 0 only)."""
+    K, reg = np.asarray(K, dtype=float), np.asarray(reg, dtype=float)
+    keep = (reg > 0) & (K >= (k_min or 0)) & (K <= (k_max or np.inf))
+    if keep.sum() < 2:
+        raise ValueError(f"need >= 2 points with reg > 0 in [{k_min}, {k_max}], got {keep.sum()}")
+    return float(np.polyfit(np.log(K[keep]), np.log(reg[keep]), 1)[0])
+
+
+def fit_log(K: np.ndarray, reg: np.ndarray) -> tuple[float, float, float]:
+    """Least-squares fit reg ~ a + b log K; returns (a, b, R^2)."""
+    x, y = np.log(np.asarray(K, dtype=float)), np.asarray(reg, dtype=float)
+    b, a = np.polyfit(x, y, 1)
+    resid = y - (a + b * x)
+    r2 = 1.0 - resid.var() / y.var() if y.var() > 0 else 1.0
+    return float(a), float(b), float(r2)
+
+
+def bootstrap_slope_ci(
+    K: np.ndarray,
+    regs: np.ndarray,
+    k_min: float,
+    k_max: float,
+    rng: np.random.Generator,
+    n_boot: int = 1000,
+    level: float = 0.95,
+) -> tuple[float, float, float]:
+    """Slope of log mean-over-seeds regret and a bootstrap CI over seeds; regs is [seeds, K]."""
+    regs = np.asarray(regs, dtype=float)
+    slope = loglog_slope(K, regs.mean(axis=0), k_min, k_max)
+    idx = rng.integers(regs.shape[0], size=(n_boot, regs.shape[0]))
+    boots = [loglog_slope(K, regs[i].mean(axis=0), k_min, k_max) for i in idx]
+    lo, hi = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2])
+    return slope, float(lo), float(hi)
