@@ -53,7 +53,7 @@ class _CsvLog:
 
 def _fmt(x) -> str:
     if isinstance(x, float):
-        return repr(x)  # round-trips exactly, so identical runs give identical files
+        return repr(float(x))  # round-trips exactly, so identical runs give identical files
     return str(x)
 
 

@@ -1,0 +1,175 @@
+"""TRPO (Schulman et al. 2015): natural-gradient policy steps inside a KL trust region, with a
+backtracking line search, and a critic fitted by minibatch regression. Defaults: sb3-contrib
+TRPO with RL Zoo's MuJoCo settings.
+
+    python algos/trpo.py --env-id Hopper-v5 --total-timesteps 1000000 --seed 1
+
+Logs (metrics.csv, TensorBoard): surrogate before/after, measured mean KL after the step, the
+quadratic model's KL, line-search acceptance and backtracks, CG residual, critic loss, per-state
+KL (mean, max) and ratio deviation, episode and evaluation returns. Spec: algorithms.md §1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from controlrl import diagnostics
+from controlrl.cli import CommonArgs, parse, require
+from controlrl.nets import ValueNet, make_policy
+from controlrl.training import Run
+from controlrl.trust_region import natural_step
+
+
+@dataclass
+class Args(CommonArgs):
+    num_envs: int = 2
+    """parallel environments (RL Zoo MuJoCo 2)"""
+    num_steps: int = 1024
+    """steps per env per rollout (RL Zoo MuJoCo 1024)"""
+    gamma: float = 0.99
+    """discount (RL Zoo 0.99)"""
+    gae_lambda: float = 0.95
+    """GAE lambda (RL Zoo 0.95)"""
+    target_kl: float = 0.01
+    """trust-region radius delta on the mean KL(old || new) (sb3-contrib 0.01; RL Zoo uses 0.04
+    for HalfCheetah)"""
+    cg_max_steps: int = 25
+    """conjugate-gradient iterations (RL Zoo MuJoCo 25; sb3-contrib default 15)"""
+    cg_damping: float = 0.1
+    """damping added to the Fisher-vector product (sb3-contrib 0.1)"""
+    line_search_shrinking_factor: float = 0.8
+    """backtracking factor of the line search (sb3-contrib 0.8)"""
+    line_search_max_iter: int = 10
+    """line-search trials before the step is rejected and the policy restored (sb3-contrib 10)"""
+    critic_learning_rate: float = 1e-3
+    """Adam learning rate of the critic (RL Zoo 1e-3)"""
+    n_critic_updates: int = 20
+    """passes of minibatch regression of the critic per iteration (RL Zoo MuJoCo 20)"""
+    critic_batch_size: int = 128
+    """critic minibatch size (RL Zoo 128)"""
+    norm_adv: bool = True
+    """standardise advantages over the whole batch (sb3-contrib True)"""
+    norm_obs: bool = True
+    """running observation normalisation (RL Zoo normalize: true)"""
+    norm_reward: bool = True
+    """running return-based reward scaling (RL Zoo normalize: true)"""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """hidden layers of the actor and of the critic (SB3 MlpPolicy 64, 64 tanh)"""
+    ratio_eps: float = 0.2
+    """eps of the logged ratio-deviation statistic |r - 1| > eps (diagnostic only)"""
+
+    def validate(self) -> None:
+        super().validate()
+        for name in (
+            "num_steps",
+            "target_kl",
+            "cg_max_steps",
+            "line_search_max_iter",
+            "critic_learning_rate",
+            "n_critic_updates",
+            "critic_batch_size",
+        ):
+            require(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
+        require(self.cg_damping >= 0, "cg_damping", f"must be >= 0, got {self.cg_damping}")
+        require(
+            0 < self.line_search_shrinking_factor < 1,
+            "line_search_shrinking_factor",
+            f"must be in (0, 1), got {self.line_search_shrinking_factor}",
+        )
+        require(0 <= self.gamma <= 1, "gamma", f"must be in [0, 1], got {self.gamma}")
+        require(
+            0 <= self.gae_lambda <= 1, "gae_lambda", f"must be in [0, 1], got {self.gae_lambda}"
+        )
+        batch = self.num_steps * self.num_envs
+        require(batch >= 2, "num_steps", "* --num-envs must be >= 2 (advantage normalisation)")
+        require(
+            self.total_timesteps >= batch,
+            "total_timesteps",
+            f"must be >= one batch (num_steps * num_envs = {batch}), got {self.total_timesteps}",
+        )
+
+
+def surrogate(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
+    """The importance-sampled surrogate to MAXIMISE: mean(r * A), r = pi / pi_old."""
+    return (torch.exp(logp - old_logp) * adv).mean()
+
+
+def mean_kl(old_params, policy, obs: torch.Tensor) -> torch.Tensor:
+    """The trust-region constraint: mean over states of KL(pi_old(.|s) || pi(.|s))."""
+    return diagnostics.per_state_kl(old_params, policy.dist_params(obs)).mean()
+
+
+def policy_step(
+    policy, batch: dict[str, torch.Tensor], old_params, adv: torch.Tensor, args: Args
+) -> dict[str, float]:
+    """One natural-gradient step of the actor on the whole batch (no minibatches)."""
+    obs, actions, old_logp = batch["obs"], batch["actions"], batch["logprobs"]
+    return natural_step(
+        list(policy.parameters()),
+        objective=lambda: surrogate(policy.log_prob_entropy(obs, actions)[0], old_logp, adv),
+        constraint=lambda: mean_kl(old_params, policy, obs),
+        delta=args.target_kl,
+        cg_steps=args.cg_max_steps,
+        damping=args.cg_damping,
+        shrink=args.line_search_shrinking_factor,
+        max_backtracks=args.line_search_max_iter,
+    )
+
+
+def fit_critic(value_net, optimizer, obs: torch.Tensor, returns: torch.Tensor, args: Args) -> float:
+    """n_critic_updates passes of minibatch MSE regression to the lambda-returns; mean loss."""
+    losses = []
+    for _ in range(args.n_critic_updates):
+        for idx in torch.randperm(obs.shape[0]).split(args.critic_batch_size):
+            loss = (value_net(obs[idx]) - returns[idx]).pow(2).mean()
+            optimizer.zero_grad(set_to_none=False)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.detach())
+    return float(torch.stack(losses).mean())
+
+
+def update(
+    policy, value_net, critic_optimizer, batch: dict[str, torch.Tensor], args: Args
+) -> dict[str, float]:
+    """Actor: one trust-region step. Critic: regression, separate parameters and optimiser, so
+    it cannot move the policy."""
+    adv = batch["advantages"]
+    if args.norm_adv:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    old_params = diagnostics.dist_params(policy, batch["obs"])
+    stats = policy_step(policy, batch, old_params, adv, args)
+    stats["value_loss"] = fit_critic(
+        value_net, critic_optimizer, batch["obs"], batch["returns"], args
+    )
+    stats.update(
+        diagnostics.policy_shift(
+            policy, batch["obs"], batch["actions"], batch["logprobs"], old_params, args.ratio_eps
+        )
+    )
+    diagnostics.check_finite(stats, [*policy.parameters(), *value_net.parameters()])
+    return stats
+
+
+def main(args: Args) -> None:
+    run = Run(
+        args, "trpo", args.gamma, args.gae_lambda, args.num_steps, args.norm_obs, args.norm_reward
+    )
+    policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)
+    value_net = ValueNet(int(np.prod(run.obs_space.shape)), args.hidden_sizes)
+    critic_optimizer = torch.optim.Adam(
+        value_net.parameters(), lr=args.critic_learning_rate, eps=1e-5, foreach=True
+    )
+    for iteration in run.start(policy=policy, value=value_net, critic_optimizer=critic_optimizer):
+        batch, episodes = run.collect(policy, value_net)
+        with run.guard():
+            stats = update(policy, value_net, critic_optimizer, batch, args)
+        run.end_iteration(iteration, stats, episodes, act=policy.mode)
+    run.finish(policy.mode)
+
+
+if __name__ == "__main__":
+    main(parse(Args))
