@@ -1,0 +1,161 @@
+"""Final returns of an on-policy algorithm on Hopper, HalfCheetah and Walker2d (v5) over seeds,
+learning curves with bootstrap CIs, next to the published reference numbers at 1M steps:
+PPO vs CleanRL (v4, 3 seeds), TRPO vs sb3-contrib / RL Zoo (v3).
+
+    python paper_figures/mujoco_results.py --algo ppo --train   # sweeps what is missing, plots
+    python paper_figures/mujoco_results.py --algo trpo --train
+    python paper_figures/mujoco_results.py --algo ppo           # plots finished runs only
+
+Writes <out>/<algo>_mujoco.png and <out>/<algo>_mujoco.csv (one row per run).
+"final_train_return" is the episode-weighted mean return of the training episodes that ended in
+the last `--final-window` env steps; "final_eval_return" the deterministic evaluation
+(normaliser frozen) at the end of training. Per-env flags follow the reference's tuned configs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from controlrl import plots  # noqa: E402
+from controlrl.experiment import SweepConfig, run_sweep  # noqa: E402
+
+ALGOS = {
+    "ppo": {  # CleanRL ppo_continuous_action.py, MuJoCo v4, 1M steps, 3 seeds
+        "reference": {"Hopper-v5": 2383.0, "HalfCheetah-v5": 1443.0, "Walker2d-v5": 2288.0},
+        "reference_label": "CleanRL PPO (v4, 1M)",
+        "overrides": {},
+    },
+    "trpo": {  # sb3-contrib TRPO with RL Zoo hyperparameters, MuJoCo v3, 1M steps
+        "reference": {"Hopper-v5": 3372.0, "HalfCheetah-v5": 1803.0, "Walker2d-v5": 4502.0},
+        "reference_label": "sb3-contrib TRPO (v3, 1M)",
+        "overrides": {"HalfCheetah-v5": ["--target-kl", "0.04"]},  # RL Zoo's tuned value
+    },
+}
+EVAL_FLAGS = ["--eval-every", "200000", "--eval-episodes", "5"]
+
+
+def sweep_groups(algo: str, env_ids: list[str], root: Path) -> list[tuple[Path, list[str], list]]:
+    """(sweep dir, envs, extra flags): envs sharing the same per-env overrides share a sweep."""
+    groups: dict[tuple, list[str]] = {}
+    for env_id in env_ids:
+        groups.setdefault(tuple(ALGOS[algo]["overrides"].get(env_id, [])), []).append(env_id)
+    out = []
+    for extra, envs_ in groups.items():
+        name = f"{algo}_mujoco" + ("" if not extra else "_" + "_".join(envs_))
+        out.append((root / name, envs_, [*EVAL_FLAGS, *extra]))
+    return out
+
+
+def final_train_return(run_dir: Path, window: int) -> float:
+    """Episode-weighted mean training return over the last `window` steps of the run."""
+    with (run_dir / "metrics.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    end = float(rows[-1]["step"])
+    tail = [r for r in rows if float(r["step"]) > end - window and int(r["train/episodes"]) > 0]
+    n = np.array([int(r["train/episodes"]) for r in tail], float)
+    ret = np.array([float(r["train/episode_return"]) for r in tail])
+    return float((n * ret).sum() / n.sum()) if n.sum() else float("nan")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--algo", choices=sorted(ALGOS), default="ppo")
+    p.add_argument("--sweeps-root", type=Path, default=ROOT / "runs" / "sweeps")
+    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--envs", default="Hopper-v5,HalfCheetah-v5,Walker2d-v5")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--total-timesteps", type=int, default=1_000_000)
+    p.add_argument("--final-window", type=int, default=20_480)
+    p.add_argument("--train", action="store_true", help="run missing runs first (a sweep)")
+    p.add_argument("--workers", type=int, default=1, help="runs at once when training")
+    p.add_argument("extra", nargs="*", help="flags passed to every run (after --)")
+    args = p.parse_args(argv)
+    env_ids = args.envs.split(",")
+    info = ALGOS[args.algo]
+    groups_ = sweep_groups(args.algo, env_ids, args.sweeps_root)
+    if args.train:
+        for sweep_dir, envs_, extra in groups_:
+            config = SweepConfig(
+                [args.algo], envs_, args.seeds, args.total_timesteps, [*extra, *args.extra]
+            )
+            runs = run_sweep(
+                config,
+                sweep_dir,
+                workers=args.workers,
+                on_update=lambda r: print(f"[{r['status']}] {r['run_id']}", flush=True),
+            )
+            failed = [k for k, v in runs.items() if v["status"] == "failed"]
+            if failed:
+                print(f"warning: failed runs {failed}; see {sweep_dir}/sweep.json", flush=True)
+
+    rows, curves = [], {}
+    ref = info["reference"]
+    for sweep_dir, envs_, _ in groups_:
+        for env_id in envs_:
+            done = sorted((sweep_dir / "runs" / args.algo / env_id).glob("seed*/final_eval.json"))
+            for path in done:
+                run_dir, final = path.parent, json.loads(path.read_text())
+                curves.setdefault(env_id, []).append(
+                    plots.read_metrics(run_dir, "train/episode_return")
+                )
+                rows.append(
+                    {
+                        "algo": args.algo,
+                        "env_id": env_id,
+                        "seed": run_dir.name.removeprefix("seed"),
+                        "steps": int(final["step"]),
+                        "final_train_return": final_train_return(run_dir, args.final_window),
+                        "final_eval_return": final["eval_return_mean"],
+                        "reference_1m": ref.get(env_id, ""),
+                    }
+                )
+    if not rows:
+        raise SystemExit(f"error: no finished {args.algo} runs under {args.sweeps_root}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = args.out / f"{args.algo}_mujoco"
+    with stem.with_suffix(".csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+    import matplotlib.pyplot as plt
+
+    with plt.rc_context(plots.STYLE):
+        fig, axes = plt.subplots(1, len(curves), figsize=(4 * len(curves), 3), squeeze=False)
+        for ax, (env_id, env_curves) in zip(axes[0], curves.items()):
+            plots.plot_curves(ax, {f"controlrl {args.algo.upper()}": env_curves}, smooth_window=5)
+            if env_id in ref:
+                ax.axhline(ref[env_id], color="k", ls="--", lw=1, label=info["reference_label"])
+            ax.set_title(env_id)
+            ax.set_ylabel("training episode return")
+            ax.legend(loc="lower right", fontsize=7)
+        fig.suptitle(
+            f"{args.algo.upper()}, {args.total_timesteps:,} steps per run, mean and 95% "
+            "bootstrap CI over seeds",
+            fontsize=9,
+        )
+        fig.tight_layout()
+        fig.savefig(stem.with_suffix(".png"))
+    print(f"per env: mean final training return over seeds ({info['reference_label']})")
+    for env_id in env_ids:
+        vals = [r["final_train_return"] for r in rows if r["env_id"] == env_id]
+        if vals:
+            print(
+                f"  {env_id}: {np.mean(vals):.0f} +- {np.std(vals):.0f} over {len(vals)} seeds "
+                f"(reference {ref.get(env_id, '-')})"
+            )
+    cmd = " ".join(argv if argv is not None else sys.argv[1:])
+    print(f"wrote {stem}.png and .csv; command: python paper_figures/mujoco_results.py {cmd}")
+
+
+if __name__ == "__main__":
+    main()
