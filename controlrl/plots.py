@@ -40,6 +40,18 @@ def read_metrics(run_dir: Path, column: str) -> tuple[np.ndarray, np.ndarray]:
     return steps[keep], values[keep]
 
 
+def final_return(run_dir: Path, window: int) -> float:
+    """Episode-weighted mean training return of the episodes that ended in the last `window`
+    env steps of a run (metrics.csv's per-iteration means weighted by their episode counts)."""
+    with (Path(run_dir) / "metrics.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    end = float(rows[-1]["step"])
+    tail = [r for r in rows if float(r["step"]) > end - window and int(r["train/episodes"]) > 0]
+    n = np.array([int(r["train/episodes"]) for r in tail], float)
+    ret = np.array([float(r["train/episode_return"]) for r in tail])
+    return float((n * ret).sum() / n.sum()) if n.sum() else float("nan")
+
+
 def smooth(values: np.ndarray, window: int) -> np.ndarray:
     """Trailing moving average over `window` points (shorter at the start)."""
     if window <= 1 or len(values) == 0:

@@ -55,17 +55,6 @@ def sweep_groups(algo: str, env_ids: list[str], root: Path) -> list[tuple[Path, 
     return out
 
 
-def final_train_return(run_dir: Path, window: int) -> float:
-    """Episode-weighted mean training return over the last `window` steps of the run."""
-    with (run_dir / "metrics.csv").open() as f:
-        rows = list(csv.DictReader(f))
-    end = float(rows[-1]["step"])
-    tail = [r for r in rows if float(r["step"]) > end - window and int(r["train/episodes"]) > 0]
-    n = np.array([int(r["train/episodes"]) for r in tail], float)
-    ret = np.array([float(r["train/episode_return"]) for r in tail])
-    return float((n * ret).sum() / n.sum()) if n.sum() else float("nan")
-
-
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--algo", choices=sorted(ALGOS), default="ppo")
@@ -113,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
                         "env_id": env_id,
                         "seed": run_dir.name.removeprefix("seed"),
                         "steps": int(final["step"]),
-                        "final_train_return": final_train_return(run_dir, args.final_window),
+                        "final_train_return": plots.final_return(run_dir, args.final_window),
                         "final_eval_return": final["eval_return_mean"],
                         "reference_1m": ref.get(env_id, ""),
                     }

@@ -50,3 +50,38 @@ def test_mujoco_results_toy(algo, tmp_path):
     assert (tmp_path / "out" / f"{algo}_mujoco.png").stat().st_size > 5000
     if algo == "trpo":  # RL Zoo's HalfCheetah target_kl went to its own sweep
         assert (tmp_path / "sweeps" / "trpo_mujoco_HalfCheetah-v5" / "sweep.json").exists()
+
+
+@pytest.mark.slow
+def test_gae_lambda_gamma_toy(tmp_path):
+    cmd = [
+        sys.executable,
+        "paper_figures/gae_lambda_gamma.py",
+        "--env-id",
+        "Pendulum-v1",
+        "--total-timesteps",
+        "512",
+        "--seeds",
+        "1",
+        "--lambdas",
+        "0.0,1.0",
+        "--gammas",
+        "0.9,0.99",
+        "--sweeps-root",
+        str(tmp_path / "sweeps"),
+        "--out",
+        str(tmp_path / "out"),
+        "--",
+        "--num-steps",
+        "128",
+    ]
+    subprocess.run(cmd, cwd=ROOT, check=True, timeout=600)
+    rows = list(csv.DictReader((tmp_path / "out" / "gae_lambda_gamma.csv").open()))
+    assert len(rows) == 4 and all(r["status"] == "done" for r in rows)
+    assert {(r["gamma"], r["lambda"]) for r in rows} == {
+        ("0.9", "0.0"),
+        ("0.9", "1.0"),
+        ("0.99", "0.0"),
+        ("0.99", "1.0"),
+    }
+    assert (tmp_path / "out" / "gae_lambda_gamma.png").stat().st_size > 5000

@@ -75,3 +75,16 @@ def test_performance_profile_and_normalisation():
     np.testing.assert_allclose(prof, [1.0, 0.75, 0.5, 0.0])
     norm = plots.normalize_scores(np.array([[10.0, 0.0]]), np.array([0.0, -10]), np.array([20, 10]))
     np.testing.assert_allclose(norm, [[0.5, 0.5]])
+
+
+def test_final_return_weights_by_episode_count(tmp_path):
+    rows = [
+        "step,train/episode_return,train/episodes",
+        "100,50.0,1",
+        "200,nan,0",
+        "300,10.0,3",
+        "400,20.0,1",
+    ]
+    (tmp_path / "metrics.csv").write_text("\n".join(rows) + "\n")
+    assert plots.final_return(tmp_path, window=250) == (10.0 * 3 + 20.0) / 4  # steps 200..400
+    assert plots.final_return(tmp_path, window=50) == 20.0
