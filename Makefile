@@ -40,8 +40,26 @@ test-slow: setup
 bench: setup
 	$(BIN)/python paper_figures/bench_ppo.py --out paper_figures/out/bench_ppo.csv --envs-list 1,8 --iterations 3 --repeats 3
 
+# every figure of paper_figures/README.md: at toy size into runs/figures_toy (minutes), or with
+# FULL=1 at the budgets stated there into paper_figures/out (hours on 2 cores)
+TOY_OUT := runs/figures_toy
 figures: setup
-	@echo "figure scripts are listed in paper_figures/README.md"
+ifdef FULL
+	$(BIN)/python paper_figures/retrace_contraction.py
+	$(BIN)/python paper_figures/regret.py
+	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --train
+	$(BIN)/python paper_figures/mujoco_results.py --algo trpo --train
+	$(BIN)/python paper_figures/gae_lambda_gamma.py --total-timesteps 100000
+else
+	$(BIN)/python paper_figures/retrace_contraction.py --toy --out $(TOY_OUT)
+	$(BIN)/python paper_figures/regret.py --toy --out $(TOY_OUT)
+	for algo in ppo trpo; do $(BIN)/python paper_figures/mujoco_results.py --algo $$algo --train \
+	  --envs Hopper-v5 --seeds 2 --total-timesteps 4096 --sweeps-root $(TOY_OUT)/sweeps \
+	  --out $(TOY_OUT) -- --num-steps 512 --num-envs 2 --eval-episodes 1 || exit 1; done
+	$(BIN)/python paper_figures/gae_lambda_gamma.py --total-timesteps 2048 --seeds 1 \
+	  --lambdas 0.0,0.95,1.0 --gammas 0.99 --sweeps-root $(TOY_OUT)/sweeps/gae_grid \
+	  --out $(TOY_OUT) -- --num-steps 512
+endif
 
 clean:
 	rm -rf $(VENV) runs

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import difflib
+import os
 
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
 from envs.errors import UnknownEnvError
+
+# headless offscreen rendering (videos) by default; MuJoCo reads this when it first renders
+os.environ.setdefault("MUJOCO_GL", "egl")
 
 
 def check_id(name: str) -> None:
