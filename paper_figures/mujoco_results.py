@@ -32,11 +32,13 @@ ALGOS = {
     "ppo": {  # CleanRL ppo_continuous_action.py, MuJoCo v4, 1M steps, 3 seeds
         "reference": {"Hopper-v5": 2383.0, "HalfCheetah-v5": 1443.0, "Walker2d-v5": 2288.0},
         "reference_label": "CleanRL PPO (v4, 1M)",
+        "compare": "final_train_return",  # CleanRL reports training episode returns
         "overrides": {},
     },
     "trpo": {  # sb3-contrib TRPO with RL Zoo hyperparameters, MuJoCo v3, 1M steps
         "reference": {"Hopper-v5": 3372.0, "HalfCheetah-v5": 1803.0, "Walker2d-v5": 4502.0},
         "reference_label": "sb3-contrib TRPO (v3, 1M)",
+        "compare": "final_eval_return",  # RL Zoo's benchmark evaluates the deterministic policy
         "overrides": {"HalfCheetah-v5": ["--target-kl", "0.04"]},  # RL Zoo's tuned value
     },
 }
@@ -134,13 +136,19 @@ def main(argv: list[str] | None = None) -> None:
         )
         fig.tight_layout()
         fig.savefig(stem.with_suffix(".png"))
-    print(f"per env: mean final training return over seeds ({info['reference_label']})")
+    print(
+        f"per env, mean +- std over seeds; the reference ({info['reference_label']}) is "
+        f"compared with {info['compare']}"
+    )
     for env_id in env_ids:
-        vals = [r["final_train_return"] for r in rows if r["env_id"] == env_id]
-        if vals:
+        mine = [r for r in rows if r["env_id"] == env_id]
+        if mine:
+            train = [r["final_train_return"] for r in mine]
+            ev = [r["final_eval_return"] for r in mine]
             print(
-                f"  {env_id}: {np.mean(vals):.0f} +- {np.std(vals):.0f} over {len(vals)} seeds "
-                f"(reference {ref.get(env_id, '-')})"
+                f"  {env_id}: train {np.mean(train):.0f} +- {np.std(train):.0f}, deterministic "
+                f"eval {np.mean(ev):.0f} +- {np.std(ev):.0f} over {len(mine)} seeds; "
+                f"reference {ref.get(env_id, '-')}"
             )
     cmd = " ".join(argv if argv is not None else sys.argv[1:])
     print(f"wrote {stem}.png and .csv; command: python paper_figures/mujoco_results.py {cmd}")
