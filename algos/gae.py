@@ -19,7 +19,15 @@ import numpy as np
 import torch
 
 from controlrl import diagnostics
-from controlrl.cli import CommonArgs, parse, require
+from controlrl.cli import (
+    CommonArgs,
+    parse,
+    require,
+    require_batch,
+    require_nonnegative,
+    require_positive,
+    require_unit_interval,
+)
 from controlrl.nets import ValueNet, make_policy
 from controlrl.returns import discounted_returns
 from controlrl.training import Run
@@ -71,26 +79,18 @@ class Args(CommonArgs):
 
     def validate(self) -> None:
         super().validate()
-        for name in ("num_steps", "max_kl", "vf_max_kl", "cg_max_steps", "line_search_max_iter"):
-            require(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
-        for name in ("cg_damping", "vf_cg_damping"):
-            require(getattr(self, name) >= 0, name, f"must be >= 0, got {getattr(self, name)}")
+        require_positive(
+            self, "num_steps", "max_kl", "vf_max_kl", "cg_max_steps", "line_search_max_iter"
+        )
+        require_nonnegative(self, "cg_damping", "vf_cg_damping")
+        require_unit_interval(self, "gamma", "gae_lambda")
         require(
             0 < self.line_search_shrinking_factor < 1,
             "line_search_shrinking_factor",
             f"must be in (0, 1), got {self.line_search_shrinking_factor}",
         )
-        require(0 <= self.gamma <= 1, "gamma", f"must be in [0, 1], got {self.gamma}")
-        require(
-            0 <= self.gae_lambda <= 1, "gae_lambda", f"must be in [0, 1], got {self.gae_lambda}"
-        )
-        batch = self.num_steps * self.num_envs
+        batch = require_batch(self, self.num_steps)
         require(batch >= 2, "num_steps", "* --num-envs must be >= 2 (advantage normalisation)")
-        require(
-            self.total_timesteps >= batch,
-            "total_timesteps",
-            f"must be >= one batch (num_steps * num_envs = {batch}), got {self.total_timesteps}",
-        )
 
 
 def gauss_newton_product(

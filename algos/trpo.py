@@ -17,7 +17,15 @@ import numpy as np
 import torch
 
 from controlrl import diagnostics
-from controlrl.cli import CommonArgs, parse, require
+from controlrl.cli import (
+    CommonArgs,
+    parse,
+    require,
+    require_batch,
+    require_nonnegative,
+    require_positive,
+    require_unit_interval,
+)
 from controlrl.nets import ValueNet, make_policy
 from controlrl.training import Run
 from controlrl.trust_region import natural_step
@@ -63,7 +71,8 @@ class Args(CommonArgs):
 
     def validate(self) -> None:
         super().validate()
-        for name in (
+        require_positive(
+            self,
             "num_steps",
             "target_kl",
             "cg_max_steps",
@@ -71,25 +80,16 @@ class Args(CommonArgs):
             "critic_learning_rate",
             "n_critic_updates",
             "critic_batch_size",
-        ):
-            require(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
-        require(self.cg_damping >= 0, "cg_damping", f"must be >= 0, got {self.cg_damping}")
+        )
+        require_nonnegative(self, "cg_damping")
+        require_unit_interval(self, "gamma", "gae_lambda")
         require(
             0 < self.line_search_shrinking_factor < 1,
             "line_search_shrinking_factor",
             f"must be in (0, 1), got {self.line_search_shrinking_factor}",
         )
-        require(0 <= self.gamma <= 1, "gamma", f"must be in [0, 1], got {self.gamma}")
-        require(
-            0 <= self.gae_lambda <= 1, "gae_lambda", f"must be in [0, 1], got {self.gae_lambda}"
-        )
-        batch = self.num_steps * self.num_envs
+        batch = require_batch(self, self.num_steps)
         require(batch >= 2, "num_steps", "* --num-envs must be >= 2 (advantage normalisation)")
-        require(
-            self.total_timesteps >= batch,
-            "total_timesteps",
-            f"must be >= one batch (num_steps * num_envs = {batch}), got {self.total_timesteps}",
-        )
 
 
 def surrogate(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:

@@ -26,6 +26,43 @@ def require(condition: bool, flag: str, message: str) -> None:
         raise ArgError(f"--{flag.replace('_', '-')} {message}")
 
 
+def require_positive(args, *names: str) -> None:
+    """Every named flag must be > 0."""
+    for name in names:
+        value = getattr(args, name)
+        require(value > 0, name, f"must be > 0, got {value}")
+
+
+def require_nonnegative(args, *names: str) -> None:
+    """Every named flag must be >= 0."""
+    for name in names:
+        value = getattr(args, name)
+        require(value >= 0, name, f"must be >= 0, got {value}")
+
+
+def require_unit_interval(args, *names: str) -> None:
+    """Every named flag must lie in [0, 1] (discounts, lambdas)."""
+    for name in names:
+        value = getattr(args, name)
+        require(0 <= value <= 1, name, f"must be in [0, 1], got {value}")
+
+
+def require_batch(args, num_steps: int, num_minibatches: int = 1) -> int:
+    """num_steps * num_envs must split into minibatches and fit in total_timesteps; returns it."""
+    batch = num_steps * args.num_envs
+    require(
+        batch % num_minibatches == 0,
+        "num_minibatches",
+        f"must divide the batch num_steps * num_envs = {batch}, got {num_minibatches}",
+    )
+    require(
+        args.total_timesteps >= batch,
+        "total_timesteps",
+        f"must be >= one batch (num_steps * num_envs = {batch}), got {args.total_timesteps}",
+    )
+    return batch
+
+
 def fail(message: str) -> None:
     """Print one line to stderr and exit with status 2 (bad input; nothing was written)."""
     print(f"error: {message}", file=sys.stderr)
@@ -71,15 +108,15 @@ class CommonArgs:
         """Check every flag; raise ArgError naming the first bad one."""
         from envs import UnknownEnvError, check_env_id
 
-        for name in (
+        require_positive(
+            self,
             "total_timesteps",
             "num_envs",
             "checkpoint_every",
             "eval_episodes",
             "torch_threads",
-        ):
-            require(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
-        require(self.eval_every >= 0, "eval_every", f"must be >= 0, got {self.eval_every}")
+        )
+        require_nonnegative(self, "eval_every")
         try:
             check_env_id(self.env_id)
         except UnknownEnvError as exc:
