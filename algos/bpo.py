@@ -1,0 +1,252 @@
+"""BPO, Bounded Policy Optimization (Ao et al. 2026, "Bounded Ratio Reinforcement Learning"):
+fit the policy to the analytic optimum of the bounded-ratio problem, pi* = (1 + eps sign(Q - mu))
+pi_old with mu the MEDIAN of Q under pi_old, learnt by an extra head on the critic.
+
+    python algos/bpo.py --env-id Hopper-v5 --total-timesteps 1000000 --seed 1
+
+Defaults: bounded-ratio-rl/bounded_ratio_rl, SB3 version (`src/sb3/BPO.py`,
+`cfgs/algo/bpo/mujoco.yaml`): eps 0.3, temperature 1e-3, 256-256 ReLU nets, 2048 steps,
+minibatch 64, 10 epochs, no advantage / observation / reward normalisation, plain MSE value
+loss, u_coef 0.5, max_grad_norm 1.0. The median head U(s) shares the critic's trunk with V(s).
+Logs what ppo.py logs, the median head's loss, and after each update over the whole batch
+(controlrl.diagnostics) per-state KL(old || new) mean and max and the fraction, max and mean of
+|r - 1| (> eps). Spec: shared specs algorithms.md §5.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from controlrl import diagnostics
+from controlrl.cli import CommonArgs, parse, require
+from controlrl.nets import layer_init, make_policy, mlp
+from controlrl.training import Run
+
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+@dataclass
+class Args(CommonArgs):
+    learning_rate: float = 3e-4
+    """Adam learning rate (BPO mujoco.yaml 3e-4)"""
+    anneal_lr: bool = False
+    """anneal the learning rate linearly to 0 (SB3 default: constant)"""
+    num_steps: int = 2048
+    """steps per env per rollout (BPO n_steps 2048; its Hopper config uses 8 envs)"""
+    gamma: float = 0.99
+    """discount (BPO 0.99)"""
+    gae_lambda: float = 0.95
+    """GAE lambda of the returns q (BPO 0.95)"""
+    num_minibatches: int = 32
+    """minibatches per epoch (BPO batch_size 64, i.e. 32 of 2048)"""
+    update_epochs: int = 10
+    """epochs over each rollout (BPO n_epochs 10)"""
+    eps: float = 0.3
+    """ratio bound: the target ratio lies in (1 - eps, 1 + eps) (BPO clip_ratio 0.3)"""
+    temperature: float = 1e-3
+    """lambda_T of the sigmoid in the target ratio; -> 0 gives 1 + eps sign(q - u) (BPO 1e-3)"""
+    use_median: bool = True
+    """threshold q at the median head U(s); --no-use-median uses V(s) (BPO True)"""
+    u_coef: float = 0.5
+    """median-head loss coefficient (BPO 0.5)"""
+    ent_coef: float = 0.0
+    """entropy bonus coefficient (BPO 0.0)"""
+    vf_coef: float = 0.5
+    """value loss coefficient (BPO 0.5)"""
+    max_grad_norm: float = 1.0
+    """global gradient-norm clip (BPO 1.0)"""
+    norm_obs: bool = False
+    """running observation normalisation (BPO: no VecNormalize)"""
+    norm_reward: bool = False
+    """return-based reward scaling (BPO: no VecNormalize; q - V and L_u are scale dependent)"""
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    """hidden layers of the policy and of the critic trunk (BPO 256, 256)"""
+    activation: Literal["relu", "tanh"] = "relu"
+    """hidden activation of policy and critic (BPO ReLU)"""
+    log_std_init: float = 0.0
+    """initial log-std of the Gaussian policy (BPO 0.0)"""
+
+    def validate(self) -> None:
+        super().validate()
+        for name in (
+            "learning_rate",
+            "num_steps",
+            "num_minibatches",
+            "update_epochs",
+            "temperature",
+            "max_grad_norm",
+        ):
+            require(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
+        require(0 < self.eps < 1, "eps", f"must be in (0, 1), got {self.eps}")
+        require(0 <= self.gamma <= 1, "gamma", f"must be in [0, 1], got {self.gamma}")
+        require(
+            0 <= self.gae_lambda <= 1, "gae_lambda", f"must be in [0, 1], got {self.gae_lambda}"
+        )
+        for name in ("ent_coef", "vf_coef", "u_coef"):
+            require(getattr(self, name) >= 0, name, f"must be >= 0, got {getattr(self, name)}")
+        require(all(h > 0 for h in self.hidden_sizes), "hidden_sizes", "must all be > 0")
+        batch = self.num_steps * self.num_envs
+        require(
+            batch % self.num_minibatches == 0,
+            "num_minibatches",
+            f"must divide the batch num_steps * num_envs = {batch}, got {self.num_minibatches}",
+        )
+        require(
+            self.total_timesteps >= batch,
+            "total_timesteps",
+            f"must be >= one batch (num_steps * num_envs = {batch}), got {self.total_timesteps}",
+        )
+
+
+def target_ratio(q: torch.Tensor, threshold: torch.Tensor, eps: float, temperature: float):
+    """1 - eps + 2 eps sigmoid((q - threshold) / temperature): the bounded-ratio optimum
+    1 + eps sign(q - median), smoothed; always strictly inside (1 - eps, 1 + eps)."""
+    return 1 - eps + 2 * eps * torch.sigmoid((q - threshold) / temperature)
+
+
+def bpo_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    q: torch.Tensor,
+    v: torch.Tensor,
+    threshold: torch.Tensor,
+    eps: float,
+    temperature: float,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """BPO policy loss, minimised: mean |(r - r_target) (q - sg(V))|, with
+    r_target = target_ratio(q, sg(threshold)) and threshold the median head U(s) (or V(s)).
+
+    Per sample, d/dr = |q - V| sign(r - r_target): minimised exactly at r = r_target.
+    """
+    log_ratio = logp - old_logp
+    ratio = log_ratio.exp()
+    with torch.no_grad():
+        target = target_ratio(q, threshold, eps, temperature)
+        weight = q - v
+    loss = ((ratio - target) * weight).abs().mean()
+    with torch.no_grad():
+        stats = {
+            "approx_kl": ((ratio - 1) - log_ratio).mean(),  # k3 estimator of KL(old || new)
+            "clip_frac": ((ratio - 1).abs() > eps).float().mean(),
+            "target_up_frac": (target > 1).float().mean(),
+        }
+    return loss, stats
+
+
+def median_loss(u: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """mean(softplus(q - u) - (q - u) / 2) = mean log(2 cosh((q - u) / 2)): stationary where
+    mean tanh((q - u) / 2) = 0, a smooth median regression (|q - u| / 2 for large residuals)."""
+    diff = q - u
+    return (F.softplus(diff) - 0.5 * diff).mean()
+
+
+class MedianCritic(nn.Module):
+    """V(s) and the median head U(s) on one shared trunk (as the reference's value network)."""
+
+    def __init__(self, obs_dim: int, hidden: tuple[int, ...], activation: type[nn.Module]):
+        super().__init__()
+        self.trunk = nn.Sequential(mlp([obs_dim, *hidden], activation, math.sqrt(2)), activation())
+        self.v = layer_init(nn.Linear(hidden[-1], 1), 1.0)
+        self.u = layer_init(nn.Linear(hidden[-1], 1), 1.0)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """V(s) [B]."""
+        return self.v(self.trunk(obs)).squeeze(-1)
+
+    def value_and_median(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(V(s), U(s)), [B] each, from one trunk pass."""
+        h = self.trunk(obs)
+        return self.v(h).squeeze(-1), self.u(h).squeeze(-1)
+
+
+def make_bpo_policy(obs_space, act_space, args: Args) -> nn.Module:
+    """controlrl's Gaussian or categorical policy with BPO's activation and initial log-std."""
+    policy = make_policy(obs_space, act_space, args.hidden_sizes)
+    activation = ACTIVATIONS[args.activation]
+    obs_dim = int(np.prod(obs_space.shape))
+    if hasattr(policy, "log_std"):
+        policy.mean = mlp([obs_dim, *args.hidden_sizes, act_space.shape[0]], activation, 0.01)
+        policy.log_std.data.fill_(args.log_std_init)
+    else:
+        policy.logits = mlp([obs_dim, *args.hidden_sizes, int(act_space.n)], activation, 0.01)
+    return policy
+
+
+def update(policy, critic, optimizer, batch: dict[str, torch.Tensor], args: Args) -> dict:
+    """update_epochs x num_minibatches Adam steps on the BPO loss; returns mean statistics."""
+    batch_size = batch["obs"].shape[0]
+    mb_size = batch_size // args.num_minibatches
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    log: dict[str, list[torch.Tensor]] = {}
+    steps = 0
+    for _ in range(args.update_epochs):
+        for idx in torch.randperm(batch_size).split(mb_size):
+            obs, q = batch["obs"][idx], batch["returns"][idx]
+            logp, entropy = policy.log_prob_entropy(obs, batch["actions"][idx])
+            v, u = critic.value_and_median(obs)
+            threshold = u if args.use_median else v
+            pi_loss, stats = bpo_loss(
+                logp, batch["logprobs"][idx], q, v, threshold, args.eps, args.temperature
+            )
+            v_loss = (v - q).pow(2).mean()
+            u_loss = median_loss(u, q) if args.use_median else torch.zeros(())
+            ent = entropy.mean()
+            loss = pi_loss + args.vf_coef * v_loss + args.u_coef * u_loss - args.ent_coef * ent
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
+            optimizer.step()
+            steps += 1
+            stats.update(
+                loss=loss.detach(),
+                policy_loss=pi_loss.detach(),
+                value_loss=v_loss.detach(),
+                median_loss=u_loss.detach(),
+                entropy=ent.detach(),
+            )
+            for k, val in stats.items():
+                log.setdefault(k, []).append(val)
+    out = {k: float(torch.stack(val).mean()) for k, val in log.items()}
+    diagnostics.check_finite(out, params)
+    out["grad_steps"] = steps
+    return out
+
+
+def main(args: Args) -> None:
+    run = Run(
+        args, "bpo", args.gamma, args.gae_lambda, args.num_steps, args.norm_obs, args.norm_reward
+    )
+    policy = make_bpo_policy(run.obs_space, run.act_space, args)
+    critic = MedianCritic(
+        int(np.prod(run.obs_space.shape)), args.hidden_sizes, ACTIVATIONS[args.activation]
+    )
+    optimizer = torch.optim.Adam(
+        [*policy.parameters(), *critic.parameters()], lr=args.learning_rate, eps=1e-5
+    )
+
+    for iteration in run.start(policy=policy, value=critic, optimizer=optimizer):
+        frac = 1.0 - (iteration - 1) / run.num_iterations if args.anneal_lr else 1.0
+        optimizer.param_groups[0]["lr"] = lr = args.learning_rate * frac
+        batch, episodes = run.collect(policy, critic)
+        old_params = diagnostics.dist_params(policy, batch["obs"])
+        with run.guard():
+            stats = update(policy, critic, optimizer, batch, args)
+        # KL and ratio statistics over the whole batch after the update
+        stats.update(
+            diagnostics.policy_shift(
+                policy, batch["obs"], batch["actions"], batch["logprobs"], old_params, args.eps
+            )
+        )
+        run.end_iteration(iteration, {**stats, "learning_rate": lr}, episodes, act=policy.mode)
+    run.finish(policy.mode)
+
+
+if __name__ == "__main__":
+    main(parse(Args))

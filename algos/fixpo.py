@@ -1,0 +1,321 @@
+"""FixPO (Zentner, Puri, Huang, Sukhatme 2023, "Guaranteed Trust Region Optimization via Two-Phase
+KL Penalization"): an unclipped policy gradient with a Lagrangian KL penalty, then a fixup phase
+that steps on the KL alone until max_s KL(old || new) <= eps_KL on every state of the batch.
+
+    python algos/fixpo.py --env-id Hopper-v5 --total-timesteps 1000000 --seed 1
+
+Defaults: uscresl/stabilized-rl, the MuJoCo FixPO launcher (eps_KL 0.5, C_beta 3, 64 envs x 128
+steps, minibatch 512, fixup minibatch 1024, no advantage normalisation, vf_coef 0.1, initial
+log-std -0.5). The reference loops "until satisfied"; here --fixup-max-passes caps the fixup and
+train/fixup_capped logs every time the cap was hit. Logs what ppo.py logs plus beta, the primary
+and fixup gradient steps and the fixup share fixup / (primary + fixup), and after each update over
+the whole batch (controlrl.diagnostics) per-state KL(old || new) mean and max and the fraction,
+max and mean of |r - 1| (> --diag-eps). Spec: shared specs algorithms.md §4.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+
+from controlrl import diagnostics
+from controlrl.cli import CommonArgs, parse, require
+from controlrl.diagnostics import index_params, per_state_kl
+from controlrl.nets import ValueNet, make_policy
+from controlrl.training import Run
+
+
+@dataclass
+class Args(CommonArgs):
+    num_envs: int = 64
+    """parallel environments in the vector env (FixPO MuJoCo launcher 64)"""
+    learning_rate: float = 3e-4
+    """Adam learning rate of actor and critic (FixPO 3e-4)"""
+    anneal_lr: bool = True
+    """anneal the learning rate linearly to 0; applies to fixup steps too (FixPO True)"""
+    num_steps: int = 128
+    """steps per env per rollout (FixPO step_per_collect 8192 = 64 envs x 128)"""
+    gamma: float = 0.99
+    """discount (FixPO 0.99)"""
+    gae_lambda: float = 0.95
+    """GAE lambda (FixPO 0.95)"""
+    num_minibatches: int = 16
+    """primary-phase minibatches per epoch (FixPO minibatch 512 of 8192)"""
+    update_epochs: int = 10
+    """primary-phase epochs over each rollout (FixPO repeat 10)"""
+    norm_adv: bool = False
+    """normalise advantages per minibatch (FixPO MuJoCo launcher False)"""
+    eps_kl: float = 0.5
+    """trust region: after every update max_s KL(old || new) <= eps_kl (FixPO launcher 0.5)"""
+    c_beta: float = 3.0
+    """the Lagrangian targets KL = eps_kl / c_beta so the fixup has little to do (FixPO 3.0)"""
+    beta_init: float = 1.0
+    """initial KL penalty coefficient beta (FixPO 1.0)"""
+    beta_lr: float = 0.01
+    """Adam learning rate of beta (FixPO 0.01)"""
+    kl_target_stat: Literal["max", "mean"] = "max"
+    """statistic of the per-state KL that drives beta in the primary phase (FixPO max)"""
+    fixup_batchsize: int = 1024
+    """minibatch size of the fixup phase (FixPO 1024)"""
+    fixup_every_epoch: bool = True
+    """run the fixup after every epoch, else only after the last (FixPO True)"""
+    fixup_max_passes: int = 200
+    """safety cap on fixup passes over the batch (the reference has none); logged when hit"""
+    fixup_backtrack: bool = True
+    """when the cap is hit, shrink the actor's step towards its pre-update parameters until the
+    region holds, so the guarantee survives any learning rate (testbed addition; logged)"""
+    value_clip_eps: float = 0.2
+    """clip the value loss around the old values with this eps (FixPO 0.2)"""
+    clip_vloss: bool = True
+    """clip the value loss (FixPO True)"""
+    ent_coef: float = 0.0
+    """entropy bonus coefficient (FixPO 0.0)"""
+    vf_coef: float = 0.1
+    """value loss coefficient (FixPO 0.1)"""
+    max_grad_norm: float = 0.5
+    """global gradient-norm clip, primary and fixup steps (FixPO 0.5)"""
+    log_std_init: float = -0.5
+    """initial log-std of the Gaussian policy (FixPO -0.5)"""
+    diag_eps: float = 0.2
+    """eps of the logged ratio diagnostic |r - 1| > eps (PPO's 0.2; the update ignores it)"""
+    norm_obs: bool = True
+    """running observation normalisation, clipped to [-10, 10] (FixPO True)"""
+    norm_reward: bool = True
+    """scale rewards by the std of a running discounted return (FixPO return normalisation)"""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """hidden layers of the actor and of the critic (FixPO 64, 64 tanh)"""
+
+    def validate(self) -> None:
+        super().validate()
+        for name in (
+            "learning_rate",
+            "num_steps",
+            "num_minibatches",
+            "update_epochs",
+            "eps_kl",
+            "c_beta",
+            "beta_lr",
+            "fixup_batchsize",
+            "fixup_max_passes",
+            "value_clip_eps",
+            "max_grad_norm",
+            "diag_eps",
+        ):
+            require(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
+        require(self.beta_init >= 0, "beta_init", f"must be >= 0, got {self.beta_init}")
+        require(0 <= self.gamma <= 1, "gamma", f"must be in [0, 1], got {self.gamma}")
+        require(
+            0 <= self.gae_lambda <= 1, "gae_lambda", f"must be in [0, 1], got {self.gae_lambda}"
+        )
+        require(self.ent_coef >= 0 and self.vf_coef >= 0, "ent_coef", "and --vf-coef must be >= 0")
+        require(all(h > 0 for h in self.hidden_sizes), "hidden_sizes", "must all be > 0")
+        batch = self.num_steps * self.num_envs
+        require(
+            batch % self.num_minibatches == 0,
+            "num_minibatches",
+            f"must divide the batch num_steps * num_envs = {batch}, got {self.num_minibatches}",
+        )
+        require(
+            self.total_timesteps >= batch,
+            "total_timesteps",
+            f"must be >= one batch (num_steps * num_envs = {batch}), got {self.total_timesteps}",
+        )
+
+
+def fixpo_loss(
+    logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, kl: torch.Tensor, beta
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Primary-phase policy loss, minimised: -mean(r A) + sg(beta) mean_s KL(old || new)_s.
+
+    No clipping: the KL penalty (and the fixup phase after it) is the whole trust region.
+    """
+    log_ratio = logp - old_logp
+    ratio = log_ratio.exp()
+    pg_loss = -(ratio * adv).mean()
+    kl_loss = beta.detach() * kl.mean()
+    with torch.no_grad():
+        stats = {
+            "approx_kl": ((ratio - 1) - log_ratio).mean(),  # k3 estimator of KL(old || new)
+            "pg_loss": pg_loss.detach(),
+            "kl_loss": kl_loss.detach(),
+        }
+    return pg_loss + kl_loss, stats
+
+
+def beta_loss(beta: torch.Tensor, kl_stat: torch.Tensor, eps_kl: float, c_beta: float):
+    """Lagrangian of the constraint c_beta KL <= eps_kl in beta: beta (eps_kl - c_beta sg(KL));
+    descending it raises beta exactly while c_beta KL > eps_kl."""
+    return beta * (eps_kl - c_beta * kl_stat.detach())
+
+
+def value_loss(
+    v_new: torch.Tensor, v_old: torch.Tensor, returns: torch.Tensor, eps: float, clip: bool
+) -> torch.Tensor:
+    """0.5 * MSE to the lambda-returns; with clip, the max of plain and clipped errors (as PPO)."""
+    err = (v_new - returns).pow(2)
+    if clip:
+        v_clipped = v_old + (v_new - v_old).clamp(-eps, eps)
+        err = torch.max(err, (v_clipped - returns).pow(2))
+    return 0.5 * err.mean()
+
+
+def beta_step(beta: torch.Tensor, beta_opt, kl_stat: torch.Tensor, args: Args) -> None:
+    """One Adam step on the Lagrangian in beta, then clamp beta >= 0."""
+    beta_opt.zero_grad(set_to_none=True)
+    beta_loss(beta, kl_stat, args.eps_kl, args.c_beta).backward()
+    beta_opt.step()
+    with torch.no_grad():
+        beta.clamp_(min=0.0)
+
+
+def max_kl(policy, obs: torch.Tensor, old_params) -> float:
+    """max_s KL(old || new) over the batch, one batched forward pass."""
+    with torch.no_grad():
+        return per_state_kl(old_params, policy.dist_params(obs)).max().item()
+
+
+def backtrack(policy, anchor: list[torch.Tensor], obs, old_params, eps_kl: float) -> None:
+    """Move the actor to anchor + 2^-k (theta - anchor) for the smallest k with max KL <= eps_kl
+    (k = 30 falls back to the anchor itself, the pre-update policy, where KL = 0)."""
+    current = [p.detach().clone() for p in policy.parameters()]
+    with torch.no_grad():
+        for k in range(1, 31):
+            alpha = 0.0 if k == 30 else 0.5**k
+            for p, a, c in zip(policy.parameters(), anchor, current):
+                p.copy_(a + alpha * (c - a))
+            if max_kl(policy, obs, old_params) <= eps_kl:
+                return
+
+
+def fixup(
+    policy, optimizer, beta, beta_opt, obs, old_params, args: Args, anchor=None
+) -> dict[str, int]:
+    """Step on sg(beta) mean KL alone, on every fixup minibatch where some per-state KL exceeds
+    eps_kl, until a check over the whole batch finds none (or fixup_max_passes is hit; then,
+    with fixup_backtrack and the pre-update actor parameters `anchor`, backtrack towards them).
+
+    Only the actor receives gradients (set_to_none), so Adam leaves the critic untouched.
+    """
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    steps = passes = 0
+    while True:
+        if max_kl(policy, obs, old_params) <= args.eps_kl:
+            return {"fixup_steps": steps, "fixup_passes": passes, "fixup_capped": 0}
+        if passes == args.fixup_max_passes:
+            if args.fixup_backtrack and anchor is not None:
+                backtrack(policy, anchor, obs, old_params, args.eps_kl)
+            return {"fixup_steps": steps, "fixup_passes": passes, "fixup_capped": 1}
+        passes += 1
+        for idx in torch.randperm(obs.shape[0]).split(args.fixup_batchsize):
+            kl = per_state_kl(index_params(old_params, idx), policy.dist_params(obs[idx]))
+            if kl.max() <= args.eps_kl:
+                continue
+            optimizer.zero_grad(set_to_none=True)
+            (beta.detach() * kl.mean()).backward()
+            torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
+            optimizer.step()
+            beta_step(beta, beta_opt, kl.max(), args)
+            steps += 1
+
+
+def update(
+    policy, value_net, optimizer, beta, beta_opt, batch: dict, old_params, args: Args
+) -> dict:
+    """Primary phase (update_epochs x num_minibatches steps, a beta step after each) with a fixup
+    phase after every epoch (or only the last); returns mean statistics and step counts."""
+    batch_size = batch["obs"].shape[0]
+    mb_size = batch_size // args.num_minibatches
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    log: dict[str, list[torch.Tensor]] = {}
+    anchor = [p.detach().clone() for p in policy.parameters()]  # the pre-update actor
+    primary = 0
+    fix = {"fixup_steps": 0, "fixup_passes": 0, "fixup_capped": 0}
+    for epoch in range(args.update_epochs):
+        for idx in torch.randperm(batch_size).split(mb_size):
+            obs = batch["obs"][idx]
+            logp, entropy = policy.log_prob_entropy(obs, batch["actions"][idx])
+            kl = per_state_kl(index_params(old_params, idx), policy.dist_params(obs))
+            adv = batch["advantages"][idx]
+            if args.norm_adv:
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            pi_loss, stats = fixpo_loss(logp, batch["logprobs"][idx], adv, kl, beta)
+            v_loss = value_loss(
+                value_net(obs),
+                batch["values"][idx],
+                batch["returns"][idx],
+                args.value_clip_eps,
+                args.clip_vloss,
+            )
+            ent = entropy.mean()
+            loss = pi_loss - args.ent_coef * ent + args.vf_coef * v_loss
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
+            optimizer.step()
+            kl_stat = kl.max() if args.kl_target_stat == "max" else kl.mean()
+            beta_step(beta, beta_opt, kl_stat, args)
+            primary += 1
+            stats.update(loss=loss.detach(), value_loss=v_loss.detach(), entropy=ent.detach())
+            for k, v in stats.items():
+                log.setdefault(k, []).append(v)
+        if args.fixup_every_epoch or epoch == args.update_epochs - 1:
+            result = fixup(
+                policy, optimizer, beta, beta_opt, batch["obs"], old_params, args, anchor
+            )
+            for k, v in result.items():
+                fix[k] += v
+    out = {k: float(torch.stack(v).mean()) for k, v in log.items()}
+    diagnostics.check_finite(out, params)
+    total = primary + fix["fixup_steps"]
+    out.update(
+        beta=beta.item(),
+        grad_steps=total,
+        primary_steps=primary,
+        fixup_share=fix["fixup_steps"] / total,
+        **fix,
+    )
+    return out
+
+
+def main(args: Args) -> None:
+    run = Run(
+        args, "fixpo", args.gamma, args.gae_lambda, args.num_steps, args.norm_obs, args.norm_reward
+    )
+    policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)
+    if hasattr(policy, "log_std"):
+        policy.log_std.data.fill_(args.log_std_init)
+    value_net = ValueNet(int(np.prod(run.obs_space.shape)), args.hidden_sizes)
+    # one Adam over actor and critic (as the reference); fixup steps leave the critic's
+    # gradients None, so Adam skips it
+    optimizer = torch.optim.Adam(
+        [*policy.parameters(), *value_net.parameters()], lr=args.learning_rate, eps=1e-5
+    )
+    lagrange = torch.nn.ParameterDict({"beta": torch.nn.Parameter(torch.tensor(args.beta_init))})
+    beta = lagrange["beta"]
+    beta_opt = torch.optim.Adam([beta], lr=args.beta_lr)
+
+    stateful = dict(
+        policy=policy, value=value_net, optimizer=optimizer, beta=lagrange, beta_optimizer=beta_opt
+    )
+    for iteration in run.start(**stateful):
+        frac = 1.0 - (iteration - 1) / run.num_iterations if args.anneal_lr else 1.0
+        optimizer.param_groups[0]["lr"] = lr = args.learning_rate * frac
+        batch, episodes = run.collect(policy, value_net)
+        old_params = diagnostics.dist_params(policy, batch["obs"])
+        with run.guard():
+            stats = update(policy, value_net, optimizer, beta, beta_opt, batch, old_params, args)
+        # KL and ratio statistics over the whole batch after the update
+        stats.update(
+            diagnostics.policy_shift(
+                policy, batch["obs"], batch["actions"], batch["logprobs"], old_params, args.diag_eps
+            )
+        )
+        run.end_iteration(iteration, {**stats, "learning_rate": lr}, episodes, act=policy.mode)
+    run.finish(policy.mode)
+
+
+if __name__ == "__main__":
+    main(parse(Args))

@@ -1,0 +1,198 @@
+"""SPO, Simple Policy Optimization (Xie et al. 2024/2025): PPO with the clip replaced by a
+quadratic penalty whose per-sample optimum lies exactly on the trust-region boundary 1 +- eps.
+
+    python algos/spo.py --env-id Hopper-v5 --total-timesteps 1000000 --seed 1
+    python algos/spo.py --env-id Hopper-v5 --hidden-sizes 64 64     # the reference's 3-layer net
+
+Defaults: MyRepositories-hub/Simple-Policy-Optimization `mujoco/main.py` (7-layer tanh policy,
+64-64 critic, 8 envs x 256 steps, 4 minibatches, 10 epochs). Timeouts bootstrap (the reference
+treats them as terminal: --truncation-as-terminal reproduces it). Logs what ppo.py logs: returns,
+losses, approx-KL (k3), clip fraction, explained variance, evaluation, and after each update over
+the whole batch (controlrl.diagnostics) per-state KL(old || new) mean and max and the fraction,
+max and mean of |r - 1| (> eps). Spec: shared specs algorithms.md §3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from controlrl import diagnostics
+from controlrl.cli import CommonArgs, parse, require
+from controlrl.nets import ValueNet, make_policy
+from controlrl.training import Run
+
+
+@dataclass
+class Args(CommonArgs):
+    num_envs: int = 8
+    """parallel environments in the vector env (SPO mujoco/main.py 8)"""
+    learning_rate: float = 3e-4
+    """Adam learning rate (SPO 3e-4)"""
+    anneal_lr: bool = True
+    """anneal the learning rate linearly to 0 (SPO True)"""
+    num_steps: int = 256
+    """steps per env per rollout (SPO 256, batch 8 x 256 = 2048)"""
+    gamma: float = 0.99
+    """discount (SPO 0.99)"""
+    gae_lambda: float = 0.95
+    """GAE lambda (SPO 0.95)"""
+    num_minibatches: int = 4
+    """minibatches per epoch (SPO 4, i.e. 512 samples)"""
+    update_epochs: int = 10
+    """epochs over each rollout (SPO 10)"""
+    norm_adv: bool = True
+    """normalise advantages per minibatch (SPO True)"""
+    eps: float = 0.2
+    """trust-region size: the quadratic's optimum sits at r = 1 +- eps (SPO 0.2)"""
+    clip_vloss: bool = True
+    """clip the value loss around the old values with the same eps (SPO True)"""
+    ent_coef: float = 0.0
+    """entropy bonus coefficient c2 (SPO MuJoCo 0.0)"""
+    vf_coef: float = 0.5
+    """value loss coefficient c1 (SPO 0.5)"""
+    max_grad_norm: float = 0.5
+    """global gradient-norm clip (SPO 0.5)"""
+    norm_obs: bool = True
+    """running observation normalisation, clipped to [-10, 10] (SPO, CleanRL wrappers)"""
+    norm_reward: bool = True
+    """scale rewards by the std of a running discounted return, clip to [-10, 10] (SPO)"""
+    hidden_sizes: tuple[int, ...] = (256, 256, 128, 128, 64, 64)
+    """hidden layers of the policy (SPO's default '7-layer' tanh net; its 3-layer option: 64 64)"""
+    critic_hidden_sizes: tuple[int, ...] = (64, 64)
+    """hidden layers of the critic (SPO 64, 64 tanh)"""
+
+    def validate(self) -> None:
+        super().validate()
+        for name in (
+            "learning_rate",
+            "num_steps",
+            "num_minibatches",
+            "update_epochs",
+            "eps",
+            "max_grad_norm",
+        ):
+            require(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
+        require(0 <= self.gamma <= 1, "gamma", f"must be in [0, 1], got {self.gamma}")
+        require(
+            0 <= self.gae_lambda <= 1, "gae_lambda", f"must be in [0, 1], got {self.gae_lambda}"
+        )
+        require(self.ent_coef >= 0 and self.vf_coef >= 0, "ent_coef", "and --vf-coef must be >= 0")
+        for name in ("hidden_sizes", "critic_hidden_sizes"):
+            require(all(h > 0 for h in getattr(self, name)), name, "must all be > 0")
+        batch = self.num_steps * self.num_envs
+        require(
+            batch % self.num_minibatches == 0,
+            "num_minibatches",
+            f"must divide the batch num_steps * num_envs = {batch}, got {self.num_minibatches}",
+        )
+        require(
+            self.total_timesteps >= batch,
+            "total_timesteps",
+            f"must be >= one batch (num_steps * num_envs = {batch}), got {self.total_timesteps}",
+        )
+
+
+def spo_loss(
+    logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """SPO objective, minimised: -mean(A r - |A| (r - 1)^2 / (2 eps)).
+
+    Per sample, d/dr = -(A - |A| (r - 1) / eps): zero at r = 1 + sign(A) eps (the PPO clip
+    boundary), a restoring force beyond it, and -A (the policy gradient) at r = 1.
+    """
+    log_ratio = logp - old_logp
+    ratio = log_ratio.exp()
+    loss = -(adv * ratio - adv.abs() * (ratio - 1).pow(2) / (2 * eps)).mean()
+    with torch.no_grad():
+        stats = {
+            "approx_kl": ((ratio - 1) - log_ratio).mean(),  # k3 estimator of KL(old || new)
+            "clip_frac": ((ratio - 1).abs() > eps).float().mean(),
+        }
+    return loss, stats
+
+
+def value_loss(
+    v_new: torch.Tensor, v_old: torch.Tensor, returns: torch.Tensor, eps: float, clip: bool
+) -> torch.Tensor:
+    """0.5 * MSE to the lambda-returns; with clip, the max of plain and clipped errors (as PPO)."""
+    err = (v_new - returns).pow(2)
+    if clip:
+        v_clipped = v_old + (v_new - v_old).clamp(-eps, eps)
+        err = torch.max(err, (v_clipped - returns).pow(2))
+    return 0.5 * err.mean()
+
+
+def update(policy, value_net, optimizer, batch: dict[str, torch.Tensor], args: Args) -> dict:
+    """update_epochs x num_minibatches Adam steps on the SPO loss; returns mean statistics."""
+    batch_size = batch["obs"].shape[0]
+    mb_size = batch_size // args.num_minibatches
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    log: dict[str, list[torch.Tensor]] = {}
+    steps = 0
+    for _ in range(args.update_epochs):
+        for idx in torch.randperm(batch_size).split(mb_size):
+            logp, entropy = policy.log_prob_entropy(batch["obs"][idx], batch["actions"][idx])
+            adv = batch["advantages"][idx]
+            if args.norm_adv:
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            pg_loss, stats = spo_loss(logp, batch["logprobs"][idx], adv, args.eps)
+            v_loss = value_loss(
+                value_net(batch["obs"][idx]),
+                batch["values"][idx],
+                batch["returns"][idx],
+                args.eps,
+                args.clip_vloss,
+            )
+            ent = entropy.mean()
+            loss = pg_loss - args.ent_coef * ent + args.vf_coef * v_loss
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
+            optimizer.step()
+            steps += 1
+            stats.update(
+                loss=loss.detach(),
+                policy_loss=pg_loss.detach(),
+                value_loss=v_loss.detach(),
+                entropy=ent.detach(),
+            )
+            for k, v in stats.items():
+                log.setdefault(k, []).append(v)
+    out = {k: float(torch.stack(v).mean()) for k, v in log.items()}
+    diagnostics.check_finite(out, params)
+    out["grad_steps"] = steps
+    return out
+
+
+def main(args: Args) -> None:
+    run = Run(
+        args, "spo", args.gamma, args.gae_lambda, args.num_steps, args.norm_obs, args.norm_reward
+    )
+    policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)
+    value_net = ValueNet(int(np.prod(run.obs_space.shape)), args.critic_hidden_sizes)
+    optimizer = torch.optim.Adam(
+        [*policy.parameters(), *value_net.parameters()], lr=args.learning_rate, eps=1e-5
+    )
+
+    for iteration in run.start(policy=policy, value=value_net, optimizer=optimizer):
+        frac = 1.0 - (iteration - 1) / run.num_iterations if args.anneal_lr else 1.0
+        optimizer.param_groups[0]["lr"] = lr = args.learning_rate * frac
+        batch, episodes = run.collect(policy, value_net)
+        old_params = diagnostics.dist_params(policy, batch["obs"])
+        with run.guard():
+            stats = update(policy, value_net, optimizer, batch, args)
+        # KL and ratio statistics over the whole batch after the update
+        stats.update(
+            diagnostics.policy_shift(
+                policy, batch["obs"], batch["actions"], batch["logprobs"], old_params, args.eps
+            )
+        )
+        run.end_iteration(iteration, {**stats, "learning_rate": lr}, episodes, act=policy.mode)
+    run.finish(policy.mode)
+
+
+if __name__ == "__main__":
+    main(parse(Args))

@@ -1,0 +1,171 @@
+"""SPO vs PPO as the networks get deeper (SPO paper: SPO's advantage grows with depth while PPO's
+ratio deviation |r - 1| grows): final return and ratio deviation against the number of hidden
+layers.
+
+    python paper_figures/depth_sweep.py --train     # sweeps what is missing, then plots
+    python paper_figures/depth_sweep.py             # plots the sweeps under --sweep-dir
+
+Depths (hidden layers, tanh): 2 = 64-64 (SPO's '3-layer' option), 4 = 128-128-64-64,
+7 = 256-256-128-128-64-64 plus one 64 (SPO's '7-layer' net is these six hidden layers and the
+output layer; --depths 6 runs it exactly). ppo.py has one --hidden-sizes for actor and critic, so
+both algorithms deepen the critic too (SPO gets the same via --critic-hidden-sizes); otherwise
+both use the family figure's common plumbing. One sweep per (depth, algorithm):
+<sweep-dir>/d<depth>/<algo>/. Writes <out>/depth_sweep.png and depth_sweep.csv (one row per run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from controlrl import plots  # noqa: E402
+from controlrl.experiment import SweepConfig, run_sweep  # noqa: E402
+
+NETS = {
+    2: (64, 64),
+    4: (128, 128, 64, 64),
+    6: (256, 256, 128, 128, 64, 64),
+    7: (256, 256, 128, 128, 64, 64, 64),
+}
+COMMON = ["--num-envs", "1", "--num-steps", "2048", "--num-minibatches", "32"]
+COMMON += ["--update-epochs", "10", "--eval-every", "0", "--eval-episodes", "5"]
+
+
+def flags(algo: str, depth: int) -> list[str]:
+    """Script flags of one (algorithm, depth) sweep."""
+    sizes = [str(h) for h in NETS[depth]]
+    out = [*COMMON, "--hidden-sizes", *sizes]
+    return out + ["--critic-hidden-sizes", *sizes] if algo == "spo" else out
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--algos", default="ppo,spo")
+    p.add_argument("--envs", default="Hopper-v5,Walker2d-v5")
+    p.add_argument("--depths", default="2,4,7", help=f"comma-separated, from {sorted(NETS)}")
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--total-timesteps", type=int, default=1_000_000)
+    p.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "depth_sweep")
+    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--final-window", type=int, default=20_480)
+    p.add_argument("--train", action="store_true", help="run missing runs first (sweeps)")
+    p.add_argument("--workers", type=int, default=1, help="runs at once when training")
+    p.add_argument("extra", nargs="*", help="flags passed to every algorithm script (after --)")
+    args = p.parse_args(argv)
+    algos, env_ids = args.algos.split(","), args.envs.split(",")
+    depths = [int(d) for d in args.depths.split(",")]
+    unknown = [d for d in depths if d not in NETS]
+    if unknown:
+        raise SystemExit(f"error: --depths {unknown} not in {sorted(NETS)}")
+    if args.train:
+        for depth in depths:
+            for algo in algos:
+                config = SweepConfig(
+                    [algo],
+                    env_ids,
+                    args.seeds,
+                    args.total_timesteps,
+                    flags(algo, depth) + args.extra,
+                )
+                run_sweep(
+                    config,
+                    args.sweep_dir / f"d{depth}" / algo,
+                    workers=args.workers,
+                    on_update=lambda r, d=depth: print(f"[{r['status']}] d{d} {r['run_id']}"),
+                )
+
+    rows = []
+    for depth in depths:
+        for algo in algos:
+            for env_id in env_ids:
+                base = args.sweep_dir / f"d{depth}" / algo / "runs" / algo / env_id
+                for done in sorted(base.glob("seed*/final_eval.json")):
+                    run_dir = done.parent
+                    _, dev = plots.read_metrics(run_dir, "train/ratio_dev_mean")
+                    _, dev_max = plots.read_metrics(run_dir, "train/ratio_dev_max")
+                    _, kl_max = plots.read_metrics(run_dir, "train/kl_max")
+                    rows.append(
+                        {
+                            "algo": algo,
+                            "env_id": env_id,
+                            "depth": depth,
+                            "hidden_sizes": "-".join(map(str, NETS[depth])),
+                            "seed": run_dir.name.removeprefix("seed"),
+                            "final_train_return": plots.final_return(run_dir, args.final_window),
+                            "final_eval_return": json.loads(done.read_text())["eval_return_mean"],
+                            "ratio_dev_mean": float(dev.mean()),
+                            "ratio_dev_max": float(dev_max.mean()),
+                            "kl_max": float(kl_max.mean()),
+                        }
+                    )
+    if not rows:
+        raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    with (args.out / "depth_sweep.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+    import matplotlib.pyplot as plt
+
+    panels = [(e, "final_train_return") for e in env_ids] + [(None, "ratio_dev_mean")]
+    print("mean over seeds: final training return | mean |r - 1| after update")
+    with plt.rc_context(plots.STYLE):
+        fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3), squeeze=False)
+        for ax, (env_id, col) in zip(axes[0], panels):
+            for i, algo in enumerate(algos):
+                xs, means, los, his = [], [], [], []
+                for depth in depths:
+                    vals = [
+                        r[col]
+                        for r in rows
+                        if r["algo"] == algo
+                        and r["depth"] == depth
+                        and (env_id is None or r["env_id"] == env_id)
+                    ]
+                    if vals:
+                        mean, lo, hi = plots.bootstrap_ci(np.array(vals)[:, None])
+                        xs.append(depth + 0.08 * (i - 0.5))
+                        means.append(mean[0])
+                        los.append(mean[0] - lo[0])
+                        his.append(hi[0] - mean[0])
+                ax.errorbar(xs, means, yerr=[los, his], fmt="o-", capsize=3, label=algo)
+            ax.set_xticks(depths)
+            ax.set_xlabel("hidden layers")
+            ax.set_title(env_id or "all envs", fontsize=9)
+            ax.set_ylabel("final training return" if env_id else "mean |r - 1| after update")
+            ax.legend(fontsize=7)
+        fig.suptitle(
+            f"SPO vs PPO by depth, {args.total_timesteps:,} steps, mean and 95% bootstrap CI",
+            fontsize=9,
+        )
+        fig.tight_layout()
+        fig.savefig(args.out / "depth_sweep.png", dpi=80)
+    for env_id in env_ids:
+        for depth in depths:
+            cells = []
+            for algo in algos:
+                sel = [
+                    r for r in rows if (r["algo"], r["env_id"], r["depth"]) == (algo, env_id, depth)
+                ]
+                if sel:
+                    ret = [r["final_train_return"] for r in sel]
+                    dev = np.mean([r["ratio_dev_mean"] for r in sel])
+                    cells.append(f"{algo} {np.mean(ret):.0f}+-{np.std(ret):.0f} | {dev:.3f}")
+            print(f"  {env_id} depth {depth}: " + ", ".join(cells))
+    print(
+        f"wrote {args.out / 'depth_sweep.png'} and depth_sweep.csv; command: python "
+        f"paper_figures/depth_sweep.py {' '.join(argv if argv is not None else sys.argv[1:])}"
+    )
+
+
+if __name__ == "__main__":
+    main()

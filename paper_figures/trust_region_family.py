@@ -1,0 +1,273 @@
+"""The trust-region family side by side: PPO, TRPO, SPO, FixPO, BPO on MuJoCo (v5), learning
+curves with bootstrap CIs, an IQM aggregate, and the diagnostics that tell them apart (per-state
+KL, ratio deviation |r - 1|, FixPO's fixup share).
+
+    python paper_figures/trust_region_family.py --train        # sweeps what is missing, then plots
+    python paper_figures/trust_region_family.py                # plots the sweeps under --sweep-dir
+
+Protocol "common" (default) runs every algorithm on the same plumbing (1 env x 2048 steps,
+32 minibatches, 10 epochs, 64-64 tanh nets, observation and reward normalisation) with its own
+algorithm-specific settings at their reference defaults; "reference" runs each script's own
+defaults (SPO's 7-layer policy, FixPO's 64 envs x 128 steps, BPO's un-normalised 256-256 ReLU).
+TRPO takes its own defaults in both. Each algorithm is one sweep: <sweep-dir>/<algo>/.
+
+Writes <out>/trust_region_family.png, trust_region_family.csv (one row per run) and
+trust_region_family_iqm.csv (IQM of the normalised final return, 95% stratified-bootstrap CI).
+Normalised score per env: 0 = the mean return of a uniformly random policy, 1 = the best
+algorithm's mean final return in this figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import envs  # noqa: E402
+from controlrl import plots  # noqa: E402
+from controlrl.experiment import SweepConfig, run_sweep  # noqa: E402
+
+ENVS = "Hopper-v5,HalfCheetah-v5,Walker2d-v5,Swimmer-v5,InvertedPendulum-v5"
+COMMON = ["--num-envs", "1", "--num-steps", "2048", "--num-minibatches", "32"]
+COMMON += ["--update-epochs", "10", "--hidden-sizes", "64", "64"]
+PROTOCOLS = {
+    "common": {
+        "ppo": COMMON,
+        "spo": [*COMMON, "--critic-hidden-sizes", "64", "64"],
+        "fixpo": COMMON,
+        "bpo": [*COMMON, "--activation", "tanh", "--norm-obs", "--norm-reward", "--anneal-lr"],
+        "trpo": [],
+    },
+    "reference": {},
+}
+DIAGNOSTICS = ("kl_mean", "kl_max", "ratio_dev_frac", "ratio_dev_mean", "ratio_dev_max")
+
+
+def default_algos() -> str:
+    """ppo, trpo (once algos/trpo.py exists), spo, fixpo, bpo."""
+    names = ["ppo", "trpo", "spo", "fixpo", "bpo"]
+    return ",".join(a for a in names if (ROOT / "algos" / f"{a}.py").exists())
+
+
+def column_mean(run_dir: Path, column: str, reduce=np.mean) -> float:
+    """A metrics column reduced over all updates; nan when the run does not log it."""
+    try:
+        _, values = plots.read_metrics(run_dir, column)
+    except KeyError:
+        return float("nan")
+    return float(reduce(values)) if len(values) else float("nan")
+
+
+def column_sum(run_dir: Path, column: str) -> float:
+    return column_mean(run_dir, column, np.sum)
+
+
+def random_return(env_id: str, episodes: int = 5, seed: int = 0) -> float:
+    """Mean return of uniformly random actions (the 0 of the normalised score)."""
+    vec_env = envs.make(env_id, 1, seed)
+    vec_env.action_space.seed(seed)
+    vec_env.reset(seed=seed)
+    returns, total = [], 0.0
+    while len(returns) < episodes:
+        _, reward, terminated, truncated, _ = vec_env.step(vec_env.action_space.sample())
+        total += float(reward[0])
+        if terminated[0] or truncated[0]:
+            returns.append(total)
+            total = 0.0
+    vec_env.close()
+    return float(np.mean(returns))
+
+
+def train(args, algos: list[str], env_ids: list[str]) -> None:
+    """One sweep per algorithm (the flags differ between scripts), one run at a time."""
+    for algo in algos:
+        extra = ["--eval-every", "0", "--eval-episodes", "5"]
+        extra += PROTOCOLS[args.protocol].get(algo, []) + args.extra
+        config = SweepConfig([algo], env_ids, args.seeds, args.total_timesteps, extra)
+        runs = run_sweep(
+            config,
+            args.sweep_dir / algo,
+            workers=args.workers,
+            on_update=lambda r: print(f"[{r['status']}] {r['run_id']}", flush=True),
+        )
+        failed = [k for k, v in runs.items() if v["status"] == "failed"]
+        if failed:
+            print(f"warning: failed runs {failed}; see {args.sweep_dir / algo}/sweep.json")
+
+
+def collect(args, algos, env_ids) -> tuple[list[dict], dict, dict]:
+    """Per-run rows, learning curves {env: {algo: runs}}, diagnostic curves {col: {algo: runs}}."""
+    rows, curves, diag = [], {e: {} for e in env_ids}, {}
+    for algo in algos:
+        for env_id in env_ids:
+            base = args.sweep_dir / algo / "runs" / algo / env_id
+            for done in sorted(base.glob("seed*/final_eval.json")):
+                run_dir = done.parent
+                final = json.loads(done.read_text())
+                curves[env_id].setdefault(algo, []).append(
+                    plots.read_metrics(run_dir, "train/episode_return")
+                )
+                row = {
+                    "algo": algo,
+                    "env_id": env_id,
+                    "seed": run_dir.name.removeprefix("seed"),
+                    "steps": int(final["step"]),
+                    "final_train_return": plots.final_return(run_dir, args.final_window),
+                    "final_eval_return": final["eval_return_mean"],
+                }
+                for col in DIAGNOSTICS:
+                    row[col] = column_mean(run_dir, f"train/{col}")
+                row["kl_max_max"] = column_mean(run_dir, "train/kl_max", np.max)
+                row["ratio_dev_max_max"] = column_mean(run_dir, "train/ratio_dev_max", np.max)
+                row["grad_steps"] = column_sum(run_dir, "train/grad_steps")
+                fix = column_sum(run_dir, "train/fixup_steps")
+                row["fixup_share"] = fix / row["grad_steps"] if fix == fix else float("nan")
+                row["fixup_capped"] = column_sum(run_dir, "train/fixup_capped")
+                rows.append(row)
+                for col in ("kl_max", "ratio_dev_mean", "fixup_share"):
+                    try:
+                        curve = plots.read_metrics(run_dir, f"train/{col}")
+                    except KeyError:  # e.g. fixup_share outside FixPO
+                        continue
+                    diag.setdefault(col, {}).setdefault(algo, []).append(curve)
+    return rows, curves, diag
+
+
+def normalised_scores(rows, algos, env_ids) -> tuple[dict[str, np.ndarray], list[dict]]:
+    """{algo: [runs, envs]} normalised final returns (envs with runs of every algo only)."""
+    lows = {e: random_return(e) for e in env_ids}
+    scores, ref = {}, []
+    for env_id in env_ids:
+        means = [
+            np.mean(
+                [r["final_train_return"] for r in rows if (r["algo"], r["env_id"]) == (a, env_id)]
+            )
+            for a in algos
+        ]
+        ref.append({"env_id": env_id, "random": lows[env_id], "best_mean": float(np.max(means))})
+    n = min(sum((r["algo"], r["env_id"]) == (a, e) for r in rows) for a in algos for e in env_ids)
+    for algo in algos:
+        cols = []
+        for env_id, r in zip(env_ids, ref):
+            vals = [
+                x["final_train_return"] for x in rows if (x["algo"], x["env_id"]) == (algo, env_id)
+            ]
+            cols.append((np.array(vals[:n]) - r["random"]) / (r["best_mean"] - r["random"]))
+        scores[algo] = np.stack(cols, axis=1)
+    return scores, ref
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--algos", default=default_algos(), help="comma-separated algorithm scripts")
+    p.add_argument("--envs", default=ENVS)
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--total-timesteps", type=int, default=1_000_000)
+    p.add_argument("--protocol", choices=sorted(PROTOCOLS), default="common")
+    p.add_argument(
+        "--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "trust_region_family"
+    )
+    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--final-window", type=int, default=20_480)
+    p.add_argument("--train", action="store_true", help="run missing runs first (sweeps)")
+    p.add_argument("--workers", type=int, default=1, help="runs at once when training")
+    p.add_argument("extra", nargs="*", help="flags passed to every algorithm script (after --)")
+    args = p.parse_args(argv)
+    algos, env_ids = args.algos.split(","), args.envs.split(",")
+    if args.train:
+        train(args, algos, env_ids)
+    rows, curves, diag = collect(args, algos, env_ids)
+    if not rows:
+        raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
+    algos = [a for a in algos if any(r["algo"] == a for r in rows)]
+    env_ids = [e for e in env_ids if all(curves[e].get(a) for a in algos)]
+    scores, ref = normalised_scores(rows, algos, env_ids)
+    iqm_rows = []
+    for algo in algos:
+        value, lo, hi = plots.stratified_bootstrap_ci(scores[algo], plots.iqm)
+        iqm_rows.append({"algo": algo, "iqm": value, "ci_lo": lo, "ci_hi": hi})
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, table in (("", rows), ("_iqm", iqm_rows)):
+        with (args.out / f"trust_region_family{name}.csv").open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(table[0]))
+            writer.writeheader()
+            writer.writerows(table)
+
+    import matplotlib.pyplot as plt
+
+    ncols = max(len(env_ids), 5)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    with plt.rc_context(plots.STYLE):
+        fig, axes = plt.subplots(2, ncols, figsize=(3.2 * ncols, 5.6), squeeze=False)
+        for ax, env_id in zip(axes[0], env_ids):
+            plots.plot_curves(ax, {a: curves[env_id][a] for a in algos}, smooth_window=3)
+            ax.set_title(env_id)
+            ax.set_ylabel("training episode return")
+        axes[0][0].legend(fontsize=6, loc="upper left")
+        for ax in axes[0][len(env_ids) :]:
+            ax.axis("off")
+        plots.plot_aggregates(axes[1][:2], scores, np.linspace(0, 1.2, 49))
+        axes[1][0].set_title("IQM, normalised final return", fontsize=8)
+        for ax, (col, label) in zip(
+            axes[1][2:],
+            [
+                ("kl_max", "max per-state KL(old||new)"),
+                ("ratio_dev_mean", "mean |r - 1| after update"),
+                ("fixup_share", "FixPO fixup share of grad steps"),
+            ],
+        ):
+            groups = {a: c for a, c in diag.get(col, {}).items() if any(len(s) for s, _ in c)}
+            if groups:  # the same colour per algorithm as in the other panels
+                ax.set_prop_cycle(color=[colours[algos.index(a) % len(colours)] for a in groups])
+            plots.plot_curves(ax, groups, smooth_window=3)
+            ax.set_title(f"{label}, all envs", fontsize=8)
+            if col == "kl_max":
+                ax.set_yscale("log")
+            if groups:
+                ax.legend(fontsize=6)
+        fig.suptitle(
+            f"trust-region family, {args.total_timesteps:,} steps, protocol {args.protocol}, "
+            f"mean and 95% bootstrap CI over seeds",
+            fontsize=9,
+        )
+        fig.tight_layout()
+        fig.savefig(args.out / "trust_region_family.png", dpi=80)
+
+    print("mean final training return over seeds (normalised IQM below)")
+    for env_id in env_ids:
+        cells = []
+        for algo in algos:
+            vals = [
+                r["final_train_return"] for r in rows if (r["algo"], r["env_id"]) == (algo, env_id)
+            ]
+            cells.append(f"{algo} {np.mean(vals):.0f}+-{np.std(vals):.0f} (n={len(vals)})")
+        print(f"  {env_id}: " + ", ".join(cells))
+    for r in iqm_rows:
+        print(f"  IQM {r['algo']}: {r['iqm']:.2f} [{r['ci_lo']:.2f}, {r['ci_hi']:.2f}]")
+    for algo in algos:
+        sel = [r for r in rows if r["algo"] == algo]
+        m = {k: np.mean([r[k] for r in sel]) for k in DIAGNOSTICS}
+        m["fixup_share"] = np.mean([r["fixup_share"] for r in sel]) if algo == "fixpo" else 0
+        print(
+            f"  {algo}: kl_mean {m['kl_mean']:.4f}, kl_max {m['kl_max']:.4f} "
+            f"(max {np.max([r['kl_max_max'] for r in sel]):.3f}), |r-1| mean "
+            f"{m['ratio_dev_mean']:.3f}, frac>eps {m['ratio_dev_frac']:.3f}, max "
+            f"{m['ratio_dev_max']:.2f}"
+            + (f", fixup share {m['fixup_share']:.3f}" * (algo == "fixpo"))
+        )
+    print(
+        f"wrote {args.out / 'trust_region_family.png'}, trust_region_family.csv and "
+        f"trust_region_family_iqm.csv; command: python paper_figures/trust_region_family.py "
+        f"{' '.join(argv if argv is not None else sys.argv[1:])}"
+    )
+
+
+if __name__ == "__main__":
+    main()
