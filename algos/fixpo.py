@@ -24,6 +24,7 @@ import torch
 from controlrl import diagnostics
 from controlrl.cli import CommonArgs, parse, require
 from controlrl.diagnostics import index_params, per_state_kl
+from controlrl.losses import clipped_value_loss
 from controlrl.nets import ValueNet, make_policy
 from controlrl.training import Run
 
@@ -151,17 +152,6 @@ def beta_loss(beta: torch.Tensor, kl_stat: torch.Tensor, eps_kl: float, c_beta: 
     return beta * (eps_kl - c_beta * kl_stat.detach())
 
 
-def value_loss(
-    v_new: torch.Tensor, v_old: torch.Tensor, returns: torch.Tensor, eps: float, clip: bool
-) -> torch.Tensor:
-    """0.5 * MSE to the lambda-returns; with clip, the max of plain and clipped errors (as PPO)."""
-    err = (v_new - returns).pow(2)
-    if clip:
-        v_clipped = v_old + (v_new - v_old).clamp(-eps, eps)
-        err = torch.max(err, (v_clipped - returns).pow(2))
-    return 0.5 * err.mean()
-
-
 def beta_step(beta: torch.Tensor, beta_opt, kl_stat: torch.Tensor, args: Args) -> None:
     """One Adam step on the Lagrangian in beta, then clamp beta >= 0."""
     beta_opt.zero_grad(set_to_none=True)
@@ -242,7 +232,7 @@ def update(
             if args.norm_adv:
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
             pi_loss, stats = fixpo_loss(logp, batch["logprobs"][idx], adv, kl, beta)
-            v_loss = value_loss(
+            v_loss = clipped_value_loss(
                 value_net(obs),
                 batch["values"][idx],
                 batch["returns"][idx],

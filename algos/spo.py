@@ -21,6 +21,7 @@ import torch
 
 from controlrl import diagnostics
 from controlrl.cli import CommonArgs, parse, require
+from controlrl.losses import clipped_value_loss
 from controlrl.nets import ValueNet, make_policy
 from controlrl.training import Run
 
@@ -114,17 +115,6 @@ def spo_loss(
     return loss, stats
 
 
-def value_loss(
-    v_new: torch.Tensor, v_old: torch.Tensor, returns: torch.Tensor, eps: float, clip: bool
-) -> torch.Tensor:
-    """0.5 * MSE to the lambda-returns; with clip, the max of plain and clipped errors (as PPO)."""
-    err = (v_new - returns).pow(2)
-    if clip:
-        v_clipped = v_old + (v_new - v_old).clamp(-eps, eps)
-        err = torch.max(err, (v_clipped - returns).pow(2))
-    return 0.5 * err.mean()
-
-
 def update(policy, value_net, optimizer, batch: dict[str, torch.Tensor], args: Args) -> dict:
     """update_epochs x num_minibatches Adam steps on the SPO loss; returns mean statistics."""
     batch_size = batch["obs"].shape[0]
@@ -139,7 +129,7 @@ def update(policy, value_net, optimizer, batch: dict[str, torch.Tensor], args: A
             if args.norm_adv:
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
             pg_loss, stats = spo_loss(logp, batch["logprobs"][idx], adv, args.eps)
-            v_loss = value_loss(
+            v_loss = clipped_value_loss(
                 value_net(batch["obs"][idx]),
                 batch["values"][idx],
                 batch["returns"][idx],

@@ -1,0 +1,17 @@
+"""Loss terms shared by several algorithms (their defining policy losses stay in their files)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def clipped_value_loss(
+    v_new: torch.Tensor, v_old: torch.Tensor, returns: torch.Tensor, eps: float, clip: bool
+) -> torch.Tensor:
+    """0.5 * MSE to the returns; with clip, the max of the plain error and the error of
+    V_old + clip(V_new - V_old, -eps, eps) (CleanRL / SPO / FixPO value clipping)."""
+    err = (v_new - returns).pow(2)
+    if clip:
+        v_clipped = v_old + (v_new - v_old).clamp(-eps, eps)
+        err = torch.max(err, (v_clipped - returns).pow(2))
+    return 0.5 * err.mean()
