@@ -49,7 +49,11 @@ ifdef FULL
 	$(BIN)/python paper_figures/regret.py
 	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --train
 	$(BIN)/python paper_figures/mujoco_results.py --algo trpo --train
-	$(BIN)/python paper_figures/gae_lambda_gamma.py --total-timesteps 100000
+	$(BIN)/python paper_figures/gae_lambda_gamma.py --env-id InvertedPendulum-v5 --total-timesteps 50000
+	$(BIN)/python paper_figures/trust_region_family.py --train --seeds 3 --total-timesteps 49152 \
+	  --sweep-dir runs/sweeps/trust_region_family_5env
+	$(BIN)/python paper_figures/depth_sweep.py --train --envs Hopper-v5,Walker2d-v5 --seeds 2 \
+	  --total-timesteps 49152 --sweep-dir runs/sweeps/depth_sweep_2env
 else
 	$(BIN)/python paper_figures/retrace_contraction.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/regret.py --toy --out $(TOY_OUT)
@@ -59,6 +63,13 @@ else
 	$(BIN)/python paper_figures/gae_lambda_gamma.py --total-timesteps 2048 --seeds 1 \
 	  --lambdas 0.0,0.95,1.0 --gammas 0.99 --sweeps-root $(TOY_OUT)/sweeps/gae_grid \
 	  --out $(TOY_OUT) -- --num-steps 512
+	$(BIN)/python paper_figures/trust_region_family.py --train --algos ppo,spo,fixpo,bpo \
+	  --envs Hopper-v5,InvertedPendulum-v5 --seeds 2 --total-timesteps 512 --final-window 512 \
+	  --sweep-dir $(TOY_OUT)/sweeps/family --out $(TOY_OUT) -- --num-steps 256 \
+	  --num-minibatches 4 --update-epochs 1 --eval-episodes 1
+	$(BIN)/python paper_figures/depth_sweep.py --train --envs Hopper-v5 --depths 2,7 --seeds 2 \
+	  --total-timesteps 512 --final-window 512 --sweep-dir $(TOY_OUT)/sweeps/depth \
+	  --out $(TOY_OUT) -- --num-steps 256 --num-minibatches 4 --update-epochs 1 --eval-episodes 1
 endif
 
 clean:
