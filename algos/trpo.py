@@ -26,7 +26,7 @@ from controlrl.cli import (
     require_positive,
     require_unit_interval,
 )
-from controlrl.nets import ValueNet, make_policy
+from controlrl.nets import ValueNet, flatten_parameters, make_policy
 from controlrl.training import Run
 from controlrl.trust_region import natural_step
 
@@ -160,8 +160,9 @@ def main(args: Args) -> None:
     )
     policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)
     value_net = ValueNet(int(np.prod(run.obs_space.shape)), args.hidden_sizes)
+    critic_params = flatten_parameters(value_net)  # one tensor: Adam is one fused op
     critic_optimizer = torch.optim.Adam(
-        value_net.parameters(), lr=args.critic_learning_rate, eps=1e-5, foreach=True
+        [critic_params], lr=args.critic_learning_rate, eps=1e-5, fused=True
     )
     for iteration in run.start(policy=policy, value=value_net, critic_optimizer=critic_optimizer):
         batch, episodes = run.collect(policy, value_net)

@@ -41,6 +41,7 @@ from pathlib import Path
 
 CONTENDERS = ("ours", "sb3", "floor")
 FIELDS = [
+    "algo",
     "contender",
     "num_envs",
     "repeat",
@@ -277,7 +278,129 @@ def _worker_floor(cfg: dict) -> dict:
     return out
 
 
-WORKERS = {"ours": _worker_ours, "sb3": _worker_sb3, "floor": _worker_floor}
+def _worker_trpo_ours(cfg: dict) -> dict:
+    from algos.trpo import Args, main
+
+    T, N = cfg["num_steps"], cfg["num_envs"]
+    with tempfile.TemporaryDirectory(prefix="bench_trpo_ours_") as tmp:
+        run_dir = Path(tmp) / "run"
+        args = Args(
+            env_id=cfg["env_id"],
+            seed=cfg["seed"],
+            total_timesteps=(cfg["warmup"] + cfg["iterations"]) * T * N,
+            num_envs=N,
+            run_dir=str(run_dir),
+            checkpoint_every=10**9,
+            eval_every=0,
+            eval_episodes=1,
+            torch_threads=cfg["threads"],
+            tensorboard=False,
+            progress=False,
+            **TRPO_SETTINGS,
+            num_steps=T,
+        )
+        args.validate()
+        main(args)
+        with (run_dir / "timing.csv").open() as f:
+            rows = list(csv.DictReader(f))
+    return {
+        "rollout_s": [float(r["time/rollout_s"]) for r in rows],
+        "update_s": [float(r["time/update_s"]) for r in rows],
+    }
+
+
+def _worker_trpo_sb3(cfg: dict) -> dict:
+    import torch
+    from sb3_contrib import TRPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    torch.set_num_threads(cfg["threads"])
+    T, N = cfg["num_steps"], cfg["num_envs"]
+    n_iter = cfg["warmup"] + cfg["iterations"]
+    starts: list[float] = []
+    ends: list[float] = []
+
+    class IterationTimer(BaseCallback):
+        def _on_rollout_start(self) -> None:
+            starts.append(time.perf_counter())
+
+        def _on_rollout_end(self) -> None:
+            ends.append(time.perf_counter())
+
+        def _on_training_end(self) -> None:
+            starts.append(time.perf_counter())
+
+        def _on_step(self) -> bool:
+            return True
+
+    env = make_vec_env(cfg["env_id"], n_envs=N, seed=cfg["seed"], vec_env_cls=DummyVecEnv)
+    env = VecNormalize(
+        env,
+        norm_obs=True,
+        norm_reward=True,
+        clip_obs=10.0,
+        clip_reward=10.0,
+        gamma=0.99,
+        epsilon=1e-8,
+    )
+    s = TRPO_SETTINGS
+    model = TRPO(
+        "MlpPolicy",
+        env,
+        learning_rate=s["critic_learning_rate"],
+        n_steps=T,
+        batch_size=s["critic_batch_size"],
+        gamma=s["gamma"],
+        gae_lambda=s["gae_lambda"],
+        cg_max_steps=s["cg_max_steps"],
+        cg_damping=s["cg_damping"],
+        line_search_shrinking_factor=s["line_search_shrinking_factor"],
+        line_search_max_iter=s["line_search_max_iter"],
+        n_critic_updates=s["n_critic_updates"],
+        normalize_advantage=True,
+        target_kl=s["target_kl"],
+        policy_kwargs=dict(
+            net_arch=dict(pi=[64, 64], vf=[64, 64]),
+            activation_fn=torch.nn.Tanh,
+            ortho_init=True,
+            log_std_init=0.0,
+        ),
+        device="cpu",
+        seed=cfg["seed"],
+        verbose=0,
+    )
+    model.learn(total_timesteps=n_iter * T * N, callback=IterationTimer(), progress_bar=False)
+    env.close()
+    assert len(ends) == n_iter and len(starts) == n_iter + 1, (len(starts), len(ends))
+    return {
+        "rollout_s": [e - s for s, e in zip(starts, ends)],
+        "update_s": [s - e for e, s in zip(ends, starts[1:])],
+    }
+
+
+# RL Zoo's MuJoCo TRPO settings, given identically to both (algos/trpo.py's defaults)
+TRPO_SETTINGS = dict(
+    gamma=0.99,
+    gae_lambda=0.95,
+    target_kl=0.01,
+    cg_max_steps=25,
+    cg_damping=0.1,
+    line_search_shrinking_factor=0.8,
+    line_search_max_iter=10,
+    critic_learning_rate=1e-3,
+    n_critic_updates=20,
+    critic_batch_size=128,
+    norm_adv=True,
+    norm_obs=True,
+    norm_reward=True,
+    hidden_sizes=(64, 64),
+)
+WORKERS = {
+    "ppo": {"ours": _worker_ours, "sb3": _worker_sb3, "floor": _worker_floor},
+    "trpo": {"ours": _worker_trpo_ours, "sb3": _worker_trpo_sb3},
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -322,6 +445,7 @@ def _row(contender: str, cfg: dict, repeat: int, slot: int, times: dict, wall: f
     iter_total = sum(timed["rollout_s"]) + sum(timed["update_s"])
     steps = cfg["num_steps"] * cfg["num_envs"]
     row = {
+        "algo": cfg["algo"],
         "contender": contender,
         "num_envs": cfg["num_envs"],
         "repeat": repeat,
@@ -426,6 +550,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--contenders", default=",".join(CONTENDERS), help="subset of ours,sb3,floor (default all)"
     )
+    p.add_argument(
+        "--algo",
+        choices=sorted(WORKERS),
+        default="ppo",
+        help="ppo: ours vs SB3 PPO vs the floor; trpo: ours vs sb3-contrib TRPO",
+    )
     p.add_argument("--toy", action="store_true", help="tiny run for tests (~30 s)")
     p.add_argument("--worker", choices=CONTENDERS, help=argparse.SUPPRESS)
     p.add_argument("--worker-config", help=argparse.SUPPRESS)
@@ -434,10 +564,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.worker:
         return args
     toy = args.toy
-    args.envs_list = [int(x) for x in (args.envs_list or ("1" if toy else "1,8")).split(",")]
+    default_envs = {"ppo": "1,8", "trpo": "2,8"}[args.algo]
+    toy_envs = {"ppo": "1", "trpo": "2"}[args.algo]
+    args.envs_list = [
+        int(x) for x in (args.envs_list or (toy_envs if toy else default_envs)).split(",")
+    ]
+    if args.contenders == ",".join(CONTENDERS) and args.algo == "trpo":
+        args.contenders = "ours,sb3"
     args.iterations = args.iterations if args.iterations is not None else (1 if toy else 3)
     args.repeats = args.repeats if args.repeats is not None else (1 if toy else 3)
-    args.num_steps = args.num_steps if args.num_steps is not None else (256 if toy else 2048)
+    full_steps = {"ppo": 2048, "trpo": 1024}[args.algo]
+    args.num_steps = args.num_steps if args.num_steps is not None else (256 if toy else full_steps)
     args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
     for name in ("iterations", "repeats", "threads", "num_steps", "num_minibatches", "epochs"):
         if getattr(args, name) < 1:
@@ -446,7 +583,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--warmup must be >= 0, got {args.warmup}")
     if any(n < 1 for n in args.envs_list):
         p.error(f"--envs-list values must be >= 1, got {args.envs_list}")
-    bad = [c for c in args.contenders if c not in CONTENDERS]
+    bad = [c for c in args.contenders if c not in WORKERS[args.algo]]
     if bad or not args.contenders:
         p.error(f"--contenders must be a subset of {','.join(CONTENDERS)}, got {bad or 'none'}")
     for n in args.envs_list:
@@ -470,7 +607,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = parse_args(argv)
     if args.worker:
         cfg = json.loads(args.worker_config)
-        Path(args.worker_result).write_text(json.dumps(WORKERS[args.worker](cfg)))
+        Path(args.worker_result).write_text(json.dumps(WORKERS[cfg["algo"]][args.worker](cfg)))
         return []
     command = "python " + shlex.join(sys.argv if argv is None else [__file__, *argv])
     out = Path(args.out)
@@ -483,6 +620,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for repeat in range(args.repeats):
             for n in args.envs_list:
                 cfg = {
+                    "algo": args.algo,
                     "env_id": args.env_id,
                     "num_envs": n,
                     "num_steps": args.num_steps,
@@ -509,8 +647,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     )
     print()
     print(
-        f"PPO training throughput, {args.env_id}, num_steps {args.num_steps} per env, "
-        f"{args.num_minibatches} minibatches x {args.epochs} epochs, torch threads "
+        f"{args.algo.upper()} training throughput, {args.env_id}, num_steps {args.num_steps} "
+        f"per env, {args.num_minibatches} minibatches x {args.epochs} epochs (PPO only), threads "
         f"{args.threads}, {args.iterations} timed iterations (+{args.warmup} warm-up) x "
         f"{args.repeats} repeats; median (min-max) over repeats; ratios paired per repeat.\n"
     )

@@ -51,3 +51,17 @@ def test_bench_ppo_rejects_bad_flags(tmp_path):
     )
     assert proc.returncode == 2 and "--num-minibatches 7 must divide" in proc.stderr
     assert not (tmp_path / "b.csv").exists()
+
+
+def test_trpo_toy_benchmark_runs_both_contenders(tmp_path):
+    out = tmp_path / "t.csv"
+    subprocess.run(
+        [sys.executable, str(SCRIPT), "--algo", "trpo", "--toy", "--out", str(out)],
+        cwd=tmp_path,
+        check=True,
+        timeout=300,
+        capture_output=True,
+    )
+    rows = list(csv.DictReader(out.open()))
+    assert sorted(r["contender"] for r in rows) == ["ours", "sb3"]
+    assert all(r["algo"] == "trpo" and float(r["sps"]) > 0 for r in rows)
