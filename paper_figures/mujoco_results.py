@@ -95,8 +95,14 @@ def main(argv: list[str] | None = None) -> None:
             done = sorted((sweep_dir / "runs" / args.algo / env_id).glob("seed*/final_eval.json"))
             for path in done:
                 run_dir, final = path.parent, json.loads(path.read_text())
-                curves.setdefault(env_id, []).append(
-                    plots.read_metrics(run_dir, "train/episode_return")
+                curves.setdefault(env_id, {"train": [], "eval": []})
+                curves[env_id]["train"].append(plots.read_metrics(run_dir, "train/episode_return"))
+                try:  # periodic evaluations (every 200k steps)
+                    steps, ev = plots.read_metrics(run_dir, "eval/return")
+                except KeyError:  # a run from before the column existed: final point only
+                    steps, ev = np.zeros(0), np.zeros(0)
+                curves[env_id]["eval"].append(
+                    (np.append(steps, final["step"]), np.append(ev, final["eval_return_mean"]))
                 )
                 rows.append(
                     {
@@ -123,11 +129,29 @@ def main(argv: list[str] | None = None) -> None:
     with plt.rc_context(plots.STYLE):
         fig, axes = plt.subplots(1, len(curves), figsize=(4 * len(curves), 3), squeeze=False)
         for ax, (env_id, env_curves) in zip(axes[0], curves.items()):
-            plots.plot_curves(ax, {f"controlrl {args.algo.upper()}": env_curves}, smooth_window=5)
+            name = f"controlrl {args.algo.upper()}"
+            plots.plot_curves(ax, {f"{name} train": env_curves["train"]}, smooth_window=5)
+            by_step: dict[float, list[float]] = {}
+            for steps, values in env_curves["eval"]:
+                for st, v in zip(steps, values):
+                    by_step.setdefault(float(st), []).append(float(v))
+            xs = sorted(by_step)
+            mean = np.array([np.mean(by_step[x]) for x in xs])
+            lo = mean - np.array([min(by_step[x]) for x in xs])
+            hi = np.array([max(by_step[x]) for x in xs]) - mean
+            ax.errorbar(
+                xs,
+                mean,
+                yerr=[lo, hi],
+                fmt="o",
+                ms=3,
+                capsize=2,
+                label=f"{name} deterministic eval (mean, min-max)",
+            )
             if env_id in ref:
                 ax.axhline(ref[env_id], color="k", ls="--", lw=1, label=info["reference_label"])
             ax.set_title(env_id)
-            ax.set_ylabel("training episode return")
+            ax.set_ylabel("episode return")
             ax.legend(loc="lower right", fontsize=7)
         fig.suptitle(
             f"{args.algo.upper()}, {args.total_timesteps:,} steps per run, mean and 95% "
