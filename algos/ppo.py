@@ -66,7 +66,10 @@ class Args(CommonArgs):
     norm_reward: bool = True
     """scale rewards by the std of a running discounted return, clip to [-10, 10] (CleanRL)"""
     hidden_sizes: tuple[int, ...] = (64, 64)
-    """hidden layers of the actor and of the critic (CleanRL 64, 64 tanh)"""
+    """hidden layers of the actor, and of the critic unless --critic-hidden-sizes (CleanRL 64, 64
+    tanh)"""
+    critic_hidden_sizes: tuple[int, ...] | None = None
+    """hidden layers of the critic (default: the same as --hidden-sizes, as CleanRL)"""
 
     def validate(self) -> None:
         super().validate()
@@ -83,6 +86,11 @@ class Args(CommonArgs):
         require_unit_interval(self, "gamma", "gae_lambda")
         require(self.target_kl is None or self.target_kl > 0, "target_kl", "must be > 0")
         require(all(h > 0 for h in self.hidden_sizes), "hidden_sizes", "must all be > 0")
+        require(
+            all(h > 0 for h in self.critic_hidden_sizes or ()),
+            "critic_hidden_sizes",
+            "must all be > 0",
+        )
         require_batch(self, self.num_steps, self.num_minibatches)
 
 
@@ -155,7 +163,9 @@ def main(args: Args) -> None:
         args, "ppo", args.gamma, args.gae_lambda, args.num_steps, args.norm_obs, args.norm_reward
     )
     policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)
-    value_net = ValueNet(int(np.prod(run.obs_space.shape)), args.hidden_sizes)
+    value_net = ValueNet(
+        int(np.prod(run.obs_space.shape)), args.critic_hidden_sizes or args.hidden_sizes
+    )
     flat_params = flatten_parameters(policy, value_net)  # clip and Adam: one tensor, not 13
     optimizer = torch.optim.Adam([flat_params], lr=args.learning_rate, eps=1e-5, fused=True)
 

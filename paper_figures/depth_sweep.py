@@ -7,9 +7,9 @@ layers.
 
 Depths (hidden layers, tanh): 2 = 64-64 (SPO's '3-layer' option), 4 = 128-128-64-64,
 7 = 256-256-128-128-64-64 plus one 64 (SPO's '7-layer' net is these six hidden layers and the
-output layer; --depths 6 runs it exactly). ppo.py has one --hidden-sizes for actor and critic, so
-both algorithms deepen the critic too (SPO gets the same via --critic-hidden-sizes); otherwise
-both use the family figure's common plumbing. One sweep per (depth, algorithm):
+output layer; --depths 6 runs it exactly). Only the policy gets deeper; both critics stay 64-64
+as in the SPO paper (--critic-too deepens them as well); otherwise both use the family figure's
+common plumbing. One sweep per (depth, algorithm):
 <sweep-dir>/d<depth>/<algo>/. Writes <out>/depth_sweep.png and depth_sweep.csv (one row per run).
 """
 
@@ -39,11 +39,12 @@ COMMON = ["--num-envs", "1", "--num-steps", "2048", "--num-minibatches", "32"]
 COMMON += ["--update-epochs", "10", "--eval-every", "0", "--eval-episodes", "5"]
 
 
-def flags(algo: str, depth: int) -> list[str]:
-    """Script flags of one (algorithm, depth) sweep."""
+def flags(algo: str, depth: int, critic_too: bool = False) -> list[str]:
+    """Script flags of one (algorithm, depth) sweep: the policy gets NETS[depth]; the critic
+    stays 64-64 as in the SPO paper, or gets the same depth with critic_too."""
     sizes = [str(h) for h in NETS[depth]]
-    out = [*COMMON, "--hidden-sizes", *sizes]
-    return out + ["--critic-hidden-sizes", *sizes] if algo == "spo" else out
+    critic = sizes if critic_too else ["64", "64"]
+    return [*COMMON, "--hidden-sizes", *sizes, "--critic-hidden-sizes", *critic]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -58,6 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--final-window", type=int, default=20_480)
     p.add_argument("--train", action="store_true", help="run missing runs first (sweeps)")
     p.add_argument("--workers", type=int, default=1, help="runs at once when training")
+    p.add_argument("--critic-too", action="store_true", help="deepen the critics as well")
     p.add_argument("extra", nargs="*", help="flags passed to every algorithm script (after --)")
     args = p.parse_args(argv)
     algos, env_ids = args.algos.split(","), args.envs.split(",")
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
                     env_ids,
                     args.seeds,
                     args.total_timesteps,
-                    flags(algo, depth) + args.extra,
+                    flags(algo, depth, args.critic_too) + args.extra,
                 )
                 run_sweep(
                     config,
