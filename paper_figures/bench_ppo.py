@@ -116,9 +116,10 @@ def _worker_ours(cfg: dict) -> dict:
     }
 
 
-def _worker_sb3(cfg: dict) -> dict:
+def _sb3_timed_learn(algo_cls, cfg: dict, **algo_kwargs) -> dict:
+    """Train an SB3 algorithm on DummyVecEnv + VecNormalize with our network shape, timing each
+    iteration with a callback (rollout start -> rollout end -> next rollout start / end)."""
     import torch
-    from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
@@ -126,21 +127,18 @@ def _worker_sb3(cfg: dict) -> dict:
     torch.set_num_threads(cfg["threads"])
     T, N = cfg["num_steps"], cfg["num_envs"]
     n_iter = cfg["warmup"] + cfg["iterations"]
+    starts: list[float] = []
+    ends: list[float] = []
 
     class IterationTimer(BaseCallback):
-        def __init__(self) -> None:
-            super().__init__(verbose=0)
-            self.starts: list[float] = []
-            self.ends: list[float] = []
-
         def _on_rollout_start(self) -> None:
-            self.starts.append(time.perf_counter())
+            starts.append(time.perf_counter())
 
         def _on_rollout_end(self) -> None:  # after compute_returns_and_advantage
-            self.ends.append(time.perf_counter())
+            ends.append(time.perf_counter())
 
         def _on_training_end(self) -> None:
-            self.starts.append(time.perf_counter())
+            starts.append(time.perf_counter())
 
         def _on_step(self) -> bool:
             return True
@@ -155,22 +153,13 @@ def _worker_sb3(cfg: dict) -> dict:
         gamma=0.99,
         epsilon=1e-8,
     )
-    model = PPO(
+    model = algo_cls(
         "MlpPolicy",
         env,
-        learning_rate=3e-4,
         n_steps=T,
-        batch_size=T * N // cfg["num_minibatches"],
-        n_epochs=cfg["epochs"],
         gamma=0.99,
         gae_lambda=0.95,
-        clip_range=0.2,
-        clip_range_vf=0.2,
         normalize_advantage=True,
-        ent_coef=0.0,
-        vf_coef=0.5,
-        max_grad_norm=0.5,
-        target_kl=None,
         policy_kwargs=dict(
             net_arch=dict(pi=[64, 64], vf=[64, 64]),
             activation_fn=torch.nn.Tanh,
@@ -180,16 +169,34 @@ def _worker_sb3(cfg: dict) -> dict:
         device="cpu",
         seed=cfg["seed"],
         verbose=0,
+        **algo_kwargs,
     )
-    timer = IterationTimer()
-    model.learn(total_timesteps=n_iter * T * N, callback=timer, progress_bar=False)
+    model.learn(total_timesteps=n_iter * T * N, callback=IterationTimer(), progress_bar=False)
     env.close()
-    starts, ends = timer.starts, timer.ends
     assert len(ends) == n_iter and len(starts) == n_iter + 1, (len(starts), len(ends))
     return {
         "rollout_s": [e - s for s, e in zip(starts, ends)],
         "update_s": [s - e for e, s in zip(ends, starts[1:])],
     }
+
+
+def _worker_sb3(cfg: dict) -> dict:
+    from stable_baselines3 import PPO
+
+    batch = cfg["num_steps"] * cfg["num_envs"]
+    return _sb3_timed_learn(
+        PPO,
+        cfg,
+        learning_rate=3e-4,
+        batch_size=batch // cfg["num_minibatches"],
+        n_epochs=cfg["epochs"],
+        clip_range=0.2,
+        clip_range_vf=0.2,
+        ent_coef=0.0,
+        vf_coef=0.5,
+        max_grad_norm=0.5,
+        target_kl=None,
+    )
 
 
 def _worker_floor(cfg: dict) -> dict:
@@ -310,74 +317,21 @@ def _worker_trpo_ours(cfg: dict) -> dict:
 
 
 def _worker_trpo_sb3(cfg: dict) -> dict:
-    import torch
     from sb3_contrib import TRPO
-    from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-    torch.set_num_threads(cfg["threads"])
-    T, N = cfg["num_steps"], cfg["num_envs"]
-    n_iter = cfg["warmup"] + cfg["iterations"]
-    starts: list[float] = []
-    ends: list[float] = []
-
-    class IterationTimer(BaseCallback):
-        def _on_rollout_start(self) -> None:
-            starts.append(time.perf_counter())
-
-        def _on_rollout_end(self) -> None:
-            ends.append(time.perf_counter())
-
-        def _on_training_end(self) -> None:
-            starts.append(time.perf_counter())
-
-        def _on_step(self) -> bool:
-            return True
-
-    env = make_vec_env(cfg["env_id"], n_envs=N, seed=cfg["seed"], vec_env_cls=DummyVecEnv)
-    env = VecNormalize(
-        env,
-        norm_obs=True,
-        norm_reward=True,
-        clip_obs=10.0,
-        clip_reward=10.0,
-        gamma=0.99,
-        epsilon=1e-8,
-    )
     s = TRPO_SETTINGS
-    model = TRPO(
-        "MlpPolicy",
-        env,
+    return _sb3_timed_learn(
+        TRPO,
+        cfg,
         learning_rate=s["critic_learning_rate"],
-        n_steps=T,
         batch_size=s["critic_batch_size"],
-        gamma=s["gamma"],
-        gae_lambda=s["gae_lambda"],
         cg_max_steps=s["cg_max_steps"],
         cg_damping=s["cg_damping"],
         line_search_shrinking_factor=s["line_search_shrinking_factor"],
         line_search_max_iter=s["line_search_max_iter"],
         n_critic_updates=s["n_critic_updates"],
-        normalize_advantage=True,
         target_kl=s["target_kl"],
-        policy_kwargs=dict(
-            net_arch=dict(pi=[64, 64], vf=[64, 64]),
-            activation_fn=torch.nn.Tanh,
-            ortho_init=True,
-            log_std_init=0.0,
-        ),
-        device="cpu",
-        seed=cfg["seed"],
-        verbose=0,
     )
-    model.learn(total_timesteps=n_iter * T * N, callback=IterationTimer(), progress_bar=False)
-    env.close()
-    assert len(ends) == n_iter and len(starts) == n_iter + 1, (len(starts), len(ends))
-    return {
-        "rollout_s": [e - s for s, e in zip(starts, ends)],
-        "update_s": [s - e for e, s in zip(ends, starts[1:])],
-    }
 
 
 # RL Zoo's MuJoCo TRPO settings, given identically to both (algos/trpo.py's defaults)
