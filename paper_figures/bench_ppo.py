@@ -69,17 +69,16 @@ FIELDS = [
 # workers: each runs in its own process and writes a JSON dict of per-iteration seconds
 
 
-def _worker_ours(cfg: dict) -> dict:
-    from algos.ppo import Args, main
-
+def _ours_timed(module, cfg: dict, **algo_kwargs) -> dict:
+    """Run one of our algorithm scripts' main() in-process on a temp run dir and read the
+    per-iteration rollout/update seconds from its timing.csv."""
     T, N = cfg["num_steps"], cfg["num_envs"]
-    n_iter = cfg["warmup"] + cfg["iterations"]
-    with tempfile.TemporaryDirectory(prefix="bench_ppo_ours_") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench_ours_") as tmp:
         run_dir = Path(tmp) / "run"
-        args = Args(
+        args = module.Args(
             env_id=cfg["env_id"],
             seed=cfg["seed"],
-            total_timesteps=n_iter * T * N,
+            total_timesteps=(cfg["warmup"] + cfg["iterations"]) * T * N,
             num_envs=N,
             run_dir=str(run_dir),
             checkpoint_every=10**9,
@@ -88,32 +87,42 @@ def _worker_ours(cfg: dict) -> dict:
             torch_threads=cfg["threads"],
             tensorboard=False,
             progress=False,
-            learning_rate=3e-4,
-            anneal_lr=False,
             num_steps=T,
-            gamma=0.99,
-            gae_lambda=0.95,
-            num_minibatches=cfg["num_minibatches"],
-            update_epochs=cfg["epochs"],
-            norm_adv=True,
-            clip_coef=0.2,
-            clip_vloss=True,
-            ent_coef=0.0,
-            vf_coef=0.5,
-            max_grad_norm=0.5,
-            target_kl=None,
-            norm_obs=True,
-            norm_reward=True,
-            hidden_sizes=(64, 64),
+            **algo_kwargs,
         )
         args.validate()
-        main(args)
+        module.main(args)
         with (run_dir / "timing.csv").open() as f:
             rows = list(csv.DictReader(f))
     return {
         "rollout_s": [float(r["time/rollout_s"]) for r in rows],
         "update_s": [float(r["time/update_s"]) for r in rows],
     }
+
+
+def _worker_ours(cfg: dict) -> dict:
+    from algos import ppo
+
+    return _ours_timed(
+        ppo,
+        cfg,
+        learning_rate=3e-4,
+        anneal_lr=False,
+        gamma=0.99,
+        gae_lambda=0.95,
+        num_minibatches=cfg["num_minibatches"],
+        update_epochs=cfg["epochs"],
+        norm_adv=True,
+        clip_coef=0.2,
+        clip_vloss=True,
+        ent_coef=0.0,
+        vf_coef=0.5,
+        max_grad_norm=0.5,
+        target_kl=None,
+        norm_obs=True,
+        norm_reward=True,
+        hidden_sizes=(64, 64),
+    )
 
 
 def _sb3_timed_learn(algo_cls, cfg: dict, **algo_kwargs) -> dict:
@@ -286,34 +295,9 @@ def _worker_floor(cfg: dict) -> dict:
 
 
 def _worker_trpo_ours(cfg: dict) -> dict:
-    from algos.trpo import Args, main
+    from algos import trpo
 
-    T, N = cfg["num_steps"], cfg["num_envs"]
-    with tempfile.TemporaryDirectory(prefix="bench_trpo_ours_") as tmp:
-        run_dir = Path(tmp) / "run"
-        args = Args(
-            env_id=cfg["env_id"],
-            seed=cfg["seed"],
-            total_timesteps=(cfg["warmup"] + cfg["iterations"]) * T * N,
-            num_envs=N,
-            run_dir=str(run_dir),
-            checkpoint_every=10**9,
-            eval_every=0,
-            eval_episodes=1,
-            torch_threads=cfg["threads"],
-            tensorboard=False,
-            progress=False,
-            **TRPO_SETTINGS,
-            num_steps=T,
-        )
-        args.validate()
-        main(args)
-        with (run_dir / "timing.csv").open() as f:
-            rows = list(csv.DictReader(f))
-    return {
-        "rollout_s": [float(r["time/rollout_s"]) for r in rows],
-        "update_s": [float(r["time/update_s"]) for r in rows],
-    }
+    return _ours_timed(trpo, cfg, **TRPO_SETTINGS)
 
 
 def _worker_trpo_sb3(cfg: dict) -> dict:
