@@ -53,7 +53,7 @@ ifdef FULL
 	$(BIN)/python paper_figures/trust_region_family.py --train --seeds 3 --total-timesteps 49152 \
 	  --sweep-dir runs/sweeps/trust_region_family_5env
 	$(BIN)/python paper_figures/depth_sweep.py --train --envs Hopper-v5,Walker2d-v5 --seeds 2 \
-	  --total-timesteps 49152 --sweep-dir runs/sweeps/depth_sweep_2env
+	  --total-timesteps 49152 --sweep-dir runs/sweeps/depth_sweep_policy_only
 else
 	$(BIN)/python paper_figures/retrace_contraction.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/regret.py --toy --out $(TOY_OUT)
