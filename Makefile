@@ -50,8 +50,8 @@ ifdef FULL
 	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --train
 	$(BIN)/python paper_figures/mujoco_results.py --algo trpo --train
 	$(BIN)/python paper_figures/gae_lambda_gamma.py --env-id InvertedPendulum-v5 --total-timesteps 50000
-	$(BIN)/python paper_figures/trust_region_family.py --train --seeds 3 --total-timesteps 49152 \
-	  --sweep-dir runs/sweeps/trust_region_family_5env
+	$(BIN)/python paper_figures/trust_region_family.py --train --seeds 5 --total-timesteps 49152 \
+	  --sweep-dir runs/sweeps/trust_region_family_5seeds
 	$(BIN)/python paper_figures/depth_sweep.py --train --envs Hopper-v5,Walker2d-v5 --seeds 2 \
 	  --total-timesteps 49152 --sweep-dir runs/sweeps/depth_sweep_policy_only
 else
