@@ -25,7 +25,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from controlrl import diagnostics
-from controlrl.cli import CommonArgs, parse, require
+from controlrl.cli import (
+    CommonArgs,
+    parse,
+    require,
+    require_batch,
+    require_nonnegative,
+    require_positive,
+    require_unit_interval,
+)
 from controlrl.nets import layer_init, make_policy, mlp
 from controlrl.training import Run
 
@@ -75,34 +83,20 @@ class Args(CommonArgs):
 
     def validate(self) -> None:
         super().validate()
-        for name in (
+        require_positive(
+            self,
             "learning_rate",
             "num_steps",
             "num_minibatches",
             "update_epochs",
             "temperature",
             "max_grad_norm",
-        ):
-            require(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
+        )
         require(0 < self.eps < 1, "eps", f"must be in (0, 1), got {self.eps}")
-        require(0 <= self.gamma <= 1, "gamma", f"must be in [0, 1], got {self.gamma}")
-        require(
-            0 <= self.gae_lambda <= 1, "gae_lambda", f"must be in [0, 1], got {self.gae_lambda}"
-        )
-        for name in ("ent_coef", "vf_coef", "u_coef"):
-            require(getattr(self, name) >= 0, name, f"must be >= 0, got {getattr(self, name)}")
+        require_unit_interval(self, "gamma", "gae_lambda")
+        require_nonnegative(self, "ent_coef", "vf_coef", "u_coef")
         require(all(h > 0 for h in self.hidden_sizes), "hidden_sizes", "must all be > 0")
-        batch = self.num_steps * self.num_envs
-        require(
-            batch % self.num_minibatches == 0,
-            "num_minibatches",
-            f"must divide the batch num_steps * num_envs = {batch}, got {self.num_minibatches}",
-        )
-        require(
-            self.total_timesteps >= batch,
-            "total_timesteps",
-            f"must be >= one batch (num_steps * num_envs = {batch}), got {self.total_timesteps}",
-        )
+        require_batch(self, self.num_steps, self.num_minibatches)
 
 
 def target_ratio(q: torch.Tensor, threshold: torch.Tensor, eps: float, temperature: float):

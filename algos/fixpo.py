@@ -22,7 +22,15 @@ import numpy as np
 import torch
 
 from controlrl import diagnostics
-from controlrl.cli import CommonArgs, parse, require
+from controlrl.cli import (
+    CommonArgs,
+    parse,
+    require,
+    require_batch,
+    require_nonnegative,
+    require_positive,
+    require_unit_interval,
+)
 from controlrl.diagnostics import index_params, per_state_kl
 from controlrl.losses import clipped_value_loss
 from controlrl.nets import ValueNet, make_policy
@@ -91,7 +99,8 @@ class Args(CommonArgs):
 
     def validate(self) -> None:
         super().validate()
-        for name in (
+        require_positive(
+            self,
             "learning_rate",
             "num_steps",
             "num_minibatches",
@@ -104,26 +113,11 @@ class Args(CommonArgs):
             "value_clip_eps",
             "max_grad_norm",
             "diag_eps",
-        ):
-            require(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
-        require(self.beta_init >= 0, "beta_init", f"must be >= 0, got {self.beta_init}")
-        require(0 <= self.gamma <= 1, "gamma", f"must be in [0, 1], got {self.gamma}")
-        require(
-            0 <= self.gae_lambda <= 1, "gae_lambda", f"must be in [0, 1], got {self.gae_lambda}"
         )
-        require(self.ent_coef >= 0 and self.vf_coef >= 0, "ent_coef", "and --vf-coef must be >= 0")
+        require_nonnegative(self, "beta_init", "ent_coef", "vf_coef")
+        require_unit_interval(self, "gamma", "gae_lambda")
         require(all(h > 0 for h in self.hidden_sizes), "hidden_sizes", "must all be > 0")
-        batch = self.num_steps * self.num_envs
-        require(
-            batch % self.num_minibatches == 0,
-            "num_minibatches",
-            f"must divide the batch num_steps * num_envs = {batch}, got {self.num_minibatches}",
-        )
-        require(
-            self.total_timesteps >= batch,
-            "total_timesteps",
-            f"must be >= one batch (num_steps * num_envs = {batch}), got {self.total_timesteps}",
-        )
+        require_batch(self, self.num_steps, self.num_minibatches)
 
 
 def fixpo_loss(

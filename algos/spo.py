@@ -20,7 +20,15 @@ import numpy as np
 import torch
 
 from controlrl import diagnostics
-from controlrl.cli import CommonArgs, parse, require
+from controlrl.cli import (
+    CommonArgs,
+    parse,
+    require,
+    require_batch,
+    require_nonnegative,
+    require_positive,
+    require_unit_interval,
+)
 from controlrl.losses import clipped_value_loss
 from controlrl.nets import ValueNet, make_policy
 from controlrl.training import Run
@@ -67,33 +75,20 @@ class Args(CommonArgs):
 
     def validate(self) -> None:
         super().validate()
-        for name in (
+        require_positive(
+            self,
             "learning_rate",
             "num_steps",
             "num_minibatches",
             "update_epochs",
             "eps",
             "max_grad_norm",
-        ):
-            require(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)}")
-        require(0 <= self.gamma <= 1, "gamma", f"must be in [0, 1], got {self.gamma}")
-        require(
-            0 <= self.gae_lambda <= 1, "gae_lambda", f"must be in [0, 1], got {self.gae_lambda}"
         )
-        require(self.ent_coef >= 0 and self.vf_coef >= 0, "ent_coef", "and --vf-coef must be >= 0")
+        require_nonnegative(self, "ent_coef", "vf_coef")
+        require_unit_interval(self, "gamma", "gae_lambda")
         for name in ("hidden_sizes", "critic_hidden_sizes"):
             require(all(h > 0 for h in getattr(self, name)), name, "must all be > 0")
-        batch = self.num_steps * self.num_envs
-        require(
-            batch % self.num_minibatches == 0,
-            "num_minibatches",
-            f"must divide the batch num_steps * num_envs = {batch}, got {self.num_minibatches}",
-        )
-        require(
-            self.total_timesteps >= batch,
-            "total_timesteps",
-            f"must be >= one batch (num_steps * num_envs = {batch}), got {self.total_timesteps}",
-        )
+        require_batch(self, self.num_steps, self.num_minibatches)
 
 
 def spo_loss(
