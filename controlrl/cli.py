@@ -72,7 +72,10 @@ def fail(message: str) -> None:
 @dataclass
 class CommonArgs:
     env_id: str = "HalfCheetah-v5"
-    """environment id: a Gymnasium id such as Hopper-v5 or CartPole-v1"""
+    """environment id: a Gymnasium id (Hopper-v5, CartPole-v1), brax:<name> (brax:ant),
+    dmc:<domain>-<task> (dmc:cheetah-run) or envpool:<id> (envpool:HalfCheetah-v5)"""
+    brax_pipeline: Literal["spring", "positional", "generalized", "mjx"] | None = None
+    """physics pipeline of brax: ids (default: envs/brax.py DEFAULT_PIPELINE)"""
     seed: int = 1
     """seed of python, numpy, torch and the environments"""
     total_timesteps: int = 1_000_000
@@ -121,6 +124,13 @@ class CommonArgs:
             check_env_id(self.env_id)
         except UnknownEnvError as exc:
             raise ArgError(f"--env-id: {exc}") from None
+        from envs import renders, split_id
+
+        require(
+            not self.capture_video or renders(self.env_id),
+            "capture_video",
+            f"is not supported for {split_id(self.env_id)[0]}: ids (Gymnasium and dmc: only)",
+        )
         if self.run_dir is not None and self.resume is None:
             require(
                 not (Path(self.run_dir) / "config.json").exists(),

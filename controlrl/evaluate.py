@@ -19,19 +19,32 @@ def evaluate(
     episodes: int,
     seed: int,
     video_path: Path | None = None,
+    brax_pipeline: str | None = None,
 ) -> np.ndarray:
     """Returns [episodes] of the raw reward under act (e.g. the policy mean), never updating
-    the normaliser; with video_path, the first episode is written there as MP4."""
-    eval_envs = envs.make(env_id, 1, seed, render_mode="rgb_array" if video_path else None)
+    the normaliser; with video_path, the first episode is written there as MP4.
+
+    Episodes run in envs.eval_num_envs(env_id, episodes) envs (one for most backends): each env
+    contributes its first ceil(episodes / n) episodes, in env order, so that short episodes are
+    not favoured."""
+    n = envs.eval_num_envs(env_id, episodes)
+    eval_envs = envs.make(
+        env_id,
+        n,
+        seed,
+        brax_pipeline=brax_pipeline,
+        render_mode="rgb_array" if video_path else None,
+    )
     space = eval_envs.single_action_space
     low = getattr(space, "low", None)
     high = getattr(space, "high", None)
-    returns: list[float] = []
+    quota = -(-episodes // n)
+    per_env: list[list[float]] = [[] for _ in range(n)]
     frames: list[np.ndarray] = []
     obs, _ = eval_envs.reset(seed=seed)
-    total = 0.0
-    while len(returns) < episodes:
-        if video_path is not None and not returns:
+    total = np.zeros(n)
+    while sum(min(len(r), quota) for r in per_env) < episodes:
+        if video_path is not None and not per_env[0]:
             frames.append(np.asarray(eval_envs.render()[0]))
         x = obs.astype(np.float32)
         if obs_normalizer is not None:
@@ -41,10 +54,10 @@ def evaluate(
         if low is not None:
             action = np.clip(action, low, high)
         obs, reward, terminated, truncated, _ = eval_envs.step(action)
-        total += float(reward[0])
-        if terminated[0] or truncated[0]:
-            returns.append(total)
-            total = 0.0
+        total += reward
+        for i in np.flatnonzero(terminated | truncated):
+            per_env[i].append(float(total[i]))
+            total[i] = 0.0
     eval_envs.close()
     if video_path is not None and frames:
         import imageio
@@ -52,4 +65,4 @@ def evaluate(
         video_path.parent.mkdir(parents=True, exist_ok=True)
         fps = eval_envs.metadata.get("render_fps") or 30
         imageio.mimsave(video_path, frames, fps=fps)
-    return np.asarray(returns)
+    return np.asarray([r for env in per_env for r in env[:quota]][:episodes])

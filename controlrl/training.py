@@ -61,7 +61,14 @@ class Run:
                 )
             except checkpoint.CheckpointError as exc:
                 fail(str(exc))
-        self.envs = envs.make(args.env_id, args.num_envs, args.seed, args.vectorization, copy=False)
+        self.envs = envs.make(
+            args.env_id,
+            args.num_envs,
+            args.seed,
+            args.vectorization,
+            brax_pipeline=args.brax_pipeline,
+            copy=False,
+        )
         self.obs_space = self.envs.single_observation_space
         self.act_space = self.envs.single_action_space
         self.obs_normalizer = ObsNormalizer(self.obs_space.shape) if norm_obs else None
@@ -113,6 +120,11 @@ class Run:
             args.tensorboard,
             args.progress,
         )
+        if hasattr(self.envs, "compile"):  # jitted backends (brax) compile before the first step
+            self.logger.bar.set_description_str("compiling...", refresh=True)
+            seconds = self.envs.compile()
+            self.logger.bar.set_description_str("", refresh=False)
+            self.logger.bar.write(f"{args.env_id}: compiled in {seconds:.1f} s")
         self.collector.reset(seed=args.seed + 1_000_003 * start_iteration)  # fresh episodes
         self.collector.global_step = start_step
         every = args.eval_every
@@ -196,6 +208,7 @@ class Run:
             self.args.eval_episodes,
             seed=self.args.seed + 10_000,
             video_path=video,
+            brax_pipeline=self.args.brax_pipeline,
         )
         return float(returns.mean())
 

@@ -1,20 +1,21 @@
 """make(env_id, num_envs, seed) -> gymnasium VectorEnv, whatever the backend.
 
-Plain ids ("Hopper-v5", "CartPole-v1") use Gymnasium (envs/gym_mujoco.py). Backend prefixes
-("brax:", "dmc:", "envpool:", "bandit:") are dispatched here as their modules land.
+Plain ids ("Hopper-v5", "CartPole-v1") use Gymnasium (envs/gym_mujoco.py); "brax:<name>"
+(envs/brax.py), "dmc:<domain>-<task>" (envs/dmc.py) and "envpool:<id>" (envs/envpool.py) use
+their backends. Each backend's heavy library is imported only when one of its ids is used.
 """
 
 from __future__ import annotations
 
 import gymnasium as gym
 
-from envs import gym_mujoco
+from envs import brax, dmc, envpool, gym_mujoco
 from envs.errors import UnknownEnvError
 
-__all__ = ["UnknownEnvError", "check_env_id", "make", "split_id"]
+__all__ = ["UnknownEnvError", "check_env_id", "eval_num_envs", "make", "renders", "split_id"]
 
-BACKENDS = {"gym": gym_mujoco}
-PLANNED = ("brax", "dmc", "envpool", "bandit")
+BACKENDS = {"gym": gym_mujoco, "brax": brax, "dmc": dmc, "envpool": envpool}
+PLANNED = ("bandit",)
 
 
 def split_id(env_id: str) -> tuple[str, str]:
@@ -39,11 +40,31 @@ def check_env_id(env_id: str) -> None:
 
 
 def make(
-    env_id: str, num_envs: int, seed: int, vectorization: str = "sync", **kwargs
+    env_id: str,
+    num_envs: int,
+    seed: int,
+    vectorization: str = "sync",
+    brax_pipeline: str | None = None,
+    **kwargs,
 ) -> gym.vector.VectorEnv:
-    """A VectorEnv with same-step autoreset and infos['final_obs'] for ended episodes."""
+    """A VectorEnv with same-step autoreset and infos['final_obs'] for ended episodes.
+
+    brax_pipeline only applies to brax: ids (None: that backend's default)."""
     check_env_id(env_id)
     backend, name = split_id(env_id)
+    if backend == "brax":
+        kwargs["pipeline"] = brax_pipeline
     envs = BACKENDS[backend].make(name, num_envs, vectorization=vectorization, **kwargs)
     envs.action_space.seed(seed)
     return envs
+
+
+def eval_num_envs(env_id: str, episodes: int) -> int:
+    """Envs to run evaluation episodes on: brax batches them (one compiled batch, each env's
+    first episode counts); the other backends run them one after another in one env."""
+    return episodes if split_id(env_id)[0] == "brax" else 1
+
+
+def renders(env_id: str) -> bool:
+    """Whether the backend can record evaluation videos."""
+    return split_id(env_id)[0] in ("gym", "dmc")

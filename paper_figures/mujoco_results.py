@@ -1,12 +1,14 @@
-"""Final returns of an on-policy algorithm on Hopper, HalfCheetah and Walker2d (v5) over seeds,
-learning curves with bootstrap CIs, next to the published reference numbers at 1M steps:
-PPO vs CleanRL (v4, 3 seeds), TRPO vs sb3-contrib / RL Zoo (v3).
+"""Final returns of an on-policy algorithm over seeds, learning curves with bootstrap CIs, next to
+published reference numbers. Suite 'mujoco': Hopper, HalfCheetah, Walker2d (v5) vs PPO of CleanRL
+(v4, 1M steps, 3 seeds) and TRPO of sb3-contrib / RL Zoo (v3, 1M). Suite 'dmc': dm_control
+cheetah-run and walker-walk vs CleanRL's PPO at 8M steps.
 
     python paper_figures/mujoco_results.py --algo ppo --train   # sweeps what is missing, plots
     python paper_figures/mujoco_results.py --algo trpo --train
+    python paper_figures/mujoco_results.py --algo ppo --suite dmc --train
     python paper_figures/mujoco_results.py --algo ppo           # plots finished runs only
 
-Writes <out>/<algo>_mujoco.png and <out>/<algo>_mujoco.csv (one row per run).
+Writes <out>/<algo>_<suite>.png and <out>/<algo>_<suite>.csv (one row per run).
 "final_train_return" is the episode-weighted mean return of the training episodes that ended in
 the last `--final-window` env steps; "final_eval_return" the deterministic evaluation
 (normaliser frozen) at the end of training. Per-env flags follow the reference's tuned configs.
@@ -28,10 +30,17 @@ sys.path.insert(0, str(ROOT))
 from controlrl import plots  # noqa: E402
 from controlrl.experiment import SweepConfig, run_sweep  # noqa: E402
 
+SUITES = {
+    "mujoco": "Hopper-v5,HalfCheetah-v5,Walker2d-v5",
+    "dmc": "dmc:cheetah-run,dmc:walker-walk",
+}
 ALGOS = {
     "ppo": {  # CleanRL ppo_continuous_action.py, MuJoCo v4, 1M steps, 3 seeds
         "reference": {"Hopper-v5": 2383.0, "HalfCheetah-v5": 1443.0, "Walker2d-v5": 2288.0},
         "reference_label": "CleanRL PPO (v4, 1M)",
+        # CleanRL's PPO on dm_control (its benchmark report, 8M steps): a different budget
+        "reference_dmc": {"dmc:cheetah-run": 472.0, "dmc:walker-walk": 306.0},
+        "reference_label_dmc": "CleanRL PPO (dm_control, 8M)",
         "compare": "final_train_return",  # CleanRL reports training episode returns
         "overrides": {},
     },
@@ -45,14 +54,16 @@ ALGOS = {
 EVAL_FLAGS = ["--eval-every", "200000", "--eval-episodes", "5"]
 
 
-def sweep_groups(algo: str, env_ids: list[str], root: Path) -> list[tuple[Path, list[str], list]]:
+def sweep_groups(
+    algo: str, env_ids: list[str], root: Path, suite: str = "mujoco"
+) -> list[tuple[Path, list[str], list]]:
     """(sweep dir, envs, extra flags): envs sharing the same per-env overrides share a sweep."""
     groups: dict[tuple, list[str]] = {}
     for env_id in env_ids:
         groups.setdefault(tuple(ALGOS[algo]["overrides"].get(env_id, [])), []).append(env_id)
     out = []
     for extra, envs_ in groups.items():
-        name = f"{algo}_mujoco" + ("" if not extra else "_" + "_".join(envs_))
+        name = f"{algo}_{suite}" + ("" if not extra else "_" + "_".join(envs_))
         out.append((root / name, envs_, [*EVAL_FLAGS, *extra]))
     return out
 
@@ -62,7 +73,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--algo", choices=sorted(ALGOS), default="ppo")
     p.add_argument("--sweeps-root", type=Path, default=ROOT / "runs" / "sweeps")
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
-    p.add_argument("--envs", default="Hopper-v5,HalfCheetah-v5,Walker2d-v5")
+    p.add_argument("--suite", choices=sorted(SUITES), default="mujoco")
+    p.add_argument("--envs", default=None, help="comma-separated ids (default: the suite's)")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--total-timesteps", type=int, default=1_000_000)
     p.add_argument("--final-window", type=int, default=20_480)
@@ -70,9 +82,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--workers", type=int, default=1, help="runs at once when training")
     p.add_argument("extra", nargs="*", help="flags passed to every run (after --)")
     args = p.parse_args(argv)
-    env_ids = args.envs.split(",")
+    env_ids = (args.envs or SUITES[args.suite]).split(",")
     info = ALGOS[args.algo]
-    groups_ = sweep_groups(args.algo, env_ids, args.sweeps_root)
+    suffix = "" if args.suite == "mujoco" else f"_{args.suite}"
+    ref = info.get("reference" + suffix, {})
+    ref_label = info.get("reference_label" + suffix, "")
+    groups_ = sweep_groups(args.algo, env_ids, args.sweeps_root, args.suite)
     if args.train:
         for sweep_dir, envs_, extra in groups_:
             config = SweepConfig(
@@ -89,10 +104,10 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"warning: failed runs {failed}; see {sweep_dir}/sweep.json", flush=True)
 
     rows, curves = [], {}
-    ref = info["reference"]
     for sweep_dir, envs_, _ in groups_:
         for env_id in envs_:
-            done = sorted((sweep_dir / "runs" / args.algo / env_id).glob("seed*/final_eval.json"))
+            env_dir = sweep_dir / "runs" / args.algo / env_id.replace(":", "_")
+            done = sorted(env_dir.glob("seed*/final_eval.json"))
             for path in done:
                 run_dir, final = path.parent, json.loads(path.read_text())
                 curves.setdefault(env_id, {"train": [], "eval": []})
@@ -112,13 +127,13 @@ def main(argv: list[str] | None = None) -> None:
                         "steps": int(final["step"]),
                         "final_train_return": plots.final_return(run_dir, args.final_window),
                         "final_eval_return": final["eval_return_mean"],
-                        "reference_1m": ref.get(env_id, ""),
+                        "reference": ref.get(env_id, ""),
                     }
                 )
     if not rows:
         raise SystemExit(f"error: no finished {args.algo} runs under {args.sweeps_root}")
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"{args.algo}_mujoco"
+    stem = args.out / f"{args.algo}_{args.suite}"
     with stem.with_suffix(".csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -149,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
                 label=f"{name} deterministic eval (mean, min-max)",
             )
             if env_id in ref:
-                ax.axhline(ref[env_id], color="k", ls="--", lw=1, label=info["reference_label"])
+                ax.axhline(ref[env_id], color="k", ls="--", lw=1, label=ref_label)
             ax.set_title(env_id)
             ax.set_ylabel("episode return")
             ax.legend(loc="lower right", fontsize=7)
@@ -161,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
         fig.tight_layout()
         fig.savefig(stem.with_suffix(".png"))
     print(
-        f"per env, mean +- std over seeds; the reference ({info['reference_label']}) is "
+        f"per env, mean +- std over seeds; the reference ({ref_label}) is "
         f"compared with {info['compare']}"
     )
     for env_id in env_ids:

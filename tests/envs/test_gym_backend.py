@@ -52,4 +52,4 @@ def test_unknown_ids_name_the_backend_and_closest_ids():
     with pytest.raises(envs.UnknownEnvError, match="unknown env backend 'foo'"):
         envs.check_env_id("foo:bar")
     with pytest.raises(envs.UnknownEnvError, match="not installed"):
-        envs.check_env_id("brax:ant")
+        envs.check_env_id("bandit:two-arm")

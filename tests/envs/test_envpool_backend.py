@@ -1,0 +1,59 @@
+"""EnvPool backend: its next-step autoreset turned into same-step autoreset with final_obs."""
+
+import numpy as np
+import pytest
+
+import envs
+
+pytest.importorskip("envpool")
+
+
+def test_spaces_and_same_seed_same_first_100_steps():
+    def run(seed):
+        vec = envs.make("envpool:HalfCheetah-v5", 3, seed=seed)
+        assert vec.single_observation_space.shape == (17,)
+        assert vec.single_action_space.shape == (6,)
+        rng = np.random.default_rng(0)
+        obs, _ = vec.reset(seed=seed)
+        out = [obs]
+        for _ in range(100):
+            obs, *_ = vec.step(rng.uniform(-1, 1, (3, 6)))
+            out.append(obs)
+        vec.close()
+        return np.stack(out)
+
+    a, b = run(5), run(5)
+    assert a.shape == (101, 3, 17)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, run(6))
+
+
+def test_termination_resets_in_the_same_step():
+    vec = envs.make("envpool:Hopper-v5", 4, seed=0)
+    vec.reset(seed=0)
+    rng = np.random.default_rng(0)
+    ended_once = np.zeros(4, bool)
+    for _ in range(300):  # random actions make the hopper fall within tens of steps
+        obs, reward, terminated, truncated, info = vec.step(rng.uniform(-1, 1, (4, 3)))
+        ended = terminated | truncated
+        if ended.any():
+            n = int(np.flatnonzero(ended)[0])
+            final = info["final_obs"][n]
+            # the returned obs starts a new episode (height ~1.25 m, velocities ~0: reset noise
+            # is 5e-3); the final one is the moving, falling hopper
+            assert info["_final_obs"][n]
+            assert abs(obs[n, 0] - 1.25) < 0.01 and np.abs(obs[n, 5:]).max() < 0.02
+            assert np.abs(final[5:]).max() > 0.1
+            ended_once |= ended
+            # the next step continues the new episode instead of returning a reset obs
+            nxt, r, *_ = vec.step(np.zeros((4, 3)))
+            assert r[n] != 0.0 and not np.array_equal(nxt[n], obs[n])
+        if ended_once.all():
+            break
+    assert ended_once.all()
+    vec.close()
+
+
+def test_unknown_id_names_closest():
+    with pytest.raises(envs.UnknownEnvError, match="closest: HalfCheetah-v5"):
+        envs.check_env_id("envpool:HalfCheeta-v5")
