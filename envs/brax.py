@@ -1,15 +1,18 @@
 """Brax backend: ids 'brax:<name>' as a Gymnasium VectorEnv over one jitted, vmapped batch.
 
-One compiled function steps all num_envs environments: brax's step under jax.vmap, a step
-counter for the time limit (truncation, flagged as such), and same-step autoreset that draws a
-fresh random initial state for every ended env (brax's own AutoResetWrapper reuses each env's first
-initial state) while returning the true final observation in info['final_obs']. Reset and step
-are compiled ahead of time once per (env, pipeline, num_envs, episode length) in a process, the
-compile is reported (compile_seconds, and a 'compiling...' progress bar in training), and JAX's
-persistent cache under ~/.cache/controlrl/jax makes later processes start in seconds.
+The per-step call is brax's step under jax.vmap and nothing else (so the adapter runs at the
+raw jitted rate: paper_figures/bench_brax.py). The step counter for the time limit lives on the
+host: reaching it is truncation, flagged as such; brax's done is termination. After a step in
+which some episode ended, a second jitted function draws a fresh random initial state for each
+ended env (brax's own AutoResetWrapper restarts every env from its first initial state) and the
+true final observations go to info['final_obs']. reset/step/autoreset are compiled once per
+(env, pipeline, num_envs) in a process; the compile is reported (compile_seconds, and
+'compiling...' on the training progress bar), and JAX's persistent cache under
+~/.cache/controlrl/jax (CONTROLRL_JAX_CACHE) lets later processes skip most of it.
 
-Observations reach numpy without a copy (np.asarray of a CPU jax array is a view); actions go
-to the device in one transfer per step.
+Observations, rewards and flags reach numpy without a copy (np.asarray of a CPU jax array is a
+view of its buffer; nothing is donated, so the buffer stays valid); actions go to the device in
+one transfer per step.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ DEFAULT_PIPELINE = "spring"  # fastest on CPU in paper_figures/bench_brax.py (se
 DEFAULT_EPISODE_LENGTH = 1000  # brax's training default
 CACHE_DIR = Path(os.environ.get("CONTROLRL_JAX_CACHE", Path.home() / ".cache/controlrl/jax"))
 
-_compiled: dict[tuple, tuple] = {}  # (name, pipeline, num_envs, episode_length) -> (reset, step)
+_compiled: dict[tuple, tuple] = {}  # (name, pipeline, num_envs) -> (env, reset, step, autoreset)
 
 
 def _jax():
@@ -62,8 +65,12 @@ def check_id(name: str) -> None:
     raise UnknownEnvError(f"unknown env id '{name}' for backend 'brax'{hint}")
 
 
-def _build(env, num_envs: int, episode_length: int):
-    """Pure batched reset(key) and step(state, steps, key, action) functions."""
+def _build(env, num_envs: int):
+    """Pure batched reset(key), step(state, action) and autoreset(state, ended, key).
+
+    step is brax's step under vmap and nothing else, so the common path costs what the raw
+    jitted step costs; the step counter and flags live on the host (they are needed there
+    anyway), and autoreset runs only after a step in which some episode ended."""
     jax = _jax()
     jnp = jax.numpy
 
@@ -73,51 +80,44 @@ def _build(env, num_envs: int, episode_length: int):
         return jax.tree_util.tree_map(lambda x: jax.lax.convert_element_type(x, x.dtype), tree)
 
     def reset(key):
-        state = jax.vmap(env.reset)(jax.random.split(key, num_envs))
-        return strong(state), jnp.zeros(num_envs, jnp.int32)
+        return strong(jax.vmap(env.reset)(jax.random.split(key, num_envs)))
 
-    def step(state, steps, key, action):
-        nxt = jax.vmap(env.step)(state, action)
-        steps = steps + 1
-        terminated = nxt.done > 0
-        truncated = (steps >= episode_length) & ~terminated
-        ended = terminated | truncated
-        key, sub = jax.random.split(key)
+    def step(state, action):
+        return jax.vmap(env.step)(state, action)
 
-        def with_resets(_):
-            fresh = jax.vmap(env.reset)(jax.random.split(sub, num_envs))
+    def autoreset(state, ended, key):
+        fresh = strong(jax.vmap(env.reset)(jax.random.split(key, num_envs)))
 
-            def pick(a, b):
-                mask = ended.reshape(ended.shape + (1,) * (a.ndim - 1))
-                return jnp.where(mask, a, b)
+        def pick(a, b):
+            return jnp.where(ended.reshape(ended.shape + (1,) * (a.ndim - 1)), a, b)
 
-            return jax.tree_util.tree_map(pick, strong(fresh), nxt)
+        return jax.tree_util.tree_map(pick, fresh, state)
 
-        new = jax.lax.cond(ended.any(), with_resets, lambda _: nxt, None)
-        steps = jnp.where(ended, 0, steps)
-        return new, steps, key, nxt.obs, nxt.reward, terminated, truncated
-
-    return reset, step
+    return reset, step, autoreset
 
 
-def compiled(name: str, pipeline: str, num_envs: int, episode_length: int):
-    """(env, reset, step, seconds): ahead-of-time compiled once per configuration in a process."""
-    config = (name, pipeline, num_envs, episode_length)
+def compiled(name: str, pipeline: str, num_envs: int):
+    """(env, reset, step, autoreset, seconds): jitted and compiled once per configuration in a
+    process (seconds is 0 when they already were).
+
+    Compiled by calling them once (not ahead of time with .lower().compile(): calling a
+    jax.stages.Compiled goes through a Python path that cost ~30% of the step rate here)."""
+    config = (name, pipeline, num_envs)
     if config in _compiled:
-        return (*_compiled[config][:3], 0.0)
+        return (*_compiled[config], 0.0)
     jax = _jax()
     from brax import envs as brax_envs
 
     t0 = time.perf_counter()
     env = brax_envs.get_environment(name, backend=pipeline)
-    reset, step = _build(env, num_envs, episode_length)
+    reset, step, autoreset = (jax.jit(f) for f in _build(env, num_envs))
     key = jax.random.PRNGKey(0)
-    reset_c = jax.jit(reset).lower(key).compile()
-    state, steps = jax.eval_shape(reset, key)
-    action = jax.ShapeDtypeStruct((num_envs, env.action_size), jax.numpy.float32)
-    step_c = jax.jit(step).lower(state, steps, key, action).compile()
-    _compiled[config] = (env, reset_c, step_c)
-    return env, reset_c, step_c, time.perf_counter() - t0
+    state = reset(key)
+    state = step(state, jax.numpy.zeros((num_envs, env.action_size), jax.numpy.float32))
+    state = autoreset(state, jax.numpy.zeros(num_envs, bool), key)
+    jax.block_until_ready(state)
+    _compiled[config] = (env, reset, step, autoreset)
+    return env, reset, step, autoreset, time.perf_counter() - t0
 
 
 class BraxVectorEnv(gym.vector.VectorEnv):
@@ -153,10 +153,8 @@ class BraxVectorEnv(gym.vector.VectorEnv):
     def compile(self) -> float:
         """Compile reset and step (a no-op when this process already has them); seconds spent."""
         if self._fns is None:
-            _, reset, step, seconds = compiled(
-                self.name, self.pipeline, self.num_envs, self.episode_length
-            )
-            self._fns = (reset, step)
+            *fns, seconds = compiled(self.name, self.pipeline, self.num_envs)
+            self._fns = fns[1:]
             self.compile_seconds = seconds
         return self.compile_seconds
 
@@ -165,20 +163,30 @@ class BraxVectorEnv(gym.vector.VectorEnv):
         self.compile()
         self._key = jax.random.PRNGKey(0 if seed is None else seed)
         self._key, sub = jax.random.split(self._key)
-        self._state, self._steps = self._fns[0](sub)
+        self._state = self._fns[0](sub)
+        self._steps = np.zeros(self.num_envs, np.int64)
         return np.asarray(self._state.obs), {}
 
     def step(self, actions):
         if self._state is None:
             raise RuntimeError("call reset() before step()")
-        action = _jax().numpy.asarray(np.asarray(actions, np.float32))
-        self._state, self._steps, self._key, final_obs, reward, term, trunc = self._fns[1](
-            self._state, self._steps, self._key, action
-        )
-        terminated, truncated = np.asarray(term), np.asarray(trunc)
+        jax = _jax()
+        _, step, autoreset = self._fns
+        self._state = step(self._state, jax.numpy.asarray(np.asarray(actions, np.float32)))
+        obs, reward = np.asarray(self._state.obs), np.asarray(self._state.reward)
+        terminated = np.asarray(self._state.done) > 0
+        self._steps += 1
+        truncated = (self._steps >= self.episode_length) & ~terminated
         ended = terminated | truncated
-        info = {"final_obs": np.asarray(final_obs), "_final_obs": ended} if ended.any() else {}
-        return np.asarray(self._state.obs), np.asarray(reward), terminated, truncated, info
+        info = {}
+        if ended.any():
+            # obs keeps the ended state's buffer alive: nothing is donated or overwritten
+            info = {"final_obs": obs, "_final_obs": ended}
+            self._key, sub = jax.random.split(self._key)
+            self._state = autoreset(self._state, jax.numpy.asarray(ended), sub)
+            obs = np.asarray(self._state.obs)
+            self._steps[ended] = 0
+        return obs, reward, terminated, truncated, info
 
 
 def make(

@@ -1,0 +1,238 @@
+"""Environment steps per second: our Brax adapter vs the raw jitted Brax step, per physics
+pipeline and batch size, next to Gymnasium MuJoCo (SyncVectorEnv) and EnvPool on the same
+machine. Random actions, no learning.
+
+    python paper_figures/bench_brax.py --out paper_figures/out/bench_brax.csv
+
+- brax raw:     jax.jit(jax.vmap(env.step)) of brax.envs.get_environment(name, backend=pipeline)
+                in a Python loop, one fixed action batch on the device, block_until_ready per
+                call, no resets (what machine.md measured).
+- brax adapter: envs.make('brax:<name>', n, brax_pipeline=...).step(actions) with a fixed numpy
+                action batch: host->device actions, the step counter, same-step autoreset and
+                numpy observations/rewards/flags back, as a training loop sees it.
+- gymnasium:    envs.make('<Ant|HalfCheetah>-v5', n) (Gymnasium SyncVectorEnv).
+- envpool:      envs.make('envpool:<Ant|HalfCheetah>-v5', n) (our same-step adapter) and EnvPool
+                itself ('envpool raw', next-step autoreset).
+
+Every (env, pipeline) runs in a fresh process with an empty JAX compilation cache, so compile
+times (reset + step, reported apart) are cold. Raw and adapter are timed in alternating chunks of
+--chunk seconds so that machine noise hits both; the rate is total steps / total time over the
+chunks, and 'ratio' is adapter / raw. The batch sizes of Gymnasium/EnvPool are those given with
+--host-envs (1024 MuJoCo envs in one Python loop is not a configuration anyone would run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+GYM_IDS = {"ant": "Ant-v5", "halfcheetah": "HalfCheetah-v5"}
+FIELDS = ["env", "backend", "pipeline", "num_envs", "compile_s", "steps_per_s", "ratio_to_raw"]
+
+
+def timed_chunks(fns: dict, batch: int, chunk: float, chunks: int) -> dict[str, float]:
+    """Alternate the step functions in chunks of `chunk` seconds; steps/s of each."""
+    steps = dict.fromkeys(fns, 0)
+    spent = dict.fromkeys(fns, 0.0)
+    for _ in range(chunks):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            calls = 0
+            while calls < 2 or time.perf_counter() - t0 < chunk:
+                fn()
+                calls += 1
+            spent[name] += time.perf_counter() - t0
+            steps[name] += calls * batch
+    return {name: steps[name] / spent[name] for name in fns}
+
+
+def brax_rows(name: str, pipeline: str, n: int, chunk: float, chunks: int) -> list[dict]:
+    """Raw jitted step and our adapter at batch n, in one process (cold compiles)."""
+    from envs import brax as brax_backend
+
+    jax = brax_backend._jax()  # the (here empty, per process) persistent cache for both paths
+    from brax import envs as brax_envs
+
+    env = brax_envs.get_environment(name, backend=pipeline)
+    t0 = time.perf_counter()
+    reset = jax.jit(jax.vmap(env.reset))
+    step = jax.jit(jax.vmap(env.step))
+    state = reset(jax.random.split(jax.random.PRNGKey(0), n))
+    act_np = np.random.default_rng(0).uniform(-1, 1, (n, env.action_size)).astype(np.float32)
+    act = jax.numpy.asarray(act_np)
+    for _ in range(2):  # the 2nd call compiles again (reset's state types differ)
+        state = step(state, act)
+        jax.block_until_ready(state.obs)
+    raw_compile = time.perf_counter() - t0
+    box = {"state": state}
+
+    def raw_step():
+        box["state"] = step(box["state"], act)
+        jax.block_until_ready(box["state"].obs)
+
+    vec = brax_backend.BraxVectorEnv(name, n, pipeline)
+    t0 = time.perf_counter()
+    vec.compile()
+    vec.reset(seed=0)
+    vec.step(act_np)
+    adapter_compile = time.perf_counter() - t0
+
+    rates = timed_chunks({"raw": raw_step, "adapter": lambda: vec.step(act_np)}, n, chunk, chunks)
+    return [
+        {
+            "env": name,
+            "backend": f"brax {path}",
+            "pipeline": pipeline,
+            "num_envs": n,
+            "compile_s": round(compile_s, 2),
+            "steps_per_s": round(rates[path]),
+            "ratio_to_raw": round(rates[path] / rates["raw"], 3),
+        }
+        for path, compile_s in (("raw", raw_compile), ("adapter", adapter_compile))
+    ]
+
+
+def host_rows(name: str, n: int, chunk: float, chunks: int) -> list[dict]:
+    """Gymnasium SyncVectorEnv, our EnvPool adapter and EnvPool itself at batch n."""
+    import envs
+
+    gym_id = GYM_IDS[name]
+    vec_gym = envs.make(gym_id, n, 0)
+    shape = (n, *vec_gym.single_action_space.shape)
+    act = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
+    vec_gym.reset(seed=0)
+    fns = {"gymnasium": lambda: vec_gym.step(act)}
+    try:
+        vec_pool = envs.make(f"envpool:{gym_id}", n, 0)
+    except envs.UnknownEnvError:  # EnvPool not installed
+        vec_pool = None
+    if vec_pool is not None:
+        vec_pool.reset(seed=0)
+        fns["envpool"] = lambda: vec_pool.step(act)
+        fns["envpool raw"] = lambda: vec_pool._pool.step(act)  # without the same-step adapter
+    rates = timed_chunks(fns, n, chunk, chunks)
+    vec_gym.close()
+    return [
+        {
+            "env": name,
+            "backend": backend,
+            "pipeline": "",
+            "num_envs": n,
+            "compile_s": "",
+            "steps_per_s": round(rate),
+            "ratio_to_raw": round(rate / rates["envpool raw"], 3)
+            if backend.startswith("envpool")
+            else "",
+        }
+        for backend, rate in rates.items()
+    ]
+
+
+def plot(rows: list[dict], path: Path, command: str) -> None:
+    import matplotlib.pyplot as plt
+
+    from controlrl import plots
+
+    envs_ = sorted({r["env"] for r in rows})
+    with plt.rc_context(plots.STYLE):
+        fig, axes = plt.subplots(1, len(envs_), figsize=(5 * len(envs_), 3.4), squeeze=False)
+        for ax, env in zip(axes[0], envs_):
+            series: dict[str, list] = {}
+            for r in rows:
+                if r["env"] == env:
+                    label = f"{r['backend']} {r['pipeline']}".strip()
+                    series.setdefault(label, []).append((r["num_envs"], r["steps_per_s"]))
+            for label, pts in sorted(series.items()):
+                pts.sort()
+                style = "--" if "raw" in label else "-"
+                ax.plot(*zip(*pts), style, marker="o", ms=3, label=label)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("num_envs")
+            ax.set_ylabel("env steps / s (random actions)")
+            ax.set_title(f"brax:{env} vs {GYM_IDS[env]}")
+            ax.legend(fontsize=6, ncol=2)
+        fig.suptitle(f"2-core CPU; {command}", fontsize=7)
+        fig.tight_layout()
+        fig.savefig(path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out" / "bench_brax.csv")
+    p.add_argument("--envs", default="ant,halfcheetah")
+    p.add_argument("--pipelines", default="spring,positional,generalized,mjx")
+    p.add_argument("--num-envs", default="1,64,1024", help="brax batch sizes")
+    p.add_argument("--host-envs", default="1,8,64", help="Gymnasium / EnvPool batch sizes")
+    p.add_argument("--chunk", type=float, default=1.0, help="seconds per timing chunk")
+    p.add_argument("--chunks", type=int, default=3, help="chunks per path")
+    p.add_argument("--worker", nargs=2, metavar=("ENV", "PIPELINE"), help=argparse.SUPPRESS)
+    p.add_argument("--host-worker", metavar="ENV", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker or args.host_worker:
+        rows = []
+        if args.worker:
+            for n in (int(x) for x in args.num_envs.split(",")):
+                rows += brax_rows(*args.worker, n, args.chunk, args.chunks)
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        else:
+            for n in (int(x) for x in args.host_envs.split(",")):
+                rows += host_rows(args.host_worker, n, args.chunk, args.chunks)
+        print(json.dumps(rows))
+        return
+
+    common = [
+        f"--num-envs={args.num_envs}",
+        f"--host-envs={args.host_envs}",
+        f"--chunk={args.chunk}",
+        f"--chunks={args.chunks}",
+    ]
+    jobs = []
+    for env in args.envs.split(","):
+        jobs.append(["--host-worker", env])
+        jobs += [["--worker", env, pipe] for pipe in args.pipelines.split(",")]
+    rows: list[dict] = []
+    for job in jobs:
+        with tempfile.TemporaryDirectory() as cache:  # cold compiles in every process
+            env = {**os.environ, "CONTROLRL_JAX_CACHE": cache, "MUJOCO_GL": "egl"}
+            print("running", " ".join(job), flush=True)
+            out = subprocess.run(
+                [sys.executable, __file__, *job, *common],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+        if out.returncode != 0:
+            raise SystemExit(f"error: {' '.join(job)} failed:\n{out.stderr[-3000:]}")
+        rows += json.loads(out.stdout.strip().splitlines()[-1])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    command = "python paper_figures/bench_brax.py " + shlex.join(argv or sys.argv[1:])
+    plot(rows, args.out.with_suffix(".png"), command)
+    for r in rows:
+        print(
+            f"  {r['env']:12s} {r['backend']:13s} {r['pipeline']:12s} n={r['num_envs']:5d} "
+            f"{r['steps_per_s']:>9,} steps/s  compile {r['compile_s']!s:>6} s  "
+            f"ratio {r['ratio_to_raw']}"
+        )
+    print(f"wrote {args.out} and .png; command: {command}")
+
+
+if __name__ == "__main__":
+    main()
