@@ -85,3 +85,16 @@ def test_gae_lambda_gamma_toy(tmp_path):
         ("0.99", "1.0"),
     }
     assert (tmp_path / "out" / "gae_lambda_gamma.png").stat().st_size > 5000
+
+
+@pytest.mark.slow
+def test_dmc_suite_toy(tmp_path):
+    cmd = [sys.executable, "paper_figures/mujoco_results.py", "--algo", "ppo", "--suite", "dmc"]
+    cmd += ["--train", "--seeds", "1", "--total-timesteps", "512"]
+    cmd += ["--sweeps-root", str(tmp_path / "sweeps"), "--out", str(tmp_path / "out"), "--"]
+    cmd += ["--num-steps", "256", "--num-envs", "2", "--eval-episodes", "1"]
+    cmd += ["--num-minibatches", "4", "--update-epochs", "1"]
+    subprocess.run(cmd, cwd=ROOT, check=True, timeout=600)
+    rows = list(csv.DictReader((tmp_path / "out" / "ppo_dmc.csv").open()))
+    assert sorted(r["env_id"] for r in rows) == ["dmc:cheetah-run", "dmc:walker-walk"]
+    assert {r["reference"] for r in rows} == {"472.0", "306.0"}

@@ -1,0 +1,29 @@
+"""bench_brax.py at toy size: raw and adapter rows per pipeline, host backends, compile times."""
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "paper_figures" / "bench_brax.py"
+
+
+@pytest.mark.slow
+def test_bench_brax_toy(tmp_path):
+    pytest.importorskip("brax")
+    out = tmp_path / "b.csv"
+    argv = [sys.executable, str(SCRIPT), "--out", str(out), "--envs", "halfcheetah"]
+    argv += ["--pipelines", "spring", "--num-envs", "2", "--host-envs", "2"]
+    argv += ["--chunk", "0.1", "--chunks", "1"]
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {r["backend"]: r for r in csv.DictReader(out.open())}
+    assert {"brax raw", "brax adapter", "gymnasium"} <= set(rows)
+    for backend in ("brax raw", "brax adapter"):
+        assert rows[backend]["pipeline"] == "spring" and float(rows[backend]["compile_s"]) > 0
+    assert all(float(r["steps_per_s"]) > 0 for r in rows.values())
+    assert float(rows["brax raw"]["ratio_to_raw"]) == 1.0
+    assert out.with_suffix(".png").stat().st_size > 5000
+    assert "command: python paper_figures/bench_brax.py" in proc.stdout
