@@ -65,7 +65,7 @@ def check_id(name: str) -> None:
     raise UnknownEnvError(f"unknown env id '{name}' for backend 'brax'{hint}")
 
 
-def _build(env, num_envs: int):
+def batched_functions(env, num_envs: int):
     """Pure batched reset(key), step(state, action) and autoreset(state, ended, key).
 
     step is brax's step under vmap and nothing else, so the common path costs what the raw
@@ -75,15 +75,16 @@ def _build(env, num_envs: int):
     jnp = jax.numpy
 
     def strong(tree):
-        # reset's outputs carry weak types that step's do not: make them equal so that step
-        # compiles once for both
+        # brax's reset and step outputs differ in JAX weak types (reward, done, ...): make every
+        # leaf strongly typed so that reset's and step's states are the same type and step
+        # compiles once (and a lax.scan carry keeps its type)
         return jax.tree_util.tree_map(lambda x: jax.lax.convert_element_type(x, x.dtype), tree)
 
     def reset(key):
         return strong(jax.vmap(env.reset)(jax.random.split(key, num_envs)))
 
     def step(state, action):
-        return jax.vmap(env.step)(state, action)
+        return strong(jax.vmap(env.step)(state, action))
 
     def autoreset(state, ended, key):
         fresh = strong(jax.vmap(env.reset)(jax.random.split(key, num_envs)))
@@ -110,7 +111,7 @@ def compiled(name: str, pipeline: str, num_envs: int):
 
     t0 = time.perf_counter()
     env = brax_envs.get_environment(name, backend=pipeline)
-    reset, step, autoreset = (jax.jit(f) for f in _build(env, num_envs))
+    reset, step, autoreset = (jax.jit(f) for f in batched_functions(env, num_envs))
     key = jax.random.PRNGKey(0)
     state = reset(key)
     state = step(state, jax.numpy.zeros((num_envs, env.action_size), jax.numpy.float32))

@@ -45,7 +45,7 @@ back the documented replacement (mesh axis named like brax's pmap axis, so the f
 epoch compiles once). Under this JAX brax's evaluator still compiles twice (the eval state's
 sharding changes after the first evaluation): that lands in brax's wall clock, not its train clock.
 
-    python paper_figures/brax_ppo_race.py                      # 3 seeds, ~15 min on 2 cores
+    python paper_figures/brax_ppo_race.py                      # 3 seeds, ~5 min on 2 cores
     python paper_figures/brax_ppo_race.py --toy --out /tmp/r   # tiny budget, for the test
 """
 
@@ -110,7 +110,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--eval-episodes", type=int, default=16)
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
     p.add_argument(
-        "--work-dir", type=Path, default=None, help="run dirs and logs (default: <out>/brax_race)"
+        "--work-dir",
+        type=Path,
+        default=None,
+        help="run dirs and logs (default: runs/brax_ppo_race, or <out>/brax_race with --toy)",
+    )
+    p.add_argument(
+        "--brax-jax-cache",
+        type=Path,
+        default=None,
+        help="JAX persistent compilation cache for brax's trainer (default: none, compiles cold;"
+        " ours always uses envs/brax.py's cache)",
     )
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per subprocess")
     p.add_argument("--toy", action="store_true", help="tiny budget, one seed (for the test)")
@@ -125,7 +135,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--num-envs must be divisible by --num-minibatches (brax minibatches whole envs)")
     if args.num_evals < 2:
         p.error("--num-evals must be >= 2")
-    args.work_dir = args.work_dir or args.out / "brax_race"
+    default_work = args.out / "brax_race" if args.toy else ROOT / "runs" / "brax_ppo_race"
+    args.work_dir = args.work_dir or default_work
     return args
 
 
@@ -170,6 +181,11 @@ def brax_worker(args) -> None:
     from flax import linen
 
     _patch_jax()
+    if args.brax_jax_cache is not None:
+        import jax
+
+        jax.config.update("jax_compilation_cache_dir", str(args.brax_jax_cache))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     log = args.worker_log.open("a")
 
     def record(**fields) -> None:
@@ -264,6 +280,8 @@ def run_brax(args, seed: int) -> dict:
     records = work / "progress.jsonl"
     records.unlink(missing_ok=True)
     flags = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in SETTINGS]
+    if args.brax_jax_cache is not None:
+        flags.append(f"--brax-jax-cache={args.brax_jax_cache.resolve()}")
     cmd = [sys.executable, str(Path(__file__).resolve()), *flags]
     cmd += [f"--worker-seed={seed}", f"--worker-log={records}"]
     proc, launched, out = _launch(cmd, work / "stdout.log")

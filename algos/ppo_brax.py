@@ -1,0 +1,478 @@
+"""PPO on Brax with the policy, the rollout and the update in JAX (two jitted calls per
+iteration), for when the torch path of algos/ppo.py is too slow: on Brax the torch path crosses
+to the host on every env step, while here a whole rollout is one lax.scan over the vmapped brax
+step (paper_figures/brax_ppo_race.py measures both against Brax's own trainer).
+
+    python algos/ppo_brax.py --env-id brax:ant --total-timesteps 5000000 --seed 1
+
+Same flags, losses and run directory as algos/ppo.py (config.json, metrics.csv, timing.csv,
+tb/, checkpoints/latest.pt, final_eval.json; --resume): the clipped surrogate, clipped value
+loss, per-minibatch advantage normalisation, global grad-norm clip, Adam (eps 1e-5) with linear
+LR annealing, running observation normalisation and return-based reward scaling (clip 10),
+64-64 tanh actor and critic with orthogonal init and a state-independent log-std, timeouts
+bootstrapped from V(true final observation). Differences: brax: ids only; defaults of 64 envs x
+32 steps (the same 2048-sample batch and 64-sample minibatches as ppo.py's 1 x 2048); --target-kl,
+--capture-video and the torch flags do not apply; random streams are JAX's, so a seed gives
+other numbers than ppo.py (but the same numbers every time).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from algos import ppo
+from controlrl import checkpoint
+from controlrl.cli import config_dict, fail, parse, require
+from controlrl.diagnostics import explained_variance
+from controlrl.logger import RunLogger, default_run_dir
+
+OBS_CLIP, REW_CLIP, NORM_EPS, COUNT_PRIOR = 10.0, 10.0, 1e-8, 1e-4  # as controlrl.normalize
+
+
+@dataclass
+class Args(ppo.Args):
+    env_id: str = "brax:ant"
+    """a brax: id (brax:ant, brax:halfcheetah, brax:inverted_pendulum, ...)"""
+    num_envs: int = 64
+    """parallel brax environments (one vmapped batch)"""
+    num_steps: int = 32
+    """steps per env per rollout (64 x 32 = ppo.py's 2048-sample batch)"""
+    episode_length: int = 1000
+    """time limit of an episode (truncation, bootstrapped)"""
+
+    def validate(self) -> None:
+        super().validate()
+        from envs import split_id
+
+        require(
+            split_id(self.env_id)[0] == "brax",
+            "env_id",
+            f"must be a brax: id for ppo_brax.py, got {self.env_id} (algos/ppo.py runs them all)",
+        )
+        require(self.target_kl is None, "target_kl", "is not supported by ppo_brax.py")
+        require(self.episode_length > 0, "episode_length", "must be > 0")
+
+
+# ---- running statistics (float32 in-graph versions of controlrl.normalize) ----------------------
+
+
+def rms_init(shape):
+    jnp = _jnp()
+    return {"mean": jnp.zeros(shape), "var": jnp.ones(shape), "count": jnp.float32(COUNT_PRIOR)}
+
+
+def rms_update(rms, x):
+    """Chan et al. parallel update with a batch x [B, *shape]."""
+    n = x.shape[0]
+    mean, var = x.mean(0), x.var(0)
+    delta = mean - rms["mean"]
+    total = rms["count"] + n
+    m2 = rms["var"] * rms["count"] + var * n + delta**2 * rms["count"] * n / total
+    return {"mean": rms["mean"] + delta * n / total, "var": m2 / total, "count": total}
+
+
+def normalize(rms, x):
+    jnp = _jnp()
+    return jnp.clip((x - rms["mean"]) / jnp.sqrt(rms["var"] + NORM_EPS), -OBS_CLIP, OBS_CLIP)
+
+
+# ---- networks -----------------------------------------------------------------------------------
+
+
+def init_mlp(key, sizes, out_gain):
+    """[(W, b)] with orthogonal W (gain sqrt 2 for hidden layers, out_gain for the last)."""
+    jax = _jax()
+    init = jax.nn.initializers.orthogonal
+    layers = []
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        key, sub = jax.random.split(key)
+        gain = out_gain if i == len(sizes) - 2 else math.sqrt(2.0)
+        layers.append((init(gain)(sub, (n_in, n_out)), _jnp().zeros(n_out)))
+    return layers
+
+
+def mlp(layers, x):
+    for w, b in layers[:-1]:
+        x = _jnp().tanh(x @ w + b)
+    w, b = layers[-1]
+    return x @ w + b
+
+
+def init_params(key, obs_dim, act_dim, args: Args):
+    jax = _jax()
+    k_actor, k_critic = jax.random.split(key)
+    critic = args.critic_hidden_sizes or args.hidden_sizes
+    return {
+        "actor": init_mlp(k_actor, [obs_dim, *args.hidden_sizes, act_dim], 0.01),
+        "critic": init_mlp(k_critic, [obs_dim, *critic, 1], 1.0),
+        "log_std": _jnp().zeros(act_dim),
+    }
+
+
+def value(params, obs):
+    return mlp(params["critic"], obs)[..., 0]
+
+
+def log_prob(mean, log_std, action):
+    jnp = _jnp()
+    z = (action - mean) / jnp.exp(log_std)
+    return (-0.5 * z**2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+
+
+# ---- rollout, GAE, update -----------------------------------------------------------------------
+
+
+def make_functions(env, args: Args):
+    """(reset, rollout, update, evaluate), pure and jitted."""
+    jax, jnp = _jax(), _jnp()
+    import optax
+
+    from envs.brax import batched_functions
+
+    n, T = args.num_envs, args.num_steps
+    env_reset, env_step, env_autoreset = batched_functions(env, n)
+    tx = optax.chain(optax.clip_by_global_norm(args.max_grad_norm), optax.scale_by_adam(eps=1e-5))
+
+    def reset(key, obs_rms):
+        state = env_reset(key)
+        obs_rms = rms_update(obs_rms, state.obs) if args.norm_obs else obs_rms
+        return state, jnp.zeros(n, jnp.int32), obs_rms
+
+    def rollout(params, carry, key):
+        def step(c, key_t):
+            state, steps, obs_rms, rew_rms, ret, ep_ret, ep_len = c
+            k_act, k_reset = jax.random.split(key_t)
+            obs = normalize(obs_rms, state.obs) if args.norm_obs else state.obs
+            mean = mlp(params["actor"], obs)
+            action = mean + jnp.exp(params["log_std"]) * jax.random.normal(k_act, mean.shape)
+            nxt = env_step(state, jnp.clip(action, -1.0, 1.0))
+            steps = steps + 1
+            term = nxt.done > 0
+            trunc = (steps >= args.episode_length) & ~term
+            ended = term | trunc
+            reward = nxt.reward
+            ep_ret, ep_len = ep_ret + reward, ep_len + 1
+            if args.norm_reward:
+                ret = ret * args.gamma + reward
+                rew_rms = rms_update(rew_rms, ret[:, None])
+                ret = jnp.where(ended, 0.0, ret)
+                scaled = jnp.clip(reward / jnp.sqrt(rew_rms["var"][0] + NORM_EPS), -10, 10)
+            else:
+                scaled = reward
+            final = normalize(obs_rms, nxt.obs) if args.norm_obs else nxt.obs
+            state = jax.lax.cond(
+                ended.any(), lambda: env_autoreset(nxt, ended, k_reset), lambda: nxt
+            )
+            if args.norm_obs:
+                obs_rms = rms_update(obs_rms, state.obs)
+            out = {
+                "obs": obs,
+                "action": action,
+                "logp": log_prob(mean, params["log_std"], action),
+                "reward": scaled,
+                "term": term,
+                "trunc": trunc,
+                "ended": ended,
+                "final_obs": final,
+                "done_return": jnp.where(ended, ep_ret, 0.0),
+                "done_length": jnp.where(ended, ep_len, 0),
+            }
+            ep_ret, ep_len = jnp.where(ended, 0.0, ep_ret), jnp.where(ended, 0, ep_len)
+            steps = jnp.where(ended, 0, steps)
+            return (state, steps, obs_rms, rew_rms, ret, ep_ret, ep_len), out
+
+        carry, batch = jax.lax.scan(step, carry, jax.random.split(key, T))
+        state, obs_rms = carry[0], carry[2]
+        last_obs = normalize(obs_rms, state.obs) if args.norm_obs else state.obs
+        values = value(params, batch["obs"])
+        next_obs_values = jnp.concatenate([values[1:], value(params, last_obs)[None]])
+        next_values = jnp.where(batch["trunc"], value(params, batch["final_obs"]), next_obs_values)
+        not_term = 1.0 - batch["term"]
+        deltas = batch["reward"] + args.gamma * next_values * not_term - values
+        discounts = args.gamma * args.gae_lambda * (1.0 - batch["ended"])
+
+        def backward(acc, x):
+            acc = x[0] + x[1] * acc
+            return acc, acc
+
+        _, adv = jax.lax.scan(backward, jnp.zeros(n), (deltas, discounts), reverse=True)
+        batch.update(values=values, advantages=adv, returns=adv + values)
+        return carry, batch
+
+    def loss_fn(params, mb):
+        mean = mlp(params["actor"], mb["obs"])
+        logp = log_prob(mean, params["log_std"], mb["action"])
+        log_ratio = logp - mb["logp"]
+        ratio = jnp.exp(log_ratio)
+        adv = mb["advantages"]
+        if args.norm_adv:
+            adv = (adv - adv.mean()) / (adv.std(ddof=1) + 1e-8)  # torch's std is unbiased
+        eps = args.clip_coef
+        pg_loss = jnp.maximum(-adv * ratio, -adv * jnp.clip(ratio, 1 - eps, 1 + eps)).mean()
+        v_new = value(params, mb["obs"])
+        err = (v_new - mb["returns"]) ** 2
+        if args.clip_vloss:
+            v_clip = mb["values"] + jnp.clip(v_new - mb["values"], -eps, eps)
+            err = jnp.maximum(err, (v_clip - mb["returns"]) ** 2)
+        v_loss = 0.5 * err.mean()
+        entropy = (params["log_std"] + 0.5 * math.log(2 * math.pi * math.e)).sum()
+        loss = pg_loss - args.ent_coef * entropy + args.vf_coef * v_loss
+        deviation = jnp.abs(ratio - 1)
+        stats = {
+            "loss": loss,
+            "policy_loss": pg_loss,
+            "value_loss": v_loss,
+            "entropy": entropy,
+            "approx_kl": ((ratio - 1) - log_ratio).mean(),
+            "clip_frac": (deviation > eps).mean(),
+            "ratio_dev_max": deviation.max(),
+        }
+        return loss, stats
+
+    def update(params, opt_state, batch, key, lr):
+        flat = {
+            k: batch[k].reshape(n * T, *batch[k].shape[2:])
+            for k in ("obs", "action", "logp", "values", "advantages", "returns")
+        }
+        size = n * T
+        mb_size = size // args.num_minibatches
+        old_mean = mlp(params["actor"], flat["obs"])
+        old_log_std = params["log_std"]
+
+        def minibatch(carry, idx):
+            params, opt_state = carry
+            mb = {k: v[idx] for k, v in flat.items()}
+            grads, stats = jax.grad(loss_fn, has_aux=True)(params, mb)
+            updates, opt_state = tx.update(grads, opt_state)
+            params = jax.tree_util.tree_map(lambda p, u: p - lr * u, params, updates)
+            return (params, opt_state), stats
+
+        def epoch(carry, key_e):
+            idx = jax.random.permutation(key_e, size)[: mb_size * args.num_minibatches]
+            return jax.lax.scan(minibatch, carry, idx.reshape(args.num_minibatches, mb_size))
+
+        keys = jax.random.split(key, args.update_epochs)
+        (params, opt_state), stats = jax.lax.scan(epoch, (params, opt_state), keys)
+        out = {k: v.max() if k == "ratio_dev_max" else v.mean() for k, v in stats.items()}
+        # per-state KL(old || new) of the Gaussians over the whole batch after the update
+        new_mean, new_log_std = mlp(params["actor"], flat["obs"]), params["log_std"]
+        var_old, var_new = jnp.exp(2 * old_log_std), jnp.exp(2 * new_log_std)
+        kl = (
+            new_log_std - old_log_std + (var_old + (old_mean - new_mean) ** 2) / (2 * var_new) - 0.5
+        ).sum(-1)
+        out.update(kl_mean=kl.mean(), kl_max=kl.max())
+        finite = jnp.all(
+            jnp.array([jnp.isfinite(x).all() for x in jax.tree_util.tree_leaves(params)])
+        )
+        return params, opt_state, out, finite
+
+    def evaluate(params, obs_rms, key):
+        """Deterministic (mean) actions, one episode per env, normaliser frozen."""
+        eval_n = args.eval_episodes
+        e_reset, e_step, _ = batched_functions(env, eval_n)
+
+        def step(c, _):
+            state, total, alive, t = c
+            obs = normalize(obs_rms, state.obs) if args.norm_obs else state.obs
+            action = jnp.clip(mlp(params["actor"], obs), -1.0, 1.0)
+            state = e_step(state, action)
+            total = total + jnp.where(alive, state.reward, 0.0)
+            alive = alive & (state.done == 0) & (t + 1 < args.episode_length)
+            return (state, total, alive, t + 1), None
+
+        init = (e_reset(key), jnp.zeros(eval_n), jnp.ones(eval_n, bool), 0)
+        (_, total, _, _), _ = jax.lax.scan(step, init, None, length=args.episode_length)
+        return total
+
+    return (
+        jax.jit(reset),
+        jax.jit(rollout),
+        jax.jit(update),
+        jax.jit(evaluate),
+        tx,
+    )
+
+
+# ---- the run ------------------------------------------------------------------------------------
+
+
+def _jax():
+    from envs.brax import _jax as configured_jax  # JAX with our persistent compilation cache
+
+    return configured_jax()
+
+
+def _jnp():
+    return _jax().numpy
+
+
+def to_tensors(tree) -> list[torch.Tensor]:
+    """Leaves as torch tensors (checkpoints load with weights_only=True)."""
+    return [torch.from_numpy(np.array(x)) for x in _jax().tree_util.tree_leaves(tree)]
+
+
+def from_tensors(like, tensors: list[torch.Tensor]):
+    jax = _jax()
+    leaves, treedef = jax.tree_util.tree_flatten(like)
+    if len(leaves) != len(tensors) or any(
+        tuple(a.shape) != tuple(t.shape) for a, t in zip(leaves, tensors)
+    ):
+        raise ValueError("checkpoint shapes do not match this configuration")
+    return jax.tree_util.tree_unflatten(treedef, [_jnp().asarray(t.numpy()) for t in tensors])
+
+
+def main(args: Args) -> None:
+    jax, jnp = _jax(), _jnp()
+    from brax import envs as brax_envs
+
+    from envs import split_id
+
+    state = None
+    if args.resume is not None:
+        try:
+            state = checkpoint.load(
+                Path(args.resume) / "checkpoints" / "latest.pt", required=("step", "iteration")
+            )
+        except checkpoint.CheckpointError as exc:
+            fail(str(exc))
+    from envs.brax import DEFAULT_PIPELINE
+
+    pipeline = args.brax_pipeline or DEFAULT_PIPELINE
+    env = brax_envs.get_environment(split_id(args.env_id)[1], backend=pipeline)
+    reset, rollout, update, evaluate, tx = make_functions(env, args)
+    batch_size = args.num_envs * args.num_steps
+    num_iterations = args.total_timesteps // batch_size
+
+    key = jax.random.PRNGKey(args.seed)
+    key, k_init = jax.random.split(key)
+    params = init_params(k_init, env.observation_size, env.action_size, args)
+    opt_state = tx.init(params)
+    obs_rms, rew_rms = rms_init((env.observation_size,)), rms_init((1,))
+    start_iteration = start_step = 0
+    if state is not None:
+        try:
+            params = from_tensors(params, state["params"])
+            opt_state = from_tensors(opt_state, state["opt_state"])
+            obs_rms = from_tensors(obs_rms, state["obs_rms"])
+            rew_rms = from_tensors(rew_rms, state["rew_rms"])
+            key = jnp.asarray(state["key"].numpy().astype(np.uint32))
+        except (KeyError, ValueError) as exc:
+            fail(f"cannot resume from {args.resume}: {exc}")
+        start_iteration, start_step = int(state["iteration"]), int(state["step"])
+
+    run_dir = Path(args.run_dir or default_run_dir("ppo_brax", args.env_id, args.seed))
+    logger = RunLogger(
+        run_dir,
+        config_dict(args, "ppo_brax"),
+        args.total_timesteps,
+        start_step,
+        args.tensorboard,
+        args.progress,
+    )
+    logger.bar.set_description_str("compiling...", refresh=True)
+    t0 = time.perf_counter()
+    key, k_reset = jax.random.split(key)
+    env_state, steps, obs_rms = reset(k_reset, obs_rms)
+    zeros = jnp.zeros(args.num_envs)
+    carry = (env_state, steps, obs_rms, rew_rms, zeros, zeros, jnp.zeros(args.num_envs, jnp.int32))
+    compiled = False
+    every = args.eval_every
+    next_eval = (start_step // every + 1) * every if every else None
+    step = start_step
+
+    def save(iteration: int) -> None:
+        checkpoint.save(
+            run_dir / "checkpoints" / "latest.pt",
+            {
+                "step": step,
+                "iteration": iteration,
+                "params": to_tensors(params),
+                "opt_state": to_tensors(opt_state),
+                "obs_rms": to_tensors(carry[2]),
+                "rew_rms": to_tensors(carry[3]),
+                "key": torch.from_numpy(np.asarray(key).astype(np.int64)),
+            },
+        )
+
+    def run_eval() -> float:
+        nonlocal key
+        key, k_eval = jax.random.split(key)
+        return float(np.mean(evaluate(params, carry[2], k_eval)))
+
+    for iteration in range(start_iteration + 1, num_iterations + 1):
+        frac = 1.0 - (iteration - 1) / num_iterations if args.anneal_lr else 1.0
+        lr = args.learning_rate * frac
+        t_start = time.perf_counter()
+        key, k_roll, k_upd = jax.random.split(key, 3)
+        carry, batch = rollout(params, carry, k_roll)
+        jax.block_until_ready(batch["returns"])
+        t_roll = time.perf_counter()
+        params, opt_state, stats, finite = update(params, opt_state, batch, k_upd, lr)
+        stats = {k: float(v) for k, v in stats.items()}
+        t_end = time.perf_counter()
+        if not compiled:
+            compiled = True
+            logger.bar.set_description_str("", refresh=False)
+            logger.bar.write(
+                f"{args.env_id}: compiled and ran the first iteration in {t_end - t0:.1f} s"
+            )
+        if not bool(finite) or not all(math.isfinite(v) for v in stats.values()):
+            logger.close()
+            print(
+                f"error: non-finite parameters or losses at iteration {iteration}; the last "
+                f"good checkpoint stays in {run_dir}",
+                file=sys.stderr,
+            )
+            raise SystemExit(1)
+        step += batch_size
+        ended = np.asarray(batch["ended"])
+        n_done = int(ended.sum())
+        metrics = {
+            "train/episode_return": float(np.asarray(batch["done_return"]).sum() / n_done)
+            if n_done
+            else float("nan"),
+            "train/episode_length": float(np.asarray(batch["done_length"]).sum() / n_done)
+            if n_done
+            else float("nan"),
+            "train/episodes": n_done,
+            "train/explained_variance": explained_variance(
+                np.asarray(batch["values"]).ravel(), np.asarray(batch["returns"]).ravel()
+            ),
+            **{f"train/{k}": v for k, v in stats.items()},
+            "train/grad_steps": args.update_epochs * args.num_minibatches,
+            "train/learning_rate": lr,
+            "eval/return": float("nan"),
+        }
+        if next_eval is not None and step >= next_eval:
+            metrics["eval/return"] = run_eval()
+            next_eval += every
+        timing = {
+            "time/sps": batch_size / (t_end - t_start),
+            "time/rollout_s": t_roll - t_start,
+            "time/update_s": t_end - t_roll,
+        }
+        logger.log(step, metrics, timing)
+        if iteration % args.checkpoint_every == 0 or iteration == num_iterations:
+            save(iteration)
+
+    final = run_eval()
+    (run_dir / "final_eval.json").write_text(
+        json.dumps({"step": step, "eval_return_mean": final}) + "\n"
+    )
+    logger.bar.write(
+        f"final evaluation ({args.eval_episodes} episodes, normaliser frozen): {final:.1f}   "
+        f"run dir: {run_dir}"
+    )
+    logger.close()
+
+
+if __name__ == "__main__":
+    main(parse(Args))
