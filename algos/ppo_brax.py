@@ -127,6 +127,39 @@ def log_prob(mean, log_std, action):
     return (-0.5 * z**2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
 
 
+def loss_fn(params, mb, args: Args):
+    """PPO loss on a minibatch (minimised) and its statistics: the same terms as ppo.py."""
+    jnp = _jnp()
+    mean = mlp(params["actor"], mb["obs"])
+    logp = log_prob(mean, params["log_std"], mb["action"])
+    log_ratio = logp - mb["logp"]
+    ratio = jnp.exp(log_ratio)
+    adv = mb["advantages"]
+    if args.norm_adv:
+        adv = (adv - adv.mean()) / (adv.std(ddof=1) + 1e-8)  # torch's std is unbiased
+    eps = args.clip_coef
+    pg_loss = jnp.maximum(-adv * ratio, -adv * jnp.clip(ratio, 1 - eps, 1 + eps)).mean()
+    v_new = value(params, mb["obs"])
+    err = (v_new - mb["returns"]) ** 2
+    if args.clip_vloss:
+        v_clip = mb["values"] + jnp.clip(v_new - mb["values"], -eps, eps)
+        err = jnp.maximum(err, (v_clip - mb["returns"]) ** 2)
+    v_loss = 0.5 * err.mean()
+    entropy = (params["log_std"] + 0.5 * math.log(2 * math.pi * math.e)).sum()
+    loss = pg_loss - args.ent_coef * entropy + args.vf_coef * v_loss
+    deviation = jnp.abs(ratio - 1)
+    stats = {
+        "loss": loss,
+        "policy_loss": pg_loss,
+        "value_loss": v_loss,
+        "entropy": entropy,
+        "approx_kl": ((ratio - 1) - log_ratio).mean(),
+        "clip_frac": (deviation > eps).mean(),
+        "ratio_dev_max": deviation.max(),
+    }
+    return loss, stats
+
+
 # ---- rollout, GAE, update -----------------------------------------------------------------------
 
 
@@ -207,36 +240,6 @@ def make_functions(env, args: Args):
         batch.update(values=values, advantages=adv, returns=adv + values)
         return carry, batch
 
-    def loss_fn(params, mb):
-        mean = mlp(params["actor"], mb["obs"])
-        logp = log_prob(mean, params["log_std"], mb["action"])
-        log_ratio = logp - mb["logp"]
-        ratio = jnp.exp(log_ratio)
-        adv = mb["advantages"]
-        if args.norm_adv:
-            adv = (adv - adv.mean()) / (adv.std(ddof=1) + 1e-8)  # torch's std is unbiased
-        eps = args.clip_coef
-        pg_loss = jnp.maximum(-adv * ratio, -adv * jnp.clip(ratio, 1 - eps, 1 + eps)).mean()
-        v_new = value(params, mb["obs"])
-        err = (v_new - mb["returns"]) ** 2
-        if args.clip_vloss:
-            v_clip = mb["values"] + jnp.clip(v_new - mb["values"], -eps, eps)
-            err = jnp.maximum(err, (v_clip - mb["returns"]) ** 2)
-        v_loss = 0.5 * err.mean()
-        entropy = (params["log_std"] + 0.5 * math.log(2 * math.pi * math.e)).sum()
-        loss = pg_loss - args.ent_coef * entropy + args.vf_coef * v_loss
-        deviation = jnp.abs(ratio - 1)
-        stats = {
-            "loss": loss,
-            "policy_loss": pg_loss,
-            "value_loss": v_loss,
-            "entropy": entropy,
-            "approx_kl": ((ratio - 1) - log_ratio).mean(),
-            "clip_frac": (deviation > eps).mean(),
-            "ratio_dev_max": deviation.max(),
-        }
-        return loss, stats
-
     def update(params, opt_state, batch, key, lr):
         flat = {
             k: batch[k].reshape(n * T, *batch[k].shape[2:])
@@ -250,7 +253,7 @@ def make_functions(env, args: Args):
         def minibatch(carry, idx):
             params, opt_state = carry
             mb = {k: v[idx] for k, v in flat.items()}
-            grads, stats = jax.grad(loss_fn, has_aux=True)(params, mb)
+            grads, stats = jax.grad(loss_fn, has_aux=True)(params, mb, args)
             updates, opt_state = tx.update(grads, opt_state)
             params = jax.tree_util.tree_map(lambda p, u: p - lr * u, params, updates)
             return (params, opt_state), stats

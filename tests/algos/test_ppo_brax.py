@@ -1,0 +1,154 @@
+"""algos/ppo_brax.py: its JAX loss equals ppo.py's torch loss, its in-graph GAE equals
+controlrl.returns.gae with truncation bootstraps, runs reproduce, resume continues, bad flags
+fail early. One small env (brax:inverted_pendulum) keeps compiles short."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("brax")
+
+from algos import ppo  # noqa: E402
+from algos import ppo_brax as pb  # noqa: E402
+from controlrl.cli import parse  # noqa: E402
+from controlrl.losses import clipped_value_loss  # noqa: E402
+from controlrl.returns import gae  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["--num-envs", "4", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "2"]
+TINY += ["--episode-length", "10", "--eval-episodes", "2", "--no-progress", "--no-tensorboard"]
+
+
+def make(argv):
+    args = parse(pb.Args, ["--env-id", "brax:inverted_pendulum", *argv])
+    from brax import envs as brax_envs
+
+    env = brax_envs.get_environment("inverted_pendulum", backend="spring")
+    return args, env, pb.make_functions(env, args)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("unused") / "r"
+    # 64 steps with a 10-step limit: truncations, and falls under the random pushes
+    return make([*TINY, "--num-steps", "64", "--episode-length", "10", "--run-dir", str(run_dir)])
+
+
+def test_loss_matches_the_torch_ppo_loss(setup):
+    args, env, _ = setup
+    jax = pb._jax()
+    params = pb.init_params(jax.random.PRNGKey(3), env.observation_size, env.action_size, args)
+    params["log_std"] = params["log_std"] - 0.3
+    rng = np.random.default_rng(0)
+    B = 32
+    mb = {
+        "obs": rng.normal(size=(B, env.observation_size)).astype(np.float32),
+        "action": rng.normal(size=(B, env.action_size)).astype(np.float32),
+        "logp": rng.normal(-1.0, 0.3, B).astype(np.float32),
+        "values": rng.normal(size=B).astype(np.float32),
+        "advantages": rng.normal(size=B).astype(np.float32),
+        "returns": rng.normal(size=B).astype(np.float32),
+    }
+    loss, stats = pb.loss_fn(params, {k: pb._jnp().asarray(v) for k, v in mb.items()}, args)
+
+    t = {k: torch.from_numpy(v) for k, v in mb.items()}
+    mean = torch.from_numpy(np.array(pb.mlp(params["actor"], mb["obs"])))
+    std = torch.from_numpy(np.exp(np.asarray(params["log_std"])))
+    dist = torch.distributions.Normal(mean, std)
+    logp = dist.log_prob(t["action"]).sum(-1)
+    adv = (t["advantages"] - t["advantages"].mean()) / (t["advantages"].std() + 1e-8)
+    pg, ref_stats = ppo.ppo_loss(logp, t["logp"], adv, args.clip_coef)
+    v_new = torch.from_numpy(np.array(pb.value(params, mb["obs"])))
+    v_loss = clipped_value_loss(v_new, t["values"], t["returns"], args.clip_coef, True)
+    entropy = dist.entropy().sum(-1).mean()
+    expected = pg - args.ent_coef * entropy + args.vf_coef * v_loss
+    assert float(loss) == pytest.approx(float(expected), rel=1e-5, abs=1e-6)
+    assert float(stats["policy_loss"]) == pytest.approx(float(pg), rel=1e-5, abs=1e-6)
+    assert float(stats["value_loss"]) == pytest.approx(float(v_loss), rel=1e-5)
+    assert float(stats["entropy"]) == pytest.approx(float(entropy), rel=1e-5)
+    assert float(stats["approx_kl"]) == pytest.approx(float(ref_stats["approx_kl"]), abs=1e-6)
+    assert float(stats["clip_frac"]) == pytest.approx(float(ref_stats["clip_frac"]))
+
+
+def test_in_graph_gae_matches_the_numpy_gae_with_truncation_bootstraps(setup):
+    args, env, (reset, rollout, _, _, _) = setup
+    jax, jnp = pb._jax(), pb._jnp()
+    params = pb.init_params(jax.random.PRNGKey(0), env.observation_size, env.action_size, args)
+    params["log_std"] = params["log_std"] + 1.0  # wide pushes: some poles fall within the limit
+    obs_rms, rew_rms = pb.rms_init((env.observation_size,)), pb.rms_init((1,))
+    state, steps, obs_rms = reset(jax.random.PRNGKey(1), obs_rms)
+    z = jnp.zeros(args.num_envs)
+    carry = (state, steps, obs_rms, rew_rms, z, z, jnp.zeros(args.num_envs, jnp.int32))
+    carry, batch = rollout(params, carry, jax.random.PRNGKey(2))
+    b = {k: np.asarray(v) for k, v in batch.items()}
+    assert b["trunc"].any() and b["term"].any()
+    assert not (b["trunc"] & b["term"]).any()
+    last = np.asarray(carry[0].obs)
+    last = np.clip(
+        (last - np.asarray(carry[2]["mean"])) / np.sqrt(np.asarray(carry[2]["var"]) + 1e-8), -10, 10
+    )
+    v = lambda x: np.asarray(pb.value(params, x))  # noqa: E731
+    next_values = np.concatenate([b["values"][1:], v(last)[None]])
+    next_values = np.where(b["trunc"], v(b["final_obs"]), next_values)
+    expected = gae(
+        b["reward"], b["values"], next_values, b["term"], b["ended"], args.gamma, args.gae_lambda
+    )
+    np.testing.assert_allclose(b["advantages"], expected, rtol=1e-4, atol=1e-5)
+    # a truncated step bootstraps from its own final observation, not the next episode's first
+    t, n = map(int, np.argwhere(b["trunc"])[0])
+    assert not np.allclose(
+        b["final_obs"][t, n], b["obs"][t + 1, n] if t + 1 < len(b["obs"]) else last[n]
+    )
+
+
+def run(*argv, check=True):
+    out = subprocess.run(
+        [sys.executable, "algos/ppo_brax.py", "--env-id", "brax:inverted_pendulum", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if check:
+        assert out.returncode == 0, out.stderr[-2000:]
+    return out
+
+
+def test_same_seed_same_metrics_and_resume(tmp_path):
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    run(*TINY, "--total-timesteps", "256", "--run-dir", str(a))
+    run(*TINY, "--total-timesteps", "256", "--run-dir", str(b))
+    assert (a / "metrics.csv").read_bytes() == (b / "metrics.csv").read_bytes()
+    steps = [int(line.split(",")[0]) for line in (a / "metrics.csv").read_text().split()[1:]]
+    assert steps == [64, 128, 192, 256]
+    assert math.isfinite(json.loads((a / "final_eval.json").read_text())["eval_return_mean"])
+    # resume: a 2-iteration run extended to 4 continues at step 192 with its statistics
+    run(*TINY, "--total-timesteps", "128", "--checkpoint-every", "1", "--run-dir", str(c))
+    config = json.loads((c / "config.json").read_text())
+    config["args"]["total_timesteps"] = 256
+    (c / "config.json").write_text(json.dumps(config))
+    run("--resume", str(c))
+    steps = [int(line.split(",")[0]) for line in (c / "metrics.csv").read_text().split()[1:]]
+    assert steps == [64, 128, 192, 256]
+    ckpt = torch.load(c / "checkpoints" / "latest.pt", weights_only=True)
+    assert ckpt["step"] == 256 and ckpt["iteration"] == 4
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["--env-id", "Hopper-v5"], "--env-id must be a brax: id"),
+        (["--target-kl", "0.01"], "--target-kl is not supported"),
+        (["--episode-length", "0"], "--episode-length must be > 0"),
+    ],
+)
+def test_bad_flags_fail_before_anything_starts(argv, fragment, tmp_path):
+    out = run(*argv, "--run-dir", str(tmp_path / "x"), check=False)
+    assert out.returncode == 2 and fragment in out.stderr
+    assert not (tmp_path / "x").exists()
