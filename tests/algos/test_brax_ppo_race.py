@@ -1,4 +1,4 @@
-"""paper_figures/brax_ppo_race.py at toy size: both trainers run and leave sane rows and curves."""
+"""paper_figures/brax_ppo_race.py at toy size: all trainers run and leave sane rows and curves."""
 
 import csv
 import math
@@ -23,7 +23,7 @@ def test_brax_ppo_race_toy(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     with (tmp_path / "brax_ppo_race.csv").open() as f:
         rows = {r["trainer"]: r for r in csv.DictReader(f)}
-    assert set(rows) == {"brax", "ours"}
+    assert set(rows) == {"brax", "ours", "ours_jax"}
     for row in rows.values():
         assert row["seed"] == "1" and row["env"] == "inverted_pendulum"
         assert int(row["total_steps"]) == 2048  # 2 evaluation intervals of 4 rollouts of 16x16
@@ -37,7 +37,8 @@ def test_brax_ppo_race_toy(tmp_path):
             assert math.isnan(float(row["wall_to_target_s"]))
     with (tmp_path / "brax_ppo_race_curves.csv").open() as f:
         curves = list(csv.DictReader(f))
-    for trainer, evals in (("brax", [0, 1024, 2048]), ("ours", [1024, 2048])):
+    expected = {"brax": [0, 1024, 2048], "ours": [1024, 2048], "ours_jax": [1024, 2048]}
+    for trainer, evals in expected.items():
         points = [r for r in curves if r["trainer"] == trainer]
         assert [int(r["step"]) for r in points] == evals
         walls = [float(r["wall_s"]) for r in points]
