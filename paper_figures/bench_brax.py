@@ -40,7 +40,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 GYM_IDS = {"ant": "Ant-v5", "halfcheetah": "HalfCheetah-v5"}
-FIELDS = ["env", "backend", "pipeline", "num_envs", "compile_s", "steps_per_s", "ratio_to_raw"]
+FIELDS = [
+    "env",
+    "backend",
+    "pipeline",
+    "num_envs",
+    "compile_s",
+    "steps_per_s",
+    "ratio_to_raw",
+    "status",
+]
+ROW_PREFIX = "ROW "
 
 
 def timed_chunks(fns: dict, batch: int, chunk: float, chunks: int) -> dict[str, float]:
@@ -141,6 +151,50 @@ def host_rows(name: str, n: int, chunk: float, chunks: int) -> list[dict]:
     ]
 
 
+def run_job(job: list[str], common: list[str], args) -> list[dict]:
+    """One worker process with an empty JAX cache; a worker that fails or hangs (seen once with
+    mjx at 1024 envs: every thread waiting on a futex) keeps the rows it printed, and the batch
+    sizes it did not finish get a row saying so."""
+    print("running", " ".join(job), flush=True)
+    with tempfile.TemporaryDirectory() as cache:  # cold compiles in every process
+        env = {**os.environ, "CONTROLRL_JAX_CACHE": cache, "MUJOCO_GL": "egl"}
+        cmd = [sys.executable, __file__, *job, *common]
+        try:
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+            stdout, stderr, status = out.stdout, out.stderr, out.returncode
+        except subprocess.TimeoutExpired as exc:
+            stdout, status = "", f"timeout after {args.timeout:.0f} s"
+            stderr = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
+    if status == 0:
+        return [{**r, "status": "ok"} for r in json.loads(stdout.strip().splitlines()[-1])]
+    if not isinstance(status, str):
+        status = f"exit {status}"
+    print(f"  {' '.join(job)}: {status}; {stderr.strip().splitlines()[-1:] or ''}", flush=True)
+    rows = [
+        {**json.loads(line[len(ROW_PREFIX) :]), "status": "ok"}
+        for line in stderr.splitlines()
+        if line.startswith(ROW_PREFIX)
+    ]
+    if job[0] == "--worker":
+        done = {r["num_envs"] for r in rows}
+        for n in (int(x) for x in args.num_envs.split(",")):
+            if n not in done:
+                for path in ("raw", "adapter"):
+                    rows.append(
+                        {
+                            "env": job[1],
+                            "backend": f"brax {path}",
+                            "pipeline": job[2],
+                            "num_envs": n,
+                            "compile_s": "",
+                            "steps_per_s": "",
+                            "ratio_to_raw": "",
+                            "status": status,
+                        }
+                    )
+    return rows
+
+
 def plot(rows: list[dict], path: Path, command: str) -> None:
     import matplotlib.pyplot as plt
 
@@ -152,7 +206,7 @@ def plot(rows: list[dict], path: Path, command: str) -> None:
         for ax, env in zip(axes[0], envs_):
             series: dict[str, list] = {}
             for r in rows:
-                if r["env"] == env:
+                if r["env"] == env and r["status"] == "ok":
                     label = f"{r['backend']} {r['pipeline']}".strip()
                     series.setdefault(label, []).append((r["num_envs"], r["steps_per_s"]))
             for label, pts in sorted(series.items()):
@@ -179,6 +233,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--host-envs", default="1,8,64", help="Gymnasium / EnvPool batch sizes")
     p.add_argument("--chunk", type=float, default=1.0, help="seconds per timing chunk")
     p.add_argument("--chunks", type=int, default=3, help="chunks per path")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per worker process")
     p.add_argument("--worker", nargs=2, metavar=("ENV", "PIPELINE"), help=argparse.SUPPRESS)
     p.add_argument("--host-worker", metavar="ENV", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -186,8 +241,10 @@ def main(argv: list[str] | None = None) -> None:
         rows = []
         if args.worker:
             for n in (int(x) for x in args.num_envs.split(",")):
-                rows += brax_rows(*args.worker, n, args.chunk, args.chunks)
-                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+                new = brax_rows(*args.worker, n, args.chunk, args.chunks)
+                for row in new:  # a row per line as soon as measured (kept if a later n hangs)
+                    print(ROW_PREFIX + json.dumps(row), file=sys.stderr, flush=True)
+                rows += new
         else:
             for n in (int(x) for x in args.host_envs.split(",")):
                 rows += host_rows(args.host_worker, n, args.chunk, args.chunks)
@@ -206,18 +263,7 @@ def main(argv: list[str] | None = None) -> None:
         jobs += [["--worker", env, pipe] for pipe in args.pipelines.split(",")]
     rows: list[dict] = []
     for job in jobs:
-        with tempfile.TemporaryDirectory() as cache:  # cold compiles in every process
-            env = {**os.environ, "CONTROLRL_JAX_CACHE": cache, "MUJOCO_GL": "egl"}
-            print("running", " ".join(job), flush=True)
-            out = subprocess.run(
-                [sys.executable, __file__, *job, *common],
-                env=env,
-                capture_output=True,
-                text=True,
-            )
-        if out.returncode != 0:
-            raise SystemExit(f"error: {' '.join(job)} failed:\n{out.stderr[-3000:]}")
-        rows += json.loads(out.stdout.strip().splitlines()[-1])
+        rows += run_job(job, common, args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
@@ -228,8 +274,8 @@ def main(argv: list[str] | None = None) -> None:
     for r in rows:
         print(
             f"  {r['env']:12s} {r['backend']:13s} {r['pipeline']:12s} n={r['num_envs']:5d} "
-            f"{r['steps_per_s']:>9,} steps/s  compile {r['compile_s']!s:>6} s  "
-            f"ratio {r['ratio_to_raw']}"
+            f"{r['steps_per_s']!s:>9} steps/s  compile {r['compile_s']!s:>6} s  "
+            f"ratio {r['ratio_to_raw']}  {r['status']}"
         )
     print(f"wrote {args.out} and .png; command: {command}")
 
