@@ -57,3 +57,19 @@ def test_termination_resets_in_the_same_step():
 def test_unknown_id_names_closest():
     with pytest.raises(envs.UnknownEnvError, match="closest: HalfCheetah-v5"):
         envs.check_env_id("envpool:HalfCheeta-v5")
+
+
+def test_time_limit_is_truncation_with_final_observation():
+    from envs.envpool import EnvPoolVectorEnv
+
+    vec = EnvPoolVectorEnv("HalfCheetah-v5", 2, max_episode_steps=5)  # never terminates
+    first, _ = vec.reset(seed=0)
+    for t in range(5):
+        obs, _, terminated, truncated, info = vec.step(np.ones((2, 6)))
+        assert not terminated.any() and truncated.all() == (t == 4)
+    assert info["_final_obs"].all()
+    # the final obs is the moving cheetah; the returned one a fresh start (velocities ~ 0.1 noise)
+    assert np.abs(info["final_obs"][:, 8:]).max() > 1.0 and np.abs(obs[:, 8:]).max() < 0.5
+    obs2, *_ = vec.step(np.zeros((2, 6)))  # and the next step continues that new episode
+    assert not np.array_equal(obs2, obs)
+    vec.close()
