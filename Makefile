@@ -54,6 +54,9 @@ ifdef FULL
 	  --sweep-dir runs/sweeps/trust_region_family_5seeds
 	$(BIN)/python paper_figures/depth_sweep.py --train --envs Hopper-v5,Walker2d-v5 --seeds 2 \
 	  --total-timesteps 49152 --sweep-dir runs/sweeps/depth_sweep_policy_only
+	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --suite dmc --train --workers 2
+	$(BIN)/python paper_figures/bench_brax.py --out paper_figures/out/bench_brax.csv --timeout 600
+	$(BIN)/python paper_figures/brax_ppo_race.py
 else
 	$(BIN)/python paper_figures/retrace_contraction.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/regret.py --toy --out $(TOY_OUT)
@@ -70,6 +73,12 @@ else
 	$(BIN)/python paper_figures/depth_sweep.py --train --envs Hopper-v5 --depths 2,7 --seeds 2 \
 	  --total-timesteps 512 --final-window 512 --sweep-dir $(TOY_OUT)/sweeps/depth \
 	  --out $(TOY_OUT) -- --num-steps 256 --num-minibatches 4 --update-epochs 1 --eval-episodes 1
+	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --suite dmc --train --seeds 1 \
+	  --total-timesteps 512 --sweeps-root $(TOY_OUT)/sweeps --out $(TOY_OUT) -- --num-steps 256 \
+	  --num-envs 2 --eval-episodes 1 --num-minibatches 4 --update-epochs 1
+	$(BIN)/python paper_figures/bench_brax.py --out $(TOY_OUT)/bench_brax.csv --envs halfcheetah \
+	  --pipelines spring --num-envs 2 --host-envs 2 --chunk 0.1 --chunks 1
+	$(BIN)/python paper_figures/brax_ppo_race.py --toy --out $(TOY_OUT)
 endif
 
 clean:

@@ -27,3 +27,16 @@ def test_bench_brax_toy(tmp_path):
     assert float(rows["brax raw"]["ratio_to_raw"]) == 1.0
     assert out.with_suffix(".png").stat().st_size > 5000
     assert "command: python paper_figures/bench_brax.py" in proc.stdout
+
+
+@pytest.mark.slow
+def test_pipeline_check_balances_on_positional(tmp_path):
+    pytest.importorskip("brax")
+    script = SCRIPT.parent / "brax_pipeline_check.py"
+    out = tmp_path / "c.csv"
+    argv = [sys.executable, str(script), "--out", str(out), "--pipelines", "positional"]
+    proc = subprocess.run(argv + ["--num-envs", "2"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {r["controller"]: r for r in csv.DictReader(out.open())}
+    assert int(rows["pd"]["min_length"]) == 1000  # the PD controller holds the pole
+    assert int(rows["zero"]["max_length"]) < 200  # doing nothing lets it fall
