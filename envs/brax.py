@@ -28,7 +28,11 @@ import numpy as np
 from envs.errors import UnknownEnvError
 
 PIPELINES = ("spring", "positional", "generalized", "mjx")
-DEFAULT_PIPELINE = "spring"  # fastest on CPU in paper_figures/bench_brax.py (see its CSV)
+# paper_figures/bench_brax.py: 'spring' is fastest on CPU, but a PD controller cannot balance
+# brax:inverted_pendulum on it (paper_figures/brax_pipeline_check.py) and PPO plateaus there;
+# 'positional' is the fastest of the three that pass (with 'generalized', ahead on halfcheetah,
+# behind on ant; 'mjx' is fast on ant, slowest on halfcheetah) and compiles quickest
+DEFAULT_PIPELINE = "positional"
 DEFAULT_EPISODE_LENGTH = 1000  # brax's training default
 CACHE_DIR = Path(os.environ.get("CONTROLRL_JAX_CACHE", Path.home() / ".cache/controlrl/jax"))
 
