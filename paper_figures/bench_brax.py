@@ -7,6 +7,9 @@ machine. Random actions, no learning.
 - brax raw:     jax.jit(jax.vmap(env.step)) of brax.envs.get_environment(name, backend=pipeline)
                 in a Python loop, one fixed action batch on the device, block_until_ready per
                 call, no resets (what machine.md measured).
+- brax raw+autoreset: the same with brax's own training wrappers (brax.envs.training.wrap:
+                vmap, EpisodeWrapper with the 1000-step limit, AutoResetWrapper), what brax's
+                trainers step: episodes end and restart (from each env's first initial state).
 - brax adapter: envs.make('brax:<name>', n, brax_pipeline=...).step(actions) with a fixed numpy
                 action batch: host->device actions, the step counter, same-step autoreset and
                 numpy observations/rewards/flags back, as a training loop sees it.
@@ -17,7 +20,9 @@ machine. Random actions, no learning.
 Every (env, pipeline) runs in a fresh process with an empty JAX compilation cache, so compile
 times (reset + step, reported apart) are cold. Raw and adapter are timed in alternating chunks of
 --chunk seconds so that machine noise hits both; the rate is total steps / total time over the
-chunks, and 'ratio' is adapter / raw. The batch sizes of Gymnasium/EnvPool are those given with
+chunks, and 'ratio' is each path / raw. On a task whose random-action episodes terminate (ant
+falls), raw never resets while the adapter and raw+autoreset do: compare the adapter with
+raw+autoreset there. The batch sizes of Gymnasium/EnvPool are those given with
 --host-envs (1024 MuJoCo envs in one Python loop is not a configuration anyone would run).
 """
 
@@ -93,6 +98,22 @@ def brax_rows(name: str, pipeline: str, n: int, chunk: float, chunks: int) -> li
         box["state"] = step(box["state"], act)
         jax.block_until_ready(box["state"].obs)
 
+    from brax.envs.wrappers import training
+
+    wrapped = training.wrap(env, episode_length=1000)
+    t0 = time.perf_counter()
+    w_reset, w_step = jax.jit(wrapped.reset), jax.jit(wrapped.step)
+    w_state = w_reset(jax.random.split(jax.random.PRNGKey(0), n))
+    for _ in range(2):
+        w_state = w_step(w_state, act)
+        jax.block_until_ready(w_state.obs)
+    wrapped_compile = time.perf_counter() - t0
+    box["wrapped"] = w_state
+
+    def wrapped_step():
+        box["wrapped"] = w_step(box["wrapped"], act)
+        jax.block_until_ready(box["wrapped"].obs)
+
     vec = brax_backend.BraxVectorEnv(name, n, pipeline)
     t0 = time.perf_counter()
     vec.compile()
@@ -100,7 +121,8 @@ def brax_rows(name: str, pipeline: str, n: int, chunk: float, chunks: int) -> li
     vec.step(act_np)
     adapter_compile = time.perf_counter() - t0
 
-    rates = timed_chunks({"raw": raw_step, "adapter": lambda: vec.step(act_np)}, n, chunk, chunks)
+    fns = {"raw": raw_step, "raw+autoreset": wrapped_step, "adapter": lambda: vec.step(act_np)}
+    rates = timed_chunks(fns, n, chunk, chunks)
     return [
         {
             "env": name,
@@ -111,7 +133,11 @@ def brax_rows(name: str, pipeline: str, n: int, chunk: float, chunks: int) -> li
             "steps_per_s": round(rates[path]),
             "ratio_to_raw": round(rates[path] / rates["raw"], 3),
         }
-        for path, compile_s in (("raw", raw_compile), ("adapter", adapter_compile))
+        for path, compile_s in (
+            ("raw", raw_compile),
+            ("raw+autoreset", wrapped_compile),
+            ("adapter", adapter_compile),
+        )
     ]
 
 
@@ -179,7 +205,7 @@ def run_job(job: list[str], common: list[str], args) -> list[dict]:
         done = {r["num_envs"] for r in rows}
         for n in (int(x) for x in args.num_envs.split(",")):
             if n not in done:
-                for path in ("raw", "adapter"):
+                for path in ("raw", "raw+autoreset", "adapter"):
                     rows.append(
                         {
                             "env": job[1],
@@ -211,7 +237,7 @@ def plot(rows: list[dict], path: Path, command: str) -> None:
                     series.setdefault(label, []).append((r["num_envs"], r["steps_per_s"]))
             for label, pts in sorted(series.items()):
                 pts.sort()
-                style = "--" if "raw" in label else "-"
+                style = ":" if "autoreset" in label else "--" if "raw" in label else "-"
                 ax.plot(*zip(*pts), style, marker="o", ms=3, label=label)
             ax.set_xscale("log")
             ax.set_yscale("log")

@@ -20,8 +20,8 @@ def test_bench_brax_toy(tmp_path):
     proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = {r["backend"]: r for r in csv.DictReader(out.open())}
-    assert {"brax raw", "brax adapter", "gymnasium"} <= set(rows)
-    for backend in ("brax raw", "brax adapter"):
+    assert {"brax raw", "brax raw+autoreset", "brax adapter", "gymnasium"} <= set(rows)
+    for backend in ("brax raw", "brax raw+autoreset", "brax adapter"):
         assert rows[backend]["pipeline"] == "spring" and float(rows[backend]["compile_s"]) > 0
     assert all(float(r["steps_per_s"]) > 0 for r in rows.values())
     assert float(rows["brax raw"]["ratio_to_raw"]) == 1.0
