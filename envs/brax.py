@@ -17,7 +17,6 @@ one transfer per step.
 
 from __future__ import annotations
 
-import difflib
 import os
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from envs.errors import UnknownEnvError
+from envs.errors import check_known
 
 PIPELINES = ("spring", "positional", "generalized", "mjx")
 # paper_figures/bench_brax.py: 'spring' is fastest on CPU, but a PD controller cannot balance
@@ -56,17 +55,8 @@ def known_ids() -> list[str]:
 
 
 def check_id(name: str) -> None:
-    try:
-        ids = known_ids()
-    except ImportError as e:
-        raise UnknownEnvError(
-            f"backend 'brax' needs brax: pip install -e '.[brax]' ({e})"
-        ) from None
-    if name in ids:
-        return
-    close = difflib.get_close_matches(name, ids, n=3, cutoff=0.5)
-    hint = f"; closest: {', '.join(close)}" if close else ""
-    raise UnknownEnvError(f"unknown env id '{name}' for backend 'brax'{hint}")
+    """Raise if brax registers no env `name`, naming the closest ones."""
+    check_known(name, known_ids, "brax", extra="brax")
 
 
 def batched_functions(env, num_envs: int):

@@ -9,14 +9,13 @@ termination.
 
 from __future__ import annotations
 
-import difflib
 import os
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from envs.errors import UnknownEnvError
+from envs.errors import check_known
 
 # dm_control picks its rendering backend at import time; headless EGL unless the user chose one
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -34,17 +33,7 @@ def known_ids() -> list[str]:
 
 def check_id(name: str) -> None:
     """Raise if 'domain-task' is not a suite task, naming the closest ones."""
-    try:
-        ids = known_ids()
-    except ImportError as e:
-        raise UnknownEnvError(
-            f"backend 'dmc' needs dm-control: pip install -e '.[dmc]' ({e})"
-        ) from None
-    if name in ids:
-        return
-    close = difflib.get_close_matches(name, ids, n=3, cutoff=0.5)
-    hint = f"; closest: {', '.join(close)}" if close else ""
-    raise UnknownEnvError(f"unknown env id '{name}' for backend 'dmc' (domain-task){hint}")
+    check_known(name, known_ids, "dmc", extra="dmc", form=" (domain-task)")
 
 
 class DMCEnv(gym.Env):

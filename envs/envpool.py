@@ -9,12 +9,10 @@ episode's first one, and the true final observation goes to info['final_obs'].
 
 from __future__ import annotations
 
-import difflib
-
 import gymnasium as gym
 import numpy as np
 
-from envs.errors import UnknownEnvError
+from envs.errors import check_known
 
 
 def _envpool():
@@ -24,17 +22,8 @@ def _envpool():
 
 
 def check_id(name: str) -> None:
-    try:
-        ids = list(_envpool().list_all_envs())
-    except ImportError as e:
-        raise UnknownEnvError(
-            f"backend 'envpool' needs EnvPool: pip install -e '.[envpool]' ({e})"
-        ) from None
-    if name in ids:
-        return
-    close = difflib.get_close_matches(name, ids, n=3, cutoff=0.5)
-    hint = f"; closest: {', '.join(close)}" if close else ""
-    raise UnknownEnvError(f"unknown env id '{name}' for backend 'envpool'{hint}")
+    """Raise if EnvPool does not register `name`, naming the closest ids."""
+    check_known(name, lambda: _envpool().list_all_envs(), "envpool", extra="envpool")
 
 
 class EnvPoolVectorEnv(gym.vector.VectorEnv):

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
-from envs.errors import UnknownEnvError
+from envs.errors import check_known
 
 # headless offscreen rendering (videos) by default; MuJoCo reads this when it first renders
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -16,11 +15,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 def check_id(name: str) -> None:
     """Raise if `name` is not a registered Gymnasium id, naming the closest ones."""
-    if name in gym.registry:
-        return
-    close = difflib.get_close_matches(name, list(gym.registry), n=3, cutoff=0.5)
-    hint = f"; closest: {', '.join(close)}" if close else ""
-    raise UnknownEnvError(f"unknown env id '{name}' for backend 'gym' (Gymnasium){hint}")
+    check_known(name, lambda: gym.registry, "gym", form=" (Gymnasium)")
 
 
 def make(
