@@ -230,15 +230,19 @@ def plot(rows: list[dict], path: Path, command: str) -> None:
     with plt.rc_context(plots.STYLE):
         fig, axes = plt.subplots(1, len(envs_), figsize=(5 * len(envs_), 3.4), squeeze=False)
         for ax, env in zip(axes[0], envs_):
-            series: dict[str, list] = {}
+            series: dict[tuple[str, str], list] = {}
             for r in rows:
                 if r["env"] == env and r["status"] == "ok":
-                    label = f"{r['backend']} {r['pipeline']}".strip()
-                    series.setdefault(label, []).append((r["num_envs"], r["steps_per_s"]))
-            for label, pts in sorted(series.items()):
+                    group = r["pipeline"] or r["backend"].split()[0]  # pipeline or host backend
+                    kind = r["backend"].split()[-1] if r["pipeline"] else r["backend"]
+                    series.setdefault((group, kind), []).append((r["num_envs"], r["steps_per_s"]))
+            groups = sorted({g for g, _ in series})
+            for (group, kind), pts in sorted(series.items()):
                 pts.sort()
-                style = ":" if "autoreset" in label else "--" if "raw" in label else "-"
-                ax.plot(*zip(*pts), style, marker="o", ms=3, label=label)
+                style = ":" if "autoreset" in kind else "--" if "raw" in kind else "-"
+                color = f"C{groups.index(group)}"
+                label = kind if kind.startswith(group) else f"{group} {kind}"
+                ax.plot(*zip(*pts), style, color=color, marker="o", ms=3, label=label)
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xlabel("num_envs")
@@ -260,6 +264,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--chunk", type=float, default=1.0, help="seconds per timing chunk")
     p.add_argument("--chunks", type=int, default=3, help="chunks per path")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per worker process")
+    p.add_argument("--replot", action="store_true", help="only redraw the PNG from --out's CSV")
     p.add_argument("--worker", nargs=2, metavar=("ENV", "PIPELINE"), help=argparse.SUPPRESS)
     p.add_argument("--host-worker", metavar="ENV", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -277,6 +282,14 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(rows))
         return
 
+    if args.replot:
+        with args.out.open() as f:
+            rows = list(csv.DictReader(f))
+        for r in rows:
+            r["num_envs"] = int(r["num_envs"])
+            r["steps_per_s"] = float(r["steps_per_s"]) if r["steps_per_s"] else ""
+        plot(rows, args.out.with_suffix(".png"), "python paper_figures/bench_brax.py (see CSV)")
+        return
     common = [
         f"--num-envs={args.num_envs}",
         f"--host-envs={args.host_envs}",
