@@ -288,7 +288,12 @@ def main(argv: list[str] | None = None) -> None:
         for r in rows:
             r["num_envs"] = int(r["num_envs"])
             r["steps_per_s"] = float(r["steps_per_s"]) if r["steps_per_s"] else ""
-        plot(rows, args.out.with_suffix(".png"), "python paper_figures/bench_brax.py (see CSV)")
+        made_by = [a for a in (argv or sys.argv[1:]) if a != "--replot"]
+        plot(
+            rows,
+            args.out.with_suffix(".png"),
+            "python paper_figures/bench_brax.py " + shlex.join(made_by),
+        )
         return
     common = [
         f"--num-envs={args.num_envs}",
