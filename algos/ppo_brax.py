@@ -191,6 +191,8 @@ def make_functions(env, args: Args):
             term = nxt.done > 0
             trunc = (steps >= args.episode_length) & ~term
             ended = term | trunc
+            if args.truncation_as_terminal:  # CleanRL's convention: no bootstrap at time limits
+                term, trunc = ended, jnp.zeros_like(trunc)
             reward = nxt.reward
             ep_ret, ep_len = ep_ret + reward, ep_len + 1
             if args.norm_reward:
