@@ -56,6 +56,7 @@ ifdef FULL
 	  --total-timesteps 49152 --sweep-dir runs/sweeps/depth_sweep_policy_only
 	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --suite dmc --train --workers 2
 	$(BIN)/python paper_figures/bench_brax.py --out paper_figures/out/bench_brax.csv --timeout 600
+	$(BIN)/python paper_figures/brax_pipeline_check.py
 	$(BIN)/python paper_figures/brax_ppo_race.py
 else
 	$(BIN)/python paper_figures/retrace_contraction.py --toy --out $(TOY_OUT)
@@ -78,6 +79,8 @@ else
 	  --num-envs 2 --eval-episodes 1 --num-minibatches 4 --update-epochs 1
 	$(BIN)/python paper_figures/bench_brax.py --out $(TOY_OUT)/bench_brax.csv --envs halfcheetah \
 	  --pipelines spring --num-envs 2 --host-envs 2 --chunk 0.1 --chunks 1
+	$(BIN)/python paper_figures/brax_pipeline_check.py --out $(TOY_OUT)/brax_pipeline_check.csv \
+	  --pipelines positional --num-envs 2
 	$(BIN)/python paper_figures/brax_ppo_race.py --toy --out $(TOY_OUT)
 endif
 
