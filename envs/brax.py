@@ -10,9 +10,9 @@ true final observations go to info['final_obs']. reset/step/autoreset are compil
 'compiling...' on the training progress bar), and JAX's persistent cache under
 ~/.cache/controlrl/jax (CONTROLRL_JAX_CACHE) lets later processes skip most of it.
 
-Observations, rewards and flags reach numpy without a copy (np.asarray of a CPU jax array is a
-view of its buffer; nothing is donated, so the buffer stays valid); actions go to the device in
-one transfer per step.
+Rewards, flags and, with copy=False (what training asks for), observations reach numpy without a
+copy (np.asarray of a CPU jax array is a read-only view of its buffer; nothing is donated, so the
+buffer stays valid); actions go to the device in one transfer per step.
 """
 
 from __future__ import annotations
@@ -124,11 +124,13 @@ class BraxVectorEnv(gym.vector.VectorEnv):
         num_envs: int,
         pipeline: str = DEFAULT_PIPELINE,
         episode_length: int = DEFAULT_EPISODE_LENGTH,
+        copy: bool = True,
     ) -> None:
         if pipeline not in PIPELINES:
             raise ValueError(f"brax pipeline must be one of {PIPELINES}, got {pipeline!r}")
         self.name, self.pipeline = name, pipeline
         self.num_envs, self.episode_length = num_envs, episode_length
+        self.copy = copy  # False: observations are read-only views of the jax buffers
         from brax import envs as brax_envs
 
         # spaces come from the env object alone; compilation waits for compile()/reset()
@@ -160,7 +162,8 @@ class BraxVectorEnv(gym.vector.VectorEnv):
         self._key, sub = jax.random.split(self._key)
         self._state = self._fns[0](sub)
         self._steps = np.zeros(self.num_envs, np.int64)
-        return np.asarray(self._state.obs), {}
+        obs = np.asarray(self._state.obs)
+        return (obs.copy() if self.copy else obs), {}
 
     def step(self, actions):
         if self._state is None:
@@ -181,7 +184,7 @@ class BraxVectorEnv(gym.vector.VectorEnv):
             self._state = autoreset(self._state, jax.numpy.asarray(ended), sub)
             obs = np.asarray(self._state.obs)
             self._steps[ended] = 0
-        return obs, reward, terminated, truncated, info
+        return (obs.copy() if self.copy else obs), reward, terminated, truncated, info
 
 
 def make(
@@ -193,7 +196,8 @@ def make(
     pipeline: str | None = None,
     episode_length: int = DEFAULT_EPISODE_LENGTH,
 ) -> gym.vector.VectorEnv:
-    """One jitted batch; `vectorization` does not apply (the batch is vmapped)."""
+    """One jitted batch; `vectorization` does not apply (the batch is vmapped). copy=False hands
+    out observations as read-only views of the device buffers (the Collector copies them once)."""
     if render_mode is not None:
         raise ValueError("brax: ids do not render here (no video); drop --capture-video")
-    return BraxVectorEnv(name, num_envs, pipeline or DEFAULT_PIPELINE, episode_length)
+    return BraxVectorEnv(name, num_envs, pipeline or DEFAULT_PIPELINE, episode_length, copy)

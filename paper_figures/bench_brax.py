@@ -114,7 +114,7 @@ def brax_rows(name: str, pipeline: str, n: int, chunk: float, chunks: int) -> li
         box["wrapped"] = w_step(box["wrapped"], act)
         jax.block_until_ready(box["wrapped"].obs)
 
-    vec = brax_backend.BraxVectorEnv(name, n, pipeline)
+    vec = brax_backend.BraxVectorEnv(name, n, pipeline, copy=False)  # as training uses it
     t0 = time.perf_counter()
     vec.compile()
     vec.reset(seed=0)

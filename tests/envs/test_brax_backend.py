@@ -18,8 +18,10 @@ N, LIMIT = 3, 25
 
 @pytest.fixture(scope="module")
 def make():
-    def _make():
-        return brax_backend.make("inverted_pendulum", N, pipeline="spring", episode_length=LIMIT)
+    def _make(copy=True):
+        return brax_backend.make(
+            "inverted_pendulum", N, pipeline="spring", episode_length=LIMIT, copy=copy
+        )
 
     return _make
 
@@ -41,8 +43,10 @@ def test_spaces_shapes_and_zero_copy(make):
     assert vec.single_observation_space.shape == (4,) and vec.single_action_space.shape == (1,)
     assert vec.compile() >= 0 and make().compile() == 0.0  # compiled once per process
     obs, _ = vec.reset(seed=0)
-    assert obs.shape == (N, 4) and obs.dtype == np.float32
-    assert not obs.flags.owndata  # a view of the jax buffer, not a copy
+    assert obs.shape == (N, 4) and obs.dtype == np.float32 and obs.flags.writeable
+    view, _ = make(copy=False).reset(seed=0)  # what the Collector asks for
+    assert not view.flags.owndata and not view.flags.writeable  # the jax buffer, not a copy
+    np.testing.assert_array_equal(view, obs)
     obs, reward, term, trunc, _ = vec.step(np.zeros((N, 1), np.float32))
     assert reward.shape == term.shape == trunc.shape == (N,) and term.dtype == bool
 
