@@ -152,3 +152,22 @@ def test_bad_flags_fail_before_anything_starts(argv, fragment, tmp_path):
     out = run(*argv, "--run-dir", str(tmp_path / "x"), check=False)
     assert out.returncode == 2 and fragment in out.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_in_graph_normalisers_match_controlrl_normalize():
+    from controlrl.normalize import ObsNormalizer, RewardScaler
+
+    rng = np.random.default_rng(0)
+    ours, ref = pb.rms_init((3,)), ObsNormalizer((3,))
+    rew, ref_rew = pb.rms_init((1,)), RewardScaler(4, gamma=0.9)
+    ret = np.zeros(4)
+    for _ in range(20):
+        x = rng.normal(2.0, 3.0, (4, 3)).astype(np.float32)
+        ours = pb.rms_update(ours, pb._jnp().asarray(x))
+        np.testing.assert_allclose(pb.normalize(ours, x), ref(x), rtol=1e-4, atol=1e-4)
+        r, ended = rng.normal(size=4), rng.random(4) < 0.2
+        ret = ret * 0.9 + r
+        rew = pb.rms_update(rew, pb._jnp().asarray(ret[:, None], np.float32))
+        ret[ended] = 0.0
+        scaled = np.clip(r / np.sqrt(float(rew["var"][0]) + 1e-8), -10, 10)
+        np.testing.assert_allclose(scaled, ref_rew(r, ended), rtol=1e-4, atol=1e-5)
