@@ -38,13 +38,15 @@ CACHE_DIR = Path(os.environ.get("CONTROLRL_JAX_CACHE", Path.home() / ".cache/con
 _compiled: dict[tuple, tuple] = {}  # (name, pipeline, num_envs) -> (env, reset, step, autoreset)
 
 
-def _jax():
+def configured_jax():
+    """The jax module, with this project's persistent compilation cache (CACHE_DIR) switched on;
+    every JAX user of the project (envs, algos, benchmarks) imports jax through this."""
     import jax
 
-    if not getattr(_jax, "configured", False):
+    if not getattr(configured_jax, "configured", False):
         jax.config.update("jax_compilation_cache_dir", str(CACHE_DIR))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-        _jax.configured = True
+        configured_jax.configured = True
     return jax
 
 
@@ -65,7 +67,7 @@ def batched_functions(env, num_envs: int):
     step is brax's step under vmap and nothing else, so the common path costs what the raw
     jitted step costs; the step counter and flags live on the host (they are needed there
     anyway), and autoreset runs only after a step in which some episode ended."""
-    jax = _jax()
+    jax = configured_jax()
     jnp = jax.numpy
 
     def strong(tree):
@@ -100,7 +102,7 @@ def compiled(name: str, pipeline: str, num_envs: int):
     config = (name, pipeline, num_envs)
     if config in _compiled:
         return (*_compiled[config], 0.0)
-    jax = _jax()
+    jax = configured_jax()
     from brax import envs as brax_envs
 
     t0 = time.perf_counter()
@@ -156,7 +158,7 @@ class BraxVectorEnv(gym.vector.VectorEnv):
         return self.compile_seconds
 
     def reset(self, *, seed: int | None = None, options=None):
-        jax = _jax()
+        jax = configured_jax()
         self.compile()
         self._key = jax.random.PRNGKey(0 if seed is None else seed)
         self._key, sub = jax.random.split(self._key)
@@ -168,7 +170,7 @@ class BraxVectorEnv(gym.vector.VectorEnv):
     def step(self, actions):
         if self._state is None:
             raise RuntimeError("call reset() before step()")
-        jax = _jax()
+        jax = configured_jax()
         _, step, autoreset = self._fns
         self._state = step(self._state, jax.numpy.asarray(np.asarray(actions, np.float32)))
         obs, reward = np.asarray(self._state.obs), np.asarray(self._state.reward)

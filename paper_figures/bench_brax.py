@@ -78,7 +78,7 @@ def brax_rows(name: str, pipeline: str, n: int, chunk: float, chunks: int) -> li
     """Raw jitted step and our adapter at batch n, in one process (cold compiles)."""
     from envs import brax as brax_backend
 
-    jax = brax_backend._jax()  # the (here empty, per process) persistent cache for both paths
+    jax = brax_backend.configured_jax()  # the (here empty, per process) persistent cache for both paths
     from brax import envs as brax_envs
 
     env = brax_envs.get_environment(name, backend=pipeline)
