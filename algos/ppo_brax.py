@@ -310,7 +310,7 @@ def make_functions(env, args: Args):
 
 
 def _jax():
-    from envs.brax import _jax as configured_jax  # JAX with our persistent compilation cache
+    from envs.brax import configured_jax  # JAX with our persistent compilation cache
 
     return configured_jax()
 
