@@ -8,9 +8,9 @@ Defaults: bounded-ratio-rl/bounded_ratio_rl, SB3 version (`src/sb3/BPO.py`,
 `cfgs/algo/bpo/mujoco.yaml`): eps 0.3, temperature 1e-3, 256-256 ReLU nets, 2048 steps,
 minibatch 64, 10 epochs, no advantage / observation / reward normalisation, plain MSE value
 loss, u_coef 0.5, max_grad_norm 1.0. The median head U(s) shares the critic's trunk with V(s).
-Logs what ppo.py logs, the median head's loss, and after each update over the whole batch
-(controlrl.diagnostics) per-state KL(old || new) mean and max and the fraction, max and mean of
-|r - 1| (> eps). Spec: shared specs algorithms.md §5.
+Adam runs fused on one flat parameter vector (the reference: per-tensor Adam; same update up to
+rounding). Logs what ppo.py logs (the README lists the metrics), the median head's loss and
+target_up_frac, with ratio deviation counted beyond eps.
 """
 
 from __future__ import annotations
@@ -19,12 +19,10 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from controlrl import diagnostics
 from controlrl.cli import (
     CommonArgs,
     parse,
@@ -34,10 +32,10 @@ from controlrl.cli import (
     require_positive,
     require_unit_interval,
 )
-from controlrl.nets import layer_init, make_policy, mlp
+from controlrl.losses import approx_kl
+from controlrl.nets import ACTIVATIONS, layer_init, make_policy, mlp
 from controlrl.training import Run
-
-ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+from controlrl.update import adam, anneal_lr, detached, minibatch_update
 
 
 @dataclass
@@ -127,7 +125,7 @@ def bpo_loss(
     loss = ((ratio - target) * weight).abs().mean()
     with torch.no_grad():
         stats = {
-            "approx_kl": ((ratio - 1) - log_ratio).mean(),  # k3 estimator of KL(old || new)
+            "approx_kl": approx_kl(ratio, log_ratio),
             "clip_frac": ((ratio - 1).abs() > eps).float().mean(),
             "target_up_frac": (target > 1).float().mean(),
         }
@@ -160,84 +158,46 @@ class MedianCritic(nn.Module):
         return self.v(h).squeeze(-1), self.u(h).squeeze(-1)
 
 
-def make_bpo_policy(obs_space, act_space, args: Args) -> nn.Module:
-    """controlrl's Gaussian or categorical policy with BPO's activation and initial log-std."""
-    policy = make_policy(obs_space, act_space, args.hidden_sizes)
-    activation = ACTIVATIONS[args.activation]
-    obs_dim = int(np.prod(obs_space.shape))
-    if hasattr(policy, "log_std"):
-        policy.mean = mlp([obs_dim, *args.hidden_sizes, act_space.shape[0]], activation, 0.01)
-        policy.log_std.data.fill_(args.log_std_init)
-    else:
-        policy.logits = mlp([obs_dim, *args.hidden_sizes, int(act_space.n)], activation, 0.01)
-    return policy
-
-
 def update(policy, critic, optimizer, batch: dict[str, torch.Tensor], args: Args) -> dict:
     """update_epochs x num_minibatches Adam steps on the BPO loss; returns mean statistics."""
-    batch_size = batch["obs"].shape[0]
-    mb_size = batch_size // args.num_minibatches
-    params = [p for group in optimizer.param_groups for p in group["params"]]
-    log: dict[str, list[torch.Tensor]] = {}
-    steps = 0
-    for _ in range(args.update_epochs):
-        for idx in torch.randperm(batch_size).split(mb_size):
-            obs, q = batch["obs"][idx], batch["returns"][idx]
-            logp, entropy = policy.log_prob_entropy(obs, batch["actions"][idx])
-            v, u = critic.value_and_median(obs)
-            threshold = u if args.use_median else v
-            pi_loss, stats = bpo_loss(
-                logp, batch["logprobs"][idx], q, v, threshold, args.eps, args.temperature
-            )
-            v_loss = (v - q).pow(2).mean()
-            u_loss = median_loss(u, q) if args.use_median else torch.zeros(())
-            ent = entropy.mean()
-            loss = pi_loss + args.vf_coef * v_loss + args.u_coef * u_loss - args.ent_coef * ent
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
-            optimizer.step()
-            steps += 1
-            stats.update(
-                loss=loss.detach(),
-                policy_loss=pi_loss.detach(),
-                value_loss=v_loss.detach(),
-                median_loss=u_loss.detach(),
-                entropy=ent.detach(),
-            )
-            for k, val in stats.items():
-                log.setdefault(k, []).append(val)
-    out = {k: float(torch.stack(val).mean()) for k, val in log.items()}
-    diagnostics.check_finite(out, params)
-    out["grad_steps"] = steps
-    return out
+
+    def loss_fn(mb, idx):
+        obs, q = mb["obs"], mb["returns"]
+        logp, entropy = policy.log_prob_entropy(obs, mb["actions"])
+        v, u = critic.value_and_median(obs)
+        threshold = u if args.use_median else v
+        pi_loss, stats = bpo_loss(logp, mb["logprobs"], q, v, threshold, args.eps, args.temperature)
+        v_loss = (v - q).pow(2).mean()
+        u_loss = median_loss(u, q) if args.use_median else torch.zeros(())
+        ent = entropy.mean()
+        loss = pi_loss + args.vf_coef * v_loss + args.u_coef * u_loss - args.ent_coef * ent
+        terms = detached(
+            loss=loss, policy_loss=pi_loss, value_loss=v_loss, median_loss=u_loss, entropy=ent
+        )
+        return loss, {**stats, **terms}
+
+    return minibatch_update(
+        optimizer,
+        batch,
+        loss_fn,
+        epochs=args.update_epochs,
+        num_minibatches=args.num_minibatches,
+        max_grad_norm=args.max_grad_norm,
+    )
 
 
 def main(args: Args) -> None:
-    run = Run(
-        args, "bpo", args.gamma, args.gae_lambda, args.num_steps, args.norm_obs, args.norm_reward
+    run = Run(args)
+    policy = make_policy(
+        run.obs_space, run.act_space, args.hidden_sizes, args.activation, args.log_std_init
     )
-    policy = make_bpo_policy(run.obs_space, run.act_space, args)
-    critic = MedianCritic(
-        int(np.prod(run.obs_space.shape)), args.hidden_sizes, ACTIVATIONS[args.activation]
-    )
-    optimizer = torch.optim.Adam(
-        [*policy.parameters(), *critic.parameters()], lr=args.learning_rate, eps=1e-5
-    )
-
+    critic = MedianCritic(run.obs_dim, args.hidden_sizes, ACTIVATIONS[args.activation])
+    optimizer = adam(policy, critic, lr=args.learning_rate)  # flat and fused (BPO: plain Adam)
     for iteration in run.start(policy=policy, value=critic, optimizer=optimizer):
-        frac = 1.0 - (iteration - 1) / run.num_iterations if args.anneal_lr else 1.0
-        optimizer.param_groups[0]["lr"] = lr = args.learning_rate * frac
+        lr = anneal_lr(optimizer, args.learning_rate, iteration, run.num_iterations, args.anneal_lr)
         batch, episodes = run.collect(policy, critic)
-        old_params = diagnostics.dist_params(policy, batch["obs"])
-        with run.guard():
-            stats = update(policy, critic, optimizer, batch, args)
-        # KL and ratio statistics over the whole batch after the update
-        stats.update(
-            diagnostics.policy_shift(
-                policy, batch["obs"], batch["actions"], batch["logprobs"], old_params, args.eps
-            )
-        )
+        with run.update(policy, batch, args.eps) as stats:  # NaN guard, KL after
+            stats.update(update(policy, critic, optimizer, batch, args))
         run.end_iteration(iteration, {**stats, "learning_rate": lr}, episodes, act=policy.mode)
     run.finish(policy.mode)
 

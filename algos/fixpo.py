@@ -7,10 +7,9 @@ that steps on the KL alone until max_s KL(old || new) <= eps_KL on every state o
 Defaults: uscresl/stabilized-rl, the MuJoCo FixPO launcher (eps_KL 0.5, C_beta 3, 64 envs x 128
 steps, minibatch 512, fixup minibatch 1024, no advantage normalisation, vf_coef 0.1, initial
 log-std -0.5). The reference loops "until satisfied"; here --fixup-max-passes caps the fixup and
-train/fixup_capped logs every time the cap was hit. Logs what ppo.py logs plus beta, the primary
-and fixup gradient steps and the fixup share fixup / (primary + fixup), and after each update over
-the whole batch (controlrl.diagnostics) per-state KL(old || new) mean and max and the fraction,
-max and mean of |r - 1| (> --diag-eps). Spec: shared specs algorithms.md §4.
+train/fixup_capped logs every time the cap was hit. Logs what ppo.py logs (the README lists
+the metrics; ratio deviation counted beyond --ratio-eps) plus kl_loss, beta, the primary and fixup
+gradient steps and the fixup share fixup / (primary + fixup).
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
 import torch
 
 from controlrl import diagnostics
@@ -32,9 +30,10 @@ from controlrl.cli import (
     require_unit_interval,
 )
 from controlrl.diagnostics import index_params, per_state_kl
-from controlrl.losses import clipped_value_loss
+from controlrl.losses import approx_kl, clipped_value_loss
 from controlrl.nets import ValueNet, make_policy
 from controlrl.training import Run
+from controlrl.update import adam, anneal_lr, detached, minibatch_update, params_of
 
 
 @dataclass
@@ -88,7 +87,7 @@ class Args(CommonArgs):
     """global gradient-norm clip, primary and fixup steps (FixPO 0.5)"""
     log_std_init: float = -0.5
     """initial log-std of the Gaussian policy (FixPO -0.5)"""
-    diag_eps: float = 0.2
+    ratio_eps: float = 0.2
     """eps of the logged ratio diagnostic |r - 1| > eps (PPO's 0.2; the update ignores it)"""
     norm_obs: bool = True
     """running observation normalisation, clipped to [-10, 10] (FixPO True)"""
@@ -112,7 +111,7 @@ class Args(CommonArgs):
             "fixup_max_passes",
             "value_clip_eps",
             "max_grad_norm",
-            "diag_eps",
+            "ratio_eps",
         )
         require_nonnegative(self, "beta_init", "ent_coef", "vf_coef")
         require_unit_interval(self, "gamma", "gae_lambda")
@@ -133,8 +132,8 @@ def fixpo_loss(
     kl_loss = beta.detach() * kl.mean()
     with torch.no_grad():
         stats = {
-            "approx_kl": ((ratio - 1) - log_ratio).mean(),  # k3 estimator of KL(old || new)
-            "pg_loss": pg_loss.detach(),
+            "approx_kl": approx_kl(ratio, log_ratio),
+            "policy_loss": pg_loss.detach(),
             "kl_loss": kl_loss.detach(),
         }
     return pg_loss + kl_loss, stats
@@ -183,7 +182,7 @@ def fixup(
 
     Only the actor receives gradients (set_to_none), so Adam leaves the critic untouched.
     """
-    params = [p for group in optimizer.param_groups for p in group["params"]]
+    params = params_of(optimizer)
     steps = passes = 0
     while True:
         if max_kl(policy, obs, old_params) <= args.eps_kl:
@@ -210,49 +209,43 @@ def update(
 ) -> dict:
     """Primary phase (update_epochs x num_minibatches steps, a beta step after each) with a fixup
     phase after every epoch (or only the last); returns mean statistics and step counts."""
-    batch_size = batch["obs"].shape[0]
-    mb_size = batch_size // args.num_minibatches
-    params = [p for group in optimizer.param_groups for p in group["params"]]
-    log: dict[str, list[torch.Tensor]] = {}
     anchor = [p.detach().clone() for p in policy.parameters()]  # the pre-update actor
-    primary = 0
     fix = {"fixup_steps": 0, "fixup_passes": 0, "fixup_capped": 0}
-    for epoch in range(args.update_epochs):
-        for idx in torch.randperm(batch_size).split(mb_size):
-            obs = batch["obs"][idx]
-            logp, entropy = policy.log_prob_entropy(obs, batch["actions"][idx])
-            kl = per_state_kl(index_params(old_params, idx), policy.dist_params(obs))
-            adv = batch["advantages"][idx]
-            if args.norm_adv:
-                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            pi_loss, stats = fixpo_loss(logp, batch["logprobs"][idx], adv, kl, beta)
-            v_loss = clipped_value_loss(
-                value_net(obs),
-                batch["values"][idx],
-                batch["returns"][idx],
-                args.value_clip_eps,
-                args.clip_vloss,
-            )
-            ent = entropy.mean()
-            loss = pi_loss - args.ent_coef * ent + args.vf_coef * v_loss
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
-            optimizer.step()
-            kl_stat = kl.max() if args.kl_target_stat == "max" else kl.mean()
-            beta_step(beta, beta_opt, kl_stat, args)
-            primary += 1
-            stats.update(loss=loss.detach(), value_loss=v_loss.detach(), entropy=ent.detach())
-            for k, v in stats.items():
-                log.setdefault(k, []).append(v)
+    kl_stat = torch.zeros(())
+
+    def loss_fn(mb, idx):
+        nonlocal kl_stat
+        logp, entropy = policy.log_prob_entropy(mb["obs"], mb["actions"])
+        kl = per_state_kl(index_params(old_params, idx), policy.dist_params(mb["obs"]))
+        pi_loss, stats = fixpo_loss(logp, mb["logprobs"], mb["advantages"], kl, beta)
+        v_loss = clipped_value_loss(
+            value_net(mb["obs"]), mb["values"], mb["returns"], args.value_clip_eps, args.clip_vloss
+        )
+        ent = entropy.mean()
+        loss = pi_loss - args.ent_coef * ent + args.vf_coef * v_loss
+        kl_stat = (kl.max() if args.kl_target_stat == "max" else kl.mean()).detach()
+        return loss, {**stats, **detached(loss=loss, value_loss=v_loss, entropy=ent)}
+
+    def after_epoch(epoch: int) -> None:
         if args.fixup_every_epoch or epoch == args.update_epochs - 1:
             result = fixup(
                 policy, optimizer, beta, beta_opt, batch["obs"], old_params, args, anchor
             )
             for k, v in result.items():
                 fix[k] += v
-    out = {k: float(torch.stack(v).mean()) for k, v in log.items()}
-    diagnostics.check_finite(out, params)
+
+    out = minibatch_update(
+        optimizer,
+        batch,
+        loss_fn,
+        epochs=args.update_epochs,
+        num_minibatches=args.num_minibatches,
+        max_grad_norm=args.max_grad_norm,
+        norm_adv=args.norm_adv,
+        after_step=lambda: beta_step(beta, beta_opt, kl_stat, args),
+        after_epoch=after_epoch,
+    )
+    primary = out.pop("grad_steps")
     total = primary + fix["fixup_steps"]
     out.update(
         beta=beta.item(),
@@ -265,18 +258,14 @@ def update(
 
 
 def main(args: Args) -> None:
-    run = Run(
-        args, "fixpo", args.gamma, args.gae_lambda, args.num_steps, args.norm_obs, args.norm_reward
+    run = Run(args)
+    policy = make_policy(
+        run.obs_space, run.act_space, args.hidden_sizes, log_std_init=args.log_std_init
     )
-    policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)
-    if hasattr(policy, "log_std"):
-        policy.log_std.data.fill_(args.log_std_init)
-    value_net = ValueNet(int(np.prod(run.obs_space.shape)), args.hidden_sizes)
-    # one Adam over actor and critic (as the reference); fixup steps leave the critic's
-    # gradients None, so Adam skips it
-    optimizer = torch.optim.Adam(
-        [*policy.parameters(), *value_net.parameters()], lr=args.learning_rate, eps=1e-5
-    )
+    value_net = ValueNet(run.obs_dim, args.hidden_sizes)
+    # one Adam over actor and critic (as the reference), per tensor: fixup steps leave the
+    # critic's gradients None, so Adam skips it
+    optimizer = adam(policy, value_net, lr=args.learning_rate, flat=False)
     lagrange = torch.nn.ParameterDict({"beta": torch.nn.Parameter(torch.tensor(args.beta_init))})
     beta = lagrange["beta"]
     beta_opt = torch.optim.Adam([beta], lr=args.beta_lr)
@@ -285,18 +274,13 @@ def main(args: Args) -> None:
         policy=policy, value=value_net, optimizer=optimizer, beta=lagrange, beta_optimizer=beta_opt
     )
     for iteration in run.start(**stateful):
-        frac = 1.0 - (iteration - 1) / run.num_iterations if args.anneal_lr else 1.0
-        optimizer.param_groups[0]["lr"] = lr = args.learning_rate * frac
+        lr = anneal_lr(optimizer, args.learning_rate, iteration, run.num_iterations, args.anneal_lr)
         batch, episodes = run.collect(policy, value_net)
         old_params = diagnostics.dist_params(policy, batch["obs"])
-        with run.guard():
-            stats = update(policy, value_net, optimizer, beta, beta_opt, batch, old_params, args)
-        # KL and ratio statistics over the whole batch after the update
-        stats.update(
-            diagnostics.policy_shift(
-                policy, batch["obs"], batch["actions"], batch["logprobs"], old_params, args.diag_eps
+        with run.update(policy, batch, args.ratio_eps) as stats:  # NaN guard, KL after
+            stats.update(
+                update(policy, value_net, optimizer, beta, beta_opt, batch, old_params, args)
             )
-        )
         run.end_iteration(iteration, {**stats, "learning_rate": lr}, episodes, act=policy.mode)
     run.finish(policy.mode)
 

@@ -6,7 +6,9 @@ step solved by conjugate gradient on the Gauss-Newton matrix.
     python algos/gae.py --env-id Hopper-v5 --gamma 0.995 --gae-lambda 0.97
 
 Logs what trpo.py logs plus the value step: its constraint value, sigma^2 and the loss before and
-after. Spec: algorithms.md §6 (eps_V is our assumption; the paper's value was not recovered).
+after. The policy step is TRPO's (controlrl.trust_region.policy_step, as algos/trpo.py). eps_V
+(--vf-max-kl) is our assumption: the paper's value was not recovered; modular_rl
+(joschu/modular_rl modular_rl/trpo.py, core.py) fits the value function by L-BFGS instead.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
 import torch
 
 from controlrl import diagnostics
@@ -36,9 +37,10 @@ from controlrl.trust_region import (
     flat_grad,
     get_flat,
     kl_hessian_vector_product,
-    natural_step,
+    policy_step,
     set_flat,
 )
+from controlrl.update import normalize_advantages
 
 
 @dataclass
@@ -154,21 +156,9 @@ def update(
     """Policy step on the advantages in `batch` (computed with V before this update), THEN
     the value step."""
     obs, actions, old_logp = batch["obs"], batch["actions"], batch["logprobs"]
-    adv = batch["advantages"]
-    adv = (adv - adv.mean()) / (adv.std() + 1e-8)  # standardised over the batch (modular_rl)
+    adv = normalize_advantages(batch["advantages"])  # over the batch (modular_rl)
     old_params = diagnostics.dist_params(policy, obs)
-    stats = natural_step(
-        list(policy.parameters()),
-        objective=lambda: (
-            torch.exp(policy.log_prob_entropy(obs, actions)[0] - old_logp) * adv
-        ).mean(),
-        constraint=lambda: diagnostics.per_state_kl(old_params, policy.dist_params(obs)).mean(),
-        delta=args.max_kl,
-        cg_steps=args.cg_max_steps,
-        damping=args.cg_damping,
-        shrink=args.line_search_shrinking_factor,
-        max_backtracks=args.line_search_max_iter,
-    )
+    stats = policy_step(policy, obs, actions, old_logp, old_params, adv, args)
     stats.update(
         value_trust_region_step(
             value_net, obs, targets, args.vf_max_kl, args.cg_max_steps, args.vf_cg_damping
@@ -182,11 +172,9 @@ def update(
 
 
 def main(args: Args) -> None:
-    run = Run(
-        args, "gae", args.gamma, args.gae_lambda, args.num_steps, args.norm_obs, args.norm_reward
-    )
+    run = Run(args)
     policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)
-    value_net = ValueNet(int(np.prod(run.obs_space.shape)), args.hidden_sizes)
+    value_net = ValueNet(run.obs_dim, args.hidden_sizes)
     for iteration in run.start(policy=policy, value=value_net):
         batch, episodes = run.collect(policy, value_net)  # advantages use V before its update
         if args.value_target == "mc":

@@ -1,22 +1,21 @@
-"""PPO-clip (Schulman et al. 2017) with CleanRL's MuJoCo defaults, for Box and Discrete actions.
+"""PPO-clip (Schulman et al. 2017, "Proximal Policy Optimization Algorithms") with CleanRL's
+MuJoCo defaults (vwxyzjn/cleanrl cleanrl/ppo_continuous_action.py), Box and Discrete actions.
 
     python algos/ppo.py --env-id Hopper-v5 --total-timesteps 1000000 --seed 1
 
-Logs to the run directory (config.json, metrics.csv, timing.csv, tb/, checkpoints/, videos/):
-episode returns, losses, approx-KL (k3), clip fraction, explained variance, evaluation returns
-with the normaliser frozen, steps/s, and, after each update over the whole batch
-(controlrl.diagnostics), per-state KL(old || new) mean and max and the fraction, max and mean of
-|r - 1| (> eps). Spec: shared specs algorithms.md §0, §2.
+Differences from CleanRL: timeouts bootstrap from V(final observation) (--truncation-as-terminal
+gives CleanRL's convention), the normalisers are saved in checkpoints. Logs to the run directory
+(config.json, metrics.csv, timing.csv, tb/, checkpoints/, videos/) the metrics listed in the
+README (episode returns, losses, approx-KL (k3), clip fraction, explained variance, per-state
+KL(old || new) and ratio deviation over the whole batch after the update, evaluation returns).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
-from controlrl import diagnostics
 from controlrl.cli import (
     CommonArgs,
     parse,
@@ -26,9 +25,10 @@ from controlrl.cli import (
     require_positive,
     require_unit_interval,
 )
-from controlrl.losses import clipped_value_loss
-from controlrl.nets import ValueNet, flatten_parameters, make_policy
+from controlrl.losses import approx_kl, clipped_value_loss
+from controlrl.nets import ValueNet, make_policy
 from controlrl.training import Run
+from controlrl.update import adam, anneal_lr, detached, minibatch_update
 
 
 @dataclass
@@ -102,91 +102,49 @@ def ppo_loss(
     ratio = log_ratio.exp()
     loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - eps, 1 + eps)).mean()
     with torch.no_grad():
-        deviation = (ratio - 1).abs()
         stats = {
-            "approx_kl": ((ratio - 1) - log_ratio).mean(),  # k3 estimator of KL(old || new)
-            "clip_frac": (deviation > eps).float().mean(),
-            "ratio_dev_max": deviation.max(),
+            "approx_kl": approx_kl(ratio, log_ratio),
+            "clip_frac": ((ratio - 1).abs() > eps).float().mean(),
         }
     return loss, stats
 
 
 def update(policy, value_net, optimizer, batch: dict[str, torch.Tensor], args: Args) -> dict:
     """update_epochs x num_minibatches Adam steps on the PPO loss; returns mean statistics."""
-    batch_size = batch["obs"].shape[0]
-    mb_size = batch_size // args.num_minibatches
-    params = [p for group in optimizer.param_groups for p in group["params"]]
-    log: dict[str, list[torch.Tensor]] = {}
-    steps = 0
-    for _ in range(args.update_epochs):
-        for idx in torch.randperm(batch_size).split(mb_size):
-            logp, entropy = policy.log_prob_entropy(batch["obs"][idx], batch["actions"][idx])
-            adv = batch["advantages"][idx]
-            if args.norm_adv:
-                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            pg_loss, stats = ppo_loss(logp, batch["logprobs"][idx], adv, args.clip_coef)
-            v_loss = clipped_value_loss(
-                value_net(batch["obs"][idx]),
-                batch["values"][idx],
-                batch["returns"][idx],
-                args.clip_coef,
-                args.clip_vloss,
-            )
-            ent = entropy.mean()
-            loss = pg_loss - args.ent_coef * ent + args.vf_coef * v_loss
-            optimizer.zero_grad(set_to_none=False)  # in place: keeps flat-parameter views
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
-            optimizer.step()
-            steps += 1
-            stats.update(
-                loss=loss.detach(),
-                policy_loss=pg_loss.detach(),
-                value_loss=v_loss.detach(),
-                entropy=ent.detach(),
-            )
-            for k, v in stats.items():
-                log.setdefault(k, []).append(v)
-        if args.target_kl is not None and stats["approx_kl"] > args.target_kl:
-            break
-    out = {
-        k: float(torch.stack(v).max() if k == "ratio_dev_max" else torch.stack(v).mean())
-        for k, v in log.items()
-    }
-    diagnostics.check_finite(out, params)
-    out["grad_steps"] = steps
-    return out
+
+    def loss_fn(mb, idx):
+        logp, entropy = policy.log_prob_entropy(mb["obs"], mb["actions"])
+        pg_loss, stats = ppo_loss(logp, mb["logprobs"], mb["advantages"], args.clip_coef)
+        v_loss = clipped_value_loss(
+            value_net(mb["obs"]), mb["values"], mb["returns"], args.clip_coef, args.clip_vloss
+        )
+        ent = entropy.mean()
+        loss = pg_loss - args.ent_coef * ent + args.vf_coef * v_loss
+        terms = detached(loss=loss, policy_loss=pg_loss, value_loss=v_loss, entropy=ent)
+        return loss, {**stats, **terms}
+
+    return minibatch_update(
+        optimizer,
+        batch,
+        loss_fn,
+        epochs=args.update_epochs,
+        num_minibatches=args.num_minibatches,
+        max_grad_norm=args.max_grad_norm,
+        norm_adv=args.norm_adv,
+        target_kl=args.target_kl,
+    )
 
 
 def main(args: Args) -> None:
-    run = Run(
-        args, "ppo", args.gamma, args.gae_lambda, args.num_steps, args.norm_obs, args.norm_reward
-    )
+    run = Run(args)
     policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)
-    value_net = ValueNet(
-        int(np.prod(run.obs_space.shape)), args.critic_hidden_sizes or args.hidden_sizes
-    )
-    flat_params = flatten_parameters(policy, value_net)  # clip and Adam: one tensor, not 13
-    optimizer = torch.optim.Adam([flat_params], lr=args.learning_rate, eps=1e-5, fused=True)
-
+    value_net = ValueNet(run.obs_dim, args.critic_hidden_sizes or args.hidden_sizes)
+    optimizer = adam(policy, value_net, lr=args.learning_rate)
     for iteration in run.start(policy=policy, value=value_net, optimizer=optimizer):
-        frac = 1.0 - (iteration - 1) / run.num_iterations if args.anneal_lr else 1.0
-        optimizer.param_groups[0]["lr"] = lr = args.learning_rate * frac
+        lr = anneal_lr(optimizer, args.learning_rate, iteration, run.num_iterations, args.anneal_lr)
         batch, episodes = run.collect(policy, value_net)
-        old_params = diagnostics.dist_params(policy, batch["obs"])
-        with run.guard():
-            stats = update(policy, value_net, optimizer, batch, args)
-        # KL and ratio statistics over the whole batch after the update
-        stats.update(
-            diagnostics.policy_shift(
-                policy,
-                batch["obs"],
-                batch["actions"],
-                batch["logprobs"],
-                old_params,
-                args.clip_coef,
-            )
-        )
+        with run.update(policy, batch, args.clip_coef) as stats:  # NaN guard, KL after
+            stats.update(update(policy, value_net, optimizer, batch, args))
         run.end_iteration(iteration, {**stats, "learning_rate": lr}, episodes, act=policy.mode)
     run.finish(policy.mode)
 

@@ -6,14 +6,14 @@ TRPO with RL Zoo's MuJoCo settings.
 
 Logs (metrics.csv, TensorBoard): surrogate before/after, measured mean KL after the step, the
 quadratic model's KL, line-search acceptance and backtracks, CG residual, critic loss, per-state
-KL (mean, max) and ratio deviation, episode and evaluation returns. Spec: algorithms.md §1.
+KL (mean, max) and ratio deviation, episode and evaluation returns (the README lists them).
+The policy step (surrogate, mean KL, CG, line search) is controlrl.trust_region.policy_step.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from controlrl import diagnostics
@@ -26,9 +26,10 @@ from controlrl.cli import (
     require_positive,
     require_unit_interval,
 )
-from controlrl.nets import ValueNet, flatten_parameters, make_policy
+from controlrl.nets import ValueNet, make_policy
 from controlrl.training import Run
-from controlrl.trust_region import natural_step
+from controlrl.trust_region import policy_step
+from controlrl.update import adam, normalize_advantages
 
 
 @dataclass
@@ -41,9 +42,9 @@ class Args(CommonArgs):
     """discount (RL Zoo 0.99)"""
     gae_lambda: float = 0.95
     """GAE lambda (RL Zoo 0.95)"""
-    target_kl: float = 0.01
-    """trust-region radius delta on the mean KL(old || new) (sb3-contrib 0.01; RL Zoo uses 0.04
-    for HalfCheetah)"""
+    max_kl: float = 0.01
+    """trust-region radius delta on the mean KL(old || new) (sb3-contrib target_kl 0.01; RL Zoo
+    uses 0.04 for HalfCheetah)"""
     cg_max_steps: int = 25
     """conjugate-gradient iterations (RL Zoo MuJoCo 25; sb3-contrib default 15)"""
     cg_damping: float = 0.1
@@ -74,7 +75,7 @@ class Args(CommonArgs):
         require_positive(
             self,
             "num_steps",
-            "target_kl",
+            "max_kl",
             "cg_max_steps",
             "line_search_max_iter",
             "critic_learning_rate",
@@ -90,33 +91,6 @@ class Args(CommonArgs):
         )
         batch = require_batch(self, self.num_steps)
         require(batch >= 2, "num_steps", "* --num-envs must be >= 2 (advantage normalisation)")
-
-
-def surrogate(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
-    """The importance-sampled surrogate to MAXIMISE: mean(r * A), r = pi / pi_old."""
-    return (torch.exp(logp - old_logp) * adv).mean()
-
-
-def mean_kl(old_params, policy, obs: torch.Tensor) -> torch.Tensor:
-    """The trust-region constraint: mean over states of KL(pi_old(.|s) || pi(.|s))."""
-    return diagnostics.per_state_kl(old_params, policy.dist_params(obs)).mean()
-
-
-def policy_step(
-    policy, batch: dict[str, torch.Tensor], old_params, adv: torch.Tensor, args: Args
-) -> dict[str, float]:
-    """One natural-gradient step of the actor on the whole batch (no minibatches)."""
-    obs, actions, old_logp = batch["obs"], batch["actions"], batch["logprobs"]
-    return natural_step(
-        list(policy.parameters()),
-        objective=lambda: surrogate(policy.log_prob_entropy(obs, actions)[0], old_logp, adv),
-        constraint=lambda: mean_kl(old_params, policy, obs),
-        delta=args.target_kl,
-        cg_steps=args.cg_max_steps,
-        damping=args.cg_damping,
-        shrink=args.line_search_shrinking_factor,
-        max_backtracks=args.line_search_max_iter,
-    )
 
 
 def fit_critic(value_net, optimizer, obs: torch.Tensor, returns: torch.Tensor, args: Args) -> float:
@@ -137,33 +111,23 @@ def update(
 ) -> dict[str, float]:
     """Actor: one trust-region step. Critic: regression, separate parameters and optimiser, so
     it cannot move the policy."""
-    adv = batch["advantages"]
-    if args.norm_adv:
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    old_params = diagnostics.dist_params(policy, batch["obs"])
-    stats = policy_step(policy, batch, old_params, adv, args)
-    stats["value_loss"] = fit_critic(
-        value_net, critic_optimizer, batch["obs"], batch["returns"], args
-    )
+    obs, actions, old_logp = batch["obs"], batch["actions"], batch["logprobs"]
+    adv = normalize_advantages(batch["advantages"]) if args.norm_adv else batch["advantages"]
+    old_params = diagnostics.dist_params(policy, obs)
+    stats = policy_step(policy, obs, actions, old_logp, old_params, adv, args)
+    stats["value_loss"] = fit_critic(value_net, critic_optimizer, obs, batch["returns"], args)
     stats.update(
-        diagnostics.policy_shift(
-            policy, batch["obs"], batch["actions"], batch["logprobs"], old_params, args.ratio_eps
-        )
+        diagnostics.policy_shift(policy, obs, actions, old_logp, old_params, args.ratio_eps)
     )
     diagnostics.check_finite(stats, [*policy.parameters(), *value_net.parameters()])
     return stats
 
 
 def main(args: Args) -> None:
-    run = Run(
-        args, "trpo", args.gamma, args.gae_lambda, args.num_steps, args.norm_obs, args.norm_reward
-    )
+    run = Run(args)
     policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)
-    value_net = ValueNet(int(np.prod(run.obs_space.shape)), args.hidden_sizes)
-    critic_params = flatten_parameters(value_net)  # one tensor: Adam is one fused op
-    critic_optimizer = torch.optim.Adam(
-        [critic_params], lr=args.critic_learning_rate, eps=1e-5, fused=True
-    )
+    value_net = ValueNet(run.obs_dim, args.hidden_sizes)
+    critic_optimizer = adam(value_net, lr=args.critic_learning_rate)
     for iteration in run.start(policy=policy, value=value_net, critic_optimizer=critic_optimizer):
         batch, episodes = run.collect(policy, value_net)
         with run.guard():

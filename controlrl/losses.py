@@ -15,3 +15,9 @@ def clipped_value_loss(
         v_clipped = v_old + (v_new - v_old).clamp(-eps, eps)
         err = torch.max(err, (v_clipped - returns).pow(2))
     return 0.5 * err.mean()
+
+
+def approx_kl(ratio: torch.Tensor, log_ratio: torch.Tensor) -> torch.Tensor:
+    """The k3 estimator of KL(old || new) from samples of the old policy: mean((r - 1) - log r),
+    unbiased and never negative (J. Schulman, "Approximating KL divergence", 2020; CleanRL)."""
+    return ((ratio - 1) - log_ratio).mean()

@@ -46,12 +46,20 @@ def mlp(
 
 
 class GaussianPolicy(nn.Module):
-    """Diagonal Gaussian with a state-independent log-std parameter (initialised to 0)."""
+    """Diagonal Gaussian with a state-independent log-std parameter (initialised to
+    log_std_init, 0 as CleanRL)."""
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...] = (64, 64)) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden: tuple[int, ...] = (64, 64),
+        activation: type[nn.Module] = nn.Tanh,
+        log_std_init: float = 0.0,
+    ) -> None:
         super().__init__()
-        self.mean = mlp([obs_dim, *hidden, act_dim], out_gain=0.01)
-        self.log_std = nn.Parameter(torch.zeros(act_dim))
+        self.mean = mlp([obs_dim, *hidden, act_dim], activation, out_gain=0.01)
+        self.log_std = nn.Parameter(torch.full((act_dim,), float(log_std_init)))
 
     def sample(self, obs: torch.Tensor) -> torch.Tensor:
         """Sampled actions [B, act_dim]."""
@@ -82,9 +90,15 @@ class GaussianPolicy(nn.Module):
 class CategoricalPolicy(nn.Module):
     """Softmax policy over a discrete action set."""
 
-    def __init__(self, obs_dim: int, num_actions: int, hidden: tuple[int, ...] = (64, 64)) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        num_actions: int,
+        hidden: tuple[int, ...] = (64, 64),
+        activation: type[nn.Module] = nn.Tanh,
+    ) -> None:
         super().__init__()
-        self.logits = mlp([obs_dim, *hidden, num_actions], out_gain=0.01)
+        self.logits = mlp([obs_dim, *hidden, num_actions], activation, out_gain=0.01)
 
     def sample(self, obs: torch.Tensor) -> torch.Tensor:
         """Sampled action indices [B]."""
@@ -138,9 +152,20 @@ def flatten_parameters(*modules: nn.Module) -> nn.Parameter:
     return flat
 
 
-def make_policy(observation_space, action_space, hidden: tuple[int, ...] = (64, 64)) -> nn.Module:
-    """Gaussian policy for Box actions, categorical for Discrete ones."""
+ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+def make_policy(
+    observation_space,
+    action_space,
+    hidden: tuple[int, ...] = (64, 64),
+    activation: str = "tanh",
+    log_std_init: float = 0.0,
+) -> nn.Module:
+    """Gaussian policy for Box actions, categorical for Discrete ones (which have no log-std),
+    with hidden activation 'tanh' or 'relu'."""
     obs_dim = int(math.prod(observation_space.shape))
+    act = ACTIVATIONS[activation]
     if hasattr(action_space, "n"):
-        return CategoricalPolicy(obs_dim, int(action_space.n), hidden)
-    return GaussianPolicy(obs_dim, int(math.prod(action_space.shape)), hidden)
+        return CategoricalPolicy(obs_dim, int(action_space.n), hidden, act)
+    return GaussianPolicy(obs_dim, int(math.prod(action_space.shape)), hidden, act, log_std_init)

@@ -1,4 +1,4 @@
-"""Seeding and RNG state capture (for reproducible runs and exact resumes)."""
+"""Seeding, the named seed derivations of a run, and RNG state capture for exact resumes."""
 
 from __future__ import annotations
 
@@ -7,22 +7,36 @@ import random
 import numpy as np
 import torch
 
+# Offsets of the derived seeds: far apart, so that the streams of seeds s and s + 1 never meet.
+RESET_STRIDE = 1_000_003  # a prime: env resets of iterations i and j of nearby seeds never collide
+EVAL_OFFSET = 10_000
 
-def seed_everything(seed: int, torch_deterministic: bool = True) -> np.random.Generator:
-    """Seed python, numpy and torch; return a numpy Generator for the run's own sampling."""
+
+def seed_everything(seed: int, torch_deterministic: bool = True) -> None:
+    """Seed python, numpy's global stream and torch; deterministic torch kernels if asked."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(torch_deterministic, warn_only=True)
-    return np.random.default_rng(seed)
 
 
-def rng_state(rng: np.random.Generator) -> dict:
-    """RNG states of torch and the run's numpy Generator, as checkpoint-safe objects."""
-    return {"torch": torch.get_rng_state(), "numpy": rng.bit_generator.state}
+def reset_seed(seed: int, iteration: int) -> int:
+    """Seed of the training envs' reset when a run starts (or resumes) after `iteration`
+    iterations: fresh episodes on resume, never the ones the run began with."""
+    return seed + RESET_STRIDE * iteration
 
 
-def set_rng_state(state: dict, rng: np.random.Generator) -> None:
+def eval_seed(seed: int) -> int:
+    """Seed of the evaluation envs: the same episodes at every evaluation of a run, and never
+    the training envs' episodes."""
+    return seed + EVAL_OFFSET
+
+
+def rng_state() -> dict:
+    """The torch RNG state (the only stream a run draws from), checkpoint-safe."""
+    return {"torch": torch.get_rng_state()}
+
+
+def set_rng_state(state: dict) -> None:
     """Restore what rng_state captured."""
     torch.set_rng_state(state["torch"])
-    rng.bit_generator.state = state["numpy"]

@@ -1,8 +1,8 @@
 """Natural-gradient machinery shared by TRPO and the GAE paper's algorithm: flat parameter
-vectors, conjugate gradient, the KL-constrained step with backtracking line search.
-
-The objective and the constraint are closures supplied by the algorithm; nothing here knows
-which algorithm calls it.
+vectors, conjugate gradient, the KL-constrained step with backtracking line search, and TRPO's
+policy step (Schulman et al. 2015, "Trust Region Policy Optimization"; line search as
+sb3-contrib sb3_contrib/trpo/trpo.py): maximise the surrogate mean(r A) subject to the mean
+KL(old || new) <= max_kl. natural_step takes the objective and the constraint as closures.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import math
 from collections.abc import Callable
 
 import torch
+
+from controlrl.diagnostics import per_state_kl
 
 Params = list[torch.nn.Parameter]
 
@@ -136,3 +138,37 @@ def natural_step(
                 return stats
         set_flat(params, old)
     return stats
+
+
+def surrogate(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
+    """The importance-sampled surrogate to MAXIMISE: mean(r * A), r = pi / pi_old."""
+    return (torch.exp(logp - old_logp) * adv).mean()
+
+
+def mean_kl(old_params, policy, obs: torch.Tensor) -> torch.Tensor:
+    """The trust-region constraint: mean over states of KL(pi_old(.|s) || pi(.|s))."""
+    return per_state_kl(old_params, policy.dist_params(obs)).mean()
+
+
+def policy_step(
+    policy,
+    obs: torch.Tensor,
+    actions: torch.Tensor,
+    old_logp: torch.Tensor,
+    old_params,
+    adv: torch.Tensor,
+    args,
+) -> dict[str, float]:
+    """TRPO's policy step on the whole batch: natural_step on surrogate s.t. mean_kl <= max_kl.
+    args carries the trust-region flags of trpo.py and gae.py: max_kl, cg_max_steps,
+    cg_damping, line_search_shrinking_factor, line_search_max_iter."""
+    return natural_step(
+        list(policy.parameters()),
+        objective=lambda: surrogate(policy.log_prob_entropy(obs, actions)[0], old_logp, adv),
+        constraint=lambda: mean_kl(old_params, policy, obs),
+        delta=args.max_kl,
+        cg_steps=args.cg_max_steps,
+        damping=args.cg_damping,
+        shrink=args.line_search_shrinking_factor,
+        max_backtracks=args.line_search_max_iter,
+    )

@@ -1,0 +1,190 @@
+"""What every run needs, whatever the algorithm or backend: seeding, the run directory and
+config.json, resume, the logger and progress bar, evaluation and checkpoint cadence, the NaN
+guard and the final evaluation. Torch on-policy, JAX, off-policy and offline files all use it.
+
+    session = Session(args, steps_per_iteration=batch_size)
+    for iteration in session.start(policy=policy, optimizer=optimizer):  # restored on --resume
+        ...                                       # collect and update; then
+        session.step += batch_size                 # env steps (or gradient steps) done so far
+        session.end_iteration(iteration, metrics, timing, evaluate=lambda: ...)
+    session.finish(evaluate=lambda: ...)
+
+Anything with state_dict()/load_state_dict() can be registered; the checkpoint also holds the
+step, the iteration and the torch RNG state, and is written atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import torch
+
+from controlrl import checkpoint
+from controlrl.cli import CommonArgs, config_dict, fail
+from controlrl.diagnostics import NonFiniteError
+from controlrl.logger import RunLogger, default_run_dir
+from controlrl.seeding import rng_state, seed_everything, set_rng_state
+
+
+def algo_name(args: CommonArgs) -> str:
+    """The algorithm's name: the file stem of the module that defines type(args) ('ppo')."""
+    module = sys.modules[type(args).__module__]
+    return Path(module.__file__).stem
+
+
+class Session:
+    """One run's directory, logger, resume state, cadences and checkpoints."""
+
+    def __init__(self, args: CommonArgs, steps_per_iteration: int) -> None:
+        self.args = args
+        self.algo = algo_name(args)
+        torch.set_num_threads(args.torch_threads)
+        seed_everything(args.seed, args.torch_deterministic)
+        self.resume_state: dict | None = None
+        if args.resume is not None:  # read before anything is started or written
+            try:
+                self.resume_state = checkpoint.load(self.checkpoint_path(args.resume), ("step",))
+            except checkpoint.CheckpointError as exc:
+                fail(str(exc))
+        self.steps_per_iteration = steps_per_iteration
+        self.num_iterations = args.total_timesteps // steps_per_iteration
+        self.run_dir = Path(args.run_dir or default_run_dir(self.algo, args.env_id, args.seed))
+        self.stateful: dict = {}
+        self.logger: RunLogger | None = None
+        self.step = 0
+        self.start_iteration = 0
+        self.next_eval: int | None = None
+
+    @staticmethod
+    def checkpoint_path(run_dir: str | Path) -> Path:
+        """Where a run directory keeps its latest checkpoint."""
+        return Path(run_dir) / "checkpoints" / "latest.pt"
+
+    def start(self, **stateful) -> Iterator[int]:
+        """Register what checkpoints hold, restore it when resuming, open the run directory;
+        returns the iterations still to run (1-based)."""
+        self.stateful = stateful
+        state = self.resume_state
+        if state is not None:
+            try:
+                missing = [k for k in ("iteration", "rng", *stateful) if k not in state]
+                if missing:
+                    raise checkpoint.CheckpointError(f"checkpoint lacks keys: {', '.join(missing)}")
+                for name, obj in stateful.items():
+                    obj.load_state_dict(state[name])
+                set_rng_state(state["rng"])
+            except (checkpoint.CheckpointError, KeyError, RuntimeError, ValueError) as exc:
+                fail(f"cannot resume from {self.args.resume}: {exc}")
+            self.start_iteration, self.step = int(state["iteration"]), int(state["step"])
+        args = self.args
+        self.logger = RunLogger(
+            self.run_dir,
+            config_dict(args, self.algo),
+            args.total_timesteps,
+            self.step,
+            args.tensorboard,
+            args.progress,
+        )
+        every = args.eval_every
+        self.next_eval = (self.step // every + 1) * every if every else None
+        return iter(range(self.start_iteration + 1, self.num_iterations + 1))
+
+    @contextlib.contextmanager
+    def status(self, text: str) -> Iterator[None]:
+        """Show text on the progress bar while the block runs (e.g. 'compiling...')."""
+        self.logger.bar.set_description_str(text, refresh=True)
+        try:
+            yield
+        finally:
+            self.logger.bar.set_description_str("", refresh=False)
+
+    def write(self, line: str) -> None:
+        """A line of text above the progress bar."""
+        self.logger.bar.write(line)
+
+    @contextlib.contextmanager
+    def guard(self) -> Iterator[None]:
+        """Stop with a message (exit 1) if the block raised NonFiniteError (see check_finite);
+        the last good checkpoint stays on disk."""
+        try:
+            yield
+        except NonFiniteError as exc:
+            self.logger.close()
+            print(
+                f"error: {exc}; the last good checkpoint stays in {self.run_dir}", file=sys.stderr
+            )
+            raise SystemExit(1) from None
+
+    def end_iteration(
+        self,
+        iteration: int,
+        metrics: dict,
+        timing: dict | None = None,
+        evaluate: Callable[[], float] | None = None,
+    ) -> None:
+        """Log one row at self.step (plus eval/return when an evaluation is due), then write a
+        checkpoint when due (every checkpoint_every iterations and after the last)."""
+        metrics = {**metrics, "eval/return": float("nan")}  # a fixed column, NaN between evals
+        if self.eval_due() and evaluate is not None:
+            metrics["eval/return"] = evaluate()
+            self.next_eval += self.args.eval_every
+        self.logger.log(self.step, metrics, timing)
+        if iteration % self.args.checkpoint_every == 0 or iteration == self.num_iterations:
+            self.save_checkpoint(iteration)
+
+    def eval_due(self) -> bool:
+        """Whether self.step has reached the next evaluation."""
+        return self.next_eval is not None and self.step >= self.next_eval
+
+    def save_checkpoint(self, iteration: int) -> None:
+        """Everything needed to resume, written atomically."""
+        state = {
+            "step": self.step,
+            "iteration": iteration,
+            "rng": rng_state(),
+            **{name: obj.state_dict() for name, obj in self.stateful.items()},
+        }
+        checkpoint.save(self.checkpoint_path(self.run_dir), state)
+
+    def finish(self, evaluate: Callable[[], float]) -> float:
+        """Final evaluation into final_eval.json; close the logger."""
+        final = evaluate()
+        (self.run_dir / "final_eval.json").write_text(
+            json.dumps({"step": self.step, "eval_return_mean": final}) + "\n"
+        )
+        self.write(
+            f"final evaluation ({self.args.eval_episodes} episodes, normaliser frozen): "
+            f"{final:.1f}   run dir: {self.run_dir}"
+        )
+        self.logger.close()
+        return final
+
+
+class Timer:
+    """Wall-clock phases of one iteration: timer.lap('rollout_s') ... timer.timing(batch)."""
+
+    def __init__(self) -> None:
+        self.t = time.perf_counter()
+        self.t0 = self.t
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        """Seconds since the previous lap (or the start) under time/<name>."""
+        now = time.perf_counter()
+        self.laps[f"time/{name}"] = now - self.t
+        self.t = now
+
+    def timing(self, steps: int) -> dict[str, float]:
+        """{'time/sps': steps per second since the start, then each lap}."""
+        return {"time/sps": steps / max(self.t - self.t0, 1e-9), **self.laps}
+
+
+def all_finite(values) -> bool:
+    """Every number is finite."""
+    return all(math.isfinite(v) for v in values)
