@@ -48,7 +48,7 @@ ALGOS = {
         "reference": {"Hopper-v5": 3372.0, "HalfCheetah-v5": 1803.0, "Walker2d-v5": 4502.0},
         "reference_label": "sb3-contrib TRPO (v3, 1M)",
         "compare": "final_eval_return",  # RL Zoo's benchmark evaluates the deterministic policy
-        "overrides": {"HalfCheetah-v5": ["--target-kl", "0.04"]},  # RL Zoo's tuned value
+        "overrides": {"HalfCheetah-v5": ["--max-kl", "0.04"]},  # RL Zoo's tuned value
     },
 }
 EVAL_FLAGS = ["--eval-every", "200000", "--eval-episodes", "5"]

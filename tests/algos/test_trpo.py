@@ -4,14 +4,16 @@ import pytest
 import torch
 from torch.func import functional_call
 
-from algos.trpo import Args, fit_critic, mean_kl, surrogate
+from algos.trpo import Args, fit_critic
 from controlrl import diagnostics
 from controlrl.nets import CategoricalPolicy, GaussianPolicy, ValueNet
 from controlrl.trust_region import (
     conjugate_gradient,
     get_flat,
     kl_hessian_vector_product,
+    mean_kl,
     natural_step,
+    surrogate,
 )
 
 torch.set_default_dtype(torch.float64)

@@ -71,7 +71,7 @@ def test_smoke(script, env_id, tmp_path):
 @pytest.mark.parametrize(
     "module, argv, fragment",
     [
-        (trpo, ["--target-kl", "0"], "--target-kl must be > 0"),
+        (trpo, ["--max-kl", "0"], "--max-kl must be > 0"),
         (trpo, ["--line-search-shrinking-factor", "1.5"], "must be in (0, 1)"),
         (trpo, ["--cg-damping", "-1"], "--cg-damping must be >= 0"),
         (gae, ["--vf-max-kl", "0"], "--vf-max-kl must be > 0"),
