@@ -18,21 +18,18 @@ other numbers than ppo.py (but the same numbers every time).
 
 from __future__ import annotations
 
-import json
 import math
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from algos import ppo
-from controlrl import checkpoint
-from controlrl.cli import config_dict, fail, parse, require
-from controlrl.diagnostics import explained_variance
-from controlrl.logger import RunLogger, default_run_dir
+from controlrl.cli import parse, require
+from controlrl.diagnostics import NonFiniteError, explained_variance
+from controlrl.session import Session, Timer, all_finite
+from controlrl.update import linear_lr
 
 OBS_CLIP, REW_CLIP, NORM_EPS, COUNT_PRIOR = 10.0, 10.0, 1e-8, 1e-4  # as controlrl.normalize
 
@@ -147,15 +144,13 @@ def loss_fn(params, mb, args: Args):
     v_loss = 0.5 * err.mean()
     entropy = (params["log_std"] + 0.5 * math.log(2 * math.pi * math.e)).sum()
     loss = pg_loss - args.ent_coef * entropy + args.vf_coef * v_loss
-    deviation = jnp.abs(ratio - 1)
     stats = {
+        "approx_kl": ((ratio - 1) - log_ratio).mean(),  # k3, as controlrl.losses.approx_kl
+        "clip_frac": (jnp.abs(ratio - 1) > eps).mean(),
         "loss": loss,
         "policy_loss": pg_loss,
         "value_loss": v_loss,
         "entropy": entropy,
-        "approx_kl": ((ratio - 1) - log_ratio).mean(),
-        "clip_frac": (deviation > eps).mean(),
-        "ratio_dev_max": deviation.max(),
     }
     return loss, stats
 
@@ -266,14 +261,24 @@ def make_functions(env, args: Args):
 
         keys = jax.random.split(key, args.update_epochs)
         (params, opt_state), stats = jax.lax.scan(epoch, (params, opt_state), keys)
-        out = {k: v.max() if k == "ratio_dev_max" else v.mean() for k, v in stats.items()}
-        # per-state KL(old || new) of the Gaussians over the whole batch after the update
+        # statistics reduced as controlrl.update.reduce_stats: max for "_max" names, else mean
+        out = {k: v.max() if k.endswith("_max") else v.mean() for k, v in stats.items()}
+        # over the whole batch after the update, as controlrl.diagnostics.policy_shift: per-state
+        # KL(old || new) of the Gaussians and the deviation |r - 1| of the ratios
         new_mean, new_log_std = mlp(params["actor"], flat["obs"]), params["log_std"]
         var_old, var_new = jnp.exp(2 * old_log_std), jnp.exp(2 * new_log_std)
         kl = (
             new_log_std - old_log_std + (var_old + (old_mean - new_mean) ** 2) / (2 * var_new) - 0.5
         ).sum(-1)
-        out.update(kl_mean=kl.mean(), kl_max=kl.max())
+        logp = log_prob(new_mean, new_log_std, flat["action"])
+        deviation = jnp.abs(jnp.exp(logp - flat["logp"]) - 1)
+        out.update(
+            kl_mean=kl.mean(),
+            kl_max=kl.max(),
+            ratio_dev_frac=(deviation > args.clip_coef).mean(),
+            ratio_dev_max=deviation.max(),
+            ratio_dev_mean=deviation.mean(),
+        )
         finite = jnp.all(
             jnp.array([jnp.isfinite(x).all() for x in jax.tree_util.tree_leaves(params)])
         )
@@ -319,19 +324,36 @@ def _jnp():
     return _jax().numpy
 
 
-def to_tensors(tree) -> list[torch.Tensor]:
-    """Leaves as torch tensors (checkpoints load with weights_only=True)."""
-    return [torch.from_numpy(np.array(x)) for x in _jax().tree_util.tree_leaves(tree)]
+def _widen(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.int64) if x.dtype == np.uint32 else x
 
 
-def from_tensors(like, tensors: list[torch.Tensor]):
-    jax = _jax()
-    leaves, treedef = jax.tree_util.tree_flatten(like)
-    if len(leaves) != len(tensors) or any(
-        tuple(a.shape) != tuple(t.shape) for a, t in zip(leaves, tensors)
-    ):
-        raise ValueError("checkpoint shapes do not match this configuration")
-    return jax.tree_util.tree_unflatten(treedef, [_jnp().asarray(t.numpy()) for t in tensors])
+class JaxState:
+    """Named JAX pytrees (parameters, optimiser state, normaliser statistics, PRNG key) as one
+    object the Session checkpoints: leaves become torch tensors (weights-only loading)."""
+
+    def __init__(self, **trees) -> None:
+        self.trees = trees
+
+    def state_dict(self) -> dict[str, list[torch.Tensor]]:
+        leaves = _jax().tree_util.tree_leaves
+        # torch has no uint32 (PRNG keys): widen to int64, narrowed back on load
+        return {
+            k: [torch.from_numpy(_widen(np.array(x))) for x in leaves(tree)]
+            for k, tree in self.trees.items()
+        }
+
+    def load_state_dict(self, state: dict[str, list[torch.Tensor]]) -> None:
+        jax = _jax()
+        for name, like in self.trees.items():
+            leaves, treedef = jax.tree_util.tree_flatten(like)
+            tensors = state[name]
+            if len(leaves) != len(tensors) or any(
+                tuple(a.shape) != tuple(t.shape) for a, t in zip(leaves, tensors)
+            ):
+                raise ValueError(f"checkpoint '{name}' does not match this configuration")
+            values = [_jnp().asarray(t.numpy().astype(a.dtype)) for a, t in zip(leaves, tensors)]
+            self.trees[name] = jax.tree_util.tree_unflatten(treedef, values)
 
 
 def main(args: Args) -> None:
@@ -339,105 +361,52 @@ def main(args: Args) -> None:
     from brax import envs as brax_envs
 
     from envs import split_id
-
-    state = None
-    if args.resume is not None:
-        try:
-            state = checkpoint.load(
-                Path(args.resume) / "checkpoints" / "latest.pt", required=("step", "iteration")
-            )
-        except checkpoint.CheckpointError as exc:
-            fail(str(exc))
     from envs.brax import DEFAULT_PIPELINE
 
+    session = Session(args, steps_per_iteration=args.num_envs * args.num_steps)
     pipeline = args.brax_pipeline or DEFAULT_PIPELINE
     env = brax_envs.get_environment(split_id(args.env_id)[1], backend=pipeline)
     reset, rollout, update, evaluate, tx = make_functions(env, args)
-    batch_size = args.num_envs * args.num_steps
-    num_iterations = args.total_timesteps // batch_size
-
-    key = jax.random.PRNGKey(args.seed)
-    key, k_init = jax.random.split(key)
+    key, k_init = jax.random.split(jax.random.PRNGKey(args.seed))
     params = init_params(k_init, env.observation_size, env.action_size, args)
-    opt_state = tx.init(params)
     obs_rms, rew_rms = rms_init((env.observation_size,)), rms_init((1,))
-    start_iteration = start_step = 0
-    if state is not None:
-        try:
-            params = from_tensors(params, state["params"])
-            opt_state = from_tensors(opt_state, state["opt_state"])
-            obs_rms = from_tensors(obs_rms, state["obs_rms"])
-            rew_rms = from_tensors(rew_rms, state["rew_rms"])
-            key = jnp.asarray(state["key"].numpy().astype(np.uint32))
-        except (KeyError, ValueError) as exc:
-            fail(f"cannot resume from {args.resume}: {exc}")
-        start_iteration, start_step = int(state["iteration"]), int(state["step"])
+    state = JaxState(params=params, opt_state=tx.init(params), obs_rms=obs_rms, rew_rms=rew_rms)
+    state.trees["key"] = key
+    iterations = session.start(jax=state)
+    params, opt_state, obs_rms, rew_rms, key = state.trees.values()
 
-    run_dir = Path(args.run_dir or default_run_dir("ppo_brax", args.env_id, args.seed))
-    logger = RunLogger(
-        run_dir,
-        config_dict(args, "ppo_brax"),
-        args.total_timesteps,
-        start_step,
-        args.tensorboard,
-        args.progress,
-    )
-    logger.bar.set_description_str("compiling...", refresh=True)
-    t0 = time.perf_counter()
     key, k_reset = jax.random.split(key)
     env_state, steps, obs_rms = reset(k_reset, obs_rms)
     zeros = jnp.zeros(args.num_envs)
     carry = (env_state, steps, obs_rms, rew_rms, zeros, zeros, jnp.zeros(args.num_envs, jnp.int32))
-    compiled = False
-    every = args.eval_every
-    next_eval = (start_step // every + 1) * every if every else None
-    step = start_step
-
-    def save(iteration: int) -> None:
-        checkpoint.save(
-            run_dir / "checkpoints" / "latest.pt",
-            {
-                "step": step,
-                "iteration": iteration,
-                "params": to_tensors(params),
-                "opt_state": to_tensors(opt_state),
-                "obs_rms": to_tensors(carry[2]),
-                "rew_rms": to_tensors(carry[3]),
-                "key": torch.from_numpy(np.asarray(key).astype(np.int64)),
-            },
-        )
+    with session.status("compiling..."):  # on throwaway keys, so the run's numbers are unchanged
+        t0 = time.perf_counter()
+        _, warm = rollout(params, carry, jax.random.PRNGKey(0))
+        jax.block_until_ready(update(params, opt_state, warm, jax.random.PRNGKey(0), 0.0))
+    session.write(f"{args.env_id}: compiled in {time.perf_counter() - t0:.1f} s")
 
     def run_eval() -> float:
         nonlocal key
         key, k_eval = jax.random.split(key)
         return float(np.mean(evaluate(params, carry[2], k_eval)))
 
-    for iteration in range(start_iteration + 1, num_iterations + 1):
-        frac = 1.0 - (iteration - 1) / num_iterations if args.anneal_lr else 1.0
-        lr = args.learning_rate * frac
-        t_start = time.perf_counter()
+    for iteration in iterations:
+        lr = linear_lr(args.learning_rate, iteration, session.num_iterations, args.anneal_lr)
+        timer = Timer()
         key, k_roll, k_upd = jax.random.split(key, 3)
         carry, batch = rollout(params, carry, k_roll)
         jax.block_until_ready(batch["returns"])
-        t_roll = time.perf_counter()
+        timer.lap("rollout_s")
         params, opt_state, stats, finite = update(params, opt_state, batch, k_upd, lr)
         stats = {k: float(v) for k, v in stats.items()}
-        t_end = time.perf_counter()
-        if not compiled:
-            compiled = True
-            logger.bar.set_description_str("", refresh=False)
-            logger.bar.write(
-                f"{args.env_id}: compiled and ran the first iteration in {t_end - t0:.1f} s"
-            )
-        if not bool(finite) or not all(math.isfinite(v) for v in stats.values()):
-            logger.close()
-            print(
-                f"error: non-finite parameters or losses at iteration {iteration}; the last "
-                f"good checkpoint stays in {run_dir}",
-                file=sys.stderr,
-            )
-            raise SystemExit(1)
-        step += batch_size
+        timer.lap("update_s")
+        with session.guard():
+            if not bool(finite) or not all_finite(stats.values()):
+                raise NonFiniteError(f"non-finite parameters or losses at iteration {iteration}")
+        session.step += session.steps_per_iteration
+        state.trees.update(
+            params=params, opt_state=opt_state, obs_rms=carry[2], rew_rms=carry[3], key=key
+        )
         ended = np.asarray(batch["ended"])
         n_done = int(ended.sum())
         metrics = {
@@ -454,29 +423,11 @@ def main(args: Args) -> None:
             **{f"train/{k}": v for k, v in stats.items()},
             "train/grad_steps": args.update_epochs * args.num_minibatches,
             "train/learning_rate": lr,
-            "eval/return": float("nan"),
         }
-        if next_eval is not None and step >= next_eval:
-            metrics["eval/return"] = run_eval()
-            next_eval += every
-        timing = {
-            "time/sps": batch_size / (t_end - t_start),
-            "time/rollout_s": t_roll - t_start,
-            "time/update_s": t_end - t_roll,
-        }
-        logger.log(step, metrics, timing)
-        if iteration % args.checkpoint_every == 0 or iteration == num_iterations:
-            save(iteration)
-
-    final = run_eval()
-    (run_dir / "final_eval.json").write_text(
-        json.dumps({"step": step, "eval_return_mean": final}) + "\n"
-    )
-    logger.bar.write(
-        f"final evaluation ({args.eval_episodes} episodes, normaliser frozen): {final:.1f}   "
-        f"run dir: {run_dir}"
-    )
-    logger.close()
+        session.end_iteration(
+            iteration, metrics, timer.timing(session.steps_per_iteration), run_eval
+        )
+    session.finish(run_eval)
 
 
 if __name__ == "__main__":

@@ -32,11 +32,16 @@ def adam(*modules: torch.nn.Module, lr: float, eps: float = 1e-5, flat: bool = T
     return torch.optim.Adam([p for m in modules for p in m.parameters()], lr=lr, eps=eps)
 
 
-def anneal_lr(optimizer, base_lr: float, iteration: int, num_iterations: int, anneal: bool):
-    """Set and return the learning rate of iteration (1-based): base_lr * (1 - (i - 1) / I)
-    with anneal (CleanRL's linear schedule to 0), else base_lr."""
+def linear_lr(base_lr: float, iteration: int, num_iterations: int, anneal: bool) -> float:
+    """The learning rate of iteration (1-based): base_lr * (1 - (i - 1) / I) with anneal
+    (CleanRL's linear schedule to 0), else base_lr."""
     frac = 1.0 - (iteration - 1) / num_iterations if anneal else 1.0
-    lr = base_lr * frac
+    return base_lr * frac
+
+
+def anneal_lr(optimizer, base_lr: float, iteration: int, num_iterations: int, anneal: bool):
+    """Set the optimiser's learning rate to linear_lr(...) and return it."""
+    lr = linear_lr(base_lr, iteration, num_iterations, anneal)
     for group in optimizer.param_groups:
         group["lr"] = lr
     return lr
