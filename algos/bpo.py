@@ -35,7 +35,7 @@ from controlrl.cli import (
 from controlrl.losses import approx_kl
 from controlrl.nets import ACTIVATIONS, layer_init, make_policy, mlp
 from controlrl.training import Run
-from controlrl.update import adam, anneal_lr, detached, minibatch_update
+from controlrl.update import adam, detached, minibatch_update
 
 
 @dataclass
@@ -176,14 +176,7 @@ def update(policy, critic, optimizer, batch: dict[str, torch.Tensor], args: Args
         )
         return loss, {**stats, **terms}
 
-    return minibatch_update(
-        optimizer,
-        batch,
-        loss_fn,
-        epochs=args.update_epochs,
-        num_minibatches=args.num_minibatches,
-        max_grad_norm=args.max_grad_norm,
-    )
+    return minibatch_update(optimizer, batch, loss_fn, args)
 
 
 def main(args: Args) -> None:
@@ -193,13 +186,13 @@ def main(args: Args) -> None:
     )
     critic = MedianCritic(run.obs_dim, args.hidden_sizes, ACTIVATIONS[args.activation])
     optimizer = adam(policy, critic, lr=args.learning_rate)  # flat and fused (BPO: plain Adam)
-    for iteration in run.start(policy=policy, value=critic, optimizer=optimizer):
-        lr = anneal_lr(optimizer, args.learning_rate, iteration, run.num_iterations, args.anneal_lr)
-        batch, episodes = run.collect(policy, critic)
-        with run.update(policy, batch, args.eps) as stats:  # NaN guard, KL after
-            stats.update(update(policy, critic, optimizer, batch, args))
-        run.end_iteration(iteration, {**stats, "learning_rate": lr}, episodes, act=policy.mode)
-    run.finish(policy.mode)
+    run.train(
+        lambda batch: update(policy, critic, optimizer, batch, args),
+        policy,
+        critic,
+        ratio_eps=args.eps,
+        optimizer=optimizer,
+    )
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from typing import Literal
 
 import torch
 
-from controlrl import diagnostics
 from controlrl.cli import (
     CommonArgs,
     parse,
@@ -29,11 +28,11 @@ from controlrl.cli import (
     require_positive,
     require_unit_interval,
 )
-from controlrl.diagnostics import index_params, per_state_kl
+from controlrl.diagnostics import dist_params, index_params, per_state_kl
 from controlrl.losses import approx_kl, clipped_value_loss
 from controlrl.nets import ValueNet, make_policy
 from controlrl.training import Run
-from controlrl.update import adam, anneal_lr, detached, minibatch_update, params_of
+from controlrl.update import adam, detached, minibatch_update, params_of
 
 
 @dataclass
@@ -238,10 +237,7 @@ def update(
         optimizer,
         batch,
         loss_fn,
-        epochs=args.update_epochs,
-        num_minibatches=args.num_minibatches,
-        max_grad_norm=args.max_grad_norm,
-        norm_adv=args.norm_adv,
+        args,
         after_step=lambda: beta_step(beta, beta_opt, kl_stat, args),
         after_epoch=after_epoch,
     )
@@ -270,19 +266,24 @@ def main(args: Args) -> None:
     beta = lagrange["beta"]
     beta_opt = torch.optim.Adam([beta], lr=args.beta_lr)
 
-    stateful = dict(
-        policy=policy, value=value_net, optimizer=optimizer, beta=lagrange, beta_optimizer=beta_opt
+    run.train(
+        lambda batch: update(
+            policy,
+            value_net,
+            optimizer,
+            beta,
+            beta_opt,
+            batch,
+            dist_params(policy, batch["obs"]),
+            args,
+        ),
+        policy,
+        value_net,
+        ratio_eps=args.ratio_eps,
+        optimizer=optimizer,
+        beta=lagrange,
+        beta_optimizer=beta_opt,
     )
-    for iteration in run.start(**stateful):
-        lr = anneal_lr(optimizer, args.learning_rate, iteration, run.num_iterations, args.anneal_lr)
-        batch, episodes = run.collect(policy, value_net)
-        old_params = diagnostics.dist_params(policy, batch["obs"])
-        with run.update(policy, batch, args.ratio_eps) as stats:  # NaN guard, KL after
-            stats.update(
-                update(policy, value_net, optimizer, beta, beta_opt, batch, old_params, args)
-            )
-        run.end_iteration(iteration, {**stats, "learning_rate": lr}, episodes, act=policy.mode)
-    run.finish(policy.mode)
 
 
 if __name__ == "__main__":

@@ -164,37 +164,33 @@ def update(
             value_net, obs, targets, args.vf_max_kl, args.cg_max_steps, args.vf_cg_damping
         )
     )
-    stats.update(
-        diagnostics.policy_shift(policy, obs, actions, old_logp, old_params, args.ratio_eps)
-    )
     diagnostics.check_finite(stats, [*policy.parameters(), *value_net.parameters()])
     return stats
+
+
+def value_targets(run: Run, batch: dict[str, torch.Tensor], args: Args) -> torch.Tensor:
+    """The value step's targets: discounted returns of the batch, bootstrapped from V at
+    truncations and at the batch end ('mc', the paper), or the lambda-returns ('lambda')."""
+    if args.value_target == "lambda":
+        return batch["returns"]
+    buf = run.buffer
+    returns = discounted_returns(
+        buf.rewards, buf.terminated, buf.ended, args.gamma, bootstrap=buf.next_values
+    )
+    return torch.as_tensor(returns, dtype=torch.float32).reshape(-1)
 
 
 def main(args: Args) -> None:
     run = Run(args)
     policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)
     value_net = ValueNet(run.obs_dim, args.hidden_sizes)
-    for iteration in run.start(policy=policy, value=value_net):
-        batch, episodes = run.collect(policy, value_net)  # advantages use V before its update
-        if args.value_target == "mc":
-            buf = run.buffer
-            targets = torch.as_tensor(
-                discounted_returns(
-                    buf.rewards,
-                    buf.terminated,
-                    buf.ended,
-                    args.gamma,
-                    bootstrap=buf.next_values,
-                ),
-                dtype=torch.float32,
-            ).reshape(-1)
-        else:
-            targets = batch["returns"]
-        with run.guard():
-            stats = update(policy, value_net, batch, targets, args)
-        run.end_iteration(iteration, stats, episodes, act=policy.mode)
-    run.finish(policy.mode)
+    # the batch's advantages were computed with V before this iteration's value step
+    run.train(
+        lambda batch: update(policy, value_net, batch, value_targets(run, batch, args), args),
+        policy,
+        value_net,
+        ratio_eps=args.ratio_eps,
+    )
 
 
 if __name__ == "__main__":

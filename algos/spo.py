@@ -26,10 +26,10 @@ from controlrl.cli import (
     require_positive,
     require_unit_interval,
 )
-from controlrl.losses import approx_kl, clipped_value_loss
+from controlrl.losses import surrogate_stats
 from controlrl.nets import ValueNet, make_policy
 from controlrl.training import Run
-from controlrl.update import adam, anneal_lr, detached, minibatch_update
+from controlrl.update import actor_critic_loss, adam, minibatch_update
 
 
 @dataclass
@@ -100,37 +100,15 @@ def spo_loss(
     log_ratio = logp - old_logp
     ratio = log_ratio.exp()
     loss = -(adv * ratio - adv.abs() * (ratio - 1).pow(2) / (2 * eps)).mean()
-    with torch.no_grad():
-        stats = {
-            "approx_kl": approx_kl(ratio, log_ratio),
-            "clip_frac": ((ratio - 1).abs() > eps).float().mean(),
-        }
-    return loss, stats
+    return loss, surrogate_stats(ratio, log_ratio, eps)
 
 
 def update(policy, value_net, optimizer, batch: dict[str, torch.Tensor], args: Args) -> dict:
     """update_epochs x num_minibatches Adam steps on the SPO loss; returns mean statistics."""
-
-    def loss_fn(mb, idx):
-        logp, entropy = policy.log_prob_entropy(mb["obs"], mb["actions"])
-        pg_loss, stats = spo_loss(logp, mb["logprobs"], mb["advantages"], args.eps)
-        v_loss = clipped_value_loss(
-            value_net(mb["obs"]), mb["values"], mb["returns"], args.eps, args.clip_vloss
-        )
-        ent = entropy.mean()
-        loss = pg_loss - args.ent_coef * ent + args.vf_coef * v_loss
-        terms = detached(loss=loss, policy_loss=pg_loss, value_loss=v_loss, entropy=ent)
-        return loss, {**stats, **terms}
-
-    return minibatch_update(
-        optimizer,
-        batch,
-        loss_fn,
-        epochs=args.update_epochs,
-        num_minibatches=args.num_minibatches,
-        max_grad_norm=args.max_grad_norm,
-        norm_adv=args.norm_adv,
-    )
+    eps = args.eps
+    policy_loss = lambda logp, old_logp, adv: spo_loss(logp, old_logp, adv, eps)  # noqa: E731
+    loss_fn = actor_critic_loss(policy, value_net, policy_loss, eps, args)
+    return minibatch_update(optimizer, batch, loss_fn, args)
 
 
 def main(args: Args) -> None:
@@ -138,13 +116,13 @@ def main(args: Args) -> None:
     policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)
     value_net = ValueNet(run.obs_dim, args.critic_hidden_sizes)
     optimizer = adam(policy, value_net, lr=args.learning_rate)  # flat and fused (SPO: plain Adam)
-    for iteration in run.start(policy=policy, value=value_net, optimizer=optimizer):
-        lr = anneal_lr(optimizer, args.learning_rate, iteration, run.num_iterations, args.anneal_lr)
-        batch, episodes = run.collect(policy, value_net)
-        with run.update(policy, batch, args.eps) as stats:  # NaN guard, KL after
-            stats.update(update(policy, value_net, optimizer, batch, args))
-        run.end_iteration(iteration, {**stats, "learning_rate": lr}, episodes, act=policy.mode)
-    run.finish(policy.mode)
+    run.train(
+        lambda batch: update(policy, value_net, optimizer, batch, args),
+        policy,
+        value_net,
+        ratio_eps=args.eps,
+        optimizer=optimizer,
+    )
 
 
 if __name__ == "__main__":

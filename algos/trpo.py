@@ -116,9 +116,6 @@ def update(
     old_params = diagnostics.dist_params(policy, obs)
     stats = policy_step(policy, obs, actions, old_logp, old_params, adv, args)
     stats["value_loss"] = fit_critic(value_net, critic_optimizer, obs, batch["returns"], args)
-    stats.update(
-        diagnostics.policy_shift(policy, obs, actions, old_logp, old_params, args.ratio_eps)
-    )
     diagnostics.check_finite(stats, [*policy.parameters(), *value_net.parameters()])
     return stats
 
@@ -128,12 +125,13 @@ def main(args: Args) -> None:
     policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)
     value_net = ValueNet(run.obs_dim, args.hidden_sizes)
     critic_optimizer = adam(value_net, lr=args.critic_learning_rate)
-    for iteration in run.start(policy=policy, value=value_net, critic_optimizer=critic_optimizer):
-        batch, episodes = run.collect(policy, value_net)
-        with run.guard():
-            stats = update(policy, value_net, critic_optimizer, batch, args)
-        run.end_iteration(iteration, stats, episodes, act=policy.mode)
-    run.finish(policy.mode)
+    run.train(
+        lambda batch: update(policy, value_net, critic_optimizer, batch, args),
+        policy,
+        value_net,
+        ratio_eps=args.ratio_eps,
+        critic_optimizer=critic_optimizer,
+    )
 
 
 if __name__ == "__main__":

@@ -21,3 +21,12 @@ def approx_kl(ratio: torch.Tensor, log_ratio: torch.Tensor) -> torch.Tensor:
     """The k3 estimator of KL(old || new) from samples of the old policy: mean((r - 1) - log r),
     unbiased and never negative (J. Schulman, "Approximating KL divergence", 2020; CleanRL)."""
     return ((ratio - 1) - log_ratio).mean()
+
+
+def surrogate_stats(ratio: torch.Tensor, log_ratio: torch.Tensor, eps: float) -> dict:
+    """approx_kl (k3) and clip_frac (fraction with |r - 1| > eps) of a minibatch, no gradient."""
+    with torch.no_grad():
+        return {
+            "approx_kl": approx_kl(ratio, log_ratio),
+            "clip_frac": ((ratio - 1).abs() > eps).float().mean(),
+        }

@@ -4,6 +4,10 @@ algorithm's Args alone (env flags plus num_steps, gamma, gae_lambda, norm_obs, n
 
     run = Run(args)
     policy, value_net, optimizer = ...                # built from run.obs_space, run.act_space
+    run.train(lambda batch: update(...), policy, value_net, args.clip_coef, optimizer)
+
+run.train is the loop below, for algorithms that need another one:
+
     for iteration in run.start(policy=policy, value=value_net, optimizer=optimizer):
         batch, episodes = run.collect(policy, value_net)
         with run.update(policy, batch, args.clip_coef) as stats:  # NaN guard, KL after
@@ -32,6 +36,7 @@ from controlrl.returns import gae
 from controlrl.rollout import Collector, Episode
 from controlrl.seeding import eval_seed, reset_seed
 from controlrl.session import Session, Timer
+from controlrl.update import anneal_lr
 
 
 class Run(Session):
@@ -122,6 +127,39 @@ class Run(Session):
                 policy, batch["obs"], batch["actions"], batch["logprobs"], old_params, ratio_eps
             )
         )
+
+    def train(
+        self,
+        update_fn: Callable[[dict[str, torch.Tensor]], dict],
+        policy,
+        value_net,
+        ratio_eps: float,
+        optimizer=None,
+        **stateful,
+    ) -> float:
+        """The on-policy loop, then the final evaluation (returned). Each iteration: with an
+        optimizer, its learning rate from args.learning_rate (linearly annealed when
+        args.anneal_lr, logged as learning_rate); collect; update_fn(batch) -> stats inside
+        self.update (NaN guard, policy shift over the batch); log and checkpoint. Checkpoints
+        hold policy, value_net, the optimizer and **stateful."""
+        if optimizer is not None:
+            stateful = {"optimizer": optimizer, **stateful}
+        for iteration in self.start(policy=policy, value=value_net, **stateful):
+            if optimizer is not None:
+                lr = anneal_lr(
+                    optimizer,
+                    self.args.learning_rate,
+                    iteration,
+                    self.num_iterations,
+                    self.args.anneal_lr,
+                )
+            batch, episodes = self.collect(policy, value_net)
+            with self.update(policy, batch, ratio_eps) as stats:
+                stats.update(update_fn(batch))
+            if optimizer is not None:
+                stats["learning_rate"] = lr
+            self.end_iteration(iteration, stats, episodes, act=policy.mode)
+        return self.finish(policy.mode)
 
     def end_iteration(
         self, iteration: int, stats: dict, episodes: list[Episode], act: Callable

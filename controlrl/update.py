@@ -16,6 +16,7 @@ from collections.abc import Callable
 import torch
 
 from controlrl.diagnostics import check_finite
+from controlrl.losses import clipped_value_loss
 from controlrl.nets import flatten_parameters
 
 LossFn = Callable[[dict[str, torch.Tensor], torch.Tensor], tuple[torch.Tensor, dict]]
@@ -69,26 +70,25 @@ def minibatch_update(
     optimizer,
     batch: dict[str, torch.Tensor],
     loss_fn: LossFn,
-    *,
-    epochs: int,
-    num_minibatches: int,
-    max_grad_norm: float,
-    norm_adv: bool = False,
-    target_kl: float | None = None,
+    args,
     after_step: Callable[[], None] | None = None,
     after_epoch: Callable[[int], None] | None = None,
 ) -> dict[str, float]:
-    """epochs x num_minibatches optimiser steps on loss_fn; returns the reduced statistics and
-    grad_steps. mb holds the rows idx of every batch entry, with mb["advantages"] normalised
-    when norm_adv. target_kl: stop after an epoch whose last minibatch has approx_kl above it
-    (CleanRL). after_step() runs after every step, after_epoch(epoch) after every epoch.
-    Raises NonFiniteError if a statistic or a parameter is NaN or inf."""
+    """args.update_epochs x args.num_minibatches optimiser steps on loss_fn; returns the reduced
+    statistics and grad_steps. mb holds the rows idx of every batch entry, with
+    mb["advantages"] normalised when args.norm_adv (absent: False). Gradients are clipped to
+    global norm args.max_grad_norm. args.target_kl (absent or None: off) stops after an epoch
+    whose last minibatch has approx_kl above it (CleanRL). after_step() runs after every step,
+    after_epoch(epoch) after every epoch. Raises NonFiniteError if a statistic or a parameter
+    is NaN or inf."""
     size = batch["obs"].shape[0]
-    mb_size = size // num_minibatches
+    mb_size = size // args.num_minibatches
+    norm_adv = getattr(args, "norm_adv", False)
+    target_kl = getattr(args, "target_kl", None)
     params = params_of(optimizer)
     log: dict[str, list[torch.Tensor]] = {}
     steps = 0
-    for epoch in range(epochs):
+    for epoch in range(args.update_epochs):
         for idx in torch.randperm(size).split(mb_size):
             mb = {k: v[idx] for k, v in batch.items()}
             if norm_adv:
@@ -96,7 +96,7 @@ def minibatch_update(
             loss, stats = loss_fn(mb, idx)
             optimizer.zero_grad(set_to_none=False)  # in place: keeps flat-parameter views
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+            torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
             optimizer.step()
             steps += 1
             if after_step is not None:
@@ -116,3 +116,23 @@ def minibatch_update(
 def detached(**tensors: torch.Tensor) -> dict[str, torch.Tensor]:
     """The named loss terms without their graphs, for the statistics."""
     return {k: v.detach() for k, v in tensors.items()}
+
+
+def actor_critic_loss(policy, value_net, policy_loss: Callable, value_clip_eps: float, args):
+    """The per-minibatch loss of the PPO family (CleanRL's composition): the algorithm's
+    policy_loss(logp, old_logp, adv) -> (loss, stats), minus args.ent_coef times the entropy,
+    plus args.vf_coef times the value loss, clipped at value_clip_eps if args.clip_vloss
+    (controlrl.losses.clipped_value_loss)."""
+    clip_vloss, ent_coef, vf_coef = args.clip_vloss, args.ent_coef, args.vf_coef
+
+    def loss_fn(mb: dict[str, torch.Tensor], idx: torch.Tensor):
+        logp, entropy = policy.log_prob_entropy(mb["obs"], mb["actions"])
+        pg_loss, stats = policy_loss(logp, mb["logprobs"], mb["advantages"])
+        v_new = value_net(mb["obs"])
+        v_loss = clipped_value_loss(v_new, mb["values"], mb["returns"], value_clip_eps, clip_vloss)
+        ent = entropy.mean()
+        loss = pg_loss - ent_coef * ent + vf_coef * v_loss
+        terms = detached(loss=loss, policy_loss=pg_loss, value_loss=v_loss, entropy=ent)
+        return loss, {**stats, **terms}
+
+    return loss_fn
