@@ -1,0 +1,183 @@
+"""controlrl.session and the on-policy Run on it, tested with a tiny algorithm of this file
+(a vanilla policy gradient through the shared update loop), not through any algos/ script:
+resume restores everything bit for bit, each iteration is logged once, NaN stops the run with
+the last good checkpoint kept, evaluation and checkpoint cadence."""
+
+from __future__ import annotations
+
+import copy
+import csv
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from controlrl import checkpoint
+from controlrl.cli import CommonArgs
+from controlrl.diagnostics import NonFiniteError
+from controlrl.nets import ValueNet, make_policy
+from controlrl.session import Session
+from controlrl.training import Run
+from controlrl.update import actor_critic_loss, adam, minibatch_update
+
+
+@dataclass
+class ToyArgs(CommonArgs):
+    env_id: str = "Pendulum-v1"
+    num_envs: int = 2
+    num_steps: int = 32
+    total_timesteps: int = 256  # 4 iterations of 64 steps
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    norm_obs: bool = True
+    norm_reward: bool = True
+    learning_rate: float = 3e-3
+    anneal_lr: bool = True
+    update_epochs: int = 2
+    num_minibatches: int = 2
+    max_grad_norm: float = 0.5
+    norm_adv: bool = True
+    clip_vloss: bool = False
+    ent_coef: float = 0.0
+    vf_coef: float = 0.5
+    eval_every: int = 0
+    eval_episodes: int = 1
+    checkpoint_every: int = 1
+    tensorboard: bool = False
+    progress: bool = False
+
+
+def pg_loss(logp, old_logp, adv):
+    return -(logp * adv).mean(), {}
+
+
+def train(args: ToyArgs, snapshots: dict | None = None, nan_at: int | None = None) -> Run:
+    """The toy algorithm: Run's loop written out, so a test can look inside it."""
+    run = Run(args)
+    policy = make_policy(run.obs_space, run.act_space, (8,))
+    value_net = ValueNet(run.obs_dim, (8,))
+    optimizer = adam(policy, value_net, lr=args.learning_rate)
+    loss_fn = actor_critic_loss(policy, value_net, pg_loss, 0.2, args)
+    stateful = dict(policy=policy, value=value_net, optimizer=optimizer)
+    if snapshots is not None:  # what start() restored, before the envs' reset observes anything
+        reset = run.collector.reset
+        run.collector.reset = lambda seed: (
+            snapshots.update(start=state_of(run, stateful)),
+            reset(seed),
+        )
+    for iteration in run.start(**stateful):
+        batch, episodes = run.collect(policy, value_net)
+        with run.update(policy, batch, 0.2) as stats:
+            stats.update(minibatch_update(optimizer, batch, loss_fn, args))
+            if iteration == nan_at:
+                raise NonFiniteError("injected NaN")
+        run.end_iteration(iteration, stats, episodes, act=policy.mode)
+        if snapshots is not None:
+            snapshots[iteration] = state_of(run, stateful)
+    run.finish(policy.mode)
+    return run
+
+
+def state_of(run: Run, stateful: dict) -> dict:
+    """Everything a resume must restore, deep-copied: modules, optimiser, normalisers, RNG."""
+    state = {k: copy.deepcopy(v.state_dict()) for k, v in stateful.items()}
+    state["obs_normalizer"] = copy.deepcopy(run.obs_normalizer.state_dict())
+    state["reward_scaler"] = copy.deepcopy(run.reward_scaler.state_dict())
+    state["rng"] = torch.get_rng_state().clone()
+    return state
+
+
+def assert_bit_identical(a, b, path="state"):
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            assert_bit_identical(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_bit_identical(x, y, f"{path}[{i}]")
+    elif isinstance(a, torch.Tensor):
+        assert a.dtype == b.dtype and torch.equal(a, b), path
+    else:
+        assert a == b, path
+
+
+def steps_logged(run_dir) -> list[int]:
+    with (run_dir / "metrics.csv").open() as f:
+        return [int(row["step"]) for row in csv.DictReader(f)]
+
+
+def test_resume_restores_everything_bit_exactly_and_logs_each_iteration_once(tmp_path):
+    whole: dict = {}
+    train(ToyArgs(run_dir=str(tmp_path / "whole")), snapshots=whole)
+    half = tmp_path / "half"
+    train(ToyArgs(run_dir=str(half), total_timesteps=128))  # stops after iteration 2
+    resumed: dict = {}
+    train(ToyArgs(run_dir=str(half), resume=str(half)), snapshots=resumed)
+    # what the resumed run starts from is the uninterrupted run after the same iteration
+    assert_bit_identical(resumed["start"], whole[2])
+    # the normalisers have moved (so the comparison was not between two fresh ones)
+    assert whole[2]["obs_normalizer"]["count"] > 1
+    assert steps_logged(half) == [64, 128, 192, 256] == steps_logged(tmp_path / "whole")
+    # the first two rows are the original run's, not rewritten
+    whole_rows = (tmp_path / "whole" / "metrics.csv").read_text().splitlines()
+    assert (half / "metrics.csv").read_text().splitlines()[:3] == whole_rows[:3]
+
+
+def test_a_different_stateful_object_is_not_silently_restored(tmp_path):
+    run_dir = tmp_path / "r"
+    train(ToyArgs(run_dir=str(run_dir), total_timesteps=64))
+    session = Session(ToyArgs(run_dir=str(run_dir), resume=str(run_dir)), 64)
+    with pytest.raises(SystemExit) as exc:
+        session.start(critic=torch.nn.Linear(2, 2))  # a key the checkpoint lacks
+    assert exc.value.code == 2
+
+
+def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, capsys):
+    run_dir = tmp_path / "r"
+    snapshots: dict = {}
+    with pytest.raises(SystemExit) as exc:
+        train(ToyArgs(run_dir=str(run_dir)), snapshots=snapshots, nan_at=3)
+    assert exc.value.code == 1
+    assert "injected NaN" in capsys.readouterr().err
+    state = checkpoint.load(Session.checkpoint_path(run_dir))
+    assert state["iteration"] == 2 and state["step"] == 128
+    assert_bit_identical(state["policy"], snapshots[2]["policy"])
+    assert steps_logged(run_dir) == [64, 128]
+    assert not (run_dir / "final_eval.json").exists()
+
+
+class Counter:
+    """A stateful object for Session-only tests."""
+
+    def __init__(self) -> None:
+        self.n = torch.zeros((), dtype=torch.int64)
+
+    def state_dict(self) -> dict:
+        return {"n": self.n.clone()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.n = state["n"].clone()
+
+
+def test_session_cadences_without_any_env(tmp_path):
+    """Backend-neutral: evaluation when the step count crosses eval_every, checkpoints every
+    checkpoint_every iterations and after the last, final_eval.json at the end."""
+    args = ToyArgs(
+        run_dir=str(tmp_path / "s"), total_timesteps=500, eval_every=150, checkpoint_every=2
+    )
+    session = Session(args, steps_per_iteration=100)  # 5 iterations
+    counter, evals, saved = Counter(), [], []
+    session.save_checkpoint = lambda it, save=session.save_checkpoint: (saved.append(it), save(it))
+    for iteration in session.start(counter=counter):
+        counter.n += 1
+        session.step += 100
+        session.end_iteration(iteration, {"x": 1.0}, evaluate=lambda: evals.append(1) or 7.0)
+    session.finish(lambda: 9.0)
+    with (tmp_path / "s" / "metrics.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    evaluated = [int(r["step"]) for r in rows if r["eval/return"] != "nan"]
+    assert evaluated == [200, 300, 500]  # crossing 150, 300, 450
+    assert saved == [2, 4, 5]
+    assert checkpoint.load(Session.checkpoint_path(tmp_path / "s"))["counter"]["n"] == 5
+    assert '"eval_return_mean": 9.0' in (tmp_path / "s" / "final_eval.json").read_text()
