@@ -2,7 +2,8 @@
 
 Paper: Shani, Efroni, Rosenberg, Mannor (ICML 2020), "Optimistic Policy Optimization with Bandit
 Feedback" -- optimistic evaluation with exploration bonuses + exponential-weights (mirror-descent)
-policy updates; regret O~(sqrt(S^2 A H^4 K)). Spec: shared/specs/algorithms.md section 14.
+policy updates; regret O~(sqrt(S^2 A H^4 K)). Written in the reward-maximisation form (the paper
+uses costs c = 1 - r); no reference code was published.
 
 Run:
     python algos/optimistic_po.py --mdp random --S 5 --A 3 --H 5 --episodes 100000 --seed 0
@@ -34,14 +35,14 @@ from theory.mdp import TabularMDP, combination_lock, evaluate_finite, random_mdp
 @dataclass
 class Args:
     mdp: Literal["random", "lock"] = "random"
-    """instance: `random` (P_h ~ Dirichlet(0.5), R_h = U^3, Bernoulli rewards; spec 14.4a) or
-    `lock` (combination lock, reward 1 only at the end of one action sequence; spec 14.4b)"""
+    """instance: `random` (P_h ~ Dirichlet(0.5), R_h = U^3, Bernoulli rewards) or
+    `lock` (combination lock, reward 1 only at the end of one action sequence)"""
     S: int = 5
-    """number of states (spec: 5 for random, 6 for the lock)"""
+    """number of states (5 for random, 6 for the lock in the rate experiment)"""
     A: int = 3
-    """number of actions (spec: 3 for random, 2 for the lock)"""
+    """number of actions (3 for random, 2 for the lock in the rate experiment)"""
     H: int = 5
-    """horizon (spec: 5 for random, 6 for the lock)"""
+    """horizon (5 for random, 6 for the lock in the rate experiment)"""
     episodes: int = 100_000
     """number of episodes K"""
     seed: int = 0
@@ -50,7 +51,7 @@ class Args:
     """seed of the instance (random MDP draw, lock combination); fixed across --seed"""
     c_b: float = 0.1
     """bonus scale; 1 is the theory constant (Shani et al.), which saturates the truncation until
-    n >> S L and looks linear for K <= 2^16; 0.1 shows the sqrt(K) rate at these K (spec 14.4)"""
+    n >> S L and looks linear for K <= 2^16; 0.1 shows the sqrt(K) rate at these K"""
     bonus: bool = True
     """exploration bonus and optimism for unvisited pairs; --no-bonus is the greedy ablation"""
     losses: Literal["stochastic", "adversarial"] = "stochastic"
@@ -65,7 +66,7 @@ class Args:
     delta: float = 0.1
     """confidence level delta in L = log(3 S A H K / delta)"""
     lock_distractor: float = 0.0
-    """per-step reward of the lock's dead state (0 = the spec's plain lock)"""
+    """per-step reward of the lock's dead state (0 = the plain lock)"""
     run_dir: str | None = None
     """output directory (default runs/optimistic_po/<name>_<timestamp>)"""
     progress: bool = True
@@ -131,7 +132,7 @@ def optimistic_evaluation(
     """Truncated optimistic Q of the CURRENT policy: Q_h = min(H - h, R_hat + b + P_hat V_{h+1}).
 
     R_hat, b, pi: [H, S, A]; P_hat: [H, S, A, S]. Pairs marked in `unvisited` get the maximal
-    value H - h (spec 14.3 step 2). Returns (Q [H, S, A], V [H + 1, S]).
+    value H - h (a scaled-down bonus would otherwise drop their future value). Returns (Q [H, S, A], V [H + 1, S]).
     """
     H, S, _ = R_hat.shape
     V = np.zeros((H + 1, S))
