@@ -56,7 +56,8 @@ class Args(CommonArgs):
     max_kl: float = 0.01
     """policy trust region eps_pi on the mean KL(old || new) (paper 0.01)"""
     vf_max_kl: float = 0.01
-    """value trust region eps_V on mean (V - V_old)^2 / (2 sigma^2) (our assumption: the paper's value was not recovered)"""
+    """value trust region eps_V on mean (V - V_old)^2 / (2 sigma^2) (our assumption: the paper's
+    value was not recovered)"""
     value_target: Literal["mc", "lambda"] = "mc"
     """value targets: discounted Monte Carlo returns (paper; bootstrapped at truncations and at
     the batch end) or lambda-returns A + V_old (modern code)"""

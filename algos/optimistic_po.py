@@ -132,7 +132,8 @@ def optimistic_evaluation(
     """Truncated optimistic Q of the CURRENT policy: Q_h = min(H - h, R_hat + b + P_hat V_{h+1}).
 
     R_hat, b, pi: [H, S, A]; P_hat: [H, S, A, S]. Pairs marked in `unvisited` get the maximal
-    value H - h (a scaled-down bonus would otherwise drop their future value). Returns (Q [H, S, A], V [H + 1, S]).
+    value H - h (a scaled-down bonus would otherwise drop their future value).
+    Returns (Q [H, S, A], V [H + 1, S]).
     """
     H, S, _ = R_hat.shape
     V = np.zeros((H + 1, S))
