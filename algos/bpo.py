@@ -27,10 +27,9 @@ from controlrl.cli import (
     CommonArgs,
     parse,
     require,
-    require_batch,
+    require_minibatch_flags,
     require_nonnegative,
     require_positive,
-    require_unit_interval,
 )
 from controlrl.losses import approx_kl
 from controlrl.nets import ACTIVATIONS, layer_init, make_policy, mlp
@@ -81,20 +80,10 @@ class Args(CommonArgs):
 
     def validate(self) -> None:
         super().validate()
-        require_positive(
-            self,
-            "learning_rate",
-            "num_steps",
-            "num_minibatches",
-            "update_epochs",
-            "temperature",
-            "max_grad_norm",
-        )
+        require_minibatch_flags(self)
+        require_positive(self, "temperature")
         require(0 < self.eps < 1, "eps", f"must be in (0, 1), got {self.eps}")
-        require_unit_interval(self, "gamma", "gae_lambda")
-        require_nonnegative(self, "ent_coef", "vf_coef", "u_coef")
-        require(all(h > 0 for h in self.hidden_sizes), "hidden_sizes", "must all be > 0")
-        require_batch(self, self.num_steps, self.num_minibatches)
+        require_nonnegative(self, "u_coef")
 
 
 def target_ratio(q: torch.Tensor, threshold: torch.Tensor, eps: float, temperature: float):

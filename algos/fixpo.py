@@ -22,11 +22,9 @@ import torch
 from controlrl.cli import (
     CommonArgs,
     parse,
-    require,
-    require_batch,
+    require_minibatch_flags,
     require_nonnegative,
     require_positive,
-    require_unit_interval,
 )
 from controlrl.diagnostics import dist_params, index_params, per_state_kl
 from controlrl.losses import approx_kl, clipped_value_loss
@@ -97,25 +95,10 @@ class Args(CommonArgs):
 
     def validate(self) -> None:
         super().validate()
-        require_positive(
-            self,
-            "learning_rate",
-            "num_steps",
-            "num_minibatches",
-            "update_epochs",
-            "eps_kl",
-            "c_beta",
-            "beta_lr",
-            "fixup_batchsize",
-            "fixup_max_passes",
-            "value_clip_eps",
-            "max_grad_norm",
-            "ratio_eps",
-        )
-        require_nonnegative(self, "beta_init", "ent_coef", "vf_coef")
-        require_unit_interval(self, "gamma", "gae_lambda")
-        require(all(h > 0 for h in self.hidden_sizes), "hidden_sizes", "must all be > 0")
-        require_batch(self, self.num_steps, self.num_minibatches)
+        require_minibatch_flags(self)
+        require_positive(self, "eps_kl", "c_beta", "beta_lr", "fixup_batchsize")
+        require_positive(self, "fixup_max_passes", "value_clip_eps", "ratio_eps")
+        require_nonnegative(self, "beta_init")
 
 
 def fixpo_loss(

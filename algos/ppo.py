@@ -20,10 +20,9 @@ from controlrl.cli import (
     CommonArgs,
     parse,
     require,
-    require_batch,
-    require_nonnegative,
+    require_minibatch_flags,
     require_positive,
-    require_unit_interval,
+    require_sizes,
 )
 from controlrl.losses import surrogate_stats
 from controlrl.nets import ValueNet, make_policy
@@ -73,25 +72,10 @@ class Args(CommonArgs):
 
     def validate(self) -> None:
         super().validate()
-        require_positive(
-            self,
-            "learning_rate",
-            "num_steps",
-            "num_minibatches",
-            "update_epochs",
-            "clip_coef",
-            "max_grad_norm",
-        )
-        require_nonnegative(self, "ent_coef", "vf_coef")
-        require_unit_interval(self, "gamma", "gae_lambda")
+        require_minibatch_flags(self)
+        require_positive(self, "clip_coef")
         require(self.target_kl is None or self.target_kl > 0, "target_kl", "must be > 0")
-        require(all(h > 0 for h in self.hidden_sizes), "hidden_sizes", "must all be > 0")
-        require(
-            all(h > 0 for h in self.critic_hidden_sizes or ()),
-            "critic_hidden_sizes",
-            "must all be > 0",
-        )
-        require_batch(self, self.num_steps, self.num_minibatches)
+        require_sizes(self, "critic_hidden_sizes")
 
 
 def ppo_loss(

@@ -58,6 +58,40 @@ class Args(ppo.Args):
         require(self.episode_length > 0, "episode_length", "must be > 0")
 
 
+# ---- the PPO loss (ppo.py's terms, in JAX) ----------------------------------------------------
+
+
+def loss_fn(params, mb, args: Args):
+    """PPO loss on a minibatch (minimised) and its statistics: the same terms as ppo.py."""
+    jnp = _jnp()
+    mean = mlp(params["actor"], mb["obs"])
+    logp = log_prob(mean, params["log_std"], mb["action"])
+    log_ratio = logp - mb["logp"]
+    ratio = jnp.exp(log_ratio)
+    adv = mb["advantages"]
+    if args.norm_adv:
+        adv = (adv - adv.mean()) / (adv.std(ddof=1) + 1e-8)  # torch's std is unbiased
+    eps = args.clip_coef
+    pg_loss = jnp.maximum(-adv * ratio, -adv * jnp.clip(ratio, 1 - eps, 1 + eps)).mean()
+    v_new = value(params, mb["obs"])
+    err = (v_new - mb["returns"]) ** 2
+    if args.clip_vloss:
+        v_clip = mb["values"] + jnp.clip(v_new - mb["values"], -eps, eps)
+        err = jnp.maximum(err, (v_clip - mb["returns"]) ** 2)
+    v_loss = 0.5 * err.mean()
+    entropy = (params["log_std"] + 0.5 * math.log(2 * math.pi * math.e)).sum()
+    loss = pg_loss - args.ent_coef * entropy + args.vf_coef * v_loss
+    stats = {
+        "approx_kl": ((ratio - 1) - log_ratio).mean(),  # k3, as controlrl.losses.approx_kl
+        "clip_frac": (jnp.abs(ratio - 1) > eps).mean(),
+        "loss": loss,
+        "policy_loss": pg_loss,
+        "value_loss": v_loss,
+        "entropy": entropy,
+    }
+    return loss, stats
+
+
 # ---- running statistics (float32 in-graph versions of controlrl.normalize) ----------------------
 
 
@@ -122,37 +156,6 @@ def log_prob(mean, log_std, action):
     jnp = _jnp()
     z = (action - mean) / jnp.exp(log_std)
     return (-0.5 * z**2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-
-
-def loss_fn(params, mb, args: Args):
-    """PPO loss on a minibatch (minimised) and its statistics: the same terms as ppo.py."""
-    jnp = _jnp()
-    mean = mlp(params["actor"], mb["obs"])
-    logp = log_prob(mean, params["log_std"], mb["action"])
-    log_ratio = logp - mb["logp"]
-    ratio = jnp.exp(log_ratio)
-    adv = mb["advantages"]
-    if args.norm_adv:
-        adv = (adv - adv.mean()) / (adv.std(ddof=1) + 1e-8)  # torch's std is unbiased
-    eps = args.clip_coef
-    pg_loss = jnp.maximum(-adv * ratio, -adv * jnp.clip(ratio, 1 - eps, 1 + eps)).mean()
-    v_new = value(params, mb["obs"])
-    err = (v_new - mb["returns"]) ** 2
-    if args.clip_vloss:
-        v_clip = mb["values"] + jnp.clip(v_new - mb["values"], -eps, eps)
-        err = jnp.maximum(err, (v_clip - mb["returns"]) ** 2)
-    v_loss = 0.5 * err.mean()
-    entropy = (params["log_std"] + 0.5 * math.log(2 * math.pi * math.e)).sum()
-    loss = pg_loss - args.ent_coef * entropy + args.vf_coef * v_loss
-    stats = {
-        "approx_kl": ((ratio - 1) - log_ratio).mean(),  # k3, as controlrl.losses.approx_kl
-        "clip_frac": (jnp.abs(ratio - 1) > eps).mean(),
-        "loss": loss,
-        "policy_loss": pg_loss,
-        "value_loss": v_loss,
-        "entropy": entropy,
-    }
-    return loss, stats
 
 
 # ---- rollout, GAE, update -----------------------------------------------------------------------

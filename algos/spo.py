@@ -20,11 +20,9 @@ import torch
 from controlrl.cli import (
     CommonArgs,
     parse,
-    require,
-    require_batch,
-    require_nonnegative,
+    require_minibatch_flags,
     require_positive,
-    require_unit_interval,
+    require_sizes,
 )
 from controlrl.losses import surrogate_stats
 from controlrl.nets import ValueNet, make_policy
@@ -73,20 +71,9 @@ class Args(CommonArgs):
 
     def validate(self) -> None:
         super().validate()
-        require_positive(
-            self,
-            "learning_rate",
-            "num_steps",
-            "num_minibatches",
-            "update_epochs",
-            "eps",
-            "max_grad_norm",
-        )
-        require_nonnegative(self, "ent_coef", "vf_coef")
-        require_unit_interval(self, "gamma", "gae_lambda")
-        for name in ("hidden_sizes", "critic_hidden_sizes"):
-            require(all(h > 0 for h in getattr(self, name)), name, "must all be > 0")
-        require_batch(self, self.num_steps, self.num_minibatches)
+        require_minibatch_flags(self)
+        require_positive(self, "eps")
+        require_sizes(self, "critic_hidden_sizes")
 
 
 def spo_loss(

@@ -63,6 +63,26 @@ def require_batch(args, num_steps: int, num_minibatches: int = 1) -> int:
     return batch
 
 
+def require_sizes(args, *names: str) -> None:
+    """Every named tuple flag (hidden layer sizes; None allowed) holds only sizes > 0."""
+    for name in names:
+        require(all(h > 0 for h in getattr(args, name) or ()), name, "must all be > 0")
+
+
+def require_minibatch_flags(args) -> None:
+    """The flags of every minibatch on-policy algorithm (ppo, spo, bpo, fixpo): learning_rate,
+    num_steps, num_minibatches, update_epochs, max_grad_norm > 0; gamma, gae_lambda in [0, 1];
+    ent_coef, vf_coef >= 0; hidden_sizes > 0; the batch splits into the minibatches and fits
+    in total_timesteps."""
+    require_positive(
+        args, "learning_rate", "num_steps", "num_minibatches", "update_epochs", "max_grad_norm"
+    )
+    require_unit_interval(args, "gamma", "gae_lambda")
+    require_nonnegative(args, "ent_coef", "vf_coef")
+    require_sizes(args, "hidden_sizes")
+    require_batch(args, args.num_steps, args.num_minibatches)
+
+
 def fail(message: str) -> None:
     """Print one line to stderr and exit with status 2 (bad input; nothing was written)."""
     print(f"error: {message}", file=sys.stderr)
