@@ -12,7 +12,8 @@ export MUJOCO_GL ?= egl
 setup: $(STAMP)
 
 # torch is installed first from its pin so nothing can pull a CUDA build; requirements.lock pins
-# every transitive package to the set tested together (see shared specs machine.md).
+# every transitive package to the set tested together (`pip check` clean). A venv without torch
+# lets stable-baselines3 pull a CUDA torch (about 5.5 GB); mujoco 4 breaks dm_control 1.0.50.
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q torch==2.13.0

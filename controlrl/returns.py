@@ -1,4 +1,10 @@
-"""Advantage and return estimators: the one place these formulas live (spec 0.1)."""
+"""Advantage and return estimators: the one place these formulas live.
+
+GAE(gamma, lambda) is from Schulman, Moritz, Levine, Jordan, Abbeel 2015, "High-Dimensional
+Continuous Control Using Generalized Advantage Estimation"; a time-limit end bootstraps from V of
+the true final observation as in DLR-RM/stable-baselines3 stable_baselines3/common/buffers.py
+(vwxyzjn/cleanrl cleanrl/ppo_continuous_action.py treats it as terminal instead).
+"""
 
 from __future__ import annotations
 

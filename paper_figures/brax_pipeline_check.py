@@ -22,7 +22,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 GAINS = np.array([0.1, 2.0, 0.2, 0.5], np.float32)  # x, theta, x_dot, theta_dot
 

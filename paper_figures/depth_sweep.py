@@ -23,11 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from controlrl import plots
+from controlrl.experiment import SweepConfig, run_sweep
 
-from controlrl import plots  # noqa: E402
-from controlrl.experiment import SweepConfig, run_sweep  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 NETS = {
     2: (64, 64),

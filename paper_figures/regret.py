@@ -42,14 +42,14 @@ def settings() -> list[tuple[str, str, dict]]:
     """(panel, label, optimistic_po arguments) for every curve."""
     rnd = dict(mdp="random", S=5, A=3, H=5)
     deep_lock = dict(mdp="lock", S=10, A=2, H=10, lock_distractor=0.05)
-    spec_lock = dict(mdp="lock", S=6, A=2, H=6)
+    plain_lock = dict(mdp="lock", S=6, A=2, H=6)
     out = [("a", f"c_b = {cb:g}", dict(rnd, c_b=cb)) for cb in (1.0, 0.3, 0.1, 0.03)]
     out += [
         ("b", "stochastic, c_b = 0.1", dict(rnd, c_b=0.1)),
         ("b", "switching every 1000, c_b = 0.1", dict(rnd, c_b=0.1, losses="adversarial")),
         ("c", "deep lock S=H=10, bonus off", dict(deep_lock, bonus=False)),
         ("c", "deep lock S=H=10, c_b = 0.01", dict(deep_lock, c_b=0.01)),
-        ("c", "spec lock S=H=6, bonus off", dict(spec_lock, bonus=False)),
+        ("c", "plain lock S=H=6, bonus off", dict(plain_lock, bonus=False)),
     ]
     return out
 

@@ -27,12 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import envs
+from controlrl import plots
+from controlrl.experiment import SweepConfig, run_sweep
 
-import envs  # noqa: E402
-from controlrl import plots  # noqa: E402
-from controlrl.experiment import SweepConfig, run_sweep  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 ENVS = "Hopper-v5,HalfCheetah-v5,Walker2d-v5,Swimmer-v5,InvertedPendulum-v5"
 COMMON = ["--num-envs", "1", "--num-steps", "2048", "--num-minibatches", "32"]

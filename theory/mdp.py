@@ -4,7 +4,8 @@ Conventions. A discounted MDP has ``P[S, A, S']``, ``R[S, A]``, ``gamma`` in [0,
 ``pi[S, A]``. A finite-horizon MDP has ``horizon = H`` and stores ``P[H, S, A, S']`` and
 ``R[H, S, A]`` (a stationary ``P[S, A, S']`` or ``R[S, A]`` is broadcast over steps); its policies
 are ``pi[H, S, A]`` and its values ``V[H + 1, S]`` (``V[H] = 0``), ``Q[H, S, A]``. Step indices
-are 0-based in code (the specs' h = 1..H is ``h - 1`` here). Rewards are expected rewards.
+are 0-based in code (the papers' h = 1..H, e.g. Shani et al. 2020, is ``h - 1`` here).
+Rewards are expected rewards.
 """
 
 from __future__ import annotations
@@ -270,7 +271,8 @@ def random_mdp(
 ) -> TabularMDP:
     """Random MDP: Dirichlet(alpha) transitions, rewards U^reward_power; step-dependent if episodic.
 
-    Discounted MDPs start uniformly; finite-horizon ones start in state 0 (the spec's fixed s_1).
+    Discounted MDPs start uniformly; finite-horizon ones start in state 0 (the fixed s_1 of Shani,
+    Efroni, Rosenberg, Mannor 2020, "Optimistic Policy Optimization with Bandit Feedback").
     """
     if horizon is not None:
         gamma = None

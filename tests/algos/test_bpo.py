@@ -1,10 +1,12 @@
-"""BPO: the per-sample loss, the target ratio, the median head (spec §5), smoke runs."""
+"""BPO (Ao et al. 2026, "Bounded Ratio Reinforcement Learning"; reference
+bounded-ratio-rl/bounded_ratio_rl src/sb3/BPO.py): the per-sample loss, the target ratio, the
+median head, smoke runs."""
 
 import pytest
 import torch
+from test_spo import smoke  # sibling file: pytest puts tests/algos on sys.path
 
 from algos.bpo import MedianCritic, bpo_loss, median_loss, target_ratio
-from tests.algos.test_spo import smoke
 
 EPS = 0.3
 

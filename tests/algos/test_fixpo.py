@@ -1,12 +1,15 @@
-"""FixPO: the trust-region guarantee after update() (spec §4), beta, the untouched critic."""
+"""FixPO (Zentner, Puri, Huang, Sukhatme 2023, "Guaranteed Trust Region Optimization via Two-Phase
+KL Penalization"; reference uscresl/stabilized-rl src/fixpo_tianshou.py): the trust-region
+guarantee after update() (max per-state KL <= eps_KL on every batch state), beta, the untouched
+critic."""
 
 import pytest
 import torch
+from test_spo import smoke  # sibling file: pytest puts tests/algos on sys.path
 
 from algos.fixpo import Args, beta_loss, fixup, update
 from controlrl.diagnostics import dist_params, per_state_kl
 from controlrl.nets import CategoricalPolicy, GaussianPolicy, ValueNet
-from tests.algos.test_spo import smoke
 
 
 def setup(seed: int, lr: float, discrete: bool = False, n: int = 256):
@@ -127,8 +130,9 @@ def test_checkpoint_holds_beta_and_resumes(tmp_path):
     import subprocess
     import sys
 
+    from test_spo import ROOT
+
     from controlrl import checkpoint
-    from tests.algos.test_spo import ROOT
 
     run = smoke("algos/fixpo.py", "Pendulum-v1", tmp_path, "--checkpoint-every", "1")
     state = checkpoint.load(run / "checkpoints" / "latest.pt")

@@ -1,4 +1,6 @@
-"""optimistic_po: plain functions (spec 14.5), determinism, delay, CLI validation, outputs."""
+"""optimistic_po (Shani, Efroni, Rosenberg, Mannor 2020, "Optimistic Policy Optimization with
+Bandit Feedback"): plain functions (exact evaluation with the true model, the mirror-descent
+step's closed form, optimism of the bonus), determinism, delay, CLI validation, outputs."""
 
 import json
 import subprocess

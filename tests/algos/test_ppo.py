@@ -1,4 +1,6 @@
-"""PPO: the clipped objective's gradient table (spec §2), and the script's update guard."""
+"""PPO (Schulman et al. 2017, "Proximal Policy Optimization Algorithms"; reference vwxyzjn/cleanrl
+cleanrl/ppo_continuous_action.py): the clipped objective's gradient table, and the script's
+update guard."""
 
 import pytest
 import torch

@@ -1,5 +1,7 @@
 """Many epochs on one fixed batch: SPO's ratios settle near the boundary 1 + sign(A) eps, PPO's
-drift past it (the clip removes the gradient but nothing pulls a ratio back; spec §3 property 4).
+drift past it (the clip removes the gradient but nothing pulls a ratio back). SPO's per-sample
+objective A r - |A| (r - 1)^2 / (2 eps) peaks at r* = 1 + sign(A) eps: Xie et al. 2024, "Simple
+Policy Optimization" (MyRepositories-hub/Simple-Policy-Optimization mujoco/trainer.py).
 """
 
 import pytest

@@ -1,4 +1,6 @@
-"""SPO: the quadratic objective's gradient (spec §3) and smoke runs of the script."""
+"""SPO (Xie et al. 2024, "Simple Policy Optimization"; reference MyRepositories-hub/
+Simple-Policy-Optimization mujoco/trainer.py): the quadratic objective's gradient and smoke runs
+of the script."""
 
 import subprocess
 import sys

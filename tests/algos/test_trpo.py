@@ -1,4 +1,6 @@
-"""TRPO: Fisher-vector products, conjugate gradient, step scaling, line search (spec §1)."""
+"""TRPO (Schulman et al. 2015, "Trust Region Policy Optimization"; reference sb3-contrib
+sb3_contrib/trpo/trpo.py): Fisher-vector products, conjugate gradient, step scaling, line search.
+"""
 
 import pytest
 import torch

@@ -1,4 +1,6 @@
-"""GAE and returns against plain loops and the lambda = 0 / lambda = 1 identities (spec 0.1)."""
+"""GAE and returns against plain loops and the lambda = 0 / lambda = 1 identities (GAE: Schulman,
+Moritz, Levine, Jordan, Abbeel 2015, "High-Dimensional Continuous Control Using Generalized
+Advantage Estimation")."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,5 @@
-"""T-GAE2 (unbiased with the true V for all lambda), T-GAE3 (exact gradient at lambda = 1 only)."""
+"""GAE (Schulman et al. 2015, "High-Dimensional Continuous Control Using Generalized Advantage
+Estimation"): unbiased with the true V for all lambda; exact gradient at lambda = 1 only."""
 
 import numpy as np
 
@@ -19,7 +20,7 @@ def _series_gae(mdp, pi, V, lam, n_terms=600):
     return out
 
 
-def test_T_GAE2_unbiased_with_true_value_for_every_lambda():
+def test_unbiased_with_true_value_for_every_lambda():
     rng = np.random.default_rng(0)
     mdp = M.random_mdp(6, 3, rng, gamma=0.9)
     pi = M.random_policy(mdp, rng)
@@ -34,7 +35,7 @@ def test_T_GAE2_unbiased_with_true_value_for_every_lambda():
         )
 
 
-def test_T_GAE3_wrong_value_biases_gradient_except_at_lambda_one():
+def test_wrong_value_biases_gradient_except_at_lambda_one():
     rng = np.random.default_rng(1)
     mdp = M.random_mdp(6, 3, rng, gamma=0.9)
     pi = M.random_policy(mdp, rng)

@@ -1,4 +1,5 @@
-"""T-IQL1 (expectile limits) and T-IQL2 (in-sample expectile VI tends to the in-sample optimum)."""
+"""IQL (Kostrikov, Nair, Levine 2022, "Offline Reinforcement Learning with Implicit Q-Learning"):
+expectile limits; in-sample expectile VI tends to the in-sample optimum."""
 
 import numpy as np
 import pytest
@@ -7,7 +8,7 @@ from scipy.optimize import minimize_scalar
 from theory import iql
 
 
-def test_T_IQL1_expectiles():
+def test_expectiles():
     rng = np.random.default_rng(0)
     x = rng.exponential(size=50)
     taus = [0.1, 0.3, 0.5, 0.7, 0.9, 0.99, 0.999, 0.9999]
@@ -41,7 +42,7 @@ def _dataset(seed, S=8, A=4, gamma=0.9):
     return S, A, gamma, s, a, R_poisoned[s, a], nxt_table[s, a], R, nxt_table
 
 
-def test_T_IQL2_in_sample_value_iteration():
+def test_in_sample_value_iteration():
     for seed in range(3):
         S, A, gamma, s, a, r, s2, R, nxt = _dataset(seed)
         v_in = iql.in_sample_optimal_value(s, r, s2, S, gamma)

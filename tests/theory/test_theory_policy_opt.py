@@ -1,4 +1,8 @@
-"""T-TR1..3, T-REG5, T-PPO1, T-SPO1, BPO's analytic target, TPO's target, T-K1."""
+"""Exact tabular checks: the performance-difference identity, TRPO's lower bound and its
+minorize-maximize monotonicity (Schulman et al. 2015, "Trust Region Policy Optimization"), softmax
+NPG rising monotonically to the optimum, PPO's clip gradient table (Schulman et al. 2017), SPO's
+argmax r* = 1 + sign(A) eps (Xie et al. 2024), BPO's analytic target (Ao et al. 2026), TPO's
+target (Kaddour 2026), the KL-regularised closed form pi* ~ pi_ref exp(r / beta)."""
 
 import numpy as np
 import pytest
@@ -13,7 +17,7 @@ def _setup(seed, S=5, A=3, gamma=0.9):
     return rng, M.random_mdp(S, A, rng, gamma=gamma)
 
 
-def test_T_TR1_performance_difference_identity():
+def test_performance_difference_identity():
     rng, mdp = _setup(0)
     pi = rng.dirichlet(np.ones(3), size=(200, 5))
     pi_new = rng.dirichlet(np.ones(3), size=(200, 5))
@@ -25,7 +29,7 @@ def test_T_TR1_performance_difference_identity():
 
 
 @pytest.mark.parametrize("divergence", ["kl", "tv2"])
-def test_T_TR2_lower_bound_has_no_violations(divergence):
+def test_lower_bound_has_no_violations(divergence):
     violations, n_pairs, tightest = 0, 0, np.inf
     for seed, gamma in enumerate([0.5, 0.7, 0.9, 0.95, 0.99]):
         rng, mdp = _setup(10 + seed, gamma=gamma)
@@ -43,7 +47,7 @@ def test_T_TR2_lower_bound_has_no_violations(divergence):
     assert tightest < 1e-4  # pairs near pi make the bound nearly tight, so it is really tested
 
 
-def test_T_TR2_surrogate_error_is_second_order():
+def test_surrogate_error_is_second_order():
     rng, mdp = _setup(3)
     pi = rng.dirichlet(np.ones(3), size=5)
     z = rng.normal(size=(5, 3))
@@ -54,7 +58,7 @@ def test_T_TR2_surrogate_error_is_second_order():
     assert 1.9 < slope < 2.1, slope
 
 
-def test_T_TR3_minorize_maximize_never_decreases_eta():
+def test_minorize_maximize_never_decreases_eta():
     rng, mdp = _setup(4, gamma=0.8)
     pi = rng.dirichlet(np.ones(3), size=5)
     etas = [M.expected_return(mdp, pi)]
@@ -66,7 +70,7 @@ def test_T_TR3_minorize_maximize_never_decreases_eta():
     assert etas[-1] > etas[0] + 1e-3
 
 
-def test_T_REG5_npg_monotone_to_optimum():
+def test_npg_monotone_to_optimum():
     rng, mdp = _setup(5)
     v_star = mdp.rho0 @ M.value_iteration(mdp)[0]
     pi = M.uniform_policy(mdp)
@@ -91,7 +95,7 @@ def test_softmax_policy_gradient_matches_finite_differences():
     np.testing.assert_allclose(g, fd, atol=1e-7)
 
 
-def test_T_PPO1_clip_gradient_table():
+def test_clip_gradient_table():
     rng = np.random.default_rng(7)
     eps = 0.2
     ratio = rng.uniform(0.3, 1.8, size=5000)
@@ -112,7 +116,7 @@ def test_T_PPO1_clip_gradient_table():
     )
 
 
-def test_T_SPO1_argmax_is_eps_aligned():
+def test_argmax_is_eps_aligned():
     eps = 0.2
     for adv in [-3.0, -0.1, 0.05, 1.0, 7.0]:
         res = minimize_scalar(
@@ -170,7 +174,7 @@ def test_bpo_target_improves_the_mdp_return():
         assert M.expected_return(mdp, tgt) >= M.expected_return(mdp, pi) - 1e-12
 
 
-def test_T_K1_kl_regularised_closed_form():
+def test_kl_regularised_closed_form():
     rng = np.random.default_rng(10)
     beta = 0.5
     pi_ref = rng.dirichlet(np.ones(4))

@@ -1,4 +1,6 @@
-"""T-RET1..T-RET4: Retrace, IS, tree backup and Q(lambda) as exact operators."""
+"""Retrace, IS, tree backup and Q(lambda) as exact operators (Munos, Stepleton, Harutyunyan,
+Bellemare 2016, "Safe and Efficient Off-Policy Reinforcement Learning"): fixed point and gamma
+contraction, expansion of uncorrected traces, Retrace vs tree backup near on-policy, control."""
 
 import numpy as np
 import pytest
@@ -14,7 +16,7 @@ def _setup(seed, S=5, A=3, gamma=0.9):
 
 
 @pytest.mark.parametrize("kind", ["retrace", "is", "tree_backup"])
-def test_T_RET1_fixed_point_and_gamma_contraction(kind):
+def test_fixed_point_and_gamma_contraction(kind):
     for seed in range(20):
         rng, mdp = _setup(seed)
         pi = M.random_policy(mdp, rng, 0.5)
@@ -30,14 +32,14 @@ def test_T_RET1_fixed_point_and_gamma_contraction(kind):
         assert np.all(num <= mdp.gamma * den + 1e-9)
 
 
-def test_T_RET1_is_at_lambda_one_is_exact_in_one_step():
+def test_is_at_lambda_one_is_exact_in_one_step():
     rng, mdp = _setup(100)
     pi, mu = M.random_policy(mdp, rng), M.random_policy(mdp, rng)
     M_, _ = rt.operator(mdp, pi, mu, rt.traces(pi, mu, 1.0, "is"))
     assert rt.contraction_factor(M_) < 1e-10
 
 
-def test_T_RET2_uncorrected_traces_expand_and_diverge():
+def test_uncorrected_traces_expand_and_diverge():
     """Q^pi stays the fixed point of Q(lambda), but the operator expands and iteration diverges.
 
     Instance: 2 states, 2 actions, gamma = 0.9, lambda = 1, found by a seeded search over random
@@ -60,7 +62,7 @@ def test_T_RET2_uncorrected_traces_expand_and_diverge():
     assert rt.contraction_factor(M_r) <= 0.9 + 1e-12
 
 
-def test_T_RET2_one_state_expansion_without_divergence():
+def test_one_state_expansion_without_divergence():
     """A sup-norm ratio > 1 need not mean divergence: with one state the operator is nilpotent."""
     mdp = M.TabularMDP(P=np.ones((1, 2, 1)), R=np.array([[1.0, 0.0]]), rho0=np.ones(1), gamma=0.9)
     pi, mu = np.array([[0.99, 0.01]]), np.array([[0.01, 0.99]])
@@ -69,7 +71,7 @@ def test_T_RET2_one_state_expansion_without_divergence():
     np.testing.assert_allclose(M_q @ M_q, 0.0, atol=1e-12)
 
 
-def test_T_RET2_random_check_reports_expansion():
+def test_random_check_reports_expansion():
     ratios = []
     for seed in range(20):
         rng, mdp = _setup(200 + seed)
@@ -81,7 +83,7 @@ def test_T_RET2_random_check_reports_expansion():
 
 @pytest.mark.parametrize("mix", [0.0, 0.2])
 @pytest.mark.parametrize("lam", [0.5, 0.9, 1.0])
-def test_T_RET3_retrace_no_slower_than_tree_backup_near_on_policy(lam, mix):
+def test_retrace_no_slower_than_tree_backup_near_on_policy(lam, mix):
     for seed in range(5):
         rng, mdp = _setup(300 + seed)
         pi = M.random_policy(mdp, rng)
@@ -98,7 +100,7 @@ def test_T_RET3_retrace_no_slower_than_tree_backup_near_on_policy(lam, mix):
 
 
 @pytest.mark.parametrize("lam", [0.0, 0.5, 1.0])
-def test_T_RET4_control_reaches_q_star(lam):
+def test_control_reaches_q_star(lam):
     rng, mdp = _setup(400)
     q_star = rt.optimal_q(mdp)
     base = M.greedy(rng.normal(size=(5, 3)))
