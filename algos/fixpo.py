@@ -4,12 +4,13 @@ that steps on the KL alone until max_s KL(old || new) <= eps_KL on every state o
 
     python algos/fixpo.py --env-id Hopper-v5 --total-timesteps 1000000 --seed 1
 
-Defaults: uscresl/stabilized-rl, the MuJoCo FixPO launcher (eps_KL 0.5, C_beta 3, 64 envs x 128
-steps, minibatch 512, fixup minibatch 1024, no advantage normalisation, vf_coef 0.1, initial
-log-std -0.5). The reference loops "until satisfied"; here --fixup-max-passes caps the fixup and
-train/fixup_capped logs every time the cap was hit. Logs what ppo.py logs (the README lists
-the metrics; ratio deviation counted beyond --ratio-eps) plus kl_loss, beta, the primary and fixup
-gradient steps and the fixup share fixup / (primary + fixup).
+Reference: uscresl/stabilized-rl `src/fixpo_tianshou.py`; defaults from its MuJoCo launcher
+(eps_KL 0.5, C_beta 3, 64 envs x 128 steps, minibatch 512, fixup minibatch 1024, no advantage
+normalisation, vf_coef 0.1, initial log-std -0.5). The reference loops "until satisfied"; here
+--fixup-max-passes caps the fixup and train/fixup_capped logs every time the cap was hit. Logs
+what ppo.py logs (the README lists the metrics; ratio deviation counted beyond --ratio-eps) plus
+kl_loss, beta, the primary and fixup gradient steps and the fixup share fixup / (primary +
+fixup).
 """
 
 from __future__ import annotations
