@@ -243,7 +243,8 @@ def _floor(algo: str, cfg: dict) -> dict:
 
 def contenders(args: argparse.Namespace, num_envs: int) -> list[bench.Contender]:
     """Every (algo, contender) pair asked for, at `num_envs` envs."""
-    cfg = {k: getattr(args, k) for k in (*CONFIG[2:], "env_id", "seed", "warmup", "iterations")}
+    names = ("env_id", "num_steps", "num_minibatches", "epochs", "threads", "seed", "warmup")
+    cfg = {k: getattr(args, k) for k in (*names, "iterations")}
     cfg["num_envs"] = num_envs
     worker = f"{Path(__file__).resolve()}:work"
     return [
