@@ -39,7 +39,8 @@ test-slow: setup
 	$(BIN)/python -m pytest -q -m slow
 
 bench: setup
-	$(BIN)/python paper_figures/bench_ppo.py --out paper_figures/out/bench_ppo.csv --envs-list 1,8 --iterations 3 --repeats 3
+	$(BIN)/python paper_figures/bench_ppo.py --out paper_figures/out/bench_ppo.csv --envs-list 1,8 --iterations 3 --repeats 3 \
+	  --algos ppo,spo,bpo
 
 # every figure of paper_figures/README.md: at toy size into runs/figures_toy (minutes), or with
 # FULL=1 at the budgets stated there into paper_figures/out (hours on 2 cores)

@@ -1,12 +1,13 @@
 """Environment steps per second: our Brax adapter vs the raw jitted Brax step, per physics
 pipeline and batch size, next to Gymnasium MuJoCo (SyncVectorEnv) and EnvPool on the same
-machine. Random actions, no learning.
+machine. Random actions, no learning. References: google/brax brax/envs/__init__.py (the envs and
+pipelines) and brax/envs/wrappers/training.py (brax's training wrappers); sail-sg/envpool.
 
     python paper_figures/bench_brax.py --out paper_figures/out/bench_brax.csv
 
 - brax raw:     jax.jit(jax.vmap(env.step)) of brax.envs.get_environment(name, backend=pipeline)
                 in a Python loop, one fixed action batch on the device, block_until_ready per
-                call, no resets (what machine.md measured).
+                call, no resets (the limit to measure against).
 - brax raw+autoreset: the same with brax's own training wrappers (brax.envs.training.wrap:
                 vmap, EpisodeWrapper with the 1000-step limit, AutoResetWrapper), what brax's
                 trainers step: episodes end and restart (from each env's first initial state).
@@ -17,45 +18,31 @@ machine. Random actions, no learning.
 - envpool:      envs.make('envpool:<Ant|HalfCheetah>-v5', n) (our same-step adapter) and EnvPool
                 itself ('envpool raw', next-step autoreset).
 
-Every (env, pipeline) runs in a fresh process with an empty JAX compilation cache, so compile
-times (reset + step, reported apart) are cold. Raw and adapter are timed in alternating chunks of
---chunk seconds so that machine noise hits both; the rate is total steps / total time over the
-chunks, and 'ratio' is each path / raw. On a task whose random-action episodes terminate (ant
-falls), raw never resets while the adapter and raw+autoreset do: compare the adapter with
-raw+autoreset there. The batch sizes of Gymnasium/EnvPool are those given with
---host-envs (1024 MuJoCo envs in one Python loop is not a configuration anyone would run).
+Every (env, pipeline, num_envs) runs in a fresh process (controlrl.bench, with --timeout: a worker
+that hangs or crashes leaves rows saying so) with an empty JAX compilation cache, so compile times
+(reset + step, reported apart) are cold. Raw and adapter are timed in alternating chunks of --chunk
+seconds so that machine noise hits both; the rate is total steps / total time over the chunks, and
+'ratio' is each path / raw. On a task whose random-action episodes terminate (ant falls), raw never
+resets while the adapter and raw+autoreset do: compare the adapter with raw+autoreset there. The
+batch sizes of Gymnasium/EnvPool are those given with --host-envs (1024 MuJoCo envs in one Python
+loop is not a configuration anyone would run).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import json
-import os
-import shlex
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from controlrl import bench
 
+ROOT = Path(__file__).resolve().parents[1]
 GYM_IDS = {"ant": "Ant-v5", "halfcheetah": "HalfCheetah-v5"}
-FIELDS = [
-    "env",
-    "backend",
-    "pipeline",
-    "num_envs",
-    "compile_s",
-    "steps_per_s",
-    "ratio_to_raw",
-    "status",
-]
-ROW_PREFIX = "ROW "
+FIELDS = "env backend pipeline num_envs compile_s steps_per_s ratio_to_raw status".split()
+BRAX_PATHS = ("raw", "raw+autoreset", "adapter")
 
 
 def timed_chunks(fns: dict, batch: int, chunk: float, chunks: int) -> dict[str, float]:
@@ -78,7 +65,7 @@ def brax_rows(name: str, pipeline: str, n: int, chunk: float, chunks: int) -> li
     """Raw jitted step and our adapter at batch n, in one process (cold compiles)."""
     from envs import brax as brax_backend
 
-    jax = brax_backend.configured_jax()  # the (here empty, per process) persistent cache for both paths
+    jax = brax_backend.configured_jax()  # this process's empty persistent cache, for all paths
     from brax import envs as brax_envs
 
     env = brax_envs.get_environment(name, backend=pipeline)
@@ -177,48 +164,40 @@ def host_rows(name: str, n: int, chunk: float, chunks: int) -> list[dict]:
     ]
 
 
-def run_job(job: list[str], common: list[str], args) -> list[dict]:
-    """One worker process with an empty JAX cache; a worker that fails or hangs (seen once with
-    mjx at 1024 envs: every thread waiting on a futex) keeps the rows it printed, and the batch
-    sizes it did not finish get a row saying so."""
-    print("running", " ".join(job), flush=True)
-    with tempfile.TemporaryDirectory() as cache:  # cold compiles in every process
-        env = {**os.environ, "CONTROLRL_JAX_CACHE": cache, "MUJOCO_GL": "egl"}
-        cmd = [sys.executable, __file__, *job, *common]
-        try:
-            out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
-            stdout, stderr, status = out.stdout, out.stderr, out.returncode
-        except subprocess.TimeoutExpired as exc:
-            stdout, status = "", f"timeout after {args.timeout:.0f} s"
-            stderr = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
-    if status == 0:
-        return [{**r, "status": "ok"} for r in json.loads(stdout.strip().splitlines()[-1])]
-    if not isinstance(status, str):
-        status = f"exit {status}"
-    print(f"  {' '.join(job)}: {status}; {stderr.strip().splitlines()[-1:] or ''}", flush=True)
-    rows = [
-        {**json.loads(line[len(ROW_PREFIX) :]), "status": "ok"}
-        for line in stderr.splitlines()
-        if line.startswith(ROW_PREFIX)
-    ]
-    if job[0] == "--worker":
-        done = {r["num_envs"] for r in rows}
-        for n in (int(x) for x in args.num_envs.split(",")):
-            if n not in done:
-                for path in ("raw", "raw+autoreset", "adapter"):
-                    rows.append(
-                        {
-                            "env": job[1],
-                            "backend": f"brax {path}",
-                            "pipeline": job[2],
-                            "num_envs": n,
-                            "compile_s": "",
-                            "steps_per_s": "",
-                            "ratio_to_raw": "",
-                            "status": status,
-                        }
-                    )
-    return rows
+def worker(kind: str, env: str, pipeline: str, n: int, chunk: float, chunks: int) -> dict:
+    """In its own process: the rows of one (env, pipeline, num_envs) or host (env, num_envs)."""
+    if kind == "brax":
+        rows = brax_rows(env, pipeline, n, chunk, chunks)
+    else:
+        rows = host_rows(env, n, chunk, chunks)
+    return {"rows": [r | {"status": "ok"} for r in rows]}
+
+
+def jobs(args, cache_root: Path) -> list[bench.Contender]:
+    """One contender per env and batch size: host backends, then every brax pipeline."""
+    out = []
+    for env in args.envs.split(","):
+        sizes = [("host", "", int(n)) for n in args.host_envs.split(",")]
+        for pipeline in args.pipelines.split(","):
+            sizes += [("brax", pipeline, int(n)) for n in args.num_envs.split(",")]
+        for kind, pipeline, n in sizes:
+            name = f"{env}-{pipeline or kind}-{n}"
+            config = dict(kind=kind, env=env, pipeline=pipeline, n=n)
+            config |= dict(chunk=args.chunk, chunks=args.chunks)
+            cache = {"CONTROLRL_JAX_CACHE": str(cache_root / name), "MUJOCO_GL": "egl"}
+            worker_spec = f"{Path(__file__).resolve()}:worker"
+            out.append(bench.Contender(name, worker_spec, config, args.timeout, cache))
+    return out
+
+
+def rows_of(run: bench.Run) -> list[dict]:
+    """The rows a worker measured, or one failed row per path it did not finish."""
+    if run.ok:
+        return run.result["rows"]
+    c = run.contender.config
+    backends = [f"brax {p}" for p in BRAX_PATHS] if c["kind"] == "brax" else ["gymnasium"]
+    base = dict(env=c["env"], pipeline=c["pipeline"], num_envs=c["n"], status=run.status)
+    return [{k: "" for k in FIELDS} | base | {"backend": b} for b in backends]
 
 
 def plot(rows: list[dict], path: Path, command: str) -> None:
@@ -265,55 +244,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--chunks", type=int, default=3, help="chunks per path")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per worker process")
     p.add_argument("--replot", action="store_true", help="only redraw the PNG from --out's CSV")
-    p.add_argument("--worker", nargs=2, metavar=("ENV", "PIPELINE"), help=argparse.SUPPRESS)
-    p.add_argument("--host-worker", metavar="ENV", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.worker or args.host_worker:
-        rows = []
-        if args.worker:
-            for n in (int(x) for x in args.num_envs.split(",")):
-                new = brax_rows(*args.worker, n, args.chunk, args.chunks)
-                for row in new:  # a row per line as soon as measured (kept if a later n hangs)
-                    print(ROW_PREFIX + json.dumps(row), file=sys.stderr, flush=True)
-                rows += new
-        else:
-            for n in (int(x) for x in args.host_envs.split(",")):
-                rows += host_rows(args.host_worker, n, args.chunk, args.chunks)
-        print(json.dumps(rows))
-        return
-
+    command = bench.command_line("paper_figures/bench_brax.py", argv)
     if args.replot:
-        with args.out.open() as f:
-            rows = list(csv.DictReader(f))
-        for r in rows:
-            r["num_envs"] = int(r["num_envs"])
-            r["steps_per_s"] = float(r["steps_per_s"]) if r["steps_per_s"] else ""
-        made_by = [a for a in (argv or sys.argv[1:]) if a != "--replot"]
-        plot(
-            rows,
-            args.out.with_suffix(".png"),
-            "python paper_figures/bench_brax.py " + shlex.join(made_by),
-        )
+        rows = bench.read_csv(args.out)
+        made_by = rows[0].get("command", command) if rows else command
+        plot(rows, args.out.with_suffix(".png"), made_by.replace(" --replot", ""))
         return
-    common = [
-        f"--num-envs={args.num_envs}",
-        f"--host-envs={args.host_envs}",
-        f"--chunk={args.chunk}",
-        f"--chunks={args.chunks}",
-    ]
-    jobs = []
-    for env in args.envs.split(","):
-        jobs.append(["--host-worker", env])
-        jobs += [["--worker", env, pipe] for pipe in args.pipelines.split(",")]
     rows: list[dict] = []
-    for job in jobs:
-        rows += run_job(job, common, args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
-    command = "python paper_figures/bench_brax.py " + shlex.join(argv or sys.argv[1:])
+    with tempfile.TemporaryDirectory(prefix="bench_brax_cache_") as cache_root:
+        for run in bench.run(jobs(args, Path(cache_root)), repeats=1):
+            print(f"  {run.name}: {run.status} in {run.wall_s:.0f} s", flush=True)
+            if not run.ok:
+                print(run.log[-1500:], flush=True)
+            rows += rows_of(run)
+    bench.write_csv(args.out, [{k: r[k] for k in FIELDS} for r in rows], command)
     plot(rows, args.out.with_suffix(".png"), command)
     for r in rows:
         print(

@@ -1,133 +1,112 @@
-"""Training throughput of algos/ppo.py vs Stable-Baselines3 PPO, and our overhead over the floor.
+"""Training time per iteration: our PPO, SPO and BPO side by side, PPO and TRPO against
+Stable-Baselines3, and our PPO's overhead over the floor.
 
     python paper_figures/bench_ppo.py --out paper_figures/out/bench_ppo.csv --envs-list 1,8 \
-        --iterations 3 --repeats 3
+        --iterations 3 --repeats 3 --algos ppo,spo,bpo
 
-Three contenders, each timed in its own fresh process (no shared imports or warm caches), run in
-a rotating order inside every repeat so that machine noise (about +-40 % here) hits all of them:
+Contenders (each in its own fresh process via controlrl.bench, order rotated in every repeat):
 
-- ours:  algos.ppo.main(Args(...)); iteration times from the run's timing.csv
-         (time/rollout_s + time/update_s; start-up, logging, checkpoints and final eval excluded).
-- sb3:   stable_baselines3.PPO on DummyVecEnv + VecNormalize; a callback times each iteration
-         (rollout start -> rollout end -> next rollout start / training end).
-- floor: the same work with nothing around it: random-action stepping of the same `envs.make`
+- ours:  algos/<algo>.py's main(Args(...)) for ppo (PPO, Schulman et al. 2017), spo (SPO, Xie et
+         al. 2024), bpo (BPO, Ao et al. 2026) and trpo (TRPO, Schulman et al. 2015); iteration
+         times from the run's timing.csv (time/rollout_s + time/update_s; start-up, logging,
+         checkpoints and final eval excluded).
+- sb3:   stable_baselines3.PPO (stable_baselines3/ppo/ppo.py) or sb3_contrib.TRPO
+         (sb3_contrib/trpo/trpo.py) on DummyVecEnv + VecNormalize; a callback times each
+         iteration (rollout start -> rollout end -> next rollout start / training end).
+- floor: PPO's work with nothing around it: random-action stepping of the same `envs.make`
          vector env, a pure-torch actor forward at batch N per env step, the batched value and
          log-prob forwards over the rollout, and epochs x minibatches of actor+critic forward,
          PPO loss, backward, grad-norm clip and Adam on random data of the same shapes.
 
-Identical settings for ours and SB3 (CleanRL MuJoCo defaults): num_steps per env 2048, 32
-minibatches per epoch (so 64 * num_envs samples each), 10 epochs, lr 3e-4 constant (no anneal),
-Adam eps 1e-5, gamma 0.99, lambda 0.95, clip 0.2, value clip 0.2, advantage normalisation, ent 0,
-vf 0.5, max grad norm 0.5, separate 64-64 tanh actor and critic with orthogonal init and
-log-std 0, observation and reward normalisation (clip 10), device cpu, equal torch threads.
-The first `--warmup` iterations of every process are dropped. Ratios are formed per repeat
-(contenders of one repeat run back to back) and reported as median (min-max) over repeats.
+PPO, SPO and BPO get identical settings, those of vwxyzjn/cleanrl
+cleanrl/ppo_continuous_action.py (given to SB3's PPO too): num_steps per env 2048, 32 minibatches
+per epoch, 10 epochs, lr 3e-4 constant, gamma 0.99, lambda 0.95, ent 0, vf 0.5, max grad norm
+0.5, separate 64-64 tanh actor and critic, observation and reward normalisation (clip 10), device
+cpu, equal torch threads; each keeps its own objective's constants (PPO and SPO eps 0.2 with value
+clipping and advantage normalisation, BPO eps 0.3 with its median head). TRPO: RL Zoo's MuJoCo
+settings (DLR-RM/rl-baselines3-zoo hyperparams/trpo.yml), identical for ours and sb3-contrib.
+The first `--warmup` iterations of every process are dropped. Ratios are formed per repeat and
+reported as median (min-max) over repeats: speed ours/SB3 (>1: ours faster), time ours/floor and
+time <algo>/ppo (>1: slower).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import json
+import importlib
+import importlib.util
 import math
-import os
-import shlex
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from controlrl import bench
+
+ALGOS = ("ppo", "spo", "bpo", "trpo")
 CONTENDERS = ("ours", "sb3", "floor")
-FIELDS = [
-    "algo",
-    "contender",
-    "num_envs",
-    "repeat",
-    "slot",
-    "env_id",
-    "num_steps",
-    "num_minibatches",
-    "epochs",
-    "threads",
-    "iterations",
-    "steps_per_iter",
-    "sps",
-    "iter_s",
-    "rollout_s",
-    "update_s",
-    "env_step_s",
-    "actor_fwd_s",
-    "batched_fwd_s",
-    "train_s",
-    "process_s",
+AVAILABLE = {"ppo": CONTENDERS, "trpo": ("ours", "sb3"), "spo": ("ours",), "bpo": ("ours",)}
+CONFIG = ("env_id", "num_envs", "num_steps", "num_minibatches", "epochs", "threads")
+TIMES = ("rollout_s", "update_s", "env_step_s", "actor_fwd_s", "batched_fwd_s", "train_s")
+FIELDS = [  # CSV columns; 'status' and controlrl.bench's 'command' come last
+    *"algo contender num_envs repeat slot env_id num_steps num_minibatches epochs".split(),
+    *"threads iterations steps_per_iter sps iter_s".split(),
+    *TIMES,
+    *"process_s status".split(),
 ]
 
 
+def ours_kwargs(algo: str, minibatches: int, epochs: int) -> dict:
+    """Args of our algorithm: CleanRL's PPO settings for ppo, spo, bpo; RL Zoo's for trpo."""
+    if algo == "trpo":
+        return TRPO_SETTINGS
+    same = dict(num_minibatches=minibatches, update_epochs=epochs, hidden_sizes=(64, 64))
+    same |= dict(learning_rate=3e-4, anneal_lr=False, gamma=0.99, gae_lambda=0.95, ent_coef=0.0)
+    same |= dict(vf_coef=0.5, max_grad_norm=0.5, norm_obs=True, norm_reward=True)
+    own = {
+        "ppo": dict(norm_adv=True, clip_coef=0.2, clip_vloss=True, target_kl=None),
+        "spo": dict(norm_adv=True, clip_vloss=True, critic_hidden_sizes=(64, 64)),
+        "bpo": dict(activation="tanh"),  # its critic trunk takes hidden_sizes too
+    }
+    return same | own[algo]
+
+
+# RL Zoo's MuJoCo TRPO settings, given identically to both (algos/trpo.py's defaults)
+TRPO_SETTINGS = dict(gamma=0.99, gae_lambda=0.95, max_kl=0.01, cg_max_steps=25, cg_damping=0.1)
+TRPO_SETTINGS |= dict(line_search_shrinking_factor=0.8, line_search_max_iter=10)
+TRPO_SETTINGS |= dict(critic_learning_rate=1e-3, n_critic_updates=20, critic_batch_size=128)
+TRPO_SETTINGS |= dict(norm_adv=True, norm_obs=True, norm_reward=True, hidden_sizes=(64, 64))
+
+
 # --------------------------------------------------------------------------------------------
-# workers: each runs in its own process and writes a JSON dict of per-iteration seconds
+# workers: each runs in its own process (controlrl.bench) and returns per-iteration seconds
 
 
-def _ours_timed(module, cfg: dict, **algo_kwargs) -> dict:
-    """Run one of our algorithm scripts' main() in-process on a temp run dir and read the
-    per-iteration rollout/update seconds from its timing.csv."""
+def work(algo: str, contender: str, **cfg) -> dict:
+    """Train one contender for warmup + iterations iterations; its per-iteration seconds."""
+    return {"ours": _ours, "sb3": _sb3, "floor": _floor}[contender](algo, cfg)
+
+
+def _ours(algo: str, cfg: dict) -> dict:
+    module = importlib.import_module(f"algos.{algo}")
     T, N = cfg["num_steps"], cfg["num_envs"]
     with tempfile.TemporaryDirectory(prefix="bench_ours_") as tmp:
         run_dir = Path(tmp) / "run"
-        args = module.Args(
-            env_id=cfg["env_id"],
-            seed=cfg["seed"],
-            total_timesteps=(cfg["warmup"] + cfg["iterations"]) * T * N,
-            num_envs=N,
-            run_dir=str(run_dir),
-            checkpoint_every=10**9,
-            eval_every=0,
-            eval_episodes=1,
-            torch_threads=cfg["threads"],
-            tensorboard=False,
-            progress=False,
-            num_steps=T,
-            **algo_kwargs,
-        )
+        kwargs = ours_kwargs(algo, cfg["num_minibatches"], cfg["epochs"])
+        kwargs |= dict(env_id=cfg["env_id"], seed=cfg["seed"], num_envs=N, num_steps=T)
+        kwargs |= dict(total_timesteps=(cfg["warmup"] + cfg["iterations"]) * T * N)
+        kwargs |= dict(run_dir=str(run_dir), checkpoint_every=10**9, eval_every=0)
+        kwargs |= dict(eval_episodes=1, tensorboard=False, progress=False)
+        args = module.Args(torch_threads=cfg["threads"], **kwargs)
         args.validate()
         module.main(args)
         with (run_dir / "timing.csv").open() as f:
             rows = list(csv.DictReader(f))
-    return {
-        "rollout_s": [float(r["time/rollout_s"]) for r in rows],
-        "update_s": [float(r["time/update_s"]) for r in rows],
-    }
+    return {k: [float(r[f"time/{k}"]) for r in rows] for k in ("rollout_s", "update_s")}
 
 
-def _worker_ours(cfg: dict) -> dict:
-    from algos import ppo
-
-    return _ours_timed(
-        ppo,
-        cfg,
-        learning_rate=3e-4,
-        anneal_lr=False,
-        gamma=0.99,
-        gae_lambda=0.95,
-        num_minibatches=cfg["num_minibatches"],
-        update_epochs=cfg["epochs"],
-        norm_adv=True,
-        clip_coef=0.2,
-        clip_vloss=True,
-        ent_coef=0.0,
-        vf_coef=0.5,
-        max_grad_norm=0.5,
-        target_kl=None,
-        norm_obs=True,
-        norm_reward=True,
-        hidden_sizes=(64, 64),
-    )
-
-
-def _sb3_timed_learn(algo_cls, cfg: dict, **algo_kwargs) -> dict:
-    """Train an SB3 algorithm on DummyVecEnv + VecNormalize with our network shape, timing each
-    iteration with a callback (rollout start -> rollout end -> next rollout start / end)."""
+def _sb3(algo: str, cfg: dict) -> dict:
+    """SB3 on DummyVecEnv + VecNormalize with our network shape, an iteration timer callback."""
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
@@ -152,34 +131,26 @@ def _sb3_timed_learn(algo_cls, cfg: dict, **algo_kwargs) -> dict:
         def _on_step(self) -> bool:
             return True
 
+    if algo == "ppo":
+        from stable_baselines3 import PPO as cls
+
+        kwargs = dict(batch_size=T * N // cfg["num_minibatches"], n_epochs=cfg["epochs"])
+        kwargs |= dict(learning_rate=3e-4, clip_range=0.2, clip_range_vf=0.2, ent_coef=0.0)
+        kwargs |= dict(vf_coef=0.5, max_grad_norm=0.5, target_kl=None)
+    else:
+        from sb3_contrib import TRPO as cls
+
+        s = TRPO_SETTINGS  # sb3-contrib's target_kl is the trust-region radius, our max_kl
+        same = "cg_max_steps cg_damping line_search_shrinking_factor line_search_max_iter"
+        kwargs = {k: s[k] for k in [*same.split(), "n_critic_updates"]}
+        kwargs |= dict(learning_rate=s["critic_learning_rate"], target_kl=s["max_kl"])
+        kwargs |= dict(batch_size=s["critic_batch_size"])
     env = make_vec_env(cfg["env_id"], n_envs=N, seed=cfg["seed"], vec_env_cls=DummyVecEnv)
-    env = VecNormalize(
-        env,
-        norm_obs=True,
-        norm_reward=True,
-        clip_obs=10.0,
-        clip_reward=10.0,
-        gamma=0.99,
-        epsilon=1e-8,
-    )
-    model = algo_cls(
-        "MlpPolicy",
-        env,
-        n_steps=T,
-        gamma=0.99,
-        gae_lambda=0.95,
-        normalize_advantage=True,
-        policy_kwargs=dict(
-            net_arch=dict(pi=[64, 64], vf=[64, 64]),
-            activation_fn=torch.nn.Tanh,
-            ortho_init=True,
-            log_std_init=0.0,
-        ),
-        device="cpu",
-        seed=cfg["seed"],
-        verbose=0,
-        **algo_kwargs,
-    )
+    env = VecNormalize(env, clip_obs=10.0, clip_reward=10.0, gamma=0.99, epsilon=1e-8)
+    net = dict(net_arch=dict(pi=[64, 64], vf=[64, 64]), activation_fn=torch.nn.Tanh)
+    kwargs |= dict(n_steps=T, gamma=0.99, gae_lambda=0.95, normalize_advantage=True)
+    kwargs |= dict(policy_kwargs=net | dict(ortho_init=True, log_std_init=0.0))
+    model = cls("MlpPolicy", env, device="cpu", seed=cfg["seed"], verbose=0, **kwargs)
     model.learn(total_timesteps=n_iter * T * N, callback=IterationTimer(), progress_bar=False)
     env.close()
     assert len(ends) == n_iter and len(starts) == n_iter + 1, (len(starts), len(ends))
@@ -189,26 +160,7 @@ def _sb3_timed_learn(algo_cls, cfg: dict, **algo_kwargs) -> dict:
     }
 
 
-def _worker_sb3(cfg: dict) -> dict:
-    from stable_baselines3 import PPO
-
-    batch = cfg["num_steps"] * cfg["num_envs"]
-    return _sb3_timed_learn(
-        PPO,
-        cfg,
-        learning_rate=3e-4,
-        batch_size=batch // cfg["num_minibatches"],
-        n_epochs=cfg["epochs"],
-        clip_range=0.2,
-        clip_range_vf=0.2,
-        ent_coef=0.0,
-        vf_coef=0.5,
-        max_grad_norm=0.5,
-        target_kl=None,
-    )
-
-
-def _worker_floor(cfg: dict) -> dict:
+def _floor(algo: str, cfg: dict) -> dict:
     import numpy as np
     import torch
     from torch import nn
@@ -233,27 +185,21 @@ def _worker_floor(cfg: dict) -> dict:
 
     actor, critic = net(act_dim), net(1)
     log_std = nn.Parameter(torch.zeros(act_dim))
-    holder = nn.ParameterList([log_std])
     # the floor uses the fastest plain-torch form too: one flat parameter tensor, fused Adam,
     # and Module-call-free forwards on the per-step path
-    flat = flatten_parameters(actor, holder, critic)
-    params = [flat]
+    params = [flatten_parameters(actor, nn.ParameterList([log_std]), critic)]
     optimizer = torch.optim.Adam(params, lr=3e-4, eps=1e-5, fused=True)
     half_log_2pi = 0.5 * math.log(2 * math.pi)
 
     def logp_of(obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
-        mean = actor(obs)
-        z = (act - mean) * torch.exp(-log_std)
+        z = (act - actor(obs)) * torch.exp(-log_std)
         return (-0.5 * z.pow(2) - log_std - half_log_2pi).sum(-1)
 
     B = T * N
-    mb_size = B // cfg["num_minibatches"]
     data = {k: torch.randn(B, d) for k, d in (("obs", obs_dim), ("act", act_dim))}
     data.update({k: torch.randn(B) for k in ("logp", "adv", "ret", "val")})
     obs_np = rng.standard_normal((N, obs_dim)).astype(np.float32)
-    out: dict[str, list[float]] = {
-        k: [] for k in ("env_step_s", "actor_fwd_s", "batched_fwd_s", "train_s")
-    }
+    out: dict[str, list[float]] = {k: [] for k in TIMES[2:]}
     for _ in range(cfg["warmup"] + cfg["iterations"]):
         actions = rng.uniform(space.low, space.high, (T, N, act_dim)).astype(np.float32)
         t0 = time.perf_counter()
@@ -270,7 +216,7 @@ def _worker_floor(cfg: dict) -> dict:
             logp_of(data["obs"], data["act"]).numpy()
         t3 = time.perf_counter()
         for _ in range(cfg["epochs"]):
-            for idx in torch.randperm(B).split(mb_size):
+            for idx in torch.randperm(B).split(B // cfg["num_minibatches"]):
                 obs, adv = data["obs"][idx], data["adv"][idx]
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
                 ratio = (logp_of(obs, data["act"][idx]) - data["logp"][idx]).exp()
@@ -278,182 +224,90 @@ def _worker_floor(cfg: dict) -> dict:
                 v_new, v_old, ret = critic(obs).squeeze(-1), data["val"][idx], data["ret"][idx]
                 v_clip = v_old + (v_new - v_old).clamp(-0.2, 0.2)
                 v_loss = 0.5 * torch.max((v_new - ret).pow(2), (v_clip - ret).pow(2)).mean()
-                loss = pg_loss + 0.5 * v_loss
                 optimizer.zero_grad(set_to_none=False)
-                loss.backward()
+                (pg_loss + 0.5 * v_loss).backward()
                 nn.utils.clip_grad_norm_(params, 0.5)
                 optimizer.step()
         t4 = time.perf_counter()
         for key, dt in zip(out, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
             out[key].append(dt)
     vec_env.close()
-    out["rollout_s"] = [
-        a + b + c for a, b, c in zip(out["env_step_s"], out["actor_fwd_s"], out["batched_fwd_s"])
-    ]
+    out["rollout_s"] = [sum(x) for x in zip(*(out[k] for k in TIMES[2:5]))]
     out["update_s"] = list(out["train_s"])
     return out
 
 
-def _worker_trpo_ours(cfg: dict) -> dict:
-    from algos import trpo
-
-    return _ours_timed(trpo, cfg, **TRPO_SETTINGS)
-
-
-def _worker_trpo_sb3(cfg: dict) -> dict:
-    from sb3_contrib import TRPO
-
-    s = TRPO_SETTINGS
-    return _sb3_timed_learn(
-        TRPO,
-        cfg,
-        learning_rate=s["critic_learning_rate"],
-        batch_size=s["critic_batch_size"],
-        cg_max_steps=s["cg_max_steps"],
-        cg_damping=s["cg_damping"],
-        line_search_shrinking_factor=s["line_search_shrinking_factor"],
-        line_search_max_iter=s["line_search_max_iter"],
-        n_critic_updates=s["n_critic_updates"],
-        target_kl=s["target_kl"],
-    )
-
-
-# RL Zoo's MuJoCo TRPO settings, given identically to both (algos/trpo.py's defaults)
-TRPO_SETTINGS = dict(
-    gamma=0.99,
-    gae_lambda=0.95,
-    target_kl=0.01,
-    cg_max_steps=25,
-    cg_damping=0.1,
-    line_search_shrinking_factor=0.8,
-    line_search_max_iter=10,
-    critic_learning_rate=1e-3,
-    n_critic_updates=20,
-    critic_batch_size=128,
-    norm_adv=True,
-    norm_obs=True,
-    norm_reward=True,
-    hidden_sizes=(64, 64),
-)
-WORKERS = {
-    "ppo": {"ours": _worker_ours, "sb3": _worker_sb3, "floor": _worker_floor},
-    "trpo": {"ours": _worker_trpo_ours, "sb3": _worker_trpo_sb3},
-}
-
-
 # --------------------------------------------------------------------------------------------
-# driver
+# what is compared, rows and summary
 
 
-def _run_worker(contender: str, cfg: dict) -> tuple[dict, float]:
-    """Run one contender in a fresh interpreter; return (per-iteration seconds, process wall)."""
-    with tempfile.TemporaryDirectory(prefix="bench_ppo_") as tmp:
-        result = Path(tmp) / "result.json"
-        cmd = [
-            sys.executable,
-            str(Path(__file__).resolve()),
-            "--worker",
-            contender,
-            "--worker-config",
-            json.dumps(cfg),
-            "--worker-result",
-            str(result),
-        ]
-        root = str(Path(__file__).resolve().parents[1])  # algos/, controlrl/, envs/ importable
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
-        }
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, env=env)
-        wall = time.perf_counter() - t0
-        if proc.returncode != 0 or not result.exists():
-            tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
-            raise RuntimeError(
-                f"{contender} (num_envs {cfg['num_envs']}) failed (exit {proc.returncode}):\n{tail}"
-            )
-        return json.loads(result.read_text()), wall
-
-
-def _row(contender: str, cfg: dict, repeat: int, slot: int, times: dict, wall: float) -> dict:
-    """Mean seconds per timed iteration (warm-up dropped) and steps/s over the timed ones."""
-    w = cfg["warmup"]
-    timed = {k: v[w:] for k, v in times.items()}
-    iters = len(timed["rollout_s"])
-    iter_total = sum(timed["rollout_s"]) + sum(timed["update_s"])
-    steps = cfg["num_steps"] * cfg["num_envs"]
-    row = {
-        "algo": cfg["algo"],
-        "contender": contender,
-        "num_envs": cfg["num_envs"],
-        "repeat": repeat,
-        "slot": slot,
-        "env_id": cfg["env_id"],
-        "num_steps": cfg["num_steps"],
-        "num_minibatches": cfg["num_minibatches"],
-        "epochs": cfg["epochs"],
-        "threads": cfg["threads"],
-        "iterations": iters,
-        "steps_per_iter": steps,
-        "sps": steps * iters / iter_total,
-        "iter_s": iter_total / iters,
-        "process_s": wall,
-    }
-    for key, values in timed.items():
-        row[key] = sum(values) / iters
-    return row
-
-
-def _med_range(values: list[float], fmt: str) -> str:
-    if not values:
-        return "n/a"
-    med = format(statistics.median(values), fmt)
-    if len(values) == 1:
-        return med
-    return f"{med} ({format(min(values), fmt)}-{format(max(values), fmt)})"
-
-
-def summarize(rows: list[dict]) -> str:
-    """Markdown table: per num_envs, steps/s, ours/SB3 ratio, overhead ratio and components."""
-    by = {(r["contender"], int(r["num_envs"]), int(r["repeat"])): r for r in rows}
-    lines = [
-        "| envs | ours steps/s | SB3 steps/s | ours/SB3 | floor steps/s | overhead ours/floor "
-        "| ours rollout, update s/iter | floor env, actor fwd, batched fwd, update s/iter |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+def contenders(args: argparse.Namespace, num_envs: int) -> list[bench.Contender]:
+    """Every (algo, contender) pair asked for, at `num_envs` envs."""
+    names = ("env_id", "num_steps", "num_minibatches", "epochs", "threads", "seed", "warmup")
+    cfg = {k: getattr(args, k) for k in (*names, "iterations")}
+    cfg["num_envs"] = num_envs
+    worker = f"{Path(__file__).resolve()}:work"
+    return [
+        bench.Contender(f"{a}-{c}", worker, {"algo": a, "contender": c, **cfg}, args.timeout)
+        for a in args.algos
+        for c in args.contenders
+        if c in AVAILABLE[a]
     ]
-    for n in sorted({int(r["num_envs"]) for r in rows}):
-        reps = sorted({k[2] for k in by if k[1] == n})
 
-        def col(contender: str, key: str, reps=reps, n=n) -> list[float]:
-            return [float(by[(contender, n, r)][key]) for r in reps if (contender, n, r) in by]
 
-        speed = [
-            by[("ours", n, r)]["sps"] / by[("sb3", n, r)]["sps"]
-            for r in reps
-            if ("ours", n, r) in by and ("sb3", n, r) in by
-        ]
-        overhead = [
-            by[("ours", n, r)]["iter_s"] / by[("floor", n, r)]["iter_s"]
-            for r in reps
-            if ("ours", n, r) in by and ("floor", n, r) in by
-        ]
-        med = {
-            k: statistics.median(col("floor", k)) if col("floor", k) else float("nan")
-            for k in ("env_step_s", "actor_fwd_s", "batched_fwd_s", "train_s")
-        }
-        ours_ru = [
-            statistics.median(col("ours", k)) if col("ours", k) else float("nan")
-            for k in ("rollout_s", "update_s")
-        ]
-        lines.append(
-            f"| {n} | {_med_range(col('ours', 'sps'), ',.0f')} "
-            f"| {_med_range(col('sb3', 'sps'), ',.0f')} | {_med_range(speed, '.2f')} "
-            f"| {_med_range(col('floor', 'sps'), ',.0f')} | {_med_range(overhead, '.2f')} "
-            f"| {ours_ru[0]:.2f}, {ours_ru[1]:.2f} "
-            f"| {med['env_step_s']:.2f}, {med['actor_fwd_s']:.2f}, {med['batched_fwd_s']:.3f}, "
-            f"{med['train_s']:.2f} |"
-        )
-    return "\n".join(lines)
+def row(run: bench.Run, warmup: int) -> dict:
+    """Mean seconds per timed iteration (warm-up dropped) and steps/s over the timed ones."""
+    cfg = run.contender.config
+    steps = cfg["num_steps"] * cfg["num_envs"]
+    out = {k: cfg[k] for k in ("algo", "contender", *CONFIG)} | {"steps_per_iter": steps}
+    out |= dict(repeat=run.repeat, slot=run.slot, process_s=run.wall_s, status=run.status)
+    if run.ok:
+        timed = {k: v[warmup:] for k, v in run.result.items()}
+        iters = len(timed["rollout_s"])
+        total = sum(timed["rollout_s"]) + sum(timed["update_s"])
+        out |= {"iterations": iters, "sps": steps * iters / total, "iter_s": total / iters}
+        out |= {k: sum(v) / iters for k, v in timed.items()}
+    return {k: out.get(k, "") for k in FIELDS}
+
+
+def summarize(runs: list[bench.Run], warmup: int) -> str:
+    """Markdown table per num_envs and algo: s/iter, steps/s, paired ratios; floor components."""
+    lines = [
+        "| envs | algo | ours s/iter | ours steps/s | ours rollout, update s/iter | time vs ppo "
+        "| SB3 steps/s | speed ours/SB3 | floor steps/s | time ours/floor |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    notes = []
+    for n in sorted({r.contender.config["num_envs"] for r in runs}):
+        at_n = [r for r in runs if r.contender.config["num_envs"] == n]
+
+        def col(name: str, key: str, at_n=at_n) -> list[float]:
+            return [row(r, warmup)[key] for r in at_n if r.name == name and r.ok]
+
+        def ratio(a: str, b: str, key: str, at_n=at_n) -> list[float]:
+            return bench.paired_ratios(at_n, a, b, lambda run: row(run, warmup)[key])
+
+        for algo in dict.fromkeys(r.contender.config["algo"] for r in at_n):
+            ours = f"{algo}-ours"
+            mid = [bench.median_range(col(ours, k), ".2f") for k in ("rollout_s", "update_s")]
+            vs_ppo = "-" if algo == "ppo" else bench.median_range(ratio(ours, "ppo-ours", "iter_s"))
+            lines.append(
+                f"| {n} | {algo} | {bench.median_range(col(ours, 'iter_s'), '.2f')} "
+                f"| {bench.median_range(col(ours, 'sps'), ',.0f')} | {', '.join(mid)} "
+                f"| {vs_ppo} "
+                f"| {bench.median_range(col(f'{algo}-sb3', 'sps'), ',.0f')} "
+                f"| {bench.median_range(ratio(ours, f'{algo}-sb3', 'sps'))} "
+                f"| {bench.median_range(col(f'{algo}-floor', 'sps'), ',.0f')} "
+                f"| {bench.median_range(ratio(ours, f'{algo}-floor', 'iter_s'))} |"
+            )
+        if col("ppo-floor", "sps"):
+            parts = ", ".join(bench.median_range(col("ppo-floor", k), ".3f") for k in TIMES[2:])
+            notes.append(f"floor at {n} envs, env step, actor fwd, batched fwd, update: {parts} s")
+    for r in runs:
+        if not r.ok:
+            envs = r.contender.config["num_envs"]
+            notes.append(f"FAILED {r.name} at {envs} envs, repeat {r.repeat}: {r.status}")
+    return "\n".join(lines + notes)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -461,58 +315,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--out", default="paper_figures/out/bench_ppo.csv", help="CSV to write")
-    p.add_argument(
-        "--envs-list",
-        default=None,
-        help="comma-separated num_envs values (default 1,8; 1 with --toy)",
-    )
-    p.add_argument(
-        "--iterations",
-        type=int,
-        default=None,
-        help="timed iterations per process (default 3; 1 with --toy)",
-    )
-    p.add_argument("--repeats", type=int, default=None, help="repeats (default 3; 1 with --toy)")
+    p.add_argument("--envs-list", help="comma-separated num_envs (default 1,8; 1 with --toy)")
+    p.add_argument("--iterations", type=int, help="timed iterations per process (3; 1 --toy)")
+    p.add_argument("--repeats", type=int, help="repeats (default 3; 1 with --toy)")
     p.add_argument("--warmup", type=int, default=1, help="leading iterations dropped (default 1)")
     p.add_argument("--threads", type=int, default=1, help="torch threads of every contender")
-    p.add_argument(
-        "--num-steps",
-        type=int,
-        default=None,
-        help="steps per env per iteration (default 2048; 256 with --toy)",
-    )
+    p.add_argument("--num-steps", type=int, help="steps per env per iteration (2048; 256 --toy)")
     p.add_argument("--num-minibatches", type=int, default=32, help="minibatches per epoch")
     p.add_argument("--epochs", type=int, default=10, help="epochs per iteration")
     p.add_argument("--env-id", default="HalfCheetah-v5")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument(
-        "--contenders", default=",".join(CONTENDERS), help="subset of ours,sb3,floor (default all)"
-    )
-    p.add_argument(
-        "--algo",
-        choices=sorted(WORKERS),
-        default="ppo",
-        help="ppo: ours vs SB3 PPO vs the floor; trpo: ours vs sb3-contrib TRPO",
-    )
-    p.add_argument("--toy", action="store_true", help="tiny run for tests (~30 s)")
-    p.add_argument("--worker", choices=CONTENDERS, help=argparse.SUPPRESS)
-    p.add_argument("--worker-config", help=argparse.SUPPRESS)
-    p.add_argument("--worker-result", help=argparse.SUPPRESS)
+    p.add_argument("--contenders", default=",".join(CONTENDERS), help="subset of ours,sb3,floor")
+    p.add_argument("--algos", default="ppo,spo,bpo", help=f"subset of {','.join(ALGOS)}")
+    p.add_argument("--algo", choices=("ppo", "trpo"), help="one algorithm: same as --algos ALGO")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per contender process")
+    p.add_argument("--toy", action="store_true", help="tiny run for tests")
     args = p.parse_args(argv)
-    if args.worker:
-        return args
-    toy = args.toy
-    default_envs = {"ppo": "1,8", "trpo": "2,8"}[args.algo]
-    toy_envs = {"ppo": "1", "trpo": "2"}[args.algo]
-    args.envs_list = [
-        int(x) for x in (args.envs_list or (toy_envs if toy else default_envs)).split(",")
-    ]
-    if args.contenders == ",".join(CONTENDERS) and args.algo == "trpo":
-        args.contenders = "ours,sb3"
-    args.iterations = args.iterations if args.iterations is not None else (1 if toy else 3)
-    args.repeats = args.repeats if args.repeats is not None else (1 if toy else 3)
-    full_steps = {"ppo": 2048, "trpo": 1024}[args.algo]
-    args.num_steps = args.num_steps if args.num_steps is not None else (256 if toy else full_steps)
+    args.algos = [args.algo] if args.algo else [a for a in args.algos.split(",") if a]
+    if not args.algos or set(args.algos) - set(ALGOS):
+        p.error(f"--algos must be a subset of {','.join(ALGOS)}, got {args.algos}")
+    trpo_only = args.algos == ["trpo"]  # RL Zoo's TRPO runs 2 envs x 1024 steps
+    envs_list = args.envs_list or ("2" if trpo_only else "1") + ("" if args.toy else ",8")
+    args.envs_list = [int(x) for x in envs_list.split(",")]
+    default = dict(iterations=1 if args.toy else 3, repeats=1 if args.toy else 3)
+    default["num_steps"] = 256 if args.toy else 1024 if trpo_only else 2048
+    for name, value in default.items():
+        setattr(args, name, value if getattr(args, name) is None else getattr(args, name))
     args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
     for name in ("iterations", "repeats", "threads", "num_steps", "num_minibatches", "epochs"):
         if getattr(args, name) < 1:
@@ -521,78 +349,53 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--warmup must be >= 0, got {args.warmup}")
     if any(n < 1 for n in args.envs_list):
         p.error(f"--envs-list values must be >= 1, got {args.envs_list}")
-    bad = [c for c in args.contenders if c not in WORKERS[args.algo]]
+    bad = set(args.contenders) - set(CONTENDERS)
     if bad or not args.contenders:
         p.error(f"--contenders must be a subset of {','.join(CONTENDERS)}, got {bad or 'none'}")
     for n in args.envs_list:
         if args.num_steps * n % args.num_minibatches:
-            p.error(
-                f"--num-minibatches {args.num_minibatches} must divide num_steps * num_envs "
-                f"= {args.num_steps * n}"
-            )
-    if "sb3" in args.contenders:
-        import importlib.util
-
-        if importlib.util.find_spec("stable_baselines3") is None:
-            p.error(
-                "stable-baselines3 is not installed (pip install -e '.[sb3]'), "
-                "or leave it out with --contenders ours,floor"
-            )
+            batch = args.num_steps * n
+            p.error(f"--num-minibatches {args.num_minibatches} must divide {batch} (steps x envs)")
+    needs = {"ppo": "stable_baselines3", "trpo": "sb3_contrib"}
+    for algo, package in needs.items():
+        if "sb3" in args.contenders and algo in args.algos:
+            if importlib.util.find_spec(package) is None:
+                hint = "(pip install -e '.[sb3]'), or leave sb3 out: --contenders ours,floor"
+                p.error(f"{package} is not installed {hint}")
     return args
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
+def main(argv: list[str] | None = None) -> list[bench.Run]:
     args = parse_args(argv)
-    if args.worker:
-        cfg = json.loads(args.worker_config)
-        Path(args.worker_result).write_text(json.dumps(WORKERS[cfg["algo"]][args.worker](cfg)))
-        return []
-    command = "python " + shlex.join(sys.argv if argv is None else [__file__, *argv])
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    rows: list[dict] = []
+    command = bench.command_line("paper_figures/bench_ppo.py", argv)
+    runs: list[bench.Run] = []
     t_start = time.perf_counter()
-    with out.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        writer.writeheader()
-        for repeat in range(args.repeats):
-            for n in args.envs_list:
-                cfg = {
-                    "algo": args.algo,
-                    "env_id": args.env_id,
-                    "num_envs": n,
-                    "num_steps": args.num_steps,
-                    "num_minibatches": args.num_minibatches,
-                    "epochs": args.epochs,
-                    "threads": args.threads,
-                    "seed": args.seed,
-                    "warmup": args.warmup,
-                    "iterations": args.iterations,
-                }
-                k = repeat % len(args.contenders)  # rotate the order from repeat to repeat
-                for slot, contender in enumerate(args.contenders[k:] + args.contenders[:k]):
-                    times, wall = _run_worker(contender, cfg)
-                    row = _row(contender, cfg, repeat, slot, times, wall)
-                    rows.append(row)
-                    writer.writerow(row)
-                    f.flush()
-                    print(
-                        f"[{time.perf_counter() - t_start:6.0f} s] repeat {repeat} envs {n} "
-                        f"{contender:5s} {row['sps']:8.0f} steps/s  "
-                        f"(rollout {row['rollout_s']:.2f} s, update {row['update_s']:.2f} s "
-                        f"per iteration)",
-                        flush=True,
-                    )
-    print()
+
+    def report(run: bench.Run) -> None:
+        runs.append(run)
+        bench.write_csv(args.out, [row(r, args.warmup) for r in runs], command)  # kept if killed
+        r = row(run, args.warmup)
+        timing = run.status
+        if run.ok:
+            timing = f"{r['sps']:8.0f} steps/s (rollout {r['rollout_s']:.2f} s, update "
+            timing += f"{r['update_s']:.2f} s per iteration)"
+        clock = f"[{time.perf_counter() - t_start:6.0f} s]"
+        print(f"{clock} repeat {run.repeat} envs {r['num_envs']} {run.name:10s} {timing}")
+        if not run.ok:
+            print(run.log[-2000:], flush=True)
+
+    for repeat in range(args.repeats):
+        for n in args.envs_list:
+            bench.run_repeat(contenders(args, n), repeat, on_run=report)
     print(
-        f"{args.algo.upper()} training throughput, {args.env_id}, num_steps {args.num_steps} "
-        f"per env, {args.num_minibatches} minibatches x {args.epochs} epochs (PPO only), threads "
+        f"\nTraining time per iteration, {args.env_id}, num_steps {args.num_steps} per env, "
+        f"{args.num_minibatches} minibatches x {args.epochs} epochs (not TRPO), threads "
         f"{args.threads}, {args.iterations} timed iterations (+{args.warmup} warm-up) x "
         f"{args.repeats} repeats; median (min-max) over repeats; ratios paired per repeat.\n"
     )
-    print(summarize(rows))
-    print(f"\ncommand: {command}\nCSV: {out}")
-    return rows
+    print(summarize(runs, args.warmup))
+    print(f"\ncommand: {command}\nCSV: {args.out}")
+    return runs
 
 
 if __name__ == "__main__":

@@ -1,12 +1,13 @@
-"""Wall-clock race on a Brax task: Brax's own PPO trainer (brax.training.agents.ppo) vs our torch
-PPO (algos/ppo.py on brax:<task>, 'ours') and our JAX PPO (algos/ppo_brax.py, 'ours_jax').
+"""Wall-clock race on a Brax task: Brax's own PPO trainer (google/brax
+brax/training/agents/ppo/train.py) vs our torch PPO (algos/ppo.py on brax:<task>, 'ours') and our
+JAX PPO (algos/ppo_brax.py, 'ours_jax'); PPO as in Schulman et al. 2017.
 
-What it measures. For each seed, the trainers run the same PPO settings on the same Brax task
-(default inverted_pendulum on the positional pipeline; on 'spring' not even a hand-tuned PD
-controller keeps this pole up past ~90 steps, and PPO plateaus there too) in a fresh subprocess
-each, and evaluate the deterministic policy every `eval_every` env steps (the same steps for
-both). The time to target is the time of the first evaluation whose mean return is >= --target,
-in two clocks:
+What it measures. For each seed (one repeat of controlrl.bench: each trainer in a fresh process,
+the order rotated from seed to seed), the trainers run the same PPO settings on the same Brax
+task (default inverted_pendulum on the positional pipeline; on 'spring' not even a hand-tuned PD
+controller keeps this pole up past ~90 steps, and PPO plateaus there too) and evaluate the
+deterministic policy every `eval_every` env steps (the same steps for all). The time to target is
+the time of the first evaluation whose mean return is >= --target, in two clocks:
 
 - wall: seconds since the subprocess was launched, everything included (Python and JAX start-up,
   compiling, evaluations). Brax's trainer reports through progress_fn, which writes a time stamp
@@ -19,9 +20,11 @@ in two clocks:
   compile of the training epoch, estimated as the first epoch's excess over the median of the
   later epochs (all epochs have the same number of steps).
 
-The ratio is ours / brax per seed; the issue's criterion is ratio <= 1.5. --jax-cache cold (the
-default) gives every run an empty JAX compilation cache, --jax-cache warm a filled one per
-trainer, so that the wall clock compares like with like.
+The ratio is ours / brax per seed (paired: same seed, same repeat); the goal is ratio <= 1.5.
+Every trainer imports JAX through envs.brax.configured_jax() with its own persistent compilation
+cache: --jax-cache cold (the default) empties it before every run, --jax-cache warm fills it with
+an untimed run first, so that the wall clock compares like with like. A trainer that crashes or
+runs past --timeout leaves a row with its status; the others still run.
 
 How the settings are matched. Same num_envs; brax unroll_length = our --num-steps, and brax's
 batch_size = num_envs / num_minibatches, so that one brax training step collects one unroll per
@@ -60,35 +63,20 @@ import csv
 import json
 import math
 import os
-import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from controlrl import bench
+
 ROOT = Path(__file__).resolve().parents[1]
 TRAINERS = ("brax", "ours", "ours_jax")  # ours_jax: algos/ppo_brax.py (JAX rollout + update)
-# settings passed on to the brax worker subprocess: (flag, attribute)
-SETTINGS = (
-    "env",
-    "pipeline",
-    "episode_length",
-    "num_envs",
-    "num_steps",
-    "num_minibatches",
-    "update_epochs",
-    "learning_rate",
-    "gamma",
-    "gae_lambda",
-    "clip_coef",
-    "ent_coef",
-    "max_grad_norm",
-    "total_timesteps",
-    "num_evals",
-    "eval_episodes",
-)
+# settings given to the brax worker (and, as flags, to ours)
+FLAGS = "num_envs num_steps num_minibatches update_epochs learning_rate gamma gae_lambda".split()
+FLAGS += ["clip_coef", "ent_coef", "max_grad_norm"]  # same name in algos/ppo.py
+SETTINGS = ("env", "pipeline", "episode_length", *FLAGS, "num_evals", "eval_episodes")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -118,20 +106,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--work-dir",
         type=Path,
         default=None,
-        help="run dirs and logs (default: runs/brax_ppo_race, or <out>/brax_race with --toy)",
+        help="run dirs and JAX caches (default: runs/brax_ppo_race, or <out>/brax_race with --toy)",
     )
     p.add_argument(
         "--jax-cache",
         choices=("cold", "warm"),
         default="cold",
-        help="cold: every run compiles from scratch (no persistent cache for any trainer); warm:"
-        " each trainer has its own persistent JAX cache under --work-dir, filled by an untimed"
-        " warm-up run before the timed ones",
+        help="cold: every run starts from an empty JAX compilation cache; warm: each trainer's"
+        " cache under --work-dir is filled by an untimed warm-up run before the timed ones",
     )
-    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per subprocess")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per trainer process")
     p.add_argument("--toy", action="store_true", help="tiny budget, one seed (for the test)")
-    p.add_argument("--worker-seed", type=int, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--worker-log", type=Path, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.toy:
         args.seeds, args.num_envs, args.num_steps = "1", 16, 16
@@ -142,7 +127,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.num_evals < 2:
         p.error("--num-evals must be >= 2")
     default_work = args.out / "brax_race" if args.toy else ROOT / "runs" / "brax_ppo_race"
-    args.work_dir = args.work_dir or default_work
+    args.work_dir = (args.work_dir or default_work).resolve()
     return args
 
 
@@ -156,13 +141,12 @@ def schedule(args) -> tuple[int, int]:
 
 
 # ---------------------------------------------------------------------------------------------
-# brax worker (runs in its own subprocess)
+# brax worker (runs in its own process, started by controlrl.bench)
 
 
-def _patch_jax() -> None:
+def _patch_jax(jax) -> None:
     """brax 0.14 calls jax.device_put_replicated, which this JAX removed: the documented
     replacement (stack one copy per device, shard the new leading axis over the devices)."""
-    import jax
     import numpy as np
 
     def device_put_replicated(x, devices):
@@ -171,43 +155,28 @@ def _patch_jax() -> None:
         stack = lambda a: jax.numpy.stack([jax.numpy.asarray(a)] * len(devices))  # noqa: E731
         return jax.device_put(jax.tree_util.tree_map(stack, x), sharding)
 
-    try:
-        jax.device_put_replicated  # noqa: B018
-    except AttributeError:
+    if not hasattr(jax, "device_put_replicated"):
         jax.device_put_replicated = device_put_replicated
 
 
-def brax_worker(args) -> None:
-    """Train with brax.training.agents.ppo and append one JSON line per evaluation."""
+def brax_worker(seed: int, total: int, log: str, **s) -> dict:
+    """Train with brax.training.agents.ppo, appending one JSON line per evaluation to `log`."""
     import functools
 
+    from envs.brax import configured_jax
+
+    _patch_jax(configured_jax())  # the cache of CONTROLRL_JAX_CACHE, as for ours
     from brax import envs as brax_envs
     from brax.training.agents.ppo import networks as ppo_networks
     from brax.training.agents.ppo import train as ppo
     from flax import linen
 
-    _patch_jax()
-    if args.jax_cache == "warm":
-        import jax
+    def progress(step: int, metrics: dict) -> None:  # one line per evaluation, flushed
+        record = dict(time=time.time(), step=int(step), ret=float(metrics["eval/episode_reward"]))
+        record["train_walltime"] = float(metrics.get("training/walltime", 0.0))
+        with open(log, "a") as f:
+            f.write(json.dumps(record) + "\n")
 
-        jax.config.update("jax_compilation_cache_dir", os.environ["CONTROLRL_JAX_CACHE"])
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    log = args.worker_log.open("a")
-
-    def record(**fields) -> None:
-        log.write(json.dumps({"time": time.time(), **fields}) + "\n")
-        log.flush()
-
-    def progress(step: int, metrics: dict) -> None:
-        record(
-            event="eval",
-            step=int(step),
-            ret=float(metrics["eval/episode_reward"]),
-            train_walltime=float(metrics.get("training/walltime", 0.0)),
-            eval_s=float(metrics.get("eval/epoch_eval_time", float("nan"))),
-        )
-
-    record(event="imported")
     network_factory = functools.partial(
         ppo_networks.make_ppo_networks,
         policy_hidden_layer_sizes=(64, 64),
@@ -217,181 +186,126 @@ def brax_worker(args) -> None:
         noise_std_type="log",
         init_noise_std=1.0,
     )
-    _, total = schedule(args)
     ppo.train(
-        environment=brax_envs.get_environment(args.env, backend=args.pipeline),
+        environment=brax_envs.get_environment(s["env"], backend=s["pipeline"]),
         num_timesteps=total,
-        episode_length=args.episode_length,
-        num_envs=args.num_envs,
-        unroll_length=args.num_steps,
-        batch_size=args.num_envs // args.num_minibatches,
-        num_minibatches=args.num_minibatches,
-        num_updates_per_batch=args.update_epochs,
-        learning_rate=args.learning_rate,
-        entropy_cost=args.ent_coef,
-        discounting=args.gamma,
-        gae_lambda=args.gae_lambda,
-        clipping_epsilon=args.clip_coef,
-        max_grad_norm=args.max_grad_norm,
+        episode_length=s["episode_length"],
+        num_envs=s["num_envs"],
+        unroll_length=s["num_steps"],
+        batch_size=s["num_envs"] // s["num_minibatches"],
+        num_minibatches=s["num_minibatches"],
+        num_updates_per_batch=s["update_epochs"],
+        learning_rate=s["learning_rate"],
+        entropy_cost=s["ent_coef"],
+        discounting=s["gamma"],
+        gae_lambda=s["gae_lambda"],
+        clipping_epsilon=s["clip_coef"],
+        max_grad_norm=s["max_grad_norm"],
         normalize_advantage=True,
         vf_loss_coefficient=0.5,
         normalize_observations=True,
         reward_scaling=1.0,
         network_factory=network_factory,
-        num_evals=args.num_evals,
-        num_eval_envs=args.eval_episodes,
+        num_evals=s["num_evals"],
+        num_eval_envs=s["eval_episodes"],
         deterministic_eval=True,
         progress_fn=progress,
-        seed=args.worker_seed,
+        seed=seed,
     )
-    record(event="done")
-    log.close()
+    return {}
 
 
 # ---------------------------------------------------------------------------------------------
-# the two contenders, as seen from the parent
+# the three contenders, and their curves read back from what they wrote
 
 
-def _cache_env(args, trainer: str) -> dict:
-    """Environment of a trainer's subprocess: its JAX persistent cache, or a fresh empty one."""
-    cache = args.work_dir / "jax_cache" / trainer
-    if args.jax_cache == "cold":
-        shutil.rmtree(cache, ignore_errors=True)
-    return {**os.environ, "CONTROLRL_JAX_CACHE": str(cache.resolve())}
+def contenders(args, seed: int) -> tuple[list[bench.Contender], dict]:
+    """brax, ours, ours_jax for one seed (each with its own JAX cache, emptied when cold), and
+    per trainer what its parse needs (files it writes, metrics.csv row time stamps)."""
+    eval_every, total = schedule(args)
+    settings = {name: getattr(args, name) for name in SETTINGS}
+    flags = [f"--{k.replace('_', '-')}={settings[k]}" for k in FLAGS]
+    flags += ["--no-anneal-lr", "--vf-coef=0.5", "--norm-adv", "--no-clip-vloss", "--norm-obs"]
+    flags += ["--no-norm-reward", "--hidden-sizes", "64", "64", f"--eval-every={eval_every}"]
+    flags += [f"--eval-episodes={args.eval_episodes}", "--checkpoint-every=1000000000"]
+    flags += ["--no-progress", "--no-tensorboard", f"--total-timesteps={total}"]
+    flags += [f"--env-id=brax:{args.env}", f"--brax-pipeline={args.pipeline}", f"--seed={seed}"]
+    out, info = [], {}
+    for trainer in TRAINERS:
+        work = args.work_dir / f"{trainer}_seed{seed}"
+        shutil.rmtree(work, ignore_errors=True)  # a fresh run dir (ours would resume otherwise)
+        work.mkdir(parents=True)
+        cache = args.work_dir / "jax_cache" / trainer
+        if args.jax_cache == "cold":
+            shutil.rmtree(cache, ignore_errors=True)
+        env = {"CONTROLRL_JAX_CACHE": str(cache)}
+        if trainer == "brax":
+            config = {"seed": seed, "total": total, "log": str(work / "progress.jsonl")}
+            worker = f"{Path(__file__).resolve()}:brax_worker"
+            out.append(bench.Contender(trainer, worker, config | settings, args.timeout, env))
+            info[trainer] = {"log": work / "progress.jsonl"}
+            continue
+        script = ROOT / "algos" / ("ppo_brax.py" if trainer == "ours_jax" else "ppo.py")
+        cmd = [sys.executable, str(script), *flags, f"--run-dir={work / 'run'}"]
+        if trainer == "ours_jax":
+            cmd.append(f"--episode-length={args.episode_length}")
+        elif args.episode_length != 1000:
+            raise SystemExit("ours runs brax: ids with the adapter's episode length 1000")
+        stamps: list[float] = []
+        metrics = work / "run" / "metrics.csv"
+
+        def poll(metrics=metrics, stamps=stamps) -> None:
+            if metrics.exists():  # complete rows after the header, stamped when first seen
+                rows = metrics.read_text().count("\n") - 1
+                stamps.extend([time.time()] * (rows - len(stamps)))
+
+        out.append(bench.Contender(trainer, cmd, {}, args.timeout, env, poll=poll))
+        info[trainer] = {"run_dir": work / "run", "stamps": stamps}
+    return out, info
 
 
-def _launch(cmd: list[str], log_path: Path, env: dict) -> tuple[subprocess.Popen, float, object]:
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    out = log_path.open("w")
-    launched = time.time()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
-    return proc, launched, out
-
-
-def _wait(proc: subprocess.Popen, out, log_path: Path, timeout: float, poll=None) -> float:
-    """Wait for the process (calling poll() every 0.1 s); returns its exit time."""
-    deadline = time.time() + timeout
-    while proc.poll() is None:
-        if time.time() > deadline:
-            proc.kill()
-            proc.wait()
-            break
-        if poll is not None:
-            poll()
-        time.sleep(0.1)
-    ended = time.time()
-    out.close()
-    if proc.returncode != 0:
-        tail = log_path.read_text()[-3000:]
-        raise RuntimeError(f"{proc.args[:3]} exited with {proc.returncode}:\n{tail}")
-    return ended
-
-
-def run_brax(args, seed: int) -> dict:
-    """Brax's trainer in a subprocess; curve points from its progress_fn records."""
-    work = args.work_dir / f"brax_seed{seed}"
-    work.mkdir(parents=True, exist_ok=True)
-    records = work / "progress.jsonl"
-    records.unlink(missing_ok=True)
-    flags = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in SETTINGS]
-    flags.append(f"--jax-cache={args.jax_cache}")
-    cmd = [sys.executable, str(Path(__file__).resolve()), *flags]
-    cmd += [f"--worker-seed={seed}", f"--worker-log={records}"]
-    proc, launched, out = _launch(cmd, work / "stdout.log", _cache_env(args, "brax"))
-    ended = _wait(proc, out, work / "stdout.log", args.timeout)
-    rows = [json.loads(line) for line in records.read_text().splitlines()]
-    evals = [r for r in rows if r["event"] == "eval"]
+def parse_brax(run: bench.Run, log: Path) -> dict:
+    """Curve points from brax's progress_fn records; its epoch compile removed from train_s."""
+    evals = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     # epoch times from the cumulated training walltime; the first one includes the compile
     epochs = [b["train_walltime"] - a["train_walltime"] for a, b in zip(evals, evals[1:])]
-    steady = statistics.median(epochs[1:]) if len(epochs) > 1 else 0.0
-    compile_s = max(epochs[0] - steady, 0.0) if epochs and len(epochs) > 1 else 0.0
+    compile_s = max(epochs[0] - statistics.median(epochs[1:]), 0.0) if len(epochs) > 1 else 0.0
     points = [
         {
             "step": r["step"],
-            "wall_s": r["time"] - launched,
+            "wall_s": r["time"] - run.launched,
             "train_s": max(r["train_walltime"] - compile_s, 0.0),
             "return": r["ret"],
         }
         for r in evals
     ]
-    return {
-        "points": points,
-        "total_wall_s": ended - launched,
-        "startup_s": evals[0]["time"] - launched,  # imports, env, compiles, step-0 evaluation
-        "train_compile_s": compile_s,
-        "eval_s": sum(r["eval_s"] for r in evals),
-    }
+    # start-up: imports, env, compiles, step-0 evaluation
+    startup = evals[0]["time"] - run.launched if evals else float("nan")
+    return {"points": points, "startup_s": startup, "train_compile_s": compile_s}
 
 
-def run_ours(args, seed: int, trainer: str = "ours") -> dict:
-    """algos/ppo.py (trainer 'ours') or algos/ppo_brax.py ('ours_jax') in a subprocess; each
-    metrics.csv row is time-stamped when it appears."""
-    jax_path = trainer == "ours_jax"
-    work = args.work_dir / f"{trainer}_seed{seed}"
-    run_dir = work / "run"
-    for name in ("metrics.csv", "timing.csv", "config.json", "final_eval.json"):
-        (run_dir / name).unlink(missing_ok=True)
-    eval_every, total = schedule(args)
-    cmd = [sys.executable, str(ROOT / "algos" / ("ppo_brax.py" if jax_path else "ppo.py"))]
-    cmd += ["--env-id", f"brax:{args.env}", "--brax-pipeline", args.pipeline]
-    cmd += ["--seed", str(seed), "--total-timesteps", str(total)]
-    cmd += ["--num-envs", str(args.num_envs), "--num-steps", str(args.num_steps)]
-    cmd += ["--num-minibatches", str(args.num_minibatches)]
-    cmd += ["--update-epochs", str(args.update_epochs)]
-    cmd += ["--learning-rate", str(args.learning_rate), "--no-anneal-lr"]
-    cmd += ["--gamma", str(args.gamma), "--gae-lambda", str(args.gae_lambda)]
-    cmd += ["--clip-coef", str(args.clip_coef), "--ent-coef", str(args.ent_coef)]
-    cmd += ["--vf-coef", "0.5", "--max-grad-norm", str(args.max_grad_norm)]
-    cmd += ["--norm-adv", "--no-clip-vloss", "--norm-obs", "--no-norm-reward"]
-    cmd += ["--hidden-sizes", "64", "64"]
-    cmd += ["--eval-every", str(eval_every), "--eval-episodes", str(args.eval_episodes)]
-    cmd += ["--checkpoint-every", str(10**9), "--run-dir", str(run_dir)]
-    cmd += ["--no-progress", "--no-tensorboard"]
-    if jax_path:
-        cmd += ["--episode-length", str(args.episode_length)]
-    elif args.episode_length != 1000:
-        raise SystemExit("ours runs brax: ids with the adapter's episode length 1000")
-    stamps: list[float] = []
-    metrics_path = run_dir / "metrics.csv"
-
-    def poll() -> None:
-        if metrics_path.exists():
-            rows = metrics_path.read_text().count("\n") - 1  # complete rows after the header
-            stamps.extend([time.time()] * (rows - len(stamps)))
-
-    proc, launched, out = _launch(cmd, work / "stdout.log", _cache_env(args, trainer))
-    ended = _wait(proc, out, work / "stdout.log", args.timeout, poll)
-    with metrics_path.open() as f:
+def parse_ours(run: bench.Run, run_dir: Path, stamps: list[float], jax_path: bool) -> dict:
+    """Curve points from metrics.csv (wall: the row's stamp) and timing.csv (train seconds)."""
+    if not (run_dir / "timing.csv").exists():
+        return {"points": [], "startup_s": float("nan"), "train_compile_s": float("nan")}
+    with (run_dir / "metrics.csv").open() as f:
         metrics = list(csv.DictReader(f))
     with (run_dir / "timing.csv").open() as f:
-        timing = list(csv.DictReader(f))
-    stamps.extend([ended] * (len(metrics) - len(stamps)))  # rows written just before the exit
-    points, train_s = [], 0.0
-    row_s = [float(t["time/rollout_s"]) + float(t["time/update_s"]) for t in timing]
-    first_row_s = row_s[0]
+        row_s = [float(t["time/rollout_s"]) + float(t["time/update_s"]) for t in csv.DictReader(f)]
+    ended = run.launched + run.wall_s
+    stamps = stamps + [ended] * (len(metrics) - len(stamps))  # rows written just before exit
     # the JAX path compiles inside its first iteration: its excess over the median iteration
-    compile_s = max(first_row_s - statistics.median(row_s[1:]), 0.0) if jax_path else 0.0
-    for row, t_row, stamp in zip(metrics, timing, stamps):
-        train_s += float(t_row["time/rollout_s"]) + float(t_row["time/update_s"])
-        if t_row is timing[0]:
-            train_s -= compile_s
-        ret = float(row["eval/return"])
-        if not math.isnan(ret):
-            points.append(
-                {
-                    "step": int(row["step"]),
-                    "wall_s": stamp - launched,
-                    "train_s": train_s,
-                    "return": ret,
-                }
-            )
-    return {
-        "points": points,
-        "total_wall_s": ended - launched,
-        "startup_s": stamps[0] - launched - first_row_s,  # imports, env compile
-        "train_compile_s": compile_s,  # torch runs eagerly: 0
-        "eval_s": float("nan"),
-    }
+    compile_s = 0.0
+    if jax_path and len(row_s) > 1:
+        compile_s = max(row_s[0] - statistics.median(row_s[1:]), 0.0)
+    points, train_s = [], -compile_s
+    for row, seconds, stamp in zip(metrics, row_s, stamps):
+        train_s += seconds
+        if not math.isnan(ret := float(row["eval/return"])):
+            step, wall = int(row["step"]), stamp - run.launched
+            points.append({"step": step, "wall_s": wall, "train_s": train_s, "return": ret})
+    startup = stamps[0] - run.launched - row_s[0]  # imports, env compile
+    return {"points": points, "startup_s": startup, "train_compile_s": compile_s}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -403,10 +317,12 @@ def first_at_target(points: list[dict], target: float) -> dict | None:
 
 
 def summarise(args, results: dict) -> list[dict]:
+    """One row per (trainer, seed): time to target in both clocks and its ratio to brax's."""
+    nan = float("nan")
     rows = []
     for (trainer, seed), res in results.items():
-        hit = first_at_target(res["points"], args.target)
-        last = res["points"][-1] if res["points"] else {"step": 0, "train_s": float("nan")}
+        hit = first_at_target(res["points"], args.target) or {}
+        last = res["points"][-1] if res["points"] else {"step": 0, "train_s": nan, "return": nan}
         rows.append(
             {
                 "trainer": trainer,
@@ -414,36 +330,30 @@ def summarise(args, results: dict) -> list[dict]:
                 "env": args.env,
                 "pipeline": args.pipeline,
                 "target": args.target,
-                "step_at_target": hit["step"] if hit else "",
-                "wall_to_target_s": hit["wall_s"] if hit else float("nan"),
-                "train_to_target_s": hit["train_s"] if hit else float("nan"),
-                "final_return": res["points"][-1]["return"] if res["points"] else float("nan"),
-                "best_return": max((p["return"] for p in res["points"]), default=float("nan")),
+                "step_at_target": hit.get("step", ""),
+                "wall_to_target_s": hit.get("wall_s", nan),
+                "train_to_target_s": hit.get("train_s", nan),
+                "final_return": last["return"],
+                "best_return": max((p["return"] for p in res["points"]), default=nan),
                 "total_steps": last["step"],
-                "total_wall_s": res["total_wall_s"],
+                "total_wall_s": res["run"].wall_s,
                 "startup_s": res["startup_s"],
                 "train_compile_s": res["train_compile_s"],
-                "train_sps": last["step"] / last["train_s"] if last["train_s"] else float("nan"),
+                "train_sps": last["step"] / last["train_s"] if last["train_s"] else nan,
+                "status": res["run"].status,
             }
         )
     by_key = {(r["trainer"], r["seed"]): r for r in rows}
     for r in rows:
-        brax = by_key.get(("brax", r["seed"]))
+        brax = by_key.get(("brax", r["seed"]), {})
         for clock in ("wall", "train"):
-            num, den = r[f"{clock}_to_target_s"], brax[f"{clock}_to_target_s"] if brax else 0
-            r[f"{clock}_ratio_vs_brax"] = num / den if den and den == den else float("nan")
+            den = brax.get(f"{clock}_to_target_s", nan)
+            r[f"{clock}_ratio_vs_brax"] = r[f"{clock}_to_target_s"] / den if den == den else nan
     return rows
 
 
 def _fmt(x) -> str:
     return f"{x:.4g}" if isinstance(x, float) else str(x)
-
-
-def write_csv(path: Path, rows: list[dict]) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows([{k: _fmt(v) for k, v in r.items()} for r in rows])
 
 
 def plot(args, results: dict, path: Path) -> None:
@@ -459,6 +369,7 @@ def plot(args, results: dict, path: Path) -> None:
         "ours": "algos/ppo.py (torch)",
         "ours_jax": "algos/ppo_brax.py (jax)",
     }
+    first_seed = min(s for _, s in results)
     for ax, clock, title in (
         (axes[0], "wall_s", "wall-clock since launch (all included)"),
         (axes[1], "train_s", "training compute (no compile, no eval)"),
@@ -471,7 +382,7 @@ def plot(args, results: dict, path: Path) -> None:
                 color=colors[trainer],
                 marker=".",
                 alpha=0.8,
-                label=labels[trainer] if seed == min(s for _, s in results) else None,
+                label=labels[trainer] if seed == first_seed else None,
             )
         ax.axhline(args.target, color="gray", ls="--", lw=1)
         ax.set_xlabel("seconds")
@@ -485,10 +396,8 @@ def plot(args, results: dict, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    if args.worker_seed is not None:
-        brax_worker(args)
-        return
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    command = bench.command_line("paper_figures/brax_ppo_race.py", argv)
     args.out.mkdir(parents=True, exist_ok=True)
     eval_every, total = schedule(args)
     print(
@@ -496,59 +405,55 @@ def main(argv: list[str] | None = None) -> None:
         f"target {args.target:g}, seeds {seeds}",
         flush=True,
     )
-    results = {}
     if args.jax_cache == "warm":  # fill every trainer's cache with an untimed run first
-        for trainer in TRAINERS:
-            print(f"  warm-up {trainer} (untimed)", flush=True)
-            run_brax(args, seeds[0]) if trainer == "brax" else run_ours(args, seeds[0], trainer)
-    for seed in seeds:
-        for trainer in TRAINERS:
-            if trainer == "brax":
-                res = run_brax(args, seed)
+        for contender in contenders(args, seeds[0])[0]:
+            print(f"  warm-up {contender.name} (untimed): {bench.run_one(contender).status}")
+    results = {}
+    for repeat, seed in enumerate(seeds):
+        trainers, info = contenders(args, seed)
+        for run in bench.run_repeat(trainers, repeat):
+            i = info[run.name]
+            if run.name == "brax":
+                res = parse_brax(run, i["log"])
             else:
-                res = run_ours(args, seed, trainer)
-            results[(trainer, seed)] = res
+                res = parse_ours(run, i["run_dir"], i["stamps"], run.name == "ours_jax")
+            results[(run.name, seed)] = res | {"run": run}
             hit = first_at_target(res["points"], args.target)
             reached = f"target at {hit['wall_s']:.1f} s wall" if hit else "target not reached"
-            print(f"  seed {seed} {trainer:8s}: {reached}, total {res['total_wall_s']:.1f} s")
+            print(f"  seed {seed} {run.name:8s}: {run.status}, {reached}, {run.wall_s:.1f} s")
+            if not run.ok:
+                print(run.log[-2000:])
+    results = dict(sorted(results.items(), key=lambda kv: (kv[0][1], TRAINERS.index(kv[0][0]))))
     rows = summarise(args, results)
-    write_csv(args.out / "brax_ppo_race.csv", rows)
+    bench.write_csv(args.out / "brax_ppo_race.csv", rows, command)
     curves = [
         {"trainer": t, "seed": s, **p} for (t, s), res in results.items() for p in res["points"]
     ]
-    write_csv(args.out / "brax_ppo_race_curves.csv", curves)
+    bench.write_csv(args.out / "brax_ppo_race_curves.csv", curves, command)
     plot(args, results, args.out / "brax_ppo_race.png")
 
-    print(
-        "\n| trainer | seed | steps to target | wall to target s | train to target s | "
-        "ratio wall | ratio train | total wall s | start-up s | epoch compile s |"
-    )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    cols = "trainer seed step_at_target wall_to_target_s train_to_target_s wall_ratio_vs_brax"
+    cols = [*cols.split(), *"train_ratio_vs_brax total_wall_s startup_s train_compile_s".split()]
+    cols.append("status")
+    print("\n| " + " | ".join(cols) + " |\n|" + " --- |" * len(cols))
     for r in rows:
-        cols = ("trainer", "seed", "step_at_target", "wall_to_target_s", "train_to_target_s",
-                "wall_ratio_vs_brax", "train_ratio_vs_brax", "total_wall_s", "startup_s",
-                "train_compile_s")  # fmt: skip
         print("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
     for trainer in TRAINERS[1:]:
-        ours = [r for r in rows if r["trainer"] == trainer]
         for clock in ("wall", "train"):
-            ratios = [r[f"{clock}_ratio_vs_brax"] for r in ours]
-            if ours and all(x == x for x in ratios):
+            ratios = [r[f"{clock}_ratio_vs_brax"] for r in rows if r["trainer"] == trainer]
+            if ratios and all(x == x for x in ratios):
                 verdict = "holds" if max(ratios) <= 1.5 else "does not hold"
                 print(
                     f"{trainer} {clock}: {trainer}/brax time to target per seed "
                     f"{', '.join(f'{x:.2f}' for x in ratios)}; median "
-                    f"{statistics.median(ratios):.2f}; <= 1.5 on every seed: {verdict}"
+                    f"{bench.median_range(ratios)}; <= 1.5 on every seed: {verdict}"
                 )
             else:
                 print(f"{trainer} {clock}: a trainer missed the target on some seed; no ratio")
-    cmd = " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-    print(
-        f"wrote {args.out}/brax_ppo_race.csv, brax_ppo_race_curves.csv, brax_ppo_race.png; "
-        f"command: python paper_figures/brax_ppo_race.py {cmd}".rstrip()
-    )
+    print(f"wrote {args.out}/brax_ppo_race.csv, brax_ppo_race_curves.csv, brax_ppo_race.png")
+    print(f"command: {command}")
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # inherited by the trainers
     main()

@@ -26,6 +26,9 @@ def test_brax_ppo_race_toy(tmp_path):
     assert set(rows) == {"brax", "ours", "ours_jax"}
     for row in rows.values():
         assert row["seed"] == "1" and row["env"] == "inverted_pendulum"
+        assert row["status"] == "ok" and row["command"].endswith(
+            "brax_ppo_race.py --toy --out " + str(tmp_path)
+        )
         assert int(row["total_steps"]) == 2048  # 2 evaluation intervals of 4 rollouts of 16x16
         total, startup = float(row["total_wall_s"]), float(row["startup_s"])
         assert 0 < startup < total

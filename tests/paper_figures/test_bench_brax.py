@@ -23,10 +23,28 @@ def test_bench_brax_toy(tmp_path):
     assert {"brax raw", "brax raw+autoreset", "brax adapter", "gymnasium"} <= set(rows)
     for backend in ("brax raw", "brax raw+autoreset", "brax adapter"):
         assert rows[backend]["pipeline"] == "spring" and float(rows[backend]["compile_s"]) > 0
-    assert all(float(r["steps_per_s"]) > 0 for r in rows.values())
+    assert all(float(r["steps_per_s"]) > 0 and r["status"] == "ok" for r in rows.values())
     assert float(rows["brax raw"]["ratio_to_raw"]) == 1.0
     assert out.with_suffix(".png").stat().st_size > 5000
     assert "command: python paper_figures/bench_brax.py" in proc.stdout
+    assert rows["brax raw"]["command"].startswith("python paper_figures/bench_brax.py --out")
+
+
+def test_bench_brax_workers_past_their_timeout_leave_failed_rows(tmp_path):
+    out = tmp_path / "b.csv"
+    argv = [sys.executable, str(SCRIPT), "--out", str(out), "--envs", "halfcheetah"]
+    argv += ["--pipelines", "spring", "--num-envs", "2", "--host-envs", "2", "--timeout", "0.3"]
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = list(csv.DictReader(out.open()))
+    assert sorted(r["backend"] for r in rows) == [
+        "brax adapter",
+        "brax raw",
+        "brax raw+autoreset",
+        "gymnasium",
+    ]
+    assert all(r["status"] == "timeout after 0.3 s" and r["steps_per_s"] == "" for r in rows)
+    assert {r["num_envs"] for r in rows} == {"2"}
 
 
 @pytest.mark.slow

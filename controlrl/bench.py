@@ -1,0 +1,243 @@
+"""The one benchmark harness: every contender in its own fresh process, order rotated per repeat,
+ratios paired per repeat, one CSV row per contender per repeat (with the command that made it).
+
+A contender's worker is an importable function, "package.module:function" or
+"path/to/file.py:function" (called with `config` as keyword arguments; it returns a JSON-able
+dict), or a command (argv list; its result is whatever it writes, read by the caller). A worker
+that crashes or runs past its timeout becomes a failed Run; the others still run.
+
+    runs = bench.run([Contender("a", "pkg.mod:fa"), Contender("b", "pkg.mod:fb")], repeats=3)
+    bench.median_range(bench.paired_ratios(runs, "a", "b", lambda r: r.result["s"]), ".2f")
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import importlib.util
+import json
+import os
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+POLL_S = 0.1  # how often a running contender's poll() is called
+LOG_TAIL = 4000  # characters of a contender's output kept in its Run
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One thing to time: a worker function or a command, its config, timeout and environment."""
+
+    name: str
+    worker: str | Sequence[str]  # "module:function" / "file.py:function", or a command's argv
+    config: Mapping[str, Any] = field(default_factory=dict)  # keyword arguments of the function
+    timeout: float | None = None  # seconds; past it the process group is killed
+    env: Mapping[str, str] = field(default_factory=dict)  # added to os.environ for its process
+    cwd: str | None = None  # default: a fresh scratch directory per run
+    poll: Callable[[], None] | None = None  # called every POLL_S while its process runs
+
+
+@dataclass
+class Run:
+    """What one contender's process gave in one repeat."""
+
+    contender: Contender
+    repeat: int
+    slot: int  # position in this repeat's order
+    status: str  # "ok", "exit <code>" or "timeout after <s> s"
+    launched: float  # time.time() just before the process started
+    wall_s: float  # process wall clock, start-up included
+    result: dict = field(default_factory=dict)  # the worker function's return value
+    log: str = ""  # tail of its stdout + stderr
+
+    @property
+    def name(self) -> str:
+        """The contender's name."""
+        return self.contender.name
+
+    @property
+    def ok(self) -> bool:
+        """Whether the process finished in time with exit status 0."""
+        return self.status == "ok"
+
+    def row(self) -> dict[str, Any]:
+        """A CSV row: name, repeat, slot, status, wall_s and the result's scalar values."""
+        scalars = {k: v for k, v in self.result.items() if isinstance(v, (int, float, str))}
+        return {
+            "contender": self.name,
+            "repeat": self.repeat,
+            "slot": self.slot,
+            "status": self.status,
+            "wall_s": self.wall_s,
+            **scalars,
+        }
+
+
+def rotation(items: Sequence, repeat: int) -> list:
+    """`items` rotated left by `repeat`: over len(items) repeats each item takes every slot."""
+    k = repeat % len(items) if items else 0
+    return list(items[k:]) + list(items[:k])
+
+
+def _command(contender: Contender, scratch: Path) -> list[str]:
+    if not isinstance(contender.worker, str):
+        return list(contender.worker)
+    module, sep, function = contender.worker.rpartition(":")
+    if not sep or not module or not function:
+        raise ValueError(f"worker {contender.worker!r} is not 'module:function'")
+    if module.endswith(".py"):  # resolved here: the child runs in its scratch directory
+        module = str(Path(module).resolve())
+    (scratch / "config.json").write_text(json.dumps(dict(contender.config)))
+    return [sys.executable, "-m", "controlrl.bench", f"{module}:{function}", str(scratch)]
+
+
+def run_one(contender: Contender, repeat: int = 0, slot: int = 0) -> Run:
+    """Run one contender in a fresh process and wait for it (or its timeout)."""
+    with tempfile.TemporaryDirectory(prefix=f"bench_{contender.name}_") as tmp:
+        scratch = Path(tmp)
+        cmd = _command(contender, scratch)
+        env = {**os.environ, **contender.env}
+        with (scratch / "output.log").open("w+") as log:
+            launched, t0 = time.time(), time.perf_counter()
+            # own session: a timeout kills the worker's children too (e.g. a JAX or Ray pool)
+            proc = subprocess.Popen(
+                cmd,
+                cwd=contender.cwd or tmp,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            status = _wait(proc, contender, t0)
+            wall = time.perf_counter() - t0
+            log.seek(0)
+            tail = log.read()[-LOG_TAIL:]
+        result: dict = {}
+        result_path = scratch / "result.json"
+        if status == "ok" and isinstance(contender.worker, str):
+            if result_path.exists():
+                result = json.loads(result_path.read_text())
+            else:
+                status = "exit 0 without a result"
+    return Run(contender, repeat, slot, status, launched, wall, result, tail)
+
+
+def _wait(proc: subprocess.Popen, contender: Contender, t0: float) -> str:
+    while True:
+        try:
+            code = proc.wait(timeout=POLL_S)
+            break
+        except subprocess.TimeoutExpired:
+            if contender.timeout is not None and time.perf_counter() - t0 > contender.timeout:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                return f"timeout after {contender.timeout:g} s"
+            if contender.poll is not None:
+                contender.poll()
+    if contender.poll is not None:
+        contender.poll()  # what it wrote just before exiting
+    return "ok" if code == 0 else f"exit {code}"
+
+
+def run_repeat(
+    contenders: Sequence[Contender], repeat: int, on_run: Callable[[Run], None] | None = None
+) -> list[Run]:
+    """One repeat: every contender once, in the order rotated by `repeat`."""
+    runs = []
+    for slot, contender in enumerate(rotation(contenders, repeat)):
+        runs.append(run_one(contender, repeat, slot))
+        if on_run is not None:
+            on_run(runs[-1])
+    return runs
+
+
+def run(
+    contenders: Sequence[Contender], repeats: int, on_run: Callable[[Run], None] | None = None
+) -> list[Run]:
+    """`repeats` repeats of all contenders, the order rotated in every repeat."""
+    return [r for k in range(repeats) for r in run_repeat(contenders, k, on_run)]
+
+
+def paired_ratios(
+    runs: Sequence[Run], a: str, b: str, value: Callable[[Run], float]
+) -> list[float]:
+    """value(a) / value(b) within each repeat where both succeeded, in repeat order."""
+    ok = {(r.name, r.repeat): r for r in runs if r.ok}
+    repeats = sorted({k for _, k in ok})
+    return [value(ok[a, k]) / value(ok[b, k]) for k in repeats if (a, k) in ok and (b, k) in ok]
+
+
+def median_range(values: Sequence[float], fmt: str = ".2f") -> str:
+    """'median (min-max)' of the values; just the value for one, 'n/a' for none."""
+    if not values:
+        return "n/a"
+    med = format(statistics.median(values), fmt)
+    if len(values) == 1:
+        return med
+    return f"{med} ({format(min(values), fmt)}-{format(max(values), fmt)})"
+
+
+def command_line(script: str, argv: Sequence[str] | None) -> str:
+    """The command that made an output: `python <script> <args>` (sys.argv's when argv is None)."""
+    return shlex.join(["python", script, *(sys.argv[1:] if argv is None else argv)])
+
+
+def write_csv(path: str | Path, rows: Sequence[Mapping[str, Any]], command: str) -> None:
+    """Rows (columns in first-seen order) plus a 'command' column, to `path`."""
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=[*columns, "command"], restval="")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({**row, "command": command})  # str(float) round-trips exactly
+
+
+def read_csv(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a CSV written by write_csv, numbers parsed back (ints, floats), '' kept."""
+    with Path(path).open(newline="") as f:
+        return [{k: _parse(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def _parse(text: str) -> Any:
+    if "_" in text:  # int() and float() accept "1_000"; a CSV cell like that is a name
+        return text
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _load(spec: str) -> Callable[..., Any]:
+    module, _, function = spec.rpartition(":")
+    if module.endswith(".py"):  # a script that is not in a package (paper_figures/)
+        loaded = importlib.util.spec_from_file_location(Path(module).stem, module)
+        mod = importlib.util.module_from_spec(loaded)
+        sys.modules[loaded.name] = mod  # dataclasses and pickling look the module up by name
+        loaded.loader.exec_module(mod)
+    else:
+        mod = importlib.import_module(module)
+    return getattr(mod, function)
+
+
+def _child(spec: str, scratch: str) -> None:
+    """In the contender's process: call the worker with its config, write its result."""
+    config = json.loads((Path(scratch) / "config.json").read_text())
+    result = _load(spec)(**config)
+    (Path(scratch) / "result.json").write_text(json.dumps(result or {}))
+
+
+if __name__ == "__main__":
+    _child(*sys.argv[1:3])

@@ -1,0 +1,142 @@
+"""controlrl.bench: rotation, isolation of failures, paired ratios, CSV round trip."""
+
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from controlrl import bench
+
+HERE = f"{Path(__file__).resolve()}:"  # the workers below, loaded by file in each process
+
+
+def append_name(name: str, log: str) -> dict:
+    """Worker: append `name` to the file `log` (the order processes actually ran in)."""
+    with open(log, "a") as f:
+        f.write(name + "\n")
+    return {"name": name, "pid_seen": True}
+
+
+def crash(message: str) -> dict:
+    """Worker that raises."""
+    raise RuntimeError(message)
+
+
+def hang(seconds: float) -> dict:
+    """Worker that runs past any short timeout."""
+    time.sleep(seconds)
+    return {}
+
+
+def test_rotation_puts_every_contender_in_every_slot():
+    items = ["a", "b", "c"]
+    orders = [bench.rotation(items, k) for k in range(3)]
+    assert orders == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"]]
+    assert bench.rotation(items, 4) == ["b", "c", "a"]
+
+
+def test_run_executes_in_rotated_order_each_in_its_own_process(tmp_path):
+    log = tmp_path / "order.txt"
+    contenders = [
+        bench.Contender(n, HERE + "append_name", {"name": n, "log": str(log)}) for n in "abc"
+    ]
+    runs = bench.run(contenders, repeats=3)
+    executed = log.read_text().split()
+    assert executed == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert [(r.name, r.repeat, r.slot) for r in runs[3:6]] == [
+        ("b", 1, 0),
+        ("c", 1, 1),
+        ("a", 1, 2),
+    ]
+    assert all(r.ok and r.result == {"name": r.name, "pid_seen": True} for r in runs)
+    assert all(r.wall_s > 0 and r.launched > 0 for r in runs)
+
+
+def test_crash_and_timeout_become_failed_runs_and_the_others_still_run(tmp_path):
+    log = tmp_path / "order.txt"
+    contenders = [
+        bench.Contender("crash", HERE + "crash", {"message": "boom in worker"}),
+        bench.Contender("hang", HERE + "hang", {"seconds": 60}, timeout=1.0),
+        bench.Contender("cmd", [sys.executable, "-c", "import sys; sys.exit(3)"]),
+        bench.Contender("fine", HERE + "append_name", {"name": "fine", "log": str(log)}),
+    ]
+    t0 = time.perf_counter()
+    runs = {r.name: r for r in bench.run(contenders, repeats=1)}
+    assert time.perf_counter() - t0 < 30  # the hanging worker was killed, not waited for
+    assert runs["crash"].status == "exit 1" and "boom in worker" in runs["crash"].log
+    assert runs["hang"].status == "timeout after 1 s" and 1.0 <= runs["hang"].wall_s < 10
+    assert runs["cmd"].status == "exit 3"
+    assert not any(runs[n].ok for n in ("crash", "hang", "cmd"))
+    assert runs["fine"].ok and runs["fine"].result["name"] == "fine"
+    assert log.read_text() == "fine\n"
+    assert runs["hang"].row()["status"] == "timeout after 1 s"
+
+
+def test_poll_is_called_while_a_command_runs():
+    calls = []
+    contender = bench.Contender(
+        "sleep",
+        [sys.executable, "-c", "import time; time.sleep(0.6)"],
+        poll=lambda: calls.append(time.time()),
+    )
+    run = bench.run_one(contender)
+    assert run.ok and run.result == {}
+    assert len(calls) >= 3 and all(run.launched <= t for t in calls)
+
+
+def _runs(seconds: dict[str, list[float | None]]) -> list[bench.Run]:
+    """Runs with given seconds per repeat (None: failed, with a bogus partial result), listed in
+    a rotated order."""
+    runs = []
+    for k in range(len(next(iter(seconds.values())))):
+        for slot, name in enumerate(bench.rotation(sorted(seconds), k)):
+            s = seconds[name][k]
+            status = "ok" if s is not None else "exit 1"
+            result = {"s": s if s is not None else 99.0}
+            runs.append(bench.Run(bench.Contender(name, "m:f"), k, slot, status, 0.0, 1.0, result))
+    return runs
+
+
+def test_ratios_are_paired_per_repeat_and_skip_failed_repeats():
+    # machine noise moves both contenders of a repeat together: paired a/b is 1 in every good
+    # repeat, while the ratio of medians (or pairing by position) says otherwise
+    a = [1.0, 10.0, None, 2.0, 3.0]
+    b = [1.0, 10.0, 7.0, 2.0, 3.0]
+    runs = _runs({"a": a, "b": b})
+    ratios = bench.paired_ratios(runs, "a", "b", lambda r: r.result["s"])
+    assert ratios == [1.0, 1.0, 1.0, 1.0]
+    unpaired = statistics.median([x for x in a if x]) / statistics.median(b)
+    assert unpaired != pytest.approx(1.0)
+    assert bench.median_range(ratios) == "1.00 (1.00-1.00)"
+    b2 = [2.0, 5.0, 1.0, 8.0, 6.0]
+    ratios2 = bench.paired_ratios(_runs({"a": a, "b": b2}), "a", "b", lambda r: r.result["s"])
+    assert ratios2 == [0.5, 2.0, 0.25, 0.5]
+    assert bench.median_range(ratios2) == "0.50 (0.25-2.00)"
+    assert bench.median_range([]) == "n/a" and bench.median_range([3.0], ".1f") == "3.0"
+
+
+def test_csv_round_trip(tmp_path):
+    rows = [
+        {"contender": "a, with comma", "repeat": 0, "wall_s": 0.1 + 0.2, "note": 'say "hi"'},
+        {"contender": "b", "repeat": 1, "wall_s": 1e-7, "status": "exit 1", "seed": "1_000"},
+        {"contender": "c", "repeat": 2, "wall_s": float("nan"), "sps": ""},
+    ]
+    path = tmp_path / "sub" / "bench.csv"
+    command = bench.command_line("paper_figures/x.py", ["--out", "a b.csv"])
+    assert command == "python paper_figures/x.py --out 'a b.csv'"
+    bench.write_csv(path, rows, command)
+    back = bench.read_csv(path)
+    assert list(back[0]) == ["contender", "repeat", "wall_s", "note", "status", "seed", "sps"] + [
+        "command"
+    ]
+    for row, got in zip(rows, back):
+        assert got["command"] == command
+        for key in back[0]:
+            want = row.get(key, command if key == "command" else "")
+            if isinstance(want, float) and math.isnan(want):
+                assert math.isnan(got[key])
+            else:
+                assert got[key] == want and type(got[key]) is type(want), key
