@@ -74,10 +74,6 @@ def test_bench_ppo_rejects_bad_flags(tmp_path):
 
 def test_trpo_toy_benchmark_runs_both_contenders(tmp_path):
     pytest.importorskip("sb3_contrib")
-    from algos import trpo
-
-    if "max_kl" not in {f.name for f in fields(trpo.Args)}:
-        pytest.skip("algos/trpo.py still calls the trust-region radius target_kl (renamed max_kl)")
     _, rows = _run(tmp_path, "--algo", "trpo")
     assert sorted(r["contender"] for r in rows) == ["ours", "sb3"]
     assert all(r["algo"] == "trpo" and r["status"] == "ok" and float(r["sps"]) > 0 for r in rows)
