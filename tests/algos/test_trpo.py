@@ -18,7 +18,15 @@ from controlrl.trust_region import (
     surrogate,
 )
 
-torch.set_default_dtype(torch.float64)
+
+@pytest.fixture(autouse=True)
+def float64():
+    """Exactness checks in float64, restored after each test (a module-level default would leak
+    into every test collected after this file)."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
 
 
 def setup(kind="gaussian", seed=0, n=32):
