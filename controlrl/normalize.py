@@ -44,6 +44,15 @@ class RunningMeanStd:
         self.var = m2 / total
         self.count = total
 
+    def update_scalar(self, x: float) -> None:
+        """update(np.array([x])) for scalar statistics (shape ()), in Python floats: the same
+        IEEE double operations (** is C pow in both) without numpy's per-call overhead."""
+        delta = x - float(self.mean)
+        total = self.count + 1
+        self.mean = float(self.mean) + delta / total
+        self.var = (float(self.var) * self.count + delta**2 * self.count / total) / total
+        self.count = total
+
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Tensors only, so a checkpoint loads with torch.load(weights_only=True)."""
         return {
@@ -121,6 +130,12 @@ class RewardScaler:
 
     def __call__(self, reward: np.ndarray, ended: np.ndarray) -> np.ndarray:
         """Scale a reward batch [N]; `ended` resets each finished env's running return."""
+        if self.returns.shape[0] == 1:  # one env: scalar arithmetic, the same float64 numbers
+            ret = float(self.returns[0]) * self.gamma + float(reward[0])
+            self.rms.update_scalar(ret)
+            self.returns[0] = 0.0 if ended[0] else ret
+            scaled = float(reward[0]) / math.sqrt(self.rms.var + self.eps)
+            return np.array([min(max(scaled, -self.clip), self.clip)], np.float32)
         returns = self.returns * self.gamma
         returns += reward
         self.rms.update(returns)
