@@ -7,13 +7,16 @@ Contenders, timed in alternating chunks of `--steps` vector steps (order rotated
 machine noise hits all of them; median over `--repeats`):
 
 - raw:       N `gym.make` envs stepped in a Python loop with random actions, reset on an end
+- gymvec:    Gymnasium's own SyncVectorEnv (SAME_STEP autoreset, copy=False), same actions
 - vec:       `envs.make(..., copy=False)` stepped with the same random actions
 - floor:     vec + the floor's per-step actor forward (bench_ppo.py `_worker_floor`'s rollout)
 - collector: `controlrl.rollout.Collector.collect` with a PPO GaussianPolicy, observation
              normaliser and reward scaler into a RolloutBuffer (the training rollout loop)
 
-Prints per-step microseconds (one vector step of N envs) and the ratios vec/raw,
-collector/floor and collector/vec. One torch thread. No file is written.
+Prints per-step microseconds (one vector step of N envs) and the ratios vec/raw, gymvec/raw,
+collector/floor and collector/vec. One torch thread. No file is written. `--clock cpu` (the
+default) times with this process's CPU time, which other jobs on a shared machine disturb far
+less than wall time; `--clock wall` uses perf_counter.
 """
 
 from __future__ import annotations
@@ -52,8 +55,16 @@ def _raw(env_id: str, n: int, seed: int, steps: int):
     return run
 
 
-def _vec(env_id: str, n: int, seed: int, steps: int, actor: bool):
-    vec = envs.make(env_id, n, seed, copy=False)
+def _vec(env_id: str, n: int, seed: int, steps: int, actor: bool, gymnasium: bool = False):
+    if gymnasium:
+        vec = gym.make_vec(
+            env_id,
+            n,
+            vectorization_mode="sync",
+            vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP, "copy": False},
+        )
+    else:
+        vec = envs.make(env_id, n, seed, copy=False)
     vec.reset(seed=seed)
     space = vec.single_action_space
     rng = np.random.default_rng(seed)
@@ -91,10 +102,13 @@ def _collector(env_id: str, n: int, seed: int, steps: int):
     return run
 
 
-def measure(env_id: str, n: int, steps: int, repeats: int, seed: int = 0) -> dict[str, float]:
+def measure(
+    env_id: str, n: int, steps: int, repeats: int, clock=time.process_time, seed: int = 0
+) -> dict[str, float]:
     """Median per-step microseconds of each contender at n envs."""
     runs = {
         "raw": _raw(env_id, n, seed, steps),
+        "gymvec": _vec(env_id, n, seed, steps, actor=False, gymnasium=True),
         "vec": _vec(env_id, n, seed, steps, actor=False),
         "floor": _vec(env_id, n, seed, steps, actor=True),
         "collector": _collector(env_id, n, seed, steps),
@@ -105,9 +119,9 @@ def measure(env_id: str, n: int, steps: int, repeats: int, seed: int = 0) -> dic
     times: dict[str, list[float]] = {k: [] for k in names}
     for r in range(repeats):
         for name in names[r % len(names) :] + names[: r % len(names)]:
-            t0 = time.perf_counter()
+            t0 = clock()
             runs[name]()
-            times[name].append((time.perf_counter() - t0) / steps * 1e6)
+            times[name].append((clock() - t0) / steps * 1e6)
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -117,18 +131,22 @@ def main() -> None:
     parser.add_argument("--envs-list", default="1,8")
     parser.add_argument("--steps", type=int, default=1000, help="vector steps per timed chunk")
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(f"{args.env_id}, us per vector step (median of {args.repeats} chunks of {args.steps})")
-    print("| envs | raw | vec | floor | collector | vec/raw | collector/floor | collector/vec |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    print(
+        f"{args.env_id}, {args.clock} us per vector step "
+        f"(median of {args.repeats} chunks of {args.steps})"
+    )
+    cols = ["raw", "gymvec", "vec", "floor", "collector"]
+    ratios = [("gymvec", "raw"), ("vec", "raw"), ("collector", "floor"), ("collector", "vec")]
+    print("| envs | " + " | ".join(cols) + " | " + " | ".join(f"{a}/{b}" for a, b in ratios) + " |")
+    print("| --- " * (1 + len(cols) + len(ratios)) + "|")
     for n in (int(x) for x in args.envs_list.split(",")):
-        us = measure(args.env_id, n, args.steps, args.repeats)
-        print(
-            f"| {n} | {us['raw']:.1f} | {us['vec']:.1f} | {us['floor']:.1f} | "
-            f"{us['collector']:.1f} | {us['vec'] / us['raw']:.2f} | "
-            f"{us['collector'] / us['floor']:.2f} | {us['collector'] / us['vec']:.2f} |"
-        )
+        us = measure(args.env_id, n, args.steps, args.repeats, clock)
+        cells = [f"{us[c]:.1f}" for c in cols] + [f"{us[a] / us[b]:.2f}" for a, b in ratios]
+        print(f"| {n} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
