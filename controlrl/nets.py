@@ -20,14 +20,24 @@ def layer_init(layer: nn.Linear, gain: float = math.sqrt(2.0), bias: float = 0.0
 def fast_forward(net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
     """net(x) for a Sequential of Linear and Tanh/ReLU without nn.Module call overhead: ~2x
     faster for the batch-of-N forward on every env step (inference only, same numbers)."""
-    for layer in net:
-        if isinstance(layer, nn.Linear):
-            x = torch.nn.functional.linear(x, layer.weight, layer.bias)
-        elif isinstance(layer, nn.Tanh):
-            x = torch.tanh(x)
+    # _modules/_parameters directly: nn.Module.__getattr__ costs ~0.3 us per lookup; the
+    # activations run in place on the fresh output of the layer before (same kernels, same bits)
+    fresh = False
+    for layer in net._modules.values():
+        kind = type(layer)
+        if kind is nn.Linear:
+            params = layer._parameters
+            x, fresh = _linear(x, params["weight"], params["bias"]), True
+        elif kind is nn.Tanh:
+            x = x.tanh_() if fresh else torch.tanh(x)
+        elif kind is nn.ReLU:
+            x = x.relu_() if fresh else torch.relu(x)
         else:
-            x = layer(x)
+            x, fresh = layer(x), False
     return x
+
+
+_linear = torch.nn.functional.linear
 
 
 def mlp(
@@ -63,8 +73,10 @@ class GaussianPolicy(nn.Module):
 
     def sample(self, obs: torch.Tensor) -> torch.Tensor:
         """Sampled actions [B, act_dim]."""
-        mean = fast_forward(self.mean, obs)
-        return mean + self.log_std.exp() * torch.randn_like(mean)
+        mean = fast_forward(self._modules["mean"], obs)
+        # in place on the fresh noise: the products and sums of mean + std * noise, same bits
+        noise = torch.randn_like(mean)
+        return noise.mul_(self._parameters["log_std"].exp()).add_(mean)
 
     def mode(self, obs: torch.Tensor) -> torch.Tensor:
         """Deterministic action (the mean)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -19,11 +21,18 @@ class RunningMeanStd:
         batch_count = x.shape[0]
         # called on every env step: raw ufunc reductions, not np.mean/np.var (~10 us each)
         if batch_count == 1:
-            batch_mean, batch_var = x[0].astype(np.float64), 0.0
-        else:
-            batch_mean = np.add.reduce(x, axis=0, dtype=np.float64) / batch_count
-            centred = x - batch_mean
-            batch_var = np.add.reduce(centred * centred, axis=0) / batch_count
+            # the general formulas below with batch_var = 0 and batch_count = 1, minus the ops
+            # that cannot change a bit (x * 1, m2 + 0.0 where m2 >= +0): same numbers, fewer
+            # numpy calls (x[0] in float32 is promoted exactly, as astype(float64) would)
+            delta = x[0] - self.mean
+            total = self.count + 1
+            self.mean = self.mean + delta / total
+            self.var = (self.var * self.count + delta**2 * self.count / total) / total
+            self.count = total
+            return
+        batch_mean = np.add.reduce(x, axis=0, dtype=np.float64) / batch_count
+        centred = x - batch_mean
+        batch_var = np.add.reduce(centred * centred, axis=0) / batch_count
         delta = batch_mean - self.mean
         total = self.count + batch_count
         self.mean = self.mean + delta * batch_count / total
@@ -33,6 +42,15 @@ class RunningMeanStd:
             + delta**2 * self.count * batch_count / total
         )
         self.var = m2 / total
+        self.count = total
+
+    def update_scalar(self, x: float) -> None:
+        """update(np.array([x])) for scalar statistics (shape ()), in Python floats: the same
+        IEEE double operations (** is C pow in both) without numpy's per-call overhead."""
+        delta = x - float(self.mean)
+        total = self.count + 1
+        self.mean = float(self.mean) + delta / total
+        self.var = (float(self.var) * self.count + delta**2 * self.count / total) / total
         self.count = total
 
     def state_dict(self) -> dict[str, torch.Tensor]:
@@ -69,13 +87,26 @@ class ObsNormalizer:
         self._mean = self.rms.mean.astype(np.float32)
         self._inv_std = (1.0 / np.sqrt(self.rms.var + self.eps)).astype(np.float32)
 
-    def __call__(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
-        """Normalise a batch [B, d]; fold it into the statistics first unless frozen."""
+    def __call__(
+        self, obs: np.ndarray, update: bool = True, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Normalise a batch [B, d]; fold it into the statistics first unless frozen. With `out`
+        (float32 [B, d]) the result is written there (e.g. straight into a rollout buffer)."""
         if update and not self.frozen:
             self.rms.update(obs)
             self._refresh()
-        out = (obs - self._mean) * self._inv_std
-        return np.clip(out, -self.clip, self.clip, out=out).astype(np.float32, copy=False)
+        if obs.dtype != np.float32:  # computed in the wider type, then cast
+            y = (obs - self._mean) * self._inv_std
+            y = np.clip(y, -self.clip, self.clip, out=y).astype(np.float32, copy=False)
+            if out is None:
+                return y
+            out[...] = y
+            return out
+        out = np.subtract(obs, self._mean, out=out)
+        np.multiply(out, self._inv_std, out=out)
+        # maximum then minimum is np.clip's definition (NaN stays NaN) at half its call overhead
+        np.maximum(out, -self.clip, out=out)
+        return np.minimum(out, self.clip, out=out)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Statistics as tensors."""
@@ -99,11 +130,23 @@ class RewardScaler:
 
     def __call__(self, reward: np.ndarray, ended: np.ndarray) -> np.ndarray:
         """Scale a reward batch [N]; `ended` resets each finished env's running return."""
-        self.returns = self.returns * self.gamma + reward
-        self.rms.update(self.returns)
-        self.returns[ended] = 0.0
-        scaled = reward / np.sqrt(self.rms.var + self.eps)
-        return np.clip(scaled, -self.clip, self.clip).astype(np.float32)
+        if self.returns.shape[0] == 1:  # one env: scalar arithmetic, the same float64 numbers
+            ret = float(self.returns[0]) * self.gamma + float(reward[0])
+            self.rms.update_scalar(ret)
+            self.returns[0] = 0.0 if ended[0] else ret
+            scaled = float(reward[0]) / math.sqrt(self.rms.var + self.eps)
+            return np.array([min(max(scaled, -self.clip), self.clip)], np.float32)
+        returns = self.returns * self.gamma
+        returns += reward
+        self.rms.update(returns)
+        returns[ended] = 0.0
+        self.returns = returns
+        # math.sqrt and np.sqrt are both IEEE-exact: same bits, less call overhead; a float64
+        # divisor, as np.sqrt gave, so float32 rewards are still scaled in float64
+        scaled = reward / np.float64(math.sqrt(self.rms.var + self.eps))
+        # maximum then minimum is np.clip's definition, at half its call overhead
+        np.maximum(scaled, -self.clip, out=scaled)
+        return np.minimum(scaled, self.clip, out=scaled).astype(np.float32)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Statistics and the per-env running returns."""

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import gymnasium as gym
-from gymnasium.vector import AutoresetMode
+import numpy as np
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from envs.errors import check_known
 
@@ -18,6 +20,45 @@ def check_id(name: str) -> None:
     check_known(name, lambda: gym.registry, "gym", form=" (Gymnasium)")
 
 
+class LeanSyncVectorEnv(SyncVectorEnv):
+    """Gymnasium's SyncVectorEnv with SAME_STEP autoreset and a lean step: each env's
+    observation is written straight into the batch array, and infos hold only what an ended
+    episode leaves behind (final_obs, final_info and their masks), not every env's per-step info
+    merged into arrays (~14% of a rollout at 8 envs). Reset, spaces, seeding (env i gets
+    seed + i), render, call and close are SyncVectorEnv's. Box observations only."""
+
+    def __init__(self, env_fns, copy: bool = True) -> None:
+        super().__init__(env_fns, copy=copy, autoreset_mode=AutoresetMode.SAME_STEP)
+        if not isinstance(self.single_observation_space, gym.spaces.Box):
+            raise TypeError(
+                f"LeanSyncVectorEnv needs Box observations, got {self.single_observation_space}"
+            )
+
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step every env with actions[i]; an ended env is reset at once (obs is the reset one,
+        infos['final_obs'][i] the episode's last)."""
+        batch_obs, env_obs = self._observations, self._env_obs
+        rewards, terminations, truncations = self._rewards, self._terminations, self._truncations
+        infos: dict[str, Any] = {}
+        for i, env in enumerate(self.envs):
+            obs, rewards[i], terminated, truncated, info = env.step(actions[i])
+            terminations[i], truncations[i] = terminated, truncated
+            if terminated or truncated:
+                infos = self._add_info(infos, {"final_obs": obs, "final_info": info}, i)
+                obs, _ = env.reset()
+            batch_obs[i] = obs
+            env_obs[i] = obs  # what SyncVectorEnv.reset(options={"reset_mask": ...}) batches
+        return (
+            batch_obs.copy() if self.copy else batch_obs,
+            rewards.copy(),
+            terminations.copy(),
+            truncations.copy(),
+            infos,
+        )
+
+
 def make(
     name: str,
     num_envs: int,
@@ -27,19 +68,24 @@ def make(
 ) -> gym.vector.VectorEnv:
     """num_envs copies of gym.make(name) with SAME_STEP autoreset.
 
-    copy=False returns the vector env's own observation array on each step (no deepcopy): for
-    callers that copy it into a buffer at once, like controlrl's Collector.
+    Sync (Box observations): LeanSyncVectorEnv, whose per-step infos hold only final_obs and
+    final_info of ended envs. copy=False returns the vector env's own observation array on each
+    step (no copy): for callers that copy it into a buffer at once, like controlrl's Collector.
     Async (one process per env) only pays off with many cores: on 2 cores sync is faster.
     """
     if vectorization not in ("sync", "async"):
         raise ValueError(f"vectorization must be 'sync' or 'async', got {vectorization!r}")
-    kwargs = {"autoreset_mode": AutoresetMode.SAME_STEP, "copy": copy}
-    if vectorization == "async":
-        kwargs["context"] = "fork"
+    if vectorization == "sync":
+        env_fns = [lambda: gym.make(name, render_mode=render_mode)] * num_envs
+        first = env_fns[0]()  # built once here to check its observation space, then reused
+        fns = [lambda: first] + env_fns[1:]
+        if isinstance(first.observation_space, gym.spaces.Box):
+            return LeanSyncVectorEnv(fns, copy=copy)
+        return SyncVectorEnv(fns, copy=copy, autoreset_mode=AutoresetMode.SAME_STEP)
     return gym.make_vec(
         name,
         num_envs=num_envs,
         vectorization_mode=vectorization,
-        vector_kwargs=kwargs,
+        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP, "copy": copy, "context": "fork"},
         render_mode=render_mode,
     )

@@ -60,3 +60,64 @@ def test_reward_scaler_divides_by_return_std_and_round_trips():
     np.testing.assert_allclose(got, r / np.sqrt(scaler.rms.var + 1e-8), rtol=1e-6)
     assert not np.allclose(expected, 0)
     assert np.abs(scaler(np.array([1e9, -1e9]), np.array([True, True]))).max() == 10.0
+
+
+def _reference_update(rms, x):
+    """RunningMeanStd.update as first written (general batch formula, astype for one sample)."""
+    batch_count = x.shape[0]
+    if batch_count == 1:
+        batch_mean, batch_var = x[0].astype(np.float64), 0.0
+    else:
+        batch_mean = np.add.reduce(x, axis=0, dtype=np.float64) / batch_count
+        centred = x - batch_mean
+        batch_var = np.add.reduce(centred * centred, axis=0) / batch_count
+    delta = batch_mean - rms.mean
+    total = rms.count + batch_count
+    rms.mean = rms.mean + delta * batch_count / total
+    m2 = rms.var * rms.count + batch_var * batch_count + delta**2 * rms.count * batch_count / total
+    rms.var = m2 / total
+    rms.count = total
+
+
+def test_fast_paths_give_the_general_formula_bit_for_bit():
+    """The one-sample update, the one-env reward scaler (Python floats) and normalising into
+    `out` are shortcuts: each must give the same float32/float64 bits as the general code."""
+    rng = np.random.default_rng(3)
+    for num_envs in (1, 3):
+        norm, ref = ObsNormalizer((5,)), RunningMeanStd((5,))
+        scaler, ref_r = RewardScaler(num_envs, gamma=0.99), RunningMeanStd(())
+        returns = np.zeros(num_envs)
+        out = np.empty((num_envs, 5), np.float32)
+        for t in range(500):
+            obs = (rng.normal(3, 7, size=(num_envs, 5)) * rng.choice([1e-3, 1, 1e3])).astype(
+                np.float32
+            )
+            got = norm(obs, out=out)
+            _reference_update(ref, obs)
+            mean32 = ref.mean.astype(np.float32)
+            inv_std32 = (1.0 / np.sqrt(ref.var + 1e-8)).astype(np.float32)
+            expected = np.clip((obs - mean32) * inv_std32, -10.0, 10.0)
+            assert got is out and got.tobytes() == expected.tobytes(), t
+            reward = rng.normal(0, rng.choice([1e-2, 1, 1e4]), size=num_envs)
+            ended = rng.random(num_envs) < 0.02
+            got_r = scaler(reward, ended)
+            returns = returns * 0.99 + reward
+            _reference_update(ref_r, returns)
+            returns[ended] = 0.0
+            expected_r = np.clip(reward / np.sqrt(ref_r.var + 1e-8), -10, 10).astype(np.float32)
+            assert got_r.dtype == np.float32 and got_r.tobytes() == expected_r.tobytes(), t
+            stats = [norm.rms.mean, norm.rms.var, scaler.rms.mean, scaler.rms.var]
+            ref_stats = [ref.mean, ref.var, ref_r.mean, ref_r.var]
+            assert all(
+                np.float64(a).tobytes() == np.float64(b).tobytes() for a, b in zip(stats, ref_stats)
+            ), t
+
+
+def test_scalar_update_squares_with_pow_like_numpy_scalars():
+    """x**2 of a numpy float64 scalar is C pow, which differs from x * x for ~0.1% of values:
+    the Python-float update must use pow too to keep the general path's bits."""
+    for x in np.random.default_rng(4).normal(0, 1e3, size=20_000):
+        fast, ref = RunningMeanStd(()), RunningMeanStd(())
+        fast.update_scalar(float(x))
+        _reference_update(ref, np.array([x]))
+        assert np.float64(fast.var).tobytes() == np.float64(ref.var).tobytes(), x

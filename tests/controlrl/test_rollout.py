@@ -6,6 +6,7 @@ import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from controlrl.buffers import RolloutBuffer
+from controlrl.normalize import ObsNormalizer
 from controlrl.rollout import Collector
 
 
@@ -79,3 +80,30 @@ def test_episode_sums_continue_across_collections():
     assert collector.collect(buffer, act) == []
     episodes = collector.collect(buffer, act)
     assert [(e.ret, e.length, e.step) for e in episodes] == [(3.0, 3, 6), (4.0, 4, 8)]
+
+
+def test_normalised_observations_are_the_ones_the_policy_saw_in_order():
+    """Each step's normalised observation is written straight into the next buffer row (and
+    last_obs after the final step); the policy reads exactly those, across collections."""
+    collector = Collector(make_envs(), ObsNormalizer((2,)), None)
+    collector.reset(seed=0)
+    seen = []
+
+    def act(obs):
+        seen.append(obs.numpy().copy())
+        return torch.zeros(obs.shape[0], 1)
+
+    ref_envs, ref_norm = make_envs(), ObsNormalizer((2,))
+    obs, _ = ref_envs.reset(seed=0)
+    expected = [ref_norm(obs.astype(np.float32))]
+    for _ in range(14):
+        obs, *_ = ref_envs.step(np.zeros((2, 1), np.float32))
+        expected.append(ref_norm(obs.astype(np.float32)))
+    buffer = RolloutBuffer(7, 2, (2,), (1,), discrete=False)
+    collector.collect(buffer, act)
+    np.testing.assert_array_equal(buffer.obs, np.stack(expected[:7]))
+    np.testing.assert_array_equal(buffer.last_obs, expected[7])
+    collector.collect(buffer, act)  # continues from the last observation
+    np.testing.assert_array_equal(buffer.obs, np.stack(expected[7:14]))
+    np.testing.assert_array_equal(buffer.last_obs, expected[14])
+    np.testing.assert_array_equal(np.stack(seen), np.stack(expected[:14]))

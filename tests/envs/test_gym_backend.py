@@ -53,3 +53,58 @@ def test_unknown_ids_name_the_backend_and_closest_ids():
         envs.check_env_id("foo:bar")
     with pytest.raises(envs.UnknownEnvError, match="not installed"):
         envs.check_env_id("bandit:two-arm")
+
+
+# Hopper and CartPole end by termination here, Pendulum by its 200-step time limit
+@pytest.mark.parametrize(
+    "env_id, steps", [("Hopper-v5", 400), ("CartPole-v1", 400), ("Pendulum-v1", 450)]
+)
+def test_lean_sync_env_matches_gymnasium_same_step_autoreset(env_id, steps):
+    """Observations, rewards, flags and final observations equal Gymnasium's SyncVectorEnv."""
+    ours = envs.make(env_id, 3, seed=5)
+    assert isinstance(ours, envs.gym_mujoco.LeanSyncVectorEnv)
+    ref = gym.make_vec(
+        env_id,
+        3,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+    )
+    ref.action_space.seed(5)
+    obs, _ = ours.reset(seed=7)
+    ref_obs, _ = ref.reset(seed=7)
+    assert obs.dtype == ref_obs.dtype == ours.single_observation_space.dtype
+    np.testing.assert_array_equal(obs, ref_obs)
+    ended_steps = 0
+    for _ in range(steps):
+        actions = ours.action_space.sample()
+        np.testing.assert_array_equal(actions, ref.action_space.sample())  # same action seeding
+        out, ref_out = ours.step(actions), ref.step(actions)
+        for x, y in zip(out[:4], ref_out[:4]):
+            assert x.dtype == y.dtype
+            np.testing.assert_array_equal(x, y)
+        ended = out[2] | out[3]
+        info = out[4]
+        if ended.any():
+            ended_steps += 1
+            np.testing.assert_array_equal(info["_final_obs"], ended)
+            np.testing.assert_array_equal(info["_final_obs"], ref_out[4]["_final_obs"])
+            for i in np.flatnonzero(ended):
+                np.testing.assert_array_equal(info["final_obs"][i], ref_out[4]["final_obs"][i])
+                assert not np.array_equal(info["final_obs"][i], out[0][i])  # obs is the reset one
+        else:
+            assert "final_obs" not in info
+    assert ended_steps >= 2  # autoreset was exercised
+    ours.close()
+    ref.close()
+
+
+def test_copy_false_returns_the_env_own_observation_array():
+    vec = envs.make("CartPole-v1", 2, seed=0, copy=False)
+    vec.reset(seed=0)
+    first = vec.step(np.zeros(2, np.int64))[0]
+    second = vec.step(np.zeros(2, np.int64))[0]
+    assert first is second  # overwritten in place
+    vec = envs.make("CartPole-v1", 2, seed=0)
+    vec.reset(seed=0)
+    first = vec.step(np.zeros(2, np.int64))[0]
+    assert first is not vec.step(np.zeros(2, np.int64))[0]
