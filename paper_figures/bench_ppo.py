@@ -13,10 +13,13 @@ Contenders (each in its own fresh process via controlrl.bench, order rotated in 
 - sb3:   stable_baselines3.PPO (stable_baselines3/ppo/ppo.py) or sb3_contrib.TRPO
          (sb3_contrib/trpo/trpo.py) on DummyVecEnv + VecNormalize; a callback times each
          iteration (rollout start -> rollout end -> next rollout start / training end).
-- floor: PPO's work with nothing around it: random-action stepping of the same `envs.make`
-         vector env, a pure-torch actor forward at batch N per env step, the batched value and
-         log-prob forwards over the rollout, and epochs x minibatches of actor+critic forward,
-         PPO loss, backward, grad-norm clip and Adam on random data of the same shapes.
+- floor: PPO's work with nothing around it: a loop of a pure-torch actor forward at batch N and
+         one step of the same `envs.make` vector env with the sampled (clipped) actions, the
+         batched value and log-prob forwards over the rollout, and epochs x minibatches of
+         actor+critic forward, PPO loss, backward, grad-norm clip and Adam on random data of the
+         same shapes. The env steps and actor forwards are also timed in separate loops
+         (env_step_s, actor_fwd_s: a lower bound no rollout reaches, since each action needs the
+         observation before it; the floor's rollout_s counts the interleaved loop).
 
 PPO, SPO and BPO get identical settings, those of vwxyzjn/cleanrl
 cleanrl/ppo_continuous_action.py (given to SB3's PPO too): num_steps per env 2048, 32 minibatches
@@ -47,7 +50,17 @@ ALGOS = ("ppo", "spo", "bpo", "trpo")
 CONTENDERS = ("ours", "sb3", "floor")
 AVAILABLE = {"ppo": CONTENDERS, "trpo": ("ours", "sb3"), "spo": ("ours",), "bpo": ("ours",)}
 CONFIG = ("env_id", "num_envs", "num_steps", "num_minibatches", "epochs", "threads")
-TIMES = ("rollout_s", "update_s", "env_step_s", "actor_fwd_s", "batched_fwd_s", "train_s")
+# floor components: the interleaved step loop (what its rollout counts), and the same env steps
+# and actor forwards timed in separate loops (cheaper: no data dependency, warm caches)
+TIMES = (
+    "rollout_s",
+    "update_s",
+    "step_loop_s",
+    "batched_fwd_s",
+    "train_s",
+    "env_step_s",
+    "actor_fwd_s",
+)
 FIELDS = [  # CSV columns; 'status' and controlrl.bench's 'command' come last
     *"algo contender num_envs repeat slot env_id num_steps num_minibatches epochs".split(),
     *"threads iterations steps_per_iter sps iter_s".split(),
@@ -176,7 +189,6 @@ def _floor(algo: str, cfg: dict) -> dict:
     space = vec_env.single_action_space
     act_dim = int(np.prod(space.shape))
     rng = np.random.default_rng(cfg["seed"])
-    vec_env.reset(seed=cfg["seed"])
 
     def net(out: int) -> nn.Sequential:
         return nn.Sequential(
@@ -199,40 +211,47 @@ def _floor(algo: str, cfg: dict) -> dict:
     data = {k: torch.randn(B, d) for k, d in (("obs", obs_dim), ("act", act_dim))}
     data.update({k: torch.randn(B) for k in ("logp", "adv", "ret", "val")})
     obs_np = rng.standard_normal((N, obs_dim)).astype(np.float32)
+    obs, _ = vec_env.reset(seed=cfg["seed"])
     out: dict[str, list[float]] = {k: [] for k in TIMES[2:]}
     for _ in range(cfg["warmup"] + cfg["iterations"]):
-        actions = rng.uniform(space.low, space.high, (T, N, act_dim)).astype(np.float32)
         t0 = time.perf_counter()
-        for t in range(T):
-            vec_env.step(actions[t])
-        t1 = time.perf_counter()
         with torch.inference_mode():
             for _ in range(T):
-                mean = fast_forward(actor, torch.from_numpy(obs_np))
-                (mean + log_std.exp() * torch.randn_like(mean)).numpy()
-        t2 = time.perf_counter()
+                mean = fast_forward(actor, torch.from_numpy(obs.astype(np.float32, copy=False)))
+                action = (mean + log_std.exp() * torch.randn_like(mean)).numpy()
+                obs = vec_env.step(np.clip(action, space.low, space.high))[0]
+        t1 = time.perf_counter()
         with torch.inference_mode():
             critic(data["obs"]).squeeze(-1).numpy()
             logp_of(data["obs"], data["act"]).numpy()
-        t3 = time.perf_counter()
+        t2 = time.perf_counter()
         for _ in range(cfg["epochs"]):
             for idx in torch.randperm(B).split(B // cfg["num_minibatches"]):
-                obs, adv = data["obs"][idx], data["adv"][idx]
+                mb_obs, adv = data["obs"][idx], data["adv"][idx]
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                ratio = (logp_of(obs, data["act"][idx]) - data["logp"][idx]).exp()
+                ratio = (logp_of(mb_obs, data["act"][idx]) - data["logp"][idx]).exp()
                 pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(0.8, 1.2)).mean()
-                v_new, v_old, ret = critic(obs).squeeze(-1), data["val"][idx], data["ret"][idx]
+                v_new, v_old, ret = critic(mb_obs).squeeze(-1), data["val"][idx], data["ret"][idx]
                 v_clip = v_old + (v_new - v_old).clamp(-0.2, 0.2)
                 v_loss = 0.5 * torch.max((v_new - ret).pow(2), (v_clip - ret).pow(2)).mean()
                 optimizer.zero_grad(set_to_none=False)
                 (pg_loss + 0.5 * v_loss).backward()
                 nn.utils.clip_grad_norm_(params, 0.5)
                 optimizer.step()
+        t3 = time.perf_counter()
+        actions = rng.uniform(space.low, space.high, (T, N, act_dim)).astype(np.float32)
+        for t in range(T):
+            vec_env.step(actions[t])
         t4 = time.perf_counter()
-        for key, dt in zip(out, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+        with torch.inference_mode():
+            for _ in range(T):
+                mean = fast_forward(actor, torch.from_numpy(obs_np))
+                (mean + log_std.exp() * torch.randn_like(mean)).numpy()
+        t5 = time.perf_counter()
+        for key, dt in zip(out, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
             out[key].append(dt)
     vec_env.close()
-    out["rollout_s"] = [sum(x) for x in zip(*(out[k] for k in TIMES[2:5]))]
+    out["rollout_s"] = [a + b for a, b in zip(out["step_loop_s"], out["batched_fwd_s"])]
     out["update_s"] = list(out["train_s"])
     return out
 
@@ -302,7 +321,10 @@ def summarize(runs: list[bench.Run], warmup: int) -> str:
             )
         if col("ppo-floor", "sps"):
             parts = ", ".join(bench.median_range(col("ppo-floor", k), ".3f") for k in TIMES[2:])
-            notes.append(f"floor at {n} envs, env step, actor fwd, batched fwd, update: {parts} s")
+            notes.append(
+                f"floor at {n} envs, step loop, batched fwd, update; split env steps, actor "
+                f"fwds: {parts} s"
+            )
     for r in runs:
         if not r.ok:
             envs = r.contender.config["num_envs"]
