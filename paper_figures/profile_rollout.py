@@ -12,9 +12,10 @@ machine noise hits all of them; median over `--repeats`):
 - floor:     vec + the floor's per-step actor forward (bench_ppo.py `_worker_floor`'s rollout)
 - collector: `controlrl.rollout.Collector.collect` with a PPO GaussianPolicy, observation
              normaliser and reward scaler into a RolloutBuffer (the training rollout loop)
+- bare:      the same Collector without the normalisers (which the floor does not run)
 
 Prints per-step microseconds (one vector step of N envs) and the ratios vec/raw, gymvec/raw,
-collector/floor and collector/vec. One torch thread. No file is written. `--clock cpu` (the
+collector/floor and bare/floor. One torch thread. No file is written. `--clock cpu` (the
 default) times with this process's CPU time, which other jobs on a shared machine disturb far
 less than wall time; `--clock wall` uses perf_counter.
 """
@@ -87,12 +88,13 @@ def _vec(env_id: str, n: int, seed: int, steps: int, actor: bool, gymnasium: boo
     return run_floor if actor else run
 
 
-def _collector(env_id: str, n: int, seed: int, steps: int):
+def _collector(env_id: str, n: int, seed: int, steps: int, normalise: bool = True):
     vec = envs.make(env_id, n, seed, copy=False)
     obs_shape = vec.single_observation_space.shape
     space = vec.single_action_space
     policy = GaussianPolicy(obs_shape[0], space.shape[0])
-    collector = Collector(vec, ObsNormalizer(obs_shape), RewardScaler(n, 0.99))
+    normalisers = (ObsNormalizer(obs_shape), RewardScaler(n, 0.99)) if normalise else (None, None)
+    collector = Collector(vec, *normalisers)
     collector.reset(seed=seed)
     buffer = RolloutBuffer(steps, n, obs_shape, space.shape, discrete=False)
 
@@ -112,6 +114,7 @@ def measure(
         "vec": _vec(env_id, n, seed, steps, actor=False),
         "floor": _vec(env_id, n, seed, steps, actor=True),
         "collector": _collector(env_id, n, seed, steps),
+        "bare": _collector(env_id, n, seed, steps, normalise=False),
     }
     names = list(runs)
     for run in runs.values():  # warm-up
@@ -139,8 +142,8 @@ def main() -> None:
         f"{args.env_id}, {args.clock} us per vector step "
         f"(median of {args.repeats} chunks of {args.steps})"
     )
-    cols = ["raw", "gymvec", "vec", "floor", "collector"]
-    ratios = [("gymvec", "raw"), ("vec", "raw"), ("collector", "floor"), ("collector", "vec")]
+    cols = ["raw", "gymvec", "vec", "floor", "collector", "bare"]
+    ratios = [("gymvec", "raw"), ("vec", "raw"), ("collector", "floor"), ("bare", "floor")]
     print("| envs | " + " | ".join(cols) + " | " + " | ".join(f"{a}/{b}" for a, b in ratios) + " |")
     print("| --- " * (1 + len(cols) + len(ratios)) + "|")
     for n in (int(x) for x in args.envs_list.split(",")):
