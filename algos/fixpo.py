@@ -15,6 +15,7 @@ fixup).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -27,7 +28,7 @@ from controlrl.cli import (
     require_nonnegative,
     require_positive,
 )
-from controlrl.diagnostics import dist_params, index_params, per_state_kl
+from controlrl.diagnostics import NonFiniteError, dist_params, index_params, per_state_kl
 from controlrl.losses import approx_kl, clipped_value_loss
 from controlrl.nets import ValueNet, make_policy
 from controlrl.training import Run
@@ -168,7 +169,10 @@ def fixup(
     params = params_of(optimizer)
     steps = passes = 0
     while True:
-        if max_kl(policy, obs, old_params) <= args.eps_kl:
+        kl = max_kl(policy, obs, old_params)
+        if not math.isfinite(kl):  # a NaN KL is never <= eps_KL: stop as the NaN guard does
+            raise NonFiniteError(f"non-finite KL in the fixup phase ({kl})")
+        if kl <= args.eps_kl:
             return {"fixup_steps": steps, "fixup_passes": passes, "fixup_capped": 0}
         if passes == args.fixup_max_passes:
             if args.fixup_backtrack and anchor is not None:

@@ -76,6 +76,8 @@ class Args:
 def validate(args: Args) -> None:
     """Exit with status 2 and a one-line message naming the first bad flag."""
     checks = [
+        ("--seed", args.seed >= 0, "an integer >= 0", args.seed),
+        ("--mdp-seed", args.mdp_seed >= 0, "an integer >= 0", args.mdp_seed),
         ("--S", args.S >= 2, "an integer >= 2", args.S),
         ("--A", args.A >= 2, "an integer >= 2", args.A),
         ("--H", args.H >= 1, "an integer >= 1", args.H),

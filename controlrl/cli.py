@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,16 @@ def require_batch(args, num_steps: int, num_minibatches: int = 1) -> int:
         f"must be >= one batch (num_steps * num_envs = {batch}), got {args.total_timesteps}",
     )
     return batch
+
+
+def require_finite(args) -> None:
+    """Every float flag (and every number of a tuple flag) is finite: no nan or inf."""
+    for f in dataclasses.fields(args):
+        value = getattr(args, f.name)
+        values = value if isinstance(value, tuple) else (value,)
+        for v in values:
+            if isinstance(v, float):
+                require(math.isfinite(v), f.name, f"must be finite, got {v}")
 
 
 def require_sizes(args, *names: str) -> None:
@@ -131,6 +142,8 @@ class CommonArgs:
         """Check every flag; raise ArgError naming the first bad one."""
         from envs import UnknownEnvError, check_env_id
 
+        require_finite(self)
+        require_nonnegative(self, "seed")
         require_positive(
             self,
             "total_timesteps",

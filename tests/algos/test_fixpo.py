@@ -8,7 +8,7 @@ import torch
 from test_spo import smoke  # sibling file: pytest puts tests/algos on sys.path
 
 from algos.fixpo import Args, beta_loss, fixup, update
-from controlrl.diagnostics import dist_params, per_state_kl
+from controlrl.diagnostics import NonFiniteError, dist_params, per_state_kl
 from controlrl.nets import CategoricalPolicy, GaussianPolicy, ValueNet
 
 
@@ -116,6 +116,17 @@ def test_fixup_cap_is_reported():
         policy.log_std.add_(1.0)  # far outside the region, tiny steps: cannot get back in 2 passes
     result = fixup(policy, opt, beta, beta_opt, batch["obs"], old, args)
     assert result == {"fixup_steps": result["fixup_steps"], "fixup_passes": 2, "fixup_capped": 1}
+
+
+def test_nan_in_the_fixup_phase_stops_instead_of_looping():
+    """A NaN KL is never <= eps_KL: the fixup must raise (the NaN guard then stops the run with
+    the last good checkpoint kept), not step on NaN until the pass cap."""
+    args = Args(fixup_max_passes=3, **ARGS)
+    policy, value_net, opt, beta, beta_opt, batch, old = setup(0, 1e-3)
+    with torch.no_grad():
+        policy.log_std.fill_(float("nan"))
+    with pytest.raises(NonFiniteError, match="fixup"):
+        fixup(policy, opt, beta, beta_opt, batch["obs"], old, args)
 
 
 @pytest.mark.parametrize("env_id", ["Hopper-v5", "CartPole-v1"])
