@@ -1,0 +1,202 @@
+"""Our PPO against Stable-Baselines3's PPO under identical hyperparameters, many seeds each:
+are the distributions of final return the same?
+
+    python paper_figures/ppo_vs_sb3.py --train      # 10 seeds each, HalfCheetah-v5, 300k steps
+    python paper_figures/ppo_vs_sb3.py              # tables and figure from finished runs
+
+Both sides: CleanRL's PPO settings without LR annealing and without value clipping, 1 env,
+observation and reward normalisation (algos/ppo.py --no-anneal-lr --no-clip-vloss; SB3 through
+paper_figures/peers/sb3_ppo.py, which states its settings). Both go through the sweep runner
+(controlrl.experiment) and are evaluated by controlrl.evaluate (10 deterministic episodes at the
+end, normaliser frozen). Statistics: the exact two-sided permutation test of the difference of
+means (every split of the pooled runs), the same for the difference of standard deviations
+(spread), the two-sample Kolmogorov-Smirnov test (scipy), and a bootstrap 95% CI of the
+difference of medians. Writes <out>/ppo_vs_sb3.csv (one row per run), ppo_vs_sb3_tests.csv and
+ppo_vs_sb3.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from controlrl import plots
+from controlrl.experiment import SweepConfig, run_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+PEERS = ROOT / "paper_figures" / "peers"
+SIDES = {  # label: (script, its directory, flags that make it match the other side)
+    "controlrl": (
+        "ppo",
+        ROOT / "algos",
+        ["--no-anneal-lr", "--no-clip-vloss", "--eval-every", "0"],
+    ),
+    "SB3": ("sb3_ppo", PEERS, []),
+}
+
+
+def permutation_test(a: np.ndarray, b: np.ndarray, stat) -> tuple[float, float]:
+    """(observed stat(a) - stat(b), exact two-sided p-value over every split of the pooled
+    samples into groups of len(a) and len(b))."""
+    pooled = np.concatenate([a, b])
+    observed = stat(a) - stat(b)
+    n, hits, total = len(a), 0, 0
+    for idx in itertools.combinations(range(len(pooled)), n):
+        mask = np.zeros(len(pooled), bool)
+        mask[list(idx)] = True
+        d = stat(pooled[mask]) - stat(pooled[~mask])
+        hits += abs(d) >= abs(observed) - 1e-12 * max(1.0, abs(observed))
+        total += 1
+    return float(observed), hits / total
+
+
+def bootstrap_median_diff(
+    a: np.ndarray, b: np.ndarray, n_boot: int = 10_000, seed: int = 0
+) -> tuple[float, float, float]:
+    """median(a) - median(b) and its percentile bootstrap 95% CI (each group resampled)."""
+    rng = np.random.default_rng(seed)
+    ra = np.median(a[rng.integers(0, len(a), (n_boot, len(a)))], axis=1)
+    rb = np.median(b[rng.integers(0, len(b), (n_boot, len(b)))], axis=1)
+    lo, hi = np.quantile(ra - rb, [0.025, 0.975])
+    return float(np.median(a) - np.median(b)), float(lo), float(hi)
+
+
+def compare(a: np.ndarray, b: np.ndarray) -> dict:
+    """Every statistic of the module docstring for samples a (ours) and b (SB3)."""
+    from scipy.stats import ks_2samp
+
+    mean_diff, p_mean = permutation_test(a, b, np.mean)
+    std_diff, p_std = permutation_test(a, b, lambda x: np.std(x, ddof=1))
+    med, lo, hi = bootstrap_median_diff(a, b)
+    ks = ks_2samp(a, b, method="exact")
+    return {
+        "mean_diff": mean_diff,
+        "p_mean_permutation": p_mean,
+        "std_diff": std_diff,
+        "p_std_permutation": p_std,
+        "median_diff": med,
+        "median_diff_ci_lo": lo,
+        "median_diff_ci_hi": hi,
+        "ks_stat": float(ks.statistic),
+        "p_ks": float(ks.pvalue),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--train", action="store_true", help="run missing runs first (two sweeps)")
+    p.add_argument("--env-id", default="HalfCheetah-v5")
+    p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--total-timesteps", type=int, default=300_000)
+    p.add_argument("--final-window", type=int, default=20_480, help="env steps of train return")
+    p.add_argument("--workers", type=int, default=2, help="runs at once when training")
+    p.add_argument("--sweeps-root", type=Path, default=ROOT / "runs" / "sweeps" / "ppo_vs_sb3")
+    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("extra", nargs="*", help="flags for both sides (after --), e.g. --eval-episodes")
+    args = p.parse_args(argv)
+    if args.seeds < 2 or args.total_timesteps < 2048 or args.workers < 1:
+        p.error("need --seeds >= 2, --total-timesteps >= 2048, --workers >= 1")
+
+    rows, curves = [], {}
+    for label, (algo, algos_dir, flags) in SIDES.items():
+        sweep_dir = args.sweeps_root / algo
+        config = SweepConfig(
+            [algo], [args.env_id], args.seeds, args.total_timesteps, [*flags, *args.extra]
+        )
+        if args.train:
+            runs = run_sweep(
+                config,
+                sweep_dir,
+                workers=args.workers,
+                algos_dir=algos_dir,
+                on_update=lambda r: print(f"[{r['status']}] {r['run_id']}", flush=True),
+            )
+            failed = [k for k, v in runs.items() if v["status"] == "failed"]
+            if failed:
+                print(f"warning: failed runs {failed}; see {sweep_dir}/sweep.json", flush=True)
+        env_dir = sweep_dir / "runs" / algo / args.env_id.replace(":", "_")
+        for path in sorted(env_dir.glob("seed*/final_eval.json")):
+            run_dir, final = path.parent, json.loads(path.read_text())
+            curves.setdefault(label, []).append(plots.read_metrics(run_dir, "train/episode_return"))
+            rows.append(
+                {
+                    "side": label,
+                    "env_id": args.env_id,
+                    "seed": int(run_dir.name.removeprefix("seed")),
+                    "steps": int(final["step"]),
+                    "final_train_return": plots.final_return(run_dir, args.final_window),
+                    "final_eval_return": final["eval_return_mean"],
+                }
+            )
+    if sorted(curves) != sorted(SIDES) or min(len(c) for c in curves.values()) < 2:
+        raise SystemExit(f"error: need >= 2 finished runs of each side under {args.sweeps_root}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = args.out / "ppo_vs_sb3"
+    with stem.with_suffix(".csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+    tests = []
+    for metric in ("final_train_return", "final_eval_return"):
+        a, b = (np.array([r[metric] for r in rows if r["side"] == s]) for s in SIDES)
+        summary = {"metric": metric, "n_controlrl": len(a), "n_sb3": len(b)}
+        summary |= {"median_controlrl": float(np.median(a)), "median_sb3": float(np.median(b))}
+        summary |= {"max_controlrl": float(a.max()), "max_sb3": float(b.max())}
+        tests.append(summary | compare(a, b))
+    with (args.out / "ppo_vs_sb3_tests.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(tests[0]))
+        writer.writeheader()
+        writer.writerows(tests)
+
+    import matplotlib.pyplot as plt
+
+    with plt.rc_context(plots.STYLE):
+        fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2))
+        plots.plot_curves(left, curves, smooth_window=5)
+        left.set_title(f"{args.env_id}: training return (mean, 95% bootstrap CI)")
+        left.set_xlabel("env steps")
+        left.legend(loc="lower right", fontsize=7)
+        rng = np.random.default_rng(0)
+        for i, metric in enumerate(("final_train_return", "final_eval_return")):
+            for j, side in enumerate(SIDES):
+                ys = np.array([r[metric] for r in rows if r["side"] == side])
+                x = 2 * i + j + rng.uniform(-0.12, 0.12, len(ys))
+                right.scatter(x, ys, s=12, color=f"C{j}", label=side if i == 0 else None)
+                right.hlines(np.median(ys), 2 * i + j - 0.3, 2 * i + j + 0.3, color=f"C{j}")
+            t = tests[i]
+            right.text(
+                2 * i + 0.5, 1.02, f"p(mean)={t['p_mean_permutation']:.2f}\n"
+                f"p(KS)={t['p_ks']:.2f}", transform=right.get_xaxis_transform(),
+                ha="center", va="bottom", fontsize=7,
+            )  # fmt: skip
+        right.set_xticks([0.5, 2.5], ["final train", "final eval"])
+        right.set_ylabel("return per run (bar: median)")
+        right.legend(fontsize=7)
+        fig.suptitle(
+            f"PPO, identical settings, {args.total_timesteps:,} steps, "
+            f"{len(curves['controlrl'])} vs {len(curves['SB3'])} seeds",
+            fontsize=9,
+        )
+        fig.tight_layout()
+        fig.savefig(stem.with_suffix(".png"))
+    for t in tests:
+        print(
+            f"{t['metric']}: median ours {t['median_controlrl']:.0f} vs SB3 {t['median_sb3']:.0f} "
+            f"(diff {t['median_diff']:.0f}, 95% CI [{t['median_diff_ci_lo']:.0f}, "
+            f"{t['median_diff_ci_hi']:.0f}]); max {t['max_controlrl']:.0f} vs {t['max_sb3']:.0f}; "
+            f"permutation p (mean) {t['p_mean_permutation']:.3f}, (std) "
+            f"{t['p_std_permutation']:.3f}; KS p {t['p_ks']:.3f}"
+        )
+    cmd = " ".join(argv if argv is not None else sys.argv[1:])
+    print(f"wrote {stem}.png, .csv, _tests.csv; command: python paper_figures/ppo_vs_sb3.py {cmd}")
+
+
+if __name__ == "__main__":
+    main()
