@@ -60,6 +60,8 @@ ifdef FULL
 	$(BIN)/python paper_figures/bench_brax.py --out paper_figures/out/bench_brax.csv --timeout 600
 	$(BIN)/python paper_figures/brax_pipeline_check.py
 	$(BIN)/python paper_figures/brax_ppo_race.py
+	$(BIN)/python paper_figures/ppo_vs_sb3.py --train --workers 2 \
+	  --sides controlrl,SB3,"controlrl vf_coef=1"
 else
 	$(BIN)/python paper_figures/retrace_contraction.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/regret.py --toy --out $(TOY_OUT)
@@ -84,6 +86,8 @@ else
 	$(BIN)/python paper_figures/brax_pipeline_check.py --out $(TOY_OUT)/brax_pipeline_check.csv \
 	  --pipelines positional --num-envs 2
 	$(BIN)/python paper_figures/brax_ppo_race.py --toy --out $(TOY_OUT)
+	$(BIN)/python paper_figures/ppo_vs_sb3.py --train --seeds 2 --total-timesteps 4096 \
+	  --sweeps-root $(TOY_OUT)/sweeps/ppo_vs_sb3 --out $(TOY_OUT) -- --eval-episodes 1
 endif
 
 clean:

@@ -3,6 +3,7 @@ are the distributions of final return the same?
 
     python paper_figures/ppo_vs_sb3.py --train      # 10 seeds each, HalfCheetah-v5, 300k steps
     python paper_figures/ppo_vs_sb3.py              # tables and figure from finished runs
+    python paper_figures/ppo_vs_sb3.py --train --sides controlrl,SB3,"controlrl vf_coef=1"
 
 Both sides: CleanRL's PPO settings without LR annealing and without value clipping, 1 env,
 observation and reward normalisation (algos/ppo.py --no-anneal-lr --no-clip-vloss; SB3 through
@@ -11,8 +12,9 @@ paper_figures/peers/sb3_ppo.py, which states its settings). Both go through the 
 end, normaliser frozen). Statistics: the exact two-sided permutation test of the difference of
 means (every split of the pooled runs), the same for the difference of standard deviations
 (spread), the two-sample Kolmogorov-Smirnov test (scipy), and a bootstrap 95% CI of the
-difference of medians. Writes <out>/ppo_vs_sb3.csv (one row per run), ppo_vs_sb3_tests.csv and
-ppo_vs_sb3.png.
+difference of medians, each side against SB3. Writes <out>/ppo_vs_sb3.csv (one row per run),
+ppo_vs_sb3_tests.csv and ppo_vs_sb3.png. A third side, "controlrl vf_coef=1", gives ours SB3's
+weight of the value loss (see SIDES).
 """
 
 from __future__ import annotations
@@ -31,13 +33,14 @@ from controlrl.experiment import SweepConfig, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS = ROOT / "paper_figures" / "peers"
-SIDES = {  # label: (script, its directory, flags that make it match the other side)
-    "controlrl": (
-        "ppo",
-        ROOT / "algos",
-        ["--no-anneal-lr", "--no-clip-vloss", "--eval-every", "0"],
-    ),
-    "SB3": ("sb3_ppo", PEERS, []),
+MATCH = ["--no-anneal-lr", "--no-clip-vloss", "--eval-every", "0"]
+SIDES = {  # label: (script, its directory, flags that make it match SB3, sweep directory name)
+    "controlrl": ("ppo", ROOT / "algos", MATCH, "ppo"),
+    "SB3": ("sb3_ppo", PEERS, [], "sb3_ppo"),
+    # SB3's value loss is F.mse_loss (no 1/2), ours and CleanRL's 0.5 * MSE: with the same
+    # vf_coef SB3 weighs the critic twice as much against the policy in the global grad-norm
+    # clip; this side gives ours SB3's weight
+    "controlrl vf_coef=1": ("ppo", ROOT / "algos", [*MATCH, "--vf-coef", "1.0"], "ppo_vf1"),
 }
 
 
@@ -98,14 +101,19 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--workers", type=int, default=2, help="runs at once when training")
     p.add_argument("--sweeps-root", type=Path, default=ROOT / "runs" / "sweeps" / "ppo_vs_sb3")
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--sides", default="controlrl,SB3", help=f"of: {', '.join(SIDES)}")
     p.add_argument("extra", nargs="*", help="flags for both sides (after --), e.g. --eval-episodes")
     args = p.parse_args(argv)
     if args.seeds < 2 or args.total_timesteps < 2048 or args.workers < 1:
         p.error("need --seeds >= 2, --total-timesteps >= 2048, --workers >= 1")
+    sides = args.sides.split(",")
+    if "SB3" not in sides or len(sides) < 2 or any(s not in SIDES for s in sides):
+        p.error(f"--sides: SB3 and at least one of {', '.join(SIDES)}, got {args.sides}")
 
     rows, curves = [], {}
-    for label, (algo, algos_dir, flags) in SIDES.items():
-        sweep_dir = args.sweeps_root / algo
+    for label in sides:
+        algo, algos_dir, flags, name = SIDES[label]
+        sweep_dir = args.sweeps_root / name
         config = SweepConfig(
             [algo], [args.env_id], args.seeds, args.total_timesteps, [*flags, *args.extra]
         )
@@ -134,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
                     "final_eval_return": final["eval_return_mean"],
                 }
             )
-    if sorted(curves) != sorted(SIDES) or min(len(c) for c in curves.values()) < 2:
+    if sorted(curves) != sorted(sides) or min(len(c) for c in curves.values()) < 2:
         raise SystemExit(f"error: need >= 2 finished runs of each side under {args.sweeps_root}")
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / "ppo_vs_sb3"
@@ -143,13 +151,14 @@ def main(argv: list[str] | None = None) -> None:
         writer.writeheader()
         writer.writerows(rows)
 
-    tests = []
-    for metric in ("final_train_return", "final_eval_return"):
-        a, b = (np.array([r[metric] for r in rows if r["side"] == s]) for s in SIDES)
-        summary = {"metric": metric, "n_controlrl": len(a), "n_sb3": len(b)}
-        summary |= {"median_controlrl": float(np.median(a)), "median_sb3": float(np.median(b))}
-        summary |= {"max_controlrl": float(a.max()), "max_sb3": float(b.max())}
-        tests.append(summary | compare(a, b))
+    tests, metrics = [], ("final_train_return", "final_eval_return")
+    for side in (s for s in sides if s != "SB3"):
+        for metric in metrics:
+            a, b = (np.array([r[metric] for r in rows if r["side"] == s]) for s in (side, "SB3"))
+            summary = {"side": side, "metric": metric, "n": len(a), "n_sb3": len(b)}
+            summary |= {"median": float(np.median(a)), "median_sb3": float(np.median(b))}
+            summary |= {"max": float(a.max()), "max_sb3": float(b.max())}
+            tests.append(summary | compare(a, b))
     with (args.out / "ppo_vs_sb3_tests.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(tests[0]))
         writer.writeheader()
@@ -157,40 +166,53 @@ def main(argv: list[str] | None = None) -> None:
 
     import matplotlib.pyplot as plt
 
+    n = len(sides)
     with plt.rc_context(plots.STYLE):
-        fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2))
-        plots.plot_curves(left, curves, smooth_window=5)
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4))
+        plots.plot_curves(left, {s: curves[s] for s in sides}, smooth_window=5)
         left.set_title(f"{args.env_id}: training return (mean, 95% bootstrap CI)")
         left.set_xlabel("env steps")
         left.legend(loc="lower right", fontsize=7)
         rng = np.random.default_rng(0)
-        for i, metric in enumerate(("final_train_return", "final_eval_return")):
-            for j, side in enumerate(SIDES):
+        for i, metric in enumerate(metrics):
+            for j, side in enumerate(sides):
                 ys = np.array([r[metric] for r in rows if r["side"] == side])
-                x = 2 * i + j + rng.uniform(-0.12, 0.12, len(ys))
-                right.scatter(x, ys, s=12, color=f"C{j}", label=side if i == 0 else None)
-                right.hlines(np.median(ys), 2 * i + j - 0.3, 2 * i + j + 0.3, color=f"C{j}")
-            t = tests[i]
-            right.text(
-                2 * i + 0.5, 1.02, f"p(mean)={t['p_mean_permutation']:.2f}\n"
-                f"p(KS)={t['p_ks']:.2f}", transform=right.get_xaxis_transform(),
-                ha="center", va="bottom", fontsize=7,
-            )  # fmt: skip
-        right.set_xticks([0.5, 2.5], ["final train", "final eval"])
+                x0 = (n + 1) * i + j
+                right.scatter(
+                    x0 + rng.uniform(-0.12, 0.12, len(ys)),
+                    ys,
+                    s=12,
+                    color=f"C{j}",
+                    label=side if i == 0 else None,
+                )
+                right.hlines(np.median(ys), x0 - 0.3, x0 + 0.3, color=f"C{j}")
+                t = next((t for t in tests if t["side"] == side and t["metric"] == metric), None)
+                if t is not None:  # vs SB3: permutation p of the means / KS p
+                    right.text(
+                        x0,
+                        1.01,
+                        f"{t['p_mean_permutation']:.2f}\n{t['p_ks']:.2f}",
+                        transform=right.get_xaxis_transform(),
+                        ha="center",
+                        va="bottom",
+                        fontsize=6,
+                    )
+        right.set_xticks([(n - 1) / 2, (n + 1) + (n - 1) / 2], ["final train", "final eval"])
         right.set_ylabel("return per run (bar: median)")
         right.legend(fontsize=7)
+        counts = " vs ".join(f"{len(curves[s])}" for s in sides)
         fig.suptitle(
-            f"PPO, identical settings, {args.total_timesteps:,} steps, "
-            f"{len(curves['controlrl'])} vs {len(curves['SB3'])} seeds",
+            f"PPO, identical settings, {args.total_timesteps:,} steps, {counts} seeds; "
+            "above the points: p vs SB3 (permutation test of means / KS)",
             fontsize=9,
         )
         fig.tight_layout()
         fig.savefig(stem.with_suffix(".png"))
     for t in tests:
         print(
-            f"{t['metric']}: median ours {t['median_controlrl']:.0f} vs SB3 {t['median_sb3']:.0f} "
+            f"{t['side']} vs SB3, {t['metric']}: median {t['median']:.0f} vs {t['median_sb3']:.0f} "
             f"(diff {t['median_diff']:.0f}, 95% CI [{t['median_diff_ci_lo']:.0f}, "
-            f"{t['median_diff_ci_hi']:.0f}]); max {t['max_controlrl']:.0f} vs {t['max_sb3']:.0f}; "
+            f"{t['median_diff_ci_hi']:.0f}]); max {t['max']:.0f} vs {t['max_sb3']:.0f}; "
             f"permutation p (mean) {t['p_mean_permutation']:.3f}, (std) "
             f"{t['p_std_permutation']:.3f}; KS p {t['p_ks']:.3f}"
         )
