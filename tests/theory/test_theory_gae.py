@@ -2,6 +2,7 @@
 Estimation"): unbiased with the true V for all lambda; exact gradient at lambda = 1 only."""
 
 import numpy as np
+import pytest
 
 from theory import gae_exact as ge
 from theory import mdp as M
@@ -128,3 +129,15 @@ def test_variance_against_lambda():
         wrong = [_gae_moments(mdp, pi, V + e, lam)[1] for lam in LAMS]
         falls += wrong[-1] < wrong[0]
     assert falls >= 8  # the claim fails: with this critic error lambda = 1 has lower variance
+
+
+def test_enumeration_refuses_bad_inputs():
+    rng = np.random.default_rng(23)
+    mdp, pi, V, _ = _episodic(rng)
+    bad_v = V.copy()
+    bad_v[-1] = 1.0
+    with pytest.raises(ValueError, match="V\\[H\\] must be 0"):
+        ge.gae_gradient_distribution(mdp, pi, bad_v, 0.5)
+    discounted = M.random_mdp(3, 2, rng, gamma=0.9)
+    with pytest.raises(ValueError, match="finite-horizon"):
+        ge.enumerate_trajectories(discounted, M.random_policy(discounted, rng))

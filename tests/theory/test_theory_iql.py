@@ -113,3 +113,8 @@ def test_extraction_concentrates_on_best_in_support_action():
     assert np.all(mass > 1 - 1e-9)
     masses = [iql.awr_policy(mu_hat, adv, b)[np.arange(len(best)), best] for b in [0, 1, 10]]
     assert np.all(np.diff(masses, axis=0) >= 0)  # monotone in beta
+
+
+def test_empirical_policy_refuses_unseen_state():
+    with pytest.raises(ValueError, match="state 2 has no dataset action"):
+        iql.empirical_policy(np.array([0, 1, 1]), np.array([0, 1, 0]), 3, 2)

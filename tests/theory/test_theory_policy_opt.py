@@ -329,3 +329,9 @@ def test_bpo_lower_bound_holds_for_random_fits():
     assert min(slack) < 1e-3  # nearly attained (near pi0, where median and mean splits agree)
     # both terms are needed: without either, the "bound" is violated
     assert min(slack_without_penalty) < 0 and min(slack_without_loss) < 0
+
+
+@pytest.mark.parametrize("c_low, c_high", [(1.2, 2.0), (0.5, 0.9), (-0.1, 1.5)])
+def test_bad_ratio_bounds_are_refused(c_low, c_high):
+    with pytest.raises(ValueError, match="need 0 <= c_low <= 1 <= c_high"):
+        po.bounded_ratio_target(np.full(3, 1 / 3), np.arange(3.0), c_low, c_high)

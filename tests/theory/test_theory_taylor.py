@@ -49,3 +49,11 @@ def test_halving_delta_divides_residual_by_two_to_the_k_plus_one(K):
         errs = [_residual(mdp, pi, z, d, K) for d in deltas]
         slope = np.polyfit(np.log(deltas), np.log(errs), 1)[0]
         assert abs(slope - (K + 1)) < 0.25, (seed, slope)
+
+
+def test_bad_order_is_refused():
+    rng, mdp, pi, _ = _setup(2)
+    with pytest.raises(ValueError, match="K = 0 must be at least 1"):
+        ty.taylor_objective(mdp, pi, pi, 0)
+    with pytest.raises(ValueError, match="pi_new has shape"):
+        ty.taylor_objective(mdp, pi, pi[:, :2], 1)
