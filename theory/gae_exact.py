@@ -31,7 +31,9 @@ def enumerate_trajectories(
     return prob, states, actions
 
 
-def gae_from_values(rewards: np.ndarray, values: np.ndarray, gamma: float, lam: float):
+def gae_from_values(
+    rewards: np.ndarray, values: np.ndarray, gamma: float, lam: float
+) -> np.ndarray:
     """A_hat [N, H] from rewards [N, H] and values along the path [N, H+1] (values[:, H] = 0)."""
     deltas = rewards + gamma * values[:, 1:] - values[:, :-1]
     adv = np.zeros_like(deltas)

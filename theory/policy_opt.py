@@ -225,7 +225,7 @@ def expected_policy_gradient(mdp: TabularMDP, pi: np.ndarray, adv: np.ndarray) -
 # ---------------------------------------------------------------------------------------------
 
 
-def bounded_ratio_target(pi0: np.ndarray, q: np.ndarray, c_low: float, c_high: float):
+def bounded_ratio_target(pi0: np.ndarray, q: np.ndarray, c_low: float, c_high: float) -> np.ndarray:
     """argmax_pi E_pi[Q] s.t. c_low <= pi/pi0 <= c_high, per state (0 <= c_low <= 1 <= c_high).
 
     Every action starts at c_low pi0; the remaining mass 1 - c_low goes to the best actions first,
