@@ -98,3 +98,51 @@ def in_sample_optimal_value(
             return V_new
         V = V_new
     return V
+
+
+def empirical_policy(states: np.ndarray, actions: np.ndarray, S: int, A: int) -> np.ndarray:
+    """mu_hat(a|s) = n(s, a) / n(s) [S, A]; every state must appear in the data."""
+    counts = np.zeros((S, A))
+    np.add.at(counts, (states, actions), 1.0)
+    if np.any(counts.sum(1) == 0):
+        raise ValueError(f"state {int(np.argmin(counts.sum(1)))} has no dataset action")
+    return counts / counts.sum(1, keepdims=True)
+
+
+def awr_policy(mu_hat: np.ndarray, adv: np.ndarray, beta: float) -> np.ndarray:
+    """The closed-form optimum of weighted-NLL extraction: pi ~ mu_hat exp(beta A) per state.
+
+    Only dataset actions (mu_hat > 0) get mass; A is never read elsewhere (it may be NaN there).
+    """
+    seen = mu_hat > 0
+    logits = np.where(
+        seen, np.log(np.where(seen, mu_hat, 1.0)) + beta * np.where(seen, adv, 0), -np.inf
+    )
+    logits -= logits.max(axis=1, keepdims=True)
+    w = np.exp(logits)
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def fit_weighted_nll(
+    states: np.ndarray,
+    actions: np.ndarray,
+    adv: np.ndarray,
+    beta: float,
+    S: int,
+    A: int,
+    steps: int = 5000,
+    lr: float = 1.0,
+) -> np.ndarray:
+    """Gradient descent on softmax logits for -mean_i exp(beta A(s_i, a_i)) log pi(a_i|s_i)
+    (IQL's extraction loss over the dataset, tabular class); returns pi [S, A]."""
+    w = np.exp(beta * adv[states, actions])  # only dataset pairs are read
+    target = np.zeros((S, A))  # sum of weights per (s, a)
+    np.add.at(target, (states, actions), w)
+    total = target.sum(1, keepdims=True)
+    logits = np.zeros((S, A))
+    for _ in range(steps):  # d loss / d logits(s) = (total_s pi(.|s) - target_s) / n
+        pi = np.exp(logits - logits.max(1, keepdims=True))
+        pi /= pi.sum(1, keepdims=True)
+        logits -= lr * (total * pi - target) / total  # per-state step normalised by its weight
+    pi = np.exp(logits - logits.max(1, keepdims=True))
+    return pi / pi.sum(1, keepdims=True)

@@ -217,3 +217,63 @@ def expected_policy_gradient(mdp: TabularMDP, pi: np.ndarray, adv: np.ndarray) -
     """E[sum_t gamma^t grad log pi(a_t|s_t) adv(s_t, a_t)] w.r.t. softmax logits, [S, A]."""
     d = occupancy(mdp, pi)
     return d[:, None] * pi * (adv - np.sum(pi * adv, axis=-1, keepdims=True))
+
+
+# ---------------------------------------------------------------------------------------------
+# BRRL / BPO (Ao et al. 2026, "Bounded Ratio Reinforcement Learning"): asymmetric bounds (the CEM
+# connection), the PPO loss as a one-sided BPO loss, a lower bound on eta in terms of the BPO loss
+# ---------------------------------------------------------------------------------------------
+
+
+def bounded_ratio_target(pi0: np.ndarray, q: np.ndarray, c_low: float, c_high: float) -> np.ndarray:
+    """argmax_pi E_pi[Q] s.t. c_low <= pi/pi0 <= c_high, per state (0 <= c_low <= 1 <= c_high).
+
+    Every action starts at c_low pi0; the remaining mass 1 - c_low goes to the best actions first,
+    up to c_high pi0 each. c = 1 -/+ eps is `bpo_target`; c_low = 0, c_high = 1/rho is CEM's
+    elite distribution (pi0 conditioned on the top-rho mass of Q).
+    """
+    if not (0.0 <= c_low <= 1.0 <= c_high):
+        raise ValueError(f"need 0 <= c_low <= 1 <= c_high, got c_low={c_low}, c_high={c_high}")
+    order = np.argsort(-q, axis=-1, kind="stable")
+    p_sorted = np.take_along_axis(pi0, order, axis=-1)
+    room = (c_high - c_low) * p_sorted  # how much each action can gain above its floor
+    before = np.cumsum(room, axis=-1) - room
+    new_sorted = c_low * p_sorted + np.clip((1.0 - c_low) - before, 0.0, room)
+    out = np.empty_like(new_sorted)
+    np.put_along_axis(out, order, new_sorted, axis=-1)
+    return out
+
+
+def ppo_hinge_loss(ratio: np.ndarray, adv: np.ndarray, eps: float) -> np.ndarray:
+    """|A| max(0, sign(A) (r* - r)), r* = 1 + eps sign(A): the one-sided L1 distance to the BRRL
+    target ratio with the mean V as threshold. PPO's loss -min(r A, clip(r) A) equals it minus
+    A r*, a term constant in r, so both have the same minimisers and gradient in r."""
+    target = 1.0 + eps * np.sign(adv)
+    return np.abs(adv) * np.maximum(0.0, np.sign(adv) * (target - ratio))
+
+
+def bpo_lower_bound(
+    mdp: TabularMDP, pi0: np.ndarray, pi: np.ndarray, eps: float
+) -> tuple[float, dict[str, float]]:
+    """A lower bound on eta(pi) in terms of the BPO loss (derived here, see below).
+
+    With rho0 the unnormalised occupancy of pi0, A its advantage and pi* = bpo_target(pi0, Q):
+      eta(pi) >= eta(pi0) + gain* - L_BPO(pi) - 2 gamma eps_pi / (1 - gamma) sum_s rho0(s) TV_s,
+    gain* = sum_s rho0 sum_a pi* A (the BRRL surrogate gain), L_BPO = sum_s rho0 E_pi0[|r - r*||A|]
+    (the reference loss, weight |q - V|, on the exact occupancy), TV_s = TV(pi, pi0)(s) <= eps/2 +
+    TV(pi, pi*)(s), and eps_pi = max_s |E_pi A(s, .)|. It is Achiam et al. 2017's bound
+    eta(pi) - eta(pi0) >= sum_s rho0 [E_pi A - 2 gamma eps_pi TV_s / (1 - gamma)] with
+    E_pi A = E_pi* A + sum_a (pi - pi*) A >= E_pi* A - E_pi0[|r - r*| |A|].
+    """
+    V, Q = evaluate(mdp, pi0)
+    adv = Q - V[:, None]
+    rho = occupancy(mdp, pi0)
+    target = bpo_target(pi0, Q, eps)
+    gain = float(rho @ np.sum(target * adv, axis=-1))
+    loss = float(rho @ bpo_loss(pi, pi0, Q, adv, eps))
+    eps_pi = float(np.max(np.abs(np.sum(pi * adv, axis=-1))))
+    tv_term = float(rho @ tv(pi, pi0))
+    penalty = 2.0 * mdp.gamma * eps_pi / (1.0 - mdp.gamma) * tv_term
+    eta0 = float(mdp.rho0 @ V)
+    parts = {"eta0": eta0, "gain": gain, "loss": loss, "penalty": penalty}
+    return eta0 + gain - loss - penalty, parts

@@ -107,3 +107,60 @@ def control_iteration(
 def optimal_q(mdp: TabularMDP) -> np.ndarray:
     """Q* of value iteration, [S, A]."""
     return value_iteration(mdp)[1]
+
+
+def sample_paths(
+    mdp: TabularMDP,
+    mu: np.ndarray,
+    x: np.ndarray,
+    a: np.ndarray,
+    length: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Paths from fixed (x_0, a_0) [n], then behaviour mu: states and actions [n, length + 1]."""
+    n = len(x)
+    states = np.empty((n, length + 1), dtype=np.int64)
+    actions = np.empty((n, length + 1), dtype=np.int64)
+    states[:, 0], actions[:, 0] = x, a
+    cum_P, cum_mu = np.cumsum(mdp.P, axis=-1), np.cumsum(mu, axis=-1)
+    for t in range(length):  # sequential in time, vectorised over the n paths
+        u_s, u_a = rng.random((2, n, 1))
+        s = np.minimum((cum_P[states[:, t], actions[:, t]] < u_s).sum(-1), mdp.S - 1)
+        states[:, t + 1] = s
+        actions[:, t + 1] = np.minimum((cum_mu[s] < u_a).sum(-1), mdp.A - 1)
+    return states, actions
+
+
+def sampled_targets(
+    mdp: TabularMDP,
+    pi: np.ndarray,
+    Q: np.ndarray,
+    c: np.ndarray,
+    states: np.ndarray,
+    actions: np.ndarray,
+) -> np.ndarray:
+    """The online off-policy target of each path [n] (Munos et al. 2016, eq. 3), truncated:
+    Q(x_0, a_0) + sum_t gamma^t (c_1 ... c_t) (r_t + gamma E_pi Q(x_{t+1}, .) - Q(x_t, a_t))."""
+    g = mdp.gamma
+    s, act, s2 = states[:, :-1], actions[:, :-1], states[:, 1:]
+    delta = mdp.R[s, act] + g * np.sum(pi[s2] * Q[s2], axis=-1) - Q[s, act]  # [n, T]
+    trace = np.cumprod(c[states[:, 1:-1], actions[:, 1:-1]], axis=1)  # c_1 ... c_t, t >= 1
+    weight = np.concatenate([np.ones((len(states), 1)), trace], axis=1)
+    discount = g ** np.arange(delta.shape[1])
+    return Q[states[:, 0], actions[:, 0]] + np.sum(discount * weight * delta, axis=1)
+
+
+def truncated_expectation(
+    mdp: TabularMDP, pi: np.ndarray, mu: np.ndarray, c: np.ndarray, Q: np.ndarray, length: int
+) -> np.ndarray:
+    """E_mu of `sampled_targets` over paths of `length` steps, exactly [S, A]:
+    Q + sum_{t < length} (gamma P^{c mu})^t (T^pi Q - Q) (-> R Q as length -> infinity)."""
+    S, A, g = mdp.S, mdp.A, mdp.gamma
+    P = mdp.P.reshape(S * A, S)
+    P_cmu = P @ _expectation_matrix(mu * c)
+    td = mdp.R.reshape(-1) + g * P @ np.sum(pi * Q, axis=-1) - Q.reshape(-1)  # T^pi Q - Q
+    out, term = Q.reshape(-1).copy(), td
+    for _ in range(length):  # a finite Neumann series
+        out += term
+        term = g * P_cmu @ term
+    return out.reshape(S, A)

@@ -212,3 +212,126 @@ def test_tpo_target_maximises_regularised_objective():
     others = rng.dirichlet(np.ones(6), size=20_000)
     assert np.all(others @ u - eta * po.kl(others, p_old) <= best + 1e-12)
     np.testing.assert_allclose(po.tpo_target(p_old, np.zeros(6), eta), p_old)
+
+
+# --- T-BPO1 (iii) and (iv) (Ao et al. 2026, "Bounded Ratio Reinforcement Learning") ---
+
+
+def test_asymmetric_target_is_the_lp_optimum():
+    rng = np.random.default_rng(40)
+    for _ in range(50):
+        A = rng.integers(2, 7)
+        pi0, q = rng.dirichlet(np.ones(A)), rng.normal(size=A)
+        c_low, c_high = rng.uniform(0, 1), rng.uniform(1, 4)
+        tgt = po.bounded_ratio_target(pi0, q, c_low, c_high)
+        lp = linprog(
+            -q,
+            A_eq=np.ones((1, A)),
+            b_eq=[1.0],
+            bounds=list(zip(c_low * pi0, c_high * pi0)),
+            method="highs",
+        )
+        assert tgt @ q == pytest.approx(-lp.fun, abs=1e-12)
+        assert tgt.sum() == pytest.approx(1.0, abs=1e-12)
+        eps = rng.uniform(0.05, 0.9)
+        np.testing.assert_allclose(
+            po.bounded_ratio_target(pi0, q, 1 - eps, 1 + eps),
+            po.bpo_target(pi0, q, eps),
+            atol=1e-15,
+        )
+
+
+def test_cem_limit_is_the_elite_distribution():
+    """c_low = 0, c_high = 1/rho: pi0 conditioned on the top-rho mass of Q (CEM's refit target)."""
+    rng = np.random.default_rng(41)
+    for _ in range(50):
+        A = rng.integers(3, 9)
+        pi0, q = rng.dirichlet(np.ones(A)), rng.normal(size=A)
+        k = rng.integers(1, A)
+        elite = np.argsort(-q)[:k]
+        rho = pi0[elite].sum()  # an elite fraction that falls on an action boundary
+        cem = np.zeros(A)
+        cem[elite] = pi0[elite] / rho
+        np.testing.assert_allclose(po.bounded_ratio_target(pi0, q, 0.0, 1.0 / rho), cem, atol=1e-12)
+        # in between, the boundary action is kept in part: the (1 - rho)-quantile split
+        rho_mid = rho + 0.5 * pi0[np.argsort(-q)[k]]
+        mid = po.bounded_ratio_target(pi0, q, 0.0, 1.0 / rho_mid)
+        assert mid[np.argsort(-q)[k]] == pytest.approx(0.5 * pi0[np.argsort(-q)[k]] / rho_mid)
+
+
+def test_ppo_loss_is_a_one_sided_bpo_loss():
+    """-min(r A, clip(r) A) = |A| max(0, sign(A)(r* - r)) - A r*, r* = 1 + eps sign(A)."""
+    rng = np.random.default_rng(42)
+    eps = 0.2
+    ratio, adv = rng.uniform(0, 2.5, size=10_000), rng.normal(size=10_000)
+    ppo_loss = -po.ppo_clip_objective(ratio, adv, eps)
+    target = 1 + eps * np.sign(adv)
+    np.testing.assert_allclose(
+        ppo_loss - po.ppo_hinge_loss(ratio, adv, eps), -adv * target, rtol=0, atol=1e-12
+    )
+    # where the pi0-mass above the mean V is exactly 1/2, the median threshold is the mean one and
+    # BRRL's pi* zeroes the one-sided loss: it minimises PPO's expected loss
+    pi0 = np.full(4, 0.25)
+    q = np.array([2.0, 0.5, -0.7, -1.8])
+    adv_q = q - pi0 @ q
+    pi_star = po.bpo_target(pi0, q, eps)
+    np.testing.assert_allclose(pi_star / pi0, 1 + eps * np.sign(adv_q), atol=1e-15)
+    hinge = pi0 @ po.ppo_hinge_loss(pi_star / pi0, adv_q, eps)
+    assert hinge == 0.0
+    # ... but not uniquely: PPO's loss is flat past r*, BPO's two-sided loss is zero only at pi*
+    others = rng.dirichlet(np.ones(4), size=2000)
+    flat = po.ppo_hinge_loss(others / pi0, adv_q, eps) @ pi0 == 0
+    assert flat.any()
+    assert np.all(others[flat][:, adv_q > 0] >= (1 + eps) * 0.25 - 1e-15)
+    assert np.all(po.bpo_loss(others, pi0, q, adv_q, eps) > 0)
+
+
+def _linear_softmax_fits(mdp, pi0, eps, rng, n_fits=30, d=4):
+    """Policies softmax(phi . theta) fit by gradient descent on the exact BPO loss, stopped at a
+    random step from a random start (a low-dimensional class: pi* is not representable)."""
+    V, Q = M.evaluate(mdp, pi0)
+    adv, rho = Q - V[:, None], M.occupancy(mdp, pi0)
+    r_star = po.bpo_target(pi0, Q, eps) / pi0
+    phi = rng.normal(size=(mdp.S, mdp.A, d))
+    theta = rng.normal(size=(n_fits, d))
+    stop = rng.integers(0, 300, size=(n_fits, 1))
+    for step in range(300):  # all fits at once; each stops at its own step
+        pi = po.softmax(np.einsum("sad,nd->nsa", phi, theta))
+        g_pi = rho[:, None] * np.abs(adv) * np.sign(pi / pi0 - r_star)  # d L / d pi
+        g_logits = pi * (g_pi - np.sum(pi * g_pi, axis=-1, keepdims=True))
+        theta -= 0.05 * (step < stop) * np.einsum("nsa,sad->nd", g_logits, phi)
+    return list(po.softmax(np.einsum("sad,nd->nsa", phi, theta)))
+
+
+def test_bpo_lower_bound_holds_for_random_fits():
+    """The bound of `bpo_lower_bound` (derived: the paper's statement was not available to us)."""
+    rng = np.random.default_rng(43)
+    slack, slack_without_penalty, slack_without_loss = [], [], []
+    for seed in range(4):
+        _, mdp = _setup(50 + seed)
+        pi0 = M.random_policy(mdp, rng)
+        for eps in [0.1, 0.3]:
+            _, Q = M.evaluate(mdp, pi0)
+            pi_star = po.bpo_target(pi0, Q, eps)
+            deltas = np.geomspace(1e-3, 3.0, 40)[:, None, None]
+            near_star = po.softmax(np.log(pi_star) + deltas * rng.normal(size=(40, 5, 3)))
+            near_pi0 = po.softmax(np.log(pi0) + deltas * rng.normal(size=(40, 5, 3)))
+            fits = _linear_softmax_fits(mdp, pi0, eps, rng)
+            for pi in [pi_star, *near_star, *near_pi0, *fits]:
+                bound, parts = po.bpo_lower_bound(mdp, pi0, pi, eps)
+                eta = M.expected_return(mdp, pi)
+                slack.append(eta - bound)
+                slack_without_penalty.append(eta - bound - parts["penalty"])
+                slack_without_loss.append(eta - bound - parts["loss"])
+            assert po.bpo_lower_bound(mdp, pi0, pi_star, eps)[1]["loss"] == 0.0
+    assert len(slack) >= 800
+    assert min(slack) >= -1e-12  # zero violations
+    assert min(slack) < 1e-3  # nearly attained (near pi0, where median and mean splits agree)
+    # both terms are needed: without either, the "bound" is violated
+    assert min(slack_without_penalty) < 0 and min(slack_without_loss) < 0
+
+
+@pytest.mark.parametrize("c_low, c_high", [(1.2, 2.0), (0.5, 0.9), (-0.1, 1.5)])
+def test_bad_ratio_bounds_are_refused(c_low, c_high):
+    with pytest.raises(ValueError, match="need 0 <= c_low <= 1 <= c_high"):
+        po.bounded_ratio_target(np.full(3, 1 / 3), np.arange(3.0), c_low, c_high)
