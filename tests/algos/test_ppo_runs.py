@@ -106,18 +106,18 @@ def test_same_seed_gives_identical_metrics(tmp_path):
         "1",
         *FAST,
     ]
-    ppo(*args, "--seed", "7", "--run-dir", str(tmp_path / "a"))
-    ppo(*args, "--seed", "7", "--run-dir", str(tmp_path / "b"))
+    a, b = tmp_path / "a", tmp_path / "b"
+    ppo(*args, "--seed", "7", "--run-dir", str(a))
+    # b: the same run as a kill before its first checkpoint leaves it (config.json and rows, no
+    # checkpoint); --resume runs it again from step 0, dropping the rows, in a second process
+    b.mkdir()
+    for name in ("config.json", "metrics.csv", "timing.csv"):
+        (b / name).write_bytes((a / name).read_bytes())
+    ppo("--resume", str(b))
     ppo(*args, "--seed", "8", "--run-dir", str(tmp_path / "c"))
-    a = (tmp_path / "a" / "metrics.csv").read_bytes()
-    assert a == (tmp_path / "b" / "metrics.csv").read_bytes()
-    assert a != (tmp_path / "c" / "metrics.csv").read_bytes()
-    # b as a kill before its first checkpoint leaves it (config.json and rows, no checkpoint):
-    # --resume runs it again from step 0 with its config, its old rows dropped
-    (tmp_path / "b" / "checkpoints" / "latest.pt").unlink()
-    (tmp_path / "b" / "final_eval.json").unlink()
-    ppo("--resume", str(tmp_path / "b"))
-    assert (tmp_path / "b" / "metrics.csv").read_bytes() == a
+    rows = (a / "metrics.csv").read_bytes()
+    assert rows == (b / "metrics.csv").read_bytes()
+    assert rows != (tmp_path / "c" / "metrics.csv").read_bytes()
 
 
 def test_sigkill_then_resume_continues_from_checkpoint(tmp_path):
