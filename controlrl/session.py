@@ -10,7 +10,10 @@ guard and the final evaluation. Torch on-policy, JAX, off-policy and offline fil
     session.finish(evaluate=lambda: ...)
 
 Anything with state_dict()/load_state_dict() can be registered; the checkpoint also holds the
-step, the iteration and the torch RNG state, and is written atomically.
+step, the iteration and the torch RNG state, and is written atomically. --resume restores them
+and drops the rows logged after the checkpoint; a run directory without a checkpoint yet (killed
+before the first) starts again from step 0 with its config.json, its rows dropped. What the
+envs do on resume is the caller's (training.Run: fresh episodes, see rollout.Collector.reset).
 """
 
 from __future__ import annotations
