@@ -378,6 +378,10 @@ def main(args: Args) -> None:
     iterations = session.start(jax=state)
     params, opt_state, obs_rms, rew_rms, key = state.trees.values()
 
+    # a run starts, and a resumed run restarts, here: a fresh episode in every env, its reset
+    # observation folded into obs_rms once; the reward scaler's per-env discounted returns and
+    # the episode sums start at zero, since the episodes they summed are gone (as in
+    # controlrl.rollout.Collector.reset); rew_rms's statistics are the checkpoint's
     key, k_reset = jax.random.split(key)
     env_state, steps, obs_rms = reset(k_reset, obs_rms)
     zeros = jnp.zeros(args.num_envs)
@@ -391,6 +395,9 @@ def main(args: Args) -> None:
     def run_eval() -> float:
         nonlocal key
         key, k_eval = jax.random.split(key)
+        # the checkpoint written after this evaluation holds the key the run goes on with, so a
+        # resumed run never draws k_eval again (its reset key would equal it)
+        state.trees["key"] = key
         return float(np.mean(evaluate(params, carry[2], k_eval)))
 
     for iteration in iterations:

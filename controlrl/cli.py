@@ -118,7 +118,8 @@ class CommonArgs:
     run_dir: str | None = None
     """where the run writes; default runs/<algo>/<env>__seed<seed>__<time>"""
     resume: str | None = None
-    """a run directory to continue from its last checkpoint (its config.json is used)"""
+    """a run directory to continue from its last checkpoint (its config.json is used); one
+    killed before its first checkpoint starts again from step 0"""
     checkpoint_every: int = 10
     """iterations between checkpoints (one is always written at the end)"""
     eval_every: int = 100_000
@@ -188,8 +189,10 @@ def _load_resume_config(cls: type[T], args: T) -> T:
     names = {f.name for f in dataclasses.fields(cls)}
     values = {k: v for k, v in saved.get("args", {}).items() if k in names}
     resumed = cls(**{**values, "resume": str(run_dir), "run_dir": str(run_dir)})
+    latest = run_dir / "checkpoints" / "latest.pt"
     try:
-        checkpoint.load(run_dir / "checkpoints" / "latest.pt", required=("step",))
+        if latest.exists():  # none yet (killed before the first one): restarts from step 0
+            checkpoint.load(latest, required=("step",))
     except checkpoint.CheckpointError as exc:
         raise ArgError(f"--resume: {exc}") from None
     return resumed

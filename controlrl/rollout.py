@@ -56,11 +56,16 @@ class Collector:
         return self.obs_normalizer(obs, update) if self.obs_normalizer is not None else obs
 
     def reset(self, seed: int) -> None:
-        """Reset every env (seeds seed, seed+1, ...) and the episode sums."""
+        """Start a fresh episode in every env (seeds seed, seed+1, ...): the reset observations
+        are folded into the observation statistics once, like every observation; the episode
+        sums and the reward scaler's running discounted returns restart at zero, as they do
+        when an episode ends. A run starts, and a resumed run restarts, through here."""
         obs, _ = self.envs.reset(seed=seed)
         self.obs = self._normalize(obs)
         self.ep_return[:] = 0.0
         self._ep_start[:] = self._steps
+        if self.reward_scaler is not None:  # restored mid-episode on resume: the episode is gone
+            self.reward_scaler.returns[:] = 0.0
 
     def collect(
         self, buffer: RolloutBuffer, act: Callable[[torch.Tensor], torch.Tensor]

@@ -10,7 +10,10 @@ guard and the final evaluation. Torch on-policy, JAX, off-policy and offline fil
     session.finish(evaluate=lambda: ...)
 
 Anything with state_dict()/load_state_dict() can be registered; the checkpoint also holds the
-step, the iteration and the torch RNG state, and is written atomically.
+step, the iteration and the torch RNG state, and is written atomically. --resume restores them
+and drops the rows logged after the checkpoint; a run directory without a checkpoint yet (killed
+before the first) starts again from step 0 with its config.json, its rows dropped. What the
+envs do on resume is the caller's (training.Run: fresh episodes, see rollout.Collector.reset).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -47,9 +51,15 @@ class Session:
         torch.set_num_threads(args.torch_threads)
         seed_everything(args.seed, args.torch_deterministic)
         self.resume_state: dict | None = None
+        # a run killed before its first checkpoint has config.json and maybe metrics rows but
+        # nothing to continue from: resuming it starts it again from step 0 (rows dropped)
+        self.restart_from_scratch = False
         if args.resume is not None:  # read before anything is started or written
+            path = self.checkpoint_path(args.resume)
+            self.restart_from_scratch = not path.exists()
             try:
-                self.resume_state = checkpoint.load(self.checkpoint_path(args.resume), ("step",))
+                if not self.restart_from_scratch:
+                    self.resume_state = checkpoint.load(path, ("step",))
             except checkpoint.CheckpointError as exc:
                 fail(str(exc))
         self.steps_per_iteration = steps_per_iteration
@@ -83,6 +93,10 @@ class Session:
                 fail(f"cannot resume from {self.args.resume}: {exc}")
             self.start_iteration, self.step = int(state["iteration"]), int(state["step"])
         args = self.args
+        if self.restart_from_scratch:  # the same run from step 0: its rows would come twice
+            for name in ("metrics.csv", "timing.csv"):
+                (self.run_dir / name).unlink(missing_ok=True)
+            shutil.rmtree(self.run_dir / "tb", ignore_errors=True)
         self.logger = RunLogger(
             self.run_dir,
             config_dict(args, self.algo),
@@ -91,6 +105,8 @@ class Session:
             args.tensorboard,
             args.progress,
         )
+        if self.restart_from_scratch:
+            self.write(f"no checkpoint in {self.run_dir} yet: starting it again from step 0")
         every = args.eval_every
         self.next_eval = (self.step // every + 1) * every if every else None
         return iter(range(self.start_iteration + 1, self.num_iterations + 1))

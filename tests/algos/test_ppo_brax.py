@@ -123,7 +123,12 @@ def run(*argv, check=True):
 def test_same_seed_same_metrics_and_resume(tmp_path):
     a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
     run(*TINY, "--total-timesteps", "256", "--run-dir", str(a))
-    run(*TINY, "--total-timesteps", "256", "--run-dir", str(b))
+    # b: the same run as a kill before its first checkpoint leaves it (config.json and rows, no
+    # checkpoint); --resume runs it again from step 0, dropping the rows, in a second process
+    b.mkdir()
+    for name in ("config.json", "metrics.csv", "timing.csv"):
+        (b / name).write_bytes((a / name).read_bytes())
+    run("--resume", str(b))
     assert (a / "metrics.csv").read_bytes() == (b / "metrics.csv").read_bytes()
     steps = [int(line.split(",")[0]) for line in (a / "metrics.csv").read_text().split()[1:]]
     assert steps == [64, 128, 192, 256]
@@ -133,11 +138,19 @@ def test_same_seed_same_metrics_and_resume(tmp_path):
     config = json.loads((c / "config.json").read_text())
     config["args"]["total_timesteps"] = 256
     (c / "config.json").write_text(json.dumps(config))
+    killed = torch.load(c / "checkpoints" / "latest.pt", weights_only=True)
     run("--resume", str(c))
     steps = [int(line.split(",")[0]) for line in (c / "metrics.csv").read_text().split()[1:]]
     assert steps == [64, 128, 192, 256]
     ckpt = torch.load(c / "checkpoints" / "latest.pt", weights_only=True)
     assert ckpt["step"] == 256 and ckpt["iteration"] == 4
+    # the normalisers continued, as README's resume section says: every env restarts, its reset
+    # observation folded in once, then one observation and one return per env step
+    count = lambda state, name: float(next(t for t in state["jax"][name] if t.dim() == 0))  # noqa: E731
+    num_envs, steps_after = config["args"]["num_envs"], 256 - killed["step"]
+    expected = count(killed, "obs_rms") + num_envs + steps_after
+    assert abs(count(ckpt, "obs_rms") - expected) < 0.5
+    assert abs(count(ckpt, "rew_rms") - (count(killed, "rew_rms") + steps_after)) < 0.5
 
 
 @pytest.mark.parametrize(

@@ -48,7 +48,8 @@ def test_missing_and_corrupt_checkpoints_on_resume(capsys, tmp_path):
     run_dir = tmp_path / "run"
     (run_dir / "checkpoints").mkdir(parents=True)
     (run_dir / "config.json").write_text('{"algo": "ppo", "args": {"env_id": "Hopper-v5"}}')
-    assert "checkpoint not found" in parse_error(["--resume", str(run_dir)], capsys)
+    # no checkpoint yet (killed before the first): accepted, it restarts from step 0
+    assert parse(Args, ["--resume", str(run_dir)]).resume == str(run_dir)
     (run_dir / "checkpoints" / "latest.pt").write_bytes(b"not a checkpoint")
     assert "corrupt" in parse_error(["--resume", str(run_dir)], capsys)
     checkpoint.save(run_dir / "checkpoints" / "latest.pt", {"step": 0})

@@ -3,6 +3,7 @@
 import io
 
 import numpy as np
+import pytest
 import torch
 
 from controlrl.normalize import ObsNormalizer, RewardScaler, RunningMeanStd
@@ -44,22 +45,61 @@ def test_obs_normalizer_save_restore_and_freeze():
     assert out.max() == 10.0  # clipped
 
 
-def test_reward_scaler_divides_by_return_std_and_round_trips():
-    scaler = RewardScaler(num_envs=2, gamma=0.9)
+def discounted_returns_std(rewards, ended, gamma, prior_count=1e-4):
+    """Std of every per-env discounted return G = gamma * G + r (G = 0 after an episode ends)
+    seen so far, pooled with the prior (count 1e-4, mean 0, var 1): the whole history at once,
+    not a streaming update."""
+    seen, g = [], np.zeros(rewards.shape[1])
+    for r, e in zip(rewards, ended):
+        g = gamma * g + r
+        seen.extend(g)
+        g = np.where(e, 0.0, g)
+    seen = np.array(seen)
+    n = len(seen)
+    mean = seen.sum() / (n + prior_count)  # the prior's mean is 0
+    m2 = prior_count * (1.0 + mean**2) + ((seen - mean) ** 2).sum()
+    return np.sqrt(m2 / (n + prior_count))
+
+
+@pytest.mark.parametrize("num_envs", [1, 3])
+def test_reward_scaler_divides_by_the_std_of_the_discounted_returns(num_envs):
+    """Each reward is divided by the std of all discounted returns so far, this step's
+    included (the reference: gymnasium's NormalizeReward / SB3's VecNormalize), then clipped."""
     rng = np.random.default_rng(2)
-    for _ in range(200):
+    gamma, T = 0.9, 120
+    rewards = rng.normal(10, 1, size=(T, num_envs))
+    ended = rng.random((T, num_envs)) < 0.05
+    ended[T // 2, 0] = True  # at least one end
+    scaler = RewardScaler(num_envs, gamma)
+    for t in range(T):
+        got = scaler(rewards[t], ended[t])
+        std = discounted_returns_std(rewards[: t + 1], ended[: t + 1], gamma)
+        expected = np.clip(rewards[t] / np.sqrt(std**2 + 1e-8), -10, 10)
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, expected, rtol=1e-6, err_msg=f"step {t}")
+    # the running returns are the recursion's, zeroed where the episode ended
+    g = np.zeros(num_envs)
+    for r, e in zip(rewards, ended):
+        g = np.where(e, 0.0, gamma * g + r)
+    np.testing.assert_allclose(scaler.returns, g, rtol=1e-12)
+    assert np.abs(scaler(np.full(num_envs, 1e9), np.ones(num_envs, bool))).max() == 10.0
+
+
+def test_reward_scaler_round_trips_through_a_checkpoint():
+    scaler = RewardScaler(num_envs=2, gamma=0.9)
+    rng = np.random.default_rng(5)
+    for _ in range(50):
         scaler(rng.normal(10, 1, size=2), ended=rng.random(2) < 0.05)
-    r = np.array([1.0, -1.0])
-    expected = r / np.sqrt(scaler.rms.var + 1e-8)
-    state = scaler.state_dict()
+    buf = io.BytesIO()
+    torch.save(scaler.state_dict(), buf)
+    buf.seek(0)
     other = RewardScaler(num_envs=2, gamma=0.9)
-    other.load_state_dict(state)
-    np.testing.assert_allclose(other.returns, scaler.returns)
-    got = scaler(r, ended=np.array([False, False]))
-    # the running return is updated before scaling, so compare against the updated variance
-    np.testing.assert_allclose(got, r / np.sqrt(scaler.rms.var + 1e-8), rtol=1e-6)
-    assert not np.allclose(expected, 0)
-    assert np.abs(scaler(np.array([1e9, -1e9]), np.array([True, True]))).max() == 10.0
+    other.load_state_dict(torch.load(buf, weights_only=True))
+    assert (scaler.returns != 0).all()
+    for _ in range(10):  # the same numbers afterwards, bit for bit
+        r, e = rng.normal(10, 1, size=2), rng.random(2) < 0.2
+        assert scaler(r, e).tobytes() == other(r, e).tobytes()
+    np.testing.assert_array_equal(other.returns, scaler.returns)
 
 
 def _reference_update(rms, x):

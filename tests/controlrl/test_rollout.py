@@ -6,7 +6,7 @@ import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from controlrl.buffers import RolloutBuffer
-from controlrl.normalize import ObsNormalizer
+from controlrl.normalize import ObsNormalizer, RewardScaler
 from controlrl.rollout import Collector
 
 
@@ -107,3 +107,24 @@ def test_normalised_observations_are_the_ones_the_policy_saw_in_order():
     np.testing.assert_array_equal(buffer.obs, np.stack(expected[7:14]))
     np.testing.assert_array_equal(buffer.last_obs, expected[14])
     np.testing.assert_array_equal(np.stack(seen), np.stack(expected[:14]))
+
+
+def test_reset_mid_episode_starts_fresh_episodes_everywhere():
+    """What a resume relies on: reset() mid-episode folds each reset observation into the
+    statistics once, and the reward scaler's running returns and the episode sums restart at
+    zero (reward 1 per step, so a return after k steps of a fresh episode is sum gamma^i)."""
+    gamma = 0.5
+    collector = Collector(make_envs(), ObsNormalizer((2,)), RewardScaler(2, gamma))
+    act = lambda obs: torch.zeros(obs.shape[0], 1)  # noqa: E731
+    collector.reset(seed=0)
+    assert collector.obs_normalizer.rms.count == 1e-4 + 2
+    collector.collect(RolloutBuffer(2, 2, (2,), (1,), discrete=False), act)  # mid-episode
+    np.testing.assert_array_equal(collector.reward_scaler.returns, [1 + gamma] * 2)
+    count = collector.obs_normalizer.rms.count
+    collector.reset(seed=1)
+    assert collector.obs_normalizer.rms.count == count + 2  # once per env
+    np.testing.assert_array_equal(collector.reward_scaler.returns, [0.0, 0.0])
+    episodes = collector.collect(RolloutBuffer(3, 2, (2,), (1,), discrete=False), act)
+    assert [(e.ret, e.length) for e in episodes] == [(3.0, 3)]  # env 0: 3 steps since reset
+    ret = 1 + gamma * (1 + gamma)  # env 1: three steps of a fresh episode
+    np.testing.assert_array_equal(collector.reward_scaler.returns, [0.0, ret])

@@ -13,9 +13,10 @@ import pytest
 import torch
 
 from controlrl import checkpoint
-from controlrl.cli import CommonArgs
+from controlrl.cli import CommonArgs, parse
 from controlrl.diagnostics import NonFiniteError
 from controlrl.nets import ValueNet, make_policy
+from controlrl.seeding import reset_seed
 from controlrl.session import Session
 from controlrl.training import Run
 from controlrl.update import actor_critic_loss, adam, minibatch_update
@@ -51,19 +52,32 @@ def pg_loss(logp, old_logp, adv):
     return -(logp * adv).mean(), {}
 
 
-def train(args: ToyArgs, snapshots: dict | None = None, nan_at: int | None = None) -> Run:
-    """The toy algorithm: Run's loop written out, so a test can look inside it."""
+class Killed(Exception):
+    """Stands for a SIGKILL between two iterations."""
+
+
+def train(
+    args: ToyArgs,
+    snapshots: dict | None = None,
+    nan_at: int | None = None,
+    restart_at: int | None = None,
+    kill_after: int | None = None,
+) -> Run:
+    """The toy algorithm: Run's loop written out, so a test can look inside it. restart_at: after
+    that iteration, restart every env as a resume does (the process resume claims to equal);
+    kill_after: stop dead after that iteration, files left as a kill leaves them."""
     run = Run(args)
     policy = make_policy(run.obs_space, run.act_space, (8,))
     value_net = ValueNet(run.obs_dim, (8,))
     optimizer = adam(policy, value_net, lr=args.learning_rate)
     loss_fn = actor_critic_loss(policy, value_net, pg_loss, 0.2, args)
     stateful = dict(policy=policy, value=value_net, optimizer=optimizer)
-    if snapshots is not None:  # what start() restored, before the envs' reset observes anything
+    if snapshots is not None:  # what start() restored, before and after the envs' reset
         reset = run.collector.reset
         run.collector.reset = lambda seed: (
             snapshots.update(start=state_of(run, stateful)),
             reset(seed),
+            snapshots.update(reset=state_of(run, stateful)),
         )
     for iteration in run.start(**stateful):
         batch, episodes = run.collect(policy, value_net)
@@ -74,6 +88,10 @@ def train(args: ToyArgs, snapshots: dict | None = None, nan_at: int | None = Non
         run.end_iteration(iteration, stats, episodes, act=policy.mode)
         if snapshots is not None:
             snapshots[iteration] = state_of(run, stateful)
+        if iteration == restart_at:
+            run.collector.reset(seed=reset_seed(args.seed, iteration))
+        if iteration == kill_after:
+            raise Killed
     run.finish(policy.mode)
     return run
 
@@ -122,6 +140,68 @@ def test_resume_restores_everything_bit_exactly_and_logs_each_iteration_once(tmp
     # the first two rows are the original run's, not rewritten
     whole_rows = (tmp_path / "whole" / "metrics.csv").read_text().splitlines()
     assert (half / "metrics.csv").read_text().splitlines()[:3] == whole_rows[:3]
+
+
+def test_resume_equals_the_run_restarted_at_its_checkpoint(tmp_path):
+    """What README says resume preserves: a resumed run is, bit for bit, the uninterrupted run
+    with every env restarted at the checkpoint's iteration boundary (fresh episodes from
+    reset_seed(seed, iteration)); the restart folds each env's reset observation into the
+    observation statistics once and zeroes the reward scaler's per-env running returns."""
+    args = ToyArgs(num_envs=3, total_timesteps=384)  # 4 iterations of 96 steps
+    restarted: dict = {}
+    train(ToyArgs(**{**vars(args), "run_dir": str(tmp_path / "r")}), restarted, restart_at=2)
+    half = tmp_path / "half"
+    train(ToyArgs(**{**vars(args), "run_dir": str(half), "total_timesteps": 192}))  # 2 its
+    resumed: dict = {}
+    train(ToyArgs(**{**vars(args), "run_dir": str(half), "resume": str(half)}), resumed)
+    before, after = restarted[2], restarted["reset"]
+    assert_bit_identical(resumed["start"], before)
+    assert_bit_identical(resumed["reset"], after)
+    assert_bit_identical(resumed[4], restarted[4])
+    rows = (tmp_path / "r" / "metrics.csv").read_bytes()
+    assert (half / "metrics.csv").read_bytes() == rows
+    # what the restart did, computed from its definition, not from the code under test
+    returns = before["reward_scaler"]["returns"]
+    assert returns.shape == (3,) and (returns != 0).all()  # mid-episode when the run stopped
+    assert (after["reward_scaler"]["returns"] == 0).all()  # those episodes are gone
+    assert after["obs_normalizer"]["count"] == before["obs_normalizer"]["count"] + 3  # once
+    for key in ("mean", "var", "count"):  # the scaler's statistics are kept as they were
+        assert torch.equal(after["reward_scaler"][key], before["reward_scaler"][key])
+    # and the restart changed the run (else the comparisons above would be vacuous)
+    uninterrupted: dict = {}
+    train(ToyArgs(**{**vars(args), "run_dir": str(tmp_path / "u")}), uninterrupted)
+    assert_bit_identical(uninterrupted[2], before)
+    u_rows = (tmp_path / "u" / "metrics.csv").read_text().splitlines()
+    r_rows = rows.decode().splitlines()
+    assert u_rows[:3] == r_rows[:3] and u_rows[3] != r_rows[3] and u_rows[4] != r_rows[4]
+
+
+def test_a_run_killed_before_its_first_checkpoint_resumes_from_step_0(tmp_path, capsys):
+    """Killed before its first checkpoint, a run directory holds config.json and metrics rows
+    only; --resume starts it again from step 0 with its config and drops the rows, so it ends
+    as the uninterrupted run, byte for byte."""
+    args = ToyArgs(checkpoint_every=3)  # 4 iterations: checkpoints after 3 and 4
+    whole = tmp_path / "whole"
+    train(ToyArgs(**{**vars(args), "run_dir": str(whole)}))
+    killed = tmp_path / "killed"
+    with pytest.raises(Killed):
+        train(ToyArgs(**{**vars(args), "run_dir": str(killed)}), kill_after=2)
+    assert steps_logged(killed) == [64, 128]
+    assert not Session.checkpoint_path(killed).exists()
+    (killed / "tb").mkdir()
+    (killed / "tb" / "events.out.tfevents.stale").write_text("x")  # the killed run's events
+    capsys.readouterr()
+    resumed = parse(ToyArgs, ["--resume", str(killed)])  # no 'checkpoint not found'
+    assert resumed.run_dir == str(killed) and resumed.checkpoint_every == 3
+    train(resumed)
+    assert "starting it again from step 0" in capsys.readouterr().out
+    assert steps_logged(killed) == [64, 128, 192, 256]
+    assert (killed / "metrics.csv").read_bytes() == (whole / "metrics.csv").read_bytes()
+    assert not (killed / "tb").exists()
+    assert_bit_identical(
+        checkpoint.load(Session.checkpoint_path(killed)),
+        checkpoint.load(Session.checkpoint_path(whole)),
+    )
 
 
 def test_a_different_stateful_object_is_not_silently_restored(tmp_path):
