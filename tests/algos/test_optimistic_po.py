@@ -44,23 +44,29 @@ def test_mirror_descent_step_is_the_kl_proximal_argmax():
     np.testing.assert_allclose(new, num / num.sum(), atol=1e-5)
 
 
-def test_theory_bonus_is_optimistic():
-    args = opo.Args(episodes=300, c_b=1.0, progress=False)
+def test_theory_bonus_is_optimistic_where_the_cap_does_not_bind():
+    """Shani et al.'s optimism lemma, Q_k >= Q^{pi_k}, with the theory constant c_b = 1. On the
+    5x3x5 instance the cap H - h binds everywhere for K <= 2^14 (so Q >= Q^pi holds trivially
+    and pi stays uniform); on a 2x2x2 instance the bonus drops below the cap after ~1400
+    episodes, so the check below is made where it is not trivial, and asserted to be so."""
+    S, A, H, K = 2, 2, 2, 3000
+    args = opo.Args(episodes=K, c_b=1.0, S=S, A=A, H=H, progress=False)
     mdp, _ = opo.make_instance(args)
-    violations = []
+    cap = (H - np.arange(H))[:, None, None] * np.ones((H, S, A))
     seen = {}  # episode -> (pi_{k+1}, optimistic Q of pi_k)
-
-    def record(k, pi_next, Q):
-        seen[k] = (pi_next.copy(), Q.copy())
-
-    opo.run(args, callback=record)
-    pi_prev = np.full((5, 5, 3), 1 / 3)
-    for k in range(300):
+    opo.run(args, callback=lambda k, pi_next, Q: seen.__setitem__(k, (pi_next.copy(), Q.copy())))
+    pi = np.full((H, S, A), 1 / A)
+    unbound_episodes, margins = 0, []
+    for k in range(K):
         pi_next, Q = seen[k]
-        Q_true = evaluate(mdp, pi_prev)[1]
-        violations.append(int(np.any(Q < Q_true - 1e-12)))
-        pi_prev = pi_next
-    assert sum(violations) == 0
+        free = Q < cap - 1e-9  # entries where the truncation did not bind
+        if free.any():
+            unbound_episodes += 1
+            margins.append((Q - evaluate(mdp, pi)[1])[free].min())
+        pi = pi_next
+    assert unbound_episodes >= 1000  # the cap did not bind in the last third of the run...
+    assert np.abs(pi - 1 / A).max() > 0.2  # ...and the policy left uniform
+    assert min(margins) >= -1e-12  # optimistic where it is not trivially so
 
 
 def test_same_seed_same_output_and_delay_holds_feedback():
