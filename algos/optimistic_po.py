@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from scipy.special import logsumexp
 
 from theory.mdp import TabularMDP, combination_lock, evaluate_finite, random_mdp, value_iteration
 
@@ -180,7 +179,8 @@ def mirror_descent_update(logits: np.ndarray, Q: np.ndarray, eta: float):
     """Exponential weights in log space: logits += eta Q; pi = softmax(logits). Returns both."""
     logits = logits + eta * Q
     logits -= logits.max(axis=-1, keepdims=True)  # keep numbers bounded; pi is unchanged
-    return logits, np.exp(logits - logsumexp(logits, axis=-1, keepdims=True))
+    pi = np.exp(logits)  # max entry is exp(0) = 1, so the sum is in [1, A]: no overflow
+    return logits, pi / pi.sum(axis=-1, keepdims=True)
 
 
 def run(args: Args, callback=None) -> dict[str, np.ndarray]:
