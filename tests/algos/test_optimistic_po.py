@@ -82,6 +82,44 @@ def test_same_seed_same_output_and_delay_holds_feedback():
     assert not np.allclose(pis[25], 1 / 3)
 
 
+@pytest.mark.parametrize("adapted", [False, True])
+def test_delay_adapted_step_size_is_tuned_to_k_plus_total_delay(adapted, monkeypatch):
+    """Naive PO steps every episode with eta_k = sqrt(2 log A / (H^2 k)); delay-adapted PO
+    (Delayed OPPO) takes no step before the first feedback and uses k + D_k = k (1 + d)."""
+    K, d, H, A = 40, 7, 5, 3
+    step, etas = opo.mirror_descent_update, []
+
+    def record(logits, Q, eta):
+        etas.append(eta)
+        return step(logits, Q, eta)
+
+    monkeypatch.setattr(opo, "mirror_descent_update", record)
+    opo.run(opo.Args(episodes=K, delay=d, delay_adapted=adapted, progress=False))
+    k = np.arange(d + 1, K + 1) if adapted else np.arange(1, K + 1)
+    want = np.sqrt(2 * np.log(A) / (H**2 * k * (1 + d if adapted else 1)))
+    np.testing.assert_allclose(etas, want, rtol=1e-12)
+
+
+def test_c_b_zero_keeps_the_cap_on_unvisited_pairs_only(capsys):
+    """Documented choice (module docstring, --help): c_b scales the bonus of visited pairs;
+    unvisited pairs sit at the cap H - h for every c_b, as the paper's bonus (>= H at n = 0)
+    puts them. --no-bonus is the greedy learner: no data means Q = 0 there."""
+    H = 5
+    cap = (H - np.arange(H))[:, None, None]
+    first = {}
+    for name, kw in {"c_b=0": dict(c_b=0.0), "no-bonus": dict(bonus=False)}.items():
+        args = opo.Args(episodes=1, **kw, progress=False)
+        opo.run(args, callback=lambda k, p, q, name=name: first.setdefault(name, q.copy()))
+    visited_once = first["c_b=0"] < cap  # one episode: H pairs visited, the rest at the cap
+    assert visited_once.sum() <= H and visited_once.any()
+    assert np.all(first["no-bonus"][~visited_once] == 0)
+    with pytest.raises(SystemExit):
+        import tyro
+
+        tyro.cli(opo.Args, args=["--help"])
+    assert "--c-b 0 still explores" in " ".join(capsys.readouterr().out.split())
+
+
 def test_adversarial_regret_against_best_fixed_policy():
     out = opo.run(opo.Args(episodes=2000, losses="adversarial", switch_every=100, progress=False))
     assert np.all(np.isfinite(out["regret"]))
@@ -89,7 +127,8 @@ def test_adversarial_regret_against_best_fixed_policy():
 
 
 @pytest.mark.parametrize(
-    "flag,value", [("--S", "1"), ("--c-b", "-1"), ("--delay", "-2"), ("--delta", "2")]
+    "flag,value",
+    [("--S", "1"), ("--c-b", "-1"), ("--delay", "-2"), ("--delay", "100000"), ("--delta", "2")],
 )
 def test_bad_flag_exits_2_naming_flag(flag, value, tmp_path):
     proc = subprocess.run(
