@@ -15,17 +15,19 @@ the greedy ablation.
 Delayed feedback (`--delay d`): the trajectory and rewards of episode k reach the learner at the
 end of episode k + d (the model of Lancewicki, Rosenberg, Mansour, AAAI 2022, "Learning
 Adversarial MDPs with Delayed Feedback", with a constant delay). Naive PO runs the undelayed
-algorithm on whatever has arrived. `--delay-adapted` follows their Delayed OPPO: mirror descent
-with delayed feedback is tuned to K + D, D = d K the total delay, i.e. eta = sqrt(2 log A /
-(H^2 (K + D))) (anytime: k + d k), because each feedback is used in about d + 1 consecutive steps
-before the next one can correct it; and no step is taken before the first feedback arrives. (Their
-update uses the Q of the policy that played the arrived episode because adversarial losses are
-only known for it; with stochastic rewards the current policy's optimistic Q on the current model
-is available and is what both variants use.)
+algorithm on whatever has arrived. `--delay-adapted` follows their Delayed OPPO as far as it
+applies here: delayed mirror descent is tuned to K + D, D = d K the total delay, i.e.
+eta = sqrt(2 log A / (H^2 (K + D))) (anytime: k + d k), because the policy takes d steps between
+playing an episode and seeing its feedback and the analysis pays a drift term of order
+eta H^2 D for them; and no step is taken before the first feedback arrives. (Their update uses
+the Q of the policy that played the arrived episode because adversarial losses are only known
+for it; with stochastic rewards the current policy's optimistic Q on the current model is
+available and is what both variants use.)
 
 Run:
     python algos/optimistic_po.py --mdp random --S 5 --A 3 --H 5 --episodes 100000 --seed 0
     python algos/optimistic_po.py --mdp lock --S 6 --A 2 --H 6 --c-b 0 --episodes 20000
+    python algos/optimistic_po.py --episodes 16384 --delay 100 --delay-adapted
 
 Writes to runs/optimistic_po/<mdp>_S<S>_A<A>_H<H>_cb<c_b>_seed<seed>_<timestamp>/ (or --run-dir):
 config.json, regret.csv (episode, cumulative pseudo-regret) and regret.png (log-log, with a
@@ -263,6 +265,8 @@ def run_name(args: Args) -> str:
     """Default run-directory name."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     cb = f"cb{args.c_b:g}" if args.bonus else "nobonus"
+    if args.delay:
+        cb += f"_delay{args.delay}" + ("adapted" if args.delay_adapted else "")
     return f"{args.mdp}_S{args.S}_A{args.A}_H{args.H}_{cb}_seed{args.seed}_{stamp}"
 
 
