@@ -5,9 +5,29 @@ Feedback" -- optimistic evaluation with exploration bonuses + exponential-weight
 policy updates; regret O~(sqrt(S^2 A H^4 K)). Written in the reward-maximisation form (the paper
 uses costs c = 1 - r); no reference code was published.
 
+Bonus scale and optimism. The paper's bonus (c_b = 1 here) is at least H at n = 0 (it divides by
+max(n, 1)), so every unvisited pair sits at the truncation H - h: optimism where there is no data.
+`--c-b` scales the count-based bonus of VISITED pairs only; unvisited pairs keep the cap for every
+c_b (without that rule their empty P_hat row would drop the future value, i.e. pessimism). So
+`--c-b 0` still explores, R-max style with one visit as "known"; `--no-bonus` removes both and is
+the greedy ablation.
+
+Delayed feedback (`--delay d`): the trajectory and rewards of episode k reach the learner at the
+end of episode k + d (the model of Lancewicki, Rosenberg, Mansour, AAAI 2022, "Learning
+Adversarial MDPs with Delayed Feedback", with a constant delay). Naive PO runs the undelayed
+algorithm on whatever has arrived. `--delay-adapted` follows their Delayed OPPO as far as it
+applies here: delayed mirror descent is tuned to K + D, D = d K the total delay, i.e.
+eta = sqrt(2 log A / (H^2 (K + D))) (anytime: k + d k), because the policy takes d steps between
+playing an episode and seeing its feedback and the analysis pays a drift term of order
+eta H^2 D for them; and no step is taken before the first feedback arrives. (Their update uses
+the Q of the policy that played the arrived episode because adversarial losses are only known
+for it; with stochastic rewards the current policy's optimistic Q on the current model is
+available and is what both variants use.)
+
 Run:
     python algos/optimistic_po.py --mdp random --S 5 --A 3 --H 5 --episodes 100000 --seed 0
     python algos/optimistic_po.py --mdp lock --S 6 --A 2 --H 6 --c-b 0 --episodes 20000
+    python algos/optimistic_po.py --episodes 16384 --delay 100 --delay-adapted
 
 Writes to runs/optimistic_po/<mdp>_S<S>_A<A>_H<H>_cb<c_b>_seed<seed>_<timestamp>/ (or --run-dir):
 config.json, regret.csv (episode, cumulative pseudo-regret) and regret.png (log-log, with a
@@ -27,7 +47,6 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from scipy.special import logsumexp
 
 from theory.mdp import TabularMDP, combination_lock, evaluate_finite, random_mdp, value_iteration
 
@@ -51,7 +70,9 @@ class Args:
     """seed of the instance (random MDP draw, lock combination); fixed across --seed"""
     c_b: float = 0.1
     """bonus scale; 1 is the theory constant (Shani et al.), which saturates the truncation until
-    n >> S L and looks linear for K <= 2^16; 0.1 shows the sqrt(K) rate at these K"""
+    n >> S L and looks linear for K <= 2^16; 0.1 shows the sqrt(K) rate at these K. It scales the
+    bonus of visited pairs only: unvisited pairs stay at the cap H - h (as the paper's bonus puts
+    them), so --c-b 0 still explores them once; --no-bonus is the greedy learner"""
     bonus: bool = True
     """exploration bonus and optimism for unvisited pairs; --no-bonus is the greedy ablation"""
     losses: Literal["stochastic", "adversarial"] = "stochastic"
@@ -61,6 +82,9 @@ class Args:
     """period of the reward switch when --losses adversarial"""
     delay: int = 0
     """feedback delay d: an episode's trajectory and rewards reach the learner d episodes later"""
+    delay_adapted: bool = False
+    """delay-adapted PO (Delayed OPPO, Lancewicki et al. 2022): step size tuned to K + D with
+    D = d K the total delay, no step before the first feedback; off = naive PO under delay"""
     eta_schedule: Literal["anytime", "fixed"] = "anytime"
     """mirror-descent step: anytime sqrt(2 log A / (H^2 k)) or fixed sqrt(2 log A / (H^2 K))"""
     delta: float = 0.1
@@ -84,7 +108,12 @@ def validate(args: Args) -> None:
         ("--episodes", args.episodes >= 1, "an integer >= 1", args.episodes),
         ("--c-b", np.isfinite(args.c_b) and args.c_b >= 0, "a finite float >= 0", args.c_b),
         ("--switch-every", args.switch_every >= 1, "an integer >= 1", args.switch_every),
-        ("--delay", args.delay >= 0, "an integer >= 0", args.delay),
+        (
+            "--delay",
+            0 <= args.delay < args.episodes,
+            "an integer in [0, --episodes)",
+            args.delay,
+        ),
         ("--delta", 0 < args.delta < 1, "a float in (0, 1)", args.delta),
         (
             "--lock-distractor",
@@ -152,7 +181,8 @@ def mirror_descent_update(logits: np.ndarray, Q: np.ndarray, eta: float):
     """Exponential weights in log space: logits += eta Q; pi = softmax(logits). Returns both."""
     logits = logits + eta * Q
     logits -= logits.max(axis=-1, keepdims=True)  # keep numbers bounded; pi is unchanged
-    return logits, np.exp(logits - logsumexp(logits, axis=-1, keepdims=True))
+    pi = np.exp(logits)  # max entry is exp(0) = 1, so the sum is in [1, A]: no overflow
+    return logits, pi / pi.sum(axis=-1, keepdims=True)
 
 
 def run(args: Args, callback=None) -> dict[str, np.ndarray]:
@@ -219,10 +249,13 @@ def run(args: Args, callback=None) -> dict[str, np.ndarray]:
             Q, _ = optimistic_evaluation(R_hat, P_hat, b, pi, unvisited=n == 0)
         else:
             Q, _ = optimistic_evaluation(R_hat, P_hat, np.zeros_like(R_hat), pi)
-        # 5. mirror-descent step at every (h, s)
+        # 5. mirror-descent step at every (h, s); delay-adapted: tuned to K + D, D = d K
         t = K if args.eta_schedule == "fixed" else k + 1
+        if args.delay_adapted:
+            t *= 1 + args.delay
         eta = np.sqrt(2 * log_a / (H**2 * t))
-        logits, pi = mirror_descent_update(logits, Q, eta)
+        if not (args.delay_adapted and k < args.delay):  # adapted: no step before feedback
+            logits, pi = mirror_descent_update(logits, Q, eta)
         if callback is not None:
             callback(k, pi, Q)
     return {"values": values, "best": best, "regret": np.cumsum(best - values)}
@@ -232,6 +265,8 @@ def run_name(args: Args) -> str:
     """Default run-directory name."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     cb = f"cb{args.c_b:g}" if args.bonus else "nobonus"
+    if args.delay:
+        cb += f"_delay{args.delay}" + ("adapted" if args.delay_adapted else "")
     return f"{args.mdp}_S{args.S}_A{args.A}_H{args.H}_{cb}_seed{args.seed}_{stamp}"
 
 

@@ -39,6 +39,21 @@ def loglog_slope(
     return float(np.polyfit(np.log(K[keep]), np.log(reg[keep]), 1)[0])
 
 
+def log_grid(k_min: int, k_max: int, per_octave: int = 8) -> np.ndarray:
+    """Distinct integers log-spaced over [k_min, k_max]: every octave weighs the same in a fit
+    (evenly spaced k would put half the points in the top octave)."""
+    octaves = np.log2(k_max / k_min)
+    num = max(int(round(octaves * per_octave)) + 1, 2)
+    return np.unique(np.round(np.geomspace(k_min, k_max, num)).astype(int))
+
+
+def octave_slopes(reg: np.ndarray, k_min: int, k_max: int) -> np.ndarray:
+    """log2(Reg(2k) / Reg(k)) for k = k_min, 2 k_min, ... up to k_max; reg[k - 1] = Reg(k)."""
+    ks = k_min * 2 ** np.arange(int(np.log2(k_max / k_min)) + 1)
+    reg = np.asarray(reg, dtype=float)
+    return np.log2(reg[ks[1:] - 1] / reg[ks[:-1] - 1])
+
+
 def fit_log(K: np.ndarray, reg: np.ndarray) -> tuple[float, float, float]:
     """Least-squares fit reg ~ a + b log K; returns (a, b, R^2)."""
     x, y = np.log(np.asarray(K, dtype=float)), np.asarray(reg, dtype=float)
