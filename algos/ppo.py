@@ -55,7 +55,8 @@ class Args(CommonArgs):
     ent_coef: float = 0.0
     """entropy bonus coefficient (CleanRL 0.0)"""
     vf_coef: float = 0.5
-    """value loss coefficient (CleanRL 0.5)"""
+    """value loss coefficient (CleanRL 0.5); the value loss is 0.5 * MSE as in CleanRL, so SB3's
+    vf_coef (plain MSE) of 0.5 is our 1.0 (paper_figures/ppo_vs_sb3.py)"""
     max_grad_norm: float = 0.5
     """global gradient-norm clip (CleanRL 0.5)"""
     target_kl: float | None = None
