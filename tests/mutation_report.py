@@ -34,7 +34,8 @@ def equivalents() -> set[str]:
     if not EQUIVALENT_LIST.exists():
         return set()
     pattern = re.compile(r"`?([\w.]+\.x\S*__mutmut_\d+)`?")
-    return {m.group(1) for line in EQUIVALENT_LIST.read_text().splitlines() if (m := pattern.search(line))}
+    lines = EQUIVALENT_LIST.read_text().splitlines()
+    return {m.group(1) for line in lines if (m := pattern.search(line))}
 
 
 def main() -> int:
@@ -52,7 +53,8 @@ def main() -> int:
         left = sorted(n for n, s in status.items() if s not in DETECTED and n not in equiv)
         open_survivors += left
         pct = 100.0 * killed / total if total else 100.0
-        print(f"{module:28} {killed:7d} {total:6d} {counts['equivalent']:6d} {pct:8.1f}%  {len(left)}")
+        n_equiv = counts["equivalent"]
+        print(f"{module:28} {killed:7d} {total:6d} {n_equiv:6d} {pct:8.1f}%  {len(left)}")
     stale = equiv - {n for status in by_module.values() for n in status}
     if stale:
         print(f"listed as equivalent but not generated (stale?): {sorted(stale)}")
