@@ -18,7 +18,7 @@ G = torch.tensor([1.0, 1.0], dtype=torch.float64)  # the objective's gradient
 
 
 def _problem(steep=1.0, kl_value=None, obj_value=None):
-    """Parameter at 0; objective G.theta; constraint 0.5 theta^T F theta for its Hessian (first
+    """Parameter at 0; objective G.theta + 3; constraint 0.5 theta^T F theta for its Hessian (first
     call), then `steep` times that (or the constant kl_value) when the line search evaluates it."""
     p = torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))
     calls = {"constraint": 0, "objective": 0}
@@ -27,7 +27,7 @@ def _problem(steep=1.0, kl_value=None, obj_value=None):
         calls["objective"] += 1
         if obj_value is not None and calls["objective"] > 1:
             return torch.tensor(obj_value, dtype=torch.float64)
-        return (G * p).sum()
+        return (G * p).sum() + 3.0
 
     def constraint():
         calls["constraint"] += 1
@@ -48,13 +48,13 @@ def test_natural_step_closed_form_and_default_line_search():
     frac = 0.8**2  # KL(frac) = 2 delta frac^2: 1.0, 0.64, then 0.4096 <= 0.5
     torch.testing.assert_close(p.detach(), frac * step)
     expected = float(G @ step)
-    assert stats["objective_before"] == 0.0
+    assert stats["objective_before"] == 3.0
     assert stats["cg_residual"] == pytest.approx(0.0, abs=1e-12)
     assert stats["accepted"] == 1.0 and stats["backtracks"] == 2.0
     assert stats["quad_kl"] == pytest.approx(delta, rel=1e-12)
     assert stats["kl_full_step"] == pytest.approx(2 * delta, rel=1e-12)
     assert stats["kl"] == pytest.approx(2 * delta * frac**2, rel=1e-12)
-    assert stats["objective_after"] == pytest.approx(frac * expected, rel=1e-12)
+    assert stats["objective_after"] == pytest.approx(3.0 + frac * expected, rel=1e-12)
     assert stats["step_frac"] == frac
     assert stats["improvement_ratio"] == pytest.approx(1.0, rel=1e-12)  # linear objective
 
@@ -65,13 +65,13 @@ def test_rejected_step_statistics_and_default_backtracks():
     assert calls["constraint"] == 1 + 10  # the Hessian, then max_backtracks = 10 tries
     assert torch.equal(p.detach(), torch.zeros(2, dtype=torch.float64))
     assert stats == {
-        "objective_before": 0.0,
+        "objective_before": 3.0,
         "cg_residual": pytest.approx(0.0, abs=1e-12),
         "accepted": 0.0,
         "backtracks": 10.0,
         "quad_kl": pytest.approx(0.5, rel=1e-12),
         "kl": 0.0,
-        "objective_after": 0.0,
+        "objective_after": 3.0,
         "step_frac": 0.0,
         "kl_full_step": 1e9,
     }
@@ -83,7 +83,7 @@ def test_boundaries_of_acceptance():
     stats = tr.natural_step([p], objective, constraint, delta=0.5, cg_steps=10, damping=0.0)
     assert stats["accepted"] == 1.0 and stats["backtracks"] == 0.0
     # an objective that does not strictly improve is never accepted
-    p, objective, constraint, _ = _problem(obj_value=0.0)
+    p, objective, constraint, _ = _problem(obj_value=3.0)
     stats = tr.natural_step([p], objective, constraint, delta=0.5, cg_steps=10, damping=0.0)
     assert stats["accepted"] == 0.0
 

@@ -62,7 +62,7 @@ def test_adam_settings():
 
 
 def test_anneal_lr_sets_every_group():
-    opt = adam(_net(), lr=1.0, flat=False)
+    opt = adam(_net(), lr=0.3, flat=False)
     lr = anneal_lr(opt, 2.0, iteration=3, num_iterations=4, anneal=True)
     assert lr == linear_lr(2.0, 3, 4, True) == 1.0
     assert opt.param_groups[0]["lr"] == 1.0

@@ -152,10 +152,10 @@ def test_value_iteration_is_optimal_against_every_deterministic_policy():
 
 
 def test_greedy_on_a_batch_and_integer_q():
-    Q = np.array([[[1, 3], [2, 0]], [[5, 4], [0, 9]]])  # [B=2, S=2, A=2] integers
+    Q = np.array([[[1, 3, 2], [2, 0, 1]], [[5, 4, 6], [0, 9, 1]]])  # [B=2, S=2, A=3] integers
     pi = M.greedy(Q)
     assert pi.dtype == np.float64
-    np.testing.assert_array_equal(pi, [[[0, 1], [1, 0]], [[1, 0], [0, 1]]])
+    np.testing.assert_array_equal(pi, [[[0, 1, 0], [1, 0, 0]], [[0, 0, 1], [0, 1, 0]]])
 
 
 def test_batched_occupancy_equals_one_at_a_time():
@@ -185,6 +185,7 @@ def test_chain_matrices():
     np.testing.assert_array_equal(c.R, R)
     np.testing.assert_array_equal(c.rho0, [1, 0, 0, 0])
     np.testing.assert_array_equal(M.chain().R[0], [0.1, 0.0])  # default small
+    np.testing.assert_array_equal(M.chain(n=1).P, np.ones((1, 2, 1)))  # both moves stay
     fin = M.chain(n=3, horizon=4)
     assert fin.gamma is None and fin.horizon == 4 and fin.P.shape == (4, 3, 2, 3)
 
