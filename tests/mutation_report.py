@@ -47,7 +47,10 @@ def main() -> int:
     print(f"{'module':28} {'killed':>7} {'total':>6} {'equiv':>6} {'killed %':>9}  survived")
     open_survivors = []
     for module, status in by_module.items():
-        counts = Counter("equivalent" if n in equiv else s for n, s in status.items())
+        # a listed mutant that some test kills counts as killed (and is reported below)
+        counts = Counter(
+            "equivalent" if n in equiv and s not in DETECTED else s for n, s in status.items()
+        )
         killed = sum(counts[s] for s in DETECTED)
         total = len(status) - counts["equivalent"]
         left = sorted(n for n, s in status.items() if s not in DETECTED and n not in equiv)
@@ -58,6 +61,11 @@ def main() -> int:
     stale = equiv - {n for status in by_module.values() for n in status}
     if stale:
         print(f"listed as equivalent but not generated (stale?): {sorted(stale)}")
+    wrongly_listed = sorted(
+        n for s in by_module.values() for n in equiv & set(s) if s[n] in DETECTED
+    )
+    if wrongly_listed:
+        print(f"listed as equivalent but killed (remove from the list): {wrongly_listed}")
     if "--diffs" in sys.argv:
         from mutmut.__main__ import find_mutant
         from mutmut.mutation.diff_apply import get_diff_for_mutant
