@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 FULL ?=
 export MUJOCO_GL ?= egl
 
-.PHONY: setup demo test test-slow lint bench figures clean
+.PHONY: setup demo test test-slow lint bench figures mutation clean
 
 setup: $(STAMP)
 
@@ -41,6 +41,15 @@ test-slow: setup
 bench: setup
 	$(BIN)/python paper_figures/bench_ppo.py --out paper_figures/out/bench_ppo.csv --envs-list 1,8 --iterations 3 --repeats 3 \
 	  --algos ppo,spo,bpo
+
+# test strength: mutmut mutates the formula modules in a copy (mutants/), runs the fast tests
+# named in pyproject.toml's [tool.mutmut] on each mutant, then prints killed/total per module
+# (README "Test strength"). Not part of `make test`: about 10 minutes on 2 cores.
+MUTATION_JOBS ?= 1
+mutation: setup
+	rm -rf mutants
+	OMP_NUM_THREADS=1 $(BIN)/mutmut run --max-children $(MUTATION_JOBS) > mutmut-run.log 2>&1 || { tail -c 2000 mutmut-run.log; exit 1; }
+	$(BIN)/python tests/mutation_report.py
 
 # every figure of paper_figures/README.md: at toy size into runs/figures_toy (minutes), or with
 # FULL=1 at the budgets stated there into paper_figures/out (hours on 2 cores)
