@@ -260,34 +260,46 @@ def fixpo_parse(argv):
     return parse(Args, ["--env-id", "Pendulum-v1", *argv])
 
 
-def heterogeneous_region(kl_each: float = 4.0, n: int = 256):
-    """A policy and old distribution parameters whose per-state KL is 0 on all states but 10,
-    and kl_each on those: mean KL 10 kl_each / 256, max kl_each."""
+def region_with_kl(kl_per_state: list[float]):
+    """A policy, its optimisers and old distribution parameters whose per-state KL(old || new)
+    is kl_per_state (old = the policy's mean shifted along the first action dimension)."""
+    n = len(kl_per_state)
     policy, value_net, opt, beta, beta_opt, batch, _ = setup(0, 1e-3, n=n)
     mean, log_std = dist_params(policy, batch["obs"])
+    target = torch.tensor(kl_per_state, dtype=mean.dtype)
     shift = torch.zeros_like(mean)
-    shift[:10, 0] = math.exp(log_std[0, 0].item()) * math.sqrt(2 * kl_each)
-    old = (mean + shift, log_std)
+    shift[:, 0] = log_std[:, 0].exp() * (2 * target).sqrt()
+    old = ((mean + shift).detach(), log_std.detach())
     with torch.no_grad():
-        kl = per_state_kl(old, policy.dist_params(batch["obs"]))
-    torch.testing.assert_close(kl.max().item(), kl_each)
+        torch.testing.assert_close(per_state_kl(old, policy.dist_params(batch["obs"])), target)
     return policy, opt, beta, beta_opt, batch["obs"], old
 
 
+FEW_FAR = [4.0] * 10 + [0.0] * 246  # mean KL 0.16 <= eps_kl 0.25 < max KL 4
+
+
 def test_fixup_holds_the_configured_statistic():
-    # mean KL 0.16 <= eps_kl 0.25 < max KL 4. mean: one fixup minibatch holding the whole
-    # batch does not violate, nothing to fix
+    # mean: one fixup minibatch holding the whole batch does not violate, nothing to fix
     args = Args(kl_target_stat="mean", eps_kl=0.25, fixup_batchsize=256)
-    policy, opt, beta, beta_opt, obs, old = heterogeneous_region()
+    policy, opt, beta, beta_opt, obs, old = region_with_kl(FEW_FAR)
     before = [p.detach().clone() for p in policy.parameters()]
     result = fixup(policy, opt, beta, beta_opt, obs, old, args)
-    assert result["fixup_steps"] == 0
+    assert result == {"fixup_steps": 0, "fixup_passes": 0, "fixup_capped": 0}
     assert all(torch.equal(a, b) for a, b in zip(before, policy.parameters()))
     # max: the same policy violates on 10 states; a step in every pass until the cap
     args = Args(kl_target_stat="max", eps_kl=0.25, fixup_batchsize=256, fixup_max_passes=3)
-    policy, opt, beta, beta_opt, obs, old = heterogeneous_region()
+    policy, opt, beta, beta_opt, obs, old = region_with_kl(FEW_FAR)
     result = fixup(policy, opt, beta, beta_opt, obs, old, args)
     assert result == {"fixup_steps": 3, "fixup_passes": 3, "fixup_capped": 1}
+
+
+def test_fixup_steps_only_on_minibatches_whose_mean_violates():
+    # KL [1, 0, 1, 1] in minibatches of 2: whatever the shuffle, one pairs the 0 with a 1 (mean
+    # 0.5 <= eps_kl 0.6, max 1 above it: no step under "mean") and the other is {1, 1}
+    args = Args(kl_target_stat="mean", eps_kl=0.6, fixup_batchsize=2, fixup_max_passes=1)
+    policy, opt, beta, beta_opt, obs, old = region_with_kl([1.0, 0.0, 1.0, 1.0])
+    result = fixup(policy, opt, beta, beta_opt, obs, old, args)
+    assert result == {"fixup_steps": 1, "fixup_passes": 1, "fixup_capped": 1}
 
 
 def test_fixup_beta_steps_use_the_configured_statistic():
@@ -296,7 +308,7 @@ def test_fixup_beta_steps_use_the_configured_statistic():
     for stat, falls in (("mean", True), ("max", False)):
         args = Args(kl_target_stat=stat, eps_kl=0.25, c_beta=0.5, fixup_batchsize=256)
         args.fixup_max_passes = 1
-        policy, opt, beta, beta_opt, obs, old = heterogeneous_region(kl_each=8.0)
+        policy, opt, beta, beta_opt, obs, old = region_with_kl([8.0] * 10 + [0.0] * 246)
         result = fixup(policy, opt, beta, beta_opt, obs, old, args)
         assert result["fixup_steps"] >= 1
         assert (beta.item() < 1.0) == falls, stat
