@@ -7,7 +7,9 @@ pi_old with mu the MEDIAN of Q under pi_old, learnt by an extra head on the crit
 Defaults: bounded-ratio-rl/bounded_ratio_rl, SB3 version (`src/sb3/BPO.py`,
 `cfgs/algo/bpo/mujoco.yaml`): eps 0.3, temperature 1e-3, 256-256 ReLU nets, 2048 steps,
 minibatch 64, 10 epochs, no advantage / observation / reward normalisation, plain MSE value
-loss, u_coef 0.5, max_grad_norm 1.0. The median head U(s) shares the critic's trunk with V(s).
+loss, u_coef 0.5, max_grad_norm 1.0. The median head U(s) is, as the reference's `u_net`
+(`src/sb3/policy.py`), an MLP with the policy's hidden sizes on the critic's trunk features
+(V(s) is one linear layer on the same features), every layer orthogonal with gain 1.
 Adam runs fused on one flat parameter vector (the reference: per-tensor Adam; same update up to
 rounding). Logs what ppo.py logs (the README lists the metrics), the median head's loss and
 target_up_frac, with ratio deviation counted beyond eps.
@@ -58,7 +60,8 @@ class Args(CommonArgs):
     temperature: float = 1e-3
     """lambda_T of the sigmoid in the target ratio; -> 0 gives 1 + eps sign(q - u) (BPO 1e-3)"""
     use_median: bool = True
-    """threshold q at the median head U(s); --no-use-median uses V(s) (BPO True)"""
+    """threshold q at the median head U(s), an MLP (the policy's hidden sizes) on the critic's
+    trunk features as the reference's u_net; --no-use-median uses V(s) (BPO True)"""
     u_coef: float = 0.5
     """median-head loss coefficient (BPO 0.5)"""
     ent_coef: float = 0.0
@@ -72,7 +75,7 @@ class Args(CommonArgs):
     norm_reward: bool = False
     """return-based reward scaling (BPO: no VecNormalize; q - V and L_u are scale dependent)"""
     hidden_sizes: tuple[int, ...] = (256, 256)
-    """hidden layers of the policy and of the critic trunk (BPO 256, 256)"""
+    """hidden layers of the policy, of the critic trunk and of the median head (BPO 256, 256)"""
     activation: Literal["relu", "tanh"] = "relu"
     """hidden activation of policy and critic (BPO ReLU)"""
     log_std_init: float = 0.0
@@ -129,13 +132,25 @@ def median_loss(u: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
 
 class MedianCritic(nn.Module):
-    """V(s) and the median head U(s) on one shared trunk (as the reference's value network)."""
+    """V(s) and the median head U(s) on one shared trunk (as the reference's value network):
+    V a linear layer on the trunk's features, U an MLP on them with hidden sizes u_hidden (the
+    reference: the policy's net_arch), all of U's layers orthogonal with gain 1 (SB3's
+    init_weights with the reference's u_net gain 1)."""
 
-    def __init__(self, obs_dim: int, hidden: tuple[int, ...], activation: type[nn.Module]):
+    def __init__(
+        self,
+        obs_dim: int,
+        hidden: tuple[int, ...],
+        activation: type[nn.Module],
+        u_hidden: tuple[int, ...] | None = None,
+    ):
         super().__init__()
         self.trunk = nn.Sequential(mlp([obs_dim, *hidden], activation, math.sqrt(2)), activation())
         self.v = layer_init(nn.Linear(hidden[-1], 1), 1.0)
-        self.u = layer_init(nn.Linear(hidden[-1], 1), 1.0)
+        self.u = mlp([hidden[-1], *(hidden if u_hidden is None else u_hidden), 1], activation)
+        for layer in self.u:
+            if isinstance(layer, nn.Linear):
+                layer_init(layer, 1.0)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """V(s) [B]."""
@@ -173,7 +188,8 @@ def main(args: Args) -> None:
     policy = make_policy(
         run.obs_space, run.act_space, args.hidden_sizes, args.activation, args.log_std_init
     )
-    critic = MedianCritic(run.obs_dim, args.hidden_sizes, ACTIVATIONS[args.activation])
+    activation = ACTIVATIONS[args.activation]
+    critic = MedianCritic(run.obs_dim, args.hidden_sizes, activation, args.hidden_sizes)
     optimizer = adam(policy, critic, lr=args.learning_rate)  # flat and fused (BPO: plain Adam)
     run.train(
         lambda batch: update(policy, critic, optimizer, batch, args),

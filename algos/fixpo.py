@@ -4,13 +4,20 @@ that steps on the KL alone until max_s KL(old || new) <= eps_KL on every state o
 
     python algos/fixpo.py --env-id Hopper-v5 --total-timesteps 1000000 --seed 1
 
-Reference: uscresl/stabilized-rl `src/fixpo_tianshou.py`; defaults from its MuJoCo launcher
-(eps_KL 0.5, C_beta 3, 64 envs x 128 steps, minibatch 512, fixup minibatch 1024, no advantage
-normalisation, vf_coef 0.1, initial log-std -0.5). The reference loops "until satisfied"; here
---fixup-max-passes caps the fixup and train/fixup_capped logs every time the cap was hit. Logs
-what ppo.py logs (the README lists the metrics; ratio deviation counted beyond --ratio-eps) plus
-kl_loss, beta, the primary and fixup gradient steps and the fixup share fixup / (primary +
-fixup).
+Reference: uscresl/stabilized-rl `src/fixpo_tianshou.py` (on tianshou's A2C/PPO policy);
+defaults from its MuJoCo launcher `src/mujoco_fixpo_tianshou.py` and `exps_tianshou.py` (eps_KL
+0.5, C_beta 3, 64 envs x 128 steps, minibatch 512, fixup minibatch 1024, no advantage
+normalisation, vf_coef 0.1, initial log-std -0.5). As the reference: the critic loss is
+tianshou's mean(max((V - R)^2, (V_clip - R)^2)) with no 0.5 factor; return normalisation is
+tianshou's `rew_norm` (--value-norm: the critic learns returns / sqrt(Var(returns) + 1e-8), its
+outputs are scaled back before GAE, so advantages stay in reward units); Adam eps 1e-8 (torch's
+default); --kl-target-stat drives beta AND the fixup's stopping test (max: every state, mean: the
+mean of every fixup minibatch). The previous behaviour of this file (CleanRL reward scaling, Adam
+eps 1e-5, half the critic loss) is `--no-value-norm --norm-reward --adam-eps 1e-5 --vf-coef 0.05`.
+The reference loops "until satisfied"; here --fixup-max-passes caps the fixup and
+train/fixup_capped logs every time the cap was hit. Logs what ppo.py logs (the README lists the
+metrics; ratio deviation counted beyond --ratio-eps) plus kl_loss, beta, the primary and fixup
+gradient steps and the fixup share fixup / (primary + fixup).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import torch
 from controlrl.cli import (
     CommonArgs,
     parse,
+    require,
     require_minibatch_flags,
     require_nonnegative,
     require_positive,
@@ -31,8 +39,9 @@ from controlrl.cli import (
 from controlrl.diagnostics import NonFiniteError, dist_params, index_params, per_state_kl
 from controlrl.losses import approx_kl, clipped_value_loss
 from controlrl.nets import ValueNet, make_policy
+from controlrl.normalize import RunningMeanStd
 from controlrl.training import Run
-from controlrl.update import adam, detached, minibatch_update, params_of
+from controlrl.update import adam, anneal_lr, detached, minibatch_update, params_of
 
 
 @dataclass
@@ -64,7 +73,8 @@ class Args(CommonArgs):
     beta_lr: float = 0.01
     """Adam learning rate of beta (FixPO 0.01)"""
     kl_target_stat: Literal["max", "mean"] = "max"
-    """statistic of the per-state KL that drives beta in the primary phase (FixPO max)"""
+    """statistic of the per-state KL of a minibatch that drives beta and that the fixup phase
+    holds to eps_kl: max (every state) or mean (the minibatch's mean) (FixPO max)"""
     fixup_batchsize: int = 1024
     """minibatch size of the fixup phase (FixPO 1024)"""
     fixup_every_epoch: bool = True
@@ -90,8 +100,14 @@ class Args(CommonArgs):
     """eps of the logged ratio diagnostic |r - 1| > eps (PPO's 0.2; the update ignores it)"""
     norm_obs: bool = True
     """running observation normalisation, clipped to [-10, 10] (FixPO True)"""
-    norm_reward: bool = True
-    """scale rewards by the std of a running discounted return (FixPO return normalisation)"""
+    value_norm: bool = True
+    """tianshou rew_norm (FixPO True): the critic learns returns / sqrt(Var + 1e-8) of the
+    running lambda-returns and is scaled back before GAE; advantages stay in reward units"""
+    norm_reward: bool = False
+    """CleanRL/SB3 reward scaling by the std of a running discounted return, which rescales the
+    advantages too (not the reference; this file's default before it followed tianshou)"""
+    adam_eps: float = 1e-8
+    """Adam eps of actor and critic (FixPO: torch's default 1e-8)"""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """hidden layers of the actor and of the critic (FixPO 64, 64 tanh)"""
 
@@ -101,6 +117,12 @@ class Args(CommonArgs):
         require_positive(self, "eps_kl", "c_beta", "beta_lr", "fixup_batchsize")
         require_positive(self, "fixup_max_passes", "value_clip_eps", "ratio_eps")
         require_nonnegative(self, "beta_init")
+        require_positive(self, "adam_eps")
+        require(
+            not (self.value_norm and self.norm_reward),
+            "norm_reward",
+            "and --value-norm are two return normalisations; pass --no-value-norm with it",
+        )
 
 
 def fixpo_loss(
@@ -123,6 +145,31 @@ def fixpo_loss(
     return pg_loss + kl_loss, stats
 
 
+def value_loss(v_new, v_old, returns, eps: float, clip: bool) -> torch.Tensor:
+    """tianshou's critic loss, as the reference: mean(max((V - R)^2, (V_clip - R)^2)) with
+    V_clip = V_old + clip(V - V_old, -eps, eps), or mean((V - R)^2) unclipped. No 0.5 factor:
+    twice controlrl.losses.clipped_value_loss (CleanRL's), so vf_coef 0.1 weighs it 0.1."""
+    return 2.0 * clipped_value_loss(v_new, v_old, returns, eps, clip)
+
+
+def value_scale(return_rms: RunningMeanStd | None) -> float:
+    """sqrt(Var + 1e-8) of the running lambda-returns (tianshou rew_norm; 1 without it): the
+    critic predicts V / scale."""
+    return 1.0 if return_rms is None else math.sqrt(float(return_rms.var) + 1e-8)
+
+
+def normalize_value_targets(batch: dict, return_rms: RunningMeanStd | None) -> dict:
+    """tianshou rew_norm on a batch collected with V = critic * value_scale: returns and old
+    values divided by the scale (the critic's targets and clipping anchors), advantages left in
+    reward units; then the running statistics take the batch's returns. Without return_rms the
+    batch is returned as is."""
+    if return_rms is None:
+        return batch
+    scale = value_scale(return_rms)
+    return_rms.update(batch["returns"].double().numpy())
+    return {**batch, "returns": batch["returns"] / scale, "values": batch["values"] / scale}
+
+
 def beta_loss(beta: torch.Tensor, kl_stat: torch.Tensor, eps_kl: float, c_beta: float):
     """Lagrangian of the constraint c_beta KL <= eps_kl in beta: beta (eps_kl - c_beta sg(KL));
     descending it raises beta exactly while c_beta KL > eps_kl."""
@@ -138,64 +185,85 @@ def beta_step(beta: torch.Tensor, beta_opt, kl_stat: torch.Tensor, args: Args) -
         beta.clamp_(min=0.0)
 
 
-def max_kl(policy, obs: torch.Tensor, old_params) -> float:
-    """max_s KL(old || new) over the batch, one batched forward pass."""
+def kl_statistic(kl: torch.Tensor, args: Args) -> torch.Tensor:
+    """The --kl-target-stat of a minibatch's per-state KL [B]: its max or its mean."""
+    return kl.max() if args.kl_target_stat == "max" else kl.mean()
+
+
+def region_holds(policy, obs: torch.Tensor, old_params, splits, args: Args) -> bool:
+    """Whether no fixup minibatch (the index sets `splits`) violates the region, i.e. whether
+    a fixup pass over them would take no step: kl_statistic <= eps_kl on each, one batched
+    forward pass. Raises NonFiniteError on a NaN or inf KL (the NaN guard then stops the run)."""
     with torch.no_grad():
-        return per_state_kl(old_params, policy.dist_params(obs)).max().item()
+        kl = per_state_kl(old_params, policy.dist_params(obs))
+    if not torch.isfinite(kl).all():  # a NaN KL is never <= eps_KL: stop as the NaN guard does
+        raise NonFiniteError("non-finite KL in the fixup phase")
+    if args.kl_target_stat == "max":
+        return kl.max().item() <= args.eps_kl
+    return all(kl[idx].mean().item() <= args.eps_kl for idx in splits)
 
 
-def backtrack(policy, anchor: list[torch.Tensor], obs, old_params, eps_kl: float) -> None:
-    """Move the actor to anchor + 2^-k (theta - anchor) for the smallest k with max KL <= eps_kl
-    (k = 30 falls back to the anchor itself, the pre-update policy, where KL = 0)."""
+def backtrack(policy, anchor: list[torch.Tensor], obs, old_params, splits, args: Args) -> None:
+    """Move the actor to anchor + 2^-k (theta - anchor) for the smallest k where the region
+    holds (k = 30 falls back to the anchor itself, the pre-update policy, where KL = 0)."""
     current = [p.detach().clone() for p in policy.parameters()]
     with torch.no_grad():
         for k in range(1, 31):
             alpha = 0.0 if k == 30 else 0.5**k
             for p, a, c in zip(policy.parameters(), anchor, current):
                 p.copy_(a + alpha * (c - a))
-            if max_kl(policy, obs, old_params) <= eps_kl:
+            if region_holds(policy, obs, old_params, splits, args):
                 return
 
 
 def fixup(
     policy, optimizer, beta, beta_opt, obs, old_params, args: Args, anchor=None
 ) -> dict[str, int]:
-    """Step on sg(beta) mean KL alone, on every fixup minibatch where some per-state KL exceeds
-    eps_kl, until a check over the whole batch finds none (or fixup_max_passes is hit; then,
-    with fixup_backtrack and the pre-update actor parameters `anchor`, backtrack towards them).
+    """Step on sg(beta) mean KL alone, on every fixup minibatch whose kl_statistic exceeds
+    eps_kl (then one beta step on that statistic), until a pass would find none (or
+    fixup_max_passes is hit; then, with fixup_backtrack and the pre-update actor parameters
+    `anchor`, backtrack towards them). The reference reshuffles every pass, as here.
 
     Only the actor receives gradients (set_to_none), so Adam leaves the critic untouched.
     """
     params = params_of(optimizer)
     steps = passes = 0
     while True:
-        kl = max_kl(policy, obs, old_params)
-        if not math.isfinite(kl):  # a NaN KL is never <= eps_KL: stop as the NaN guard does
-            raise NonFiniteError(f"non-finite KL in the fixup phase ({kl})")
-        if kl <= args.eps_kl:
+        splits = torch.randperm(obs.shape[0]).split(args.fixup_batchsize)
+        if region_holds(policy, obs, old_params, splits, args):
             return {"fixup_steps": steps, "fixup_passes": passes, "fixup_capped": 0}
         if passes == args.fixup_max_passes:
             if args.fixup_backtrack and anchor is not None:
-                backtrack(policy, anchor, obs, old_params, args.eps_kl)
+                backtrack(policy, anchor, obs, old_params, splits, args)
             return {"fixup_steps": steps, "fixup_passes": passes, "fixup_capped": 1}
         passes += 1
-        for idx in torch.randperm(obs.shape[0]).split(args.fixup_batchsize):
+        for idx in splits:
             kl = per_state_kl(index_params(old_params, idx), policy.dist_params(obs[idx]))
-            if kl.max() <= args.eps_kl:
+            if kl_statistic(kl, args) <= args.eps_kl:
                 continue
             optimizer.zero_grad(set_to_none=True)
             (beta.detach() * kl.mean()).backward()
             torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
             optimizer.step()
-            beta_step(beta, beta_opt, kl.max(), args)
+            beta_step(beta, beta_opt, kl_statistic(kl, args), args)
             steps += 1
 
 
 def update(
-    policy, value_net, optimizer, beta, beta_opt, batch: dict, old_params, args: Args
+    policy,
+    value_net,
+    optimizer,
+    beta,
+    beta_opt,
+    batch: dict,
+    old_params,
+    args: Args,
+    return_rms: RunningMeanStd | None = None,
 ) -> dict:
     """Primary phase (update_epochs x num_minibatches steps, a beta step after each) with a fixup
-    phase after every epoch (or only the last); returns mean statistics and step counts."""
+    phase after every epoch (or only the last); returns mean statistics and step counts. With
+    return_rms (tianshou rew_norm) the critic's targets are normalised first."""
+    batch = normalize_value_targets(batch, return_rms)
     anchor = [p.detach().clone() for p in policy.parameters()]  # the pre-update actor
     fix = {"fixup_steps": 0, "fixup_passes": 0, "fixup_capped": 0}
     kl_stat = torch.zeros(())
@@ -205,12 +273,12 @@ def update(
         logp, entropy = policy.log_prob_entropy(mb["obs"], mb["actions"])
         kl = per_state_kl(index_params(old_params, idx), policy.dist_params(mb["obs"]))
         pi_loss, stats = fixpo_loss(logp, mb["logprobs"], mb["advantages"], kl, beta)
-        v_loss = clipped_value_loss(
+        v_loss = value_loss(
             value_net(mb["obs"]), mb["values"], mb["returns"], args.value_clip_eps, args.clip_vloss
         )
         ent = entropy.mean()
         loss = pi_loss - args.ent_coef * ent + args.vf_coef * v_loss
-        kl_stat = (kl.max() if args.kl_target_stat == "max" else kl.mean()).detach()
+        kl_stat = kl_statistic(kl, args).detach()
         return loss, {**stats, **detached(loss=loss, value_loss=v_loss, entropy=ent)}
 
     def after_epoch(epoch: int) -> None:
@@ -249,29 +317,38 @@ def main(args: Args) -> None:
     value_net = ValueNet(run.obs_dim, args.hidden_sizes)
     # one Adam over actor and critic (as the reference), per tensor: fixup steps leave the
     # critic's gradients None, so Adam skips it
-    optimizer = adam(policy, value_net, lr=args.learning_rate, flat=False)
+    optimizer = adam(policy, value_net, lr=args.learning_rate, eps=args.adam_eps, flat=False)
     lagrange = torch.nn.ParameterDict({"beta": torch.nn.Parameter(torch.tensor(args.beta_init))})
     beta = lagrange["beta"]
     beta_opt = torch.optim.Adam([beta], lr=args.beta_lr)
-
-    run.train(
-        lambda batch: update(
-            policy,
-            value_net,
-            optimizer,
-            beta,
-            beta_opt,
-            batch,
-            dist_params(policy, batch["obs"]),
-            args,
-        ),
-        policy,
-        value_net,
-        ratio_eps=args.ratio_eps,
-        optimizer=optimizer,
-        beta=lagrange,
-        beta_optimizer=beta_opt,
-    )
+    # tianshou's ret_rms: mean 0, var 1, count 0, so the first batch sets it exactly
+    return_rms = RunningMeanStd(epsilon=0.0) if args.value_norm else None
+    stateful = {"optimizer": optimizer, "beta": lagrange, "beta_optimizer": beta_opt}
+    if return_rms is not None:
+        stateful["return_rms"] = return_rms
+    # run.train's loop, with V scaled back to reward units for GAE (tianshou rew_norm)
+    for iteration in run.start(policy=policy, value=value_net, **stateful):
+        lr = anneal_lr(optimizer, args.learning_rate, iteration, run.num_iterations, args.anneal_lr)
+        scale = value_scale(return_rms)
+        batch, episodes = run.collect(policy, lambda obs, s=scale: value_net(obs) * s)
+        old_params = dist_params(policy, batch["obs"])
+        with run.update(policy, batch, args.ratio_eps) as stats:
+            stats.update(
+                update(
+                    policy,
+                    value_net,
+                    optimizer,
+                    beta,
+                    beta_opt,
+                    batch,
+                    old_params,
+                    args,
+                    return_rms,
+                )
+            )
+        stats["learning_rate"] = lr
+        run.end_iteration(iteration, stats, episodes, act=policy.mode)
+    run.finish(policy.mode)
 
 
 if __name__ == "__main__":

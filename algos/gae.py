@@ -5,10 +5,14 @@ step solved by conjugate gradient on the Gauss-Newton matrix.
 
     python algos/gae.py --env-id Hopper-v5 --gamma 0.995 --gae-lambda 0.97
 
-Logs what trpo.py logs plus the value step: its constraint value, sigma^2 and the loss before and
-after. The policy step is TRPO's (controlrl.trust_region.policy_step, as algos/trpo.py). eps_V
-(--vf-max-kl) is our assumption: the paper's value was not recovered; modular_rl
-(joschu/modular_rl modular_rl/trpo.py, core.py) fits the value function by L-BFGS instead.
+Logs what trpo.py logs plus the value step: its constraint value, sigma^2, the step scale alpha
+and the loss before and after. The policy step is TRPO's (controlrl.trust_region.policy_step, as
+algos/trpo.py). eps_V (--vf-max-kl) is our assumption: the paper's value was not recovered;
+modular_rl (joschu/modular_rl modular_rl/trpo.py, core.py) fits the value function by L-BFGS
+instead. One departure from the paper's value step: the paper rescales the Gauss-Newton step s
+to alpha s with 0.5 (alpha s)^T H (alpha s) = eps_V; here alpha = min(1, that value), so a step
+already inside the region is taken as is instead of being stretched past the minimiser of the
+quadratic model (with a large eps_V the step is least squares; train/vf_alpha logs alpha).
 """
 
 from __future__ import annotations
@@ -57,7 +61,8 @@ class Args(CommonArgs):
     """policy trust region eps_pi on the mean KL(old || new) (paper 0.01)"""
     vf_max_kl: float = 0.01
     """value trust region eps_V on mean (V - V_old)^2 / (2 sigma^2) (our assumption: the paper's
-    value was not recovered)"""
+    value was not recovered). The step scale is capped at 1 (the paper rescales every step to
+    the boundary): a Gauss-Newton step inside the region is taken whole, never stretched"""
     value_target: Literal["mc", "lambda"] = "mc"
     """value targets: discounted Monte Carlo returns (paper; bootstrapped at truncations and at
     the batch end) or lambda-returns A + V_old (modern code)"""

@@ -11,10 +11,19 @@ algorithm-specific settings at their reference defaults; "reference" runs each s
 defaults (SPO's 7-layer policy, FixPO's 64 envs x 128 steps, BPO's un-normalised 256-256 ReLU).
 TRPO takes its own defaults in both. Each algorithm is one sweep: <sweep-dir>/<algo>/.
 
-Writes <out>/trust_region_family.png, trust_region_family.csv (one row per run) and
-trust_region_family_iqm.csv (IQM of the normalised final return, 95% stratified-bootstrap CI).
-Normalised score per env: 0 = the mean return of a uniformly random policy, 1 = the best
-algorithm's mean final return in this figure.
+Writes <out>/trust_region_family.png, trust_region_family.csv (one row per run),
+trust_region_family_curves.csv (the plotted per-run curves) and trust_region_family_iqm.csv (IQM
+of the normalised final return, 95% stratified-bootstrap CI). Normalised score per env: 0 = the
+mean return of a uniformly random policy, 1 = the best algorithm's mean final return in this
+figure.
+
+To rerun one algorithm only and keep the others' committed results:
+
+    python paper_figures/trust_region_family.py --train --algos fixpo --out /tmp/fixpo ...
+    python paper_figures/trust_region_family.py --keep-committed ...   # same --sweep-dir
+
+--keep-committed takes every algorithm of --algos that has no finished run under --sweep-dir
+from the CSVs already in --out (its rows, and its curves where the curves CSV has them).
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ PROTOCOLS = {
     "reference": {},
 }
 DIAGNOSTICS = ("kl_mean", "kl_max", "ratio_dev_frac", "ratio_dev_mean", "ratio_dev_max")
+CURVES = ("episode_return", "kl_max", "ratio_dev_mean", "fixup_share")  # train/ columns plotted
 
 
 def default_algos() -> str:
@@ -101,18 +111,15 @@ def train(args, algos: list[str], env_ids: list[str]) -> None:
             print(f"warning: failed runs {failed}; see {args.sweep_dir / algo}/sweep.json")
 
 
-def collect(args, algos, env_ids) -> tuple[list[dict], dict, dict]:
-    """Per-run rows, learning curves {env: {algo: runs}}, diagnostic curves {col: {algo: runs}}."""
-    rows, curves, diag = [], {e: {} for e in env_ids}, {}
+def collect(args, algos, env_ids) -> list[dict]:
+    """Per finished run: its CSV row and its plotted curves {column: (steps, values)}."""
+    runs = []
     for algo in algos:
         for env_id in env_ids:
             base = args.sweep_dir / algo / "runs" / algo / env_id
             for done in sorted(base.glob("seed*/final_eval.json")):
                 run_dir = done.parent
                 final = json.loads(done.read_text())
-                curves[env_id].setdefault(algo, []).append(
-                    plots.read_metrics(run_dir, "train/episode_return")
-                )
                 row = {
                     "algo": algo,
                     "env_id": env_id,
@@ -129,14 +136,60 @@ def collect(args, algos, env_ids) -> tuple[list[dict], dict, dict]:
                 fix = column_sum(run_dir, "train/fixup_steps")
                 row["fixup_share"] = fix / row["grad_steps"] if fix == fix else float("nan")
                 row["fixup_capped"] = column_sum(run_dir, "train/fixup_capped")
-                rows.append(row)
-                for col in ("kl_max", "ratio_dev_mean", "fixup_share"):
+                curves = {}
+                for col in CURVES:
                     try:
-                        curve = plots.read_metrics(run_dir, f"train/{col}")
+                        curves[col] = plots.read_metrics(run_dir, f"train/{col}")
                     except KeyError:  # e.g. fixup_share outside FixPO
                         continue
-                    diag.setdefault(col, {}).setdefault(algo, []).append(curve)
-    return rows, curves, diag
+                runs.append({"row": row, "curves": curves})
+    return runs
+
+
+def committed(out: Path, algos: list[str]) -> list[dict]:
+    """The runs of `algos` as the CSVs in `out` hold them: rows from trust_region_family.csv,
+    curves from trust_region_family_curves.csv where it has them (else none)."""
+    with (out / "trust_region_family.csv").open() as f:
+        table = [r for r in csv.DictReader(f) if r["algo"] in algos]
+    curves: dict[tuple, dict] = {}
+    path = out / "trust_region_family_curves.csv"
+    if path.exists():
+        with path.open() as f:
+            for r in csv.DictReader(f):
+                if r["algo"] not in algos:
+                    continue
+                run = curves.setdefault((r["algo"], r["env_id"], r["seed"]), {})
+                for col in CURVES:
+                    if r[col] != "":
+                        run.setdefault(col, []).append((float(r["step"]), float(r[col])))
+    runs = []
+    for r in table:
+        row = {k: (v if k in ("algo", "env_id", "seed") else float(v)) for k, v in r.items()}
+        row["steps"] = int(row["steps"])
+        points = curves.get((r["algo"], r["env_id"], r["seed"]), {})
+        runs.append(
+            {
+                "row": row,
+                "curves": {c: tuple(np.array(v).T) for c, v in points.items()},
+            }
+        )
+    return runs
+
+
+def write_curves(path: Path, runs: list[dict]) -> None:
+    """One line per (run, step): the plotted columns, empty where a run has no value."""
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["algo", "env_id", "seed", "step", *CURVES])
+        for run in runs:
+            row, curves = run["row"], run["curves"]
+            by_step: dict[float, dict] = {}
+            for col, (steps, values) in curves.items():
+                for step, value in zip(steps, values):
+                    by_step.setdefault(float(step), {})[col] = f"{value:.6g}"
+            for step in sorted(by_step):
+                cells = [by_step[step].get(col, "") for col in CURVES]
+                writer.writerow([row["algo"], row["env_id"], row["seed"], int(step), *cells])
 
 
 def normalised_scores(rows, algos, env_ids) -> tuple[dict[str, np.ndarray], list[dict]]:
@@ -177,16 +230,39 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--final-window", type=int, default=20_480)
     p.add_argument("--train", action="store_true", help="run missing runs first (sweeps)")
     p.add_argument("--workers", type=int, default=1, help="runs at once when training")
+    p.add_argument(
+        "--keep-committed",
+        action="store_true",
+        help="algorithms without finished runs under --sweep-dir: take their rows (and curves) "
+        "from the CSVs already in --out",
+    )
     p.add_argument("extra", nargs="*", help="flags passed to every algorithm script (after --)")
     args = p.parse_args(argv)
     algos, env_ids = args.algos.split(","), args.envs.split(",")
     if args.train:
         train(args, algos, env_ids)
-    rows, curves, diag = collect(args, algos, env_ids)
-    if not rows:
+    runs = collect(args, algos, env_ids)
+    if args.keep_committed:
+        kept = [a for a in algos if not any(r["row"]["algo"] == a for r in runs)]
+        runs += committed(args.out, kept)
+        runs.sort(key=lambda r: algos.index(r["row"]["algo"]))
+        print(f"kept from {args.out}: {', '.join(kept) or 'nothing'}")
+    if not runs:
         raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
+    rows = [r["row"] for r in runs]
     algos = [a for a in algos if any(r["algo"] == a for r in rows)]
-    env_ids = [e for e in env_ids if all(curves[e].get(a) for a in algos)]
+    pairs = {(r["algo"], r["env_id"]) for r in rows}
+    env_ids = [e for e in env_ids if all((a, e) in pairs for a in algos)]
+    curves = {e: {} for e in env_ids}  # {env: {algo: runs}}
+    diag: dict[str, dict] = {}  # {column: {algo: runs}}, all envs
+    for run in runs:
+        algo, env_id = run["row"]["algo"], run["row"]["env_id"]
+        for col, curve in run["curves"].items():
+            if col == "episode_return" and env_id in curves:
+                curves[env_id].setdefault(algo, []).append(curve)
+            elif col != "episode_return":
+                diag.setdefault(col, {}).setdefault(algo, []).append(curve)
+    no_curves = [a for a in algos if not any(curves[e].get(a) for e in env_ids)]
     scores, ref = normalised_scores(rows, algos, env_ids)
     iqm_rows = []
     for algo in algos:
@@ -198,6 +274,7 @@ def main(argv: list[str] | None = None) -> None:
             writer = csv.DictWriter(f, fieldnames=list(table[0]))
             writer.writeheader()
             writer.writerows(table)
+    write_curves(args.out / "trust_region_family_curves.csv", runs)
 
     import matplotlib.pyplot as plt
 
@@ -206,7 +283,9 @@ def main(argv: list[str] | None = None) -> None:
     with plt.rc_context(plots.STYLE):
         fig, axes = plt.subplots(2, ncols, figsize=(3.2 * ncols, 5.6), squeeze=False)
         for ax, env_id in zip(axes[0], env_ids):
-            plots.plot_curves(ax, {a: curves[env_id][a] for a in algos}, smooth_window=3)
+            groups = {a: curves[env_id][a] for a in algos if curves[env_id].get(a)}
+            ax.set_prop_cycle(color=[colours[algos.index(a) % len(colours)] for a in groups])
+            plots.plot_curves(ax, groups, smooth_window=3)
             ax.set_title(env_id)
             ax.set_ylabel("training episode return")
         axes[0][0].legend(fontsize=6, loc="upper left")
@@ -231,9 +310,10 @@ def main(argv: list[str] | None = None) -> None:
                 ax.set_yscale("log")
             if groups:
                 ax.legend(fontsize=6)
+        note = f"; no curves on disk for {', '.join(no_curves)} (final rows only)" * bool(no_curves)
         fig.suptitle(
             f"trust-region family, {args.total_timesteps:,} steps, protocol {args.protocol}, "
-            f"mean and 95% bootstrap CI over seeds",
+            f"mean and 95% bootstrap CI over seeds{note}",
             fontsize=9,
         )
         fig.tight_layout()
@@ -262,8 +342,9 @@ def main(argv: list[str] | None = None) -> None:
             + (f", fixup share {m['fixup_share']:.3f}" * (algo == "fixpo"))
         )
     print(
-        f"wrote {args.out / 'trust_region_family.png'}, trust_region_family.csv and "
-        f"trust_region_family_iqm.csv; command: python paper_figures/trust_region_family.py "
+        f"wrote {args.out / 'trust_region_family.png'}, trust_region_family.csv, "
+        f"trust_region_family_curves.csv and trust_region_family_iqm.csv; "
+        f"command: python paper_figures/trust_region_family.py "
         f"{' '.join(argv if argv is not None else sys.argv[1:])}"
     )
 

@@ -98,6 +98,29 @@ def test_median_head_of_the_critic_learns_a_median():
     assert abs(u - q.median().item()) < 3.0 and abs(u - q.mean().item()) > 10
 
 
+def test_median_head_is_an_mlp_on_the_critic_features_as_the_reference():
+    """The reference's u_net: create_mlp(latent_dim_vf, 1, net_arch["pi"]) on the critic's
+    features, every layer orthogonal with gain 1 (singular values all 1)."""
+    torch.manual_seed(0)
+    critic = MedianCritic(5, (32, 24), torch.nn.ReLU, u_hidden=(16, 8))
+    linear = [m for m in critic.u if isinstance(m, torch.nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in linear] == [(24, 16), (16, 8), (8, 1)]
+    assert sum(isinstance(m, torch.nn.ReLU) for m in critic.u) == 2
+    for m in linear:
+        torch.testing.assert_close(
+            torch.linalg.svdvals(m.weight.detach()), torch.ones(min(m.weight.shape))
+        )
+        assert not m.bias.detach().any()
+    # U reads the trunk's features: its gradient reaches the shared trunk
+    u = critic.value_and_median(torch.randn(7, 5))[1]
+    assert u.shape == (7,)
+    grads = torch.autograd.grad(u.sum(), list(critic.trunk.parameters()))
+    assert all(g.abs().sum() > 0 for g in grads)
+    # by default the head takes the trunk's hidden sizes (main passes the policy's)
+    default = MedianCritic(5, (32, 24), torch.nn.Tanh)
+    assert [m.out_features for m in default.u if isinstance(m, torch.nn.Linear)] == [32, 24, 1]
+
+
 @pytest.mark.parametrize("env_id", ["Hopper-v5", "CartPole-v1"])
 def test_smoke(env_id, tmp_path):
     run = smoke("algos/bpo.py", env_id, tmp_path, "--hidden-sizes", "32", "32")

@@ -2,14 +2,17 @@
 
 import copy
 
-import numpy as np
 import pytest
 import torch
 
-from algos.gae import Args, gauss_newton_product, update, value_trust_region_step
-from controlrl.nets import GaussianPolicy, ValueNet
+from algos import gae as gae_algo
+from algos.gae import Args, gauss_newton_product, value_trust_region_step
+from controlrl.cli import parse
+from controlrl.nets import ValueNet
 from controlrl.returns import gae
+from controlrl.training import Run
 from controlrl.trust_region import get_flat
+from controlrl.update import normalize_advantages
 
 
 def linear_problem(n=200, d=4, seed=0):
@@ -58,36 +61,48 @@ def test_large_region_gives_least_squares():
     torch.testing.assert_close(get_flat(list(net.parameters())), lstsq, rtol=1e-6, atol=1e-8)
 
 
-def test_policy_step_uses_advantages_from_the_value_function_before_its_update():
-    torch.manual_seed(0)
-    T, obs_dim = 64, 3
-    policy, value_net = GaussianPolicy(obs_dim, 1), ValueNet(obs_dim)
-    obs = torch.randn(T, obs_dim)
-    with torch.no_grad():
-        actions = policy.sample(obs)
-        logp = policy.log_prob_entropy(obs, actions)[0]
-    rewards = np.random.default_rng(0).normal(size=(T, 1))
-    ended = np.zeros((T, 1), bool)
+def test_policy_step_uses_advantages_from_the_value_function_before_its_update(
+    monkeypatch, tmp_path
+):
+    """Through main()'s real collect-then-update path: the advantages the policy step receives
+    are GAE with V as it was when the batch was collected, i.e. before this batch's value step,
+    and not GAE with the V that the value step produced (which 'value step first' would give)."""
+    seen = {}
+    collect, real_policy_step = Run.collect, gae_algo.policy_step
 
-    def advantages(net):
-        with torch.no_grad():
-            v = net(obs).numpy()[:, None].astype(np.float64)
-        nv = np.vstack([v[1:], v[-1:]])
-        return torch.as_tensor(gae(rewards, v, nv, ended, ended, 0.99, 0.95), dtype=torch.float32)
+    def recording_collect(self, policy, value_fn):
+        out = collect(self, policy, value_fn)
+        seen["run"] = self
+        seen["v_at_collect"] = copy.deepcopy(self.stateful["value"])
+        return out
 
-    snapshot = copy.deepcopy(value_net)
-    adv = advantages(value_net)
-    batch = {
-        "obs": obs,
-        "actions": actions,
-        "logprobs": logp,
-        "advantages": adv.reshape(-1),
-        "values": value_net(obs).detach(),
-        "returns": adv.reshape(-1),
-    }
-    before = batch["advantages"].clone()
-    stats = update(policy, value_net, batch, targets=torch.randn(T), args=Args())
-    assert torch.equal(batch["advantages"], before)  # not recomputed inside the update
-    torch.testing.assert_close(before, advantages(snapshot).reshape(-1))
-    assert stats["vf_constraint"] > 0  # the value function did move ...
-    assert not torch.allclose(before, advantages(value_net).reshape(-1))  # ... after its use
+    def recording_policy_step(policy, obs, actions, old_logp, old_params, adv, args):
+        seen["adv"] = adv.clone()
+        seen["vf_steps_before"] = seen.get("vf_steps", 0)
+        return real_policy_step(policy, obs, actions, old_logp, old_params, adv, args)
+
+    def counting_value_step(*args, **kwargs):
+        seen["vf_steps"] = seen.get("vf_steps", 0) + 1
+        return real_value_step(*args, **kwargs)
+
+    real_value_step = gae_algo.value_trust_region_step
+    monkeypatch.setattr(Run, "collect", recording_collect)
+    monkeypatch.setattr(gae_algo, "policy_step", recording_policy_step)
+    monkeypatch.setattr(gae_algo, "value_trust_region_step", counting_value_step)
+    argv = ["--env-id", "Pendulum-v1", "--num-envs", "2", "--num-steps", "64"]
+    argv += ["--total-timesteps", "128", "--eval-every", "0", "--eval-episodes", "1"]
+    argv += ["--cg-max-steps", "3", "--no-progress", "--no-tensorboard"]
+    args = parse(Args, [*argv, "--run-dir", str(tmp_path / "run")])
+    gae_algo.main(args)
+    assert seen["vf_steps_before"] == 0 and seen["vf_steps"] == 1  # policy step, then V's
+    run, buf = seen["run"], seen["run"].buffer
+
+    def advantages(value_net):  # normalised GAE of the collected batch with value_net
+        buf.fill_values(value_net)
+        lam, gamma = args.gae_lambda, args.gamma
+        adv = gae(buf.rewards, buf.values, buf.next_values, buf.terminated, buf.ended, gamma, lam)
+        return normalize_advantages(torch.as_tensor(adv, dtype=torch.float32).reshape(-1))
+
+    before, after = advantages(seen["v_at_collect"]), advantages(run.stateful["value"])
+    torch.testing.assert_close(seen["adv"], before, rtol=1e-5, atol=1e-5)
+    assert (seen["adv"] - after).abs().max() > 1e-3  # the value step did change V's GAE

@@ -31,6 +31,34 @@ def test_trust_region_family_toy(tmp_path):
     assert (tmp_path / "out" / "trust_region_family.png").stat().st_size > 5000
 
 
+def test_family_keeps_committed_rows_and_curves(tmp_path):
+    """--keep-committed: an algorithm not rerun comes back from the CSVs with its rows and the
+    curves write_curves stored (NaN cells dropped), the others from their runs."""
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "paper_figures"))
+    import trust_region_family as fam
+
+    row = {"algo": "ppo", "env_id": "Hopper-v5", "seed": "3", "steps": 4096}
+    row.update(final_train_return=12.5, kl_max=float("nan"))
+    curves = {"episode_return": (np.array([2048.0, 4096.0]), np.array([1.0, 2.5]))}
+    curves["kl_max"] = (np.array([4096.0]), np.array([0.03]))
+    other = {"row": {**row, "algo": "spo"}, "curves": {}}
+    fam.write_curves(tmp_path / "trust_region_family_curves.csv", [{"row": row, "curves": curves}])
+    with (tmp_path / "trust_region_family.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(row))
+        writer.writeheader()
+        writer.writerows([row, other["row"]])
+    (back,) = fam.committed(tmp_path, ["ppo"])
+    assert back["row"]["algo"] == "ppo" and back["row"]["steps"] == 4096
+    assert back["row"]["final_train_return"] == 12.5 and np.isnan(back["row"]["kl_max"])
+    assert back["curves"].keys() == curves.keys()
+    for col, (steps, values) in curves.items():
+        np.testing.assert_allclose(back["curves"][col][0], steps)
+        np.testing.assert_allclose(back["curves"][col][1], values, rtol=1e-5)
+    assert [r["row"]["algo"] for r in fam.committed(tmp_path, ["ppo", "spo"])] == ["ppo", "spo"]
+
+
 @pytest.mark.slow
 def test_depth_sweep_toy(tmp_path):
     cmd = [sys.executable, "paper_figures/depth_sweep.py", "--train", "--envs", "Hopper-v5"]
