@@ -41,7 +41,7 @@ from controlrl.losses import approx_kl, clipped_value_loss
 from controlrl.nets import ValueNet, make_policy
 from controlrl.normalize import RunningMeanStd
 from controlrl.training import Run
-from controlrl.update import adam, anneal_lr, detached, minibatch_update, params_of
+from controlrl.update import adam, detached, minibatch_update, params_of
 
 
 @dataclass
@@ -323,32 +323,26 @@ def main(args: Args) -> None:
     beta_opt = torch.optim.Adam([beta], lr=args.beta_lr)
     # tianshou's ret_rms: mean 0, var 1, count 0, so the first batch sets it exactly
     return_rms = RunningMeanStd(epsilon=0.0) if args.value_norm else None
-    stateful = {"optimizer": optimizer, "beta": lagrange, "beta_optimizer": beta_opt}
+    stateful = {"beta": lagrange, "beta_optimizer": beta_opt}
     if return_rms is not None:
         stateful["return_rms"] = return_rms
-    # run.train's loop, with V scaled back to reward units for GAE (tianshou rew_norm)
-    for iteration in run.start(policy=policy, value=value_net, **stateful):
-        lr = anneal_lr(optimizer, args.learning_rate, iteration, run.num_iterations, args.anneal_lr)
-        scale = value_scale(return_rms)
-        batch, episodes = run.collect(policy, lambda obs, s=scale: value_net(obs) * s)
+
+    def update_fn(batch: dict) -> dict:
         old_params = dist_params(policy, batch["obs"])
-        with run.update(policy, batch, args.ratio_eps) as stats:
-            stats.update(
-                update(
-                    policy,
-                    value_net,
-                    optimizer,
-                    beta,
-                    beta_opt,
-                    batch,
-                    old_params,
-                    args,
-                    return_rms,
-                )
-            )
-        stats["learning_rate"] = lr
-        run.end_iteration(iteration, stats, episodes, act=policy.mode)
-    run.finish(policy.mode)
+        return update(
+            policy, value_net, optimizer, beta, beta_opt, batch, old_params, args, return_rms
+        )
+
+    run.train(
+        update_fn,
+        policy,
+        value_net,
+        ratio_eps=args.ratio_eps,
+        optimizer=optimizer,
+        # the rollout's V in reward units for GAE (tianshou rew_norm)
+        values=lambda obs: value_net(obs) * value_scale(return_rms),
+        **stateful,
+    )
 
 
 if __name__ == "__main__":

@@ -135,13 +135,15 @@ class Run(Session):
         value_net,
         ratio_eps: float,
         optimizer=None,
+        values: Callable[[torch.Tensor], torch.Tensor] | None = None,
         **stateful,
     ) -> float:
         """The on-policy loop, then the final evaluation (returned). Each iteration: with an
         optimizer, its learning rate from args.learning_rate (linearly annealed when
         args.anneal_lr, logged as learning_rate); collect; update_fn(batch) -> stats inside
         self.update (NaN guard, policy shift over the batch); log and checkpoint. Checkpoints
-        hold policy, value_net, the optimizer and **stateful."""
+        hold policy, value_net, the optimizer and **stateful. `values` (default value_net) is
+        what the rollout's V(s) is read from, e.g. a critic of normalised returns scaled back."""
         if optimizer is not None:
             stateful = {"optimizer": optimizer, **stateful}
         for iteration in self.start(policy=policy, value=value_net, **stateful):
@@ -153,7 +155,7 @@ class Run(Session):
                     self.num_iterations,
                     self.args.anneal_lr,
                 )
-            batch, episodes = self.collect(policy, value_net)
+            batch, episodes = self.collect(policy, values or value_net)
             with self.update(policy, batch, ratio_eps) as stats:
                 stats.update(update_fn(batch))
             if optimizer is not None:
