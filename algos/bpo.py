@@ -167,7 +167,7 @@ def update(policy, critic, optimizer, batch: dict[str, torch.Tensor], args: Args
 
     def loss_fn(mb, idx):
         obs, q = mb["obs"], mb["returns"]
-        logp, entropy = policy.log_prob_entropy(obs, mb["actions"])
+        logp, entropy = policy.log_prob_entropy(obs, mb["actions"], args.ent_coef != 0)
         v, u = critic.value_and_median(obs)
         threshold = u if args.use_median else v
         pi_loss, stats = bpo_loss(logp, mb["logprobs"], q, v, threshold, args.eps, args.temperature)

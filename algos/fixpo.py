@@ -36,7 +36,7 @@ from controlrl.cli import (
     require_nonnegative,
     require_positive,
 )
-from controlrl.diagnostics import NonFiniteError, dist_params, index_params, per_state_kl
+from controlrl.diagnostics import NonFiniteError, index_params, per_state_kl
 from controlrl.losses import approx_kl, clipped_value_loss
 from controlrl.nets import ValueNet, make_policy
 from controlrl.normalize import RunningMeanStd
@@ -270,7 +270,7 @@ def update(
 
     def loss_fn(mb, idx):
         nonlocal kl_stat
-        logp, entropy = policy.log_prob_entropy(mb["obs"], mb["actions"])
+        logp, entropy = policy.log_prob_entropy(mb["obs"], mb["actions"], args.ent_coef != 0)
         kl = per_state_kl(index_params(old_params, idx), policy.dist_params(mb["obs"]))
         pi_loss, stats = fixpo_loss(logp, mb["logprobs"], mb["advantages"], kl, beta)
         v_loss = value_loss(
@@ -328,7 +328,7 @@ def main(args: Args) -> None:
         stateful["return_rms"] = return_rms
 
     def update_fn(batch: dict) -> dict:
-        old_params = dist_params(policy, batch["obs"])
+        old_params = run.old_params  # the collecting policy's, on batch["obs"]
         return update(
             policy, value_net, optimizer, beta, beta_opt, batch, old_params, args, return_rms
         )

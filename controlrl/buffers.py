@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from controlrl import diagnostics
+
 
 class RolloutBuffer:
     """T steps x N envs of (obs, action, reward, terminated, ended) plus what the learner fills in.
@@ -57,15 +59,18 @@ class RolloutBuffer:
                 for (t, n), v_final in zip(self.trunc_index, vt):
                     self.next_values[t, n] = v_final
 
-    def fill_logprobs(self, logprob_fn) -> None:
-        """logprobs[t] = log pi_old(a_t | s_t), in one batched pass after collection."""
+    def fill_logprobs(self, policy):
+        """logprobs[t] = log pi_old(a_t | s_t), in one batched pass after collection; returns
+        the policy's distribution parameters on the T*N observations (diagnostics.dist_params),
+        from the same forward: what the update's KL is measured against."""
         T, N = self.num_steps, self.num_envs
-        with torch.inference_mode():
-            logp = logprob_fn(
-                self.obs_t.reshape(T * N, *self.obs.shape[2:]),
-                self.actions_t.reshape(T * N, *self.actions.shape[2:]),
+        params = diagnostics.dist_params(policy, self.obs_t.reshape(T * N, *self.obs.shape[2:]))
+        with torch.no_grad():
+            logp = policy.log_prob_at(
+                params, self.actions_t.reshape(T * N, *self.actions.shape[2:])
             )
             self.logprobs[:] = logp.reshape(T, N).numpy()
+        return params
 
     def flat(self, **extra: np.ndarray) -> dict[str, torch.Tensor]:
         """Batch dict of [T*N, ...] tensors (views where possible) for minibatch updates."""

@@ -75,8 +75,9 @@ def policy_shift(
     """How far an update moved the policy on the batch: KL(old || new) per state (mean, max) and
     the ratio statistics of ratio_stats, from one batched forward pass."""
     with torch.no_grad():
-        kl = per_state_kl(old_params, policy.dist_params(obs))
-        logp, _ = policy.log_prob_entropy(obs, actions)
+        params = policy.dist_params(obs)  # one forward for the KL and the ratios
+        kl = per_state_kl(old_params, params)
+        logp = policy.log_prob_at(params, actions)
         stats = ratio_stats(torch.exp(logp - old_logp), eps)
     return {"kl_mean": float(kl.mean()), "kl_max": float(kl.max()), **stats}
 

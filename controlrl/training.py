@@ -89,12 +89,13 @@ class Run(Session):
     def collect(self, policy, value_net) -> tuple[dict[str, torch.Tensor], list[Episode]]:
         """One rollout with policy.sample; values, old log-probs and GAE in batched passes.
         Returns the flat batch (obs, actions, logprobs, values, advantages, returns) and the
-        episodes that ended."""
+        episodes that ended. self.old_params: the collecting policy's distribution parameters
+        on the batch (diagnostics.dist_params), from the same forward as the old log-probs."""
         self._timer = Timer()
         buffer = self.buffer
         episodes = self.collector.collect(buffer, policy.sample)
         buffer.fill_values(value_net)
-        buffer.fill_logprobs(lambda obs, act: policy.log_prob_entropy(obs, act)[0])
+        self.old_params = buffer.fill_logprobs(policy)
         advantages = gae(
             buffer.rewards,
             buffer.values,
@@ -111,14 +112,15 @@ class Run(Session):
 
     @contextlib.contextmanager
     def update(self, policy, batch: dict[str, torch.Tensor], ratio_eps: float) -> Iterator[dict]:
-        """Wraps the update: runs it under the NaN guard, then adds to the dict it yields how
-        far it moved the policy over the whole batch (diagnostics.policy_shift: kl_mean, kl_max,
-        ratio_dev_frac / _max / _mean with |r - 1| > ratio_eps).
+        """Wraps the update of the batch self.collect returned: runs it under the NaN guard,
+        then adds to the dict it yields how far it moved the policy over the whole batch
+        (diagnostics.policy_shift from self.old_params: kl_mean, kl_max, ratio_dev_frac / _max
+        / _mean with |r - 1| > ratio_eps).
 
             with run.update(policy, batch, args.clip_coef) as stats:
                 stats.update(update(policy, value_net, optimizer, batch, args))
         """
-        old_params = diagnostics.dist_params(policy, batch["obs"])
+        old_params = self.old_params
         stats: dict = {}
         with self.guard():
             yield stats

@@ -126,7 +126,7 @@ def actor_critic_loss(policy, value_net, policy_loss: Callable, value_clip_eps: 
     clip_vloss, ent_coef, vf_coef = args.clip_vloss, args.ent_coef, args.vf_coef
 
     def loss_fn(mb: dict[str, torch.Tensor], idx: torch.Tensor):
-        logp, entropy = policy.log_prob_entropy(mb["obs"], mb["actions"])
+        logp, entropy = policy.log_prob_entropy(mb["obs"], mb["actions"], ent_coef != 0)
         pg_loss, stats = policy_loss(logp, mb["logprobs"], mb["advantages"])
         v_new = value_net(mb["obs"])
         v_loss = clipped_value_loss(v_new, mb["values"], mb["returns"], value_clip_eps, clip_vloss)

@@ -35,14 +35,23 @@ def _filled():
 def test_fill_logprobs_in_one_batched_pass():
     buf, calls = _filled(), []
 
-    def logprob_fn(obs, actions):
-        calls.append((obs.shape, actions.shape))
-        return obs[:, 0] + actions[:, 0]  # [T*N]
+    class Policy:  # distribution parameters = the obs rows; log-prob = obs[0] + action[0]
+        def dist_params(self, obs):
+            calls.append(obs.shape)
+            return obs * 1.0
 
-    buf.fill_logprobs(logprob_fn)
-    assert calls == [(torch.Size([6, 2]), torch.Size([6, 1]))]
+        def log_prob_at(self, params, actions):
+            calls.append((params.shape, actions.shape))
+            return params[:, 0] + actions[:, 0]  # [T*N]
+
+    params = buf.fill_logprobs(Policy())
+    assert calls == [torch.Size([6, 2]), (torch.Size([6, 2]), torch.Size([6, 1]))]
     expected = buf.obs[..., 0] + buf.actions[..., 0]
     np.testing.assert_array_equal(buf.logprobs, expected)
+    # the parameters the KL is measured against: the same pass, T-major rows, a copy
+    torch.testing.assert_close(params, torch.from_numpy(buf.obs.reshape(6, 2)), rtol=0, atol=0)
+    buf.obs[0, 0, 0] = 123.0
+    assert params[0, 0] != 123.0
 
 
 def test_flat_rows_are_t_major_views():

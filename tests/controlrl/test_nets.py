@@ -1,5 +1,7 @@
 """Networks: init, fast forward, flat parameters."""
 
+import math
+
 import torch
 
 from controlrl.nets import (
@@ -48,3 +50,67 @@ def test_flat_parameters_give_identical_gradients_and_updates():
     # module state dicts still load in place into the flat storage
     p.load_state_dict(ref_p.state_dict())
     assert p.log_std.data_ptr() >= flat.data_ptr()
+
+
+def _loss_and_grads(policy, x, a, ent_coef, entropy_grad):
+    policy.zero_grad(set_to_none=True)
+    logp, entropy = policy.log_prob_entropy(x, a, entropy_grad)
+    ent = entropy.mean()
+    loss = -(logp * torch.linspace(-1, 1, len(x))).mean() - ent_coef * ent
+    loss.backward()
+    return loss.detach(), ent.detach(), [p.grad.clone() for p in policy.parameters()]
+
+
+def test_entropy_without_graph_changes_no_bit_at_ent_coef_0():
+    # PPO's loss with ent_coef 0 computes the entropy without a graph (entropy_grad=False, ~5%
+    # of an update): the loss, the logged entropy and every gradient must stay bit-identical
+    torch.manual_seed(0)
+    for policy, a in (
+        (GaussianPolicy(5, 3), torch.randn(64, 3)),
+        (CategoricalPolicy(5, 4), torch.randint(0, 4, (64,))),
+    ):
+        x = torch.randn(64, 5)
+        with_graph = _loss_and_grads(policy, x, a, 0.0, True)
+        without = _loss_and_grads(policy, x, a, 0.0, False)
+        assert torch.equal(with_graph[0], without[0]) and torch.equal(with_graph[1], without[1])
+        for g1, g2 in zip(with_graph[2], without[2]):
+            assert torch.equal(g1, g2)
+        # with an entropy bonus the graph is kept: the gradient changes
+        bonus = _loss_and_grads(policy, x, a, 0.5, True)
+        assert not all(torch.equal(g1, g2) for g1, g2 in zip(bonus[2], with_graph[2]))
+        assert not torch.is_grad_enabled() or without[1].requires_grad is False
+
+
+def test_log_prob_at_is_log_prob_entropy_from_one_forward():
+    torch.manual_seed(1)
+    for policy, a in (
+        (GaussianPolicy(5, 3), torch.randn(32, 3)),
+        (CategoricalPolicy(5, 4), torch.randint(0, 4, (32,))),
+    ):
+        x = torch.randn(32, 5)
+        logp = policy.log_prob_at(policy.dist_params(x), a)
+        assert torch.equal(logp, policy.log_prob_entropy(x, a)[0])
+        if isinstance(policy, GaussianPolicy):
+            dist = torch.distributions.Normal(policy.mean(x), policy.log_std.exp())
+            ref = dist.log_prob(a).sum(-1)
+        else:
+            ref = torch.distributions.Categorical(logits=policy.logits(x)).log_prob(a)
+        torch.testing.assert_close(logp, ref)
+
+
+def test_gaussian_loss_gradient_bits_match_the_written_out_formula():
+    # the formula as one expression, log-prob before entropy: reordering the graph changes the
+    # order autograd sums log_std's gradients in, and so the bits of every later run
+    torch.manual_seed(2)
+    policy, x, a = GaussianPolicy(5, 3), torch.randn(64, 5), torch.randn(64, 3)
+    mean = policy.mean(x)
+    log_std = policy.log_std.expand_as(mean)
+    z = (a - mean) * torch.exp(-log_std)
+    logp = (-0.5 * z.pow(2) - log_std).sum(-1) - 0.5 * math.log(2 * math.pi) * 3
+    entropy = (log_std + 0.5 * (1.0 + math.log(2 * math.pi))).sum(-1)
+    policy.zero_grad(set_to_none=True)
+    (-(logp * torch.linspace(-1, 1, 64)).mean() - 0.5 * entropy.mean()).backward()
+    ref = [p.grad.clone() for p in policy.parameters()]
+    got = _loss_and_grads(policy, x, a, 0.5, True)[2]
+    for g1, g2 in zip(ref, got):
+        assert torch.equal(g1, g2)

@@ -104,7 +104,10 @@ def test_normalize_advantages_exact():
 
 
 class _Policy:
-    def log_prob_entropy(self, obs, actions):
+    entropy_grad: list[bool] = []
+
+    def log_prob_entropy(self, obs, actions, entropy_grad=True):
+        self.entropy_grad.append(entropy_grad)
         return obs[:, 0] * 2 + actions, obs[:, 1] + actions * 0.5
 
 
@@ -140,6 +143,13 @@ def test_actor_critic_loss_composition():
     torch.testing.assert_close(stats["loss"], loss)
     torch.testing.assert_close(stats["probe"], logp.sum())
     assert not stats["loss"].requires_grad
+    # the entropy's graph is asked for only where the loss uses it
+    policy = _Policy()
+    policy.entropy_grad = []
+    for ent_coef in (0.1, 0.0):
+        args.ent_coef = ent_coef
+        actor_critic_loss(policy, value_net, policy_loss, 2.0, args)(mb, torch.arange(2))
+    assert policy.entropy_grad == [True, False]
 
 
 def test_clipped_value_loss_exact():
