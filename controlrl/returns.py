@@ -30,9 +30,23 @@ def gae(
     not_term = 1.0 - terminated.astype(np.float64)
     carry = gamma * lam * (1.0 - ended.astype(np.float64))
     deltas = rewards + gamma * next_values * not_term - values
+    T = rewards.shape[0]
+    if deltas.ndim == 2 and deltas.shape[1] <= 16:
+        # few envs: the recursion per env column in Python floats (the same IEEE double
+        # multiply and add as numpy's, so the same bits) costs ~20x less than 3 numpy calls per
+        # step (~5 ms of a 2048-step rollout)
+        adv = np.empty(deltas.shape, np.float64)
+        for n in range(deltas.shape[1]):
+            d, c, col = deltas[:, n].tolist(), carry[:, n].tolist(), [0.0] * T
+            acc = 0.0
+            for t in range(T - 1, -1, -1):
+                acc = d[t] + c[t] * acc
+                col[t] = acc
+            adv[:, n] = col
+        return adv
     adv = np.zeros(rewards.shape, np.float64)
     acc = np.zeros(rewards.shape[1:], np.float64)
-    for t in range(rewards.shape[0] - 1, -1, -1):
+    for t in range(T - 1, -1, -1):
         acc = deltas[t] + carry[t] * acc
         adv[t] = acc
     return adv

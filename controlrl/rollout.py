@@ -100,7 +100,7 @@ class Collector:
                 np.minimum(action, high, out=action)
             obs, reward, terminated, truncated, info = step(action)
             self.global_step += N
-            ended = terminated | truncated
+            ended = np.logical_or(terminated, truncated, out=buffer.ended[t])  # stored as made
             if self.truncation_as_terminal:
                 terminated = ended
             ep_return += reward
@@ -109,7 +109,6 @@ class Collector:
                 reward = reward_scaler(reward, ended)
             buffer.rewards[t] = reward
             buffer.terminated[t] = terminated
-            buffer.ended[t] = ended
             if np.count_nonzero(ended):
                 for n in np.flatnonzero(ended):
                     length = self._steps - int(ep_start[n])

@@ -131,7 +131,8 @@ def actor_critic_loss(policy, value_net, policy_loss: Callable, value_clip_eps: 
         v_new = value_net(mb["obs"])
         v_loss = clipped_value_loss(v_new, mb["values"], mb["returns"], value_clip_eps, clip_vloss)
         ent = entropy.mean()
-        loss = pg_loss - ent_coef * ent + vf_coef * v_loss
+        # without a bonus the term is an exact 0 (same loss, same gradient): not computed
+        loss = (pg_loss - ent_coef * ent if ent_coef else pg_loss) + vf_coef * v_loss
         terms = detached(loss=loss, policy_loss=pg_loss, value_loss=v_loss, entropy=ent)
         return loss, {**stats, **terms}
 

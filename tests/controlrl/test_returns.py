@@ -102,3 +102,27 @@ def test_lambda_returns_and_discounted_returns():
     terminated = np.array([[False], [False], [False], [True]])
     out = discounted_returns(rewards, terminated, terminated, 0.5)
     np.testing.assert_allclose(out[:, 0], [1.875, 1.75, 1.5, 1.0])
+
+
+def test_gae_few_env_column_path_matches_the_vectorised_path_bit_exactly():
+    # gae takes a per-column Python-float loop for <= 16 envs and a numpy loop above: 20
+    # envs go the numpy way, each half of them the column way; the bits must agree
+    rng = np.random.default_rng(7)
+    T, N = 257, 20
+    rewards = rng.standard_normal((T, N)).astype(np.float32)
+    values = rng.standard_normal((T, N)).astype(np.float32)
+    next_values = rng.standard_normal((T, N)).astype(np.float32)
+    terminated = rng.random((T, N)) < 0.03
+    ended = terminated | (rng.random((T, N)) < 0.03)
+    both = gae(rewards, values, next_values, terminated, ended, 0.99, 0.95)
+    for cols in (slice(0, 10), slice(10, 20), slice(3, 4)):
+        part = gae(
+            rewards[:, cols],
+            values[:, cols],
+            next_values[:, cols],
+            terminated[:, cols],
+            ended[:, cols],
+            0.99,
+            0.95,
+        )
+        assert part.dtype == np.float64 and np.array_equal(part, both[:, cols])
