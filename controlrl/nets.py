@@ -18,10 +18,12 @@ def layer_init(layer: nn.Linear, gain: float = math.sqrt(2.0), bias: float = 0.0
 
 
 def fast_forward(net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
-    """net(x) for a Sequential of Linear and Tanh/ReLU without nn.Module call overhead: ~2x
-    faster for the batch-of-N forward on every env step (inference only, same numbers)."""
+    """net(x) for a Sequential of Linear and Tanh/ReLU without nn.Module call overhead (~1.5 us
+    a module): ~2x faster for the batch-of-N forward on every env step, ~5% of a PPO update
+    with 64-sample minibatches. The same kernels, so the same numbers and gradients."""
     # _modules/_parameters directly: nn.Module.__getattr__ costs ~0.3 us per lookup; the
-    # activations run in place on the fresh output of the layer before (same kernels, same bits)
+    # activations run in place on the fresh output of a Linear (same kernels, same bits; safe
+    # under autograd: a Linear's backward needs its input, not its output)
     fresh = False
     for layer in net._modules.values():
         kind = type(layer)
@@ -80,7 +82,7 @@ class GaussianPolicy(nn.Module):
 
     def mode(self, obs: torch.Tensor) -> torch.Tensor:
         """Deterministic action (the mean)."""
-        return self.mean(obs)
+        return fast_forward(self._modules["mean"], obs)
 
     def log_prob_entropy(
         self, obs: torch.Tensor, actions: torch.Tensor, entropy_grad: bool = True
@@ -96,8 +98,8 @@ class GaussianPolicy(nn.Module):
 
     def dist_params(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(mean, log_std) [B, act_dim] each, for per-state KL."""
-        mean = self.mean(obs)
-        return mean, self.log_std.expand_as(mean)
+        mean = fast_forward(self._modules["mean"], obs)
+        return mean, self._parameters["log_std"].expand_as(mean)
 
     @staticmethod
     def log_prob_at(params: tuple[torch.Tensor, torch.Tensor], actions: torch.Tensor):
@@ -127,7 +129,7 @@ class CategoricalPolicy(nn.Module):
 
     def mode(self, obs: torch.Tensor) -> torch.Tensor:
         """Most likely action [B]."""
-        return self.logits(obs).argmax(-1)
+        return fast_forward(self._modules["logits"], obs).argmax(-1)
 
     def log_prob_entropy(
         self, obs: torch.Tensor, actions: torch.Tensor, entropy_grad: bool = True
@@ -141,7 +143,7 @@ class CategoricalPolicy(nn.Module):
 
     def dist_params(self, obs: torch.Tensor) -> torch.Tensor:
         """Log-probabilities [B, K], for per-state KL."""
-        return torch.log_softmax(self.logits(obs), -1)
+        return torch.log_softmax(fast_forward(self._modules["logits"], obs), -1)
 
     @staticmethod
     def log_prob_at(logp_all: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
@@ -158,7 +160,7 @@ class ValueNet(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Values [B]."""
-        return self.net(obs).squeeze(-1)
+        return fast_forward(self._modules["net"], obs).squeeze(-1)
 
 
 def flatten_parameters(*modules: nn.Module) -> nn.Parameter:
