@@ -4,20 +4,11 @@ that steps on the KL alone until max_s KL(old || new) <= eps_KL on every state o
 
     python algos/fixpo.py --env-id Hopper-v5 --total-timesteps 1000000 --seed 1
 
-Reference: uscresl/stabilized-rl `src/fixpo_tianshou.py` (on tianshou's A2C/PPO policy);
-defaults from its MuJoCo launcher `src/mujoco_fixpo_tianshou.py` and `exps_tianshou.py` (eps_KL
-0.5, C_beta 3, 64 envs x 128 steps, minibatch 512, fixup minibatch 1024, no advantage
-normalisation, vf_coef 0.1, initial log-std -0.5). As the reference: the critic loss is
-tianshou's mean(max((V - R)^2, (V_clip - R)^2)) with no 0.5 factor; return normalisation is
-tianshou's `rew_norm` (--value-norm: the critic learns returns / sqrt(Var(returns) + 1e-8), its
-outputs are scaled back before GAE, so advantages stay in reward units); Adam eps 1e-8 (torch's
-default); --kl-target-stat drives beta AND the fixup's stopping test (max: every state, mean: the
-mean of every fixup minibatch). The previous behaviour of this file (CleanRL reward scaling, Adam
-eps 1e-5, half the critic loss) is `--no-value-norm --norm-reward --adam-eps 1e-5 --vf-coef 0.05`.
-The reference loops "until satisfied"; here --fixup-max-passes caps the fixup and
-train/fixup_capped logs every time the cap was hit. Logs what ppo.py logs (the README lists the
-metrics; ratio deviation counted beyond --ratio-eps) plus kl_loss, beta, the primary and fixup
-gradient steps and the fixup share fixup / (primary + fixup).
+As uscresl/stabilized-rl `src/fixpo_tianshou.py`, defaults of `src/mujoco_fixpo_tianshou.py`:
+tianshou's critic loss (no 0.5) and `rew_norm` (--value-norm), Adam eps 1e-8. Earlier behaviour
+(CleanRL reward scaling): `--no-value-norm --norm-reward --adam-eps 1e-5 --vf-coef 0.05`. The
+reference loops "until satisfied"; --fixup-max-passes caps the fixup (train/fixup_capped counts).
+Logs ppo.py's metrics plus kl_loss, beta, primary and fixup gradient steps and the fixup share.
 """
 
 from __future__ import annotations
@@ -73,8 +64,7 @@ class Args(CommonArgs):
     beta_lr: float = 0.01
     """Adam learning rate of beta (FixPO 0.01)"""
     kl_target_stat: Literal["max", "mean"] = "max"
-    """statistic of the per-state KL of a minibatch that drives beta and that the fixup phase
-    holds to eps_kl: max (every state) or mean (the minibatch's mean) (FixPO max)"""
+    """per-state KL statistic that drives beta and the fixup's test: max or mean (FixPO max)"""
     fixup_batchsize: int = 1024
     """minibatch size of the fixup phase (FixPO 1024)"""
     fixup_every_epoch: bool = True
@@ -82,8 +72,7 @@ class Args(CommonArgs):
     fixup_max_passes: int = 200
     """safety cap on fixup passes over the batch (the reference has none); logged when hit"""
     fixup_backtrack: bool = True
-    """when the cap is hit, shrink the actor's step towards its pre-update parameters until the
-    region holds, so the guarantee survives any learning rate (testbed addition; logged)"""
+    """at the cap, shrink the actor's step until the region holds (testbed addition; logged)"""
     value_clip_eps: float = 0.2
     """clip the value loss around the old values with this eps (FixPO 0.2)"""
     clip_vloss: bool = True
@@ -101,11 +90,9 @@ class Args(CommonArgs):
     norm_obs: bool = True
     """running observation normalisation, clipped to [-10, 10] (FixPO True)"""
     value_norm: bool = True
-    """tianshou rew_norm (FixPO True): the critic learns returns / sqrt(Var + 1e-8) of the
-    running lambda-returns and is scaled back before GAE; advantages stay in reward units"""
+    """tianshou rew_norm: the critic learns returns / sqrt(Var + 1e-8), scaled back (FixPO True)"""
     norm_reward: bool = False
-    """CleanRL/SB3 reward scaling by the std of a running discounted return, which rescales the
-    advantages too (not the reference; this file's default before it followed tianshou)"""
+    """CleanRL/SB3 reward scaling, which rescales the advantages too (not the reference)"""
     adam_eps: float = 1e-8
     """Adam eps of actor and critic (FixPO: torch's default 1e-8)"""
     hidden_sizes: tuple[int, ...] = (64, 64)
@@ -114,15 +101,11 @@ class Args(CommonArgs):
     def validate(self) -> None:
         super().validate()
         require_minibatch_flags(self)
-        require_positive(self, "eps_kl", "c_beta", "beta_lr", "fixup_batchsize")
+        require_positive(self, "eps_kl", "c_beta", "beta_lr", "fixup_batchsize", "adam_eps")
         require_positive(self, "fixup_max_passes", "value_clip_eps", "ratio_eps")
         require_nonnegative(self, "beta_init")
-        require_positive(self, "adam_eps")
-        require(
-            not (self.value_norm and self.norm_reward),
-            "norm_reward",
-            "and --value-norm are two return normalisations; pass --no-value-norm with it",
-        )
+        both = self.value_norm and self.norm_reward  # two return normalisations
+        require(not both, "norm_reward", "and --value-norm both normalise; add --no-value-norm")
 
 
 def fixpo_loss(
