@@ -128,14 +128,21 @@ class RewardScaler:
         self.clip = clip
         self.eps = eps
 
-    def __call__(self, reward: np.ndarray, ended: np.ndarray) -> np.ndarray:
-        """Scale a reward batch [N]; `ended` resets each finished env's running return."""
+    def __call__(
+        self, reward: np.ndarray, ended: np.ndarray, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Scale a reward batch [N] to float32; `ended` resets each finished env's running
+        return. With `out` (float32 [N]) the result is written there (e.g. a buffer row)."""
         if self.returns.shape[0] == 1:  # one env: scalar arithmetic, the same float64 numbers
             ret = float(self.returns[0]) * self.gamma + float(reward[0])
             self.rms.update_scalar(ret)
             self.returns[0] = 0.0 if ended[0] else ret
             scaled = float(reward[0]) / math.sqrt(self.rms.var + self.eps)
-            return np.array([min(max(scaled, -self.clip), self.clip)], np.float32)
+            scaled = min(max(scaled, -self.clip), self.clip)
+            if out is None:
+                return np.array([scaled], np.float32)
+            out[0] = scaled  # the same float64 -> float32 rounding as np.array(..., float32)
+            return out
         returns = self.returns * self.gamma
         returns += reward
         self.rms.update(returns)
@@ -146,7 +153,9 @@ class RewardScaler:
         scaled = reward / np.float64(math.sqrt(self.rms.var + self.eps))
         # maximum then minimum is np.clip's definition, at half its call overhead
         np.maximum(scaled, -self.clip, out=scaled)
-        return np.minimum(scaled, self.clip, out=scaled).astype(np.float32)
+        if out is None:
+            return np.minimum(scaled, self.clip, out=scaled).astype(np.float32)
+        return np.minimum(scaled, self.clip, out=out)  # float64 results cast as astype does
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Statistics and the per-env running returns."""

@@ -106,8 +106,9 @@ class Collector:
             ep_return += reward
             self._steps += 1
             if reward_scaler is not None:
-                reward = reward_scaler(reward, ended)
-            buffer.rewards[t] = reward
+                reward_scaler(reward, ended, out=buffer.rewards[t])
+            else:
+                buffer.rewards[t] = reward
             buffer.terminated[t] = terminated
             if np.count_nonzero(ended):
                 for n in np.flatnonzero(ended):

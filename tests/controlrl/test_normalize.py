@@ -161,3 +161,19 @@ def test_scalar_update_squares_with_pow_like_numpy_scalars():
         fast.update_scalar(float(x))
         _reference_update(ref, np.array([x]))
         assert np.float64(fast.var).tobytes() == np.float64(ref.var).tobytes(), x
+
+
+@pytest.mark.parametrize("num_envs", [1, 3])
+def test_reward_scaler_writes_into_out_the_bits_it_returns(num_envs):
+    # the collector has the scaled rewards written straight into its buffer row
+    rng = np.random.default_rng(9)
+    rewards = rng.normal(0, 30, size=(200, num_envs))
+    rewards[0], rewards[50::37] = 1e3, rewards[50::37] * 1e4  # clipped at +10 and -10
+    ended = rng.random((200, num_envs)) < 0.05
+    returned, written = RewardScaler(num_envs, 0.99), RewardScaler(num_envs, 0.99)
+    row = np.full(num_envs, np.nan, np.float32)
+    for r, e in zip(rewards, ended):
+        expected = returned(r, e)
+        assert written(r, e, out=row) is row
+        assert row.dtype == np.float32 and np.array_equal(row, expected)
+    assert np.abs(row).max() <= 10.0
