@@ -89,7 +89,9 @@ class Collector:
         obs_normalizer, reward_scaler = self.obs_normalizer, self.reward_scaler
         ep_return, ep_start = self.ep_return, self._ep_start
         low, high = (None, None) if self.discrete else (self.low, self.high)
-        if low is not None and (low == low.flat[0]).all() and (high == high.flat[0]).all():
+        if low is not None and N == 1:  # arrays of the action's own shape: no broadcasting
+            low, high = low[None], high[None]
+        elif low is not None and (low == low.flat[0]).all() and (high == high.flat[0]).all():
             low, high = float(low.flat[0]), float(high.flat[0])  # float32-exact scalars: faster
         rows = [*buffer.obs[1:], buffer.last_obs]  # where the observation after step t goes
         for t in range(T):

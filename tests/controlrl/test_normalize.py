@@ -177,3 +177,22 @@ def test_reward_scaler_writes_into_out_the_bits_it_returns(num_envs):
         assert written(r, e, out=row) is row
         assert row.dtype == np.float32 and np.array_equal(row, expected)
     assert np.abs(row).max() <= 10.0
+
+
+def test_one_env_row_path_normalises_like_the_batch_path():
+    # one env takes same-shape row ops (and the clip bounds as arrays); the numbers must be
+    # those of the broadcasting batch path, clipping and NaN included
+    rng = np.random.default_rng(4)
+    one, many = ObsNormalizer((5,)), ObsNormalizer((5,))
+    obs = (rng.standard_normal((300, 1, 5)) * [1, 10, 100, 1e3, 1e4]).astype(np.float32)
+    obs[0, 0, 3] = 1e6  # clipped at +10 (few samples so far)
+    obs[1, 0, 4] = -1e7  # and at -10
+    for x in obs:
+        got = one(x)
+        many.rms.update(x)
+        many._refresh()
+        wide = many(np.repeat(x, 2, axis=0), update=False)  # the [B, d] path, B = 2
+        assert got.shape == (1, 5) and np.array_equal(got[0], wide[0])
+    assert np.abs(one(obs[0], update=False)).max() == 10.0
+    nan = one(np.full((1, 5), np.nan, np.float32), update=False)
+    assert np.isnan(nan).all()
