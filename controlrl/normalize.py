@@ -148,11 +148,7 @@ class RewardScaler:
         """Scale a reward batch [N] to float32; `ended` resets each finished env's running
         return. With `out` (float32 [N]) the result is written there (e.g. a buffer row)."""
         if self.returns.shape[0] == 1:  # one env: scalar arithmetic, the same float64 numbers
-            ret = float(self.returns[0]) * self.gamma + float(reward[0])
-            self.rms.update_scalar(ret)
-            self.returns[0] = 0.0 if ended[0] else ret
-            scaled = float(reward[0]) / math.sqrt(self.rms.var + self.eps)
-            scaled = min(max(scaled, -self.clip), self.clip)
+            scaled = self.scale_one(float(reward[0]), bool(ended[0]))
             if out is None:
                 return np.array([scaled], np.float32)
             out[0] = scaled  # the same float64 -> float32 rounding as np.array(..., float32)
@@ -170,6 +166,14 @@ class RewardScaler:
         if out is None:
             return np.minimum(scaled, self.clip, out=scaled).astype(np.float32)
         return np.minimum(scaled, self.clip, out=out)  # float64 results cast as astype does
+
+    def scale_one(self, reward: float, ended: bool) -> float:
+        """__call__ for a single env in Python floats (float64, unrounded to float32)."""
+        ret = float(self.returns[0]) * self.gamma + reward
+        self.rms.update_scalar(ret)
+        self.returns[0] = 0.0 if ended else ret
+        scaled = reward / math.sqrt(self.rms.var + self.eps)
+        return min(max(scaled, -self.clip), self.clip)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Statistics and the per-env running returns."""

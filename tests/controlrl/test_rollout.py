@@ -128,3 +128,67 @@ def test_reset_mid_episode_starts_fresh_episodes_everywhere():
     assert [(e.ret, e.length) for e in episodes] == [(3.0, 3)]  # env 0: 3 steps since reset
     ret = 1 + gamma * (1 + gamma)  # env 1: three steps of a fresh episode
     np.testing.assert_array_equal(collector.reward_scaler.returns, [0.0, ret])
+
+
+class Both(Counter):
+    """Counter that also hits a time limit of its own at 5 steps: terminated and truncated both
+    True at step 5 when terminate_at is 5 (a terminal wins: no bootstrap)."""
+
+    def step(self, action):
+        obs, r, terminated, _, info = super().step(action)
+        return obs, r * (1 + float(action[0])), terminated, self.t >= 5, info
+
+
+def _one_env(kind: str):
+    if kind == "truncates":
+        fn = lambda: gym.wrappers.TimeLimit(Counter(terminate_at=100, ident=1), 4)  # noqa: E731
+    elif kind == "terminates":
+        fn = lambda: Counter(terminate_at=3, ident=2)  # noqa: E731
+    else:
+        fn = lambda: Both(terminate_at=5, ident=3)  # noqa: E731
+    return SyncVectorEnv([fn], autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+def _collect_twice(kind: str, general: bool, as_terminal: bool, normalise: bool):
+    envs = _one_env(kind)
+    norm = (ObsNormalizer((2,)), RewardScaler(1, 0.9)) if normalise else (None, None)
+    collector = Collector(envs, *norm, truncation_as_terminal=as_terminal)
+    if general:  # the N-env loop, which one env otherwise skips
+        collector._collect_one = collector._collect
+    collector.reset(seed=0)
+    torch.manual_seed(0)
+    out = []
+    for _ in range(2):  # state carried across collections
+        buffer = RolloutBuffer(11, 1, (2,), (1,), False)
+        episodes = collector.collect(buffer, lambda obs: torch.randn(len(obs), 1) * 2)
+        arrays = [buffer.obs, buffer.actions, buffer.rewards, buffer.terminated, buffer.ended]
+        out.append(
+            (
+                [a.copy() for a in (*arrays, buffer.last_obs)],
+                list(buffer.trunc_index),
+                [o.copy() for o in buffer.trunc_obs],
+                [(e.ret, e.length, e.step) for e in episodes],
+                (collector.ep_return.copy(), collector._ep_start.copy(), collector.global_step),
+            )
+        )
+    return out
+
+
+def test_one_env_loop_equals_the_general_loop_bit_for_bit():
+    # one env takes a scalar bookkeeping loop (_collect_one); it must leave exactly what the
+    # general loop leaves: buffers, truncation bootstraps, episodes and the carried state
+    for kind in ("truncates", "terminates", "both"):
+        for as_terminal in (False, True):
+            for normalise in (False, True):
+                fast = _collect_twice(kind, False, as_terminal, normalise)
+                ref = _collect_twice(kind, True, as_terminal, normalise)
+                for (a1, i1, o1, e1, s1), (a2, i2, o2, e2, s2) in zip(fast, ref):
+                    assert all(np.array_equal(x, y) for x, y in zip(a1, a2)), kind
+                    assert i1 == i2 and e1 == e2, (kind, as_terminal, normalise)
+                    assert all(np.array_equal(x, y) for x, y in zip(o1, o2))
+                    assert all(np.array_equal(x, y) for x, y in zip(s1[:2], s2[:2]))
+                    assert s1[2] == s2[2]
+    # the cases happened: bootstraps, terminals, both at once
+    (arrays, trunc, _, episodes, _), _ = _collect_twice("both", False, False, True)
+    assert episodes and not trunc and arrays[3].any()
+    assert _collect_twice("truncates", False, False, False)[0][1]
