@@ -363,12 +363,10 @@ def generate(
         meta["parts"] = {
             k: p.metadata["policy_return_mean"] for k, p in zip(("medium", "expert"), parts)
         }
-        meta["policy_return_mean"] = float(
-            np.average(
-                [p.metadata["policy_return_mean"] for p in parts],
-                weights=[p.metadata["episodes"] for p in parts],
-            )
-        )
+        counts = [p.metadata["episodes"] for p in parts]
+        means = [p.metadata["policy_return_mean"] if c else 0.0 for p, c in zip(parts, counts)]
+        mean = np.dot(means, counts) / sum(counts) if sum(counts) else float("nan")
+        meta["policy_return_mean"] = float(mean)
         meta["episodes"] = sum(p.metadata["episodes"] for p in parts)
         ref_min, ref_max = parts[1].ref_min_score, parts[1].ref_max_score
     else:
