@@ -11,7 +11,14 @@ import pytest
 
 h5py = pytest.importorskip("h5py")
 
-from envs.offline import DatasetError, load, write_hdf5, write_minari  # noqa: E402
+from envs.offline import (  # noqa: E402
+    DatasetError,
+    load,
+    read_hdf5,
+    read_minari,
+    write_hdf5,
+    write_minari,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 M = 10
@@ -175,6 +182,13 @@ def test_directory_where_a_file_is_expected_and_vice_versa(tmp_path):
         load(tmp_path / "plain_dir")
     with pytest.raises(DatasetError, match="no such file"):
         load(tmp_path / "absent.hdf5")
+    # the readers themselves, called with the wrong kind of path
+    with pytest.raises(DatasetError, match="is a directory, expected a D4RL-layout HDF5 file"):
+        read_hdf5(tmp_path / "plain_dir")
+    good = write(tmp_path / "good.hdf5", good_arrays())
+    with pytest.raises(DatasetError, match="is not a directory") as info:
+        read_minari(good)
+    assert info.value.path == str(good)
 
 
 @pytest.fixture
