@@ -108,3 +108,21 @@ def test_tiny_ppo_behaviour_run_and_kinds(tmp_path):
     iterations = replay.metadata["ppo_iterations"]
     assert iterations == max(1, medium.metadata["policy_step"] // 256)
     assert len(replay) == 256 * iterations  # PPO's 1 env x 256 steps per iteration
+
+
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (["--env", "Hoper-v5", "--kind", "random"], "closest: Hopper-v5"),
+        (["--env", "CartPole-v1", "--kind", "random"], "Box (continuous) actions"),
+        (["--env", "Hopper-v5", "--kind", "random", "--steps", "0"], "--steps must be >= 1"),
+        (["--env", "Hopper-v5", "--kind", "medium", "--medium-fraction", "1.5"], "(0, 1)"),
+    ],
+)
+def test_generate_bad_flags_one_line_exit_2(tmp_path, capsys, flags, words):
+    from envs.offline.__main__ import main
+
+    assert main(["generate", *flags, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0], err
+    assert not any(tmp_path.iterdir())  # nothing started, nothing written
