@@ -10,7 +10,8 @@ timed-out episode has no successor in the file, so it is dropped, as d4rl.qlearn
 CORL do (Farama-Foundation/D4RL d4rl/__init__.py); so is a last file row that ends no episode.
 A terminal row is kept (its reward and its end are real): its s' is not in the file either, and
 since a terminal is never bootstrapped we store the row's own observation there. With
-next_observations in the file, every row is kept as it is.
+next_observations in the file, every row is kept as it is. infos/* (qpos, qvel, log-probs) are
+not loaded; scalar metadata/* entries and root attributes go into Dataset.metadata.
 """
 
 from __future__ import annotations

@@ -25,7 +25,10 @@ KINDS = ("random", "medium", "medium-replay", "expert", "medium-expert")
 DEFAULT_STEPS = 1_000_000  # transitions per policy, as D4RL's medium and expert datasets
 DEFAULT_PPO_BUDGET = 1_000_000
 MINARI_NAMESPACE = "controlrl"
-_ID = re.compile(r"^[a-z0-9]+-(" + "|".join(KINDS) + r")-v\d+-s\d+(-n\d+)?(-b\d+)?$")
+_ID = re.compile(
+    r"^(?P<env>[a-z0-9]+)-(?P<kind>" + "|".join(KINDS) + r")-v(?P<version>\d+)-s(?P<seed>\d+)"
+    r"(-n(?P<steps>\d+))?(-b(?P<budget>\d+))?$"
+)
 
 
 def data_root() -> Path:
@@ -67,6 +70,24 @@ def minari_path(root: Path, name: str) -> Path:
     return root / "minari" / MINARI_NAMESPACE / f"{name}-v0"
 
 
+def generate_hint(name: str) -> str:
+    """'; generate it: python -m envs.offline generate ...' for a generated id, else ''."""
+    match = _ID.match(name)
+    if not match:
+        return ""
+    import gymnasium as gym
+
+    wanted = f"{match['env']}-v{match['version']}"
+    env_id = next((k for k in gym.registry if k.lower().replace("_", "") == wanted), wanted)
+    cmd = f"python -m envs.offline generate --env {env_id} --kind {match['kind']}"
+    cmd += f" --seed {match['seed']}"
+    if match["steps"]:
+        cmd += f" --steps {match['steps']}"
+    if match["budget"]:
+        cmd += f" --ppo-budget {match['budget']}"
+    return f"; generate it: {cmd}"
+
+
 def load(path_or_id: str | Path, env_id: str | None = None) -> Dataset:
     """A D4RL-layout HDF5 file, a Minari dataset directory, or a generated id looked up in
     data_root() (its HDF5 file first, else its Minari directory). DatasetError names the file
@@ -87,9 +108,7 @@ def load(path_or_id: str | Path, env_id: str | None = None) -> Dataset:
         ):
             if candidate.exists():
                 return reader(candidate, env_id)
-        hint = ""
-        if _ID.match(text):
-            hint = "; generate it: python -m envs.offline generate (see --help)"
+        hint = generate_hint(text)
         raise DatasetError(
             text, None, f"no such file, and no generated dataset of that id in {root}{hint}"
         )

@@ -183,5 +183,9 @@ def test_generated_id_resolves_to_the_cache(tmp_path, monkeypatch):
     data = episodes_dataset()
     write_hdf5(data, tmp_path / "hopper-medium-v5-s0.hdf5")
     assert_same_arrays(data, load("hopper-medium-v5-s0"))
-    with pytest.raises(DatasetError, match="no generated dataset of that id.*generate it"):
-        load("hopper-expert-v5-s0")
+    with pytest.raises(DatasetError, match="no generated dataset of that id") as info:
+        load("halfcheetah-expert-v5-s2-n5000")
+    assert str(info.value).endswith(
+        "generate it: python -m envs.offline generate --env HalfCheetah-v5 --kind expert "
+        "--seed 2 --steps 5000"
+    )
