@@ -243,6 +243,14 @@ def json_default(value):
     raise TypeError(f"metadata value {value!r} is not JSON")
 
 
+def umask_mode(base: int) -> int:
+    """`base` (0o666 files, 0o777 dirs) less the process umask: mkstemp/mkdtemp create private
+    (0600/0700) entries, which a dataset renamed into a shared cache must not keep."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return base & ~mask
+
+
 def write_hdf5(dataset: Dataset, path: str | Path) -> Path:
     """Write the D4RL layout (with next_observations; flags as bool) atomically: a temp file
     beside `path`, then a rename, so a killed writer never leaves a half file under its name.
@@ -263,6 +271,7 @@ def write_hdf5(dataset: Dataset, path: str | Path) -> Path:
                 if getattr(dataset, key) is not None:
                     f.attrs[key] = float(getattr(dataset, key))
             f.attrs["metadata_json"] = json.dumps(dataset.metadata, default=json_default)
+        os.chmod(tmp, umask_mode(0o666))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

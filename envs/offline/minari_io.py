@@ -11,6 +11,7 @@ its true s', timed-out ones included: nothing is dropped. Minari's own root for 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -18,7 +19,13 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from envs.offline.d4rl import D4RL_REF_SCORES, d4rl_env_name, json_default, read_array
+from envs.offline.d4rl import (
+    D4RL_REF_SCORES,
+    d4rl_env_name,
+    json_default,
+    read_array,
+    umask_mode,
+)
 from envs.offline.dataset import Dataset
 from envs.offline.errors import DatasetError, first_line
 
@@ -239,6 +246,7 @@ def write_minari(dataset: Dataset, path: str | Path, dataset_id: str | None = No
             )
             for s, e in bounds
         )
+        os.chmod(tmp, umask_mode(0o777))
         tmp.rename(path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -16,7 +16,7 @@ from envs.offline import (  # noqa: E402
     write_hdf5,
     write_minari,
 )
-from envs.offline.d4rl import successors  # noqa: E402
+from envs.offline.d4rl import successors, umask_mode  # noqa: E402
 
 ARRAYS = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
 
@@ -65,12 +65,14 @@ def test_hdf5_round_trip_identical(tmp_path):
     assert (back.env_id, back.ref_min_score, back.ref_max_score) == ("Hopper-v5", -5.0, 45.0)
     assert back.metadata == data.metadata
     assert not list(tmp_path.glob("*.tmp"))  # the atomic write left no temp file
+    assert path.stat().st_mode & 0o777 == umask_mode(0o666)  # not mkstemp's private 0600
 
 
 def test_minari_round_trip_identical_and_readable_by_minari(tmp_path):
     minari = pytest.importorskip("minari")
     data = episodes_dataset()
     path = write_minari(data, tmp_path / "ds", "controlrl/test-v0")
+    assert path.stat().st_mode & 0o777 == umask_mode(0o777)  # not mkdtemp's private 0700
     back = load(path)
     assert_same_arrays(data, back)
     assert (back.env_id, back.ref_min_score, back.ref_max_score) == ("Hopper-v5", -5.0, 45.0)
