@@ -50,6 +50,12 @@ def _parser() -> argparse.ArgumentParser:
         "--medium-fraction", type=float, default=1 / 3, help="medium = this x expert return"
     )
     gen.add_argument("--num-envs", type=int, default=8, help="envs stepped per rollout")
+    gen.add_argument(
+        "--score-episodes",
+        type=int,
+        default=100,
+        help="episodes behind each reference return (random, expert) (default 100)",
+    )
     gen.add_argument("--no-minari", action="store_true", help="skip the Minari copy")
     gen.add_argument("--no-progress", action="store_true", help="no progress bars")
     gen.add_argument("--force", action="store_true", help="overwrite an existing dataset")
@@ -66,6 +72,8 @@ def _check(args: argparse.Namespace) -> str | None:
         return f"--steps must be >= 1, got {args.steps}"
     if args.ppo_budget < 1:
         return f"--ppo-budget must be >= 1, got {args.ppo_budget}"
+    if args.score_episodes < 1:
+        return f"--score-episodes must be >= 1, got {args.score_episodes}"
     if args.num_envs < 1:
         return f"--num-envs must be >= 1, got {args.num_envs}"
     if not 0 < args.medium_fraction < 1:
@@ -134,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                 minari=not args.no_minari,
                 progress=not args.no_progress,
                 force=args.force,
+                score_episodes=args.score_episodes,
             )
         except GenerationError as exc:
             print(f"error: {exc}", file=sys.stderr)

@@ -6,8 +6,10 @@ The recipe (D4RL, Fu et al. 2020, with our PPO in place of SAC):
   is hard-linked into snapshots/ as it appears (the checkpoint is renamed into place, so a link
   always holds a whole file). Cached per (env, seed, budget, extra PPO flags) under
   <out>/behaviour/, reused by every kind; an interrupted run is resumed (--resume).
-- expert: the final policy. Its return (mean of `score_episodes` stochastic episodes) is the
-  dataset's ref_max_score; a uniform-random policy's is ref_min_score.
+- expert: the final policy. Its return (mean of `score_episodes`, default 100, stochastic
+  episodes, as minari's num_episodes_average_score) is the datasets' ref_max_score; a
+  uniform-random policy's is ref_min_score. (10 episodes were too few: Hopper's expert falls in
+  ~40% of its episodes, and 10 of them gave 2290 where 1195 gave 3027.)
 - medium: the first snapshot at or after the step where PPO's training return (mean of the
   last 5 logged iterations) reaches medium_fraction (1/3, as D4RL) of the expert return.
 - medium-replay: PPO's training rollouts up to the medium snapshot, re-rolled: iteration k's
@@ -95,11 +97,24 @@ def _snapshot(latest: Path, snapshots: Path) -> int | None:
     return step
 
 
-def train_behaviour(run: Path, env_id: str, seed: int, budget: int, ppo_args: str, progress: bool):
-    """Run (or resume, or reuse) the PPO behaviour run in `run`; returns its behaviour.json."""
+def train_behaviour(
+    run: Path,
+    env_id: str,
+    seed: int,
+    budget: int,
+    ppo_args: str,
+    progress: bool,
+    score_episodes: int = 100,
+):
+    """Run (or resume, or reuse) the PPO behaviour run in `run`; returns its behaviour.json
+    (scored again, without training, when it was scored over another number of episodes)."""
     info_path = run / "behaviour.json"
     if info_path.exists():
-        return json.loads(info_path.read_text())
+        info = json.loads(info_path.read_text())
+        if info.get("score_episodes") != score_episodes:
+            info.update(_scores(run, env_id, seed, info["hidden_sizes"], score_episodes))
+            info_path.write_text(json.dumps(info, indent=1) + "\n")
+        return info
     run_dir, snapshots = run / "ppo", run / "snapshots"
     snapshots.mkdir(parents=True, exist_ok=True)
     cmd = [
@@ -169,13 +184,25 @@ def train_behaviour(run: Path, env_id: str, seed: int, budget: int, ppo_args: st
         "hidden_sizes": list(config["hidden_sizes"]),
         "curve": _train_curve(run_dir / "metrics.csv"),
     }
-    info["random_return"] = _mean_return(env_id, None, None, seed + SEED_OFFSETS["ref_random"])
-    expert = _snapshots(run)[-1]
-    info["expert_step"] = expert[0]
-    policy = load_policy(expert[1], env_id, info["hidden_sizes"])
-    info["expert_return"] = _mean_return(env_id, policy, seed, seed + SEED_OFFSETS["ref_expert"])
+    info.update(_scores(run, env_id, seed, info["hidden_sizes"], score_episodes))
     info_path.write_text(json.dumps(info, indent=1) + "\n")
     return info
+
+
+def _scores(run: Path, env_id: str, seed: int, hidden: list[int], episodes: int) -> dict:
+    """The reference returns: uniform-random and final (expert) policy, `episodes` each."""
+    expert_step, expert_path = _snapshots(run)[-1]
+    policy = load_policy(expert_path, env_id, hidden)
+    return {
+        "score_episodes": episodes,
+        "random_return": _mean_return(
+            env_id, None, None, seed + SEED_OFFSETS["ref_random"], episodes
+        ),
+        "expert_step": expert_step,
+        "expert_return": _mean_return(
+            env_id, policy, seed, seed + SEED_OFFSETS["ref_expert"], episodes
+        ),
+    }
 
 
 def _train_curve(metrics: Path) -> list[tuple[int, float]]:
@@ -227,18 +254,22 @@ def uniform_policy(env_id: str, seed: int):
     return lambda obs: rng.uniform(space.low, space.high, (len(obs), *space.shape))
 
 
-def _mean_return(env_id: str, act, torch_seed: int | None, seed: int, episodes: int = 10) -> float:
-    """Mean return of `episodes` episodes of act (None: uniform random), one env."""
+def _mean_return(env_id: str, act, torch_seed: int | None, seed: int, episodes: int) -> float:
+    """Mean return of `episodes` episodes of act (None: uniform random) in up to 8 envs, each
+    env contributing its first ceil(episodes / n) (so short episodes are not favoured)."""
     if act is None:
         act = uniform_policy(env_id, seed)
     if torch_seed is not None:
         torch.manual_seed(torch_seed)
-    roller = Roller(env_id, 1, seed)
-    while len(roller.returns) < episodes:
-        roller.collect(act, 1000)
+    n = min(8, episodes)
+    quota = -(-episodes // n)
+    roller = Roller(env_id, n, seed)
+    while min(len(r) for r in roller.env_returns) < quota:
+        roller.collect(act, 200)
         roller.chunks.clear()
     roller.close()
-    return float(np.mean(roller.returns[:episodes]))
+    returns = [r for env in roller.env_returns for r in env[:quota]][:episodes]
+    return float(np.mean(returns))
 
 
 def pick_medium(info: dict, snapshots: list[tuple[int, Path]], fraction: float):
@@ -317,6 +348,7 @@ def generate(
     minari: bool = True,
     progress: bool = True,
     force: bool = False,
+    score_episodes: int = 100,
 ) -> Path:
     """Write <out>/<id>.hdf5 (and the Minari copy) for one kind; returns the HDF5 path. An
     existing file is kept unless force."""
@@ -331,7 +363,8 @@ def generate(
         "env_id": env_id,
         "kind": kind,
         "seed": seed,
-        "recipe": recipe_command(env_id, kind, steps, seed, ppo_budget, ppo_args),
+        "recipe": recipe_command(env_id, kind, steps, seed, ppo_budget, ppo_args)
+        + (f" --score-episodes {score_episodes}" if score_episodes != 100 else ""),
         "generator": "controlrl envs/offline/generate.py",
         "versions": _versions(),
     }
@@ -352,7 +385,7 @@ def generate(
         parts = [
             read_hdf5(
                 generate(env_id, k, out, steps, seed, ppo_budget, ppo_args, medium_fraction,
-                         num_envs, minari, progress)
+                         num_envs, minari, progress, force, score_episodes)
             )
             for k in ("medium", "expert")
         ]  # fmt: skip
@@ -371,7 +404,7 @@ def generate(
         ref_min, ref_max = parts[1].ref_min_score, parts[1].ref_max_score
     else:
         run = behaviour_dir(out, env_id, seed, ppo_budget, ppo_args)
-        info = train_behaviour(run, env_id, seed, ppo_budget, ppo_args, progress)
+        info = train_behaviour(run, env_id, seed, ppo_budget, ppo_args, progress, score_episodes)
         snapshots = _snapshots(run)
         medium_step, medium_path, target = pick_medium(info, snapshots, medium_fraction)
         ref_min, ref_max = info["random_return"], info["expert_return"]

@@ -27,6 +27,7 @@ class Roller:
         self.obs = obs.reshape(num_envs, -1).astype(np.float32)
         self.ep_return = np.zeros(num_envs)
         self.returns: list[float] = []  # returns of the episodes that ended
+        self.env_returns: list[list[float]] = [[] for _ in range(num_envs)]  # the same, by env
         self.chunks: list[dict[str, np.ndarray]] = []
         self.bar = bar
 
@@ -56,6 +57,7 @@ class Roller:
             for i in np.flatnonzero(terminated | truncated):
                 chunk["next_observations"][t, i] = np.asarray(info["final_obs"][i]).ravel()
                 self.returns.append(float(self.ep_return[i]))
+                self.env_returns[i].append(float(self.ep_return[i]))
                 self.ep_return[i] = 0.0
             self.obs = obs
             if self.bar is not None:

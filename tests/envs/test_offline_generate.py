@@ -85,6 +85,7 @@ def test_tiny_ppo_behaviour_run_and_kinds(tmp_path):
     """medium-expert trains the behaviour run (4 PPO iterations), rolls out medium and expert
     and concatenates them; medium-replay then reuses the cached run."""
     kw = dict(steps=300, seed=1, ppo_budget=1024, ppo_args=TINY_PPO, num_envs=1, progress=False)
+    kw["score_episodes"] = 8
     path = generate("Pendulum-v1", "medium-expert", tmp_path, **kw)
     behaviour = next((tmp_path / "behaviour").iterdir())
     info = json.loads((behaviour / "behaviour.json").read_text())
@@ -100,11 +101,17 @@ def test_tiny_ppo_behaviour_run_and_kinds(tmp_path):
     assert len(medium) == len(expert) == 300 and len(both) == 600
     assert expert.metadata["policy_step"] == 1024
     refs = (info["random_return"], info["expert_return"])
-    assert (both.ref_min_score, both.ref_max_score) == refs
+    assert (both.ref_min_score, both.ref_max_score) == refs and info["score_episodes"] == 8
     assert medium.metadata["behaviour"]["medium_target_return"] == info["expert_return"] / 3
     ppo_log = (behaviour / "ppo.log").read_bytes()
-    replay = load(generate("Pendulum-v1", "medium-replay", tmp_path, **kw))
+    replay = load(generate("Pendulum-v1", "medium-replay", tmp_path, **{**kw, "score_episodes": 9}))
     assert (behaviour / "ppo.log").read_bytes() == ppo_log  # no second PPO run
+    rescored = json.loads((behaviour / "behaviour.json").read_text())
+    assert rescored["score_episodes"] == 9 and rescored["curve"] == info["curve"]
+    assert (replay.ref_min_score, replay.ref_max_score) == (
+        rescored["random_return"],
+        rescored["expert_return"],
+    )
     iterations = replay.metadata["ppo_iterations"]
     assert iterations == max(1, medium.metadata["policy_step"] // 256)
     assert len(replay) == 256 * iterations  # PPO's 1 env x 256 steps per iteration
