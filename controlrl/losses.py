@@ -37,5 +37,5 @@ def expectile_loss(u: torch.Tensor, tau: float) -> torch.Tensor:
     loss(x - m) is the tau-expectile of x (tau 0.5: half the MSE, minimised by the mean). IQL's
     value loss with u = Q(s, a) - V(s) (Kostrikov et al. 2021, eq. 5; ikostrikov/
     implicit_q_learning critic.py, tinkoff-ai/CORL algorithms/offline/iql.py)."""
-    weight = torch.where(u < 0, 1.0 - tau, tau)
+    weight = (tau - (u < 0).to(u.dtype)).abs()  # in u's dtype (a where() of floats is float32)
     return (weight * u.square()).mean()
