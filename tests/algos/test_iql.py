@@ -276,6 +276,7 @@ def test_online_steps_add_transitions_and_log_episodes(tmp_path):
     online = state["buffer"]["online"]
     assert online.shape[0] == 220  # one env step per online gradient step
     assert not torch.equal(online[0], online[1])
+    assert online[:, -1].eq(0).all()  # the episode's time-limit end is stored as no terminal
     rows = [r.split(",") for r in (run / "metrics.csv").read_text().splitlines()]
     col = {k: i for i, k in enumerate(rows[0])}
     episodes = [float(r[col["train/episodes"]]) for r in rows[1:]]
