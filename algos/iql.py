@@ -1,7 +1,7 @@
 """IQL, Implicit Q-Learning (Kostrikov, Nair, Levine, "Offline Reinforcement Learning with
-Implicit Q-Learning", ICLR 2022), offline, with optional online fine-tuning, and its behaviour-
-cloning baseline (--bc). Defaults of tinkoff-ai/CORL algorithms/offline/iql.py (D4RL locomotion);
-the actor follows ikostrikov/implicit_q_learning (policy.py, learner.py).
+Implicit Q-Learning", ICLR 2022), offline, with optional online fine-tuning, and its
+behaviour cloning baseline (--bc). Defaults of tinkoff-ai/CORL algorithms/offline/iql.py (D4RL
+locomotion); the actor follows ikostrikov/implicit_q_learning (policy.py, learner.py).
 
     python algos/iql.py --dataset PATH_OR_ID --total-timesteps 1000000 --seed 1
 
@@ -178,7 +178,9 @@ class Args(CommonArgs):
         )
         require(self.dataset is not None, "dataset", "is required (a file, directory or id)")
         if self.env_id is None:  # the dataset's: load it now (kept for main)
-            self.env_id = load_dataset(self.dataset).env_id
+            dataset = load_dataset(self.dataset)
+            require(bool(dataset.env_id), "env_id", f"is needed: {dataset.source} names no env")
+            self.env_id = dataset.env_id
         super().validate()
 
 
@@ -353,27 +355,33 @@ class OnlineActor:
         return metrics
 
 
-def make_evaluate(args: Args, policy: TanhGaussianActor, buffer: OfflineBuffer, dataset):
-    """The evaluation callable: eval/return, and eval/normalized_score when the dataset has
-    reference scores."""
+def make_evaluate(
+    args: Args, session: Session, policy: TanhGaussianActor, buffer: OfflineBuffer, dataset
+):
+    """The evaluation callable (eval/return, and eval/normalized_score when the dataset has
+    reference scores) and the columns it adds beside eval/return, NaN between evaluations."""
     ref = None
     if dataset.ref_min_score is not None and dataset.ref_max_score is not None:
         ref = (dataset.ref_min_score, dataset.ref_max_score)
 
     def evaluate_policy() -> dict[str, float]:
+        video = None
+        if args.capture_video:
+            video = session.run_dir / "videos" / f"step_{session.step}.mp4"
         returns = evaluate(
             policy.mode,
             args.env_id,
             buffer.normalize,
             args.eval_episodes,
             seed=eval_seed(args.seed),
+            video_path=video,
         )
         out = {"eval/return": float(returns.mean())}
         if ref is not None:
             out["eval/normalized_score"] = 100.0 * (out["eval/return"] - ref[0]) / (ref[1] - ref[0])
         return out
 
-    return evaluate_policy, ref is not None
+    return evaluate_policy, {"eval/normalized_score": float("nan")} if ref is not None else {}
 
 
 def main(args: Args, dataset=None) -> float:
@@ -393,36 +401,43 @@ def main(args: Args, dataset=None) -> float:
         seed=args.seed,
         reward_scale=scale,
     )
-    obs_dim, act_dim = buffer.obs_dim, buffer.act_dim
-    online = OnlineActor(args, buffer) if args.online_steps else None
-    nets = Nets.build(
-        obs_dim, act_dim, max_action(args.env_id, obs_dim, act_dim), args.hidden_sizes
-    )
+    bound = max_action(args.env_id, buffer.obs_dim, buffer.act_dim)
+    nets = Nets.build(buffer.obs_dim, buffer.act_dim, bound, args.hidden_sizes)
     learner = Learner(nets, args)
-    evaluate_policy, scored = make_evaluate(args, nets.policy, buffer, dataset)
-    offline_steps = args.total_timesteps - args.online_steps
-    empty = {"eval/normalized_score": float("nan")} if scored else {}
-    stateful = {**vars(nets), **learner.optimizers(), "buffer": buffer}
-    for iteration in start(session, online, stateful):
+    online = OnlineActor(args, buffer) if args.online_steps else None
+    evaluate_policy, eval_columns = make_evaluate(args, session, nets.policy, buffer, dataset)
+    for iteration in start(
+        session, online, {**vars(nets), **learner.optimizers(), "buffer": buffer}
+    ):
         timer = Timer()
         with session.guard():
-            for _ in range(args.log_every):
-                if session.step >= offline_steps:
-                    online.step(nets.policy)
-                lr = args.actor_lr
-                if args.anneal_actor_lr:
-                    lr = cosine_lr(args.actor_lr, session.step, offline_steps)
-                learner.step(buffer.sample(args.batch_size), lr)
-                session.step += 1
-            metrics = {**learner.pop_stats(args.log_every), "train/actor_lr": lr}
-            check_finite(metrics, [p for net in vars(nets).values() for p in net.parameters()])
-        if online is not None:
-            metrics.update(online.pop_metrics())
+            metrics = train_iteration(session, learner, buffer, online)
         timer.lap("update_s")
-        session.end_iteration(
-            iteration, {**metrics, **empty}, timer.timing(args.log_every), evaluate_policy
-        )
+        metrics.update(eval_columns)
+        session.end_iteration(iteration, metrics, timer.timing(args.log_every), evaluate_policy)
     return session.finish(evaluate_policy)
+
+
+def train_iteration(
+    session: Session, learner: Learner, buffer: OfflineBuffer, online: OnlineActor | None
+) -> dict[str, float]:
+    """--log-every gradient steps (each after one env step in the online phase); their mean
+    statistics, checked finite (NaN guard)."""
+    args, nets = learner.args, learner.nets
+    offline_steps = args.total_timesteps - args.online_steps
+    for _ in range(args.log_every):
+        if session.step >= offline_steps:
+            online.step(nets.policy)
+        lr = args.actor_lr
+        if args.anneal_actor_lr:
+            lr = cosine_lr(args.actor_lr, session.step, offline_steps)
+        learner.step(buffer.sample(args.batch_size), lr)
+        session.step += 1
+    metrics = {**learner.pop_stats(args.log_every), "train/actor_lr": lr}
+    check_finite(metrics, [p for net in vars(nets).values() for p in net.parameters()])
+    if online is not None:
+        metrics.update(online.pop_metrics())
+    return metrics
 
 
 def start(session: Session, online: OnlineActor | None, stateful: dict):

@@ -328,3 +328,74 @@ def test_a_dataset_that_does_not_fit_the_env_exits_2(tmp_path, capsys):
         iql.main(tiny_args(tmp_path / "x", env_id="MountainCarContinuous-v0"), ds)
     assert exc.value.code == 2
     assert "--dataset" in capsys.readouterr().err
+
+
+# -- learning (slow tier) ------------------------------------------------------------------
+
+
+def medium_replay_dataset(tmp_path, env_id: str, ppo_steps: int, seed: int, every: int = 2):
+    """A medium-replay-like dataset: PPO (algos/ppo.py's update, CleanRL defaults) trained for
+    ppo_steps; the policy that collected every `every`-th rollout is rolled out again with
+    sampled actions for one rollout's length (2048 steps), so the data spans every skill level
+    from random to the last policy, as D4RL's replay buffers do. A segment's cut end is a
+    timeout. Returns (dataset, mean return of the last snapshot's episodes)."""
+    import copy
+
+    from algos import ppo
+    from controlrl.nets import ValueNet, make_policy
+    from controlrl.training import Run
+    from controlrl.update import adam
+
+    args = ppo.Args(
+        env_id=env_id,
+        total_timesteps=ppo_steps,
+        seed=seed,
+        run_dir=str(tmp_path / "ppo"),
+        eval_every=0,
+        eval_episodes=1,
+        tensorboard=False,
+        progress=False,
+    )
+    run = Run(args)
+    policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)
+    value_net = ValueNet(run.obs_dim, args.hidden_sizes)
+    optimizer = adam(policy, value_net, lr=args.learning_rate)
+    snapshots = []
+
+    def update(batch):  # the policy that collected this batch, then PPO's update
+        snapshots.append((copy.deepcopy(policy), copy.deepcopy(run.obs_normalizer)))
+        return ppo.update(policy, value_net, optimizer, batch, args)
+
+    run.train(update, policy, value_net, ratio_eps=args.clip_coef, optimizer=optimizer)
+    env = gym.make(env_id)
+    low, high = env.action_space.low, env.action_space.high
+    rows: dict[str, list] = {k: [] for k in ("o", "a", "r", "n", "term", "trunc")}
+    last_returns: list[float] = []
+    for k, (snap, norm) in enumerate(snapshots[::every]):
+        obs, _ = env.reset(seed=seed * 1000 + k)
+        ret = 0.0
+        for t in range(args.num_steps):
+            x = torch.from_numpy(norm(obs[None].astype(np.float32), update=False))
+            with torch.no_grad():
+                action = np.clip(snap.sample(x)[0].numpy(), low, high)
+            nxt, reward, term, trunc, _ = env.step(action)
+            trunc = trunc or t == args.num_steps - 1
+            for key, v in zip(rows, (obs, action, reward, nxt, term, trunc)):
+                rows[key].append(v)
+            ret += reward
+            obs = nxt
+            if term or trunc:
+                if k == len(snapshots[::every]) - 1 and not (trunc and t == args.num_steps - 1):
+                    last_returns.append(ret)
+                obs, ret = env.reset()[0], 0.0
+    f32 = lambda key: np.asarray(rows[key], np.float32)  # noqa: E731
+    ds = Dataset(
+        f32("o"),
+        f32("a"),
+        f32("r"),
+        f32("n"),
+        np.asarray(rows["term"]),
+        np.asarray(rows["trunc"]),
+        env_id,
+    )
+    return ds, float(np.mean(last_returns)) if last_returns else float("nan")
