@@ -399,3 +399,48 @@ def medium_replay_dataset(tmp_path, env_id: str, ppo_steps: int, seed: int, ever
         env_id,
     )
     return ds, float(np.mean(last_returns)) if last_returns else float("nan")
+
+
+def loader():
+    """envs.offline's load and write_hdf5 (the loader part of this issue, merged beside iql)."""
+    import envs.offline
+
+    if not hasattr(envs.offline, "load") or not hasattr(envs.offline, "write_hdf5"):
+        pytest.skip("envs.offline.load / write_hdf5 are not in this tree yet")
+    return envs.offline
+
+
+def iql_cli(*argv: str):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.run(
+        [sys.executable, "algos/iql.py", *argv],
+        cwd=root,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_cli_trains_on_a_dataset_file_and_refuses_a_bad_one(tmp_path):
+    offline = loader()
+    path = offline.write_hdf5(rollout_dataset(), tmp_path / "pendulum-random.hdf5")
+    run = tmp_path / "run"
+    fast = ["--hidden-sizes", "16", "16", "--batch-size", "16", "--eval-episodes", "1"]
+    out = iql_cli("--dataset", str(path), "--total-timesteps", "20", "--log-every", "10",
+                  "--run-dir", str(run), "--no-progress", "--no-tensorboard", *fast)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    config = json.loads((run / "config.json").read_text())
+    assert config["algo"] == "iql" and config["args"]["env_id"] == "Pendulum-v1"  # the file's
+    assert "eval_normalized_score" in json.loads((run / "final_eval.json").read_text())
+    bad = tmp_path / "bad.hdf5"
+    bad.write_bytes(path.read_bytes()[:1000])  # truncated
+    out = iql_cli("--dataset", str(bad), "--run-dir", str(tmp_path / "bad_run"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.startswith("error: --dataset") and len(out.stderr.splitlines()) == 1
+    assert not (tmp_path / "bad_run").exists()
