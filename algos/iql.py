@@ -406,6 +406,7 @@ def main(args: Args, dataset=None) -> float:
     learner = Learner(nets, args)
     online = OnlineActor(args, buffer) if args.online_steps else None
     evaluate_policy, eval_columns = make_evaluate(args, session, nets.policy, buffer, dataset)
+    del dataset  # the buffer holds the transitions now (a loaded dataset is freed here)
     for iteration in start(
         session, online, {**vars(nets), **learner.optimizers(), "buffer": buffer}
     ):
