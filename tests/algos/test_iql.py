@@ -285,6 +285,19 @@ def test_online_steps_add_transitions_and_log_episodes(tmp_path):
     assert float(rows[1][col["train/episodes"]]) == 0  # steps 1..20 are offline
 
 
+def test_resume_in_the_online_phase_keeps_the_online_rows(tmp_path, monkeypatch):
+    ds = rollout_dataset()
+    run = tmp_path / "online"
+    with monkeypatch.context() as m:
+        kill_after(m, 4)  # 80 steps: 40 offline, then 40 online
+        with pytest.raises(Killed):
+            iql.main(tiny_args(run, total_timesteps=120, online_steps=80, log_every=20), ds)
+    assert final_state(run)["buffer"]["online"].shape[0] == 40
+    iql.main(parse(Args, ["--resume", str(run)]), ds)
+    state = final_state(run)
+    assert state["step"] == 120 and state["buffer"]["online"].shape[0] == 80
+
+
 def test_nan_in_the_data_stops_the_run_with_exit_1(tmp_path, capsys):
     ds = rollout_dataset()
     ds.rewards[:] = np.nan
