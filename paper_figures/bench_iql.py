@@ -61,7 +61,7 @@ D3RLPY_VENV = Path("~/.cache/controlrl/venvs/d3rlpy").expanduser()
 SYNTHETIC = dict(rows=1_000_000, obs_dim=17, act_dim=6, episode=1000)  # HalfCheetah's sizes
 FIELDS = [  # CSV columns; controlrl.bench's 'command' comes last
     *"contender repeat slot seed dataset env_id updates warmup threads".split(),
-    *"timed_updates update_s updates_per_s transitions".split(),
+    *"timed_updates update_s updates_per_s transitions d3rlpy_sample_ms d3rlpy_update_ms".split(),
     *"eval_episodes eval_return normalized_score process_s status".split(),
 ]
 
@@ -207,8 +207,7 @@ def row(run: bench.Run, score=None) -> dict:
     out |= dict(repeat=run.repeat, slot=run.slot, dataset=cfg["dataset"])
     out |= dict(eval_episodes=cfg["eval_episodes"], process_s=run.wall_s, status=run.status)
     if run.ok:
-        keys = ("timed_updates", "update_s", "updates_per_s", "transitions", "eval_return")
-        out |= {k: run.result[k] for k in keys if k in run.result}
+        out |= {k: v for k, v in run.result.items() if k in FIELDS}
         if score is not None and "eval_return" in out:
             out["normalized_score"] = score(out["eval_return"])
     return {k: out.get(k, "") for k in FIELDS}

@@ -199,8 +199,7 @@ def main(argv: list[str] | None = None) -> dict:
         save_interval=10**9,
         callback=after_update,
     )
-    for _ in fit:
-        pass
+    metrics = [m for _, m in fit][-1]  # one epoch: d3rlpy's means over all its updates
     if len(stamps) != args.updates:
         sys.exit(f"d3rlpy made {len(stamps)} updates, asked {args.updates}")
     # stamps[warmup - 1] ends the warm-up (with warmup 0: the first update's time is lost)
@@ -219,6 +218,9 @@ def main(argv: list[str] | None = None) -> dict:
         "timed_updates": timed,
         "update_s": update_s,
         "updates_per_s": timed / update_s,
+        # d3rlpy's own split of a step (means over all updates, warm-up included)
+        "d3rlpy_sample_ms": 1000 * metrics.get("time_sample_batch", float("nan")),
+        "d3rlpy_update_ms": 1000 * metrics.get("time_algorithm_update", float("nan")),
     }
     if args.eval_episodes:
         returns = evaluate(iql, args.env_id, args.eval_episodes, args.seed)
