@@ -80,6 +80,48 @@ def test_d3rlpy_contender_times_updates_and_evaluates(tmp_path):
     assert "speed ours/d3rlpy (paired per repeat): n/a" in table  # no ours: no ratio
 
 
+def _has_ours() -> bool:
+    return importlib.util.find_spec("algos.iql") is not None
+
+
+@pytest.mark.skipif(not _has_ours(), reason="algos/iql.py is not there")
+def test_ours_contender_reads_its_timing_csv(tmp_path):
+    _tiny_file(tmp_path / "tiny.hdf5")
+    out = tmp_path / "b.csv"
+    flags = ["--dataset", str(tmp_path / "tiny.hdf5"), "--out", str(out), "--contenders", "ours"]
+    proc = _run(*flags, "--eval", "--eval-episodes", "1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with out.open() as f:
+        (row,) = list(csv.DictReader(f))
+    assert row["status"] == "ok" and row["contender"] == "ours"
+    # 4 timing rows of --log-every 10 updates; the first 2 (--warmup 20) are not timed
+    assert int(row["timed_updates"]) == 20 and int(row["updates"]) == 40
+    update_s = float(row["update_s"])
+    assert 0 < update_s < float(row["process_s"])
+    assert float(row["updates_per_s"]) == pytest.approx(20 / update_s)
+    assert np.isfinite(float(row["eval_return"]))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (_has_ours() and D3RLPY_PYTHON.is_file()), reason="ours and d3rlpy")
+def test_side_by_side_toy_gives_paired_ratios(tmp_path):
+    _tiny_file(tmp_path / "tiny.hdf5")
+    out = tmp_path / "b.csv"
+    proc = _run("--dataset", str(tmp_path / "tiny.hdf5"), "--out", str(out), "--repeats", "2")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with out.open() as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["repeat"], r["slot"], r["contender"]) for r in rows] == [
+        ("0", "0", "ours"),
+        ("0", "1", "d3rlpy"),
+        ("1", "0", "d3rlpy"),  # the order rotates
+        ("1", "1", "ours"),
+    ]
+    assert all(r["status"] == "ok" and float(r["updates_per_s"]) > 0 for r in rows)
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("speed ours/d3rlpy"))
+    assert "n/a" not in line and "(" in line  # a median (min-max) of two paired ratios
+
+
 def test_bad_flags_exit_2_before_anything_runs(tmp_path):
     missing = str(tmp_path / "no_python")
     for flags, message in (
