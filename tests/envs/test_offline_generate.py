@@ -89,7 +89,7 @@ def test_tiny_ppo_behaviour_run_and_kinds(tmp_path):
     path = generate("Pendulum-v1", "medium-expert", tmp_path, **kw)
     behaviour = next((tmp_path / "behaviour").iterdir())
     info = json.loads((behaviour / "behaviour.json").read_text())
-    snaps = sorted(p.name for p in (behaviour / "snapshots").glob("step_*.pt"))
+    snaps = sorted(p.name for p in (behaviour / "ppo" / "checkpoints").glob("step_*.pt"))
     assert snaps == [f"step_{256 * k:09d}.pt" for k in (1, 2, 3, 4)]
     assert [s for s, _ in info["curve"]] == [256, 512, 768, 1024]
     both = load(path)
