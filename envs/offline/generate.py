@@ -85,6 +85,33 @@ def behaviour_dir(root: Path, env_id: str, seed: int, budget: int, ppo_args: str
     return root / "behaviour" / f"{env_id}-s{seed}-b{budget}{tag}"
 
 
+def ppo_command(run_dir: Path, env_id: str, seed: int, budget: int, ppo_args: str) -> list:
+    """The behaviour run's command: a new run, or --resume of the interrupted one in run_dir
+    (its saved config, --keep-checkpoints included, and its step files carry on)."""
+    if (run_dir / "config.json").exists():
+        return [sys.executable, str(PPO_SCRIPT), "--resume", str(run_dir), "--no-progress"]
+    return [
+        sys.executable,
+        str(PPO_SCRIPT),
+        "--env-id",
+        env_id,
+        "--seed",
+        str(seed),
+        "--total-timesteps",
+        str(budget),
+        "--run-dir",
+        str(run_dir),
+        "--checkpoint-every",
+        "1",
+        "--keep-checkpoints",
+        "--eval-every",
+        "0",
+        "--no-tensorboard",
+        "--no-progress",
+        *shlex.split(ppo_args),
+    ]
+
+
 def train_behaviour(
     run: Path,
     env_id: str,
@@ -105,28 +132,7 @@ def train_behaviour(
         return info
     run_dir = run / "ppo"
     run.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        sys.executable,
-        str(PPO_SCRIPT),
-        "--env-id",
-        env_id,
-        "--seed",
-        str(seed),
-        "--total-timesteps",
-        str(budget),
-        "--run-dir",
-        str(run_dir),
-        "--checkpoint-every",
-        "1",
-        "--keep-checkpoints",
-        "--eval-every",
-        "0",
-        "--no-tensorboard",
-        "--no-progress",
-        *shlex.split(ppo_args),
-    ]
-    if (run_dir / "config.json").exists():  # interrupted before: continue where it stopped
-        cmd = [sys.executable, str(PPO_SCRIPT), "--resume", str(run_dir), "--no-progress"]
+    cmd = ppo_command(run_dir, env_id, seed, budget, ppo_args)
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     bar = tqdm(total=budget, unit="step", desc=f"PPO {env_id} s{seed}", disable=not progress)
