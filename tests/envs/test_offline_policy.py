@@ -122,3 +122,18 @@ def test_other_layouts_one_clear_error(tmp_path, ppo_checkpoint):
         message = str(info.value)
         assert message.startswith(f"{path}: not a PPO Gaussian-policy checkpoint"), name
         assert words in message and "\n" not in message, (name, message)
+
+
+def test_envs_import_neither_controlrl_nor_algos():
+    """DESIGN's layering: envs/ run an algorithm as a process and read its files, no imports."""
+    import ast
+
+    found = []
+    for path in sorted((REPO / "envs").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            found += [f"{path.relative_to(REPO)}: {n}" for n in names if n.split(".")[0]
+                      in ("controlrl", "algos")]  # fmt: skip
+    assert not found, found
