@@ -10,8 +10,9 @@ Generate (trains the behaviour policy with algos/ppo.py in its own process):
     python -m envs.offline info hopper-medium-v5-s0
 
 d4rl.py: the HDF5 layout and D4RL's reference scores; minari_io.py: Minari directories;
-store.py: the cache and load(); generate.py: the generator. h5py and minari come with the
-'offline' extra (make setup installs it).
+store.py: the cache and load(); generate.py: the generator; behaviour_policy.py: PPO's
+checkpoints read without controlrl (envs/ import neither controlrl nor algos). h5py and
+minari come with the 'offline' extra (make setup installs it).
 """
 
 from envs.offline.d4rl import D4RL_REF_SCORES, read_hdf5, write_hdf5

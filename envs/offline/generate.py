@@ -2,10 +2,11 @@
 
 The recipe (D4RL, Fu et al. 2020, with our PPO in place of SAC):
 - behaviour run: `python algos/ppo.py --env-id E --seed S --total-timesteps B` run as its own
-  process (envs/ never import an algorithm), with a checkpoint after every iteration; each one
-  is hard-linked into snapshots/ as it appears (the checkpoint is renamed into place, so a link
-  always holds a whole file). Cached per (env, seed, budget, extra PPO flags) under
-  <out>/behaviour/, reused by every kind; an interrupted run is resumed (--resume).
+  process (envs/ never import an algorithm), with a checkpoint after every iteration, each
+  kept by PPO itself as ppo/checkpoints/step_<step>.pt (--keep-checkpoints): the snapshots,
+  read with envs/offline/behaviour_policy.py. Cached per (env, seed, budget, extra PPO flags)
+  under <out>/behaviour/, reused by every kind; an interrupted run is resumed (--resume), its
+  step files kept. (Runs cached by the earlier generator keep theirs in snapshots/: read too.)
 - expert: the final policy. Its return (mean of `score_episodes`, default 100, stochastic
   episodes, as minari's num_episodes_average_score) is the datasets' ref_max_score; a
   uniform-random policy's is ref_min_score. (10 episodes were too few: Hopper's expert falls in
@@ -40,6 +41,12 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from envs.offline.behaviour_policy import (
+    CheckpointLayoutError,
+    GaussianMLP,
+    Normalizer,
+    read_checkpoint,
+)
 from envs.offline.d4rl import read_hdf5, write_hdf5
 from envs.offline.dataset import Dataset
 from envs.offline.rollout import Roller
@@ -78,23 +85,31 @@ def behaviour_dir(root: Path, env_id: str, seed: int, budget: int, ppo_args: str
     return root / "behaviour" / f"{env_id}-s{seed}-b{budget}{tag}"
 
 
-def _snapshot(latest: Path, snapshots: Path) -> int | None:
-    """Hard-link the current checkpoint into snapshots/step_<step>.pt; its step, or None."""
-    tmp = snapshots / f"incoming.{os.getpid()}.pt"
-    tmp.unlink(missing_ok=True)
-    try:
-        os.link(latest, tmp)
-    except FileNotFoundError:  # replaced between two polls: the next poll links the new one
-        return None
-    from controlrl import checkpoint  # reading a checkpoint, as the layering allows
-
-    step = int(checkpoint.load(tmp, ("step",))["step"])
-    target = snapshots / f"step_{step:09d}.pt"
-    if target.exists():
-        tmp.unlink()
-    else:
-        os.replace(tmp, target)
-    return step
+def ppo_command(run_dir: Path, env_id: str, seed: int, budget: int, ppo_args: str) -> list:
+    """The behaviour run's command: a new run, or --resume of the interrupted one in run_dir
+    (its saved config, --keep-checkpoints included, and its step files carry on)."""
+    if (run_dir / "config.json").exists():
+        return [sys.executable, str(PPO_SCRIPT), "--resume", str(run_dir), "--no-progress"]
+    return [
+        sys.executable,
+        str(PPO_SCRIPT),
+        "--env-id",
+        env_id,
+        "--seed",
+        str(seed),
+        "--total-timesteps",
+        str(budget),
+        "--run-dir",
+        str(run_dir),
+        "--checkpoint-every",
+        "1",
+        "--keep-checkpoints",
+        "--eval-every",
+        "0",
+        "--no-tensorboard",
+        "--no-progress",
+        *shlex.split(ppo_args),
+    ]
 
 
 def train_behaviour(
@@ -112,55 +127,26 @@ def train_behaviour(
     if info_path.exists():
         info = json.loads(info_path.read_text())
         if info.get("score_episodes") != score_episodes:
-            info.update(_scores(run, env_id, seed, info["hidden_sizes"], score_episodes))
+            info.update(_scores(run, env_id, seed, _activation(info), score_episodes))
             info_path.write_text(json.dumps(info, indent=1) + "\n")
         return info
-    run_dir, snapshots = run / "ppo", run / "snapshots"
-    snapshots.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        sys.executable,
-        str(PPO_SCRIPT),
-        "--env-id",
-        env_id,
-        "--seed",
-        str(seed),
-        "--total-timesteps",
-        str(budget),
-        "--run-dir",
-        str(run_dir),
-        "--checkpoint-every",
-        "1",
-        "--eval-every",
-        "0",
-        "--no-tensorboard",
-        "--no-progress",
-        *shlex.split(ppo_args),
-    ]
-    if (run_dir / "config.json").exists():  # interrupted before: continue where it stopped
-        cmd = [sys.executable, str(PPO_SCRIPT), "--resume", str(run_dir), "--no-progress"]
+    run_dir = run / "ppo"
+    run.mkdir(parents=True, exist_ok=True)
+    cmd = ppo_command(run_dir, env_id, seed, budget, ppo_args)
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    latest = run_dir / "checkpoints" / "latest.pt"
     bar = tqdm(total=budget, unit="step", desc=f"PPO {env_id} s{seed}", disable=not progress)
-    seen = None
     with open(run / "ppo.log", "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
-        try:
+        try:  # polling only moves the bar: PPO keeps every checkpoint itself, none is missed
             while True:
                 finished = proc.poll() is not None
-                try:
-                    stat = os.stat(latest)
-                    key = (stat.st_ino, stat.st_mtime_ns)
-                except FileNotFoundError:
-                    key = None
-                if key is not None and key != seen:
-                    seen = key
-                    step = _snapshot(latest, snapshots)
-                    if step is not None:
-                        bar.update(max(0, min(step, budget) - bar.n))
+                snaps = _snapshots(run)
+                if snaps:
+                    bar.update(max(0, min(snaps[-1][0], budget) - bar.n))
                 if finished:
                     break
-                time.sleep(0.05)
+                time.sleep(0.2)
         except BaseException:
             proc.kill()
             raise
@@ -182,17 +168,24 @@ def train_behaviour(
         "num_steps": int(config["num_steps"]),
         "num_envs": int(config["num_envs"]),
         "hidden_sizes": list(config["hidden_sizes"]),
+        "activation": config.get("activation", "tanh"),  # PPO's policy: tanh, no flag
         "curve": _train_curve(run_dir / "metrics.csv"),
     }
-    info.update(_scores(run, env_id, seed, info["hidden_sizes"], score_episodes))
+    if not _snapshots(run):
+        raise GenerationError(f"the behaviour run in {run_dir} kept no checkpoints/step_*.pt")
+    info.update(_scores(run, env_id, seed, info["activation"], score_episodes))
     info_path.write_text(json.dumps(info, indent=1) + "\n")
     return info
 
 
-def _scores(run: Path, env_id: str, seed: int, hidden: list[int], episodes: int) -> dict:
+def _activation(info: dict) -> str:
+    return info.get("activation", "tanh")  # behaviour.json of the earlier generator: tanh
+
+
+def _scores(run: Path, env_id: str, seed: int, activation: str, episodes: int) -> dict:
     """The reference returns: uniform-random and final (expert) policy, `episodes` each."""
     expert_step, expert_path = _snapshots(run)[-1]
-    policy = load_policy(expert_path, env_id, hidden)
+    policy = load_policy(expert_path, activation)
     return {
         "score_episodes": episodes,
         "random_return": _mean_return(
@@ -212,31 +205,25 @@ def _train_curve(metrics: Path) -> list[tuple[int, float]]:
 
 
 def _snapshots(run: Path) -> list[tuple[int, Path]]:
-    snaps = sorted((run / "snapshots").glob("step_*.pt"))
-    return [(int(p.stem.split("_")[1]), p) for p in snaps]
+    """(step, path) of the behaviour run's kept checkpoints, by step: ppo/checkpoints/step_*.pt
+    (and snapshots/step_*.pt of a run cached by the earlier generator, which linked them)."""
+    found = {}
+    for folder in (run / "snapshots", run / "ppo" / "checkpoints"):
+        for p in folder.glob("step_*.pt"):
+            found[int(p.stem.split("_")[1])] = p
+    return sorted(found.items())
 
 
-def load_policy(path: Path, env_id: str, hidden: list[int]):
+def load_policy(path: Path, activation: str = "tanh"):
     """act(obs float32 [n, d]) -> sampled actions, from a PPO checkpoint (policy and frozen
-    observation normaliser), via controlrl.nets/normalize as the layering allows."""
-    import envs
-    from controlrl import checkpoint
-    from controlrl.nets import make_policy
-    from controlrl.normalize import ObsNormalizer
-
-    state = checkpoint.load(path, ("policy",))
-    probe = envs.make(env_id, 1, 0)
-    obs_space, act_space = probe.single_observation_space, probe.single_action_space
-    probe.close()
-    policy = make_policy(obs_space, act_space, tuple(hidden))
-    policy.load_state_dict(state["policy"])
-    normalizer = None
-    if "obs_normalizer" in state:
-        normalizer = ObsNormalizer(obs_space.shape)
-        normalizer.load_state_dict(state["obs_normalizer"])
+    observation normaliser), read by envs/offline/behaviour_policy.py."""
+    try:
+        policy, normalizer = read_checkpoint(path, activation)
+    except CheckpointLayoutError as exc:
+        raise GenerationError(str(exc)) from None
 
     def act(obs: np.ndarray) -> np.ndarray:
-        x = normalizer(obs, update=False) if normalizer is not None else obs
+        x = normalizer(obs) if normalizer is not None else obs
         with torch.inference_mode():
             return policy.sample(torch.from_numpy(np.ascontiguousarray(x))).numpy()
 
@@ -304,21 +291,20 @@ def _rollout(env_id: str, act, steps: int, seed: int, num_envs: int, progress: b
 
 def _medium_replay(env_id, info, snapshots, medium_step, seed, progress):
     import envs
-    from controlrl.nets import make_policy
-    from controlrl.normalize import ObsNormalizer
 
     batch = info["num_steps"] * info["num_envs"]
     iterations = max(1, medium_step // batch)
     bar = tqdm(total=iterations * batch, unit="step", desc="medium-replay", disable=not progress)
     torch.manual_seed(seed)  # PPO seeds torch with the run's seed before building its policy
     probe = envs.make(env_id, 1, 0)
-    initial = make_policy(
-        probe.single_observation_space, probe.single_action_space, tuple(info["hidden_sizes"])
-    )
-    normalizer = ObsNormalizer(probe.single_observation_space.shape)
+    obs_dim = int(np.prod(probe.single_observation_space.shape))
+    act_dim = int(np.prod(probe.single_action_space.shape))
     probe.close()
+    initial = GaussianMLP.initial(obs_dim, act_dim, info["hidden_sizes"], _activation(info))
+    normalizer = Normalizer.fresh(obs_dim)
 
     def first(obs: np.ndarray) -> np.ndarray:  # the untrained policy, normaliser updating
+        normalizer.update(obs)
         with torch.inference_mode():
             return initial.sample(torch.from_numpy(normalizer(obs))).numpy()
 
@@ -326,9 +312,7 @@ def _medium_replay(env_id, info, snapshots, medium_step, seed, progress):
     by_step = dict(snapshots)
     for k in range(1, iterations + 1):
         before = [s for s in by_step if s <= (k - 1) * batch]
-        act = (
-            first if not before else load_policy(by_step[max(before)], env_id, info["hidden_sizes"])
-        )
+        act = first if not before else load_policy(by_step[max(before)], _activation(info))
         roller.collect(act, info["num_steps"])
     bar.close()
     roller.close()
@@ -422,7 +406,7 @@ def generate(
             arrays, returns, iters = _medium_replay(env_id, info, snapshots, step, seed, progress)
             meta["ppo_iterations"] = iters
         else:
-            act = load_policy(policy_path, env_id, info["hidden_sizes"])
+            act = load_policy(policy_path, _activation(info))
             s = seed + SEED_OFFSETS[kind]
             arrays, returns = _rollout(env_id, act, steps, s, num_envs, progress, kind)
     if returns is not None:

@@ -4,7 +4,9 @@ downloaded: a dataset is a local file or directory, or one the generator wrote i
     $CONTROLRL_DATA (default ~/.cache/controlrl/datasets)
         hopper-medium-v5-s0.hdf5                              D4RL layout
         minari/controlrl/hopper-medium-v5-s0-v0/data/...     the same as a Minari dataset
-        behaviour/Hopper-v5-s0-b1000000/                      the PPO run and its snapshots
+        behaviour/Hopper-v5-s0-b1000000/                      the PPO behaviour run:
+            behaviour.json, ppo.log, ppo/ (its run dir; ppo/checkpoints/step_<step>.pt are
+            the snapshots, one per iteration; runs of the earlier generator: snapshots/)
 
 Generated ids read <env>-<kind>-v<env version>-s<seed> (hopper-medium-v5-s0), with -n<steps>
 and -b<PPO budget> appended when those differ from the defaults.

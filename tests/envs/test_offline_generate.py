@@ -4,8 +4,10 @@ observation at a timeout included), and a tiny PPO-based run: snapshots, the med
 medium-expert = medium + expert, medium-replay's size, the cached behaviour run reused."""
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +16,13 @@ import pytest
 pytest.importorskip("h5py")
 
 from envs.offline import load  # noqa: E402
-from envs.offline.generate import generate, pick_medium  # noqa: E402
+from envs.offline.generate import (  # noqa: E402
+    behaviour_dir,
+    generate,
+    pick_medium,
+    ppo_command,
+    train_behaviour,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 ARRAYS = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
@@ -89,7 +97,7 @@ def test_tiny_ppo_behaviour_run_and_kinds(tmp_path):
     path = generate("Pendulum-v1", "medium-expert", tmp_path, **kw)
     behaviour = next((tmp_path / "behaviour").iterdir())
     info = json.loads((behaviour / "behaviour.json").read_text())
-    snaps = sorted(p.name for p in (behaviour / "snapshots").glob("step_*.pt"))
+    snaps = sorted(p.name for p in (behaviour / "ppo" / "checkpoints").glob("step_*.pt"))
     assert snaps == [f"step_{256 * k:09d}.pt" for k in (1, 2, 3, 4)]
     assert [s for s, _ in info["curve"]] == [256, 512, 768, 1024]
     both = load(path)
@@ -115,6 +123,33 @@ def test_tiny_ppo_behaviour_run_and_kinds(tmp_path):
     iterations = replay.metadata["ppo_iterations"]
     assert iterations == max(1, medium.metadata["policy_step"] // 256)
     assert len(replay) == 256 * iterations  # PPO's 1 env x 256 steps per iteration
+
+
+def test_interrupted_behaviour_run_resumes_and_keeps_its_step_files(tmp_path):
+    """The generator's PPO run killed after its first kept checkpoint; the next generator call
+    resumes it (--resume) and the step files already kept survive, the rest are added."""
+    run = behaviour_dir(tmp_path, "Pendulum-v1", 2, 1024, TINY_PPO)
+    run.mkdir(parents=True)
+    first = run / "ppo" / "checkpoints" / f"step_{256:09d}.pt"
+    cmd = ppo_command(run / "ppo", "Pendulum-v1", 2, 1024, TINY_PPO)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not first.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert first.exists() and not (run / "ppo" / "final_eval.json").exists()
+    inode = first.stat().st_ino
+    assert "--resume" in ppo_command(run / "ppo", "Pendulum-v1", 2, 1024, TINY_PPO)
+    info = train_behaviour(run, "Pendulum-v1", 2, 1024, TINY_PPO, False, score_episodes=2)
+    kept = sorted(p.name for p in (run / "ppo" / "checkpoints").glob("step_*.pt"))
+    assert kept == [f"step_{256 * k:09d}.pt" for k in (1, 2, 3, 4)]
+    assert first.stat().st_ino == inode  # the interrupted run's file, not a new one
+    assert "--resume" in info["ppo_command"] and info["expert_step"] == 1024
+    assert [s for s, _ in info["curve"]][-1] == 1024
 
 
 @pytest.mark.parametrize(
