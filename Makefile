@@ -17,7 +17,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -c requirements.lock --config-settings editable_mode=compat -e ".[dev,sb3,brax,dmc,envpool]"
+	$(BIN)/pip install -q -c requirements.lock --config-settings editable_mode=compat -e ".[dev,sb3,brax,dmc,envpool,offline]"
 	touch $(STAMP)
 
 # a short PPO run with default settings (about two minutes here) that ends with its curve

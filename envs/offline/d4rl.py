@@ -1,0 +1,279 @@
+"""D4RL-layout HDF5 files: read (validated, nothing unpickled), write, reference scores.
+
+A D4RL file holds flat arrays, one row per step: observations [N, d], actions [N, a],
+rewards [N], terminals [N], timeouts [N]; optionally next_observations [N, d], infos/* and
+metadata/*. Rows of one episode are contiguous; an episode ends at a row whose terminal
+(a true end: no bootstrap) or timeout (cut by the time limit: bootstrap) flag is set.
+
+Without next_observations, s'[i] is observations[i + 1] inside an episode. The last row of a
+timed-out episode has no successor in the file, so it is dropped, as d4rl.qlearning_dataset and
+CORL do (Farama-Foundation/D4RL d4rl/__init__.py); so is a last file row that ends no episode.
+A terminal row is kept (its reward and its end are real): its s' is not in the file either, and
+since a terminal is never bootstrapped we store the row's own observation there. With
+next_observations in the file, every row is kept as it is. infos/* (qpos, qvel, log-probs) are
+not loaded; scalar metadata/* entries and root attributes go into Dataset.metadata.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from envs.offline.dataset import Dataset
+from envs.offline.errors import DatasetError, first_line
+
+REQUIRED = ("observations", "actions", "rewards", "terminals", "timeouts")
+
+# D4RL's published reference returns (normalised score 0 and 100), the same for every dataset of
+# an env: Farama-Foundation/D4RL d4rl/infos.py, REF_MIN_SCORE / REF_MAX_SCORE (e.g.
+# 'hopper-medium-v2'; the v1/v2 entries copy the '<env>-random-v0' ones).
+D4RL_REF_SCORES = {
+    "halfcheetah": (-280.178953, 12135.0),
+    "hopper": (-20.272305, 3234.3),
+    "walker2d": (1.629008, 4592.3),
+    "ant": (-325.6, 3879.7),
+}
+# the Gymnasium env to evaluate on, and its observation size. D4RL's ant files have 111-dim
+# observations (contact forces of gym's Ant-v2): they match no Gymnasium v5 env, so they load
+# with env_id '' and are only usable with an env the user supplies.
+D4RL_GYM_IDS = {
+    "halfcheetah": ("HalfCheetah-v5", 17),
+    "hopper": ("Hopper-v5", 11),
+    "walker2d": ("Walker2d-v5", 17),
+    "ant": ("Ant-v5", 105),
+}
+_D4RL_NAME = re.compile(r"^(halfcheetah|hopper|walker2d|ant)[-_]")
+
+
+def d4rl_env_name(name: str) -> str | None:
+    """'hopper' for 'hopper-medium-v2', 'hopper_medium-v2' or 'Hopper-v5'; None otherwise."""
+    match = _D4RL_NAME.match(name.lower())
+    return match.group(1) if match else None
+
+
+def _h5py(path: Path):
+    try:
+        import h5py
+    except ImportError:
+        raise DatasetError(
+            path, None, "reading HDF5 needs h5py: pip install -e '.[offline]' (or make setup)"
+        ) from None
+    return h5py
+
+
+def read_array(h5file, key: str, path: Path) -> np.ndarray:
+    """The numeric or bool array at `key`; DatasetError for a missing key, a group, an object,
+    string, compound or reference dtype (never read: h5py would hand back Python objects), or
+    a read failure (a truncated file)."""
+    import h5py
+
+    if key not in h5file:
+        raise DatasetError(path, key, "missing")
+    try:
+        node = h5file[key]
+    except Exception as exc:  # a damaged object header: h5py raises KeyError, OSError, ...
+        raise DatasetError(path, key, f"cannot be opened ({first_line(exc)})") from None
+    if not isinstance(node, h5py.Dataset):
+        raise DatasetError(path, key, "is a group, expected an array")
+    if node.dtype.kind not in "biuf":
+        raise DatasetError(
+            path,
+            key,
+            f"has dtype {node.dtype} (kind '{node.dtype.kind}'): only numeric and bool arrays "
+            "are read; object, string and pickled data are refused",
+        )
+    try:
+        return node[()]
+    except Exception as exc:  # truncated or corrupt data blocks
+        raise DatasetError(path, key, f"cannot be read ({first_line(exc)})") from None
+
+
+def _as_float32(arr: np.ndarray, path: Path, key: str, ndim: int) -> np.ndarray:
+    if ndim == 1 and arr.ndim == 2 and arr.shape[1] == 1:  # [N, 1] rewards or flags
+        arr = arr[:, 0]
+    if arr.ndim != ndim:
+        raise DatasetError(path, key, f"must have {ndim} dims, got shape {arr.shape}")
+    out = arr.astype(np.float32)
+    if not np.isfinite(out).all():
+        raise DatasetError(path, key, "holds NaN or inf (or values beyond float32)")
+    return out
+
+
+def _as_flags(arr: np.ndarray, path: Path, key: str) -> np.ndarray:
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim != 1:
+        raise DatasetError(path, key, f"must have 1 dim, got shape {arr.shape}")
+    if arr.dtype != np.bool_ and not np.isin(arr, (0, 1)).all():
+        raise DatasetError(path, key, "must hold only 0/1 (or bool) values")
+    return arr.astype(np.bool_)
+
+
+def successors(
+    observations: np.ndarray, terminals: np.ndarray, timeouts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(next_observations, keep) for a file without next_observations (see the module doc):
+    s'[i] = s[i + 1] inside an episode, a terminal row's own s at a terminal, and keep[i] False
+    for a timed-out row and for a last row that ends no episode (no successor in the file)."""
+    next_obs = np.empty_like(observations)
+    next_obs[:-1] = observations[1:]
+    next_obs[-1:] = observations[-1:]
+    next_obs[terminals] = observations[terminals]
+    keep = terminals | ~timeouts
+    if len(keep) and not terminals[-1]:
+        keep[-1] = False
+    return next_obs, keep
+
+
+SPECIAL_ATTRS = ("env_id", "ref_min_score", "ref_max_score")
+
+
+def _metadata(h5file, h5py) -> tuple[dict, dict]:
+    """(metadata, special): metadata_json and the other scalar root attributes, plus D4RL's
+    scalar metadata/* entries (e.g. metadata/algorithm; arrays there, policy weights, are
+    skipped); special: the env_id / ref score attributes."""
+    meta: dict = {}
+    special = {k: h5file.attrs[k] for k in SPECIAL_ATTRS if k in h5file.attrs}
+    for name, value in h5file.attrs.items():
+        if name in SPECIAL_ATTRS:
+            continue
+        if name == "metadata_json":
+            try:
+                meta.update(json.loads(value))
+            except (TypeError, ValueError):
+                pass
+        elif isinstance(value, (str, bytes, int, float, np.number, np.bool_)):
+            meta[name] = value.decode() if isinstance(value, bytes) else value
+    group = h5file.get("metadata")
+    if isinstance(group, h5py.Group):
+        for name, node in group.items():
+            if isinstance(node, h5py.Dataset) and node.shape == () and node.dtype.kind in "biufS":
+                value = node[()]
+                meta[f"d4rl/{name}"] = value.decode() if isinstance(value, bytes) else value.item()
+    return meta, special
+
+
+def read_hdf5(path: str | Path, env_id: str | None = None) -> Dataset:
+    """Load a D4RL-layout HDF5 file (see the module doc for the transitions built).
+
+    env_id: the Gymnasium id to evaluate on; default the file's env_id attribute, else the
+    D4RL env named by the file ('hopper-medium-v2.hdf5' -> Hopper-v5), else ''. Reference
+    scores: the file's ref_min_score/ref_max_score attributes, else D4RL's for that env."""
+    path = Path(path)
+    if path.is_dir():
+        raise DatasetError(path, None, "is a directory, expected a D4RL-layout HDF5 file")
+    if not path.is_file():
+        raise DatasetError(path, None, "no such file")
+    h5py = _h5py(path)
+    try:
+        h5file = h5py.File(path, "r")
+    except Exception as exc:
+        raise DatasetError(
+            path, None, f"not a readable HDF5 file (truncated or corrupt?): {first_line(exc)}"
+        ) from None
+    with h5file:
+        raw = {key: read_array(h5file, key, path) for key in REQUIRED}
+        has_next = "next_observations" in h5file
+        if has_next:
+            raw["next_observations"] = read_array(h5file, "next_observations", path)
+        meta, special = _metadata(h5file, h5py)
+
+    obs = _as_float32(raw["observations"], path, "observations", 2)
+    m = len(obs)
+    arrays = {
+        "observations": obs,
+        "actions": _as_float32(raw["actions"], path, "actions", 2),
+        "rewards": _as_float32(raw["rewards"], path, "rewards", 1),
+        "terminals": _as_flags(raw["terminals"], path, "terminals"),
+        "timeouts": _as_flags(raw["timeouts"], path, "timeouts"),
+    }
+    if has_next:
+        arrays["next_observations"] = _as_float32(
+            raw["next_observations"], path, "next_observations", 2
+        )
+    for key, arr in arrays.items():
+        if len(arr) != m:
+            raise DatasetError(path, key, f"has {len(arr)} rows, observations has {m}")
+    if has_next and arrays["next_observations"].shape != obs.shape:
+        raise DatasetError(
+            path, "next_observations", f"shape {arrays['next_observations'].shape} != {obs.shape}"
+        )
+    if m == 0:
+        raise DatasetError(path, "observations", "has no rows")
+    if not has_next:
+        next_obs, keep = successors(obs, arrays["terminals"], arrays["timeouts"])
+        arrays["next_observations"] = next_obs
+        arrays = {key: arr[keep] for key, arr in arrays.items()}
+        meta["dropped_rows"] = int(m - keep.sum())
+
+    file_env = special.get("env_id", b"")
+    file_env = file_env.decode() if isinstance(file_env, bytes) else str(file_env)
+    name = d4rl_env_name(path.stem) or d4rl_env_name(file_env)
+    if env_id is None:
+        env_id = file_env
+        if not env_id and name is not None:
+            gym_id, obs_dim = D4RL_GYM_IDS[name]
+            env_id = gym_id if obs.shape[1] == obs_dim else ""
+    ref_min, ref_max = special.get("ref_min_score"), special.get("ref_max_score")
+    if (ref_min is None or ref_max is None) and name is not None:
+        ref_min, ref_max = D4RL_REF_SCORES[name]
+        meta["ref_scores_from"] = "D4RL d4rl/infos.py"
+    return Dataset(
+        **arrays,
+        env_id=env_id,
+        ref_min_score=None if ref_min is None else float(ref_min),
+        ref_max_score=None if ref_max is None else float(ref_max),
+        metadata=meta,
+        source=str(path),
+    )
+
+
+def json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (np.ndarray, set, tuple)):
+        return list(value.tolist() if isinstance(value, np.ndarray) else value)
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"metadata value {value!r} is not JSON")
+
+
+def umask_mode(base: int) -> int:
+    """`base` (0o666 files, 0o777 dirs) less the process umask: mkstemp/mkdtemp create private
+    (0600/0700) entries, which a dataset renamed into a shared cache must not keep."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return base & ~mask
+
+
+def write_hdf5(dataset: Dataset, path: str | Path) -> Path:
+    """Write the D4RL layout (with next_observations; flags as bool) atomically: a temp file
+    beside `path`, then a rename, so a killed writer never leaves a half file under its name.
+    Root attributes: env_id, ref_min_score, ref_max_score (when known), metadata_json."""
+    path = Path(path)
+    h5py = _h5py(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        with h5py.File(tmp, "w") as f:
+            for key in ("observations", "actions", "rewards", "next_observations"):
+                f.create_dataset(key, data=getattr(dataset, key))
+            for key in ("terminals", "timeouts"):
+                f.create_dataset(key, data=getattr(dataset, key))
+            f.attrs["env_id"] = dataset.env_id
+            for key in ("ref_min_score", "ref_max_score"):
+                if getattr(dataset, key) is not None:
+                    f.attrs[key] = float(getattr(dataset, key))
+            f.attrs["metadata_json"] = json.dumps(dataset.metadata, default=json_default)
+        os.chmod(tmp, umask_mode(0o666))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
