@@ -1,4 +1,5 @@
-"""On-policy rollout storage: preallocated [T, N] arrays with zero-copy torch views."""
+"""On-policy rollout storage (preallocated [T, N] arrays with zero-copy torch views) and the
+offline dataset buffer (one transition table sampled in minibatches)."""
 
 from __future__ import annotations
 
@@ -84,3 +85,133 @@ class RolloutBuffer:
         for key, arr in extra.items():
             out[key] = torch.as_tensor(np.asarray(arr, np.float32)).reshape(T * N)
         return out
+
+
+class OfflineBuffer:
+    """A dataset's transitions held once as one float32 table [capacity, D], each row
+    [obs | action | next_obs | reward * reward_scale | terminal], sampled in minibatches with
+    its own seeded torch.Generator (one randint and one index_select per minibatch, no
+    per-sample Python).
+
+    dones are the terminals only: a time-limit end (timeout) bootstraps. With normalize_obs, obs
+    and next_obs are stored as (s - mean) / std with mean and std (+ eps) of the dataset's
+    observations, frozen (tinkoff-ai/CORL algorithms/offline/iql.py, eps 1e-3); `normalize`
+    applies them to new observations (evaluation, online steps). Rows past the dataset, up to
+    capacity, take online transitions (`add`, offline-to-online). state_dict holds the
+    statistics, the online rows, the generator's state and a fingerprint of the dataset, so a
+    resume samples the same minibatches and refuses a different dataset."""
+
+    def __init__(
+        self,
+        observations: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_observations: np.ndarray,
+        terminals: np.ndarray,
+        capacity: int | None = None,
+        normalize_obs: bool = False,
+        seed: int = 0,
+        obs_eps: float = 1e-3,
+        reward_scale: float = 1.0,
+    ) -> None:
+        m, self.obs_dim = observations.shape
+        self.act_dim = actions.shape[1]
+        self.reward_scale = reward_scale
+        self.dataset_size = self.size = m
+        self.capacity = m if capacity is None else capacity
+        if self.capacity < m:
+            raise ValueError(f"capacity {self.capacity} is below the dataset's {m} transitions")
+        obs = torch.as_tensor(observations, dtype=torch.float32)
+        if normalize_obs:
+            self.obs_mean = obs.mean(0)
+            self.obs_std = obs.std(0, correction=0) + obs_eps  # numpy's std, as CORL
+        else:
+            self.obs_mean = torch.zeros(self.obs_dim)
+            self.obs_std = torch.ones(self.obs_dim)
+        o, a = self.obs_dim, self.act_dim
+        self.width = 2 * o + a + 2
+        self.data = torch.zeros(self.capacity, self.width)
+        self._write(slice(0, m), observations, actions, rewards, next_observations, terminals)
+        self.fingerprint = self.data[:m].double().sum(0)
+        self.generator = torch.Generator().manual_seed(seed)
+        # column views of the table: obs | action (the Q input) | next_obs | reward | terminal
+        self._cols = {
+            "obs": slice(0, o),
+            "obs_actions": slice(0, o + a),
+            "actions": slice(o, o + a),
+            "next_obs": slice(o + a, 2 * o + a),
+            "rewards": 2 * o + a,
+            "dones": 2 * o + a + 1,
+        }
+
+    @classmethod
+    def from_dataset(cls, dataset, **kwargs) -> OfflineBuffer:
+        """From an envs.offline.Dataset (its terminals, not its timeouts, become dones)."""
+        return cls(
+            dataset.observations,
+            dataset.actions,
+            dataset.rewards,
+            dataset.next_observations,
+            dataset.terminals,
+            **kwargs,
+        )
+
+    def _write(self, rows, obs, actions, rewards, next_obs, terminals) -> None:
+        o, a = self.obs_dim, self.act_dim
+        block = self.data[rows]
+        block[:, :o] = self.normalize_t(torch.as_tensor(obs, dtype=torch.float32))
+        block[:, o : o + a] = torch.as_tensor(actions, dtype=torch.float32)
+        block[:, o + a : 2 * o + a] = self.normalize_t(
+            torch.as_tensor(next_obs, dtype=torch.float32)
+        )
+        block[:, 2 * o + a] = torch.as_tensor(rewards, dtype=torch.float32) * self.reward_scale
+        block[:, 2 * o + a + 1] = torch.as_tensor(terminals, dtype=torch.float32)
+
+    def normalize_t(self, obs: torch.Tensor) -> torch.Tensor:
+        """(obs - mean) / std with the frozen dataset statistics (torch)."""
+        return (obs - self.obs_mean) / self.obs_std
+
+    def normalize(self, obs: np.ndarray, update: bool = False) -> np.ndarray:
+        """normalize_t for numpy float32 observations; the statistics never update (the
+        ObsNormalizer call signature, for controlrl.evaluate)."""
+        return self.normalize_t(torch.from_numpy(np.asarray(obs, np.float32))).numpy()
+
+    def sample(self, batch_size: int) -> dict[str, torch.Tensor]:
+        """A minibatch of rows drawn uniformly with replacement from the filled part: views
+        obs [B, o], actions [B, a], obs_actions [B, o + a], next_obs, rewards [B], dones [B]."""
+        idx = torch.randint(self.size, (batch_size,), generator=self.generator)
+        rows = self.data.index_select(0, idx)
+        return {k: rows[:, c] for k, c in self._cols.items()}
+
+    def add(self, obs, action, reward: float, next_obs, terminal: bool) -> None:
+        """Append one online transition (raw observations and reward; normalised and scaled
+        here as the dataset's)."""
+        if self.size >= self.capacity:
+            raise RuntimeError(f"OfflineBuffer is full ({self.capacity} rows)")
+        row = slice(self.size, self.size + 1)
+        self._write(row, obs[None], np.asarray(action)[None], [reward], next_obs[None], [terminal])
+        self.size += 1
+
+    def state_dict(self) -> dict:
+        """What a resume needs beyond the dataset itself (tensors only)."""
+        return {
+            "obs_mean": self.obs_mean,
+            "obs_std": self.obs_std,
+            "fingerprint": self.fingerprint,
+            "online": self.data[self.dataset_size : self.size].clone(),
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore the online rows and the generator; refuse a different dataset."""
+        if not torch.equal(state["fingerprint"], self.fingerprint) or not (
+            torch.equal(state["obs_mean"], self.obs_mean)
+            and torch.equal(state["obs_std"], self.obs_std)
+        ):
+            raise ValueError("the dataset differs from the one this checkpoint was trained on")
+        online = state["online"]
+        if self.dataset_size + len(online) > self.capacity:
+            raise ValueError(f"{len(online)} online rows do not fit the capacity {self.capacity}")
+        self.data[self.dataset_size : self.dataset_size + len(online)] = online
+        self.size = self.dataset_size + len(online)
+        self.generator.set_state(state["generator"])

@@ -30,3 +30,12 @@ def surrogate_stats(ratio: torch.Tensor, log_ratio: torch.Tensor, eps: float) ->
             "approx_kl": approx_kl(ratio, log_ratio),
             "clip_frac": ((ratio - 1).abs() > eps).float().mean(),
         }
+
+
+def expectile_loss(u: torch.Tensor, tau: float) -> torch.Tensor:
+    """mean(|tau - 1(u < 0)| * u^2): asymmetric squared error whose minimiser over m of
+    loss(x - m) is the tau-expectile of x (tau 0.5: half the MSE, minimised by the mean). IQL's
+    value loss with u = Q(s, a) - V(s) (Kostrikov et al. 2021, eq. 5; ikostrikov/
+    implicit_q_learning critic.py, tinkoff-ai/CORL algorithms/offline/iql.py)."""
+    weight = (tau - (u < 0).to(u.dtype)).abs()  # in u's dtype (a where() of floats is float32)
+    return (weight * u.square()).mean()

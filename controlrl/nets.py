@@ -1,4 +1,5 @@
-"""Networks: orthogonal-init MLPs, Gaussian and categorical policies, value nets."""
+"""Networks: orthogonal-init MLPs, Gaussian and categorical policies, value nets, IQL's twin Q
+and tanh-mean Gaussian actor."""
 
 from __future__ import annotations
 
@@ -154,9 +155,15 @@ class CategoricalPolicy(nn.Module):
 class ValueNet(nn.Module):
     """State-value MLP V(s) -> [B]."""
 
-    def __init__(self, obs_dim: int, hidden: tuple[int, ...] = (64, 64)) -> None:
+    def __init__(
+        self,
+        obs_dim: int,
+        hidden: tuple[int, ...] = (64, 64),
+        activation: type[nn.Module] = nn.Tanh,
+        out_gain: float = 1.0,
+    ) -> None:
         super().__init__()
-        self.net = mlp([obs_dim, *hidden, 1], out_gain=1.0)
+        self.net = mlp([obs_dim, *hidden, 1], activation, out_gain=out_gain)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Values [B]."""
@@ -197,3 +204,90 @@ def make_policy(
     if hasattr(action_space, "n"):
         return CategoricalPolicy(obs_dim, int(action_space.n), hidden, act)
     return GaussianPolicy(obs_dim, int(math.prod(action_space.shape)), hidden, act, log_std_init)
+
+
+class TwinQ(nn.Module):
+    """Two Q(s, a) MLPs run as one batched network: forward(obs, actions) -> [2, B].
+
+    Layer l holds both heads' weights as weight_l [2, in, out] and bias_l [2, 1, out], so a
+    forward is one batched matmul per layer and the parameters are a few tensors (one Polyak
+    lerp, one fused Adam). Each head is initialised as mlp() would (orthogonal, gain sqrt(2),
+    last layer out_gain, zero bias) from its own draws."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden: tuple[int, ...] = (256, 256),
+        activation: type[nn.Module] = nn.ReLU,
+        out_gain: float = math.sqrt(2.0),
+    ) -> None:
+        super().__init__()
+        heads = [mlp([obs_dim + act_dim, *hidden, 1], activation, out_gain) for _ in range(2)]
+        linears = [[m for m in head if isinstance(m, nn.Linear)] for head in heads]
+        self.weights = nn.ParameterList(
+            nn.Parameter(torch.stack([lin[i].weight.detach().T for lin in linears]).contiguous())
+            for i in range(len(linears[0]))
+        )
+        self.biases = nn.ParameterList(
+            nn.Parameter(torch.stack([lin[i].bias.detach()[None] for lin in linears]))
+            for i in range(len(linears[0]))
+        )
+        # in place on each layer's fresh output: autograd keeps the activation's result, which
+        # is all the backward of ReLU and tanh needs (baddbmm's backward needs no output)
+        self.act_ = {nn.ReLU: torch.relu_, nn.Tanh: torch.tanh_}[activation]
+
+    def forward(self, obs: torch.Tensor, actions: torch.Tensor | None = None) -> torch.Tensor:
+        """Q1 and Q2 [2, B] of (obs, actions); actions None: obs already holds [s, a] rows."""
+        x = obs if actions is None else torch.cat([obs, actions], -1)
+        x = x.unsqueeze(0).expand(2, *x.shape)  # [2, B, in], no copy
+        params = self._modules
+        weights, biases = params["weights"]._parameters, params["biases"]._parameters
+        last = len(weights) - 1
+        for i in range(last + 1):
+            x = torch.baddbmm(biases[str(i)], x, weights[str(i)])
+            if i < last:
+                x = self.act_(x)
+        return x.squeeze(-1)
+
+
+class TanhGaussianActor(nn.Module):
+    """IQL's actor: N(max_action * tanh(mlp(s)), exp(log_std)^2), log_std a state-independent
+    parameter (init 0) clamped to [log_std_min, log_std_max]; the mean is tanh-bounded but the
+    distribution is not tanh-squashed, so log pi(a|s) of dataset actions needs no Jacobian
+    (ikostrikov/implicit_q_learning policy.py with state_dependent_std=False,
+    tanh_squash_distribution=False, log_std_min=-5 as learner.py; CORL's GaussianPolicy)."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden: tuple[int, ...] = (256, 256),
+        max_action: float | torch.Tensor = 1.0,
+        log_std_min: float = -5.0,
+        log_std_max: float = 2.0,
+        activation: type[nn.Module] = nn.ReLU,
+        out_gain: float = math.sqrt(2.0),
+    ) -> None:
+        super().__init__()
+        self.net = mlp([obs_dim, *hidden, act_dim], activation, out_gain)
+        self.log_std = nn.Parameter(torch.zeros(act_dim))
+        self.register_buffer("max_action", torch.as_tensor(max_action, dtype=torch.float32))
+        self.log_std_min, self.log_std_max = log_std_min, log_std_max
+
+    def mode(self, obs: torch.Tensor) -> torch.Tensor:
+        """The mean action [B, act_dim] (deterministic evaluation)."""
+        return torch.tanh(self.net(obs)) * self.max_action
+
+    def log_prob(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """log pi(a|s) [B] of the unsquashed Gaussian, written out (no torch.distributions)."""
+        mean = self.mode(obs)
+        log_std = self.log_std.clamp(self.log_std_min, self.log_std_max)
+        z = (actions - mean) * torch.exp(-log_std)
+        return (-0.5 * z.square()).sum(-1) - log_std.sum() - 0.5 * LOG_2PI * mean.shape[-1]
+
+    def sample(self, obs: torch.Tensor) -> torch.Tensor:
+        """mean + std * noise [B, act_dim] (exploration in online fine-tuning; unclipped)."""
+        mean = self.mode(obs)
+        std = self.log_std.clamp(self.log_std_min, self.log_std_max).exp()
+        return mean + std * torch.randn_like(mean)

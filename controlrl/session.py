@@ -142,13 +142,14 @@ class Session:
         iteration: int,
         metrics: dict,
         timing: dict | None = None,
-        evaluate: Callable[[], float] | None = None,
+        evaluate: Callable[[], float | dict] | None = None,
     ) -> None:
-        """Log one row at self.step (plus eval/return when an evaluation is due), then write a
+        """Log one row at self.step (plus eval/return, or the eval/* metrics of a dict that
+        evaluate returns, when an evaluation is due), then write a
         checkpoint when due (every checkpoint_every iterations and after the last)."""
         metrics = {**metrics, "eval/return": float("nan")}  # a fixed column, NaN between evals
         if self.eval_due() and evaluate is not None:
-            metrics["eval/return"] = evaluate()
+            metrics.update(eval_metrics(evaluate()))
             self.next_eval += self.args.eval_every
         self.logger.log(self.step, metrics, timing)
         if iteration % self.args.checkpoint_every == 0 or iteration == self.num_iterations:
@@ -168,11 +169,14 @@ class Session:
         }
         checkpoint.save(self.checkpoint_path(self.run_dir), state)
 
-    def finish(self, evaluate: Callable[[], float]) -> float:
-        """Final evaluation into final_eval.json; close the logger."""
-        final = evaluate()
+    def finish(self, evaluate: Callable[[], float | dict]) -> float:
+        """Final evaluation into final_eval.json (eval_return_mean, plus eval_<name> for each
+        further eval/<name> the evaluation returned); close the logger; returns the mean return."""
+        results = eval_metrics(evaluate())
+        final = results["eval/return"]
+        extra = {f"eval_{k[5:]}": v for k, v in results.items() if k != "eval/return"}
         (self.run_dir / "final_eval.json").write_text(
-            json.dumps({"step": self.step, "eval_return_mean": final}) + "\n"
+            json.dumps({"step": self.step, "eval_return_mean": final, **extra}) + "\n"
         )
         self.write(
             f"final evaluation ({self.args.eval_episodes} episodes, normaliser frozen): "
@@ -199,6 +203,13 @@ class Timer:
     def timing(self, steps: int) -> dict[str, float]:
         """{'time/sps': steps per second since the start, then each lap}."""
         return {"time/sps": steps / max(self.t - self.t0, 1e-9), **self.laps}
+
+
+def eval_metrics(result: float | dict) -> dict:
+    """An evaluation's result as metrics: a float is eval/return; a dict (eval/return plus
+    others, e.g. eval/normalized_score, whose columns the caller's metrics hold as NaN from the
+    first row on) is taken as it is."""
+    return dict(result) if isinstance(result, dict) else {"eval/return": result}
 
 
 def all_finite(values) -> bool:
