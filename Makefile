@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 FULL ?=
 export MUJOCO_GL ?= egl
 
-.PHONY: setup demo test test-slow lint bench figures mutation clean
+.PHONY: setup demo test test-slow lint bench bench-iql figures mutation clean
 
 setup: $(STAMP)
 
@@ -41,6 +41,20 @@ test-slow: setup
 bench: setup
 	$(BIN)/python paper_figures/bench_ppo.py --out paper_figures/out/bench_ppo.csv --envs-list 1,8 --iterations 3 --repeats 3 \
 	  --algos ppo,spo,bpo
+
+# IQL updates/s, ours vs d3rlpy 2.8.1 (paper_figures/bench_iql.py). d3rlpy pins gymnasium 1.0.0,
+# so it gets its own venv outside git (D3RLPY_VENV, about 1.4 GB), built once from the pinned
+# paper_figures/peers/d3rlpy-requirements.txt: torch alone first (the CPU wheel), then the rest.
+D3RLPY_VENV ?= $(HOME)/.cache/controlrl/venvs/d3rlpy
+D3RLPY_REQ := paper_figures/peers/d3rlpy-requirements.txt
+bench-iql: setup
+	if [ ! $(D3RLPY_VENV)/.installed -nt $(D3RLPY_REQ) ]; then \
+	  test -x $(D3RLPY_VENV)/bin/python || $(PY) -m venv $(D3RLPY_VENV) || exit 1; \
+	  $(D3RLPY_VENV)/bin/pip install -q -c $(D3RLPY_REQ) torch==2.13.0 || exit 1; \
+	  $(D3RLPY_VENV)/bin/pip install -q -r $(D3RLPY_REQ) || exit 1; \
+	  touch $(D3RLPY_VENV)/.installed; fi
+	OMP_NUM_THREADS=1 $(BIN)/python paper_figures/bench_iql.py --out paper_figures/out/bench_iql.csv \
+	  --d3rlpy-python $(D3RLPY_VENV)/bin/python --updates 5000 --warmup 1000 --repeats 3
 
 # test strength: mutmut mutates the formula modules in a copy (mutants/), runs the fast tests
 # named in pyproject.toml's [tool.mutmut] on each mutant, then prints killed/total per module

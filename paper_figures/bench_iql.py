@@ -1,0 +1,393 @@
+"""Gradient updates/s of our IQL against d3rlpy's, side by side on one D4RL-layout file, and with
+--eval the normalised score of both over seeds.
+
+    python paper_figures/bench_iql.py --out paper_figures/out/bench_iql.csv --updates 5000 \\
+        --warmup 1000 --repeats 3                      # speed, a HalfCheetah-sized dataset
+    python paper_figures/bench_iql.py --dataset hopper-medium-v5-s0 --eval --seeds 1,2,3 \\
+        --updates 1000000 --out paper_figures/out/bench_iql_eval.csv    # score, 3 seeds
+
+Contenders (each in its own fresh process via controlrl.bench, order rotated in every repeat):
+
+- ours:   algos/iql.py's main(Args(...)) in the worker's process (IQL, Kostrikov et al. 2022);
+          its run directory's timing.csv gives time/update_s per iteration of --log-every
+          gradient steps (sampling, the step, statistics; start-up, dataset loading, logging,
+          checkpoints and the final evaluation excluded).
+- d3rlpy: paper_figures/peers/d3rlpy_iql.py run with the python of d3rlpy's own venv (d3rlpy
+          2.8.1 pins gymnasium 1.0.0; `make bench-iql` builds it from
+          paper_figures/peers/d3rlpy-requirements.txt): d3rlpy's own training loop, timed per
+          update by its callback (see that file for what it cannot match).
+
+Both get the settings of tinkoff-ai/CORL algorithms/offline/iql.py, written once in the peer
+file's SETTINGS: 256-256 ReLU nets, batch 256, Adam 3e-4 everywhere, expectile 0.7, beta 3,
+exp-advantage weights clipped at 100, gamma 0.99, Polyak 0.005, actor lr cosine-annealed to 0
+over --updates, observations standardised and rewards scaled by 1000 / (max - min trajectory
+return); the same number of updates, 1 torch thread (--threads), device cpu. The first --warmup
+updates of every process are left out of the timing. Ratios are formed per repeat and reported
+as median (min-max): speed ours/d3rlpy (> 1: ours faster).
+
+Without --dataset, a HalfCheetah-sized file of random data (obs 17, act 6, 1M rows in episodes
+of 1000 steps, all ending in a timeout; speed does not depend on the numbers) is written once
+to runs/bench_iql/ and used. With --eval, repeat k trains seed --seeds[k] and both evaluate
+--eval-episodes deterministic episodes at the end; the returns become D4RL normalised scores
+with the dataset's reference scores (envs.offline.load), when it has them.
+
+Our side assumes algos/iql.py's Args fields dataset, env_id, total_timesteps (gradient steps),
+log_every, eval_every (0: final evaluation only), batch_size, hidden_sizes, actor_lr,
+critic_lr, value_lr, tau (expectile), beta, gamma, polyak, anneal_actor_lr, normalize_obs,
+normalize_reward, its constant EXP_ADV_MAX, main(args) returning the final mean return, and
+timing.csv's time/update_s column (one row per --log-every steps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from controlrl import bench
+
+ROOT = Path(__file__).resolve().parents[1]
+PEER = ROOT / "paper_figures" / "peers" / "d3rlpy_iql.py"
+CONTENDERS = ("ours", "d3rlpy")
+D3RLPY_VENV = Path("~/.cache/controlrl/venvs/d3rlpy").expanduser()
+SYNTHETIC = dict(rows=1_000_000, obs_dim=17, act_dim=6, episode=1000)  # HalfCheetah's sizes
+FIELDS = [  # CSV columns; controlrl.bench's 'command' comes last
+    *"contender repeat slot seed dataset env_id updates warmup threads".split(),
+    *"timed_updates update_s updates_per_s transitions d3rlpy_sample_ms d3rlpy_update_ms".split(),
+    *"eval_episodes eval_return normalized_score process_s status".split(),
+]
+
+
+def peer_settings() -> dict:
+    """SETTINGS of paper_figures/peers/d3rlpy_iql.py (a plain dict: reading it needs no d3rlpy)."""
+    spec = importlib.util.spec_from_file_location("d3rlpy_iql", PEER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return dict(module.SETTINGS)
+
+
+def ours_kwargs(settings: dict) -> dict:
+    """The peer's SETTINGS under algos/iql.py's Args names (max_weight: iql.EXP_ADV_MAX)."""
+    s = settings
+    return dict(
+        hidden_sizes=tuple(s["hidden_sizes"]),
+        batch_size=s["batch_size"],
+        actor_lr=s["actor_lr"],
+        critic_lr=s["critic_lr"],
+        value_lr=s["critic_lr"],  # d3rlpy trains Q and V with one optimiser at critic_lr
+        tau=s["expectile"],
+        beta=s["beta"],
+        gamma=s["gamma"],
+        polyak=s["polyak"],
+        anneal_actor_lr=s["cosine_actor_lr"],
+        normalize_obs=s["normalize_obs"],
+        normalize_reward=s["reward_scale"] == 1000.0,  # ours scales by 1000 / return range
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# workers: each runs in its own process (controlrl.bench)
+
+
+def work(contender: str, **cfg) -> dict:
+    """Train one contender for cfg['updates'] updates; its timing (and evaluation)."""
+    return {"ours": _ours, "d3rlpy": _d3rlpy}[contender](cfg)
+
+
+def _ours(cfg: dict) -> dict:
+    import torch
+
+    from algos import iql
+
+    settings = peer_settings()
+    if iql.EXP_ADV_MAX != settings["max_weight"]:
+        raise ValueError(f"algos/iql.py clips weights at {iql.EXP_ADV_MAX}, d3rlpy's run at 100")
+    torch.set_num_threads(cfg["threads"])
+    with tempfile.TemporaryDirectory(prefix="bench_iql_ours_") as tmp:
+        run_dir = Path(tmp) / "run"
+        args = iql.Args(
+            dataset=cfg["dataset"],
+            env_id=cfg["env_id"],
+            seed=cfg["seed"],
+            total_timesteps=cfg["updates"],
+            log_every=cfg["log_every"],
+            eval_every=0,
+            eval_episodes=max(cfg["eval_episodes"], 1),  # the session evaluates once at the end
+            checkpoint_every=10**9,
+            run_dir=str(run_dir),
+            tensorboard=False,
+            progress=False,
+            torch_threads=cfg["threads"],
+            **ours_kwargs(settings),
+        )
+        args.validate()
+        final_return = iql.main(args)
+        with (run_dir / "timing.csv").open() as f:
+            update_s = [float(r["time/update_s"]) for r in csv.DictReader(f)]
+    if len(update_s) * cfg["log_every"] != cfg["updates"]:
+        raise ValueError(f"timing.csv has {len(update_s)} rows, expected updates / log_every")
+    timed = update_s[cfg["warmup"] // cfg["log_every"] :]
+    out = {"timed_updates": len(timed) * cfg["log_every"], "update_s": sum(timed)}
+    out["updates_per_s"] = out["timed_updates"] / out["update_s"]
+    if cfg["eval_episodes"]:
+        out["eval_return"] = float(final_return)
+    return out
+
+
+def _d3rlpy(cfg: dict) -> dict:
+    out_path = Path.cwd() / "d3rlpy_result.json"  # the bench's scratch directory of this run
+    argv = [cfg["d3rlpy_python"], str(PEER), "--dataset", cfg["dataset"], "--out", str(out_path)]
+    argv += ["--updates", str(cfg["updates"]), "--warmup", str(cfg["warmup"])]
+    argv += ["--seed", str(cfg["seed"]), "--threads", str(cfg["threads"])]
+    if cfg["eval_episodes"]:
+        argv += ["--eval-episodes", str(cfg["eval_episodes"]), "--env-id", cfg["env_id"]]
+    env = {**os.environ, "OMP_NUM_THREADS": str(cfg["threads"])}
+    env.pop("PYTHONPATH", None)  # nothing of this project's venv leaks into d3rlpy's
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+    sys.stdout.write(proc.stdout[-2000:] + proc.stderr[-2000:])
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}")
+    return json.loads(out_path.read_text())
+
+
+# --------------------------------------------------------------------------------------------
+# the dataset, what is compared, rows and summary
+
+
+def write_synthetic(path: Path, rows: int, obs_dim: int, act_dim: int, episode: int) -> Path:
+    """A D4RL-layout file of random data (seeded) with env_id HalfCheetah-v5: episodes of
+    `episode` rows, each ending in a timeout, s' the next row inside an episode."""
+    import h5py
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    episodes = -(-rows // episode)
+    obs = rng.standard_normal((episodes, episode + 1, obs_dim), dtype=np.float32)
+    timeouts = np.zeros((episodes, episode), dtype=bool)
+    timeouts[:, -1] = True
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with h5py.File(tmp, "w") as f:
+        f["observations"] = obs[:, :-1].reshape(-1, obs_dim)[:rows]
+        f["next_observations"] = obs[:, 1:].reshape(-1, obs_dim)[:rows]
+        f["actions"] = rng.uniform(-1, 1, (rows, act_dim)).astype(np.float32)
+        f["rewards"] = rng.standard_normal(rows, dtype=np.float32)
+        f["terminals"] = np.zeros(rows, dtype=bool)
+        f["timeouts"] = timeouts.reshape(-1)[:rows]
+        f.attrs["env_id"] = "HalfCheetah-v5"
+    tmp.replace(path)  # a killed write leaves no half file under the real name
+    return path
+
+
+def contenders(args: argparse.Namespace, repeat: int) -> list[bench.Contender]:
+    """The contenders asked for, with this repeat's seed."""
+    cfg = {k: getattr(args, k) for k in ("updates", "warmup", "log_every", "threads", "env_id")}
+    cfg |= dict(dataset=str(args.dataset), d3rlpy_python=str(args.d3rlpy_python))
+    cfg |= dict(seed=args.seeds[repeat], eval_episodes=args.eval_episodes if args.eval else 0)
+    worker = f"{Path(__file__).resolve()}:work"
+    env = {"OMP_NUM_THREADS": str(args.threads)}
+    return [
+        bench.Contender(c, worker, {"contender": c, **cfg}, args.timeout, env)
+        for c in args.contenders
+    ]
+
+
+def row(run: bench.Run, score=None) -> dict:
+    """One CSV row; score maps a return to a normalised score (None: not known)."""
+    cfg = run.contender.config
+    out = {k: cfg[k] for k in ("contender", "seed", "updates", "warmup", "threads", "env_id")}
+    out |= dict(repeat=run.repeat, slot=run.slot, dataset=cfg["dataset"])
+    out |= dict(eval_episodes=cfg["eval_episodes"], process_s=run.wall_s, status=run.status)
+    if run.ok:
+        out |= {k: v for k, v in run.result.items() if k in FIELDS}
+        if score is not None and "eval_return" in out:
+            out["normalized_score"] = score(out["eval_return"])
+    return {k: out.get(k, "") for k in FIELDS}
+
+
+def summarize(rows: list[dict]) -> str:
+    """Markdown table: updates/s per contender, the paired ratio ours/d3rlpy, scores if any."""
+    ok = [r for r in rows if r["status"] == "ok"]
+
+    def col(name: str, key: str) -> list[float]:
+        return [r[key] for r in ok if r["contender"] == name and r[key] != ""]
+
+    by = {(r["contender"], r["repeat"]): r for r in ok}
+    paired = sorted(k for c, k in by if c == "ours" and ("d3rlpy", k) in by)
+    ratios = [by["ours", k]["updates_per_s"] / by["d3rlpy", k]["updates_per_s"] for k in paired]
+    lines = [
+        "| contender | updates/s | process s | eval return | normalised score |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name in dict.fromkeys(r["contender"] for r in rows):
+        cells = [
+            bench.median_range(col(name, "updates_per_s"), ",.1f"),
+            bench.median_range(col(name, "process_s"), ".0f"),
+            _mean_sd(col(name, "eval_return")),
+            _mean_sd(col(name, "normalized_score")),
+        ]
+        lines.append(f"| {name} | {' | '.join(cells)} |")
+    lines.append(f"\nspeed ours/d3rlpy (paired per repeat): {bench.median_range(ratios)}")
+    if col("ours", "eval_return") and col("d3rlpy", "eval_return"):
+        what = "normalised score" if col("ours", "normalized_score") else "eval return"
+        per_seed = ", ".join(
+            f"seed {by['ours', k]['seed']}: {_score(by['ours', k])} vs {_score(by['d3rlpy', k])}"
+            for k in paired
+        )
+        lines.append(f"{what} ours vs d3rlpy per seed: {per_seed}")
+    for r in rows:
+        if r["status"] != "ok":
+            lines.append(f"FAILED {r['contender']} repeat {r['repeat']}: {r['status']}")
+    return "\n".join(lines)
+
+
+def _score(r: dict) -> str:
+    value = r["normalized_score"] if r["normalized_score"] != "" else r["eval_return"]
+    return "n/a" if value == "" else f"{value:.1f}"
+
+
+def _mean_sd(values: list[float]) -> str:
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    return f"{statistics.mean(values):.1f} +- {statistics.stdev(values):.1f} (n={len(values)})"
+
+
+def scorer(dataset: Path):
+    """Return -> D4RL normalised score with the dataset's reference scores, or None."""
+    try:
+        from envs.offline import load
+    except ImportError:  # the loader is not there: raw returns only
+        return None
+    data = load(dataset)
+    if data.ref_min_score is None or data.ref_max_score is None:
+        return None
+    return lambda ret: float(data.normalized_score(ret))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--out", default="paper_figures/out/bench_iql.csv", help="CSV to write")
+    p.add_argument("--dataset", help="D4RL-layout HDF5 file (default: a synthetic HalfCheetah one)")
+    p.add_argument("--env-id", help="Gymnasium id to evaluate in (default: the file's env_id)")
+    p.add_argument("--updates", type=int, help="gradient updates per process (5000; 40 --toy)")
+    p.add_argument("--warmup", type=int, help="leading updates not timed (1000; 20 --toy)")
+    p.add_argument("--log-every", type=int, help="ours: updates per timing row (1000; 10 --toy)")
+    p.add_argument("--repeats", type=int, help="repeats (3; 1 --toy); with --eval: len(--seeds)")
+    p.add_argument("--seeds", help="comma-separated seeds, one per repeat (default 1,2,3,...)")
+    p.add_argument("--eval", action="store_true", help="evaluate both at the end of each run")
+    p.add_argument("--eval-episodes", type=int, default=10, help="episodes with --eval (CORL 10)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads of both")
+    p.add_argument("--contenders", default="ours,d3rlpy", help="subset of ours,d3rlpy")
+    p.add_argument(
+        "--d3rlpy-python",
+        default=os.environ.get("D3RLPY_PYTHON", str(D3RLPY_VENV / "bin" / "python")),
+        help="python of d3rlpy's venv (make bench-iql builds it; env D3RLPY_PYTHON)",
+    )
+    p.add_argument("--timeout", type=float, default=7200.0, help="seconds per contender process")
+    p.add_argument("--toy", action="store_true", help="tiny run for tests")
+    args = p.parse_args(argv)
+    default = dict(updates=40, warmup=20, log_every=10, repeats=1) if args.toy else {}
+    default = dict(updates=5000, warmup=1000, log_every=1000, repeats=3) | default
+    for name, value in default.items():
+        setattr(args, name, value if getattr(args, name) is None else getattr(args, name))
+    if args.seeds:
+        try:
+            args.seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+        except ValueError:
+            p.error(f"--seeds must be comma-separated integers, got {args.seeds!r}")
+        args.repeats = len(args.seeds)
+    else:
+        args.seeds = list(range(1, args.repeats + 1))
+    args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
+    bad = set(args.contenders) - set(CONTENDERS)
+    if bad or not args.contenders:
+        p.error(f"--contenders must be a subset of {','.join(CONTENDERS)}, got {bad or 'none'}")
+    for name in ("updates", "log_every", "repeats", "threads", "eval_episodes"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if any(s < 0 for s in args.seeds):
+        p.error(f"--seeds must be >= 0, got {args.seeds}")
+    if not 0 <= args.warmup < args.updates:
+        p.error(f"--warmup must be in [0, --updates {args.updates}), got {args.warmup}")
+    for name in ("updates", "warmup"):  # ours times whole iterations of --log-every updates
+        if getattr(args, name) % args.log_every:
+            p.error(f"--log-every {args.log_every} must divide --{name} {getattr(args, name)}")
+    if "d3rlpy" in args.contenders and not Path(args.d3rlpy_python).is_file():
+        p.error(
+            f"--d3rlpy-python {args.d3rlpy_python} does not exist: `make bench-iql` builds "
+            "d3rlpy's venv, or leave d3rlpy out: --contenders ours"
+        )
+    if args.dataset is not None and not Path(args.dataset).is_file():
+        p.error(f"--dataset {args.dataset}: no such file (a D4RL-layout HDF5 file)")
+    return args
+
+
+def dataset_and_env(args: argparse.Namespace) -> None:
+    """Fill args.dataset (the synthetic file, written once) and args.env_id (the file's)."""
+    if args.dataset is None:
+        s = SYNTHETIC
+        name = f"synthetic_{s['obs_dim']}x{s['act_dim']}x{s['rows']}.hdf5"
+        args.dataset = ROOT / "runs" / "bench_iql" / name
+        if not args.dataset.exists():
+            print(f"writing {args.dataset} (random data, HalfCheetah's sizes)", flush=True)
+            write_synthetic(args.dataset, **s)
+    args.dataset = Path(args.dataset).resolve()
+    if args.env_id is None:
+        import h5py
+
+        with h5py.File(args.dataset, "r") as f:
+            env_id = f.attrs.get("env_id")
+        if not env_id:
+            sys.exit(f"{args.dataset} has no env_id attribute: pass --env-id")
+        args.env_id = env_id.decode() if isinstance(env_id, bytes) else str(env_id)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    args = parse_args(argv)
+    dataset_and_env(args)
+    command = bench.command_line("paper_figures/bench_iql.py", argv)
+    score = scorer(args.dataset) if args.eval else None
+    rows: list[dict] = []
+    t_start = time.perf_counter()
+
+    def report(run: bench.Run) -> None:
+        rows.append(row(run, score))
+        bench.write_csv(args.out, rows, command)  # kept if killed
+        r = rows[-1]
+        what = run.status
+        if run.ok:
+            what = f"{r['updates_per_s']:8.1f} updates/s over {r['timed_updates']} updates"
+            if r["eval_return"] != "":
+                what += f", eval return {r['eval_return']:.1f}"
+        clock = f"[{time.perf_counter() - t_start:6.0f} s]"
+        print(f"{clock} repeat {run.repeat} seed {r['seed']} {run.name:7s} {what}", flush=True)
+        if not run.ok:
+            print(run.log[-2000:], flush=True)
+
+    for repeat in range(args.repeats):
+        bench.run_repeat(contenders(args, repeat), repeat, on_run=report)
+    print(
+        f"\nIQL gradient updates/s, {args.dataset.name} ({args.env_id}), batch 256, 256-256 "
+        f"nets, {args.updates} updates per process ({args.warmup} not timed), threads "
+        f"{args.threads}, {args.repeats} repeats; median (min-max) over repeats; ratios paired "
+        "per repeat.\n"
+    )
+    print(summarize(rows))
+    print(f"\ncommand: {command}\nCSV: {args.out}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
