@@ -122,6 +122,9 @@ class CommonArgs:
     killed before its first checkpoint starts again from step 0"""
     checkpoint_every: int = 10
     """iterations between checkpoints (one is always written at the end)"""
+    keep_checkpoints: bool = False
+    """keep every checkpoint as checkpoints/step_<step>.pt beside latest.pt (the policies along
+    training, e.g. behaviour policies for envs.offline's dataset generator)"""
     eval_every: int = 100_000
     """env steps between deterministic evaluations (0: only at the end)"""
     eval_episodes: int = 10

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import shutil
 import sys
 import time
@@ -167,7 +168,15 @@ class Session:
             "rng": rng_state(),
             **{name: obj.state_dict() for name, obj in self.stateful.items()},
         }
-        checkpoint.save(self.checkpoint_path(self.run_dir), state)
+        path = self.checkpoint_path(self.run_dir)
+        checkpoint.save(path, state)
+        if self.args.keep_checkpoints:  # latest.pt is renamed over, never rewritten: a link
+            kept = path.with_name(f"step_{self.step:09d}.pt")
+            kept.unlink(missing_ok=True)
+            try:
+                os.link(path, kept)
+            except OSError:  # a filesystem without hard links
+                shutil.copyfile(path, kept)
 
     def finish(self, evaluate: Callable[[], float | dict]) -> float:
         """Final evaluation into final_eval.json (eval_return_mean, plus eval_<name> for each

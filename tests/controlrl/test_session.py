@@ -261,3 +261,27 @@ def test_session_cadences_without_any_env(tmp_path):
     assert saved == [2, 4, 5]
     assert checkpoint.load(Session.checkpoint_path(tmp_path / "s"))["counter"]["n"] == 5
     assert '"eval_return_mean": 9.0' in (tmp_path / "s" / "final_eval.json").read_text()
+
+
+def test_keep_checkpoints_keeps_one_file_per_checkpoint(tmp_path):
+    """--keep-checkpoints: every checkpoint also stays as step_<step>.pt (not racing anyone
+    who reads them later, e.g. the dataset generator); without it only latest.pt exists."""
+    for keep in (True, False):
+        run_dir = tmp_path / f"keep{keep}"
+        args = ToyArgs(run_dir=str(run_dir), total_timesteps=500, checkpoint_every=2)
+        args.keep_checkpoints = keep
+        session = Session(args, steps_per_iteration=100)  # 5 iterations: saved after 2, 4, 5
+        counter = Counter()
+        for iteration in session.start(counter=counter):
+            counter.n += 1
+            session.step += 100
+            session.end_iteration(iteration, {"x": 1.0})
+        session.finish(lambda: 0.0)
+        kept = sorted(p.name for p in (run_dir / "checkpoints").glob("step_*.pt"))
+        if not keep:
+            assert kept == []
+            continue
+        assert kept == ["step_000000200.pt", "step_000000400.pt", "step_000000500.pt"]
+        for name, n in zip(kept, (2, 4, 5)):
+            state = checkpoint.load(run_dir / "checkpoints" / name)
+            assert state["counter"]["n"] == n and state["step"] == 100 * n
