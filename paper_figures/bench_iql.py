@@ -23,7 +23,9 @@ exp-advantage weights clipped at 100, gamma 0.99, Polyak 0.005, actor lr cosine-
 over --updates, observations standardised and rewards scaled by 1000 / (max - min trajectory
 return); the same number of updates, 1 torch thread (--threads), device cpu. The first --warmup
 updates of every process are left out of the timing. Ratios are formed per repeat and reported
-as median (min-max): speed ours/d3rlpy (> 1: ours faster).
+as median (min-max): speed ours/d3rlpy (> 1: ours faster), by wall clock and by the process's
+CPU time over the same updates (on a shared, busy CPU the wall clock mostly measures the other
+load; with one torch thread the CPU time does not).
 
 Without --dataset, a HalfCheetah-sized file of random data (obs 17, act 6, 1M rows in episodes
 of 1000 steps, all ending in a timeout; speed does not depend on the numbers) is written once
@@ -61,7 +63,8 @@ D3RLPY_VENV = Path("~/.cache/controlrl/venvs/d3rlpy").expanduser()
 SYNTHETIC = dict(rows=1_000_000, obs_dim=17, act_dim=6, episode=1000)  # HalfCheetah's sizes
 FIELDS = [  # CSV columns; controlrl.bench's 'command' comes last
     *"contender repeat slot seed dataset env_id updates warmup threads".split(),
-    *"timed_updates update_s updates_per_s transitions d3rlpy_sample_ms d3rlpy_update_ms".split(),
+    *"timed_updates update_s updates_per_s cpu_s updates_per_cpu_s transitions".split(),
+    *"d3rlpy_sample_ms d3rlpy_update_ms".split(),
     *"eval_episodes eval_return normalized_score process_s status".split(),
 ]
 
@@ -111,6 +114,7 @@ def _ours(cfg: dict) -> dict:
     if iql.EXP_ADV_MAX != settings["max_weight"]:
         raise ValueError(f"algos/iql.py clips weights at {iql.EXP_ADV_MAX}, d3rlpy's run at 100")
     torch.set_num_threads(cfg["threads"])
+    iql.Timer = _cpu_timer(iql.Timer)  # this process only: timing.csv gains CPU seconds too
     with tempfile.TemporaryDirectory(prefix="bench_iql_ours_") as tmp:
         run_dir = Path(tmp) / "run"
         args = iql.Args(
@@ -131,15 +135,36 @@ def _ours(cfg: dict) -> dict:
         args.validate()
         final_return = iql.main(args)
         with (run_dir / "timing.csv").open() as f:
-            update_s = [float(r["time/update_s"]) for r in csv.DictReader(f)]
-    if len(update_s) * cfg["log_every"] != cfg["updates"]:
-        raise ValueError(f"timing.csv has {len(update_s)} rows, expected updates / log_every")
-    timed = update_s[cfg["warmup"] // cfg["log_every"] :]
-    out = {"timed_updates": len(timed) * cfg["log_every"], "update_s": sum(timed)}
-    out["updates_per_s"] = out["timed_updates"] / out["update_s"]
+            rows = list(csv.DictReader(f))
+    if len(rows) * cfg["log_every"] != cfg["updates"]:
+        raise ValueError(f"timing.csv has {len(rows)} rows, expected updates / log_every")
+    timed = rows[cfg["warmup"] // cfg["log_every"] :]
+    n = len(timed) * cfg["log_every"]
+    out = {"timed_updates": n, "update_s": sum(float(r["time/update_s"]) for r in timed)}
+    out["updates_per_s"] = n / out["update_s"]
+    if "time/update_s_cpu" in rows[0]:
+        out["cpu_s"] = sum(float(r["time/update_s_cpu"]) for r in timed)
+        out["updates_per_cpu_s"] = n / out["cpu_s"]
     if cfg["eval_episodes"]:
         out["eval_return"] = float(final_return)
     return out
+
+
+def _cpu_timer(timer_cls):
+    """algos/iql.py's Timer that also records each lap's process CPU seconds (<lap>_cpu)."""
+
+    class CpuTimer(timer_cls):
+        def __init__(self) -> None:
+            super().__init__()
+            self.cpu = time.process_time()
+
+        def lap(self, name: str) -> None:
+            super().lap(name)
+            now = time.process_time()
+            self.laps[f"time/{name}_cpu"] = now - self.cpu
+            self.cpu = now
+
+    return CpuTimer
 
 
 def _d3rlpy(cfg: dict) -> dict:
@@ -223,19 +248,26 @@ def summarize(rows: list[dict]) -> str:
     by = {(r["contender"], r["repeat"]): r for r in ok}
     paired = sorted(k for c, k in by if c == "ours" and ("d3rlpy", k) in by)
     ratios = [by["ours", k]["updates_per_s"] / by["d3rlpy", k]["updates_per_s"] for k in paired]
+    cpu_ratios = [
+        by["ours", k]["updates_per_cpu_s"] / by["d3rlpy", k]["updates_per_cpu_s"]
+        for k in paired
+        if by["ours", k]["updates_per_cpu_s"] != "" and by["d3rlpy", k]["updates_per_cpu_s"] != ""
+    ]
     lines = [
-        "| contender | updates/s | process s | eval return | normalised score |",
-        "| --- | --- | --- | --- | --- |",
+        "| contender | updates/s | updates/CPU s | process s | eval return | normalised score |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for name in dict.fromkeys(r["contender"] for r in rows):
         cells = [
             bench.median_range(col(name, "updates_per_s"), ",.1f"),
+            bench.median_range(col(name, "updates_per_cpu_s"), ",.1f"),
             bench.median_range(col(name, "process_s"), ".0f"),
             _mean_sd(col(name, "eval_return")),
             _mean_sd(col(name, "normalized_score")),
         ]
         lines.append(f"| {name} | {' | '.join(cells)} |")
     lines.append(f"\nspeed ours/d3rlpy (paired per repeat): {bench.median_range(ratios)}")
+    lines.append(f"speed ours/d3rlpy by CPU time: {bench.median_range(cpu_ratios)}")
     if col("ours", "eval_return") and col("d3rlpy", "eval_return"):
         what = "normalised score" if col("ours", "normalized_score") else "eval return"
         per_seed = ", ".join(

@@ -31,8 +31,9 @@ What d3rlpy does its own way (no config field changes it):
 Timing: d3rlpy's own training loop (fitter: sample_transition_batch + update + its metric
 bookkeeping), timed by its per-step callback; the first --warmup updates, start-up, dataset
 building, scaler fitting and evaluation are excluded. Output: one JSON object (stdout, and
---out): updates, timed_updates, update_s, updates_per_s, transitions, and with --eval-episodes
-the episode returns and their mean.
+--out): updates, timed_updates, update_s, updates_per_s, the same over process CPU time (cpu_s,
+updates_per_cpu_s: what a shared, busy CPU distorts least), transitions, and with
+--eval-episodes the episode returns and their mean.
 """
 
 from __future__ import annotations
@@ -186,9 +187,11 @@ def main(argv: list[str] | None = None) -> dict:
     dataset_s = time.perf_counter() - t0
     iql = make_iql(args.updates)
     stamps: list[float] = []  # perf_counter after each update
+    cpu_stamps: list[float] = []  # process CPU time after each update (robust to a busy CPU)
 
     def after_update(algo, epoch: int, step: int) -> None:
         stamps.append(time.perf_counter())
+        cpu_stamps.append(time.process_time())
 
     fit = iql.fitter(
         dataset,
@@ -218,6 +221,8 @@ def main(argv: list[str] | None = None) -> dict:
         "timed_updates": timed,
         "update_s": update_s,
         "updates_per_s": timed / update_s,
+        "cpu_s": cpu_stamps[-1] - cpu_stamps[first],
+        "updates_per_cpu_s": timed / (cpu_stamps[-1] - cpu_stamps[first]),
         # d3rlpy's own split of a step (means over all updates, warm-up included)
         "d3rlpy_sample_ms": 1000 * metrics.get("time_sample_batch", float("nan")),
         "d3rlpy_update_ms": 1000 * metrics.get("time_algorithm_update", float("nan")),

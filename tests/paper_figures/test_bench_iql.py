@@ -73,6 +73,8 @@ def test_d3rlpy_contender_times_updates_and_evaluates(tmp_path):
     update_s = float(row["update_s"])
     assert 0 < update_s < float(row["process_s"])
     assert float(row["updates_per_s"]) == pytest.approx(20 / update_s)
+    assert float(row["cpu_s"]) > 0  # process CPU seconds over the same timed updates
+    assert float(row["updates_per_cpu_s"]) == pytest.approx(20 / float(row["cpu_s"]))
     assert np.isfinite(float(row["eval_return"])) and row["eval_episodes"] == "1"
     assert row["command"].startswith("python paper_figures/bench_iql.py --toy")
     table = proc.stdout[proc.stdout.index("| contender |") :]
@@ -99,6 +101,9 @@ def test_ours_contender_reads_its_timing_csv(tmp_path):
     update_s = float(row["update_s"])
     assert 0 < update_s < float(row["process_s"])
     assert float(row["updates_per_s"]) == pytest.approx(20 / update_s)
+    # CPU seconds of the same timed iterations: one thread, so never above their wall clock
+    cpu_s = float(row["cpu_s"])
+    assert 0 < cpu_s <= update_s * 1.05 and float(row["updates_per_cpu_s"]) == 20 / cpu_s
     assert np.isfinite(float(row["eval_return"]))
 
 
@@ -149,7 +154,8 @@ def _fake_rows(rates: dict[tuple[str, int], float]) -> list[dict]:
         rows.append(
             {k: "" for k in bench_iql.FIELDS}
             | dict(contender=name, repeat=repeat, seed=repeat + 1, status="ok")
-            | dict(updates_per_s=rate, process_s=10.0, eval_return=100.0 * rate)
+            | dict(updates_per_s=rate, updates_per_cpu_s=2 * rate, process_s=10.0)
+            | dict(eval_return=100.0 * rate)
         )
     return rows
 
@@ -161,10 +167,12 @@ def test_summary_pairs_ratios_within_a_repeat():
     rows += _fake_rows({("d3rlpy", 1): 200.0, ("d3rlpy", 2): 50.0, ("ours", 3): 350.0})
     rows.append(rows[0] | dict(repeat=2, status="exit 1", updates_per_s=""))
     rows.append(rows[1] | dict(repeat=3, status="timeout after 9 s", updates_per_s=""))
+    rows[2]["updates_per_cpu_s"] = 1600.0  # ours, repeat 1: by CPU time 1600 / 400 = 4
     text = bench_iql.summarize(rows)
     assert "speed ours/d3rlpy (paired per repeat): 2.50 (2.00-3.00)" in text
-    assert "| ours | 350.0 (300.0-400.0) | 10 (10-10) |" in text  # repeats 0, 1, 3
-    assert "| d3rlpy | 100.0 (50.0-200.0) | 10 (10-10) |" in text
+    assert "speed ours/d3rlpy by CPU time: 3.50 (3.00-4.00)" in text
+    assert "| ours | 350.0 (300.0-400.0) | 700.0 (600.0-1,600.0) | 10 (10-10) |" in text
+    assert "| d3rlpy | 100.0 (50.0-200.0) | 200.0 (100.0-400.0) | 10 (10-10) |" in text
     assert "eval return ours vs d3rlpy per seed: seed 1: 30000.0 vs 10000.0" in text
     assert "FAILED ours repeat 2: exit 1" in text
     assert "FAILED d3rlpy repeat 3: timeout after 9 s" in text
