@@ -85,6 +85,7 @@ ifdef FULL
 	$(BIN)/python paper_figures/brax_ppo_race.py
 	$(BIN)/python paper_figures/ppo_vs_sb3.py --train --workers 2 \
 	  --sides controlrl,SB3,"controlrl vf_coef=1"
+	$(BIN)/python paper_figures/iql_tau.py --train
 else
 	$(BIN)/python paper_figures/retrace_contraction.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/regret.py --toy --out $(TOY_OUT)
@@ -111,6 +112,8 @@ else
 	$(BIN)/python paper_figures/brax_ppo_race.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/ppo_vs_sb3.py --train --seeds 2 --total-timesteps 4096 \
 	  --sweeps-root $(TOY_OUT)/sweeps/ppo_vs_sb3 --out $(TOY_OUT) -- --eval-episodes 1
+	$(BIN)/python paper_figures/iql_tau.py --toy --train --sweep-dir $(TOY_OUT)/sweeps/iql_tau \
+	  --out $(TOY_OUT)
 endif
 
 clean:

@@ -1,0 +1,294 @@
+"""IQL's expectile tau (Kostrikov et al., ICLR 2022, Implicit Q-Learning) on generated D4RL-style
+datasets: D4RL-normalised score for tau in {0.5, 0.7, 0.9} against behaviour cloning (--bc),
+on the medium and medium-replay datasets, and the offline-to-online curve on one of them.
+
+    python paper_figures/iql_tau.py --train        # generates missing datasets, runs missing runs
+    python paper_figures/iql_tau.py                # plots the sweeps under --sweep-dir
+
+Datasets come from envs.offline's generator (PPO behaviour runs, D4RL's recipe; nothing is
+downloaded): <env>-<kind>-v<version>-s<data seed>, e.g. hopper-medium-v5-s0, as the HDF5 file
+in --data-dir; a missing one is generated with --train (the command is printed), else skipped.
+Every configuration (dataset x {bc, iql tau...}, and iql --online-tau with --online-steps on
+--online-kind) is one sweep of algos/iql.py under <sweep-dir>/<dataset>/<config>/, seeds 1..N.
+Counting is in gradient steps (algos/iql.py --total-timesteps): --steps offline, plus
+--online-steps (one env step each) for the offline-to-online run. Default budget: 100k gradient
+steps x 3 seeds per configuration (CORL / the paper: 1M), about 10-20 min of one core per run.
+
+Writes <out>/iql_tau.png, iql_tau.csv (one row per finished run: its final_eval.json's
+normalised score and return, the gradient steps it ran) and iql_tau_curves.csv (each run's
+eval/normalized_score along its steps: the plotted curves).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from controlrl import plots
+from controlrl.experiment import SweepConfig, run_sweep
+from envs.offline.store import DEFAULT_PPO_BUDGET, DEFAULT_STEPS, data_root, dataset_name
+
+ROOT = Path(__file__).resolve().parents[1]
+CSV_FIELDS = ("dataset", "kind", "method", "tau", "online_steps", "seed", "steps")
+CSV_FIELDS += ("final_normalized_score", "final_return")
+# --toy: a random-kind dataset of a few thousand rows and tiny nets, end to end in seconds
+TOY = {
+    "kinds": "random",
+    "online_kind": "random",
+    "taus": "0.5,0.9",
+    "seeds": 1,
+    "steps": 100,
+    "online_steps": 100,
+    "log_every": 50,
+    "eval_every": 50,
+    "eval_episodes": 1,
+    "dataset_steps": 2000,
+    "gen_args": "--score-episodes 2 --num-envs 2 --no-minari",
+    "workers": 2,
+}
+TOY_IQL = ["--hidden-sizes", "32", "32", "--batch-size", "32"]
+
+
+def configs(args) -> list[dict]:
+    """Every sweep: per dataset BC and IQL at each tau, plus the offline-to-online run."""
+    out = []
+    for kind in args.kinds.split(","):
+        name = dataset_id(args, kind)
+        out.append(dict(kind=kind, dataset=name, method="bc", tau="", online_steps=0))
+        for tau in args.taus.split(","):
+            out.append(dict(kind=kind, dataset=name, method="iql", tau=tau, online_steps=0))
+    if args.online_steps:
+        name = dataset_id(args, args.online_kind)
+        out.append(
+            dict(
+                kind=args.online_kind,
+                dataset=name,
+                method="iql",
+                tau=args.online_tau,
+                online_steps=args.online_steps,
+            )
+        )
+    for c in out:
+        c["label"] = "bc" if c["method"] == "bc" else f"iql_tau{c['tau']}"
+        if c["online_steps"]:
+            c["label"] += f"_online{c['online_steps']}"
+    return out
+
+
+def dataset_id(args, kind: str) -> str:
+    return dataset_name(args.env, kind, args.data_seed, args.dataset_steps, args.ppo_budget)
+
+
+def dataset_file(args, name: str) -> Path:
+    return args.data_dir / f"{name}.hdf5"
+
+
+def generate_command(args, kind: str) -> list[str]:
+    """The generator call that writes the dataset of `kind` into --data-dir."""
+    cmd = [sys.executable, "-m", "envs.offline", "generate", "--env", args.env, "--kind", kind]
+    cmd += ["--seed", str(args.data_seed), "--steps", str(args.dataset_steps)]
+    cmd += ["--ppo-budget", str(args.ppo_budget), "--out", str(args.data_dir), "--no-progress"]
+    return cmd + args.gen_args.split()
+
+
+def ensure_datasets(args, kinds: list[str]) -> None:
+    """Generate each missing dataset (a PPO behaviour run the first time: minutes to hours)."""
+    for kind in kinds:
+        if dataset_file(args, dataset_id(args, kind)).exists():
+            continue
+        cmd = generate_command(args, kind)
+        print("generating: " + " ".join(cmd[1:]).replace("-m envs", "python -m envs"), flush=True)
+        subprocess.run(cmd, cwd=ROOT, check=True)
+
+
+def sweep_config(args, c: dict) -> SweepConfig:
+    extra = ["--dataset", str(dataset_file(args, c["dataset"]))]
+    extra += ["--log-every", str(args.log_every), "--eval-every", str(args.eval_every)]
+    extra += ["--eval-episodes", str(args.eval_episodes)]
+    extra += ["--bc"] if c["method"] == "bc" else ["--tau", c["tau"]]
+    if c["online_steps"]:
+        extra += ["--online-steps", str(c["online_steps"])]
+    extra += (TOY_IQL if args.toy else []) + args.extra
+    total = args.steps + c["online_steps"]
+    return SweepConfig(["iql"], [args.env], args.seeds, total, extra)
+
+
+def sweep_dir(args, c: dict) -> Path:
+    return args.sweep_dir / c["dataset"] / c["label"]
+
+
+def report(label: str, result: dict) -> None:
+    print(f"[{result['status']}] {label} {result['run_id']}", flush=True)
+
+
+def train(args, cfgs: list[dict]) -> None:
+    ensure_datasets(args, sorted({c["kind"] for c in cfgs}))
+    for c in cfgs:
+        runs = run_sweep(
+            sweep_config(args, c),
+            sweep_dir(args, c),
+            workers=args.workers,
+            on_update=lambda r, label=c["label"]: report(label, r),
+        )
+        failed = [k for k, v in runs.items() if v["status"] == "failed"]
+        if failed:
+            print(f"warning: failed runs {failed}; see {sweep_dir(args, c)}/sweep.json")
+
+
+def collect(args, cfgs: list[dict]) -> list[dict]:
+    """Per finished run: its CSV row (from final_eval.json) and its eval curve."""
+    runs = []
+    for c in cfgs:
+        base = sweep_dir(args, c) / "runs" / "iql" / args.env
+        for done in sorted(base.glob("seed*/final_eval.json"), key=lambda p: p.parent.name):
+            final = json.loads(done.read_text())
+            row = {k: c[k] for k in ("dataset", "kind", "method", "tau", "online_steps")}
+            row.update(seed=int(done.parent.name.removeprefix("seed")), steps=int(final["step"]))
+            row["final_normalized_score"] = final.get("eval_normalized_score", float("nan"))
+            row["final_return"] = final["eval_return_mean"]
+            try:
+                curve = plots.read_metrics(done.parent, "eval/normalized_score")
+            except KeyError:  # a dataset without reference scores
+                curve = (np.array([]), np.array([]))
+            runs.append({"row": row, "curve": curve, "label": c["label"]})
+    return runs
+
+
+def write_csvs(out: Path, runs: list[dict]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "iql_tau.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(r["row"] for r in runs)
+    with (out / "iql_tau_curves.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["dataset", "method", "tau", "online_steps", "seed", "step", "score"])
+        for r in runs:
+            key = [r["row"][k] for k in ("dataset", "method", "tau", "online_steps", "seed")]
+            for step, value in zip(*r["curve"]):
+                writer.writerow([*key, int(step), f"{value:.6g}"])
+
+
+def summary(runs: list[dict]) -> list[tuple]:
+    """(dataset, label, mean, lo, hi, n) of the final normalised score, 95% bootstrap CI."""
+    groups: dict[tuple, list[float]] = {}
+    for r in runs:
+        groups.setdefault((r["row"]["dataset"], r["label"]), []).append(
+            r["row"]["final_normalized_score"]
+        )
+    rows = []
+    for (name, label), scores in groups.items():
+        mean, lo, hi = plots.bootstrap_ci(np.array(scores)[:, None])
+        rows.append((name, label, float(mean[0]), float(lo[0]), float(hi[0]), len(scores)))
+    return rows
+
+
+def plot(args, runs: list[dict], table: list[tuple]) -> None:
+    import matplotlib.pyplot as plt
+
+    offline = [t for t in table if "online" not in t[1]]
+    names = list(dict.fromkeys(t[0] for t in offline))
+    labels = list(dict.fromkeys(t[1] for t in offline))
+    online = [r for r in runs if r["row"]["online_steps"]]
+    with plt.rc_context(plots.STYLE):
+        fig, (ax_bar, ax_on) = plt.subplots(1, 2, figsize=(10, 3.8))
+        width = 0.8 / max(len(labels), 1)
+        for j, label in enumerate(labels):
+            for i, name in enumerate(names):
+                hit = [t for t in offline if t[:2] == (name, label)]
+                if not hit:
+                    continue
+                _, _, mean, lo, hi, n = hit[0]
+                x = i + (j - (len(labels) - 1) / 2) * width
+                ax_bar.bar(x, mean, width, color=f"C{j}", label=label if i == 0 else None)
+                ax_bar.errorbar(x, mean, yerr=[[mean - lo], [hi - mean]], color="k", capsize=2)
+                for r in runs:  # the seeds themselves
+                    if (r["row"]["dataset"], r["label"]) == (name, label):
+                        ax_bar.plot(x, r["row"]["final_normalized_score"], "k.", ms=3)
+        ax_bar.set_xticks(range(len(names)), names, fontsize=7)
+        ax_bar.set_ylabel("final D4RL-normalised score")
+        ax_bar.set_title(f"offline, {args.steps:,} gradient steps", fontsize=8)
+        ax_bar.legend(fontsize=7)
+        if online:
+            plots.plot_curves(ax_on, {online[0]["label"]: [r["curve"] for r in online]})
+            ax_on.axvline(args.steps, color="k", ls=":", lw=1, label="online phase starts")
+            ax_on.set_title(f"offline-to-online, {online[0]['row']['dataset']}", fontsize=8)
+            ax_on.legend(fontsize=7)
+        else:
+            ax_on.axis("off")
+        ax_on.set_xlabel("gradient steps")
+        ax_on.set_ylabel("D4RL-normalised score (eval)")
+        fig.suptitle(
+            f"IQL expectile tau vs BC on {args.env} datasets, mean and 95% bootstrap CI over "
+            f"seeds (dots: seeds)",
+            fontsize=9,
+        )
+        fig.tight_layout()
+        fig.savefig(args.out / "iql_tau.png", dpi=80)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--env", default="Hopper-v5")
+    p.add_argument("--kinds", default="medium,medium-replay", help="dataset kinds, comma-separated")
+    p.add_argument("--taus", default="0.5,0.7,0.9")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=100_000, help="offline gradient steps per run")
+    p.add_argument("--online-kind", default="medium-replay")
+    p.add_argument("--online-tau", default="0.7")
+    p.add_argument(
+        "--online-steps", type=int, default=100_000, help="online steps after --steps; 0: none"
+    )
+    p.add_argument("--log-every", type=int, default=1000)
+    p.add_argument("--eval-every", type=int, default=10_000)
+    p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument("--data-dir", type=Path, default=None, help="default: envs.offline's cache")
+    p.add_argument("--data-seed", type=int, default=0, help="the generator's --seed")
+    p.add_argument("--dataset-steps", type=int, default=DEFAULT_STEPS, help="generator --steps")
+    p.add_argument("--ppo-budget", type=int, default=DEFAULT_PPO_BUDGET)
+    p.add_argument(
+        "--gen-args", default="", help="further generator flags that keep the dataset's id"
+    )
+    p.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "iql_tau")
+    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--train", action="store_true", help="generate and run what is missing first")
+    p.add_argument("--workers", type=int, default=1, help="runs at once when training")
+    p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
+    p.add_argument("extra", nargs="*", help="flags passed to algos/iql.py (after --)")
+    args = p.parse_args(argv)
+    if args.toy:  # toy sizes replace the defaults, not what was given on the command line
+        given = {a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:])}
+        for key, value in TOY.items():
+            if "--" + key.replace("_", "-") not in given:
+                setattr(args, key, value)
+        args.data_dir = args.data_dir or args.sweep_dir / "data"
+    args.data_dir = args.data_dir or data_root()
+    cfgs = configs(args)
+    if args.train:
+        train(args, cfgs)
+    runs = collect(args, cfgs)
+    if not runs:
+        missing = [c for c in cfgs if not dataset_file(args, c["dataset"]).exists()]
+        for c in {c["kind"]: c for c in missing}.values():
+            print("missing dataset; generate it: " + " ".join(generate_command(args, c["kind"])))
+        raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
+    write_csvs(args.out, runs)
+    table = summary(runs)
+    plot(args, runs, table)
+    print("final D4RL-normalised score, mean [95% bootstrap CI] over seeds")
+    for name, label, mean, lo, hi, n in table:
+        print(f"  {name} {label}: {mean:.1f} [{lo:.1f}, {hi:.1f}] (n={n})")
+    print(
+        f"wrote {args.out / 'iql_tau.png'}, iql_tau.csv and iql_tau_curves.csv; command: "
+        f"python paper_figures/iql_tau.py {' '.join(argv if argv is not None else sys.argv[1:])}"
+    )
+
+
+if __name__ == "__main__":
+    main()
