@@ -1,6 +1,7 @@
 """The trust-region family and depth-sweep figures at toy size: train, plot, write the CSVs."""
 
 import csv
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -36,8 +37,10 @@ def test_family_keeps_committed_rows_and_curves(tmp_path):
     curves write_curves stored (NaN cells dropped), the others from their runs."""
     import numpy as np
 
-    sys.path.insert(0, str(ROOT / "paper_figures"))
-    import trust_region_family as fam
+    path = ROOT / "paper_figures" / "trust_region_family.py"  # a script, not in a package
+    spec = importlib.util.spec_from_file_location("trust_region_family", path)
+    fam = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fam)
 
     row = {"algo": "ppo", "env_id": "Hopper-v5", "seed": "3", "steps": 4096}
     row.update(final_train_return=12.5, kl_max=float("nan"))
