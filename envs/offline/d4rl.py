@@ -66,6 +66,17 @@ def _h5py(path: Path):
     return h5py
 
 
+def open_hdf5(path: Path):
+    """h5py.File(path, 'r'); DatasetError when h5py is missing or the file is not HDF5."""
+    h5py = _h5py(path)
+    try:
+        return h5py.File(path, "r")
+    except Exception as exc:
+        raise DatasetError(
+            path, None, f"not a readable HDF5 file (truncated or corrupt?): {first_line(exc)}"
+        ) from None
+
+
 def read_array(h5file, key: str, path: Path) -> np.ndarray:
     """The numeric or bool array at `key`; DatasetError for a missing key, a group, an object,
     string, compound or reference dtype (never read: h5py would hand back Python objects), or
@@ -170,13 +181,7 @@ def read_hdf5(path: str | Path, env_id: str | None = None) -> Dataset:
     if not path.is_file():
         raise DatasetError(path, None, "no such file")
     h5py = _h5py(path)
-    try:
-        h5file = h5py.File(path, "r")
-    except Exception as exc:
-        raise DatasetError(
-            path, None, f"not a readable HDF5 file (truncated or corrupt?): {first_line(exc)}"
-        ) from None
-    with h5file:
+    with open_hdf5(path) as h5file:
         raw = {key: read_array(h5file, key, path) for key in REQUIRED}
         has_next = "next_observations" in h5file
         if has_next:

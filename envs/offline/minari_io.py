@@ -23,6 +23,7 @@ from envs.offline.d4rl import (
     D4RL_REF_SCORES,
     d4rl_env_name,
     json_default,
+    open_hdf5,
     read_array,
     umask_mode,
 )
@@ -85,15 +86,7 @@ def _prescan(main: Path, episodes: int) -> None:
     """Open every episode's five arrays with the same checks as a D4RL file (dtype: numeric or
     bool only, nothing that h5py would hand back as Python objects) before minari reads them,
     so a bad file fails naming the key, e.g. [episode_3/rewards]."""
-    import h5py
-
-    try:
-        h5file = h5py.File(main, "r")
-    except Exception as exc:
-        raise DatasetError(
-            main, None, f"not a readable HDF5 file (truncated or corrupt?): {first_line(exc)}"
-        ) from None
-    with h5file:
+    with open_hdf5(main) as h5file:
         for i in range(episodes):
             for key in EPISODE_KEYS:
                 read_array(h5file, f"episode_{i}/{key}", main)
