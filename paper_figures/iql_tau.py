@@ -1,9 +1,12 @@
-"""IQL's expectile tau (Kostrikov et al., ICLR 2022, Implicit Q-Learning) on generated D4RL-style
+r"""IQL's expectile tau (Kostrikov et al., ICLR 2022, Implicit Q-Learning) on generated D4RL-style
 datasets: D4RL-normalised score for tau in {0.5, 0.7, 0.9} against behaviour cloning (--bc),
 on the medium and medium-replay datasets, and the offline-to-online curve on one of them.
 
     python paper_figures/iql_tau.py --train        # generates missing datasets, runs missing runs
     python paper_figures/iql_tau.py                # plots the sweeps under --sweep-dir
+    # IQL (tau 0.7) vs BC on three envs' datasets: the README's offline results table
+    python paper_figures/iql_tau.py --train --envs Hopper-v5,HalfCheetah-v5,Walker2d-v5 \
+        --kinds medium,medium-replay,medium-expert --taus 0.7 --online-steps 0 --name iql_vs_bc
 
 Datasets come from envs.offline's generator (PPO behaviour runs, D4RL's recipe; nothing is
 downloaded): <env>-<kind>-v<version>-s<data seed>, e.g. hopper-medium-v5-s0, as the HDF5 file
@@ -14,8 +17,9 @@ Counting is in gradient steps (algos/iql.py --total-timesteps): --steps offline,
 --online-steps (one env step each) for the offline-to-online run. Default budget: 100k gradient
 steps x 3 seeds per configuration (CORL / the paper: 1M), about 10-20 min of one core per run.
 
-Writes <out>/iql_tau.png, iql_tau.csv (one row per finished run: its final_eval.json's
-normalised score and return, the gradient steps it ran) and iql_tau_curves.csv (each run's
+--envs runs the same configurations on each env's datasets. Writes <out>/<name>.png (--name,
+default iql_tau), <name>.csv (one row per finished run: its final_eval.json's
+normalised score and return, the gradient steps it ran) and <name>_curves.csv (each run's
 eval/normalized_score along its steps: the plotted curves).
 """
 
@@ -35,7 +39,7 @@ from controlrl.experiment import SweepConfig, run_sweep
 from envs.offline.store import DEFAULT_PPO_BUDGET, DEFAULT_STEPS, data_root, dataset_name
 
 ROOT = Path(__file__).resolve().parents[1]
-CSV_FIELDS = ("dataset", "kind", "method", "tau", "online_steps", "seed", "steps")
+CSV_FIELDS = ("env", "dataset", "kind", "method", "tau", "online_steps", "seed", "steps")
 CSV_FIELDS += ("final_normalized_score", "final_return")
 # --toy: a random-kind dataset of a few thousand rows and tiny nets, end to end in seconds
 TOY = {
@@ -58,22 +62,16 @@ TOY_IQL = ["--hidden-sizes", "32", "32", "--batch-size", "32"]
 def configs(args) -> list[dict]:
     """Every sweep: per dataset BC and IQL at each tau, plus the offline-to-online run."""
     out = []
-    for kind in args.kinds.split(","):
-        name = dataset_id(args, kind)
-        out.append(dict(kind=kind, dataset=name, method="bc", tau="", online_steps=0))
-        for tau in args.taus.split(","):
-            out.append(dict(kind=kind, dataset=name, method="iql", tau=tau, online_steps=0))
-    if args.online_steps:
-        name = dataset_id(args, args.online_kind)
-        out.append(
-            dict(
-                kind=args.online_kind,
-                dataset=name,
-                method="iql",
-                tau=args.online_tau,
-                online_steps=args.online_steps,
-            )
-        )
+    for env in args.envs.split(","):
+        for kind in args.kinds.split(","):
+            name = dataset_id(args, env, kind)
+            base = dict(env=env, kind=kind, dataset=name, online_steps=0)
+            out.append(dict(base, method="bc", tau=""))
+            out += [dict(base, method="iql", tau=tau) for tau in args.taus.split(",")]
+        if args.online_steps:
+            name = dataset_id(args, env, args.online_kind)
+            base = dict(env=env, kind=args.online_kind, dataset=name, method="iql")
+            out.append(dict(base, tau=args.online_tau, online_steps=args.online_steps))
     for c in out:
         c["label"] = "bc" if c["method"] == "bc" else f"iql_tau{c['tau']}"
         if c["online_steps"]:
@@ -81,28 +79,28 @@ def configs(args) -> list[dict]:
     return out
 
 
-def dataset_id(args, kind: str) -> str:
-    return dataset_name(args.env, kind, args.data_seed, args.dataset_steps, args.ppo_budget)
+def dataset_id(args, env: str, kind: str) -> str:
+    return dataset_name(env, kind, args.data_seed, args.dataset_steps, args.ppo_budget)
 
 
 def dataset_file(args, name: str) -> Path:
     return args.data_dir / f"{name}.hdf5"
 
 
-def generate_command(args, kind: str) -> list[str]:
+def generate_command(args, env: str, kind: str) -> list[str]:
     """The generator call that writes the dataset of `kind` into --data-dir."""
-    cmd = [sys.executable, "-m", "envs.offline", "generate", "--env", args.env, "--kind", kind]
+    cmd = [sys.executable, "-m", "envs.offline", "generate", "--env", env, "--kind", kind]
     cmd += ["--seed", str(args.data_seed), "--steps", str(args.dataset_steps)]
     cmd += ["--ppo-budget", str(args.ppo_budget), "--out", str(args.data_dir), "--no-progress"]
     return cmd + args.gen_args.split()
 
 
-def ensure_datasets(args, kinds: list[str]) -> None:
+def ensure_datasets(args, pairs: list[tuple[str, str]]) -> None:
     """Generate each missing dataset (a PPO behaviour run the first time: minutes to hours)."""
-    for kind in kinds:
-        if dataset_file(args, dataset_id(args, kind)).exists():
+    for env, kind in pairs:
+        if dataset_file(args, dataset_id(args, env, kind)).exists():
             continue
-        cmd = generate_command(args, kind)
+        cmd = generate_command(args, env, kind)
         print("generating: " + " ".join(cmd[1:]).replace("-m envs", "python -m envs"), flush=True)
         subprocess.run(cmd, cwd=ROOT, check=True)
 
@@ -116,7 +114,7 @@ def sweep_config(args, c: dict) -> SweepConfig:
         extra += ["--online-steps", str(c["online_steps"])]
     extra += (TOY_IQL if args.toy else []) + args.extra
     total = args.steps + c["online_steps"]
-    return SweepConfig(["iql"], [args.env], args.seeds, total, extra)
+    return SweepConfig(["iql"], [c["env"]], args.seeds, total, extra)
 
 
 def sweep_dir(args, c: dict) -> Path:
@@ -128,7 +126,7 @@ def report(label: str, result: dict) -> None:
 
 
 def train(args, cfgs: list[dict]) -> None:
-    ensure_datasets(args, sorted({c["kind"] for c in cfgs}))
+    ensure_datasets(args, list(dict.fromkeys((c["env"], c["kind"]) for c in cfgs)))
     for c in cfgs:
         runs = run_sweep(
             sweep_config(args, c),
@@ -145,10 +143,10 @@ def collect(args, cfgs: list[dict]) -> list[dict]:
     """Per finished run: its CSV row (from final_eval.json) and its eval curve."""
     runs = []
     for c in cfgs:
-        base = sweep_dir(args, c) / "runs" / "iql" / args.env
+        base = sweep_dir(args, c) / "runs" / "iql" / c["env"]
         for done in sorted(base.glob("seed*/final_eval.json"), key=lambda p: p.parent.name):
             final = json.loads(done.read_text())
-            row = {k: c[k] for k in ("dataset", "kind", "method", "tau", "online_steps")}
+            row = {k: c[k] for k in ("env", "dataset", "kind", "method", "tau", "online_steps")}
             row.update(seed=int(done.parent.name.removeprefix("seed")), steps=int(final["step"]))
             row["final_normalized_score"] = final.get("eval_normalized_score", float("nan"))
             row["final_return"] = final["eval_return_mean"]
@@ -160,13 +158,13 @@ def collect(args, cfgs: list[dict]) -> list[dict]:
     return runs
 
 
-def write_csvs(out: Path, runs: list[dict]) -> None:
+def write_csvs(out: Path, name: str, runs: list[dict]) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    with (out / "iql_tau.csv").open("w", newline="") as f:
+    with (out / f"{name}.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         writer.writeheader()
         writer.writerows(r["row"] for r in runs)
-    with (out / "iql_tau_curves.csv").open("w", newline="") as f:
+    with (out / f"{name}_curves.csv").open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["dataset", "method", "tau", "online_steps", "seed", "step", "score"])
         for r in runs:
@@ -197,7 +195,10 @@ def plot(args, runs: list[dict], table: list[tuple]) -> None:
     labels = list(dict.fromkeys(t[1] for t in offline))
     online = [r for r in runs if r["row"]["online_steps"]]
     with plt.rc_context(plots.STYLE):
-        fig, (ax_bar, ax_on) = plt.subplots(1, 2, figsize=(10, 3.8))
+        if online:
+            fig, (ax_bar, ax_on) = plt.subplots(1, 2, figsize=(10, 3.8))
+        else:  # the bars alone, full width (several envs' datasets)
+            fig, ax_bar = plt.subplots(figsize=(10, 4.2))
         width = 0.8 / max(len(labels), 1)
         for j, label in enumerate(labels):
             for i, name in enumerate(names):
@@ -211,7 +212,7 @@ def plot(args, runs: list[dict], table: list[tuple]) -> None:
                 for r in runs:  # the seeds themselves
                     if (r["row"]["dataset"], r["label"]) == (name, label):
                         ax_bar.plot(x, r["row"]["final_normalized_score"], "k.", ms=3)
-        ax_bar.set_xticks(range(len(names)), names, fontsize=7)
+        ax_bar.set_xticks(range(len(names)), names, fontsize=7, rotation=0 if online else 15)
         ax_bar.set_ylabel("final D4RL-normalised score")
         ax_bar.set_title(f"offline, {args.steps:,} gradient steps", fontsize=8)
         ax_bar.legend(fontsize=7)
@@ -220,22 +221,21 @@ def plot(args, runs: list[dict], table: list[tuple]) -> None:
             ax_on.axvline(args.steps, color="k", ls=":", lw=1, label="online phase starts")
             ax_on.set_title(f"offline-to-online, {online[0]['row']['dataset']}", fontsize=8)
             ax_on.legend(fontsize=7)
-        else:
-            ax_on.axis("off")
-        ax_on.set_xlabel("gradient steps")
-        ax_on.set_ylabel("D4RL-normalised score (eval)")
+            ax_on.set_xlabel("gradient steps")
+            ax_on.set_ylabel("D4RL-normalised score (eval)")
         fig.suptitle(
-            f"IQL expectile tau vs BC on {args.env} datasets, mean and 95% bootstrap CI over "
+            f"IQL expectile tau vs BC on {args.envs.replace(',', ', ')} datasets, mean and 95% "
+            f"bootstrap CI over "
             f"seeds (dots: seeds)",
             fontsize=9,
         )
         fig.tight_layout()
-        fig.savefig(args.out / "iql_tau.png", dpi=80)
+        fig.savefig(args.out / f"{args.name}.png", dpi=80)
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--env", default="Hopper-v5")
+    p.add_argument("--envs", default="Hopper-v5", help="Gymnasium ids, comma-separated")
     p.add_argument("--kinds", default="medium,medium-replay", help="dataset kinds, comma-separated")
     p.add_argument("--taus", default="0.5,0.7,0.9")
     p.add_argument("--seeds", type=int, default=3)
@@ -257,6 +257,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "iql_tau")
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--name", default="iql_tau", help="stem of the PNG and CSVs in --out")
     p.add_argument("--train", action="store_true", help="generate and run what is missing first")
     p.add_argument("--workers", type=int, default=1, help="runs at once when training")
     p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
@@ -275,17 +276,18 @@ def main(argv: list[str] | None = None) -> None:
     runs = collect(args, cfgs)
     if not runs:
         missing = [c for c in cfgs if not dataset_file(args, c["dataset"]).exists()]
-        for c in {c["kind"]: c for c in missing}.values():
-            print("missing dataset; generate it: " + " ".join(generate_command(args, c["kind"])))
+        for c in {c["dataset"]: c for c in missing}.values():
+            cmd = generate_command(args, c["env"], c["kind"])
+            print("missing dataset; generate it: " + " ".join(cmd))
         raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
-    write_csvs(args.out, runs)
+    write_csvs(args.out, args.name, runs)
     table = summary(runs)
     plot(args, runs, table)
     print("final D4RL-normalised score, mean [95% bootstrap CI] over seeds")
     for name, label, mean, lo, hi, n in table:
         print(f"  {name} {label}: {mean:.1f} [{lo:.1f}, {hi:.1f}] (n={n})")
     print(
-        f"wrote {args.out / 'iql_tau.png'}, iql_tau.csv and iql_tau_curves.csv; command: "
+        f"wrote {args.out / args.name}.png, {args.name}.csv and {args.name}_curves.csv; command: "
         f"python paper_figures/iql_tau.py {' '.join(argv if argv is not None else sys.argv[1:])}"
     )
 
