@@ -362,7 +362,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             "d3rlpy's venv, or leave d3rlpy out: --contenders ours"
         )
     if args.dataset is not None and not Path(args.dataset).is_file():
-        p.error(f"--dataset {args.dataset}: no such file (a D4RL-layout HDF5 file)")
+        from envs.offline.store import data_root, hdf5_path
+
+        generated = hdf5_path(data_root(), str(args.dataset))  # a generated dataset's id
+        if not generated.is_file():
+            p.error(
+                f"--dataset {args.dataset}: no such file (a D4RL-layout HDF5 file) and no "
+                f"generated dataset {generated}"
+            )
+        args.dataset = generated
     return args
 
 

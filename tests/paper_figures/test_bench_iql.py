@@ -205,3 +205,15 @@ def test_synthetic_file_has_d4rl_layout(tmp_path):
         data["next_observations"][:-1][inside], data["observations"][1:][inside]
     )
     assert not np.allclose(data["next_observations"][9], data["observations"][10])
+
+
+def test_dataset_may_be_a_generated_id(tmp_path, monkeypatch):
+    """--dataset hopper-medium-v5-s0 (the docstring's score command) names the generated file in
+    $CONTROLRL_DATA; an id with no file there is refused with both places named."""
+    monkeypatch.setenv("CONTROLRL_DATA", str(tmp_path))
+    _tiny_file(tmp_path / "tiny-medium-v5-s0.hdf5")
+    args = bench_iql.parse_args(["--toy", "--contenders", "ours", "--dataset", "tiny-medium-v5-s0"])
+    assert args.dataset == tmp_path / "tiny-medium-v5-s0.hdf5"
+    with pytest.raises(SystemExit) as exc:
+        bench_iql.parse_args(["--toy", "--contenders", "ours", "--dataset", "other-v5-s0"])
+    assert exc.value.code == 2
