@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 
 import numpy as np
 import torch
@@ -17,7 +18,19 @@ def seed_everything(seed: int, torch_deterministic: bool = True) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-    torch.use_deterministic_algorithms(torch_deterministic, warn_only=True)
+    set_deterministic(torch_deterministic)
+
+
+def set_deterministic(mode: bool) -> None:
+    """torch.use_deterministic_algorithms(mode, warn_only=True) without its import of
+    torch._inductor (to set Inductor's flag, which only torch.compile reads): that import costs
+    ~1.5 s of every process start (seconds more on a loaded machine). When Inductor is already
+    loaded, or torch lacks the C setter, the public call does both."""
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is None or "torch._inductor" in sys.modules:
+        torch.use_deterministic_algorithms(mode, warn_only=True)
+    else:
+        setter(mode, warn_only=True)
 
 
 def reset_seed(seed: int, iteration: int) -> int:
