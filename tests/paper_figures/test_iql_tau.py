@@ -53,3 +53,47 @@ def test_iql_tau_toy(tmp_path):
         float(rows[-1]["final_normalized_score"]), rel=1e-5
     )
     assert (out / "iql_tau.png").stat().st_size > 5000
+
+
+def _iql_tau():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("iql_tau", ROOT / "paper_figures/iql_tau.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_several_envs_each_run_on_their_own_datasets(tmp_path):
+    """--envs: every env gets the configurations on its own datasets, its sweep runs in that
+    env, and a missing dataset is generated for the env it belongs to."""
+    import argparse
+
+    fig = _iql_tau()
+    args = argparse.Namespace(
+        envs="Hopper-v5,Walker2d-v5", kinds="medium,medium-replay", taus="0.7",
+        online_steps=10, online_kind="medium-replay", online_tau="0.7", data_seed=0,
+        dataset_steps=1_000_000, ppo_budget=1_000_000, data_dir=tmp_path, log_every=5,
+        eval_every=5, eval_episodes=1, toy=False, extra=[], steps=20, seeds=3,
+        gen_args="",
+    )  # fmt: skip
+    cfgs = fig.configs(args)
+    got = [(c["env"], c["dataset"], c["label"]) for c in cfgs]
+    assert got == [
+        ("Hopper-v5", "hopper-medium-v5-s0", "bc"),
+        ("Hopper-v5", "hopper-medium-v5-s0", "iql_tau0.7"),
+        ("Hopper-v5", "hopper-medium-replay-v5-s0", "bc"),
+        ("Hopper-v5", "hopper-medium-replay-v5-s0", "iql_tau0.7"),
+        ("Hopper-v5", "hopper-medium-replay-v5-s0", "iql_tau0.7_online10"),
+        ("Walker2d-v5", "walker2d-medium-v5-s0", "bc"),
+        ("Walker2d-v5", "walker2d-medium-v5-s0", "iql_tau0.7"),
+        ("Walker2d-v5", "walker2d-medium-replay-v5-s0", "bc"),
+        ("Walker2d-v5", "walker2d-medium-replay-v5-s0", "iql_tau0.7"),
+        ("Walker2d-v5", "walker2d-medium-replay-v5-s0", "iql_tau0.7_online10"),
+    ]
+    for c in cfgs:
+        sweep = fig.sweep_config(args, c)
+        assert sweep.envs == [c["env"]]
+        assert str(tmp_path / f"{c['dataset']}.hdf5") in sweep.extra
+    cmd = fig.generate_command(args, "Walker2d-v5", "medium")
+    assert cmd[cmd.index("--env") + 1] == "Walker2d-v5" and "medium" in cmd
