@@ -100,17 +100,23 @@ def test_each_observation_stored_once():
     # yet stays within twice the ends the buffer can hold
     capacity, E, steps = 64, 2, 200
     buf, env = filled(capacity=capacity, num_envs=E, steps=steps, p_end=0.9)
-    obs_floats = sum(
-        a.size
-        for a in vars(buf).values()
-        if isinstance(a, np.ndarray) and a.ndim >= 2 and a.shape[-1] == OBS_DIM
-    )
-    live_ends = buf.ends_added - buf.ends_dropped
-    assert live_ends == int(buf.ended.sum())
-    # obs [C, E, d] + newest next obs [E, d] + finals: at most twice the live episode ends
-    assert buf.obs.shape == (capacity, E, OBS_DIM)
+    # the arrays the buffer owns (everything else is a view of them): one table of
+    # [obs | action | log mu | r | terminated | ended] with one spare row, the end ids, and the
+    # final observations, at most twice the ends the buffer can hold
+    owned = {k: a for k, a in vars(buf).items() if isinstance(a, np.ndarray) and a.base is None}
+    width = OBS_DIM + ACT_DIM + 4
+    assert {k: a.shape for k, a in owned.items() if k != "finals"} == {
+        "table": (capacity + 1, E, width),
+        "final_id": (capacity + 1, E),
+        "_steps": (4,),
+    }
+    assert buf.ends_added - buf.ends_dropped == int(buf.ended[buf.pos + 1 :].sum()) + int(
+        buf.ended[: buf.pos].sum()
+    )  # live ends: those of the stored rows (all but the spare row pos)
+    assert owned["finals"].shape[1] == OBS_DIM
     assert 64 < len(buf.finals) <= 2 * capacity * E
-    assert obs_floats == (capacity * E + E + len(buf.finals)) * OBS_DIM
+    for view in (buf.obs, buf.actions, buf.rewards, buf.ended, buf._obs_flat, buf._table_flat):
+        assert np.shares_memory(view, buf.table)
     check_segments(buf.sample(300, torch.Generator().manual_seed(2)), env, capacity, steps)
 
 
