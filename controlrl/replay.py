@@ -67,6 +67,12 @@ class ReplayBuffer:
         next_obs = the observation after the step, for ended envs the TRUE final observation
         (envs' info['final_obs'], never the reset one). next_obs is stored only where needed (at
         episode ends, and for the newest step), not as a second full observation array."""
+        want = (self.num_envs, self.obs_dim)
+        if np.shape(obs) != want or np.shape(next_obs) != want:  # numpy would broadcast them
+            raise ValueError(
+                f"obs and next_obs must be [num_envs, obs_dim] = {list(want)}, got"
+                f" {list(np.shape(obs))} and {list(np.shape(next_obs))}"
+            )
         t, R = self.pos, self.capacity + 1
         spare = (t + 1) % R
         if self.size == self.capacity:  # the oldest step leaves: its episode ends with it

@@ -120,6 +120,21 @@ def test_each_observation_stored_once():
     check_segments(buf.sample(300, torch.Generator().manual_seed(2)), env, capacity, steps)
 
 
+def test_final_observations_survive_growth_after_wraps():
+    # few ends for a while (ids pass the table's 64 rows and the ring wraps), then an end at
+    # nearly every step: the table grows while the live ids are not aligned with its rows
+    capacity, E = 40, 2
+    buf, env = filled(capacity=capacity, num_envs=E, steps=200, p_end=0.3)
+    first_rows = len(buf.finals)
+    env.p_end = 0.95
+    while len(buf.finals) == first_rows and env.t < 200 + capacity:
+        buf.add(*env.step())
+    # just grown (sampled now, before the moved rows leave the ring)
+    assert len(buf.finals) > first_rows and buf.ends_dropped > 0
+    assert buf.ends_dropped % first_rows != 0  # misaligned: the rows had to move
+    check_segments(buf.sample(500, torch.Generator().manual_seed(5)), env, capacity, env.t)
+
+
 @pytest.mark.parametrize("steps", [7, 33])  # not yet full, and wrapped
 def test_starts_are_uniform_over_valid_starts(steps):
     capacity, E, K = 10, 2, 3
@@ -182,12 +197,18 @@ def test_bad_arguments_name_the_argument():
     ):
         args = {"capacity": 10, "num_envs": 2, "obs_dim": 3, "act_dim": 1, "segment_length": 4}
         args.update(kwargs)
-        with pytest.raises(ValueError, match=name):
+        with pytest.raises(ValueError, match=f"^{name} = "):  # the message starts with it
             ReplayBuffer(**args)
     ReplayBuffer(10, 2, 3, 1, 10)  # K = capacity is allowed
     buf, _ = filled(capacity=10, K=4, steps=3)
     assert not buf.can_sample()
     with pytest.raises(ValueError, match="segment_length"):
         buf.sample(1, torch.Generator())
-    buf.add(*FakeVecEnv(3).step())
+    step = FakeVecEnv(3).step()
+    for i in (0, 6):  # one env's observation would broadcast to all three envs
+        bad = list(step)
+        bad[i] = bad[i][0]
+        with pytest.raises(ValueError, match=r"obs and next_obs must be \[num_envs, obs_dim\]"):
+            buf.add(*bad)
+    buf.add(*step)
     assert buf.can_sample()
