@@ -176,6 +176,8 @@ def test_state_dict_round_trip_exact():
         for key, value in vars(buf).items():
             if isinstance(value, np.ndarray):
                 np.testing.assert_array_equal(getattr(other, key), value, err_msg=key)
+            elif isinstance(value, int):  # pos, size, episode-end counters, dims
+                assert getattr(other, key) == value, key
         a = buf.sample(64, torch.Generator().manual_seed(4))
         b = other.sample(64, torch.Generator().manual_seed(4))
         for key in a:
