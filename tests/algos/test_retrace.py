@@ -146,6 +146,30 @@ def test_target_reads_the_stored_behaviour_log_probs():
     assert torch.equal(g1[:, -1], g0[:, -1])
 
 
+def test_terminal_steps_never_bootstrap_truncated_ones_do_and_segments_are_cut():
+    nets, args = small_nets()
+    batch = segments(nets)  # segment 0 terminates after step 1
+    batch["ended"][1, 2] = 1.0  # segment 1 is truncated after step 2 (terminated stays 0)
+    g0, _ = target_of(nets, batch, args)
+    assert g0[0, 1] == batch["rewards"][0, 1]  # terminal: r alone
+
+    def changed(**edits) -> torch.Tensor:
+        b = {k: v.clone() for k, v in batch.items()}
+        for key, (index, delta) in edits.items():
+            b[key][index] += delta
+        return target_of(nets, b, args)[0]
+
+    after_cut = changed(rewards=((slice(0, 2), 3), 5.0), obs=((slice(0, 2), 3), 1.0))
+    assert torch.equal(after_cut[0, :2], g0[0, :2])  # nothing after an end reaches back
+    assert torch.equal(after_cut[1, :3], g0[1, :3])
+    assert not torch.equal(after_cut[0, 3], g0[0, 3])
+    terminal_final = changed(next_obs=((0, 1), 1.0))
+    assert torch.equal(terminal_final, g0)  # a terminal step's next state is never read
+    truncated_final = changed(next_obs=((1, 2), 1.0))
+    assert truncated_final[1, 2] != g0[1, 2]  # a truncated one bootstraps from V(final obs)
+    assert torch.equal(truncated_final[2:], g0[2:])
+
+
 def test_trace_kinds_change_the_target_as_they_should():
     base, _ = small_nets()
     batch = segments(base)
