@@ -4,11 +4,20 @@ GAE(gamma, lambda) is from Schulman, Moritz, Levine, Jordan, Abbeel 2015, "High-
 Continuous Control Using Generalized Advantage Estimation"; a time-limit end bootstraps from V of
 the true final observation as in DLR-RM/stable-baselines3 stable_baselines3/common/buffers.py
 (vwxyzjn/cleanrl cleanrl/ppo_continuous_action.py treats it as terminal instead).
+
+Retrace(lambda) and its trace family (importance sampling, tree backup, Harutyunyan et al.'s
+Q^pi(lambda)) are from Munos, Stepleton, Harutyunyan, Bellemare 2016, "Safe and Efficient
+Off-Policy Reinforcement Learning", eq. (3); the backward recursion and its off-by-one (c of the
+first step unused, the window bootstraps from V^pi, not Q) follow google-deepmind/rlax
+rlax/_src/multistep.py general_off_policy_returns_from_q_and_v.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import torch
+
+TRACE_KINDS = ("retrace", "is", "tree_backup", "q_lambda")
 
 
 def gae(
@@ -91,3 +100,59 @@ def discounted_returns(
         acc = rewards[t] + gamma * tail
         out[t] = acc
     return out
+
+
+def trace_coefficients(
+    logp_pi: torch.Tensor, logp_mu: torch.Tensor, lam: float, kind: str = "retrace"
+) -> torch.Tensor:
+    """Trace coefficients c of the taken actions, shaped as logp_pi: lam min(1, pi/mu)
+    (retrace), lam pi/mu (is), lam pi (tree_backup), lam (q_lambda: uncorrected).
+
+    logp_pi, logp_mu: log pi(a|x) of the target policy and log mu(a|x) of the behaviour policy
+    at acting time. For continuous actions pi in tree_backup is a density, not a probability:
+    c = lam pi can exceed lam (and 1), so tree backup's contraction guarantee, which needs
+    c <= 1, holds only for discrete actions. Kinds as theory.retrace.TRACE_KINDS, less
+    "watkins" (it needs the greedy action, not log-probabilities)."""
+    if not 0.0 <= lam <= 1.0:
+        raise ValueError(f"lam = {lam} is outside [0, 1]")
+    if kind == "retrace":  # exp of a clamped log-ratio: min(1, pi/mu) without overflow
+        return lam * torch.exp(torch.clamp(logp_pi - logp_mu, max=0.0))
+    if kind == "is":
+        return lam * torch.exp(logp_pi - logp_mu)
+    if kind == "tree_backup":
+        return lam * torch.exp(logp_pi)
+    if kind == "q_lambda":
+        return torch.full_like(logp_pi, lam)
+    raise ValueError(f"kind = {kind!r}, expected one of {TRACE_KINDS}")
+
+
+def retrace_targets(
+    rewards: torch.Tensor,
+    discounts: torch.Tensor,
+    ended: torch.Tensor,
+    q_taken: torch.Tensor,
+    v_next: torch.Tensor,
+    c: torch.Tensor,
+) -> torch.Tensor:
+    """Retrace(lambda) targets G [N, K] of a batch of segments, all inputs [N, K].
+
+    rewards r_t; discounts d_t = gamma (1 - terminated_t); ended_t = the episode ended after
+    step t (terminated or truncated); q_taken = target Q(x_t, a_t); v_next = V^pi(x_{t+1}) (at a
+    truncated end: of the true final observation); c = trace coefficient of (x_t, a_t) (c[:, 0]
+    unused).
+        G_{K-1} = r_{K-1} + d_{K-1} v_next_{K-1}
+        G_t = r_t + d_t (v_next_t + (1 - ended_t) c_{t+1} (G_{t+1} - q_taken_{t+1}))
+    A terminal step bootstraps nothing (d = 0); a truncated one bootstraps from v_next and cuts
+    the trace, so nothing after an episode's end reaches the targets before it."""
+    K = rewards.shape[1]
+    G = torch.empty_like(rewards)
+    acc = rewards[:, K - 1] + discounts[:, K - 1] * v_next[:, K - 1]
+    G[:, K - 1] = acc
+    # the correction carried back from step t + 1, zero across an episode end
+    carry = (1.0 - ended[:, :-1]) * c[:, 1:]  # [N, K - 1]
+    for t in range(K - 2, -1, -1):
+        acc = rewards[:, t] + discounts[:, t] * (
+            v_next[:, t] + carry[:, t] * (acc - q_taken[:, t + 1])
+        )
+        G[:, t] = acc
+    return G
