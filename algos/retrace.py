@@ -26,8 +26,9 @@ Logs (config.json, metrics.csv, timing.csv, tb/, checkpoints/) one row per --log
 train/episode_return, episode_length, episodes, and over the row's gradient steps (NaN before
 --learning-starts): q_loss, actor_loss, alpha, entropy (-log pi of fresh actions), q_mean,
 target_mean (G), trace_mean (c of the sampled steps after each segment's first); eval/return.
-Checkpoints hold the nets, the optimisers, the replay buffer, the sampler's generator and the
-envs' simulator state, so --resume continues bit for bit (Gymnasium backend only, see EnvLoop).
+Checkpoints hold the nets, the optimisers, the replay buffer (every stored step: about 100 bytes
+a step at HalfCheetah's sizes, ~100 MB at 1M), the sampler's generator and the envs' simulator
+state, so --resume continues bit for bit (Gymnasium ids, sync vectorization: see EnvLoop).
 """
 
 from __future__ import annotations
@@ -175,6 +176,11 @@ class Args(CommonArgs):
             f"must be >= --log-every ({self.log_every}), got {self.total_timesteps}",
         )
         super().validate()
+        require(
+            self.vectorization == "sync",
+            "vectorization",
+            "must be sync for retrace (the envs' simulator state is checkpointed)",
+        )
         require(
             envs.split_id(self.env_id)[0] == "gym",
             "env_id",

@@ -332,6 +332,8 @@ def test_resume_continues_bit_for_bit(tmp_path, monkeypatch, env_id):
         (["--lam", "-0.1"], "--lam"),
         (["--lam", "1.5"], "--lam"),
         (["--trace", "watkins"], "--trace"),
+        (["--vectorization", "async"], "--vectorization"),
+        (["--env-id", "dmc:cheetah-run"], "--env-id"),
         (["--batch-size", "100"], "--batch-size"),  # not a multiple of the segment length 8
     ],
 )
@@ -362,3 +364,24 @@ def test_edge_values_are_accepted():
         ],
     )
     assert args.segment_length == 500 and args.lam == 0.0
+
+
+@pytest.mark.slow
+def test_learns_pendulum(tmp_path):
+    # the untrained policy's deterministic action (about 0) scores about -1200 here; SAC-style
+    # learners pass -600 within a few thousand steps
+    args = tiny_args(
+        tmp_path / "run",
+        env_id="Pendulum-v1",
+        hidden_sizes=(64, 64),
+        batch_size=128,
+        segment_length=8,
+        buffer_size=10_000,
+        total_timesteps=5000,
+        learning_starts=1000,
+        log_every=500,
+        eval_every=0,
+        eval_episodes=5,
+        checkpoint_every=100,
+    )
+    assert retrace.main(args) > -600
