@@ -44,7 +44,7 @@ SETTINGS = dict(hidden_sizes=[256, 256], batch_size=256, learning_rate=3e-4, gam
 SETTINGS |= dict(polyak=0.005, init_alpha=1.0, buffer_size=1_000_000, updates_per_step=1)
 FIELDS = [  # CSV columns; controlrl.bench's 'command' comes last
     *"contender repeat slot seed env_id learning_starts updates warmup threads".split(),
-    *"hidden batch_size segment_length timed_updates train_s updates_per_s".split(),
+    *"hidden params batch_size segment_length timed_updates train_s updates_per_s".split(),
     *"cpu_s updates_per_cpu_s process_s status".split(),
 ]
 
@@ -63,6 +63,7 @@ def work(contender: str, **cfg) -> dict:
 
 def _ours(cfg: dict) -> dict:
     from algos import retrace
+    from controlrl import checkpoint
 
     retrace.Timer = _cpu_timer(retrace.Timer)  # this process only: CPU seconds per lap too
     with tempfile.TemporaryDirectory(prefix="bench_retrace_ours_") as tmp:
@@ -87,12 +88,16 @@ def _ours(cfg: dict) -> dict:
         retrace.main(args)
         with (run_dir / "timing.csv").open() as f:
             rows = list(csv.DictReader(f))
+        state = checkpoint.load(run_dir / "checkpoints" / "latest.pt")
+    # the actor's and the twin critic's parameters (not the action box's scale and bias)
+    params = sum(v.numel() for k, v in state["policy"].items() if k not in ("scale", "bias"))
+    params += sum(v.numel() for v in state["q"].values())
     skip = (cfg["learning_starts"] + cfg["warmup"]) // cfg["log_every"]
     timed = rows[skip:]
     n = len(timed) * cfg["log_every"]
     wall = sum(float(r["time/train_s"]) for r in timed)
     cpu = sum(float(r["time/train_s_cpu"]) for r in timed)
-    return dict(timed_updates=n, train_s=wall, cpu_s=cpu)
+    return dict(timed_updates=n, train_s=wall, cpu_s=cpu, params=params)
 
 
 def _cpu_timer(timer_cls):
@@ -151,7 +156,9 @@ def _sb3(cfg: dict) -> dict:
     wall, cpu = time.perf_counter() - marks["wall0"], time.process_time() - marks["cpu0"]
     # from after env step `start` (its update not yet done) to the end: the updates after env
     # steps start .. end, one more than the env steps start + 1 .. end in the span
-    return dict(timed_updates=cfg["updates"] - cfg["warmup"] + 1, train_s=wall, cpu_s=cpu)
+    params = sum(p.numel() for net in (model.actor, model.critic) for p in net.parameters())
+    out = dict(timed_updates=cfg["updates"] - cfg["warmup"] + 1, train_s=wall, cpu_s=cpu)
+    return out | dict(params=params)
 
 
 # --------------------------------------------------------------------------------------------
@@ -183,6 +190,7 @@ def row(run: bench.Run) -> dict:
     if run.ok:
         r = run.result
         out |= dict(timed_updates=r["timed_updates"], train_s=r["train_s"], cpu_s=r["cpu_s"])
+        out["params"] = r["params"]  # actor + twin critic: the same network sizes
         out["updates_per_s"] = r["timed_updates"] / r["train_s"]
         out["updates_per_cpu_s"] = r["timed_updates"] / r["cpu_s"]
     return {k: out.get(k, "") for k in FIELDS}

@@ -41,6 +41,9 @@ def test_toy_times_both_contenders_side_by_side(tmp_path):
     ]
     ours, sb3 = rows
     assert ours["timed_updates"] == 10 and sb3["timed_updates"] == 11  # see _sb3
+    # the same networks: obs 17, act 6, 32-32; actor 17-32-32-(6 mean, 6 log std), Q 23-32-32-1
+    actor = 17 * 32 + 32 + 32 * 32 + 32 + 32 * 12 + 12
+    assert ours["params"] == sb3["params"] == actor + 2 * (23 * 32 + 32 + 32 * 32 + 32 + 33)
     for r in rows:
         assert r["hidden"] == "32-32" and r["batch_size"] == 256
         assert r["updates_per_s"] == pytest.approx(r["timed_updates"] / r["train_s"])
