@@ -368,8 +368,9 @@ def test_edge_values_are_accepted():
 
 @pytest.mark.slow
 def test_learns_pendulum(tmp_path):
-    # the untrained policy's deterministic action (about 0) scores about -1200 here; SAC-style
-    # learners pass -600 within a few thousand steps
+    # the untrained policy's deterministic action scores about -1200 to -1400 here; with RL
+    # Zoo's Pendulum learning rate 1e-3 this run reached -164 at 6000 steps (SB3's SAC at the
+    # same settings: -176 at 4000)
     args = tiny_args(
         tmp_path / "run",
         env_id="Pendulum-v1",
@@ -377,11 +378,12 @@ def test_learns_pendulum(tmp_path):
         batch_size=128,
         segment_length=8,
         buffer_size=10_000,
-        total_timesteps=5000,
+        learning_rate=1e-3,
+        total_timesteps=6000,
         learning_starts=1000,
-        log_every=500,
+        log_every=1000,
         eval_every=0,
         eval_episodes=5,
         checkpoint_every=100,
     )
-    assert retrace.main(args) > -600
+    assert retrace.main(args) > -400
