@@ -493,8 +493,8 @@ def main(args: Args) -> float:
                 if learning and buffer.can_sample():
                     for _ in range(args.updates_per_step):
                         learner.step(buffer.sample(num_segments, sampler.generator))
-            stats = learner.pop_stats()
-            check_finite({k: v for k, v in stats.items() if not math.isnan(v)}, nets.parameters())
+            updated, stats = learner.steps > 0, learner.pop_stats()  # NaN stats: no update yet
+            check_finite(stats if updated else {}, nets.parameters())
         timer.lap("train_s")
         session.end_iteration(
             iteration,

@@ -317,6 +317,27 @@ def test_resume_continues_bit_for_bit(tmp_path, monkeypatch, env_id):
         assert all(torch.equal(a[name][k], b[name][k]) for k in a[name]), name
 
 
+def test_a_non_finite_loss_stops_the_run_with_exit_1_keeping_the_last_checkpoint(
+    tmp_path, monkeypatch, capsys
+):
+    run = tmp_path / "run"
+    args = tiny_args(run, checkpoint_every=1)
+    real = retrace.critic_loss
+    # finite for 120 updates (env steps 151-270), then NaN: the parameters turn NaN too
+    calls = {"n": 0}
+
+    def poisoned(q, target):
+        calls["n"] += 1
+        return real(q, target) * (math.nan if calls["n"] > 120 else 1.0)
+
+    monkeypatch.setattr(retrace, "critic_loss", poisoned)
+    with pytest.raises(SystemExit) as exc:
+        retrace.main(args)
+    assert exc.value.code == 1
+    assert "non-finite" in capsys.readouterr().err
+    assert checkpoint.load(Session.checkpoint_path(run))["step"] == 250  # the last good one
+
+
 # -- bad flags -----------------------------------------------------------------------------
 
 
