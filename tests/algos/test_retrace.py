@@ -210,6 +210,28 @@ def test_lambda_zero_gives_the_one_step_soft_sarsa_target_for_every_kind():
     assert not torch.allclose(target_of(nets, batch, args)[0], targets[0])
 
 
+def test_v_is_the_soft_value_of_one_action_drawn_from_pi():
+    # lambda 0: G = r + d (min Q_targ(x', a') - alpha log pi(a'|x')), a' one draw from pi
+    nets, args = small_nets(lam=0.0)
+    batch = segments(nets)
+    n, k, d = batch["obs"].shape
+    logp_pi = torch.zeros(n, k)  # unused at lambda 0
+
+    def target(alpha: float) -> torch.Tensor:
+        torch.manual_seed(5)
+        return retrace_target(nets, batch, logp_pi, torch.tensor(alpha), args)[0]
+
+    torch.manual_seed(5)  # the same draw of a' as inside retrace_target
+    with torch.no_grad():
+        x = batch["next_obs"].reshape(n * k, d)
+        a_next, logp_next = nets.policy.rsample(*nets.policy.dist(x))
+        q_next = nets.q_target(x, a_next).min(0).values.view(n, k)
+    discounts = args.gamma * (1.0 - batch["terminated"])
+    expected = batch["rewards"] + discounts * (q_next - 0.3 * logp_next.view(n, k))
+    assert torch.allclose(target(0.3), expected, atol=1e-5)
+    assert not torch.allclose(target(0.0), expected, atol=1e-3)
+
+
 def test_the_actor_gradient_stops_at_the_critic():
     # with learning rate 0 nothing moves; the critic's gradient of one step must be that of
     # critic_loss alone (same batch, same noise)
