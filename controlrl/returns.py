@@ -144,15 +144,15 @@ def retrace_targets(
         G_t = r_t + d_t (v_next_t + (1 - ended_t) c_{t+1} (G_{t+1} - q_taken_{t+1}))
     A terminal step bootstraps nothing (d = 0); a truncated one bootstraps from v_next and cuts
     the trace, so nothing after an episode's end reaches the targets before it."""
-    K = rewards.shape[1]
-    G = torch.empty_like(rewards)
-    acc = rewards[:, K - 1] + discounts[:, K - 1] * v_next[:, K - 1]
-    G[:, K - 1] = acc
-    # the correction carried back from step t + 1, zero across an episode end
-    carry = (1.0 - ended[:, :-1]) * c[:, 1:]  # [N, K - 1]
-    for t in range(K - 2, -1, -1):
-        acc = rewards[:, t] + discounts[:, t] * (
-            v_next[:, t] + carry[:, t] * (acc - q_taken[:, t + 1])
-        )
-        G[:, t] = acc
-    return G
+    base = rewards + discounts * v_next  # the one-step expected-SARSA target  [N, K]
+    # how much of G_{t+1} - Q(x_{t+1}, a_{t+1}) reaches G_t: zero across an episode end
+    carry = discounts[:, :-1] * (1.0 - ended[:, :-1]) * c[:, 1:]  # [N, K - 1]
+    # G_t = (base_t - carry_t q_{t+1}) + carry_t G_{t+1}: one in-place op per step, on
+    # contiguous [K, N] rows (ops on strided columns cost several times more)
+    G = base.new_empty((base.shape[1], base.shape[0]))
+    G[:-1] = (base[:, :-1] - carry * q_taken[:, 1:]).T
+    G[-1] = base[:, -1]
+    carry = carry.T.contiguous()
+    for t in range(G.shape[0] - 2, -1, -1):
+        G[t].addcmul_(carry[t], G[t + 1])
+    return G.T.contiguous()

@@ -100,18 +100,39 @@ def test_each_observation_stored_once():
     # yet stays within twice the ends the buffer can hold
     capacity, E, steps = 64, 2, 200
     buf, env = filled(capacity=capacity, num_envs=E, steps=steps, p_end=0.9)
-    obs_floats = sum(
-        a.size
-        for a in vars(buf).values()
-        if isinstance(a, np.ndarray) and a.ndim >= 2 and a.shape[-1] == OBS_DIM
-    )
-    live_ends = buf.ends_added - buf.ends_dropped
-    assert live_ends == int(buf.ended.sum())
-    # obs [C, E, d] + newest next obs [E, d] + finals: at most twice the live episode ends
-    assert buf.obs.shape == (capacity, E, OBS_DIM)
+    # the arrays the buffer owns (everything else is a view of them): one table of
+    # [obs | action | log mu | r | terminated | ended] with one spare row, the end ids, and the
+    # final observations, at most twice the ends the buffer can hold
+    owned = {k: a for k, a in vars(buf).items() if isinstance(a, np.ndarray) and a.base is None}
+    width = OBS_DIM + ACT_DIM + 4
+    assert {k: a.shape for k, a in owned.items() if k != "finals"} == {
+        "table": (capacity + 1, E, width),
+        "final_id": (capacity + 1, E),
+        "_steps": (4,),
+    }
+    assert buf.ends_added - buf.ends_dropped == int(buf.ended[buf.pos + 1 :].sum()) + int(
+        buf.ended[: buf.pos].sum()
+    )  # live ends: those of the stored rows (all but the spare row pos)
+    assert owned["finals"].shape[1] == OBS_DIM
     assert 64 < len(buf.finals) <= 2 * capacity * E
-    assert obs_floats == (capacity * E + E + len(buf.finals)) * OBS_DIM
+    for view in (buf.obs, buf.actions, buf.rewards, buf.ended, buf._obs_flat, buf._table_flat):
+        assert np.shares_memory(view, buf.table)
     check_segments(buf.sample(300, torch.Generator().manual_seed(2)), env, capacity, steps)
+
+
+def test_final_observations_survive_growth_after_wraps():
+    # few ends for a while (ids pass the table's 64 rows and the ring wraps), then an end at
+    # nearly every step: the table grows while the live ids are not aligned with its rows
+    capacity, E = 40, 2
+    buf, env = filled(capacity=capacity, num_envs=E, steps=200, p_end=0.3)
+    first_rows = len(buf.finals)
+    env.p_end = 0.95
+    while len(buf.finals) == first_rows and env.t < 200 + capacity:
+        buf.add(*env.step())
+    # just grown (sampled now, before the moved rows leave the ring)
+    assert len(buf.finals) > first_rows and buf.ends_dropped > 0
+    assert buf.ends_dropped % first_rows != 0  # misaligned: the rows had to move
+    check_segments(buf.sample(500, torch.Generator().manual_seed(5)), env, capacity, env.t)
 
 
 @pytest.mark.parametrize("steps", [7, 33])  # not yet full, and wrapped
@@ -155,6 +176,8 @@ def test_state_dict_round_trip_exact():
         for key, value in vars(buf).items():
             if isinstance(value, np.ndarray):
                 np.testing.assert_array_equal(getattr(other, key), value, err_msg=key)
+            elif isinstance(value, int):  # pos, size, episode-end counters, dims
+                assert getattr(other, key) == value, key
         a = buf.sample(64, torch.Generator().manual_seed(4))
         b = other.sample(64, torch.Generator().manual_seed(4))
         for key in a:
@@ -176,12 +199,18 @@ def test_bad_arguments_name_the_argument():
     ):
         args = {"capacity": 10, "num_envs": 2, "obs_dim": 3, "act_dim": 1, "segment_length": 4}
         args.update(kwargs)
-        with pytest.raises(ValueError, match=name):
+        with pytest.raises(ValueError, match=f"^{name} = "):  # the message starts with it
             ReplayBuffer(**args)
     ReplayBuffer(10, 2, 3, 1, 10)  # K = capacity is allowed
     buf, _ = filled(capacity=10, K=4, steps=3)
     assert not buf.can_sample()
     with pytest.raises(ValueError, match="segment_length"):
         buf.sample(1, torch.Generator())
-    buf.add(*FakeVecEnv(3).step())
+    step = FakeVecEnv(3).step()
+    for i in (0, 6):  # one env's observation would broadcast to all three envs
+        bad = list(step)
+        bad[i] = bad[i][0]
+        with pytest.raises(ValueError, match=r"obs and next_obs must be \[num_envs, obs_dim\]"):
+            buf.add(*bad)
+    buf.add(*step)
     assert buf.can_sample()

@@ -229,3 +229,38 @@ def test_trace_coefficients_bad_input():
     for lam in (-0.1, 1.5):
         with pytest.raises(ValueError, match="lam"):
             trace_coefficients(logp, logp, lam)
+
+
+def test_replayed_segments_are_cut_at_episode_ends():
+    # from ReplayBuffer.sample to the targets: with Q = V = 0 and c = 1 a target is the
+    # discounted reward sum up to the segment's end or the first episode end after step t
+    from controlrl.replay import ReplayBuffer
+
+    rng = np.random.default_rng(6)
+    buf, gamma, K = ReplayBuffer(30, 2, 1, 1, 6), 0.9, 6
+    for _ in range(45):
+        ended = rng.random(2) < 0.25
+        terminated = ended & (rng.random(2) < 0.5)
+        obs = rng.normal(size=(2, 1))
+        buf.add(obs, obs, obs[:, 0], rng.normal(size=2), terminated, ended & ~terminated, obs)
+    batch = buf.sample(200, torch.Generator().manual_seed(0))
+    zeros = torch.zeros_like(batch["rewards"])
+    G = retrace_targets(
+        batch["rewards"],
+        gamma * (1.0 - batch["terminated"]),
+        batch["ended"],
+        zeros,
+        zeros,
+        torch.ones_like(zeros),
+    )
+    r, ended = batch["rewards"].double(), batch["ended"].bool()
+    assert bool(ended.any(dim=1).sum() > 20)  # many segments do cross an episode end
+    for i in range(200):
+        for t in range(K):
+            expected, weight = 0.0, 1.0
+            for j in range(t, K):
+                expected += weight * float(r[i, j])
+                weight *= gamma
+                if ended[i, j]:
+                    break
+            assert abs(float(G[i, t]) - expected) < 1e-5
