@@ -335,12 +335,12 @@ def test_tiny_run_completes_and_writes_metrics(tmp_path, monkeypatch):
 @pytest.mark.parametrize("env_id", ["Hopper-v5", "Pendulum-v1"])
 def test_resume_continues_bit_for_bit(tmp_path, monkeypatch, env_id):
     full, cut = tmp_path / "full", tmp_path / "cut"
-    retrace.main(tiny_args(full, env_id=env_id))
+    retrace.main(tiny_args(full, env_id=env_id, checkpoint_every=1))
     with monkeypatch.context() as m:
-        kill_after(m, 4)  # step 200: mid-episode (Pendulum's last 200), after learning starts
+        kill_after(m, 5)  # step 250: mid-episode (Pendulum's last 200), after learning starts
         with pytest.raises(Killed):
-            retrace.main(tiny_args(cut, env_id=env_id))
-    assert checkpoint.load(Session.checkpoint_path(cut))["step"] == 200
+            retrace.main(tiny_args(cut, env_id=env_id, checkpoint_every=1))
+    assert checkpoint.load(Session.checkpoint_path(cut))["step"] == 250
     retrace.main(parse(Args, ["--resume", str(cut)]))
     assert (full / "metrics.csv").read_text() == (cut / "metrics.csv").read_text()
     a = checkpoint.load(Session.checkpoint_path(full))
