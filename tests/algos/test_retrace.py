@@ -1,8 +1,10 @@
 """algos/retrace.py: the tanh-Gaussian's exact log-density (Jacobian and action box), the
 behaviour log-prob equal to pi's at the stored action, which network and which log-probs the
-Retrace target reads (the TARGET critic, the buffer's behaviour log-probs), what each trace kind
-does to the target, the actor's gradient stopping at the critic, tiny runs (metrics, --resume
-bit for bit on MuJoCo and classic control) and bad flags (exit 2, one line naming the flag)."""
+Retrace target reads (the TARGET critic, the buffer's behaviour log-probs), terminal and
+truncated ends, what each trace kind does to the target, V as the soft value of one action from
+pi, the actor's gradient stopping at the critic, tiny runs (metrics, uniform actions' log mu,
+--resume bit for bit on MuJoCo and classic control, the NaN guard), bad flags (exit 2, one line
+naming the flag) and, in the slow tier, learning Pendulum."""
 
 from __future__ import annotations
 
