@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 FULL ?=
 export MUJOCO_GL ?= egl
 
-.PHONY: setup demo test test-slow lint bench bench-iql figures mutation clean
+.PHONY: setup demo test test-slow lint bench bench-iql bench-retrace figures mutation clean
 
 setup: $(STAMP)
 
@@ -55,6 +55,12 @@ bench-iql: setup
 	  touch $(D3RLPY_VENV)/.installed; fi
 	OMP_NUM_THREADS=1 $(BIN)/python paper_figures/bench_iql.py --out paper_figures/out/bench_iql.csv \
 	  --d3rlpy-python $(D3RLPY_VENV)/bin/python --updates 5000 --warmup 1000 --repeats 3
+
+# Retrace actor-critic updates/s, algos/retrace.py vs SB3's SAC (paper_figures/bench_retrace.py):
+# HalfCheetah-v5, 256-256 nets, 256 transitions per update, 1 update per env step, 3 repeats.
+bench-retrace: setup
+	OMP_NUM_THREADS=1 $(BIN)/python paper_figures/bench_retrace.py \
+	  --out paper_figures/out/bench_retrace.csv --updates 3000 --warmup 500 --repeats 3
 
 # test strength: mutmut mutates the formula modules in a copy (mutants/), runs the fast tests
 # named in pyproject.toml's [tool.mutmut] on each mutant, then prints killed/total per module

@@ -1,0 +1,319 @@
+"""Gradient updates/s of algos/retrace.py against Stable-Baselines3's SAC, side by side in one run.
+
+    python paper_figures/bench_retrace.py --out paper_figures/out/bench_retrace.csv \\
+        --updates 3000 --warmup 500 --repeats 3
+
+Contenders (each in its own fresh process via controlrl.bench, order rotated in every repeat):
+
+- ours: algos/retrace.py's main(Args(...)): Retrace(lambda) targets over segments of
+        --segment-length steps (Munos et al. 2016), twin Q, SAC actor and temperature;
+        its timing.csv gives time/train_s per iteration of --log-every env steps (env step,
+        acting, replay sampling and the gradient step; the evaluation and checkpoints after it
+        are excluded).
+- sb3:  stable_baselines3.SAC (DLR-RM/stable-baselines3 stable_baselines3/sac/sac.py), timed
+        by a callback called after each env step: env step, acting, sampling, gradient step.
+
+Both: one env of --env-id (HalfCheetah-v5: no early terminations), 256-256 ReLU actor and twin
+critic, 256 transitions per gradient step (ours: 32 segments of 8), one gradient step per env
+step (SB3 train_freq 1, gradient_steps 1), Adam 3e-4, gamma 0.99, Polyak 0.005, entropy
+temperature learned from 1.0 towards -dim(A), --learning-starts env steps of uniform actions
+first, 1 torch thread, cpu. Each process runs learning_starts + --updates env steps; the first
+--warmup updates are not timed. Rates are updates per wall second and per process CPU second
+over the same updates; ratios ours/sb3 are paired per repeat and reported as median (min-max)
+(on a shared, busy CPU the wall clock mostly measures the other load; with one thread the CPU
+time does not). Ours does more work per update than SAC: Q_target(x_t, a_t) of the stored
+actions for the trace, and log pi of them.
+
+Our side assumes algos/retrace.py's Args fields (env_id, total_timesteps, learning_starts,
+batch_size, segment_length, buffer_size, updates_per_step, hidden_sizes, learning_rate, gamma,
+polyak, init_alpha, log_every, eval_every) and timing.csv's time/train_s column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import tempfile
+import time
+from pathlib import Path
+
+from controlrl import bench
+
+CONTENDERS = ("ours", "sb3")
+SETTINGS = dict(hidden_sizes=[256, 256], batch_size=256, learning_rate=3e-4, gamma=0.99)
+SETTINGS |= dict(polyak=0.005, init_alpha=1.0, buffer_size=1_000_000, updates_per_step=1)
+FIELDS = [  # CSV columns; controlrl.bench's 'command' comes last
+    *"contender repeat slot seed env_id learning_starts updates warmup threads".split(),
+    *"hidden params batch_size segment_length timed_updates train_s updates_per_s".split(),
+    *"cpu_s updates_per_cpu_s process_s status".split(),
+]
+
+
+# --------------------------------------------------------------------------------------------
+# workers: each runs in its own process (controlrl.bench)
+
+
+def work(contender: str, **cfg) -> dict:
+    """Train one contender for learning_starts + updates env steps; its timing."""
+    import torch
+
+    torch.set_num_threads(cfg["threads"])
+    return {"ours": _ours, "sb3": _sb3}[contender](cfg)
+
+
+def _ours(cfg: dict) -> dict:
+    from algos import retrace
+    from controlrl import checkpoint
+
+    retrace.Timer = _cpu_timer(retrace.Timer)  # this process only: CPU seconds per lap too
+    with tempfile.TemporaryDirectory(prefix="bench_retrace_ours_") as tmp:
+        run_dir = Path(tmp) / "run"
+        args = retrace.Args(
+            env_id=cfg["env_id"],
+            seed=cfg["seed"],
+            total_timesteps=cfg["learning_starts"] + cfg["updates"],
+            learning_starts=cfg["learning_starts"],
+            log_every=cfg["log_every"],
+            segment_length=cfg["segment_length"],
+            eval_every=0,
+            eval_episodes=1,
+            checkpoint_every=10**9,
+            run_dir=str(run_dir),
+            tensorboard=False,
+            progress=False,
+            torch_threads=cfg["threads"],
+            **{**SETTINGS, "hidden_sizes": tuple(cfg["hidden"]), "batch_size": cfg["batch_size"]},
+        )
+        args.validate()
+        retrace.main(args)
+        with (run_dir / "timing.csv").open() as f:
+            rows = list(csv.DictReader(f))
+        state = checkpoint.load(run_dir / "checkpoints" / "latest.pt")
+    # the actor's and the twin critic's parameters (not the action box's scale and bias)
+    params = sum(v.numel() for k, v in state["policy"].items() if k not in ("scale", "bias"))
+    params += sum(v.numel() for v in state["q"].values())
+    skip = (cfg["learning_starts"] + cfg["warmup"]) // cfg["log_every"]
+    timed = rows[skip:]
+    n = len(timed) * cfg["log_every"]
+    wall = sum(float(r["time/train_s"]) for r in timed)
+    cpu = sum(float(r["time/train_s_cpu"]) for r in timed)
+    return dict(timed_updates=n, train_s=wall, cpu_s=cpu, params=params)
+
+
+def _cpu_timer(timer_cls):
+    """retrace.py's Timer that also records each lap's process CPU seconds (<lap>_cpu)."""
+
+    class CpuTimer(timer_cls):
+        def __init__(self) -> None:
+            super().__init__()
+            self.cpu = time.process_time()
+
+        def lap(self, name: str) -> None:
+            super().lap(name)
+            now = time.process_time()
+            self.laps[f"time/{name}_cpu"] = now - self.cpu
+            self.cpu = now
+
+    return CpuTimer
+
+
+def _sb3(cfg: dict) -> dict:
+    import gymnasium as gym
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    start = cfg["learning_starts"] + cfg["warmup"]  # env steps before the timed ones
+    marks: dict[str, float] = {}
+
+    class Clock(BaseCallback):
+        """Wall and CPU clock after env step `start` and after the last one: SB3 calls
+        _on_step after each env step, and trains (one step) before the next."""
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps == start:
+                marks["wall0"], marks["cpu0"] = time.perf_counter(), time.process_time()
+            return True
+
+    s = SETTINGS
+    model = SAC(
+        "MlpPolicy",
+        gym.make(cfg["env_id"]),
+        learning_rate=s["learning_rate"],
+        buffer_size=s["buffer_size"],
+        learning_starts=cfg["learning_starts"],
+        batch_size=cfg["batch_size"],
+        tau=s["polyak"],
+        gamma=s["gamma"],
+        train_freq=1,
+        gradient_steps=s["updates_per_step"],
+        ent_coef=f"auto_{s['init_alpha']}",
+        target_entropy="auto",
+        policy_kwargs=dict(net_arch=list(cfg["hidden"])),
+        seed=cfg["seed"],
+        device="cpu",
+    )
+    model.learn(cfg["learning_starts"] + cfg["updates"], callback=Clock())
+    wall, cpu = time.perf_counter() - marks["wall0"], time.process_time() - marks["cpu0"]
+    # from after env step `start` (its update not yet done) to the end: the updates after env
+    # steps start .. end, one more than the env steps start + 1 .. end in the span
+    params = sum(p.numel() for net in (model.actor, model.critic) for p in net.parameters())
+    out = dict(timed_updates=cfg["updates"] - cfg["warmup"] + 1, train_s=wall, cpu_s=cpu)
+    return out | dict(params=params)
+
+
+# --------------------------------------------------------------------------------------------
+# what is compared, rows and summary
+
+
+def contenders(args: argparse.Namespace, repeat: int) -> list[bench.Contender]:
+    """The contenders asked for, with this repeat's seed."""
+    keys = ("env_id", "learning_starts", "updates", "warmup", "log_every", "threads")
+    cfg = {k: getattr(args, k) for k in keys}
+    cfg |= dict(seed=repeat + 1, hidden=args.hidden, batch_size=args.batch_size)
+    cfg |= dict(segment_length=args.segment_length)
+    worker = f"{Path(__file__).resolve()}:work"
+    env = {"OMP_NUM_THREADS": str(args.threads)}
+    return [
+        bench.Contender(c, worker, {"contender": c, **cfg}, args.timeout, env)
+        for c in args.contenders
+    ]
+
+
+def row(run: bench.Run) -> dict:
+    """One CSV row."""
+    cfg = run.contender.config
+    keys = ("contender", "seed", "env_id", "learning_starts", "updates", "warmup", "threads")
+    out = {k: cfg[k] for k in (*keys, "batch_size")}
+    out |= dict(repeat=run.repeat, slot=run.slot, process_s=run.wall_s, status=run.status)
+    out |= dict(hidden="-".join(map(str, cfg["hidden"])))
+    out["segment_length"] = cfg["segment_length"] if cfg["contender"] == "ours" else ""
+    if run.ok:
+        r = run.result
+        out |= dict(timed_updates=r["timed_updates"], train_s=r["train_s"], cpu_s=r["cpu_s"])
+        out["params"] = r["params"]  # actor + twin critic: the same network sizes
+        out["updates_per_s"] = r["timed_updates"] / r["train_s"]
+        out["updates_per_cpu_s"] = r["timed_updates"] / r["cpu_s"]
+    return {k: out.get(k, "") for k in FIELDS}
+
+
+def paired(rows: list[dict], key: str) -> list[float]:
+    """ours/sb3 of `key` within each repeat where both succeeded."""
+    by = {(r["contender"], r["repeat"]): r for r in rows if r["status"] == "ok"}
+    reps = sorted(k for c, k in by if c == "ours" and ("sb3", k) in by)
+    return [by["ours", k][key] / by["sb3", k][key] for k in reps]
+
+
+def summarize(rows: list[dict]) -> str:
+    """Markdown table of updates/s per contender and the paired ratios ours/sb3."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    lines = [
+        "| contender | updates/s | updates/CPU s | process s |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name in dict.fromkeys(r["contender"] for r in rows):
+        mine = [r for r in ok if r["contender"] == name]
+        cells = [
+            bench.median_range([r["updates_per_s"] for r in mine], ",.1f"),
+            bench.median_range([r["updates_per_cpu_s"] for r in mine], ",.1f"),
+            bench.median_range([r["process_s"] for r in mine], ".0f"),
+        ]
+        lines.append(f"| {name} | {' | '.join(cells)} |")
+    lines.append(
+        f"\nspeed ours/sb3 (paired per repeat): {bench.median_range(paired(rows, 'updates_per_s'))}"
+    )
+    lines.append(
+        f"speed ours/sb3 by CPU time: {bench.median_range(paired(rows, 'updates_per_cpu_s'))}"
+    )
+    for r in rows:
+        if r["status"] != "ok":
+            lines.append(f"FAILED {r['contender']} repeat {r['repeat']}: {r['status']}")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--out", default="paper_figures/out/bench_retrace.csv", help="CSV to write")
+    p.add_argument("--env-id", default="HalfCheetah-v5", help="Gymnasium id of both")
+    p.add_argument(
+        "--updates", type=int, help="timed + warmup updates per process (3000; 40 --toy)"
+    )
+    p.add_argument("--warmup", type=int, help="leading updates not timed (500; 20 --toy)")
+    p.add_argument("--learning-starts", type=int, help="uniform-action env steps (1000; 40 --toy)")
+    p.add_argument("--log-every", type=int, help="ours: env steps per timing row (100; 10 --toy)")
+    p.add_argument("--repeats", type=int, help="repeats (3; 1 --toy)")
+    p.add_argument("--hidden", help="hidden sizes of both (256,256; 32,32 --toy)")
+    p.add_argument("--batch-size", type=int, default=256, help="transitions per update (256)")
+    p.add_argument("--segment-length", type=int, default=8, help="ours: steps per segment (8)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads of both")
+    p.add_argument("--contenders", default="ours,sb3", help="subset of ours,sb3")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per contender process")
+    p.add_argument("--toy", action="store_true", help="tiny run for tests")
+    args = p.parse_args(argv)
+    toy = dict(updates=40, warmup=20, learning_starts=40, log_every=10, repeats=1, hidden="32,32")
+    default = dict(updates=3000, warmup=500, learning_starts=1000, log_every=100, repeats=3)
+    default |= dict(hidden="256,256")
+    for name, value in (default | (toy if args.toy else {})).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    try:
+        args.hidden = [int(h) for h in args.hidden.split(",") if h.strip()]
+    except ValueError:
+        p.error(f"--hidden must be comma-separated integers, got {args.hidden!r}")
+    args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
+    bad = set(args.contenders) - set(CONTENDERS)
+    if bad or not args.contenders:
+        p.error(f"--contenders must be a subset of {','.join(CONTENDERS)}, got {bad or 'none'}")
+    for name in ("updates", "log_every", "repeats", "threads", "batch_size", "segment_length"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if not args.hidden or min(args.hidden) < 1:
+        p.error(f"--hidden sizes must be >= 1, got {args.hidden}")
+    if not 0 <= args.warmup < args.updates:
+        p.error(f"--warmup must be in [0, --updates {args.updates}), got {args.warmup}")
+    for name in ("updates", "warmup", "learning_starts"):  # ours times whole iterations
+        if getattr(args, name) % args.log_every:
+            p.error(f"--log-every {args.log_every} must divide --{name.replace('_', '-')}")
+    if args.batch_size % args.segment_length:
+        p.error(f"--segment-length {args.segment_length} must divide --batch-size")
+    if args.learning_starts < args.segment_length:
+        p.error("--learning-starts must be >= --segment-length (a full segment to sample)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    args = parse_args(argv)
+    command = bench.command_line("paper_figures/bench_retrace.py", argv)
+    rows: list[dict] = []
+    t_start = time.perf_counter()
+
+    def report(run: bench.Run) -> None:
+        rows.append(row(run))
+        bench.write_csv(args.out, rows, command)  # kept if killed
+        r = rows[-1]
+        what = run.status
+        if run.ok:
+            what = f"{r['updates_per_s']:8.1f} updates/s, {r['updates_per_cpu_s']:8.1f} per CPU s"
+        clock = f"[{time.perf_counter() - t_start:6.0f} s]"
+        print(f"{clock} repeat {run.repeat} {run.name:4s} {what}", flush=True)
+        if not run.ok:
+            print(run.log[-2000:], flush=True)
+
+    for repeat in range(args.repeats):
+        bench.run_repeat(contenders(args, repeat), repeat, on_run=report)
+    hidden = "-".join(map(str, args.hidden))
+    print(
+        f"\nSAC-style gradient updates/s (env step + update), {args.env_id}, batch "
+        f"{args.batch_size} transitions (ours: segments of {args.segment_length}), {hidden} "
+        f"nets, 1 update per env step, {args.updates} updates per process ({args.warmup} not "
+        f"timed) after {args.learning_starts} random steps, threads {args.threads}, "
+        f"{args.repeats} repeats; median (min-max); ratios paired per repeat.\n"
+    )
+    print(summarize(rows))
+    print(f"\ncommand: {command}\nCSV: {args.out}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
