@@ -21,8 +21,10 @@ is missing; without it the panel plots what exists).
 
 Writes <out>/retrace_vs_traces.png, retrace_vs_traces.csv (panel A: per alpha, kind and update
 the error's median, 10% and 90% over seeds and the expected update's error),
-retrace_vs_traces_summary.csv (per alpha and kind: target variance exact and sampled, the
-expected update's rate, final and peak errors, diverged seeds) and, when runs exist,
+retrace_vs_traces_summary.csv (per alpha and kind: the targets' variance at Q^pi, exact and from
+--variance-paths paths; the expected update's rate (spectral radius) and updates to an error of
+0.01; the sampled runs' error over the last 10% of updates and peak error (medians over seeds),
+and how many seeds passed 1e6) and, when runs exist,
 retrace_vs_traces_mujoco.csv (one row per finished run) and retrace_vs_traces_mujoco_curves.csv.
 """
 
@@ -54,6 +56,7 @@ KINDS = {
     "tree_backup": "tree backup",
     "q_lambda": r"Q($\lambda$), uncorrected",
 }
+TOL = 1e-2  # expected_updates_to_tol: the first update where the expected rule's error < TOL
 CAP = 1e6  # an error above this counts as diverged; that run stops updating (no overflow)
 TOY_TAB = {"tab_seeds": 3, "updates": 60, "variance_paths": 200}
 TOY_MUJOCO = {"seeds": 1, "total_timesteps": 256, "eval_every": 128, "eval_episodes": 1}
@@ -159,15 +162,23 @@ def tabular(args) -> tuple[list[dict], list[dict]]:
             G = sampled_targets(mdp, pi, target, c, states, actions)
             sample_var = G.reshape(mdp.S, mdp.A, args.variance_paths).var(-1)
             tail = errs[:, -max(1, args.updates // 10) :]  # the last 10% of the updates
+            to_tol = int(np.argmax(exact < TOL)) if exact.min() < TOL else -1
             summary.append(
                 dict(alpha=alpha, kind=k, target_var_mean=var.mean(), target_var_max=var.max())
                 | dict(sample_var_mean=sample_var.mean(), sample_var_max=sample_var.max())
                 | dict(expected_rate=expected_rate(mdp, pi, mu, c, K, args.step))
+                | dict(expected_updates_to_tol=to_tol)
                 | dict(err_final_median=float(np.median(tail.mean(1))))
                 | dict(err_peak_median=float(np.median(errs.max(1))))
                 | dict(diverged=int(np.sum(errs[:, -1] >= CAP)), seeds=args.tab_seeds)
             )
     return curves, summary
+
+
+def shown(path: Path) -> str:
+    """A path as printed: relative to the repository where it lies inside it."""
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def write_rows(path: Path, rows: list[dict]) -> None:
@@ -316,7 +327,7 @@ def plot(args, curves: list[dict], summary: list[dict], runs: list[dict]) -> Non
             ax_eval.text(
                 0.5,
                 0.5,
-                f"no finished runs under {args.sweep_dir}\n(run with --train)",
+                f"no finished runs under {shown(args.sweep_dir)}\n(run with --train)",
                 ha="center",
                 va="center",
                 transform=ax_eval.transAxes,
@@ -397,13 +408,15 @@ def main(argv: list[str] | None = None) -> None:
     if runs:
         write_mujoco(args.out, runs)
     plot(args, curves, summary, runs)
-    print("panel A: per alpha and kind, error over the last 10% of updates (median over seeds),")
-    print("  expected update's rate, exact target variance at Q^pi (mean / max over (x, a))")
+    print("panel A per alpha and kind: sampled error over the last 10% of updates (median over")
+    print("  seeds); expected update's rate and updates to TOL; exact target variance at Q^pi")
     for r in summary:
+        to_tol = r["expected_updates_to_tol"]
         print(
             f"  alpha {r['alpha']:g} {r['kind']:>11}: err {r['err_final_median']:.3g} "
-            f"(peak {r['err_peak_median']:.3g}, diverged {r['diverged']}/{r['seeds']}), rate "
-            f"{r['expected_rate']:.4f}, var {r['target_var_mean']:.3g} / {r['target_var_max']:.3g}"
+            f"(peak {r['err_peak_median']:.3g}, diverged {r['diverged']}/{r['seeds']}); rate "
+            f"{r['expected_rate']:.4f}, {to_tol if to_tol >= 0 else 'never'} to {TOL:g}; var "
+            f"{r['target_var_mean']:.3g} mean, {r['target_var_max']:.3g} max"
         )
     if runs:
         from controlrl import plots
@@ -417,7 +430,7 @@ def main(argv: list[str] | None = None) -> None:
                 cells.append(f"{m[0]:.0f} [{lo[0]:.0f}, {hi[0]:.0f}]")
             print(f"  {label}: {', '.join(cells)} (n={len(rows)})")
     else:
-        print(f"panel B: no finished runs under {args.sweep_dir} (use --train)")
+        print(f"panel B: no finished runs under {shown(args.sweep_dir)} (use --train)")
     print("made by: " + " ".join(shlex.quote(a) for a in ["python", *sys.argv]))
 
 
