@@ -62,7 +62,7 @@ TOY_TAB = {"tab_seeds": 3, "updates": 60, "variance_paths": 200}
 TOY_MUJOCO = {"seeds": 1, "total_timesteps": 256, "eval_every": 128, "eval_episodes": 1}
 TOY_PPO = "--num-steps 64 --num-minibatches 2 --update-epochs 1 --hidden-sizes 16 16"
 TOY_RETRACE = "--learning-starts 64 --batch-size 32 --segment-length 4 --buffer-size 512"
-TOY_RETRACE += " --hidden-sizes 16 16"
+TOY_RETRACE += " --hidden-sizes 16 16 --log-every 64"
 
 
 # ---------------------------------------------------------------------------------------------
