@@ -91,7 +91,7 @@ def stochastic_errors(mdp, pi, mu, lam, length, step, updates, n_paths, rng) -> 
     for i in range(updates + 1):
         for k in KINDS:
             if live[k]:
-                err[k][i] = e = np.max(np.abs(Q[k] - target))
+                err[k][i] = e = min(np.max(np.abs(Q[k] - target)), CAP)
                 live[k] = e < CAP
         if i == updates:
             break
@@ -153,24 +153,38 @@ def tabular(args) -> tuple[list[dict], list[dict]]:
             errs = np.array(runs[k])  # [seeds, updates + 1]
             med, lo, hi = np.quantile(errs, [0.5, 0.1, 0.9], axis=0)
             exact = expected_errors(mdp, pi, mu, c, K, args.step, args.updates)
-            for i in range(args.updates + 1):
-                curves.append(
-                    dict(alpha=alpha, kind=k, update=i, err_median=med[i], err_p10=lo[i])
-                    | dict(err_p90=hi[i], err_expected=exact[i])
+            curves += [
+                dict(
+                    alpha=alpha,
+                    kind=k,
+                    update=i,
+                    err_median=med[i],
+                    err_p10=lo[i],
+                    err_p90=hi[i],
+                    err_expected=exact[i],
                 )
+                for i in range(args.updates + 1)
+            ]
             _, var = target_moments(mdp, pi, mu, c, target, K)
             G = sampled_targets(mdp, pi, target, c, states, actions)
             sample_var = G.reshape(mdp.S, mdp.A, args.variance_paths).var(-1)
             tail = errs[:, -max(1, args.updates // 10) :]  # the last 10% of the updates
             to_tol = int(np.argmax(exact < TOL)) if exact.min() < TOL else -1
             summary.append(
-                dict(alpha=alpha, kind=k, target_var_mean=var.mean(), target_var_max=var.max())
-                | dict(sample_var_mean=sample_var.mean(), sample_var_max=sample_var.max())
-                | dict(expected_rate=expected_rate(mdp, pi, mu, c, K, args.step))
-                | dict(expected_updates_to_tol=to_tol)
-                | dict(err_final_median=float(np.median(tail.mean(1))))
-                | dict(err_peak_median=float(np.median(errs.max(1))))
-                | dict(diverged=int(np.sum(errs[:, -1] >= CAP)), seeds=args.tab_seeds)
+                {
+                    "alpha": alpha,
+                    "kind": k,
+                    "target_var_mean": var.mean(),
+                    "target_var_max": var.max(),
+                    "sample_var_mean": sample_var.mean(),
+                    "sample_var_max": sample_var.max(),
+                    "expected_rate": expected_rate(mdp, pi, mu, c, K, args.step),
+                    "expected_updates_to_tol": to_tol,
+                    "err_final_median": float(np.median(tail.mean(1))),
+                    "err_peak_median": float(np.median(errs.max(1))),
+                    "diverged": int(np.sum(errs[:, -1] >= CAP)),
+                    "seeds": args.tab_seeds,
+                }
             )
     return curves, summary
 
