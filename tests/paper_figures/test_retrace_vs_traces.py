@@ -93,7 +93,9 @@ def test_toy_run_writes_png_and_csvs(tmp_path):
 
 
 def test_bad_flags_fail_with_the_flag_named(tmp_path):
-    for flags, name in [(["--traces", "retrace,watkins"], "--traces"), (["--step", "0"], "--step")]:
+    cases = [(["--traces", "retrace,watkins"], "--traces"), (["--step", "0"], "--step")]
+    cases += [(["--p-right", "1"], "--p-right"), (["--segment-length", "0"], "--segment-length")]
+    for flags, name in cases:
         cmd = [sys.executable, str(PATH), "--toy", "--out", str(tmp_path), *flags]
         done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and name in done.stderr.splitlines()[-1]
