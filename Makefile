@@ -77,6 +77,7 @@ TOY_OUT := runs/figures_toy
 figures: setup
 ifdef FULL
 	$(BIN)/python paper_figures/retrace_contraction.py
+	$(BIN)/python paper_figures/retrace_vs_traces.py --train
 	$(BIN)/python paper_figures/regret.py
 	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --train
 	$(BIN)/python paper_figures/mujoco_results.py --algo trpo --train
@@ -94,6 +95,8 @@ ifdef FULL
 	$(BIN)/python paper_figures/iql_tau.py --train
 else
 	$(BIN)/python paper_figures/retrace_contraction.py --toy --out $(TOY_OUT)
+	$(BIN)/python paper_figures/retrace_vs_traces.py --toy --train --sweep-dir $(TOY_OUT)/sweeps/retrace \
+	  --out $(TOY_OUT)
 	$(BIN)/python paper_figures/regret.py --toy --out $(TOY_OUT)
 	for algo in ppo trpo; do $(BIN)/python paper_figures/mujoco_results.py --algo $$algo --train \
 	  --envs Hopper-v5 --seeds 2 --total-timesteps 4096 --sweeps-root $(TOY_OUT)/sweeps \

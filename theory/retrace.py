@@ -164,3 +164,23 @@ def truncated_expectation(
         out += term
         term = g * P_cmu @ term
     return out.reshape(S, A)
+
+
+def target_moments(
+    mdp: TabularMDP, pi: np.ndarray, mu: np.ndarray, c: np.ndarray, Q: np.ndarray, length: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact mean and variance [S, A] of `sampled_targets` over paths of `length` steps under mu.
+
+    Backward over t of Y_t = delta_t + gamma c_{t+1} Y_{t+1} (Y_{length-1} = delta_{length-1}),
+    whose first two moments given (x_t, a_t) need only the next pair's: exact even where the
+    sample variance is too heavy-tailed to estimate (importance sampling far off-policy)."""
+    g = mdp.gamma
+    delta = mdp.R[:, :, None] + g * np.sum(pi * Q, axis=-1) - Q[:, :, None]  # [S, A, S']
+    m1, m2 = np.zeros_like(Q), np.zeros_like(Q)  # E[Y_{t+1} | x, a], E[Y_{t+1}^2 | x, a]
+    for _ in range(length):
+        e1 = np.sum(mu * c * m1, axis=-1)  # [S'] E_mu[c Y_{t+1} | x']
+        e2 = np.sum(mu * c**2 * m2, axis=-1)
+        m1_next = np.einsum("xay,xay->xa", mdp.P, delta + g * e1)
+        m2 = np.einsum("xay,xay->xa", mdp.P, delta**2 + 2 * g * delta * e1 + g**2 * e2)
+        m1 = m1_next
+    return Q + m1, m2 - m1**2
