@@ -1,21 +1,22 @@
 """make(env_id, num_envs, seed) -> gymnasium VectorEnv, whatever the backend.
 
 Plain ids ("Hopper-v5", "CartPole-v1") use Gymnasium (envs/gym_mujoco.py); "brax:<name>"
-(envs/brax.py), "dmc:<domain>-<task>" (envs/dmc.py) and "envpool:<id>" (envs/envpool.py) use
-their backends. Each backend's heavy library is imported only when one of its ids is used.
+(envs/brax.py), "dmc:<domain>-<task>" (envs/dmc.py), "envpool:<id>" (envs/envpool.py) and
+"bandit:<name>" (envs/bandits.py: K-armed, contextual, continuous-action and verifiable-sequence
+bandits, numpy only) use their backends. Each backend's heavy library is imported only when one
+of its ids is used.
 """
 
 from __future__ import annotations
 
 import gymnasium as gym
 
-from envs import brax, dmc, envpool, gym_mujoco
+from envs import bandits, brax, dmc, envpool, gym_mujoco
 from envs.errors import UnknownEnvError
 
 __all__ = ["UnknownEnvError", "check_env_id", "eval_num_envs", "make", "renders", "split_id"]
 
-BACKENDS = {"gym": gym_mujoco, "brax": brax, "dmc": dmc, "envpool": envpool}
-PLANNED = ("bandit",)
+BACKENDS = {"gym": gym_mujoco, "brax": brax, "dmc": dmc, "envpool": envpool, "bandit": bandits}
 
 
 def split_id(env_id: str) -> tuple[str, str]:
@@ -31,10 +32,6 @@ def check_env_id(env_id: str) -> None:
     backend, name = split_id(env_id)
     if backend not in BACKENDS:
         known = ", ".join(sorted(BACKENDS))
-        if backend in PLANNED:
-            raise UnknownEnvError(
-                f"env backend '{backend}' is not installed in this version (available: {known})"
-            )
         raise UnknownEnvError(f"unknown env backend '{backend}' in '{env_id}' (available: {known})")
     BACKENDS[backend].check_id(name)
 

@@ -51,7 +51,7 @@ def test_unknown_ids_name_the_backend_and_closest_ids():
         envs.check_env_id("NoSuchThing-v0")
     with pytest.raises(envs.UnknownEnvError, match="unknown env backend 'foo'"):
         envs.check_env_id("foo:bar")
-    with pytest.raises(envs.UnknownEnvError, match="not installed"):
+    with pytest.raises(envs.UnknownEnvError, match="backend 'bandit'"):
         envs.check_env_id("bandit:two-arm")
 
 

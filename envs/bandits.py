@@ -1,0 +1,333 @@
+"""Bandit backend: ids 'bandit:<name>' as Gymnasium VectorEnvs that expose their truth.
+
+Names (K arms, C contexts, V tokens in the vocabulary, L tokens per answer):
+
+  bernoulli-K           K arms; reward 1 with probability means[k], means ~ U(0, 1)
+  gaussian-K            K arms; reward ~ N(means[k], 1), means ~ N(0, 1)
+  sparse-K              one good arm among K: reward 1 on it, 0 on every other arm (the one-hot
+                        bandit of TPO, Kaddour 2026; e.g. sparse-1000)
+  contextual-C-K        C contexts, K Bernoulli arms each, context one-hot in the observation and
+                        drawn uniformly per episode; ceil(C/4) contexts are "hard": every arm
+                        fails except one that succeeds with probability 1/2, so a uniform policy
+                        succeeds there with probability 1/(2K) (near 0); the others are like
+                        bernoulli-K
+  continuous            one action a in [-1, 1]; reward exp(-(a - 0.5)^2 / (2 * 0.15^2))
+  bimodal               the same bump at -0.5 and at +0.5 (the larger of the two): two equally
+                        good modes, 10 widths apart (reward at a = 0 is below 1e-5)
+  sequence-reverse-V-L  verifiable-sequence bandit (RLVR in miniature, TPO's token reversal):
+                        a prompt of L tokens, then L steps that each emit a token; reward 1 iff
+                        the answer is the prompt reversed. A uniform policy succeeds w.p. V^-L.
+  sequence-summod-V-L   no prompt; reward 1 iff the L tokens sum to 0 mod V (V^(L-1) answers
+                        succeed; a uniform policy succeeds w.p. 1/V)
+
+The instance (arm means, hard contexts, the good arm) comes from np.random.default_rng(instance)
+with make(..., instance=0): every run seed faces the same bandit, and the seed given to reset
+drives only rewards and contexts (one generator for the whole batch; the same seed gives the
+same stream).
+
+Episodes: one step (one pull) for all but the sequence bandits, so every step ends every
+episode (terminated, never truncated) and, as with the other backends, the returned observation
+is already the next episode's (same-step autoreset; info['final_obs'] holds the one acted on).
+A sequence bandit's episode is L steps, one token each (per-step ratios are per token, per-
+episode ratios per sequence); the reward comes at the last step; all envs step in lockstep.
+Observations are float32: the one-hot context (a constant [1.0] where there is one context);
+for a sequence bandit [prompt one-hot (P*V) | tokens emitted so far, one-hot (L*V) | position
+one-hot (L)] with P = L (reverse) or 0 (summod).
+
+Groups (GRPO's G samples per context): make(..., group_size=G) puts env n in group n // G; the
+G envs of a group get the same context (or prompt) at every reset and autoreset, and draw their
+rewards independently. reset(options={"contexts": c}) sets the contexts of the first episodes
+(c: [num_envs] context indices, or [num_envs, L] prompt tokens for sequence-reverse).
+
+Truth, for tests and figures (all exact, none estimated):
+  optimal_reward       expected reward of the best policy (contexts uniform)
+  contexts             current context index per env [N] (prompt tokens [N, P] for sequences)
+  discrete bandits     means [C, K] (success probability, or Gaussian mean), hard [C] (bool),
+                       expected_reward(actions, contexts)
+  continuous bandits   modes, width, expected_reward(actions [n, 1])
+  sequence bandits     check(tokens [..., L], prompts [..., P]) -> bool (the vectorised reward
+                       checker), solve(prompts) -> one answer with reward 1, uniform_success
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from envs.errors import UnknownEnvError
+
+# kind -> names of its integer parameters and their minima, in the order they appear
+KINDS: dict[str, tuple[tuple[str, int], ...]] = {
+    "bernoulli": (("K", 2),),
+    "gaussian": (("K", 2),),
+    "sparse": (("K", 2),),
+    "contextual": (("C", 1), ("K", 2)),
+    "continuous": (),
+    "bimodal": (),
+    "sequence-reverse": (("V", 2), ("L", 1)),
+    "sequence-summod": (("V", 2), ("L", 1)),
+}
+FORMS = tuple("-".join([kind, *(p for p, _ in params)]) for kind, params in KINDS.items())
+EXAMPLES = (
+    "bernoulli-10",
+    "gaussian-10",
+    "sparse-1000",
+    "contextual-16-10",
+    "continuous",
+    "bimodal",
+    "sequence-reverse-2-8",
+    "sequence-summod-2-8",
+)
+HARD_GOOD_P = 0.5  # success probability of the one good arm of a hard context
+BUMP_WIDTH = 0.15  # std of the continuous bandits' reward bump
+
+
+def parse(name: str) -> tuple[str, tuple[int, ...]]:
+    """('contextual', (16, 10)) for 'contextual-16-10'; UnknownEnvError naming the id if bad."""
+    for kind, params in KINDS.items():
+        if name != kind and not name.startswith(kind + "-"):
+            continue
+        tail = name[len(kind) + 1 :]
+        parts = tail.split("-") if tail else []
+        form = FORMS[list(KINDS).index(kind)]
+        if len(parts) != len(params) or not all(p.isdigit() for p in parts):
+            raise UnknownEnvError(f"bandit:{name}: expected the form '{form}' (integers)")
+        values = tuple(int(p) for p in parts)
+        for (pname, low), value in zip(params, values, strict=True):
+            if value < low:
+                raise UnknownEnvError(f"bandit:{name}: {pname} must be >= {low}, got {value}")
+        return kind, values
+    close = difflib.get_close_matches(name, EXAMPLES, n=3, cutoff=0.5)
+    hint = f"; closest: {', '.join(close)}" if close else ""
+    raise UnknownEnvError(
+        f"unknown env id '{name}' for backend 'bandit' (names: {', '.join(FORMS)};"
+        f" e.g. {', '.join(EXAMPLES)}){hint}"
+    )
+
+
+def check_id(name: str) -> None:
+    """Raise UnknownEnvError if `name` is not a bandit name with valid parameters."""
+    parse(name)
+
+
+class BanditVectorEnv(gym.vector.VectorEnv):
+    """What every bandit shares: the batch generator, groups sharing a context, spaces."""
+
+    def __init__(
+        self,
+        name: str,
+        num_envs: int,
+        obs_dim: int,
+        single_action_space: gym.Space,
+        group_size: int,
+        copy: bool,
+    ) -> None:
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        if group_size < 1 or num_envs % group_size:
+            raise ValueError(
+                f"group_size must be >= 1 and divide num_envs ({num_envs}), got {group_size}"
+            )
+        self.name, self.num_envs, self.group_size, self.copy = name, num_envs, group_size, copy
+        self.single_observation_space = gym.spaces.Box(0.0, 1.0, (obs_dim,), np.float32)
+        self.single_action_space = single_action_space
+        self.observation_space = gym.vector.utils.batch_space(
+            self.single_observation_space, num_envs
+        )
+        self.action_space = gym.vector.utils.batch_space(single_action_space, num_envs)
+        self.metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
+        self._rng: np.random.Generator | None = None
+        self._rows = np.arange(num_envs)
+        self._ended = np.ones(num_envs, bool)
+        self._running = np.zeros(num_envs, bool)
+
+    def _draw_groups(self, num_groups: int) -> np.ndarray:
+        """Contexts of num_groups groups [num_groups, ...] (drawn from self._rng)."""
+        raise NotImplementedError
+
+    def _check_contexts(self, contexts: np.ndarray) -> None:
+        """Raise ValueError naming 'contexts' unless they are valid for every env."""
+        raise NotImplementedError
+
+    def _start(self, contexts: np.ndarray | None = None) -> None:
+        """Begin a new episode in every env, with these contexts or freshly drawn ones."""
+        raise NotImplementedError
+
+    def _new_contexts(self) -> np.ndarray:
+        groups = self._draw_groups(self.num_envs // self.group_size)
+        return np.repeat(groups, self.group_size, axis=0) if self.group_size > 1 else groups
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        if seed is not None or self._rng is None:
+            self._rng = np.random.default_rng(seed)
+        contexts = None
+        if options and "contexts" in options:
+            contexts = np.asarray(options["contexts"])
+            self._check_contexts(contexts)
+        self._start(contexts)
+        return self._out(self._obs), {}
+
+    def _out(self, obs: np.ndarray) -> np.ndarray:
+        return obs.copy() if self.copy else obs
+
+    def _check_started(self) -> None:
+        if self._rng is None:
+            raise RuntimeError("call reset() before step()")
+
+    def _check_actions(self, actions, num_actions: int) -> np.ndarray:
+        self._check_started()
+        a = np.asarray(actions)
+        if a.shape != (self.num_envs,) or a.dtype.kind not in "iu":
+            raise ValueError(f"actions must be integers of shape ({self.num_envs},), got {a.shape}")
+        if a.min() < 0 or a.max() >= num_actions:
+            raise ValueError(f"actions must lie in [0, {num_actions}), got {a.min()}..{a.max()}")
+        return a
+
+    def _one_step_out(self, reward: np.ndarray):
+        """Every episode ended: the next episodes start now (same-step autoreset)."""
+        final_obs = self._obs
+        self._start()
+        info = {"final_obs": final_obs, "_final_obs": self._ended.copy()}
+        return self._out(self._obs), reward, self._ended.copy(), self._running.copy(), info
+
+
+class DiscreteBandit(BanditVectorEnv):
+    """K arms in each of C contexts: Bernoulli(means[c, k]) or N(means[c, k], 1) rewards."""
+
+    def __init__(
+        self,
+        name: str,
+        num_envs: int,
+        means: np.ndarray,
+        gaussian: bool = False,
+        hard: np.ndarray | None = None,
+        group_size: int = 1,
+        copy: bool = True,
+    ) -> None:
+        self.means = means  # [C, K]
+        self.num_contexts, self.num_arms = means.shape
+        self.gaussian = gaussian
+        self.hard = np.zeros(self.num_contexts, bool) if hard is None else hard
+        self.optimal_reward = float(means.max(1).mean())
+        space = gym.spaces.Discrete(self.num_arms)
+        super().__init__(name, num_envs, self.num_contexts, space, group_size, copy)
+        self.contexts = np.zeros(num_envs, np.int64)
+        self._obs = np.ones((num_envs, 1), np.float32)
+
+    def expected_reward(self, actions: np.ndarray, contexts: np.ndarray | None = None):
+        """Mean reward of arms `actions` in `contexts` (context 0 when None)."""
+        return self.means[0 if contexts is None else contexts, actions]
+
+    def _draw_groups(self, num_groups: int) -> np.ndarray:
+        return self._rng.integers(0, self.num_contexts, num_groups)
+
+    def _check_contexts(self, contexts: np.ndarray) -> None:
+        if contexts.shape != (self.num_envs,) or contexts.dtype.kind not in "iu":
+            raise ValueError(f"contexts must be integers of shape ({self.num_envs},)")
+        if contexts.min() < 0 or contexts.max() >= self.num_contexts:
+            raise ValueError(f"contexts must lie in [0, {self.num_contexts})")
+
+    def _start(self, contexts: np.ndarray | None = None) -> None:
+        if self.num_contexts == 1:
+            return  # one context: the constant observation [1.0], nothing to draw
+        self.contexts = self._new_contexts() if contexts is None else contexts.astype(np.int64)
+        self._obs = np.zeros((self.num_envs, self.num_contexts), np.float32)
+        self._obs[self._rows, self.contexts] = 1.0
+
+    def step(self, actions):
+        a = self._check_actions(actions, self.num_arms)
+        mean = self.means[self.contexts, a]  # [N]
+        if self.gaussian:
+            reward = self._rng.standard_normal(self.num_envs) + mean
+        else:
+            reward = (self._rng.random(self.num_envs) < mean).astype(np.float64)
+        return self._one_step_out(reward)
+
+
+class ContinuousBandit(BanditVectorEnv):
+    """One action in [-1, 1], deterministic reward: a Gaussian bump around the nearest mode."""
+
+    def __init__(
+        self,
+        name: str,
+        num_envs: int,
+        modes: tuple[float, ...],
+        width: float = BUMP_WIDTH,
+        group_size: int = 1,
+        copy: bool = True,
+    ) -> None:
+        self.modes, self.width = np.asarray(modes, np.float64), width
+        self.optimal_reward = 1.0
+        space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+        super().__init__(name, num_envs, 1, space, group_size, copy)
+        self.contexts = np.zeros(num_envs, np.int64)
+        self._obs = np.ones((num_envs, 1), np.float32)
+
+    def expected_reward(self, actions: np.ndarray) -> np.ndarray:
+        """Reward of actions [n, 1] (clipped to [-1, 1]) -> [n]."""
+        a = np.clip(np.asarray(actions, np.float64), -1.0, 1.0)
+        dist2 = np.min((a - self.modes) ** 2, axis=-1)  # [n, 1] - [M] -> [n, M]
+        return np.exp(-dist2 / (2 * self.width**2))
+
+    def _draw_groups(self, num_groups: int) -> np.ndarray:
+        return np.zeros(num_groups, np.int64)
+
+    def _check_contexts(self, contexts: np.ndarray) -> None:
+        if contexts.shape != (self.num_envs,) or np.any(contexts != 0):
+            raise ValueError(f"contexts must be {self.num_envs} zeros (one context)")
+
+    def _start(self, contexts: np.ndarray | None = None) -> None:
+        pass  # one context, constant observation
+
+    def step(self, actions):
+        self._check_started()
+        a = np.asarray(actions)
+        if a.shape != (self.num_envs, 1):
+            raise ValueError(f"actions must have shape ({self.num_envs}, 1), got {a.shape}")
+        return self._one_step_out(self.expected_reward(a))
+
+
+def make(
+    name: str,
+    num_envs: int,
+    vectorization: str = "sync",
+    render_mode: str | None = None,
+    copy: bool = True,
+    group_size: int = 1,
+    instance: int = 0,
+) -> gym.vector.VectorEnv:
+    """The bandit `name` batched over num_envs (vectorization does not apply: one numpy call per
+    step for the whole batch); the instance is drawn from default_rng(instance)."""
+    if render_mode is not None:
+        raise ValueError("bandit: ids do not render (no video); drop --capture-video")
+    kind, params = parse(name)
+    rng = np.random.default_rng(instance)
+    kw = {"group_size": group_size, "copy": copy}
+    if kind in ("bernoulli", "gaussian", "sparse"):
+        (k,) = params
+        if kind == "bernoulli":
+            means = rng.uniform(0.0, 1.0, k)
+        elif kind == "gaussian":
+            means = rng.standard_normal(k)
+        else:
+            means = np.zeros(k)
+            means[rng.integers(k)] = 1.0
+        return DiscreteBandit(name, num_envs, means[None], kind == "gaussian", **kw)
+    if kind == "contextual":
+        c, k = params
+        means = rng.uniform(0.0, 1.0, (c, k))
+        hard = np.zeros(c, bool)
+        hard[rng.permutation(c)[: math.ceil(c / 4)]] = True
+        means[hard] = 0.0
+        means[hard, rng.integers(0, k, int(hard.sum()))] = HARD_GOOD_P
+        return DiscreteBandit(name, num_envs, means, hard=hard, **kw)
+    if kind in ("continuous", "bimodal"):
+        modes = (0.5,) if kind == "continuous" else (-0.5, 0.5)
+        return ContinuousBandit(name, num_envs, modes, **kw)
+    from envs.sequence_bandit import SequenceBandit
+
+    return SequenceBandit(name, num_envs, kind.split("-")[1], *params, **kw)
