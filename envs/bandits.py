@@ -11,7 +11,7 @@ Names (K arms, C contexts, V tokens in the vocabulary, L tokens per answer):
                         fails except one that succeeds with probability 1/2, so a uniform policy
                         succeeds there with probability 1/(2K) (near 0); the others are like
                         bernoulli-K
-  continuous            one action a in [-1, 1]; reward exp(-(a - 0.5)^2 / (2 * 0.15^2))
+  continuous            one action a in [-1, 1]; reward exp(-(a - 0.5)^2 / (2 * 0.1^2))
   bimodal               the same bump at -0.5 and at +0.5 (the larger of the two): two equally
                         good modes, 10 widths apart (reward at a = 0 is below 1e-5)
   sequence-reverse-V-L  verifiable-sequence bandit (RLVR in miniature, TPO's token reversal):
@@ -83,7 +83,7 @@ EXAMPLES = (
     "sequence-summod-2-8",
 )
 HARD_GOOD_P = 0.5  # success probability of the one good arm of a hard context
-BUMP_WIDTH = 0.15  # std of the continuous bandits' reward bump
+BUMP_WIDTH = 0.1  # std of the continuous bandits' reward bump
 
 
 def parse(name: str) -> tuple[str, tuple[int, ...]]:
