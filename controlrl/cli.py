@@ -104,7 +104,8 @@ def fail(message: str) -> None:
 class CommonArgs:
     env_id: str = "HalfCheetah-v5"
     """environment id: a Gymnasium id (Hopper-v5, CartPole-v1), brax:<name> (brax:ant),
-    dmc:<domain>-<task> (dmc:cheetah-run) or envpool:<id> (envpool:HalfCheetah-v5)"""
+    dmc:<domain>-<task> (dmc:cheetah-run), envpool:<id> (envpool:HalfCheetah-v5) or
+    bandit:<name> (bandit:bernoulli-10, bandit:sequence-reverse-2-8; names: envs/bandits.py)"""
     brax_pipeline: Literal["spring", "positional", "generalized", "mjx"] | None = None
     """physics pipeline of brax: ids (default: envs/brax.py DEFAULT_PIPELINE)"""
     seed: int = 1

@@ -39,6 +39,9 @@ G envs of a group get the same context (or prompt) at every reset and autoreset,
 rewards independently. reset(options={"contexts": c}) sets the contexts of the first episodes
 (c: [num_envs] context indices, or [num_envs, L] prompt tokens for sequence-reverse).
 
+Speed: one numpy pass per step for the whole batch (about 6 us a step at 8-64 envs for
+bernoulli-10, 13-16 us for the others): 100k pulls of bernoulli-10 take 0.07 s at 8 envs.
+
 Truth, for tests and figures (all exact, none estimated):
   optimal_reward       expected reward of the best policy (contexts uniform)
   contexts             current context index per env [N] (prompt tokens [N, P] for sequences)
