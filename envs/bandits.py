@@ -1,11 +1,15 @@
 """Bandit backend: ids 'bandit:<name>' as Gymnasium VectorEnvs that expose their truth.
 
+TPO: Target Policy Optimization (Kaddour 2026; github.com/JeanKaddour/tpo,
+paper_for_agents/tpo_for_agents.md), whose bandit and token-reversal tasks two of these copy.
+
 Names (K arms, C contexts, V tokens in the vocabulary, L tokens per answer):
 
   bernoulli-K           K arms; reward 1 with probability means[k], means ~ U(0, 1)
   gaussian-K            K arms; reward ~ N(means[k], 1), means ~ N(0, 1)
   sparse-K              one good arm among K: reward 1 on it, 0 on every other arm (the one-hot
-                        bandit of TPO, Kaddour 2026; e.g. sparse-1000)
+                        bandit of TPO's section 3.1 with K = 100; sparse-1000 for the catalog's
+                        claim)
   contextual-C-K        C contexts, K Bernoulli arms each, context one-hot in the observation and
                         drawn uniformly per episode; ceil(C/4) contexts are "hard": every arm
                         fails except one that succeeds with probability 1/2, so a uniform policy
@@ -14,9 +18,10 @@ Names (K arms, C contexts, V tokens in the vocabulary, L tokens per answer):
   continuous            one action a in [-1, 1]; reward exp(-(a - 0.5)^2 / (2 * 0.1^2))
   bimodal               the same bump at -0.5 and at +0.5 (the larger of the two): two equally
                         good modes, 10 widths apart (reward at a = 0 is below 1e-5)
-  sequence-reverse-V-L  verifiable-sequence bandit (RLVR in miniature, TPO's token reversal):
-                        a prompt of L tokens, then L steps that each emit a token; reward 1 iff
-                        the answer is the prompt reversed. A uniform policy succeeds w.p. V^-L.
+  sequence-reverse-V-L  verifiable-sequence bandit (RLVR in miniature): a prompt of L tokens,
+                        then L steps that each emit a token; reward 1 iff the answer is the
+                        prompt reversed (TPO's terminal-reward token reversal, section 3.6, is
+                        V = 2, L = 7..10). A uniform policy succeeds w.p. V^-L.
   sequence-summod-V-L   no prompt; reward 1 iff the L tokens sum to 0 mod V (V^(L-1) answers
                         succeed; a uniform policy succeeds w.p. 1/V)
 

@@ -1,7 +1,8 @@
 """Verifiable-sequence bandit (RLVR in miniature): L token steps, reward 1 iff a checkable rule
-holds for the whole answer. Rules: 'reverse' (answer = the prompt reversed: the token-reversal
-task of Target Policy Optimization, Kaddour 2026) and 'summod' (no prompt; tokens sum to 0 mod
-V). Ids, observation layout and groups: envs/bandits.py."""
+holds for the whole answer. Rules: 'reverse' (answer = the prompt reversed, exact match: the
+terminal-reward token reversal of Target Policy Optimization, Kaddour 2026, section 3.6;
+github.com/JeanKaddour/tpo) and 'summod' (no prompt; tokens sum to 0 mod V). Ids, observation
+layout and groups: envs/bandits.py."""
 
 from __future__ import annotations
 
