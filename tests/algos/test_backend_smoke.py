@@ -1,4 +1,4 @@
-"""Every on-policy algorithm runs unchanged on the dmc:, brax: and envpool: backends."""
+"""Every on-policy algorithm runs unchanged on the dmc:, brax:, envpool: and bandit: backends."""
 
 import json
 import os
@@ -52,6 +52,19 @@ def test_envpool(algo, tmp_path):
     pytest.importorskip("envpool")
     run_algo(algo, "envpool:Hopper-v5", tmp_path / algo)
     check_run(tmp_path / algo)
+
+
+@pytest.mark.parametrize(
+    "algo, env_id, length",
+    [("ppo", "bandit:sequence-reverse-2-4", 4), ("trpo", "bandit:bimodal", 1)],
+)
+def test_bandits(algo, env_id, length, tmp_path):
+    """Discrete token steps and one-step continuous pulls, through the shared on-policy path."""
+    run_algo(algo, env_id, tmp_path / algo)
+    check_run(tmp_path / algo)
+    header, *rows = (tmp_path / algo / "metrics.csv").read_text().split()
+    column = header.split(",").index("train/episode_length")
+    assert {float(row.split(",")[column]) for row in rows} == {length}
 
 
 def test_video_only_where_the_backend_renders(tmp_path):
