@@ -13,7 +13,7 @@ Names (K arms, C contexts, V tokens in the vocabulary, L tokens per answer):
   contextual-C-K        C contexts, K Bernoulli arms each, context one-hot in the observation and
                         drawn uniformly per episode; ceil(C/4) contexts are "hard": every arm
                         fails except one that succeeds with probability 1/2, so a uniform policy
-                        succeeds there with probability 1/(2K) (near 0); the others are like
+                        succeeds there w.p. 1/(2K) (0.05 or less for K >= 10); the others like
                         bernoulli-K
   continuous            one action a in [-1, 1]; reward exp(-(a - 0.5)^2 / (2 * 0.1^2))
   bimodal               the same bump at -0.5 and at +0.5 (the larger of the two): two equally

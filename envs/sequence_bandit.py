@@ -16,7 +16,9 @@ RULES = ("reverse", "summod")
 
 class SequenceBandit(BanditVectorEnv):
     """L steps per episode, one token from a vocabulary of V each; the reward, at the last step,
-    is check(answer, prompt). All envs are at the same step (episodes start together)."""
+    is check(answer, prompt). All envs are at the same step (episodes start together). With
+    copy=False the observation handed out is updated in place by the next step of the episode:
+    the caller copies it at once (as controlrl's Collector does)."""
 
     def __init__(
         self,
