@@ -86,7 +86,9 @@ def segments(starts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Te
     return ids, age, lengths
 
 
-def kalman_gains(length: int, q: float = 1e-6, v: float = 1.0, p0: float = 1.0):
+def kalman_gains(
+    length: int, q: float = 1e-6, v: float = 1.0, p0: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
     """KPO's data-independent gains K_k and log prod_{u<=k} (1 - K_k) for k = 0..length-1
     steps into an episode, float64 [length] each. v = 0: K = 1 (the raw log-ratios)."""
     _check_noise(q, v, p0)
@@ -104,7 +106,9 @@ def kalman_gains(length: int, q: float = 1e-6, v: float = 1.0, p0: float = 1.0):
     return gains, np.cumsum(log_keep)
 
 
-def sequence_log_ratio(log_ratio: torch.Tensor, starts: torch.Tensor, mean: bool = False):
+def sequence_log_ratio(
+    log_ratio: torch.Tensor, starts: torch.Tensor, mean: bool = False
+) -> torch.Tensor:
     """Sum (or mean, GSPO's length-normalised form) of the log-ratios of each step's episode,
     broadcast to its steps [T, N]."""
     starts = _check_layout(log_ratio, starts)
@@ -184,7 +188,9 @@ class EpisodeRatios:
         w = self.gains[a_c] * torch.exp(torch.where(causal, lag, torch.zeros_like(lag)))
         return torch.where(causal, w, torch.zeros_like(w))
 
-    def __call__(self, logp: torch.Tensor, old_logp: torch.Tensor, idx: torch.Tensor):
+    def __call__(
+        self, logp: torch.Tensor, old_logp: torch.Tensor, idx: torch.Tensor
+    ) -> torch.Tensor:
         """Ratios [B] of the minibatch rows idx (distinct) with log-probs logp under the current
         policy (differentiable) and old_logp under the behaviour policy."""
         z = logp - old_logp
