@@ -207,3 +207,47 @@ def test_argument_errors():
     ratios = R.EpisodeRatios("sequence", starts)
     with pytest.raises(ValueError, match=r"^idx has shape \(2,\), expected \(3,\)$"):
         ratios(torch.zeros(3), torch.zeros(3), torch.arange(2))
+
+
+def test_one_line_call_inside_minibatch_update():
+    """EpisodeRatios in the shared minibatch loop: rows of RolloutBuffer.flat are t * N + n,
+    the first minibatch sees ratio 1 everywhere (pi = pi_old), refresh() as after_epoch."""
+    from types import SimpleNamespace
+
+    from controlrl.buffers import RolloutBuffer
+    from controlrl.update import minibatch_update
+
+    T, N, d, A = 16, 3, 4, 3
+    gen = torch.Generator().manual_seed(9)
+    buffer = RolloutBuffer(T, N, (d,), (), discrete=True)
+    buffer.obs[:] = torch.randn(T, N, d, generator=gen).numpy()
+    buffer.actions[:] = torch.randint(0, A, (T, N), generator=gen).numpy()
+    buffer.ended[:] = (torch.rand(T, N, generator=gen) < 0.2).numpy()
+    weight = torch.nn.Parameter(0.1 * torch.randn(d, A, generator=gen))
+
+    def log_prob(obs, actions):
+        return torch.log_softmax(obs @ weight, -1).gather(-1, actions[:, None])[:, 0]
+
+    with torch.no_grad():
+        logp = log_prob(buffer.obs_t.reshape(-1, d), buffer.actions_t.reshape(-1))
+        buffer.logprobs[:] = logp.reshape(T, N).numpy()
+    adv = torch.randn(T, N, generator=gen).numpy()
+    batch = buffer.flat(advantages=adv)
+    assert batch["logprobs"][5 * N + 2] == buffer.logprobs[5, 2]  # row = t * N + n
+
+    ratios = R.EpisodeRatios("kalman", R.episode_starts(buffer.ended), q=0.01)
+    seen, last = [], torch.zeros(T * N, dtype=torch.float64)
+
+    def loss_fn(mb, idx):
+        logp = log_prob(mb["obs"], mb["actions"])
+        ratio = ratios(logp, mb["logprobs"], idx)  # the one line
+        seen.append(ratio.detach())
+        last[idx] = (logp - mb["logprobs"]).detach().double()
+        return -(ratio * mb["advantages"]).mean(), {"approx_kl": torch.tensor(0.0)}
+
+    optimizer = torch.optim.SGD([weight], lr=0.5)
+    args = SimpleNamespace(update_epochs=3, num_minibatches=4, max_grad_norm=10.0)
+    minibatch_update(optimizer, batch, loss_fn, args, after_epoch=lambda e: ratios.refresh())
+    assert torch.equal(seen[0], torch.ones_like(seen[0]))
+    assert len(seen) == 12 and (seen[-1] - 1).abs().max() > 1e-3
+    torch.testing.assert_close(ratios.ref.reshape(-1), last, rtol=0, atol=0)
