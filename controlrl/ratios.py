@@ -29,7 +29,8 @@ the minibatch's fresh log-ratios and their row indices (row = t * N + n, `Rollou
 order). Rows outside the minibatch enter at their reference values: 0 (pi = pi_old) until
 `refresh()` stores the latest values seen (pass it as `after_epoch`). Because every filter here
 is linear in z, the minibatch's ratios and their gradients are those of the full filter with the
-minibatch rows fresh and the other rows held at their reference values, at O(B^2) per minibatch:
+minibatch rows fresh and the other rows held at their reference values, at a cost of the
+minibatch's same-episode pairs (at most B^2):
     ratios = EpisodeRatios("kalman", episode_starts(buffer.ended))       # once per rollout
     ratio = ratios(logp, mb["logprobs"], idx)                            # in loss_fn
     minibatch_update(..., after_epoch=lambda epoch: ratios.refresh())
@@ -173,17 +174,33 @@ class EpisodeRatios:
         self.latest = self.ref.reshape(-1).clone()  # the latest log-ratio seen of every row
         self.ref_out = self.ref.reshape(-1).clone()  # filtered reference values [T * N]
 
+    def pairs(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every (i, j) of positions in idx whose rows share an episode, as two index vectors
+        [P], P = sum over episodes of (rows of idx in it)^2 (not B^2: a minibatch of a
+        many-env rollout touches many short blocks). Vectorised: sort by episode, then runs."""
+        seg, order = torch.sort(self.ids[idx], stable=True)
+        _, counts = torch.unique_consecutive(seg, return_counts=True)
+        first = torch.cumsum(counts, 0) - counts  # start of each run in sorted order
+        run_of = torch.repeat_interleave(torch.arange(len(counts)), counts)  # [B]
+        reps = counts[run_of]  # partners of each sorted position
+        i_sorted = torch.repeat_interleave(torch.arange(len(idx)), reps)  # [P]
+        offset = torch.arange(len(i_sorted)) - torch.repeat_interleave(
+            torch.cumsum(reps, 0) - reps, reps
+        )
+        j_sorted = first[run_of][i_sorted] + offset
+        return order[i_sorted], order[j_sorted]
+
     def weights(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
-        """d x[rows] / d z[cols] of the linear filter [len(rows), len(cols)]."""
-        same = self.ids[rows, None] == self.ids[None, cols]
+        """d x[row] / d z[col] of the linear filter for rows and cols of the same episode
+        (flat row indices, element by element) [P]."""
         if self.kind == "sequence":
-            return same.double()
+            return torch.ones(len(rows), dtype=torch.float64)
         if self.kind == "sequence_mean":
-            return same.double() / self.lengths[rows, None].double()
-        a_r, a_c = self.age[rows, None], self.age[None, cols]
-        causal = same & (a_c <= a_r)
+            return 1.0 / self.lengths[rows].double()
+        a_r, a_c = self.age[rows], self.age[cols]
+        causal = a_c <= a_r
         if self.kalman["v"] == 0:  # K = 1: x_t = z_t
-            return (causal & (a_c == a_r)).double()
+            return (a_c == a_r).double()
         lag = self.log_decay[a_r] - self.log_decay[a_c]  # <= 0 where causal
         w = self.gains[a_c] * torch.exp(torch.where(causal, lag, torch.zeros_like(lag)))
         return torch.where(causal, w, torch.zeros_like(w))
@@ -199,8 +216,9 @@ class EpisodeRatios:
         if idx.shape != z.shape:
             raise ValueError(f"idx has shape {tuple(idx.shape)}, expected {tuple(z.shape)}")
         delta = z - self.ref.reshape(-1)[idx].to(z.dtype)
-        w = self.weights(idx, idx).to(z.dtype)
-        x = self.ref_out[idx].to(z.dtype) + w @ delta
+        i, j = self.pairs(idx)
+        w = self.weights(idx[i], idx[j]).to(z.dtype)
+        x = self.ref_out[idx].to(z.dtype).index_add(0, i, w * delta[j])
         self.latest[idx] = z.detach().double()
         return x.exp()
 
