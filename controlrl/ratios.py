@@ -1,8 +1,8 @@
 """Importance ratios of an episode-structured rollout: per step (PPO's token-level ratio), per
 sequence (the product over an episode, or its geometric mean as GSPO, Zheng et al. 2025,
 arXiv 2507.18071) and KPO's causal Kalman-filtered ratio (He, Feng, Cheng, Feng, An 2026, "Online
-Causal Kalman Filtering for Policy Optimization", arXiv 2602.10609). The ratio option shared by
-the on-policy family (ppo, spo, grpo).
+Causal Kalman Filtering for Stable and Effective Policy Optimization", arXiv 2602.10609). The
+ratio option shared by the on-policy family (ppo, spo, grpo).
 
 Layout: log-ratios z[t, n] = log pi(a_t|s_t) - log pi_old(a_t|s_t) of T steps x N envs, and
 starts[t, n], True where step t begins an episode (`episode_starts(ended)` builds it from the
@@ -15,13 +15,14 @@ pi_old and is not in this batch, so a sequence ratio is the product over the ste
 rollout only, and the Kalman state restarts at the rollout's first step. A time-limit end
 (truncation) ends a sequence exactly as termination does.
 
-KPO's filter (no official code; the paper's description): the log-ratio is a latent random
-walk x_t = x_{t-1} + w_t, w ~ N(0, q), observed as z_t = x_t + v_t, v ~ N(0, v). Predict
-P- = P + q, gain K = P- / (P- + v), update x = x + K (z - x), P = (1 - K) P-; defaults q 1e-6,
-v 1 (a strong low-pass). At an episode start x = 0 (ratio 1: the policy equals pi_old) and
-P = p0 = 1, so the first gain is 1/2 and the early gains behave like a running mean (x_0 and
-P_0 are not given by the paper; these are our choice). The gains do not depend on the data,
-so x_t is a fixed causal linear combination of z_1..z_t and gradients flow through all of it.
+KPO's filter, as the paper describes it (we found no public code to check it against): the
+log-ratio is a latent random walk x_t = x_{t-1} + w_t, w ~ N(0, q), observed as z_t = x_t + v_t,
+v ~ N(0, v). Predict P- = P + q, gain K = P- / (P- + v), update x = x + K (z - x),
+P = (1 - K) P-; defaults q 1e-6, v 1 (a strong low-pass; the values reported for the paper,
+unverified). At an episode start x = 0 (ratio 1: the policy equals pi_old) and P = p0 = 1, so
+the first gain is 1/2 and the early gains behave like a running mean (x_0 and P_0 are not given
+by the paper; these are our choice). The gains do not depend on the data, so x_t is a fixed
+causal linear combination of z_1..z_t and gradients flow through all of it.
 
 Minibatches: `minibatch_update` shuffles transitions, but sequence and filtered ratios need the
 whole episode in time order. `EpisodeRatios` holds the full [T, N] layout; a loss calls it with
