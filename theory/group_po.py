@@ -182,7 +182,8 @@ def group_advantages(rewards: np.ndarray, scale: str = "mean_std", eps: float = 
     flat = np.all(rewards == rewards[..., :1], axis=-1, keepdims=True)
     centred = rewards - rewards.mean(axis=-1, keepdims=True)
     if scale == "mean_std" and rewards.shape[-1] > 1:
-        centred = centred / (rewards.std(axis=-1, ddof=1, keepdims=True) + eps)
+        with np.errstate(divide="ignore", invalid="ignore"):  # flat groups: set to 0 below
+            centred = centred / (rewards.std(axis=-1, ddof=1, keepdims=True) + eps)
     return np.where(flat, 0.0, centred)
 
 
