@@ -1,6 +1,7 @@
 """KL-regularised optima beyond one step, exact on tiny problems: REBEL's pairwise regression
-(its solution is the mirror-descent step), VIMPO's path-independent implied value on a tree, and
-control as inference (soft value iteration vs the exact trajectory posterior).
+(its solution is the mirror-descent step), DPO's population loss (its tabular optimum is the
+KL-regularised one), VIMPO's path-independent implied value on a tree, and control as inference
+(soft value iteration vs the exact trajectory posterior).
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from scipy.special import logsumexp
+from scipy.special import expit, log_expit, logsumexp
 
 from theory.policy_opt import softmax
 
@@ -26,6 +27,26 @@ def rebel_loss(
     h = (logits - logsumexp(logits)) - (logits_t - logsumexp(logits_t))
     resid = (h[:, None] - h[None, :]) / eta - (r[:, None] - r[None, :])
     return float(np.sum(pair_weights * resid**2))
+
+
+# ---------------------------------------------------------------------------------------------
+# DPO (Rafailov et al. 2023, "Direct Preference Optimization", arXiv 2305.18290) with
+# Bradley-Terry preferences from a reward; EXO (Ji et al. 2024, "Towards Efficient Exact
+# Optimization of Language Model Alignment", arXiv 2402.00856) minimises KL(pi || pi*) instead
+# ---------------------------------------------------------------------------------------------
+
+
+def dpo_population_loss(
+    logits: np.ndarray, logits_ref: np.ndarray, r: np.ndarray, beta: float
+) -> float:
+    """-sum_{a != a'} P(a > a') log sigmoid(beta (h(a) - h(a'))), h = log pi - log pi_ref and
+    P(a > a') = sigmoid(r(a) - r(a')): DPO's loss over every ordered pair, in expectation over
+    Bradley-Terry labels."""
+    h = (logits - logsumexp(logits)) - (logits_ref - logsumexp(logits_ref))
+    margin = beta * (h[:, None] - h[None, :])
+    pref = expit(r[:, None] - r[None, :])
+    off_diagonal = ~np.eye(len(r), dtype=bool)
+    return float(-np.sum((pref * log_expit(margin))[off_diagonal]))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,6 +2,9 @@
 
 T-K3 REBEL's least squares over all pairs is solved by the mirror-descent step pi_t exp(eta r)/Z
      (scipy minimisation over the logits; any full-support pair weighting).
+T-K5 DPO's population loss (Bradley-Terry labels from r, all pairs) has the tabular optimum
+     pi*; with quadratic logits EXO (reverse KL) seeks the better mode and DPO spreads, flatter
+     even than the forward-KL fit (a finding on the direction).
 T-K2 VIMPO: along every root-to-leaf path of a tree, R - beta sum log(pi*/pi_ref) = V*(root),
      so its variance is 0 for pi* and > 0 for other policies.
 T-C3 control as inference: with deterministic dynamics the soft-optimal policy's trajectory
@@ -105,3 +108,48 @@ def test_control_as_inference_is_optimistic_with_stochastic_dynamics():
     assert np.all(Q_post >= Q_soft - 1e-12) and np.max(Q_post - Q_soft) > 1e-2
     p_soft = ko.trajectory_probabilities(P, pi_soft, 0, states, actions)
     assert np.max(np.abs(p_soft - posterior)) > 1e-3
+
+
+def test_dpo_tabular_optimum_is_the_kl_regularised_one():
+    rng = np.random.default_rng(5)
+    for beta in (0.3, 1.0):
+        logits_ref, r = rng.normal(size=6), rng.normal(size=6)
+        res = minimize(
+            lambda z, lr=logits_ref, r=r, b=beta: ko.dpo_population_loss(z, lr, r, b),
+            logits_ref,
+            method="BFGS",
+            options={"gtol": 1e-10},
+        )
+        pi_star, _ = po.kl_regularized_optimum(po.softmax(logits_ref), r, beta)
+        np.testing.assert_allclose(po.softmax(res.x), pi_star, atol=1e-6)
+
+
+def _fit(loss, starts):
+    return min((minimize(loss, s, method="BFGS") for s in starts), key=lambda res: res.fun).x
+
+
+def test_dpo_and_exo_differ_in_a_restricted_class():
+    """Finding (the direction): a bimodal pi* fitted with quadratic logits over arms on a line.
+    EXO's reverse KL locks onto the better mode (entropy below pi*'s); DPO spreads over both,
+    flatter even than the forward-KL fit (so DPO is not the forward-KL projection either)."""
+    x = np.linspace(-1, 1, 21)
+    r = np.exp(-(((x - 0.6) / 0.15) ** 2)) + 0.8 * np.exp(-(((x + 0.6) / 0.15) ** 2))
+    beta, logits_ref = 0.2, np.zeros(21)
+    pi_star, _ = po.kl_regularized_optimum(po.softmax(logits_ref), r, beta)
+    feats = np.stack([x, x**2], axis=1)
+
+    def policy(theta):
+        return po.softmax(feats @ theta)
+
+    starts = [np.zeros(2), np.array([5.0, -5.0]), np.array([-5.0, -5.0]), np.array([10.0, -10.0])]
+    dpo = policy(_fit(lambda t: ko.dpo_population_loss(feats @ t, logits_ref, r, beta), starts))
+    exo = policy(_fit(lambda t: po.kl(policy(t), pi_star), starts))
+    fwd = policy(_fit(lambda t: po.kl(pi_star, policy(t)), starts))
+
+    def entropy(p):
+        return -np.sum(p * np.log(np.maximum(p, 1e-300)))
+
+    assert po.tv(dpo, exo) > 0.3
+    assert entropy(exo) < entropy(pi_star) < entropy(fwd) < entropy(dpo)
+    assert exo[x > 0].sum() > 0.99 and dpo[x > 0].sum() < fwd[x > 0].sum() < 0.7
+    assert exo @ r > pi_star @ r > fwd @ r > dpo @ r
