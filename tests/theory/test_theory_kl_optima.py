@@ -1,4 +1,4 @@
-"""theory/kl_optima.py: the seeds catalog's T-K2, T-K3 and T-C3, exactly.
+"""theory/kl_optima.py: the seeds catalog's T-K2, T-K3, T-K5 and T-C3, exactly.
 
 T-K3 REBEL's least squares over all pairs is solved by the mirror-descent step pi_t exp(eta r)/Z
      (scipy minimisation over the logits; any full-support pair weighting).
