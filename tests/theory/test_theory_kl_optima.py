@@ -1,7 +1,8 @@
-"""theory/kl_optima.py: the seeds catalog's T-K2, T-K3, T-K5 and T-C3, exactly.
+"""theory/kl_optima.py: the seeds catalog's T-K2..T-K5 and T-C3, exactly.
 
 T-K3 REBEL's least squares over all pairs is solved by the mirror-descent step pi_t exp(eta r)/Z
      (scipy minimisation over the logits; any full-support pair weighting).
+T-K4 (the claim, for a regularised-gap regression) off-policy pairs from any mu reach pi*.
 T-K5 DPO's population loss (Bradley-Terry labels from r, all pairs) has the tabular optimum
      pi*; with quadratic logits EXO (reverse KL) seeks the better mode and DPO spreads, flatter
      even than the forward-KL fit (a finding on the direction).
@@ -37,6 +38,24 @@ def test_rebel_regression_solves_to_the_mirror_descent_step():
             np.testing.assert_allclose(po.softmax(res.x), target, atol=1e-6)
         assert ko.rebel_loss(np.log(target), logits_t, r, eta, np.ones((6, 6))) < 1e-20
         assert ko.rebel_loss(logits_t, logits_t, r, eta, np.ones((6, 6))) > 0.1
+
+
+def test_off_policy_pairs_recover_the_regularised_optimum():
+    """T-K4's claim (CoPG: off-policy pairs from any mu, no importance weights, reach pi*), for
+    the regression of regularised reward gaps r - beta log(pi / pi_ref) on pairs from mu, i.e.
+    rebel_loss anchored at pi_ref with eta = 1 / beta. CoPG's own estimator is not checked."""
+    rng = np.random.default_rng(6)
+    logits_ref, r, beta = rng.normal(size=5), rng.normal(size=5), 0.5
+    pi_star, _ = po.kl_regularized_optimum(po.softmax(logits_ref), r, beta)
+    for mu in (rng.dirichlet(np.ones(5)), rng.dirichlet(0.2 * np.ones(5))):
+        pairs = np.outer(mu, mu)  # both actions of a pair drawn from mu
+        res = minimize(
+            lambda z, w=pairs: ko.rebel_loss(z, logits_ref, r, 1 / beta, w),
+            np.zeros(5),
+            method="BFGS",
+            options={"gtol": 1e-12},
+        )
+        np.testing.assert_allclose(po.softmax(res.x), pi_star, atol=1e-5)
 
 
 def _tree(depth=3, A=3, seed=1):
