@@ -13,13 +13,24 @@ import numpy as np
 import pytest
 import torch
 
-from algos.grpo import Args, grpo_batch, grpo_loss, k3, loss_weights, main, update
+from algos.grpo import (
+    Args,
+    RolloutRatios,
+    grpo_batch,
+    grpo_loss,
+    k3,
+    loss_weights,
+    main,
+    update,
+)
 from controlrl import checkpoint
 from controlrl.cli import parse
 from controlrl.group import group_advantages
 from controlrl.group_rollout import GroupRollout
 from controlrl.nets import CategoricalPolicy, GaussianPolicy
 from controlrl.normalize import ObsNormalizer
+from controlrl.ratios import EpisodeRatios, filtered_log_ratio
+from controlrl.update import adam
 from theory.group_po import zero_variance_probability
 
 QUIET = ["--no-tensorboard", "--no-progress", "--eval-every", "0", "--eval-episodes", "2"]
@@ -102,13 +113,70 @@ def test_filtered_all_equal_rollout_skips_the_update():
     args = args_for(filter_zero_variance=True, kl_coef=0.04)
     batch, ratios, kept = grpo_batch(roll, old_logp, policy, args)
     assert kept == 0.0 and torch.equal(batch["weights"], torch.zeros(8))
-    from controlrl.update import adam
-
     opt = adam(policy, lr=0.1)
     before = [p.detach().clone() for p in policy.parameters()]
     stats = update(policy, opt, batch, ratios, args)
     assert stats["grad_steps"] == 0 and math.isnan(stats["loss"])
     assert all(torch.equal(a, b) for a, b in zip(before, policy.parameters()))
+
+
+@pytest.mark.parametrize(
+    "r, adv, expected",
+    [
+        (1.0, 2.0, -2.0),  # inside the region: -A
+        (1.1, -3.0, 3.0),
+        (1.3, 2.0, 0.0),  # A > 0 beyond 1 + eps: clipped, no gradient
+        (0.7, -2.0, 0.0),  # A < 0 below 1 - eps: clipped
+        (0.7, 2.0, -2.0),  # A > 0 below 1 - eps: not clipped (the min picks r A)
+        (1.3, -2.0, 2.0),  # A < 0 above 1 + eps: not clipped
+    ],
+)
+def test_clipped_surrogate_gradient_table(r, adv, expected):
+    ratio = torch.tensor([r], dtype=torch.float64, requires_grad=True)
+    zero = torch.zeros(1, dtype=torch.float64)
+    adv_t, one = torch.tensor([adv], dtype=torch.float64), torch.ones(1, dtype=torch.float64)
+    loss, _ = grpo_loss(zero, zero, ratio, adv_t, zero, one, 0.2, 0.0)
+    (grad,) = torch.autograd.grad(loss, ratio)
+    assert float(grad) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["sequence", "sequence_mean", "kalman"])
+def test_whole_rollout_minibatch_filters_like_episode_ratios(kind):
+    """RolloutRatios' O(T N) path (a minibatch of every row, shuffled) gives the ratios and
+    gradients of controlrl.ratios' filter, and of EpisodeRatios' minibatch path."""
+    gen = torch.Generator().manual_seed(6)
+    T, N = 5, 4
+    ended = torch.rand(T, N, generator=gen) < 0.3
+    z = torch.randn(T * N, generator=gen, dtype=torch.float64)
+    idx = torch.randperm(T * N, generator=gen)
+    kalman = {"q": 0.01, "v": 0.5, "p0": 1.0}
+    logp = z[idx].clone().requires_grad_()
+    ratio = RolloutRatios(kind, ended, **kalman)(logp, torch.zeros_like(logp), idx)
+    full = filtered_log_ratio(z.reshape(T, N), RolloutRatios(kind, ended).starts, kind, **kalman)
+    torch.testing.assert_close(ratio, full.reshape(-1)[idx].exp(), rtol=1e-12, atol=1e-12)
+    logp2 = z[idx].clone().requires_grad_()
+    other = EpisodeRatios(kind, RolloutRatios(kind, ended).starts, **kalman)
+    ratio2 = other(logp2, torch.zeros_like(logp2), idx)
+    torch.testing.assert_close(ratio, ratio2, rtol=1e-10, atol=1e-12)
+    w = torch.randn(T * N, generator=gen, dtype=torch.float64)
+    (g1,) = torch.autograd.grad((w * ratio).sum(), logp)
+    (g2,) = torch.autograd.grad((w * ratio2).sum(), logp2)
+    torch.testing.assert_close(g1, g2, rtol=1e-10, atol=1e-12)
+
+
+def test_minibatch_losses_estimate_the_whole_rollout_loss():
+    """With 2 minibatches each is scaled by rows / minibatch rows: their mean is the loss."""
+    torch.manual_seed(7)
+    policy = CategoricalPolicy(3, 4, (16,))
+    roll = rollout_of(policy, [2, 3, 1, 3, 2, 1, 3, 2], [0.5, 2, -1, 0.3, 1, 1.5, 0, 4], 4, 3, True)
+    old_logp, _, _ = roll.log_probs(policy)
+    args = args_for(num_minibatches=2, update_epochs=1, kl_coef=0.1)
+    batch, ratios, _ = grpo_batch(roll, old_logp, policy, args)
+    batch["ref_logprobs"] = batch["ref_logprobs"] - 0.5  # a reference apart: the KL term counts
+    with torch.no_grad():
+        full, _ = batch_loss(policy, batch, ratios, args)
+    stats = update(policy, adam(policy, lr=1e-12), batch, ratios, args)
+    assert stats["loss"] == pytest.approx(float(full), rel=1e-5)
 
 
 def test_k3_is_nonnegative_and_unbiased_for_kl_theta_ref():

@@ -127,6 +127,13 @@ def test_batch_targets_use_sequence_log_probs_and_log_densities():
     torch.testing.assert_close(batch["q"], expected)
     assert torch.isfinite(batch["q"]).all() and torch.allclose(batch["q"].sum(-1), torch.ones(2))
     assert batch["obs"].shape == (2, T, G, 2) and batch["valid"].shape == (2, T, G)
+    # the update's loss at theta_old: cross-entropy of q to the groups' sequence log-probs
+    stats = update(
+        policy, adam(policy, lr=1e-12), batch, Args(num_envs=N, group_size=G, update_epochs=1)
+    )
+    q = batch["q"].double()
+    expected_loss = -(q * torch.log_softmax(seq, -1)).sum(-1).mean()
+    assert stats["loss"] == pytest.approx(float(expected_loss), rel=1e-5)
 
 
 def test_update_fits_the_policy_to_the_target():
