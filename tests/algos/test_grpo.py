@@ -118,6 +118,11 @@ def test_filtered_all_equal_rollout_skips_the_update():
     stats = update(policy, opt, batch, ratios, args)
     assert stats["grad_steps"] == 0 and math.isnan(stats["loss"])
     assert all(torch.equal(a, b) for a, b in zip(before, policy.parameters()))
+    # one flat group and one with signal: only the flat group's rows leave the loss
+    roll.returns = np.array([1.0, 1, 1, 1, 0, 1, 0, 0])
+    batch, _, kept = grpo_batch(roll, old_logp, policy, args)
+    assert kept == 0.5
+    assert torch.equal(batch["weights"] > 0, torch.tensor([False] * 4 + [True] * 4))
 
 
 @pytest.mark.parametrize(
@@ -357,6 +362,9 @@ def test_learns_bernoulli_10_to_near_its_optimum(tmp_path):
     assert value > bandit.optimal_reward - 0.03, (value, bandit.optimal_reward)
     assert metrics["train/episode_return"][:5].mean() < 0.65  # started near uniform (0.55)
     assert metrics["train/entropy"][-1] < 0.5 * metrics["train/entropy"][0]
+    # KL to the frozen initial policy: 0 on the first rollout, then it grows
+    kl_ref = metrics["train/kl_ref"]
+    assert kl_ref[0] == 0.0 and kl_ref[-1] > 0.05
 
 
 def test_sequence_bandit_run(tmp_path):
@@ -372,6 +380,20 @@ def test_sequence_bandit_run(tmp_path):
     assert metrics["train/episode_return"][-5:].mean() > 0.5
     kept = metrics["train/kept_frac"]
     np.testing.assert_allclose(kept, 1 - metrics["train/zero_variance_frac"])
+
+
+def test_gymnasium_groups_of_whole_episodes(tmp_path):
+    """CartPole: the G envs of a group start from one state, episodes differ in length; a step
+    counts once per episode step (padding is not counted), returns are the episodes' own."""
+    metrics, state = train(
+        tmp_path, "cp", "--env-id", "CartPole-v1", "--num-envs", "8", "--group-size", "4",
+        "--total-timesteps", "600", "--ratio", "kalman", "--num-minibatches", "2",
+    )  # fmt: skip
+    steps = np.diff(np.concatenate([[0], metrics["step"]]))
+    np.testing.assert_array_equal(steps, metrics["train/episode_length"] * 8)
+    np.testing.assert_array_equal(metrics["train/episode_return"], metrics["train/episode_length"])
+    assert state["step"] == metrics["step"][-1] >= 600 > metrics["step"][-2]
+    assert np.isfinite(metrics["train/clip_frac"]).all()
 
 
 def test_resume_repeats_the_uninterrupted_run_bit_for_bit(tmp_path):

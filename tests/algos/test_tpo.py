@@ -228,6 +228,18 @@ def test_sequence_bandit_run_and_resume_bit_for_bit(tmp_path):
     assert (a / "metrics.csv").read_bytes() == (b / "metrics.csv").read_bytes()
 
 
+def test_gymnasium_continuous_smoke(tmp_path):
+    """Pendulum (Gaussian, 200-step episodes): q from summed log-densities stays finite."""
+    metrics, state = train(
+        tmp_path, "pend", "--env-id", "Pendulum-v1", "--num-envs", "4", "--group-size", "2",
+        "--total-timesteps", "1600",
+    )  # fmt: skip
+    assert (metrics["train/episode_length"] == 200).all() and state["step"] == 1600
+    assert (
+        np.isfinite(metrics["train/loss"]).all() and np.isfinite(metrics["train/target_kl"]).all()
+    )
+
+
 @pytest.mark.parametrize(
     "argv, fragment",
     [
