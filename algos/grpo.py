@@ -2,7 +2,7 @@
 PPO's clipped surrogate with a critic-free, group-relative outcome advantage and a k3 KL penalty
 to a frozen reference policy (the initial one).
 
-    python algos/grpo.py --env-id bandit:bernoulli-10 --total-timesteps 100000 --no-tensorboard
+    python algos/grpo.py --env-id bandit:bernoulli-10 --total-timesteps 100000 --num-envs 256
     python algos/grpo.py --env-id bandit:sequence-reverse-2-6 --group-size 16 --kl-coef 0
     python algos/grpo.py --env-id Hopper-v5 --num-envs 32 --group-size 8 --ratio kalman
 
@@ -28,11 +28,13 @@ policy to the reference over the rollout), train/kept_frac (groups in the loss),
 loss, policy_loss, kl_penalty, approx_kl, clip_frac, grad_steps, and the policy shift over the
 rollout (kl_mean, kl_max, ratio_dev_*).
 
-Speed (the issue's target: 100k bandit samples in under 10 s): on this 2-core machine, loaded
-by background training runs,
+Speed (the issue's target: 100k bandit samples in under 10 s, arms and groups batched): on
+this 2-core machine, loaded by background training runs (load average 3.7 to 7),
     time python algos/grpo.py --env-id bandit:bernoulli-10 --total-timesteps 100000 \
-        --no-tensorboard --no-progress --eval-every 0 --run-dir /tmp/grpo_speed
-took SPEED_WALL s wall (SPEED_USER s user), process start and torch import included.
+        --num-envs 256 --no-tensorboard --no-progress --eval-every 0 --run-dir /tmp/grpo_speed
+took 7.1 s wall at load 3.7 and 10.4-11.8 s wall (6.1-6.5 s CPU) at load 7, process start
+included (about 4.6 s of it: torch and its optimiser imports); at the default 64 envs, 14 s.
+Per iteration the time goes to the 64-64 MLP's forward and backward passes (4 epochs).
 """
 
 from __future__ import annotations
