@@ -1,8 +1,8 @@
 """Importance ratios of an episode-structured rollout: per step (PPO's token-level ratio), per
 sequence (the product over an episode, or its geometric mean as GSPO, Zheng et al. 2025,
 arXiv 2507.18071) and KPO's causal Kalman-filtered ratio (He, Feng, Cheng, Feng, An 2026, "Online
-Causal Kalman Filtering for Policy Optimization", arXiv 2602.10609). The ratio option shared by
-the on-policy family (ppo, spo, grpo).
+Causal Kalman Filtering for Stable and Effective Policy Optimization", arXiv 2602.10609). The
+ratio option shared by the on-policy family (ppo, spo, grpo).
 
 Layout: log-ratios z[t, n] = log pi(a_t|s_t) - log pi_old(a_t|s_t) of T steps x N envs, and
 starts[t, n], True where step t begins an episode (`episode_starts(ended)` builds it from the
@@ -15,13 +15,14 @@ pi_old and is not in this batch, so a sequence ratio is the product over the ste
 rollout only, and the Kalman state restarts at the rollout's first step. A time-limit end
 (truncation) ends a sequence exactly as termination does.
 
-KPO's filter (no official code; the paper's description): the log-ratio is a latent random
-walk x_t = x_{t-1} + w_t, w ~ N(0, q), observed as z_t = x_t + v_t, v ~ N(0, v). Predict
-P- = P + q, gain K = P- / (P- + v), update x = x + K (z - x), P = (1 - K) P-; defaults q 1e-6,
-v 1 (a strong low-pass). At an episode start x = 0 (ratio 1: the policy equals pi_old) and
-P = p0 = 1, so the first gain is 1/2 and the early gains behave like a running mean (x_0 and
-P_0 are not given by the paper; these are our choice). The gains do not depend on the data,
-so x_t is a fixed causal linear combination of z_1..z_t and gradients flow through all of it.
+KPO's filter, as the paper describes it (we found no public code to check it against): the
+log-ratio is a latent random walk x_t = x_{t-1} + w_t, w ~ N(0, q), observed as z_t = x_t + v_t,
+v ~ N(0, v). Predict P- = P + q, gain K = P- / (P- + v), update x = x + K (z - x),
+P = (1 - K) P-; defaults q 1e-6, v 1 (a strong low-pass; the values reported for the paper,
+unverified). At an episode start x = 0 (ratio 1: the policy equals pi_old) and P = p0 = 1, so
+the first gain is 1/2 and the early gains behave like a running mean (x_0 and P_0 are not given
+by the paper; these are our choice). The gains do not depend on the data, so x_t is a fixed
+causal linear combination of z_1..z_t and gradients flow through all of it.
 
 Minibatches: `minibatch_update` shuffles transitions, but sequence and filtered ratios need the
 whole episode in time order. `EpisodeRatios` holds the full [T, N] layout; a loss calls it with
@@ -29,7 +30,8 @@ the minibatch's fresh log-ratios and their row indices (row = t * N + n, `Rollou
 order). Rows outside the minibatch enter at their reference values: 0 (pi = pi_old) until
 `refresh()` stores the latest values seen (pass it as `after_epoch`). Because every filter here
 is linear in z, the minibatch's ratios and their gradients are those of the full filter with the
-minibatch rows fresh and the other rows held at their reference values, at O(B^2) per minibatch:
+minibatch rows fresh and the other rows held at their reference values, at a cost of the
+minibatch's same-episode pairs (at most B^2):
     ratios = EpisodeRatios("kalman", episode_starts(buffer.ended))       # once per rollout
     ratio = ratios(logp, mb["logprobs"], idx)                            # in loss_fn
     minibatch_update(..., after_epoch=lambda epoch: ratios.refresh())
@@ -173,17 +175,33 @@ class EpisodeRatios:
         self.latest = self.ref.reshape(-1).clone()  # the latest log-ratio seen of every row
         self.ref_out = self.ref.reshape(-1).clone()  # filtered reference values [T * N]
 
+    def pairs(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every (i, j) of positions in idx whose rows share an episode, as two index vectors
+        [P], P = sum over episodes of (rows of idx in it)^2 (not B^2: a minibatch of a
+        many-env rollout touches many short blocks). Vectorised: sort by episode, then runs."""
+        seg, order = torch.sort(self.ids[idx], stable=True)
+        _, counts = torch.unique_consecutive(seg, return_counts=True)
+        first = torch.cumsum(counts, 0) - counts  # start of each run in sorted order
+        run_of = torch.repeat_interleave(torch.arange(len(counts)), counts)  # [B]
+        reps = counts[run_of]  # partners of each sorted position
+        i_sorted = torch.repeat_interleave(torch.arange(len(idx)), reps)  # [P]
+        offset = torch.arange(len(i_sorted)) - torch.repeat_interleave(
+            torch.cumsum(reps, 0) - reps, reps
+        )
+        j_sorted = first[run_of][i_sorted] + offset
+        return order[i_sorted], order[j_sorted]
+
     def weights(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
-        """d x[rows] / d z[cols] of the linear filter [len(rows), len(cols)]."""
-        same = self.ids[rows, None] == self.ids[None, cols]
+        """d x[row] / d z[col] of the linear filter for rows and cols of the same episode
+        (flat row indices, element by element) [P]."""
         if self.kind == "sequence":
-            return same.double()
+            return torch.ones(len(rows), dtype=torch.float64)
         if self.kind == "sequence_mean":
-            return same.double() / self.lengths[rows, None].double()
-        a_r, a_c = self.age[rows, None], self.age[None, cols]
-        causal = same & (a_c <= a_r)
+            return 1.0 / self.lengths[rows].double()
+        a_r, a_c = self.age[rows], self.age[cols]
+        causal = a_c <= a_r
         if self.kalman["v"] == 0:  # K = 1: x_t = z_t
-            return (causal & (a_c == a_r)).double()
+            return (a_c == a_r).double()
         lag = self.log_decay[a_r] - self.log_decay[a_c]  # <= 0 where causal
         w = self.gains[a_c] * torch.exp(torch.where(causal, lag, torch.zeros_like(lag)))
         return torch.where(causal, w, torch.zeros_like(w))
@@ -199,8 +217,9 @@ class EpisodeRatios:
         if idx.shape != z.shape:
             raise ValueError(f"idx has shape {tuple(idx.shape)}, expected {tuple(z.shape)}")
         delta = z - self.ref.reshape(-1)[idx].to(z.dtype)
-        w = self.weights(idx, idx).to(z.dtype)
-        x = self.ref_out[idx].to(z.dtype) + w @ delta
+        i, j = self.pairs(idx)
+        w = self.weights(idx[i], idx[j]).to(z.dtype)
+        x = self.ref_out[idx].to(z.dtype).index_add(0, i, w * delta[j])
         self.latest[idx] = z.detach().double()
         return x.exp()
 

@@ -70,7 +70,9 @@ def astarpo_bias_asymptote(pi_ref: np.ndarray, r: np.ndarray, beta: float, n: in
 # ---------------------------------------------------------------------------------------------
 # GRPO's exact iterates on a binary-reward bandit (Mroueh 2025, "Reinforcement Learning with
 # Verifiable Rewards: GRPO's Effective Loss, Dynamics, and Success Amplification", arXiv
-# 2503.06639): pi_n = argmax E_pi[A] - beta1 KL(pi || pi_{n-1}) - beta2 KL(pi || pi_ref)
+# 2503.06639): pi_n = argmax E_pi[A] - beta1 KL(pi || pi_{n-1}) - beta2 KL(pi || pi_ref), its
+# "mirror + reference" variant, with population statistics and the std's epsilon at 0. The
+# existence threshold of the fixed point (grpo_fixed_point_threshold) is our derivation.
 # ---------------------------------------------------------------------------------------------
 
 
@@ -180,7 +182,8 @@ def group_advantages(rewards: np.ndarray, scale: str = "mean_std", eps: float = 
     flat = np.all(rewards == rewards[..., :1], axis=-1, keepdims=True)
     centred = rewards - rewards.mean(axis=-1, keepdims=True)
     if scale == "mean_std" and rewards.shape[-1] > 1:
-        centred = centred / (rewards.std(axis=-1, ddof=1, keepdims=True) + eps)
+        with np.errstate(divide="ignore", invalid="ignore"):  # flat groups: set to 0 below
+            centred = centred / (rewards.std(axis=-1, ddof=1, keepdims=True) + eps)
     return np.where(flat, 0.0, centred)
 
 

@@ -251,3 +251,14 @@ def test_one_line_call_inside_minibatch_update():
     assert torch.equal(seen[0], torch.ones_like(seen[0]))
     assert len(seen) == 12 and (seen[-1] - 1).abs().max() > 1e-3
     torch.testing.assert_close(ratios.ref.reshape(-1), last, rtol=0, atol=0)
+
+
+def test_pairs_are_exactly_the_same_episode_pairs():
+    z, starts = _rollout(T=20, N=50, seed=10, p_end=0.3)
+    ratios = R.EpisodeRatios("sequence", starts)
+    idx = torch.randperm(1000, generator=torch.Generator().manual_seed(11))[:300]
+    i, j = ratios.pairs(idx)
+    got = sorted(zip(i.tolist(), j.tolist()))
+    ids = ratios.ids[idx].tolist()
+    want = [(a, b) for a in range(300) for b in range(300) if ids[a] == ids[b]]
+    assert got == want and len(want) < 300**2 / 10  # far fewer than B^2

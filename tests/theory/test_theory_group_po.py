@@ -271,6 +271,27 @@ def test_group_estimators_bias_and_variance(G):
     np.testing.assert_allclose(grpo_mean, gp.grpo_gradient_scale(J, G, 1e-4) * true, atol=1e-14)
 
 
+@pytest.mark.parametrize("G", [2, 3, 4])
+def test_counts_enumeration_equals_enumerating_every_sequence(G):
+    """The counts shortcut against all (2K)^G ordered groups, each scored sample by sample with
+    the numpy twin of controlrl.group (an independent path to the same moments)."""
+    pi, mu = np.array([0.5, 0.3, 0.2]), np.array([0.7, 0.2, 0.4])
+    counts, prob, arms, rewards = gp.group_outcomes(pi, mu, G)
+    seqs = np.array(list(itertools.product(range(6), repeat=G)))  # outcome 2a + r per sample
+    seq_arms, seq_r = seqs // 2, (seqs % 2).astype(float)
+    seq_prob = np.prod(np.where(seq_r == 1, mu[seq_arms], 1 - mu[seq_arms]) * pi[seq_arms], 1)
+    score = np.eye(3)[seq_arms] - pi  # [M, G, K]
+    for scale in gp.SCALES:
+        adv = gp.group_advantages(seq_r, scale, eps=0.0)
+        seq_grads = np.einsum("mg,mgk->mk", adv, score) / G
+        want_mean, want_var = gp.exact_moments(seq_prob, seq_grads)
+        got_mean, got_var = gp.exact_moments(
+            prob, gp.group_gradient(pi, counts, arms, rewards, scale)
+        )
+        np.testing.assert_allclose(got_mean, want_mean, atol=1e-14)
+        assert got_var == pytest.approx(want_var, rel=1e-12)
+
+
 def test_grpo_scale_approaches_one_over_sigma_from_below():
     for J in (0.05, 0.361, 0.7):
         scaled = [gp.grpo_gradient_scale(J, G) * math.sqrt(J * (1 - J)) for G in (2, 8, 32, 512)]
