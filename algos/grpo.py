@@ -28,13 +28,15 @@ policy to the reference over the rollout), train/kept_frac (groups in the loss),
 loss, policy_loss, kl_penalty, approx_kl, clip_frac, grad_steps, and the policy shift over the
 rollout (kl_mean, kl_max, ratio_dev_*).
 
-Speed (the issue's target: 100k bandit samples in under 10 s, arms and groups batched): on
-this 2-core machine, loaded by background training runs (load average 3.7 to 7),
-    time python algos/grpo.py --env-id bandit:bernoulli-10 --total-timesteps 100000 \
-        --num-envs 256 --no-tensorboard --no-progress --eval-every 0 --run-dir /tmp/grpo_speed
-took 7.1 s wall at load 3.7 and 10.4-11.8 s wall (6.1-6.5 s CPU) at load 7, process start
-included (about 4.6 s of it: torch and its optimiser imports); at the default 64 envs, 14 s.
-Per iteration the time goes to the 64-64 MLP's forward and backward passes (4 epochs).
+Speed (the issue's target: 100k bandit samples in under 10 s, arms and groups batched), timed
+with `time` on this 2-core machine while background training runs loaded it:
+
+    python algos/grpo.py --env-id bandit:bernoulli-10 --total-timesteps 100000 --num-envs 256
+        --no-tensorboard --no-progress --eval-every 0
+
+took 7.1 s wall at load average 3.7 and 10.4-11.8 s wall (6.1-6.5 s CPU) at load 7, process
+start included (about 4.6 s of it: torch and its optimiser imports); at the default 64 envs,
+14 s at load 3.7. The time per iteration goes to the 64-64 MLP's forward and backward passes.
 """
 
 from __future__ import annotations
@@ -70,8 +72,8 @@ class Args(CommonArgs):
     num_envs: int = 64
     """parallel environments: num_envs / group_size groups per iteration"""
     group_size: int = 8
-    """G, outputs per context / episodes per start state (spec: 8-64 on bandits; DeepSeekMath
-    64)"""
+    """G, outputs per context / episodes per start state (DeepSeekMath 64; TPO's sequence
+    tasks 8)"""
     adv_norm: Literal["mean", "mean-std"] = "mean-std"
     """group advantage: r - mean (Dr. GRPO) or (r - mean) / (std + 1e-4) (GRPO; TRL's unbiased
     std and epsilon)"""

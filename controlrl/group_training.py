@@ -38,8 +38,9 @@ class GroupRun(Session):
     """A Session plus the group data path: grouped vector env, normaliser, collector."""
 
     def __init__(self, args: CommonArgs) -> None:
-        # an iteration takes at least num_envs steps: num_iterations bounds the loop from above
         super().__init__(args, steps_per_iteration=args.num_envs)
+        # an iteration takes at least num_envs steps: enough iterations to reach the budget
+        self.num_iterations = -(-args.total_timesteps // args.num_envs)
         self.envs = make_group_envs(args.env_id, args.num_envs, args.group_size, args.seed)
         self.obs_space = self.envs.single_observation_space
         self.act_space = self.envs.single_action_space
