@@ -130,9 +130,14 @@ class GroupCollector:
         if N % group_size:
             raise ValueError(f"group_size {group_size} must divide num_envs {N}")
         # a bandit built with group_size groups its envs itself; others get one seed per group
-        self.self_grouped = getattr(envs, "group_size", 1) == group_size
+        self.self_grouped = hasattr(envs, "group_size")
+        if self.self_grouped and envs.group_size != group_size:
+            raise ValueError(
+                f"group_size {group_size}: the bandit groups its envs by {envs.group_size} "
+                "(make it with envs.make(..., group_size=G), as make_group_envs does)"
+            )
         # a bandit's episodes have one length: 1 pull, or L tokens for a sequence bandit
-        self.max_steps = getattr(envs, "length", 1) if hasattr(envs, "group_size") else max_steps
+        self.max_steps = getattr(envs, "length", 1) if self.self_grouped else max_steps
         space = envs.single_action_space
         self.discrete = isinstance(space, gym.spaces.Discrete)
         self.low = None if self.discrete else space.low.astype(np.float32)

@@ -90,3 +90,6 @@ def test_unknown_group_size_is_refused():
     vec = envs.make("CartPole-v1", 4, 0)
     with pytest.raises(ValueError, match="group_size"):
         GroupCollector(vec, 3, None, 10)
+    bandit = envs.make("bandit:contextual-4-5", 4, 0)  # not grouped: contexts would differ
+    with pytest.raises(ValueError, match="groups its envs by 1"):
+        GroupCollector(bandit, 2, None, 10)
