@@ -33,6 +33,9 @@ from controlrl.ratios import EpisodeRatios, filtered_log_ratio
 from controlrl.update import adam
 from theory.group_po import zero_variance_probability
 
+# the scripts' default (--torch-threads 1): small nets on two threads contend with other jobs
+torch.set_num_threads(1)
+
 QUIET = ["--no-tensorboard", "--no-progress", "--eval-every", "0", "--eval-episodes", "2"]
 
 

@@ -11,6 +11,9 @@ import envs
 from controlrl.group_rollout import GroupCollector, make_group_envs
 from controlrl.nets import make_policy
 
+# the scripts' default (--torch-threads 1): small nets on two threads contend with other jobs
+torch.set_num_threads(1)
+
 
 def collector(env_id: str, num_envs: int, group_size: int, max_steps: int = 500):
     vec = make_group_envs(env_id, num_envs, group_size, seed=0)
