@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
 from controlrl.diagnostics import check_finite
@@ -128,7 +129,7 @@ def detached(**tensors: torch.Tensor) -> dict[str, torch.Tensor]:
     return {k: v.detach() for k, v in tensors.items()}
 
 
-def rollout_ratios(args, ended) -> EpisodeRatios | None:
+def rollout_ratios(args, ended: np.ndarray | torch.Tensor | None) -> EpisodeRatios | None:
     """The ratio of args.ratio (absent: "step") for one rollout: None for "step", else
     EpisodeRatios over the episodes of ended [T, N] (the buffer's terminated-or-truncated flags,
     rows t * N + n as RolloutBuffer.flat) with args.kalman_q, _v, _p0 for "kalman"."""

@@ -1,7 +1,8 @@
 """controlrl.update's hook of the ratio option: rollout_ratios builds the EpisodeRatios of
 args.ratio from the rollout's ended flags (None for step or without the flag), actor_critic_loss
 hands the minibatch's ratio to the policy loss (and calls a ratio-less policy loss as before),
-minibatch_update refreshes the ratios after every epoch, before after_epoch."""
+minibatch_update refreshes the ratios after every epoch, before after_epoch; surrogate_stats
+takes approx_kl from the per-step ratio and clip_frac from the ratio used."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from controlrl.losses import surrogate_stats
 from controlrl.ratios import EpisodeRatios, episode_starts
 from controlrl.update import actor_critic_loss, minibatch_update, rollout_ratios
 
@@ -93,3 +95,12 @@ def test_minibatch_update_refreshes_the_ratios_after_every_epoch():
     after_epoch = log.append
     minibatch_update(optimizer, batch, loss_fn, args, after_epoch=after_epoch, ratios=ratios)
     assert log == ["step", "step", "refresh", 0, "step", "step", "refresh", 1]
+
+
+def test_surrogate_stats_of_a_filtered_ratio():
+    log_ratio = torch.tensor([0.5, -0.25, 0.0, 0.125])
+    used = torch.tensor([1.0, 1.5, 0.5, 1.1])  # 2 of 4 beyond eps 0.3; the per-step: 1 of 4
+    stats = surrogate_stats(log_ratio.exp(), log_ratio, 0.3, used=used)
+    assert float(stats["clip_frac"]) == 0.5
+    assert float(surrogate_stats(log_ratio.exp(), log_ratio, 0.3)["clip_frac"]) == 0.25
+    torch.testing.assert_close(stats["approx_kl"], (log_ratio.exp() - 1 - log_ratio).mean())
