@@ -2,12 +2,16 @@
 MuJoCo defaults (vwxyzjn/cleanrl cleanrl/ppo_continuous_action.py), Box and Discrete actions.
 
     python algos/ppo.py --env-id Hopper-v5 --total-timesteps 1000000 --seed 1
+    python algos/ppo.py --env-id Hopper-v5 --ratio kalman    # KPO-clipped (arXiv 2602.10609)
 
 Differences from CleanRL: timeouts bootstrap from V(final observation) (--truncation-as-terminal
-gives CleanRL's convention), the normalisers are saved in checkpoints. Logs to the run directory
-(config.json, metrics.csv, timing.csv, tb/, checkpoints/, videos/) the metrics listed in the
-README (episode returns, losses, approx-KL (k3), clip fraction, explained variance, per-state
-KL(old || new) and ratio deviation over the whole batch after the update, evaluation returns).
+gives CleanRL's convention), the normalisers are saved in checkpoints, --ratio
+(controlrl/ratios.py) can clip a sequence (GSPO) or KPO's Kalman-filtered ratio along each
+episode instead of the per-step one. Logs to the run directory (config.json, metrics.csv,
+timing.csv, tb/, checkpoints/, videos/) the metrics listed in the README (episode returns,
+losses, approx-KL (k3, per step), clip fraction (of the ratio used), explained variance,
+per-state KL(old || new) and ratio deviation over the whole batch after the update, evaluation
+returns).
 """
 
 from __future__ import annotations
@@ -18,20 +22,22 @@ import torch
 
 from controlrl.cli import (
     CommonArgs,
+    RatioArgs,
     parse,
     require,
     require_minibatch_flags,
     require_positive,
+    require_ratio_flags,
     require_sizes,
 )
 from controlrl.losses import surrogate_stats
 from controlrl.nets import ValueNet, make_policy
 from controlrl.training import Run
-from controlrl.update import actor_critic_loss, adam, minibatch_update
+from controlrl.update import actor_critic_loss, adam, minibatch_update, rollout_ratios
 
 
 @dataclass
-class Args(CommonArgs):
+class Args(RatioArgs, CommonArgs):
     learning_rate: float = 3e-4
     """Adam learning rate (CleanRL 3e-4)"""
     anneal_lr: bool = True
@@ -74,27 +80,44 @@ class Args(CommonArgs):
     def validate(self) -> None:
         super().validate()
         require_minibatch_flags(self)
+        require_ratio_flags(self)
         require_positive(self, "clip_coef")
         require(self.target_kl is None or self.target_kl > 0, "target_kl", "must be > 0")
         require_sizes(self, "critic_hidden_sizes")
 
 
 def ppo_loss(
-    logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, eps: float
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    adv: torch.Tensor,
+    eps: float,
+    ratio: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Clipped surrogate, minimised: mean(max(-A r, -A clip(r, 1 - eps, 1 + eps)))."""
+    """Clipped surrogate, minimised: mean(max(-A r, -A clip(r, 1 - eps, 1 + eps))), r the
+    per-step exp(logp - old_logp) or the given ratio (--ratio: sequence or KPO-filtered, clipped
+    in its place, KPO's "KPO-clipped"). approx_kl is of the per-step ratio, clip_frac of r."""
     log_ratio = logp - old_logp
-    ratio = log_ratio.exp()
+    step_ratio = log_ratio.exp()
+    if ratio is None:
+        ratio = step_ratio
     loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - eps, 1 + eps)).mean()
-    return loss, surrogate_stats(ratio, log_ratio, eps)
+    return loss, surrogate_stats(step_ratio, log_ratio, eps, used=ratio)
 
 
-def update(policy, value_net, optimizer, batch: dict[str, torch.Tensor], args: Args) -> dict:
-    """update_epochs x num_minibatches Adam steps on the PPO loss; returns mean statistics."""
+def update(
+    policy, value_net, optimizer, batch: dict[str, torch.Tensor], args: Args, ended=None
+) -> dict:
+    """update_epochs x num_minibatches Adam steps on the PPO loss with the ratio of --ratio
+    (ended [T, N]: the rollout's episode ends, needed unless --ratio step); returns mean
+    statistics."""
     eps = args.clip_coef
-    policy_loss = lambda logp, old_logp, adv: ppo_loss(logp, old_logp, adv, eps)  # noqa: E731
-    loss_fn = actor_critic_loss(policy, value_net, policy_loss, eps, args)
-    return minibatch_update(optimizer, batch, loss_fn, args)
+
+    def policy_loss(logp, old_logp, adv, ratio=None):
+        return ppo_loss(logp, old_logp, adv, eps, ratio)
+
+    ratios = rollout_ratios(args, ended)  # once per rollout
+    loss_fn = actor_critic_loss(policy, value_net, policy_loss, eps, args, ratios)
+    return minibatch_update(optimizer, batch, loss_fn, args, ratios=ratios)
 
 
 def main(args: Args) -> None:
@@ -103,7 +126,7 @@ def main(args: Args) -> None:
     value_net = ValueNet(run.obs_dim, args.critic_hidden_sizes or args.hidden_sizes)
     optimizer = adam(policy, value_net, lr=args.learning_rate)
     run.train(
-        lambda batch: update(policy, value_net, optimizer, batch, args),
+        lambda batch: update(policy, value_net, optimizer, batch, args, run.buffer.ended),
         policy,
         value_net,
         ratio_eps=args.clip_coef,

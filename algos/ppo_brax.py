@@ -12,7 +12,7 @@ LR annealing, running observation normalisation and return-based reward scaling 
 64-64 tanh actor and critic with orthogonal init and a state-independent log-std, timeouts
 bootstrapped from V(true final observation). Differences: brax: ids only; defaults of 64 envs x
 32 steps (the same 2048-sample batch and 64-sample minibatches as ppo.py's 1 x 2048); --target-kl,
---capture-video and the torch flags do not apply; random streams are JAX's, so a seed gives
+--capture-video, --ratio and the torch flags do not apply; random streams are JAX's, so a seed gives
 other numbers than ppo.py (but the same numbers every time).
 """
 
@@ -55,6 +55,7 @@ class Args(ppo.Args):
             f"must be a brax: id for ppo_brax.py, got {self.env_id} (algos/ppo.py runs them all)",
         )
         require(self.target_kl is None, "target_kl", "is not supported by ppo_brax.py")
+        require(self.ratio == "step", "ratio", "is not supported by ppo_brax.py (ppo.py has it)")
         require(self.episode_length > 0, "episode_length", "must be > 0")
 
 

@@ -3,11 +3,14 @@ quadratic penalty whose per-sample optimum lies exactly on the trust-region boun
 
     python algos/spo.py --env-id Hopper-v5 --total-timesteps 1000000 --seed 1
     python algos/spo.py --env-id Hopper-v5 --hidden-sizes 64 64     # the reference's 3-layer net
+    python algos/spo.py --env-id Hopper-v5 --ratio kalman           # KPO's filtered ratio
 
 Defaults: MyRepositories-hub/Simple-Policy-Optimization `mujoco/main.py` (7-layer tanh policy,
 64-64 critic, 8 envs x 256 steps, 4 minibatches, 10 epochs). Timeouts bootstrap (the reference
 treats them as terminal: --truncation-as-terminal reproduces it). Adam runs fused on one flat
-parameter vector (the reference: per-tensor Adam; same update up to rounding). Logs what ppo.py
+parameter vector (the reference: per-tensor Adam; same update up to rounding). --ratio
+(controlrl/ratios.py): the sequence (GSPO) or KPO's Kalman-filtered ratio along each episode
+replaces the per-step one in both the surrogate and the penalty (see spo_loss). Logs what ppo.py
 logs (the README lists the metrics), with ratio deviation counted beyond eps.
 """
 
@@ -19,19 +22,21 @@ import torch
 
 from controlrl.cli import (
     CommonArgs,
+    RatioArgs,
     parse,
     require_minibatch_flags,
     require_positive,
+    require_ratio_flags,
     require_sizes,
 )
 from controlrl.losses import surrogate_stats
 from controlrl.nets import ValueNet, make_policy
 from controlrl.training import Run
-from controlrl.update import actor_critic_loss, adam, minibatch_update
+from controlrl.update import actor_critic_loss, adam, minibatch_update, rollout_ratios
 
 
 @dataclass
-class Args(CommonArgs):
+class Args(RatioArgs, CommonArgs):
     num_envs: int = 8
     """parallel environments in the vector env (SPO mujoco/main.py 8)"""
     learning_rate: float = 3e-4
@@ -72,30 +77,49 @@ class Args(CommonArgs):
     def validate(self) -> None:
         super().validate()
         require_minibatch_flags(self)
+        require_ratio_flags(self)
         require_positive(self, "eps")
         require_sizes(self, "critic_hidden_sizes")
 
 
 def spo_loss(
-    logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, eps: float
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    adv: torch.Tensor,
+    eps: float,
+    ratio: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """SPO objective, minimised: -mean(A r - |A| (r - 1)^2 / (2 eps)).
 
     Per sample, d/dr = -(A - |A| (r - 1) / eps): zero at r = 1 + sign(A) eps (the PPO clip
     boundary), a restoring force beyond it, and -A (the policy gradient) at r = 1.
+
+    r is the per-step exp(logp - old_logp) or the given ratio (--ratio), in both terms: the
+    penalty keeps the ratio the surrogate uses inside 1 +- eps, as PPO's clip does (KPO-clipped
+    clips the filtered ratio). approx_kl is of the per-step ratio, clip_frac of r.
     """
     log_ratio = logp - old_logp
-    ratio = log_ratio.exp()
+    step_ratio = log_ratio.exp()
+    if ratio is None:
+        ratio = step_ratio
     loss = -(adv * ratio - adv.abs() * (ratio - 1).pow(2) / (2 * eps)).mean()
-    return loss, surrogate_stats(ratio, log_ratio, eps)
+    return loss, surrogate_stats(step_ratio, log_ratio, eps, used=ratio)
 
 
-def update(policy, value_net, optimizer, batch: dict[str, torch.Tensor], args: Args) -> dict:
-    """update_epochs x num_minibatches Adam steps on the SPO loss; returns mean statistics."""
+def update(
+    policy, value_net, optimizer, batch: dict[str, torch.Tensor], args: Args, ended=None
+) -> dict:
+    """update_epochs x num_minibatches Adam steps on the SPO loss with the ratio of --ratio
+    (ended [T, N]: the rollout's episode ends, needed unless --ratio step); returns mean
+    statistics."""
     eps = args.eps
-    policy_loss = lambda logp, old_logp, adv: spo_loss(logp, old_logp, adv, eps)  # noqa: E731
-    loss_fn = actor_critic_loss(policy, value_net, policy_loss, eps, args)
-    return minibatch_update(optimizer, batch, loss_fn, args)
+
+    def policy_loss(logp, old_logp, adv, ratio=None):
+        return spo_loss(logp, old_logp, adv, eps, ratio)
+
+    ratios = rollout_ratios(args, ended)  # once per rollout
+    loss_fn = actor_critic_loss(policy, value_net, policy_loss, eps, args, ratios)
+    return minibatch_update(optimizer, batch, loss_fn, args, ratios=ratios)
 
 
 def main(args: Args) -> None:
@@ -104,7 +128,7 @@ def main(args: Args) -> None:
     value_net = ValueNet(run.obs_dim, args.critic_hidden_sizes)
     optimizer = adam(policy, value_net, lr=args.learning_rate)  # flat and fused (SPO: plain Adam)
     run.train(
-        lambda batch: update(policy, value_net, optimizer, batch, args),
+        lambda batch: update(policy, value_net, optimizer, batch, args, run.buffer.ended),
         policy,
         value_net,
         ratio_eps=args.eps,

@@ -94,6 +94,14 @@ def require_minibatch_flags(args) -> None:
     require_batch(args, args.num_steps, args.num_minibatches)
 
 
+def require_ratio_flags(args) -> None:
+    """The RatioArgs flags: --ratio one of controlrl.ratios.KINDS; the Kalman noises >= 0."""
+    from controlrl.ratios import KINDS
+
+    require(args.ratio in KINDS, "ratio", f"must be one of {', '.join(KINDS)}, got {args.ratio!r}")
+    require_nonnegative(args, "kalman_q", "kalman_v", "kalman_p0")
+
+
 def fail(message: str) -> None:
     """Print one line to stderr and exit with status 2 (bad input; nothing was written)."""
     print(f"error: {message}", file=sys.stderr)
@@ -218,3 +226,22 @@ def parse(cls: type[T], argv: list[str] | None = None) -> T:
 def config_dict(args: CommonArgs, algo: str) -> dict:
     """What config.json holds: the algorithm name and every flag."""
     return {"algo": algo, "args": dataclasses.asdict(args)}
+
+
+@dataclass
+class RatioArgs:
+    """The importance-ratio option of the on-policy family (ppo, spo; controlrl/ratios.py): a
+    mixin listed before CommonArgs, `class Args(RatioArgs, CommonArgs)`, so that its flags
+    follow the common ones; validate with require_ratio_flags."""
+
+    ratio: str = "step"
+    """importance ratio in the loss, along each episode of the rollout: step (per step, PPO's),
+    sequence (the product over the episode), sequence_mean (its geometric mean, GSPO arXiv
+    2507.18071) or kalman (KPO's causal Kalman-filtered log-ratio, arXiv 2602.10609)"""
+    kalman_q: float = 1e-6
+    """--ratio kalman: process noise q of the latent log-ratio (KPO's reported 1e-6)"""
+    kalman_v: float = 1.0
+    """--ratio kalman: measurement noise v (KPO's reported 1; 0 gives the per-step ratio)"""
+    kalman_p0: float = 1.0
+    """--ratio kalman: variance at an episode start (not given by KPO; 1 makes the first gain
+    1/2)"""

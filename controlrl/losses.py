@@ -23,12 +23,16 @@ def approx_kl(ratio: torch.Tensor, log_ratio: torch.Tensor) -> torch.Tensor:
     return ((ratio - 1) - log_ratio).mean()
 
 
-def surrogate_stats(ratio: torch.Tensor, log_ratio: torch.Tensor, eps: float) -> dict:
-    """approx_kl (k3) and clip_frac (fraction with |r - 1| > eps) of a minibatch, no gradient."""
+def surrogate_stats(
+    ratio: torch.Tensor, log_ratio: torch.Tensor, eps: float, used: torch.Tensor | None = None
+) -> dict:
+    """approx_kl (k3 of the per-step ratio and its log) and clip_frac (fraction of the ratio the
+    loss uses, `used`, default ratio, with |r - 1| > eps) of a minibatch, no gradient."""
+    used = ratio if used is None else used
     with torch.no_grad():
         return {
             "approx_kl": approx_kl(ratio, log_ratio),
-            "clip_frac": ((ratio - 1).abs() > eps).float().mean(),
+            "clip_frac": ((used - 1).abs() > eps).float().mean(),
         }
 
 

@@ -34,7 +34,7 @@ minibatch rows fresh and the other rows held at their reference values, at a cos
 minibatch's same-episode pairs (at most B^2):
     ratios = EpisodeRatios("kalman", episode_starts(buffer.ended))       # once per rollout
     ratio = ratios(logp, mb["logprobs"], idx)                            # in loss_fn
-    minibatch_update(..., after_epoch=lambda epoch: ratios.refresh())
+    minibatch_update(..., after_epoch=lambda epoch: ratios.refresh())     # or ratios=ratios
 """
 
 from __future__ import annotations
@@ -216,12 +216,14 @@ class EpisodeRatios:
             return z.exp()
         if idx.shape != z.shape:
             raise ValueError(f"idx has shape {tuple(idx.shape)}, expected {tuple(z.shape)}")
-        delta = z - self.ref.reshape(-1)[idx].to(z.dtype)
         i, j = self.pairs(idx)
-        w = self.weights(idx[i], idx[j]).to(z.dtype)
-        x = self.ref_out[idx].to(z.dtype).index_add(0, i, w * delta[j])
+        w = self.weights(idx[i], idx[j])
+        # x = F(ref) - W ref + W z, summed in float64: the part without z first, so that with
+        # v = 0 (W = I) it is exactly 0 and x is z to the bit (the per-step ratio's numbers)
+        const = self.ref_out[idx].index_add(0, i, -w * self.ref.reshape(-1)[idx][j])
+        x = const.index_add(0, i, w * z.double()[j])
         self.latest[idx] = z.detach().double()
-        return x.exp()
+        return x.to(z.dtype).exp()
 
     def refresh(self) -> None:
         """Make the latest log-ratios seen of every row the reference the next minibatches use."""

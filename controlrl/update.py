@@ -5,6 +5,11 @@ the rest: epochs x shuffled minibatches, advantage normalisation (per minibatch,
 ppo_continuous_action.py), zero_grad, backward, global grad-norm clip, the optimiser step,
 target-KL early stopping, statistics and the finiteness check.
 
+The ratio option (--ratio, controlrl.cli.RatioArgs): `rollout_ratios(args, buffer.ended)` once
+per rollout gives the EpisodeRatios of the sequence and Kalman-filtered kinds (None for "step",
+which keeps the loss's own exp(logp - old_logp), the numbers of before the option existed);
+actor_critic_loss hands its minibatch ratio to the policy loss, minibatch_update refreshes it.
+
 Statistics: every stat is averaged over the minibatches, except those whose name ends in
 "_max", which take the maximum (the one declared reduction rule, see reduce_stats).
 """
@@ -13,11 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
 from controlrl.diagnostics import check_finite
 from controlrl.losses import clipped_value_loss
 from controlrl.nets import flatten_parameters
+from controlrl.ratios import EpisodeRatios, episode_starts
 
 LossFn = Callable[[dict[str, torch.Tensor], torch.Tensor], tuple[torch.Tensor, dict]]
 
@@ -73,14 +80,16 @@ def minibatch_update(
     args,
     after_step: Callable[[], None] | None = None,
     after_epoch: Callable[[int], None] | None = None,
+    ratios: EpisodeRatios | None = None,
 ) -> dict[str, float]:
     """args.update_epochs x args.num_minibatches optimiser steps on loss_fn; returns the reduced
     statistics and grad_steps. mb holds the rows idx of every batch entry, with
     mb["advantages"] normalised when args.norm_adv (absent: False). Gradients are clipped to
     global norm args.max_grad_norm. args.target_kl (absent or None: off) stops after an epoch
     whose last minibatch has approx_kl above it (CleanRL). after_step() runs after every step,
-    after_epoch(epoch) after every epoch. Raises NonFiniteError if a statistic or a parameter
-    is NaN or inf."""
+    after_epoch(epoch) after every epoch, after ratios.refresh() (the rollout_ratios the loss
+    uses: the next epoch's reference log-ratios). Raises NonFiniteError if a statistic or a
+    parameter is NaN or inf."""
     size = batch["obs"].shape[0]
     mb_size = size // args.num_minibatches
     norm_adv = getattr(args, "norm_adv", False)
@@ -103,6 +112,8 @@ def minibatch_update(
                 after_step()
             for k, v in stats.items():
                 log.setdefault(k, []).append(v)
+        if ratios is not None:
+            ratios.refresh()
         if after_epoch is not None:
             after_epoch(epoch)
         if target_kl is not None and stats["approx_kl"] > target_kl:
@@ -118,16 +129,41 @@ def detached(**tensors: torch.Tensor) -> dict[str, torch.Tensor]:
     return {k: v.detach() for k, v in tensors.items()}
 
 
-def actor_critic_loss(policy, value_net, policy_loss: Callable, value_clip_eps: float, args):
+def rollout_ratios(args, ended: np.ndarray | torch.Tensor | None) -> EpisodeRatios | None:
+    """The ratio of args.ratio (absent: "step") for one rollout: None for "step", else
+    EpisodeRatios over the episodes of ended [T, N] (the buffer's terminated-or-truncated flags,
+    rows t * N + n as RolloutBuffer.flat) with args.kalman_q, _v, _p0 for "kalman"."""
+    kind = getattr(args, "ratio", "step")
+    if kind == "step":
+        return None
+    if ended is None:
+        raise ValueError(f"ended is required for ratio {kind!r} (the rollout's episode ends)")
+    kalman = {"q": args.kalman_q, "v": args.kalman_v, "p0": args.kalman_p0}
+    return EpisodeRatios(kind, episode_starts(ended), **kalman)
+
+
+def actor_critic_loss(
+    policy,
+    value_net,
+    policy_loss: Callable,
+    value_clip_eps: float,
+    args,
+    ratios: EpisodeRatios | None = None,
+):
     """The per-minibatch loss of the PPO family (CleanRL's composition): the algorithm's
     policy_loss(logp, old_logp, adv) -> (loss, stats), minus args.ent_coef times the entropy,
     plus args.vf_coef times the value loss, clipped at value_clip_eps if args.clip_vloss
-    (controlrl.losses.clipped_value_loss)."""
+    (controlrl.losses.clipped_value_loss). With ratios (rollout_ratios), the policy loss is
+    called as policy_loss(logp, old_logp, adv, ratio) with the minibatch's ratio from them."""
     clip_vloss, ent_coef, vf_coef = args.clip_vloss, args.ent_coef, args.vf_coef
 
     def loss_fn(mb: dict[str, torch.Tensor], idx: torch.Tensor):
         logp, entropy = policy.log_prob_entropy(mb["obs"], mb["actions"], ent_coef != 0)
-        pg_loss, stats = policy_loss(logp, mb["logprobs"], mb["advantages"])
+        old_logp, adv = mb["logprobs"], mb["advantages"]
+        if ratios is None:
+            pg_loss, stats = policy_loss(logp, old_logp, adv)
+        else:
+            pg_loss, stats = policy_loss(logp, old_logp, adv, ratios(logp, old_logp, idx))
         v_new = value_net(mb["obs"])
         v_loss = clipped_value_loss(v_new, mb["values"], mb["returns"], value_clip_eps, clip_vloss)
         ent = entropy.mean()

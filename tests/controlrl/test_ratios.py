@@ -2,7 +2,8 @@
 rollouts [T, N]. The filter against the predict/update equations in Python floats; zero
 measurement noise gives the raw ratios, huge noise a constant; causality; no leak between
 episodes or envs; sequence ratio = product over the episode; envs are independent columns; the
-minibatch path (EpisodeRatios) equals the full filter, values and gradients; argument errors."""
+minibatch path (EpisodeRatios) equals the full filter, values and gradients, and with v = 0 is
+the raw ratio to the bit; argument errors."""
 
 import math
 import re
@@ -181,6 +182,28 @@ def test_minibatch_path_equals_the_full_filter(kind, v):
         ratios.refresh()
         reference = z_now.reshape(-1) * (1 + epoch)  # every row was seen once this epoch
     assert (got - 1).abs().max() > 0.05
+
+
+def test_zero_measurement_noise_on_minibatches_is_the_raw_ratio_to_the_bit():
+    """v = 0 through EpisodeRatios in float32, also after refresh() (reference rows then hold
+    other log-ratios): ratios and gradients are exp(logp - old_logp)'s to the bit, the numbers
+    of the per-step ratio (what lets --ratio kalman --kalman-v 0 reproduce --ratio step)."""
+    T, N = 30, 4
+    _, starts = _rollout(T, N, seed=12, p_end=0.2)
+    ratios = R.EpisodeRatios("kalman", starts, q=0.01, v=0.0)
+    gen = torch.Generator().manual_seed(13)
+    old_logp = torch.randn(T * N, generator=gen)
+    for _ in range(3):  # epochs
+        for idx in torch.randperm(T * N, generator=gen).split(40):
+            logp = (old_logp[idx] + torch.randn(40, generator=gen)).requires_grad_()
+            weight = torch.randn(40, generator=gen)
+            got = ratios(logp, old_logp[idx], idx)
+            want = (logp - old_logp[idx]).exp()
+            assert got.dtype == torch.float32 and torch.equal(got, want)
+            (g_got,) = torch.autograd.grad((weight * got).sum(), logp)
+            (g_want,) = torch.autograd.grad((weight * want).sum(), logp)
+            assert torch.equal(g_got, g_want)
+        ratios.refresh()
 
 
 def test_step_kind_is_ppos_ratio():
