@@ -156,7 +156,7 @@ def test_envs_are_independent_columns(kind):
 
 
 @pytest.mark.parametrize("kind", R.KINDS)
-@pytest.mark.parametrize("v", [1.0, 0.0])
+@pytest.mark.parametrize("v", [1.0, 0.3, 0.0])
 def test_minibatch_path_equals_the_full_filter(kind, v):
     """Rows enter at their reference values except the minibatch's; values and gradients of
     EpisodeRatios equal those of the full filter with the minibatch rows written in."""
@@ -204,6 +204,17 @@ def test_zero_measurement_noise_on_minibatches_is_the_raw_ratio_to_the_bit():
             (g_want,) = torch.autograd.grad((weight * want).sum(), logp)
             assert torch.equal(g_got, g_want)
         ratios.refresh()
+
+
+def test_defaults_and_dtype():
+    """Defaults: KPO's reported q 1e-6, v 1 and our p0 1; the sum (not the mean) over the
+    episode; float32 log-ratios stay float32."""
+    z, starts = _rollout()
+    want = R.kalman_log_ratio(z, starts, q=1e-6, v=1.0, p0=1.0)
+    assert torch.equal(R.kalman_log_ratio(z, starts), want)
+    assert R.EpisodeRatios("kalman", starts).kalman == {"q": 1e-6, "v": 1.0, "p0": 1.0}
+    assert torch.equal(R.sequence_log_ratio(z, starts), R.sequence_log_ratio(z, starts, False))
+    assert R.kalman_log_ratio(z.float(), starts).dtype == torch.float32
 
 
 def test_step_kind_is_ppos_ratio():
