@@ -1,6 +1,6 @@
 """controlrl/group.py: GRPO's group advantages against a per-group Python loop, their moments,
 exact zeros (and an exactly zero policy gradient) for zero-variance groups, batching over any
-leading axes, and the argument errors."""
+leading axes, one 1-D group with the default eps, and the argument errors."""
 
 import math
 import re
@@ -82,6 +82,14 @@ def test_batched_over_leading_axes():
     adv = group.group_advantages(rewards)
     torch.testing.assert_close(adv.reshape(20, 8), group.group_advantages(rewards.reshape(20, 8)))
     assert group.zero_variance_mask(rewards).shape == (4, 5)
+
+
+def test_one_group_of_two_and_the_default_eps():
+    """A 1-D reward vector is one group; G = 2 is the smallest with a std (TRL's 1e-4 added)."""
+    adv = group.group_advantages(torch.tensor([0.0, 1.0], dtype=torch.float64))
+    want = 0.5 / (math.sqrt(0.5) + 1e-4)
+    torch.testing.assert_close(adv, torch.tensor([-want, want], dtype=torch.float64))
+    assert group.zero_variance_mask(torch.ones(4)).item() is True
 
 
 def test_single_sample_groups_have_no_signal():

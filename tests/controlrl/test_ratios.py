@@ -156,13 +156,13 @@ def test_envs_are_independent_columns(kind):
 
 
 @pytest.mark.parametrize("kind", R.KINDS)
-@pytest.mark.parametrize("v", [1.0, 0.0])
+@pytest.mark.parametrize("v", [1.0, 0.3, 0.0])
 def test_minibatch_path_equals_the_full_filter(kind, v):
     """Rows enter at their reference values except the minibatch's; values and gradients of
     EpisodeRatios equal those of the full filter with the minibatch rows written in."""
     T, N = 30, 4
     z_now, starts = _rollout(T, N, seed=7)
-    kalman = {"q": 0.02, "v": v, "p0": 1.0}
+    kalman = {"q": 0.02, "v": v, "p0": 1.5}
     ratios = R.EpisodeRatios(kind, starts, **kalman)
     reference = torch.zeros(T * N, dtype=torch.float64)  # pi = pi_old before the first refresh
     old_logp = torch.randn(T * N, dtype=torch.float64)
@@ -206,6 +206,34 @@ def test_zero_measurement_noise_on_minibatches_is_the_raw_ratio_to_the_bit():
         ratios.refresh()
 
 
+def test_defaults_and_dtypes():
+    """Defaults: KPO's reported q 1e-6, v 1 and our p0 1; the sum (not the mean) over the
+    episode; float32 log-ratios stay float32; starts may be 0/1 integers."""
+    z, starts = _rollout()
+    want = R.kalman_log_ratio(z, starts, q=1e-6, v=1.0, p0=1.0)
+    assert torch.equal(R.kalman_log_ratio(z, starts), want)
+    assert R.EpisodeRatios("kalman", starts).kalman == {"q": 1e-6, "v": 1.0, "p0": 1.0}
+    assert torch.equal(R.sequence_log_ratio(z, starts), R.sequence_log_ratio(z, starts, False))
+    assert R.kalman_log_ratio(z.float(), starts).dtype == torch.float32
+    # 0/1 flags work as booleans; episode_starts returns booleans whatever it is given
+    for kind in R.KINDS:
+        want = R.filtered_log_ratio(z, starts, kind)
+        assert torch.equal(R.filtered_log_ratio(z, starts.int(), kind), want)
+    assert R.episode_starts(np.array([[0, 1], [1, 0]])).dtype == torch.bool
+
+
+def test_one_step_episodes_and_a_one_step_rollout():
+    """One-step episodes (the K-armed bandits): sequence ratios are the per-step ones and the
+    filter gives its first gain K_0 z; a rollout of one step filters like one episode."""
+    z, _ = _rollout(T=5, N=3)
+    every = torch.ones(5, 3, dtype=torch.bool)
+    for kind in ("sequence", "sequence_mean"):
+        assert torch.equal(R.filtered_log_ratio(z, every, kind), z)
+    k0 = (1 + 1e-6) / (2 + 1e-6)
+    torch.testing.assert_close(R.kalman_log_ratio(z, every), k0 * z, rtol=0, atol=1e-15)
+    torch.testing.assert_close(R.kalman_log_ratio(z[:1], every[:1]), k0 * z[:1])
+
+
 def test_step_kind_is_ppos_ratio():
     logp, old = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
     ratios = R.EpisodeRatios("step", torch.ones(4, 2, dtype=torch.bool))
@@ -218,7 +246,10 @@ def test_argument_errors():
         R.filtered_log_ratio(z, starts, "token")
     with pytest.raises(ValueError, match=re.escape("kind = 'token', expected one of")):
         R.EpisodeRatios("token", starts)
-    with pytest.raises(ValueError, match=r"^starts has shape \(2, 2\), expected \(3, 2\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"^starts has shape \(2, 2\), expected \(3, 2\) \(the shape of log_ratio\)$",
+    ):
         R.filtered_log_ratio(z, starts[:2], "sequence")
     with pytest.raises(ValueError, match=r"^log_ratio has shape \(6,\), expected \[T, N\]$"):
         R.filtered_log_ratio(z.reshape(-1), starts, "kalman")
@@ -227,6 +258,8 @@ def test_argument_errors():
             R.kalman_log_ratio(z, starts, **{name: -1.0})
     with pytest.raises(ValueError, match=r"^ended has shape \(3,\), expected \[T, N\]$"):
         R.episode_starts(np.zeros(3, bool))
+    with pytest.raises(ValueError, match=r"^starts has shape \(5,\), expected"):
+        R.EpisodeRatios("sequence", torch.ones(5, dtype=torch.bool))
     ratios = R.EpisodeRatios("sequence", starts)
     with pytest.raises(ValueError, match=r"^idx has shape \(2,\), expected \(3,\)$"):
         ratios(torch.zeros(3), torch.zeros(3), torch.arange(2))
