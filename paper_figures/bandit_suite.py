@@ -35,9 +35,10 @@ best policy. Samples are episodes: pulls, or answers of L tokens on a sequence b
 steps / L). Every (bandit, method) is one sweep (controlrl.experiment) of --seeds seeds under
 <sweep-dir>/<bandit>/<method>/; curves are means with 95% bootstrap CIs over seeds.
 
-Committed budget (the defaults): 4 bandits, 4-6 methods each, 10 seeds, 10,240-20,480 samples
-per run: 190 runs, each a process of ~5 s (about 4 s of it torch's import and Adam's import of
-torch._dynamo); about 20 min wall with --workers 1 at nice -n 10 on 2 shared cores.
+Committed budget (the defaults): 4 bandits, 4-6 methods each (19 sweeps), 10 seeds, 10,240
+(bernoulli-10) or 20,480 samples per run: 190 runs of 5-9 s each, most of it process start (torch's
+import and Adam's import of torch._dynamo, ~3.5 s of CPU); 21.4 min wall with --workers 1 at
+nice -n 10 on 2 cores shared with training jobs (load average 7-8), 2026-12-01.
 
 Writes <out>/bandit_suite.png, bandit_suite.csv (one row per finished run: final success = mean
 over its last --final-window samples, mean success over the run, samples until success first
@@ -227,7 +228,7 @@ def write_curves(path: Path, runs: list[dict]) -> None:
             cols = r["curves"]
             for i in range(len(cols["samples"])):
                 values = [cols[k][i] for k in ("success", "entropy", "zero_variance_frac")]
-                writer.writerow([*key, int(cols["samples"][i]), *(f"{v:.6g}" for v in values)])
+                writer.writerow([*key, int(cols["samples"][i]), *(f"{v:.5g}" for v in values)])
 
 
 def summary(runs: list[dict]) -> list[dict]:
@@ -302,7 +303,7 @@ def plot(args, cfgs: list[dict], runs: list[dict]) -> None:
             fontsize=10,
         )
         fig.tight_layout()
-        fig.savefig(args.out / "bandit_suite.png", dpi=70)
+        fig.savefig(args.out / "bandit_suite.png", dpi=60)
         plt.close(fig)
 
 

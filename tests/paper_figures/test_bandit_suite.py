@@ -62,11 +62,11 @@ def test_toy_run_writes_png_and_csvs_from_the_runs(tmp_path):
         assert [int(m["step"]) for m in metrics] == list(range(64, 513, 64))
         raw = np.array([float(m["train/episode_return"]) for m in metrics])
         success = np.array([float(c["success"]) for c in mine])
-        np.testing.assert_allclose(success, raw / optimal, rtol=1e-5)
+        np.testing.assert_allclose(success, raw / optimal, rtol=1e-4)  # 5 digits
         entropy = [float(m["train/entropy"]) for m in metrics]
-        np.testing.assert_allclose([float(c["entropy"]) for c in mine], entropy, rtol=1e-5)
+        np.testing.assert_allclose([float(c["entropy"]) for c in mine], entropy, rtol=1e-4)
         zero_var = [float(m["train/zero_variance_frac"]) for m in metrics]
-        np.testing.assert_allclose([float(c["zero_var"]) for c in mine], zero_var, atol=1e-6)
+        np.testing.assert_allclose([float(c["zero_var"]) for c in mine], zero_var, atol=1e-4)
         assert float(row["optimal_reward"]) == pytest.approx(optimal, rel=1e-5)
         # final window 1280 > 512 pulls: the whole run
         assert float(row["final_success"]) == pytest.approx(success.mean(), rel=1e-5)
