@@ -96,6 +96,7 @@ ifdef FULL
 	$(BIN)/python paper_figures/iql_tau.py --train --envs Hopper-v5,HalfCheetah-v5,Walker2d-v5 \
 	  --kinds medium,medium-replay,medium-expert --taus 0.7 --online-steps 0 --steps 20000 \
 	  --eval-every 5000 --eval-episodes 10 --name iql_vs_bc --sweep-dir runs/sweeps/iql_vs_bc
+	$(BIN)/python paper_figures/bandit_suite.py --train
 else
 	$(BIN)/python paper_figures/retrace_contraction.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/retrace_vs_traces.py --toy --train --sweep-dir $(TOY_OUT)/sweeps/retrace \
@@ -126,6 +127,8 @@ else
 	  --sweeps-root $(TOY_OUT)/sweeps/ppo_vs_sb3 --out $(TOY_OUT) -- --eval-episodes 1
 	$(BIN)/python paper_figures/iql_tau.py --toy --train --sweep-dir $(TOY_OUT)/sweeps/iql_tau \
 	  --out $(TOY_OUT)
+	$(BIN)/python paper_figures/bandit_suite.py --toy --train \
+	  --sweep-dir $(TOY_OUT)/sweeps/bandit_suite --out $(TOY_OUT)
 endif
 
 clean:

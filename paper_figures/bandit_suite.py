@@ -1,0 +1,398 @@
+r"""LLM-era policy optimisation on bandits whose truth is known: success (mean reward over the
+optimum) against samples for PG, PPO, GRPO (Shao et al. 2024, DeepSeekMath, arXiv 2402.03300),
+TPO (Kaddour 2026, Target Policy Optimization; github.com/JeanKaddour/tpo) and GRPO with
+sequence (GSPO, arXiv 2507.18071) and Kalman-filtered (KPO, arXiv 2602.10609) ratios, on an easy,
+a sparse, a hard-context and a verifiable-sequence bandit; below, the policy entropy and the
+fraction of zero-variance groups of GRPO and TPO against samples.
+
+    python paper_figures/bandit_suite.py --train     # the committed figure: runs what is missing
+    python paper_figures/bandit_suite.py             # plots the runs under --sweep-dir
+    python paper_figures/bandit_suite.py --toy --train --sweep-dir /tmp/s --out /tmp/f  # seconds
+
+Methods (every one 256 envs, i.e. 256 samples per update, Adam at 1e-3; groups of G = 8):
+  pg          algos/grpo.py --adv-norm mean --update-epochs 1 --kl-coef 0: one gradient step per
+              rollout at ratio 1 (so the clip never acts), advantage r minus its group's mean:
+              REINFORCE with a group-mean baseline, the plainest policy gradient the repo runs
+  pg-filter   pg with --filter-zero-variance (Reinforce-Rej, Xiong et al. 2025, arXiv
+              2504.11343: drop groups whose rewards are all equal); only on contextual bandits,
+              whose hard contexts are the all-fail prompts of that paper's claim
+  ppo         algos/ppo.py with a critic and GAE (CleanRL's defaults otherwise), matched to
+              GRPO's batch: --num-steps = episode length (one episode per env per rollout),
+              4 epochs of 1 minibatch, lr 1e-3 without annealing
+  grpo        algos/grpo.py defaults: (r - mean) / std over the group, 4 epochs, clip 0.2, k3 KL
+              0.04 to the initial policy, per-step (token) ratio
+  grpo-seq    grpo --ratio sequence (product of an episode's per-step ratios)
+  grpo-kalman grpo --ratio kalman (KPO's causal Kalman filter along the episode, q 1e-6, v 1)
+  tpo         algos/tpo.py defaults: q proportional to p_old exp(u) over the group, 4 epochs
+The two ratio variants run only on the sequence bandits: on a one-step bandit the sequence ratio
+is the per-step ratio, and the Kalman filter of a single step is exp(z / 2), a tempered ratio,
+not a filter across steps.
+
+Success of an iteration = its rollout's mean episode return (train/episode_return of the run's
+metrics.csv) divided by the bandit's optimal expected reward, exact from envs/bandits.py's truth
+(optimal_reward; 0.935 for bernoulli-10's instance, 1 for sparse and sequence bandits): 1 is the
+best policy. Samples are episodes: pulls, or answers of L tokens on a sequence bandit (its env
+steps / L). Every (bandit, method) is one sweep (controlrl.experiment) of --seeds seeds under
+<sweep-dir>/<bandit>/<method>/; curves are means with 95% bootstrap CIs over seeds.
+
+Committed budget (the defaults): 4 bandits, 4-6 methods each (19 sweeps), 10 seeds, 10,240
+(bernoulli-10) or 20,480 samples per run: 190 runs of 5-9 s each, most of it process start (torch's
+import and Adam's import of torch._dynamo, ~3.5 s of CPU); 21.4 min wall with --workers 1 at
+nice -n 10 on 2 cores shared with training jobs (load average 7-8), 2026-12-01.
+
+Writes <out>/bandit_suite.png, bandit_suite.csv (one row per finished run: final success = mean
+over its last --final-window samples, mean success over the run, samples until success first
+reaches 0.5, entropy first and last, fraction of iterations whose entropy rose, mean
+zero-variance fraction, mean clip fraction), bandit_suite_curves.csv (per run and iteration:
+samples, success, entropy, zero-variance fraction) and bandit_suite_summary.csv (per bandit and
+method: means with 95% bootstrap CIs over seeds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import shlex
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+BANDITS = (
+    "bandit:bernoulli-10,bandit:sparse-1000,bandit:contextual-16-10,bandit:sequence-reverse-2-6"
+)
+SAMPLES = "10240,20480,20480,20480"
+PG = ["--adv-norm", "mean", "--update-epochs", "1", "--kl-coef", "0"]
+# method -> (label, algo, flags); ppo's --num-steps is added per bandit (its episode length)
+METHODS = {
+    "pg": ("PG", "grpo", PG),
+    "pg-filter": ("PG + filter", "grpo", [*PG, "--filter-zero-variance"]),
+    "ppo": ("PPO", "ppo", ["--num-minibatches", "1", "--update-epochs", "4"]),
+    "grpo": ("GRPO", "grpo", []),
+    "grpo-seq": ("GRPO seq. ratio", "grpo", ["--ratio", "sequence"]),
+    "grpo-kalman": ("GRPO Kalman ratio", "grpo", ["--ratio", "kalman"]),
+    "tpo": ("TPO", "tpo", []),
+}
+PPO_MATCHED = ["--learning-rate", "1e-3", "--no-anneal-lr"]
+SEQUENCE_ONLY = ("grpo-seq", "grpo-kalman")
+CONTEXTUAL_ONLY = ("pg-filter",)
+LOWER_ROW = ("grpo", "tpo")  # entropy and zero-variance panels
+REFUSED = ("gaussian",)  # rewards not in [0, 1]: no success relative to an optimum
+RUN_FIELDS = ("bandit", "method", "algo", "seed", "samples", "optimal_reward", "final_success")
+RUN_FIELDS += ("mean_success", "samples_to_half", "entropy_first", "entropy_last")
+RUN_FIELDS += ("entropy_rise_frac", "zero_variance_frac", "clip_frac")
+TOY = {"bandits": "bandit:bernoulli-10", "samples": "512", "methods": "pg,grpo,tpo", "seeds": 1}
+TOY["num_envs"] = 64
+TOY_FLAGS = ["--hidden-sizes", "16", "--eval-episodes", "1"]
+
+
+def bandit_truth(env_id: str) -> dict:
+    """Episode length and optimal expected reward of a bandit id, from envs/bandits.py."""
+    from envs import bandits
+
+    env = bandits.make(env_id.removeprefix("bandit:"), 1)
+    truth = {"length": int(getattr(env, "length", 1)), "optimal": float(env.optimal_reward)}
+    env.close()
+    return truth
+
+
+def applies(method: str, env_id: str) -> bool:
+    kind = env_id.removeprefix("bandit:")
+    if method in SEQUENCE_ONLY:
+        return kind.startswith("sequence-")
+    if method in CONTEXTUAL_ONLY:
+        return kind.startswith("contextual-")
+    return True
+
+
+def configs(args) -> list[dict]:
+    """Every (bandit, method) sweep of the figure."""
+    out = []
+    for env_id, samples in zip(args.bandits, args.samples, strict=True):
+        truth = bandit_truth(env_id)
+        for method in args.methods:
+            if not applies(method, env_id):
+                continue
+            label, algo, flags = METHODS[method]
+            extra = ["--num-envs", str(args.num_envs), *flags]
+            if algo == "ppo":
+                extra += ["--num-steps", str(truth["length"]), *PPO_MATCHED]
+            extra += ["--eval-every", "0", "--no-tensorboard"]
+            extra += (TOY_FLAGS if args.toy else []) + args.extra
+            out.append(
+                dict(
+                    bandit=env_id,
+                    method=method,
+                    label=label,
+                    algo=algo,
+                    extra=extra,
+                    samples=samples,
+                    steps=samples * truth["length"],
+                    **truth,
+                )  # fmt: skip
+            )
+    return out
+
+
+def sweep_dir(args, c: dict) -> Path:
+    return args.sweep_dir / c["bandit"].removeprefix("bandit:") / c["method"]
+
+
+def train(args, cfgs: list[dict]) -> None:
+    from controlrl.experiment import SweepConfig, run_sweep
+
+    for c in cfgs:
+        config = SweepConfig([c["algo"]], [c["bandit"]], args.seeds, c["steps"], c["extra"])
+        runs = run_sweep(
+            config,
+            sweep_dir(args, c),
+            workers=args.workers,
+            on_update=lambda r, c=c: print(
+                f"[{r['status']}] {c['bandit']} {c['method']} {r['run_id']} {r['seconds']:.1f} s",
+                flush=True,
+            ),
+        )
+        failed = [k for k, v in runs.items() if v["status"] == "failed"]
+        if failed:
+            print(f"warning: failed runs {failed}; see {sweep_dir(args, c)}/sweep.json")
+
+
+def read_columns(run_dir: Path) -> dict[str, np.ndarray]:
+    """metrics.csv as float columns (empty cells NaN)."""
+    with (run_dir / "metrics.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    return {k: np.array([float(r[k]) if r[k] != "" else np.nan for r in rows]) for k in rows[0]}
+
+
+def success_curve(columns: dict[str, np.ndarray], length: int, optimal: float):
+    """(samples, success): episodes so far and the rollout's mean return over the optimum."""
+    return columns["step"] / length, columns["train/episode_return"] / optimal
+
+
+def run_row(c: dict, seed: int, columns: dict, final_window: int) -> dict:
+    samples, success = success_curve(columns, c["length"], c["optimal"])
+    final = success[samples > samples[-1] - final_window]
+    half = np.flatnonzero(success >= 0.5)
+    entropy = columns["train/entropy"]
+    nan = float("nan")
+    zero_var = columns.get("train/zero_variance_frac")
+    clip = columns.get("train/clip_frac")
+    return {
+        "bandit": c["bandit"], "method": c["method"], "algo": c["algo"], "seed": seed,
+        "samples": int(samples[-1]), "optimal_reward": c["optimal"],
+        "final_success": float(final.mean()), "mean_success": float(success.mean()),
+        "samples_to_half": int(samples[half[0]]) if len(half) else -1,
+        "entropy_first": float(entropy[0]), "entropy_last": float(entropy[-1]),
+        "entropy_rise_frac": float(np.mean(np.diff(entropy) > 0)) if len(entropy) > 1 else nan,
+        "zero_variance_frac": float(np.nanmean(zero_var)) if zero_var is not None else nan,
+        "clip_frac": float(np.nanmean(clip)) if clip is not None else nan,
+    }  # fmt: skip
+
+
+def collect(args, cfgs: list[dict]) -> list[dict]:
+    """Per finished run: its CSV row and its curves."""
+    runs = []
+    for c in cfgs:
+        base = sweep_dir(args, c) / "runs" / c["algo"] / c["bandit"].replace(":", "_")
+        for done in sorted(base.glob("seed*/final_eval.json"), key=lambda p: p.parent.name):
+            seed = int(done.parent.name.removeprefix("seed"))
+            columns = read_columns(done.parent)
+            samples, success = success_curve(columns, c["length"], c["optimal"])
+            nan = np.full(len(samples), np.nan)
+            curves = {
+                "samples": samples,
+                "success": success,
+                "entropy": columns["train/entropy"],
+                "zero_variance_frac": columns.get("train/zero_variance_frac", nan),
+            }
+            runs.append({"config": c, "row": run_row(c, seed, columns, args.final_window)})
+            runs[-1]["curves"] = curves
+    return runs
+
+
+def write_rows(path: Path, rows: list[dict], fields) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(fields))
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in r.items()})
+
+
+def write_curves(path: Path, runs: list[dict]) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["bandit", "method", "seed", "samples", "success", "entropy", "zero_var"])
+        for r in runs:
+            key = [r["row"]["bandit"], r["row"]["method"], r["row"]["seed"]]
+            cols = r["curves"]
+            for i in range(len(cols["samples"])):
+                values = [cols[k][i] for k in ("success", "entropy", "zero_variance_frac")]
+                writer.writerow([*key, int(cols["samples"][i]), *(f"{v:.5g}" for v in values)])
+
+
+def summary(runs: list[dict]) -> list[dict]:
+    """Per (bandit, method): mean [95% bootstrap CI] over seeds of the per-run numbers."""
+    from controlrl import plots
+
+    groups: dict[tuple, list[dict]] = {}
+    for r in runs:
+        groups.setdefault((r["row"]["bandit"], r["row"]["method"]), []).append(r["row"])
+    out = []
+    for (bandit, method), rows in groups.items():
+        row = {"bandit": bandit, "method": method, "seeds": len(rows)}
+        for key in ("final_success", "mean_success"):
+            mean, lo, hi = plots.bootstrap_ci(np.array([[r[key]] for r in rows]))
+            row |= {key: float(mean[0]), f"{key}_lo": float(lo[0]), f"{key}_hi": float(hi[0])}
+        reached = [r["samples_to_half"] for r in rows if r["samples_to_half"] >= 0]
+        row["reached_half"] = len(reached)
+        row["samples_to_half_median"] = float(np.median(reached)) if reached else float("nan")
+        for key in ("entropy_last", "entropy_rise_frac", "zero_variance_frac", "clip_frac"):
+            row[key] = float(np.mean([r[key] for r in rows]))
+        out.append(row)
+    return out
+
+
+def plot(args, cfgs: list[dict], runs: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from controlrl import plots
+
+    n = len(args.bandits)
+    colors = {m: f"C{i}" for i, m in enumerate(METHODS)}
+    with plt.rc_context(plots.STYLE):
+        fig, axes = plt.subplots(3, n, figsize=(3.6 * n, 8.4), squeeze=False)
+        for j, env_id in enumerate(args.bandits):
+            mine = [r for r in runs if r["row"]["bandit"] == env_id]
+            c0 = next(c for c in cfgs if c["bandit"] == env_id)
+            unit = "answers" if c0["length"] > 1 else "pulls"
+            for row, key in enumerate(("success", "entropy", "zero_variance_frac")):
+                ax = axes[row, j]
+                for method in args.methods:
+                    if row and method not in LOWER_ROW:
+                        continue
+                    curves = [
+                        (r["curves"]["samples"], r["curves"][key])
+                        for r in mine
+                        if r["row"]["method"] == method
+                    ]
+                    if curves:
+                        plots.plot_curves(ax, {METHODS[method][0]: curves})
+                        ax.get_lines()[-1].set_color(colors[method])
+                        ax.collections[-1].set_color(colors[method])
+                ax.set_xlabel(f"samples ({unit})")
+                if row == 0:
+                    ax.set_title(
+                        f"{env_id.removeprefix('bandit:')} (optimum {c0['optimal']:.3g})",
+                        fontsize=9,
+                    )
+                    ax.set_ylim(-0.02, 1.05)
+                if row == 2:
+                    ax.set_ylim(-0.02, 1.02)
+                if ax.get_legend_handles_labels()[0]:
+                    ax.legend(fontsize=6)
+            axes[0, j].set_ylabel("success (return / optimum)") if j == 0 else None
+        axes[1, 0].set_ylabel("policy entropy per step (nats)")
+        axes[2, 0].set_ylabel("fraction of zero-variance groups")
+        fig.suptitle(
+            f"Bandit suite: mean and 95% bootstrap CI over {args.seeds} seeds, "
+            f"{args.num_envs} samples per update, groups of 8",
+            fontsize=10,
+        )
+        fig.tight_layout()
+        fig.savefig(args.out / "bandit_suite.png", dpi=60)
+        plt.close(fig)
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--bandits", default=BANDITS, help="bandit: ids, comma-separated")
+    p.add_argument(
+        "--samples", default=SAMPLES, help="samples per run, one per bandit or one for all"
+    )
+    p.add_argument("--methods", default=",".join(METHODS), help=f"some of {', '.join(METHODS)}")
+    p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--num-envs", type=int, default=256, help="samples per update (all methods)")
+    p.add_argument("--final-window", type=int, default=1280, help="samples of final_success")
+    p.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "bandit_suite")
+    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--train", action="store_true", help="run what is missing first")
+    p.add_argument("--workers", type=int, default=1, help="runs at once when training")
+    p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
+    p.add_argument("extra", nargs="*", help="flags passed to every algorithm (after --)")
+    args = p.parse_args(argv)
+    if args.toy:  # toy sizes replace the defaults, not what was given on the command line
+        given = {a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:])}
+        for key, value in TOY.items():
+            if "--" + key.replace("_", "-") not in given:
+                setattr(args, key, value)
+    from envs import UnknownEnvError, check_env_id
+
+    args.bandits = args.bandits.split(",")
+    for env_id in args.bandits:
+        if not env_id.startswith("bandit:"):
+            p.error(f"--bandits: {env_id!r} is not a bandit: id")
+        try:
+            check_env_id(env_id)
+        except UnknownEnvError as exc:
+            p.error(f"--bandits: {exc}")
+        if env_id.removeprefix("bandit:").split("-")[0] in REFUSED:
+            p.error(f"--bandits: {env_id} has rewards outside [0, 1]: no success to plot")
+    try:
+        args.samples = [int(s) for s in args.samples.split(",")]
+    except ValueError:
+        p.error(f"--samples must be integers, got {args.samples!r}")
+    if len(args.samples) == 1:
+        args.samples *= len(args.bandits)
+    if len(args.samples) != len(args.bandits) or min(args.samples) < args.num_envs:
+        p.error(
+            f"--samples: one count >= --num-envs per bandit ({len(args.bandits)}) or one for "
+            f"all, got {args.samples}"
+        )
+    args.methods = args.methods.split(",")
+    bad = [m for m in args.methods if m not in METHODS]
+    if bad:
+        p.error(f"--methods: unknown {bad}, expected some of {list(METHODS)}")
+    if args.num_envs % 8:
+        p.error(f"--num-envs must be a multiple of the group size 8, got {args.num_envs}")
+    for name in ("seeds", "num_envs", "workers", "final_window"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
+    cfgs = configs(args)
+    if args.train:
+        train(args, cfgs)
+    runs = collect(args, cfgs)
+    if not runs:
+        raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_rows(args.out / "bandit_suite.csv", [r["row"] for r in runs], RUN_FIELDS)
+    write_curves(args.out / "bandit_suite_curves.csv", runs)
+    table = summary(runs)
+    write_rows(args.out / "bandit_suite_summary.csv", table, table[0])
+    plot(args, cfgs, runs)
+    print("final success / mean success over the run, mean [95% bootstrap CI] over seeds")
+    for t in table:
+        print(
+            f"  {t['bandit']} {t['method']}: {t['final_success']:.3f} "
+            f"[{t['final_success_lo']:.3f}, {t['final_success_hi']:.3f}] / "
+            f"{t['mean_success']:.3f} [{t['mean_success_lo']:.3f}, {t['mean_success_hi']:.3f}]"
+            f", to 0.5 in {t['samples_to_half_median']:.0f} ({t['reached_half']}/{t['seeds']}),"
+            f" entropy rose in {t['entropy_rise_frac']:.0%} of iterations (n={t['seeds']})"
+        )
+    shown = " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    print(
+        f"wrote {args.out / 'bandit_suite'}.png, .csv, _curves.csv and _summary.csv; "
+        f"command: python paper_figures/bandit_suite.py {shown}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""The bandit-suite figure (paper_figures/bandit_suite.py): the toy run end to end (PNG and
+CSVs with the runs' own numbers), success normalised by each bandit's true optimum, the
+(bandit, method) plan, and bad flags."""
+
+import csv
+import importlib.util
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from envs import bandits
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+def _suite():
+    spec = importlib.util.spec_from_file_location(
+        "bandit_suite", ROOT / "paper_figures/bandit_suite.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _metrics(run_dir):
+    with (run_dir / "metrics.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_toy_run_writes_png_and_csvs_from_the_runs(tmp_path):
+    """--toy --train: three runs (pg, grpo, tpo on bernoulli-10, 512 pulls in 8 rollouts of
+    64); every curve row is its run's metrics.csv row, success = return / 0.935 (the instance's
+    best arm), and the per-run and summary rows agree with the curves."""
+    sweep, out = tmp_path / "sweep", tmp_path / "out"
+    cmd = [sys.executable, "paper_figures/bandit_suite.py", "--toy", "--train"]
+    cmd += ["--sweep-dir", str(sweep), "--out", str(out)]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "command: python paper_figures/bandit_suite.py --toy --train" in done.stdout
+    assert 5_000 < (out / "bandit_suite.png").stat().st_size < 200_000
+    optimal = bandits.make("bernoulli-10", 1).means.max()
+    assert optimal < 0.95  # so a raw reward would not pass for a success
+
+    suite = _suite()
+    rows = list(csv.DictReader((out / "bandit_suite.csv").open()))
+    assert list(rows[0]) == list(suite.RUN_FIELDS)
+    assert [(r["bandit"], r["method"], r["algo"], r["seed"]) for r in rows] == [
+        ("bandit:bernoulli-10", "pg", "grpo", "1"),
+        ("bandit:bernoulli-10", "grpo", "grpo", "1"),
+        ("bandit:bernoulli-10", "tpo", "tpo", "1"),
+    ]
+    curves = list(csv.DictReader((out / "bandit_suite_curves.csv").open()))
+    assert list(curves[0]) == ["bandit", "method", "seed", "samples", "success", "entropy",
+                               "zero_var"]  # fmt: skip
+    for row in rows:
+        run = sweep / "bernoulli-10" / row["method"] / "runs" / row["algo"] / "bandit_bernoulli-10"
+        metrics = _metrics(run / "seed1")
+        mine = [c for c in curves if c["method"] == row["method"]]
+        assert [int(c["samples"]) for c in mine] == list(range(64, 513, 64))
+        assert [int(m["step"]) for m in metrics] == list(range(64, 513, 64))
+        raw = np.array([float(m["train/episode_return"]) for m in metrics])
+        success = np.array([float(c["success"]) for c in mine])
+        np.testing.assert_allclose(success, raw / optimal, rtol=1e-4)  # 5 digits
+        entropy = [float(m["train/entropy"]) for m in metrics]
+        np.testing.assert_allclose([float(c["entropy"]) for c in mine], entropy, rtol=1e-4)
+        zero_var = [float(m["train/zero_variance_frac"]) for m in metrics]
+        np.testing.assert_allclose([float(c["zero_var"]) for c in mine], zero_var, atol=1e-4)
+        assert float(row["optimal_reward"]) == pytest.approx(optimal, rel=1e-5)
+        # final window 1280 > 512 pulls: the whole run
+        assert float(row["final_success"]) == pytest.approx(success.mean(), rel=1e-5)
+        assert float(row["entropy_last"]) == pytest.approx(entropy[-1], rel=1e-5)
+    summary = list(csv.DictReader((out / "bandit_suite_summary.csv").open()))
+    assert [(s["method"], s["seeds"]) for s in summary] == [
+        ("pg", "1"),
+        ("grpo", "1"),
+        ("tpo", "1"),
+    ]
+    for s, row in zip(summary, rows):  # one seed: mean = both CI ends = the run's number
+        for key in ("final_success", "final_success_lo", "final_success_hi"):
+            assert float(s[key]) == pytest.approx(float(row["final_success"]), rel=1e-5)
+
+
+def test_success_is_return_over_the_true_optimum_and_samples_are_episodes():
+    """Unit check of the normalisation on a contextual bandit (optimum: the mean over contexts
+    of the best arm, 0.83 here) and on a sequence bandit (samples are answers of L tokens)."""
+    suite = _suite()
+    args = suite.parse(["--bandits", "bandit:contextual-16-10,bandit:sequence-reverse-2-4",
+                        "--samples", "2048", "--methods", "grpo"])  # fmt: skip
+    ctx, seq = suite.configs(args)
+    means = bandits.make("contextual-16-10", 1).means
+    assert ctx["optimal"] == pytest.approx(means.max(1).mean()) and ctx["length"] == 1
+    assert seq["optimal"] == 1.0 and seq["length"] == 4 and seq["steps"] == 4 * 2048
+    returns = np.array([0.2, 0.45, 0.6, 0.8])
+    columns = {"step": np.array([256.0, 512, 768, 1024]), "train/episode_return": returns,
+               "train/entropy": np.array([2.3, 2.0, 2.1, 1.0])}  # fmt: skip
+    samples, success = suite.success_curve(columns, ctx["length"], ctx["optimal"])
+    np.testing.assert_allclose(success, returns / means.max(1).mean())
+    row = suite.run_row(ctx, 3, columns, final_window=512)
+    assert row["final_success"] == pytest.approx((0.6 + 0.8) / 2 / means.max(1).mean())
+    assert row["samples_to_half"] == 512  # 0.45 / 0.83 > 0.5 while 0.45 itself is not
+    assert row["entropy_rise_frac"] == pytest.approx(1 / 3)
+    assert np.isnan(row["zero_variance_frac"])  # a run without the column (PPO)
+    samples, _ = suite.success_curve(columns, seq["length"], seq["optimal"])
+    np.testing.assert_array_equal(samples, [64, 128, 192, 256])
+
+
+def test_default_plan():
+    """19 sweeps: pg, ppo, grpo, tpo everywhere, pg-filter on the contextual bandit, the ratio
+    variants on the sequence bandit; PPO's rollout is one episode per env."""
+    suite = _suite()
+    cfgs = suite.configs(suite.parse([]))
+    plan = {(c["bandit"].removeprefix("bandit:"), c["method"]) for c in cfgs}
+    core = {"pg", "ppo", "grpo", "tpo"}
+    bandit_ids = ("bernoulli-10", "sparse-1000", "contextual-16-10", "sequence-reverse-2-6")
+    expected = {(b, m) for b in bandit_ids for m in core}
+    expected |= {("contextual-16-10", "pg-filter")}
+    expected |= {("sequence-reverse-2-6", m) for m in ("grpo-seq", "grpo-kalman")}
+    assert plan == expected
+    for c in cfgs:
+        flags = c["extra"]
+        assert flags[flags.index("--num-envs") + 1] == "256"
+        if c["algo"] == "ppo":
+            assert flags[flags.index("--num-steps") + 1] == str(c["length"])
+        if c["method"] == "grpo-kalman":
+            assert flags[flags.index("--ratio") + 1] == "kalman"
+        if c["method"].startswith("pg"):
+            assert flags[flags.index("--update-epochs") + 1] == "1"
+            assert ("--filter-zero-variance" in flags) == (c["method"] == "pg-filter")
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["--seeds", "0"], "--seeds"),
+        (["--bandits", "Hopper-v5"], "--bandits"),
+        (["--bandits", "bandit:nope-3"], "--bandits"),
+        (["--bandits", "bandit:gaussian-10"], "--bandits"),
+        (["--methods", "pg,sac"], "--methods"),
+        (["--samples", "100"], "--samples"),
+        (["--samples", "1024,2048"], "--samples"),
+        (["--samples", "many"], "--samples"),
+        (["--num-envs", "12"], "--num-envs"),
+        (["--workers", "0"], "--workers"),
+        (["--final-window", "0"], "--final-window"),
+    ],
+)
+def test_bad_flags_exit_2_naming_the_flag(argv, flag, capsys, tmp_path):
+    suite = _suite()
+    with pytest.raises(SystemExit) as exc:
+        suite.main([*argv, "--sweep-dir", str(tmp_path / "s"), "--out", str(tmp_path / "o")])
+    assert exc.value.code == 2
+    assert flag in capsys.readouterr().err.strip().splitlines()[-1]
+    assert not (tmp_path / "s").exists() and not (tmp_path / "o").exists()
