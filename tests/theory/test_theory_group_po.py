@@ -496,6 +496,7 @@ def test_defaults_are_the_documented_ones():
     # best_allocation's default floor is 0: a hopeless context gets nothing
     alloc, value = gp.best_allocation(np.array([0.5, 0.01]), np.ones(2), 2)
     assert alloc.tolist() == [2, 0] and value == pytest.approx(0.5, abs=1e-15)
+    assert alloc.dtype.kind == "i"  # allocations are whole numbers of rollouts
 
 
 def test_group_gradient_of_one_group_is_its_row():
@@ -548,6 +549,10 @@ def test_both_fixed_points_solve_the_fixed_point_equation():
             pytest.approx(low, abs=1e-9)
         )
     assert gp.grpo_fixed_point_threshold(0.01) < 0.5  # not bracketed by [1, ...]
+    # a huge beta2: the upper root, ~2 ln(L / 2) above l_min = 2 asinh(beta2), is still found
+    # (in p it rounds to 1: L ~ 63), the lower one hugs p_ref
+    low, high = gp.grpo_pos_fixed_points(0.361, 1e12, "mean_std")
+    assert 0.361 < low < 0.361 + 1e-9 and high == 1.0
     for scale in gp.SCALES:  # no KL to the reference: no fixed point
         assert gp.grpo_pos_fixed_points(0.361, 0.0, scale) == []
 
