@@ -49,10 +49,12 @@ import torch
 
 from controlrl.cli import (
     CommonArgs,
+    RatioArgs,
     parse,
     require,
     require_nonnegative,
     require_positive,
+    require_ratio_flags,
     require_sizes,
 )
 from controlrl.group import group_advantages, zero_variance_mask
@@ -60,7 +62,7 @@ from controlrl.group_rollout import GroupRollout, require_group_flags
 from controlrl.group_training import GroupRun
 from controlrl.nets import make_policy
 from controlrl.ratios import EpisodeRatios, episode_starts, filtered_log_ratio
-from controlrl.update import adam, minibatch_update
+from controlrl.update import adam, kalman_noises, minibatch_update
 
 ADV_SCALES = {"mean": "mean", "mean-std": "mean_std"}  # flag value -> controlrl.group scale
 LOSS_AGGS = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
@@ -68,7 +70,7 @@ UPDATE_STATS = ("loss", "policy_loss", "kl_penalty", "approx_kl", "clip_frac")
 
 
 @dataclass
-class Args(CommonArgs):
+class Args(RatioArgs, CommonArgs):
     num_envs: int = 64
     """parallel environments: num_envs / group_size groups per iteration"""
     group_size: int = 8
@@ -85,15 +87,6 @@ class Args(CommonArgs):
     0.04; 0 disables it, as TRL's default)"""
     clip_coef: float = 0.2
     """ratio clip eps (DeepSeekMath 0.2)"""
-    ratio: Literal["step", "sequence", "sequence_mean", "kalman"] = "step"
-    """importance ratio: per step (token), per episode (product; sequence_mean: GSPO's
-    geometric mean) or KPO's causal Kalman filter along the episode"""
-    kalman_q: float = 1e-6
-    """KPO process noise q (KPO 1e-6)"""
-    kalman_v: float = 1.0
-    """KPO measurement noise v (KPO 1; 0 gives the raw per-step ratios)"""
-    kalman_p0: float = 1.0
-    """KPO initial variance at an episode start (not given by the paper; 1: first gain 1/2)"""
     loss_agg: Literal[
         "seq-mean-token-mean", "token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"
     ] = "seq-mean-token-mean"
@@ -127,7 +120,8 @@ class Args(CommonArgs):
             "clip_coef",
             "max_episode_steps",
         )
-        require_nonnegative(self, "kl_coef", "kalman_q", "kalman_v", "kalman_p0")
+        require_nonnegative(self, "kl_coef")
+        require_ratio_flags(self)
         require_sizes(self, "hidden_sizes")
         require(
             self.num_minibatches <= self.num_envs,
@@ -246,8 +240,7 @@ def grpo_batch(
         "advantages": adv.to(torch.float32).expand(T, N).reshape(-1),
         "weights": loss_weights(valid, args.loss_agg, args.max_episode_steps).reshape(-1),
     }
-    kalman = {"q": args.kalman_q, "v": args.kalman_v, "p0": args.kalman_p0}
-    ratios = RolloutRatios(args.ratio, rollout.ended, **kalman)
+    ratios = RolloutRatios(args.ratio, rollout.ended, **kalman_noises(args))
     return batch, ratios, float(keep.float().mean())
 
 

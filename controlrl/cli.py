@@ -230,9 +230,9 @@ def config_dict(args: CommonArgs, algo: str) -> dict:
 
 @dataclass
 class RatioArgs:
-    """The importance-ratio option of the on-policy family (ppo, spo; controlrl/ratios.py): a
-    mixin listed before CommonArgs, `class Args(RatioArgs, CommonArgs)`, so that its flags
-    follow the common ones; validate with require_ratio_flags."""
+    """The importance-ratio option of the on-policy family (ppo, spo, grpo;
+    controlrl/ratios.py): a mixin listed before CommonArgs, `class Args(RatioArgs, CommonArgs)`,
+    so that its flags follow the common ones; validate with require_ratio_flags."""
 
     ratio: str = "step"
     """importance ratio in the loss, along each episode of the rollout: step (per step, PPO's),

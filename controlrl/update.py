@@ -138,8 +138,13 @@ def rollout_ratios(args, ended: np.ndarray | torch.Tensor | None) -> EpisodeRati
         return None
     if ended is None:
         raise ValueError(f"ended is required for ratio {kind!r} (the rollout's episode ends)")
-    kalman = {"q": args.kalman_q, "v": args.kalman_v, "p0": args.kalman_p0}
-    return EpisodeRatios(kind, episode_starts(ended), **kalman)
+    return EpisodeRatios(kind, episode_starts(ended), **kalman_noises(args))
+
+
+def kalman_noises(args) -> dict[str, float]:
+    """The Kalman flags of args (controlrl.cli.RatioArgs) as the keyword arguments q, v, p0 of
+    controlrl.ratios' filters."""
+    return {"q": args.kalman_q, "v": args.kalman_v, "p0": args.kalman_p0}
 
 
 def actor_critic_loss(

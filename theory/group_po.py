@@ -15,11 +15,18 @@ import math
 
 import numpy as np
 from scipy.optimize import brentq
-from scipy.special import gammaln, logsumexp
+from scipy.special import gammaln, logsumexp, xlogy
 
 from theory.policy_opt import softmax
 
 SCALES = ("mean", "mean_std")
+
+
+def check_scale(scale: str) -> None:
+    """ValueError unless scale is one of SCALES (mean only, or mean and std)."""
+    if scale not in SCALES:
+        raise ValueError(f"scale = {scale!r}, expected one of {SCALES}")
+
 
 # ---------------------------------------------------------------------------------------------
 # KL-regularised targets: JitRL's additive logits, A*-PO's value estimate
@@ -53,8 +60,8 @@ def multinomial_counts(n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
 def astarpo_expected_estimate(pi_ref: np.ndarray, r: np.ndarray, beta: float, n: int) -> float:
     """E over n i.i.d. arms a_i ~ pi_ref of astarpo_value_estimate(r[a]), exactly (counts)."""
     counts, log_coef = multinomial_counts(n, len(pi_ref))
-    with np.errstate(divide="ignore"):
-        log_prob = log_coef + counts @ np.log(pi_ref)
+    log_prob = log_coef + xlogy(counts, pi_ref).sum(axis=1)  # 0 log 0 = 0: arms of pi_ref 0
+    with np.errstate(divide="ignore"):  # log 0 = -inf: arms not drawn add exp(-inf) = 0
         log_mean = logsumexp(np.log(counts) + r / beta, axis=1) - math.log(n)
     return float(np.sum(np.exp(log_prob) * beta * log_mean))
 
@@ -84,8 +91,7 @@ def logit(p: float | np.ndarray) -> float | np.ndarray:
 def grpo_advantage_weight(p: float, scale: str) -> float:
     """a(p) with A = a(p) (r - p) for binary r: 1 (mean only) or 1/sqrt(p (1 - p)) =
     2 cosh(L / 2), L = logit(p) (mean and std, population std as in the paper)."""
-    if scale not in SCALES:
-        raise ValueError(f"scale = {scale!r}, expected one of {SCALES}")
+    check_scale(scale)
     return 1.0 if scale == "mean" else 2.0 * math.cosh(logit(p) / 2.0)
 
 
@@ -140,12 +146,12 @@ def grpo_pos_fixed_points(p_ref: float, beta2: float, scale: str) -> list[float]
     """The PoS p* of every fixed point of the recurrence (independent of beta1), increasing:
     mean only, logit(p*) = logit(p_ref) + 1/beta2 (always one); mean and std, the roots of
     beta2 (L - L_ref) = 2 cosh(L / 2): two (the lower stable) or none."""
+    check_scale(scale)
     if not beta2 > 0:
         return []
     l_ref = logit(p_ref)
     if scale == "mean":
         return [float(1.0 / (1.0 + np.exp(-(l_ref + 1.0 / beta2))))]
-    grpo_advantage_weight(0.5, scale)  # validates scale
 
     def gap(L):
         return 2.0 * math.cosh(L / 2.0) - beta2 * (L - l_ref)
@@ -177,8 +183,7 @@ def grpo_fixed_point_threshold(p_ref: float) -> float:
 def group_advantages(rewards: np.ndarray, scale: str = "mean_std", eps: float = 1e-4) -> np.ndarray:
     """numpy twin of controlrl.group.group_advantages: (r - mean) / (std + eps), std unbiased
     (huggingface/trl grpo_trainer.py), or r - mean; exactly 0 in zero-variance groups."""
-    if scale not in SCALES:
-        raise ValueError(f"scale = {scale!r}, expected one of {SCALES}")
+    check_scale(scale)
     flat = np.all(rewards == rewards[..., :1], axis=-1, keepdims=True)
     centred = rewards - rewards.mean(axis=-1, keepdims=True)
     if scale == "mean_std" and rewards.shape[-1] > 1:
@@ -246,8 +251,9 @@ def group_outcomes(
     K = len(pi)
     cell = np.stack([pi * (1 - mu), pi * mu], axis=1).reshape(-1)  # P(arm a, reward r)
     counts, log_coef = multinomial_counts(G, 2 * K)
-    with np.errstate(divide="ignore"):
-        log_prob = log_coef + counts @ np.log(cell)
+    # xlogy: 0 log 0 = 0, where counts @ log(cell) gave 0 * -inf = NaN for every group when an
+    # arm pays with probability 0 or 1 (mu[a] in {0, 1}, as on one-hot bandits)
+    log_prob = log_coef + xlogy(counts, cell).sum(axis=1)
     return counts, np.exp(log_prob), np.repeat(np.arange(K), 2), np.tile([0.0, 1.0], K)
 
 

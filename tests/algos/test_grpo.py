@@ -451,7 +451,7 @@ def test_resume_repeats_the_uninterrupted_run_bit_for_bit(tmp_path):
         (["--kalman-v", "-1"], "--kalman-v must be >= 0"),
         (["--env-id", "brax:ant"], "--env-id brax:ant: groups need resets"),
         (["--num-minibatches", "65"], "--num-minibatches must be <="),
-        (["--ratio", "bogus"], ""),
+        (["--ratio", "bogus"], "--ratio must be one of step, sequence, sequence_mean, kalman"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line(argv, fragment, capsys, tmp_path):

@@ -18,6 +18,7 @@ T-C1 guidance never lowers the optimality probability: d/dw E[f] = Cov(f, log f)
 
 import itertools
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -437,3 +438,154 @@ def test_argument_errors():
         gp.group_gradient(np.full(2, 0.5), np.ones((1, 4)), np.zeros(4, int), np.zeros(4), "grpo")
     with pytest.raises(ValueError, match=r"^budget = 2 is below minimum x contexts = 3$"):
         gp.greedy_allocation([0.5] * 3, [1.0] * 3, 2)
+    with pytest.raises(ValueError, match=r"^scale = 'std', expected one of"):
+        gp.grpo_pos_fixed_points(0.3, 1.0, "std")
+
+
+# ---------------------------------------------------------------------------------------------
+# contracts the statements above do not reach: batches, defaults, edges (mutation gaps)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_batched_inputs_are_computed_row_by_row():
+    """Functions documented along the last axis give, on a [2, 3, K] batch, each row's own
+    value (3-D so that the last axis is not also axis 1)."""
+    rng = np.random.default_rng(11)
+    logits, other = rng.normal(size=(2, 3, 5)), rng.normal(size=(2, 3, 5))
+    q = po.softmax(other)
+    rewards = (rng.random((2, 3, 4)) < 0.5) * 1.0
+    rewards[0, 0] = 1.0  # a flat group in the batch
+    rows = list(itertools.product(range(2), range(3)))
+    cases = [
+        (gp.entropy, (logits,)),
+        (gp.entropy_change_first_order, (logits, other)),
+        (gp.tpo_cross_entropy, (logits, q)),
+        (lambda r: gp.astarpo_value_estimate(r, 0.5), (rewards,)),
+        (gp.group_advantages, (rewards,)),
+        (lambda r: gp.group_advantages(r, "mean"), (rewards,)),
+    ]
+    for fn, args in cases:
+        batch = fn(*args)
+        for i, j in rows:
+            np.testing.assert_allclose(batch[i, j], fn(*(a[i, j] for a in args)), atol=1e-14)
+    # one group given alone as a 1-D array, as controlrl.group takes it
+    np.testing.assert_allclose(
+        gp.group_advantages(rewards[1, 2]), gp.group_advantages(rewards)[1, 2]
+    )
+    # grpo_iterate_objective on a batch of policies [M, K]
+    pi_ref, r = _bandit()
+    pis = po.softmax(rng.normal(size=(4, 12)))
+    batch = gp.grpo_iterate_objective(pis, pi_ref, pi_ref, r, 1.0, 2.0, "mean_std")
+    single = [gp.grpo_iterate_objective(p, pi_ref, pi_ref, r, 1.0, 2.0, "mean_std") for p in pis]
+    np.testing.assert_allclose(batch, single, atol=1e-14)
+
+
+def test_defaults_are_the_documented_ones():
+    rng = np.random.default_rng(12)
+    rewards = rng.normal(size=(6, 5))
+    # the numpy twin's default eps is controlrl.group's
+    want = torch_group.group_advantages(torch.from_numpy(rewards)).numpy()
+    np.testing.assert_allclose(gp.group_advantages(rewards), want, atol=1e-13)
+    # REINFORCE's default baseline is 0: A = r
+    pi, mu = np.array([0.5, 0.3, 0.2]), np.array([0.7, 0.2, 0.4])
+    counts, _, arms, rew = gp.group_outcomes(pi, mu, 3)
+    np.testing.assert_array_equal(
+        gp.group_gradient(pi, counts, arms, rew, "constant"),
+        gp.group_gradient(pi, counts, arms, rew, "constant", baseline=0.0),
+    )
+    # best_allocation's default floor is 0: a hopeless context gets nothing
+    alloc, value = gp.best_allocation(np.array([0.5, 0.01]), np.ones(2), 2)
+    assert alloc.tolist() == [2, 0] and value == pytest.approx(0.5, abs=1e-15)
+    assert alloc.dtype.kind == "i"  # allocations are whole numbers of rollouts
+
+
+def test_group_gradient_of_one_group_is_its_row():
+    """counts may hold a single group [1, 2K]: G is read from it, the same row results."""
+    pi, mu = np.array([0.5, 0.3, 0.2]), np.array([0.7, 0.2, 0.4])
+    counts, _, arms, rewards = gp.group_outcomes(pi, mu, 4)
+    full = gp.group_gradient(pi, counts, arms, rewards, "mean_std")
+    for m in (0, 7, len(counts) - 1):
+        one = gp.group_gradient(pi, counts[m : m + 1], arms, rewards, "mean_std")
+        np.testing.assert_allclose(one, full[m : m + 1], atol=1e-15)  # matmul order
+
+
+def test_edge_inputs_give_no_numpy_warnings():
+    """Flat groups with eps 0, zero-probability outcomes, groups of one and a PoS that reaches 1
+    are handled (masked or stopped), not left to warn."""
+    pi, mu = np.array([0.5, 0.3, 0.2]), np.array([0.0, 1.0, 0.4])  # outcomes of probability 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        counts, prob, arms, rewards = gp.group_outcomes(pi, mu, 3)
+        # finding: counts @ log(cell) made every probability NaN here (0 * log 0); now exact
+        assert prob.sum() == pytest.approx(1.0, abs=1e-14)
+        assert np.all(prob[(counts[:, 1] > 0) | (counts[:, 2] > 0)] == 0.0)  # 0 pays, 1 always
+        assert np.all(prob[(counts[:, 1] == 0) & (counts[:, 2] == 0)] > 0)
+        grads = gp.group_gradient(pi, counts, arms, rewards, "mean_std", eps=0.0)
+        assert np.all(np.isfinite(grads))
+        assert np.isfinite(gp.grpo_gradient_scale(0.3, 4, eps=0.0))
+        flat = np.zeros((2, 4))
+        assert np.all(gp.group_advantages(flat, eps=0.0) == 0.0)
+        assert np.all(gp.group_advantages(np.ones((3, 1))) == 0.0)  # G = 1: no baseline
+        assert np.isfinite(gp.astarpo_expected_estimate(np.array([0.5, 0.5]), mu[:2], 0.5, 3))
+        pos = gp.grpo_pos_recurrence(0.361, 1.0, 0.0, "mean_std", 200)
+    # reaching 1, the recurrence pads with exact ones up to steps + 1 values
+    assert len(pos) == 201 and pos[-1] == 1.0
+    first = int(np.argmax(pos == 1.0))
+    assert 0 < first < 200 and np.all(pos[first:] == 1.0) and np.all(pos[:first] < 1.0)
+
+
+def test_both_fixed_points_solve_the_fixed_point_equation():
+    """The lower and the upper root of beta2 (L - L_ref) = 2 cosh(L / 2), also near the
+    existence threshold where they are close, and for a p_ref whose threshold is below 1."""
+    for p_ref, beta2 in ((0.361, 3.0), (0.361, 10.0), (0.01, None), (0.361, None)):
+        if beta2 is None:
+            beta2 = 1.05 * gp.grpo_fixed_point_threshold(p_ref)
+        low, high = gp.grpo_pos_fixed_points(p_ref, beta2, "mean_std")
+        assert p_ref < low < high < 1
+        for p in (low, high):
+            L = gp.logit(p)
+            assert 2 * math.cosh(L / 2) == pytest.approx(beta2 * (L - gp.logit(p_ref)), rel=1e-12)
+        assert gp.grpo_pos_recurrence(p_ref, 10.0, beta2, "mean_std", 3000)[-1] == (
+            pytest.approx(low, abs=1e-9)
+        )
+    assert gp.grpo_fixed_point_threshold(0.01) < 0.5  # not bracketed by [1, ...]
+    # a huge beta2: the upper root, ~2 ln(L / 2) above l_min = 2 asinh(beta2), is still found
+    # (in p it rounds to 1: L ~ 63), the lower one hugs p_ref
+    low, high = gp.grpo_pos_fixed_points(0.361, 1e12, "mean_std")
+    assert 0.361 < low < 0.361 + 1e-9 and high == 1.0
+    for scale in gp.SCALES:  # no KL to the reference: no fixed point
+        assert gp.grpo_pos_fixed_points(0.361, 0.0, scale) == []
+
+
+@pytest.mark.parametrize("beta1, beta2", [(0.2, 0.3), (1.0, 0.0)])
+def test_grpo_iterate_with_small_or_no_reference_kl(beta1, beta2):
+    """Any beta1, beta2 >= 0 not both 0 (the total below 1; beta2 = 0, mirror descent only)."""
+    pi_ref, r = _bandit()
+    pi = po.softmax(np.log(pi_ref) + 0.3 * r)
+
+    def neg(z):
+        return -gp.grpo_iterate_objective(po.softmax(z), pi, pi_ref, r, beta1, beta2, "mean")
+
+    res = minimize(neg, np.log(pi), method="BFGS", options={"gtol": 1e-11})
+    closed = gp.grpo_iterate(pi, pi_ref, r, beta1, beta2, "mean")
+    np.testing.assert_allclose(po.softmax(res.x), closed, atol=2e-6)
+    # the objective's value: E_pi[A] = 0 and both KLs 0 when pi = pi_prev = pi_ref
+    assert gp.grpo_iterate_objective(pi_ref, pi_ref, pi_ref, r, beta1, beta2, "mean") == (
+        pytest.approx(0.0, abs=1e-15)
+    )
+
+
+def test_small_beta1_can_overshoot_an_existing_fixed_point():
+    """Finding against T-G1's "reaches its fixed point when one exists" (and "beta1 sets the
+    speed only"): at p_ref 0.01, beta2 = 1.05 beta2*, the first step from a(p_ref) ~ 10 jumps
+    past the upper, unstable fixed point and the PoS runs to 1 for beta1 <= 1; beta1 = 10
+    damps the step and reaches the lower one. What holds: convergence from p_ref below the
+    lower root needs no overshoot past the upper one."""
+    beta2 = 1.05 * gp.grpo_fixed_point_threshold(0.01)
+    low, high = gp.grpo_pos_fixed_points(0.01, beta2, "mean_std")
+    for beta1 in (0.0, 1.0):
+        pos = gp.grpo_pos_recurrence(0.01, beta1, beta2, "mean_std", 3000)
+        assert pos[1] > high and pos[-1] == 1.0
+    for beta1 in (10.0, 100.0):
+        pos = gp.grpo_pos_recurrence(0.01, beta1, beta2, "mean_std", 20000)
+        assert np.all(pos < high) and pos[-1] == pytest.approx(low, abs=1e-9)
