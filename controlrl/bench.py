@@ -186,6 +186,25 @@ def median_range(values: Sequence[float], fmt: str = ".2f") -> str:
     return f"{med} ({format(min(values), fmt)}-{format(max(values), fmt)})"
 
 
+def cpu_timer(timer_cls: type) -> type:
+    """A subclass of an algorithm's Timer (laps into self.laps) that also records each lap's
+    process CPU seconds as time/<lap>_cpu: benches patch it in, in their own process only, so
+    timing.csv gains CPU time beside wall time."""
+
+    class CpuTimer(timer_cls):
+        def __init__(self) -> None:
+            super().__init__()
+            self.cpu = time.process_time()
+
+        def lap(self, name: str) -> None:
+            super().lap(name)
+            now = time.process_time()
+            self.laps[f"time/{name}_cpu"] = now - self.cpu
+            self.cpu = now
+
+    return CpuTimer
+
+
 def command_line(script: str, argv: Sequence[str] | None) -> str:
     """The command that made an output: `python <script> <args>` (sys.argv's when argv is None)."""
     return shlex.join(["python", script, *(sys.argv[1:] if argv is None else argv)])

@@ -114,7 +114,7 @@ def _ours(cfg: dict) -> dict:
     if iql.EXP_ADV_MAX != settings["max_weight"]:
         raise ValueError(f"algos/iql.py clips weights at {iql.EXP_ADV_MAX}, d3rlpy's run at 100")
     torch.set_num_threads(cfg["threads"])
-    iql.Timer = _cpu_timer(iql.Timer)  # this process only: timing.csv gains CPU seconds too
+    iql.Timer = bench.cpu_timer(iql.Timer)  # this process only: timing.csv gains CPU seconds too
     with tempfile.TemporaryDirectory(prefix="bench_iql_ours_") as tmp:
         run_dir = Path(tmp) / "run"
         args = iql.Args(
@@ -148,23 +148,6 @@ def _ours(cfg: dict) -> dict:
     if cfg["eval_episodes"]:
         out["eval_return"] = float(final_return)
     return out
-
-
-def _cpu_timer(timer_cls):
-    """algos/iql.py's Timer that also records each lap's process CPU seconds (<lap>_cpu)."""
-
-    class CpuTimer(timer_cls):
-        def __init__(self) -> None:
-            super().__init__()
-            self.cpu = time.process_time()
-
-        def lap(self, name: str) -> None:
-            super().lap(name)
-            now = time.process_time()
-            self.laps[f"time/{name}_cpu"] = now - self.cpu
-            self.cpu = now
-
-    return CpuTimer
 
 
 def _d3rlpy(cfg: dict) -> dict:

@@ -65,7 +65,7 @@ def _ours(cfg: dict) -> dict:
     from algos import retrace
     from controlrl import checkpoint
 
-    retrace.Timer = _cpu_timer(retrace.Timer)  # this process only: CPU seconds per lap too
+    retrace.Timer = bench.cpu_timer(retrace.Timer)  # this process only: CPU seconds per lap too
     with tempfile.TemporaryDirectory(prefix="bench_retrace_ours_") as tmp:
         run_dir = Path(tmp) / "run"
         args = retrace.Args(
@@ -98,23 +98,6 @@ def _ours(cfg: dict) -> dict:
     wall = sum(float(r["time/train_s"]) for r in timed)
     cpu = sum(float(r["time/train_s_cpu"]) for r in timed)
     return dict(timed_updates=n, train_s=wall, cpu_s=cpu, params=params)
-
-
-def _cpu_timer(timer_cls):
-    """retrace.py's Timer that also records each lap's process CPU seconds (<lap>_cpu)."""
-
-    class CpuTimer(timer_cls):
-        def __init__(self) -> None:
-            super().__init__()
-            self.cpu = time.process_time()
-
-        def lap(self, name: str) -> None:
-            super().lap(name)
-            now = time.process_time()
-            self.laps[f"time/{name}_cpu"] = now - self.cpu
-            self.cpu = now
-
-    return CpuTimer
 
 
 def _sb3(cfg: dict) -> dict:

@@ -140,3 +140,22 @@ def test_csv_round_trip(tmp_path):
                 assert math.isnan(got[key])
             else:
                 assert got[key] == want and type(got[key]) is type(want), key
+
+
+def test_cpu_timer_adds_each_laps_cpu_seconds():
+    class Timer:  # the algorithms' Timer shape: lap(name) writes time/<name>_s into laps
+        def __init__(self) -> None:
+            self.laps = {}
+
+        def lap(self, name: str) -> None:
+            self.laps[f"time/{name}_s"] = 0.0
+
+    timer = bench.cpu_timer(Timer)()
+    t0 = time.process_time()
+    while time.process_time() - t0 < 0.05:  # burn ~50 ms of CPU
+        pass
+    timer.lap("update")
+    timer.lap("rollout")  # an immediate second lap: its CPU time starts where the first ended
+    assert timer.laps["time/update_s"] == 0.0
+    assert 0.04 <= timer.laps["time/update_cpu"] < 5.0
+    assert 0.0 <= timer.laps["time/rollout_cpu"] < 0.04
