@@ -57,6 +57,16 @@ class SweepConfig:
     extra: list[str] = field(default_factory=list)
 
 
+def apply_toy(args, argv: list[str] | None, toy: dict) -> None:
+    """A figure script's --toy: set each of toy's {dest: value} on args unless its flag
+    (--dest-with-dashes, alone or as --flag=value) was given on the command line (argv, or
+    sys.argv[1:] when None), so toy sizes replace defaults, never what the user asked for."""
+    given = {a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:])}
+    for key, value in toy.items():
+        if "--" + key.replace("_", "-") not in given:
+            setattr(args, key, value)
+
+
 def check_config(config: SweepConfig, algos_dir: Path = ALGOS_DIR) -> None:
     """Raise SweepError for an unknown algorithm or env id or a non-positive count."""
     from envs import UnknownEnvError, check_env_id

@@ -325,10 +325,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("extra", nargs="*", help="flags passed to every algorithm (after --)")
     args = p.parse_args(argv)
     if args.toy:  # toy sizes replace the defaults, not what was given on the command line
-        given = {a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:])}
-        for key, value in TOY.items():
-            if "--" + key.replace("_", "-") not in given:
-                setattr(args, key, value)
+        from controlrl import experiment
+
+        experiment.apply_toy(args, argv, TOY)
     from envs import UnknownEnvError, check_env_id
 
     args.bandits = args.bandits.split(",")

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from controlrl import plots
+from controlrl import experiment, plots
 from controlrl.experiment import SweepConfig, run_sweep
 from envs.offline.store import DEFAULT_PPO_BUDGET, DEFAULT_STEPS, data_root, dataset_name
 
@@ -264,10 +264,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("extra", nargs="*", help="flags passed to algos/iql.py (after --)")
     args = p.parse_args(argv)
     if args.toy:  # toy sizes replace the defaults, not what was given on the command line
-        given = {a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:])}
-        for key, value in TOY.items():
-            if "--" + key.replace("_", "-") not in given:
-                setattr(args, key, value)
+        experiment.apply_toy(args, argv, TOY)
         args.data_dir = args.data_dir or args.sweep_dir / "data"
     args.data_dir = args.data_dir or data_root()
     cfgs = configs(args)

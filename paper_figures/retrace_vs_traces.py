@@ -391,10 +391,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     g.add_argument("--workers", type=int, default=1, help="runs at once when training")
     args = p.parse_args(argv)
     if args.toy:  # toy sizes replace the defaults, not what was given on the command line
-        given = {a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:])}
-        for key, value in (TOY_TAB | TOY_MUJOCO).items():
-            if "--" + key.replace("_", "-") not in given:
-                setattr(args, key, value)
+        from controlrl import experiment
+
+        experiment.apply_toy(args, argv, (TOY_TAB | TOY_MUJOCO))
         args.retrace_args = f"{TOY_RETRACE} {args.retrace_args}"
         args.ppo_args = f"{TOY_PPO} {args.ppo_args}"
     args.alphas = [float(a) for a in args.alphas.split(",")]

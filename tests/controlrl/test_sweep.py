@@ -183,3 +183,16 @@ def test_ray_backend_on_loopback(tmp_path, fake_algos, monkeypatch):
     finally:
         ray.shutdown()
     assert sorted(v["status"] for v in runs.values()) == ["done", "done", "failed", "failed"]
+
+
+def test_apply_toy_keeps_what_the_command_line_gave():
+    import argparse
+
+    from controlrl.experiment import apply_toy
+
+    args = argparse.Namespace(steps=100, seeds=3, eval_every=10)
+    apply_toy(args, ["--steps=7", "--train"], {"steps": 2, "seeds": 1, "eval_every": 5})
+    assert (args.steps, args.seeds, args.eval_every) == (100, 1, 5)  # --steps=7 was given
+    args = argparse.Namespace(steps=100, seeds=3, eval_every=10)
+    apply_toy(args, ["--eval-every", "9"], {"steps": 2, "seeds": 1, "eval_every": 5})
+    assert (args.steps, args.seeds, args.eval_every) == (2, 1, 10)
