@@ -90,12 +90,16 @@ class Run(Session):
         """One rollout with policy.sample; values, old log-probs and GAE in batched passes.
         Returns the flat batch (obs, actions, logprobs, values, advantages, returns) and the
         episodes that ended. self.old_params: the collecting policy's distribution parameters
-        on the batch (diagnostics.dist_params), from the same forward as the old log-probs."""
+        on the batch (diagnostics.dist_params), from the same forward as the old log-probs; None
+        (and log-probs left 0) for a policy without dist_params."""
         self._timer = Timer()
         buffer = self.buffer
         episodes = self.collector.collect(buffer, policy.sample)
         buffer.fill_values(value_net)
-        self.old_params = buffer.fill_logprobs(policy)
+        # a policy without a likelihood (no dist_params: FPO's flow policy) has no old
+        # log-probs and no policy-shift statistics; its loss brings what it needs
+        has_likelihood = hasattr(policy, "dist_params")
+        self.old_params = buffer.fill_logprobs(policy) if has_likelihood else None
         advantages = gae(
             buffer.rewards,
             buffer.values,
@@ -124,6 +128,8 @@ class Run(Session):
         stats: dict = {}
         with self.guard():
             yield stats
+        if old_params is None:  # a likelihood-free policy (see collect)
+            return
         stats.update(
             diagnostics.policy_shift(
                 policy, batch["obs"], batch["actions"], batch["logprobs"], old_params, ratio_eps
