@@ -13,6 +13,8 @@ Public API (names are stable; DPPO and FPO import them):
     fourier_embedding(t, dim) -> [B, dim]           FPO [cos(t 2^k), sin(t 2^k)], k < dim/2
     DenoiserMLP(obs_dim, act_dim, hidden_sizes, time_dim, embedding, time_mlp, activation,
                 residual, output_scale)             net(x [B, A], t [B], obs [B, D]) -> [B, A]
+      .conditioned(obs, times [S]) -> step(x, i)    the same net for a sampling loop, with the
+                                                    first layer's obs and time terms computed once
     ddpm_denoiser(obs_dim, act_dim, ...)            DPPO's eps network (Mish, 16-dim emb + MLP)
     flow_velocity_net(obs_dim, act_dim, ...)        FPO's velocity network (SiLU, 8-dim, x0.25)
 
@@ -46,10 +48,12 @@ output, so chain[:, -1] is the action.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Literal
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 # ----------------------------------------------------------------------------------------------
@@ -151,6 +155,27 @@ class DenoiserMLP(nn.Module):
     def forward(self, x: torch.Tensor, t: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
         out = self.net(torch.cat((x, self.embed(t), obs), dim=-1))
         return out * self.output_scale if self.output_scale != 1.0 else out
+
+    def conditioned(
+        self, obs: torch.Tensor, times: torch.Tensor
+    ) -> Callable[[torch.Tensor, int], torch.Tensor]:
+        """step(x [B, A], i) = self(x, times[i] for every row, obs) for a sampling loop over the
+        given times [S]: the first layer's obs and time terms are computed once (its input is
+        concat(x, emb, obs), so W [x; e; o] = W_x x + W_e e + W_o o), not once per step. Equal
+        to forward up to float rounding."""
+        first, A, E = self.net[0], self.act_dim, self.time_dim
+        w_x, w_e, w_o = first.weight[:, :A], first.weight[:, A : A + E], first.weight[:, A + E :]
+        obs_term = F.linear(obs, w_o, first.bias)  # [B, H]
+        time_terms = F.linear(self.embed(times), w_e)  # [S, H]
+        rest, scale = list(self.net)[1:], self.output_scale
+
+        def step(x: torch.Tensor, i: int) -> torch.Tensor:
+            h = F.linear(x, w_x).add_(obs_term).add_(time_terms[i])
+            for layer in rest:
+                h = layer(h)
+            return h * scale if scale != 1.0 else h
+
+        return step
 
 
 def ddpm_denoiser(
@@ -502,6 +527,12 @@ def euler_sample(
         else x_init
     )
     dt = 1.0 / steps
-    for t in flow_time_grid(steps).tolist():
+    grid = flow_time_grid(steps).to(obs.device)
+    if isinstance(net, DenoiserMLP):  # obs and time terms of the first layer once
+        step = net.conditioned(obs, grid)
+        for i in range(steps):
+            x = x - dt * step(x, i)
+        return x
+    for t in grid.tolist():
         x = x - dt * net(x, torch.full((B,), t, device=obs.device), obs)
     return x
