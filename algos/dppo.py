@@ -47,13 +47,6 @@ from typing import Literal
 
 import numpy as np
 import torch
-from controlrl.generative import (
-    DDPMSchedule,
-    DenoiserMLP,
-    chain_log_probs,
-    ddpm_loss,
-    sample_chain,
-)
 from torch import nn
 
 from controlrl import checkpoint
@@ -64,10 +57,18 @@ from controlrl.cli import (
     fail,
     parse,
     require,
+    require_finite,
     require_nonnegative,
     require_positive,
     require_sizes,
     require_unit_interval,
+)
+from controlrl.generative import (
+    DDPMSchedule,
+    DenoiserMLP,
+    chain_log_probs,
+    ddpm_loss,
+    sample_chain,
 )
 from controlrl.losses import approx_kl
 from controlrl.nets import GaussianPolicy, ValueNet
@@ -170,6 +171,8 @@ class Args(CommonArgs):
     reward_scale_running True)"""
 
     def validate(self) -> None:
+        require_finite(self)
+        require_nonnegative(self, "seed")
         require_positive(
             self,
             "pretrain_batch_size",
@@ -193,6 +196,18 @@ class Args(CommonArgs):
         require_nonnegative(self, "pretrain_steps", "clip_coef_rate", "vf_coef")
         require_unit_interval(self, "gamma", "gae_lambda", "gamma_denoising", "ema_decay")
         require_sizes(self, "hidden_sizes", "critic_hidden_sizes")
+        if self.policy == "diffusion":  # DPPO's residual MLP: equal widths, an odd count
+            sizes = self.hidden_sizes
+            require(
+                len(set(sizes)) == 1 and len(sizes) % 2 == 1,
+                "hidden_sizes",
+                f"must be equal widths, an odd count of them (diffusion), got {sizes}",
+            )
+            require(
+                self.time_dim % 2 == 0 and self.time_dim >= 4,
+                "time_dim",
+                f"must be even and >= 4, got {self.time_dim}",
+            )
         require(
             self.ft_denoising_steps <= self.denoising_steps,
             "ft_denoising_steps",
@@ -509,7 +524,7 @@ def pretrain(policy: nn.Module, dataset, obs_normalizer, args: Args, log_path: P
         with torch.no_grad():
             for p_ema, p in zip(ema.parameters(), net.parameters()):
                 p_ema.lerp_(p, 1 - args.ema_decay)
-        running += float(loss)
+        running += loss.item()
         if (step + 1) % every == 0:
             history.append((step + 1, running / every))
             running = 0.0
