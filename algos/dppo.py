@@ -15,8 +15,9 @@ eps-prediction loss on the dataset (controlrl.generative.ddpm_loss), observation
 with the dataset's mean and std, an EMA of the weights kept; <run_dir>/pretrained.pt then holds
 the EMA network and the normaliser, ready for --pretrained. --policy gaussian pre-trains a
 Gaussian policy by maximum likelihood on the same data instead, and fine-tunes it with the same
-loss (one "denoising step", no discount, the final clip) and the same PPO settings: the
-baseline of the paper's Gaussian comparison.
+loss (one "denoising step", no discount, the final clip; its ratio is the likelihood ratio of
+the whole action, not clamped or averaged over dims) and the same PPO settings: the baseline
+of the paper's Gaussian comparison (a state-independent learned log-std, as ppo.py).
 
 Fine-tuning: the frozen pre-trained network runs the first K - K' reverse steps, a trainable
 copy the last K'; the rollout stores each transition's chain x_{K'} .. x_0 (the buffer's
@@ -30,7 +31,8 @@ configs denoise chunks of 4 actions and execute all 4), observations standardise
 min-max scaled to [-1, 1], constant learning rates (the reference's cosine schedules have min_lr
 = lr after a 10-iteration warm-up), the EMA updated every pre-training step (the reference:
 every 5 epochs from epoch 10), target_kl checked after each epoch (the reference: after each
-minibatch). Logs (metrics.csv): the episode and evaluation returns, policy_loss, value_loss,
+minibatch), a plain Mish MLP critic (the reference's is residual). As in the reference, a
+minibatch is a set of env steps, each with all K' of its denoising steps. Logs (metrics.csv): the episode and evaluation returns, policy_loss, value_loss,
 approx_kl (k3, over all denoising steps), clip_frac, ratio_mean, adv_clip_frac; pre-training
 writes pretrain.csv (step, bc_loss).
 """
