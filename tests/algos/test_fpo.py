@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from algos.fpo import Args, FlowPolicy, attach_cfm_pairs, fpo_loss, update
+from controlrl.cli import parse
 from controlrl.generative import euler_sample
 from controlrl.nets import ValueNet
 from controlrl.update import adam
@@ -142,15 +143,21 @@ def test_smoke_bandit_learns(tmp_path):
         (["--flow-steps", "0"], "--flow-steps"),
         (["--cfm-mode", "x"], "--cfm-mode"),
         (["--time-dim", "3"], "--time-dim"),
-        (
-            ["--env-id", "bandit:bernoulli-4", "--num-steps", "8", "--num-minibatches", "1"],
-            "--env-id",
-        ),
     ],
 )
-def test_bad_flags_one_line_exit_2(argv, flag, tmp_path):
-    cmd = [sys.executable, "algos/fpo.py", "--run-dir", str(tmp_path / "r"), *argv]
+def test_bad_flags_one_line_exit_2(argv, flag, capsys):
+    with pytest.raises(SystemExit) as exc:
+        parse(Args, argv)
+    assert exc.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and flag in lines[0], lines
+
+
+def test_discrete_actions_refused_one_line_exit_2(tmp_path):
+    cmd = [sys.executable, "algos/fpo.py", "--run-dir", str(tmp_path / "r")]
+    cmd += ["--env-id", "bandit:bernoulli-4", "--num-steps", "8", "--num-minibatches", "1"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and flag in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+    assert len(lines) == 1 and "--env-id" in lines[0] and "Box" in lines[0], proc.stderr
+    assert not (tmp_path / "r" / "metrics.csv").exists()
