@@ -17,7 +17,9 @@ same critic, env count and rollout length; only the actor differs (a DDPM of --h
 K = 20 steps with the last K' = 10 fine-tuned, or a Gaussian MLP of the same widths).
 
 Writes <out>/<name>.png, <name>.csv (per run: final evaluation return, steps) and
-<name>_curves.csv (per run: step, eval return; step 0 the clone's).
+<name>_curves.csv (per run: the evaluation return by step, step 0 the clone's, and the mean
+return of the training episodes (stochastic policy) that ended in each rollout). Top row:
+evaluation; bottom row: training episodes.
 """
 
 from __future__ import annotations
@@ -188,7 +190,8 @@ def collect(args, jobs: list[tuple[str, str, str]]) -> list[dict]:
                 row = dict(dataset=label, env=env, policy=policy, steps=int(final["step"]))
                 row.update(seed=int(path.parent.name.removeprefix("seed")))
                 row.update(final_return=final["eval_return_mean"], clone_return=start)
-                runs.append({"row": row, "curve": (steps, values)})
+                train = plots.read_metrics(path.parent, "train/episode_return")
+                runs.append({"row": row, "curve": (steps, values), "train": train})
     return runs
 
 
@@ -200,36 +203,40 @@ def write_csvs(out: Path, name: str, runs: list[dict]) -> None:
         writer.writerows(r["row"] for r in runs)
     with (out / f"{name}_curves.csv").open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["dataset", "policy", "seed", "step", "eval_return"])
+        writer.writerow(["dataset", "policy", "seed", "metric", "step", "value"])
         for r in runs:
             key = [r["row"][k] for k in ("dataset", "policy", "seed")]
-            for step, value in zip(*r["curve"]):
-                writer.writerow([*key, int(step), f"{value:.6g}"])
+            for metric, curve in (("eval_return", r["curve"]), ("train_return", r["train"])):
+                for step, value in zip(*curve):
+                    writer.writerow([*key, metric, int(step), f"{value:.6g}"])
 
 
 def plot(args, runs: list[dict]) -> None:
     import matplotlib.pyplot as plt
 
     labels = list(dict.fromkeys(r["row"]["dataset"] for r in runs))
+    names = {"diffusion": "DPPO", "gaussian": "Gaussian PPO"}
     with plt.rc_context(plots.STYLE):
-        fig, axes = plt.subplots(1, len(labels), figsize=(4.2 * len(labels), 3.2), squeeze=False)
-        for ax, label in zip(axes[0], labels):
-            groups = {
-                f"{'DPPO' if p == 'diffusion' else 'Gaussian PPO'}": [
-                    r["curve"]
-                    for r in runs
-                    if r["row"]["dataset"] == label and r["row"]["policy"] == p
-                ]
-                for p in POLICIES
-            }
-            plots.plot_curves(ax, groups)
-            for r in runs:  # the seeds themselves, thin
-                if r["row"]["dataset"] == label:
+        fig, axes = plt.subplots(
+            2, len(labels), figsize=(4.2 * len(labels), 6), squeeze=False, sharex="col"
+        )
+        for col, label in enumerate(labels):
+            mine = [r for r in runs if r["row"]["dataset"] == label]
+            for row, (key, ylabel) in enumerate(
+                (("curve", "evaluation return (deterministic)"), ("train", "training episodes"))
+            ):
+                ax = axes[row, col]
+                groups = {
+                    names[p]: [r[key] for r in mine if r["row"]["policy"] == p] for p in POLICIES
+                }
+                plots.plot_curves(ax, groups)
+                for r in mine:  # the seeds themselves, thin
                     color = "C0" if r["row"]["policy"] == "diffusion" else "C1"
-                    ax.plot(*r["curve"], color=color, lw=0.5, alpha=0.5)
-            ax.set_title(label, fontsize=8)
-            ax.set_ylabel("evaluation return (deterministic)")
-            ax.legend(fontsize=7)
+                    ax.plot(*r[key], color=color, lw=0.5, alpha=0.5)
+                ax.set_ylabel(ylabel)
+                ax.legend(fontsize=7)
+            axes[0, col].set_title(label, fontsize=8)
+            axes[0, col].set_xlabel("")
         fig.suptitle(
             "fine-tuning from behaviour clones of the same data (step 0: the clone), mean and "
             "95% bootstrap CI over seeds",

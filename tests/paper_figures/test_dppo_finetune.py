@@ -61,10 +61,16 @@ def test_dppo_finetune_toy(tmp_path):
         assert config["policy"] == policy
         cached = json.loads((clone / "clone_eval.json").read_text())["return"]
         assert float(row["clone_return"]) == pytest.approx(cached)
-        mine = [c for c in curves if c["policy"] == policy]
+        mine = [c for c in curves if c["policy"] == policy and c["metric"] == "eval_return"]
         assert [int(c["step"]) for c in mine] == [0, 32, 64]  # clone, two evaluations
-        assert float(mine[0]["eval_return"]) == pytest.approx(cached, rel=1e-5)
-        assert float(mine[-1]["eval_return"]) == pytest.approx(final["eval_return_mean"], rel=1e-5)
+        assert float(mine[0]["value"]) == pytest.approx(cached, rel=1e-5)
+        assert float(mine[-1]["value"]) == pytest.approx(final["eval_return_mean"], rel=1e-5)
+        logged = list(csv.DictReader((run / "metrics.csv").open()))
+        train = [c for c in curves if c["policy"] == policy and c["metric"] == "train_return"]
+        expected = [r for r in logged if r["train/episode_return"] not in ("", "nan")]
+        assert [int(c["step"]) for c in train] == [int(r["step"]) for r in expected]
+        for c, r in zip(train, expected):
+            assert float(c["value"]) == pytest.approx(float(r["train/episode_return"]), rel=1e-5)
     assert (out / "dppo_finetune.png").stat().st_size > 5000
 
 
