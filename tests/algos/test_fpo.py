@@ -14,7 +14,7 @@ import torch
 
 from algos.fpo import Args, FlowPolicy, attach_cfm_pairs, fpo_loss, update
 from controlrl.cli import parse
-from controlrl.generative import euler_sample
+from controlrl.generative import euler_sample, sample_cfm_pairs
 from controlrl.nets import ValueNet
 from controlrl.update import adam
 from envs.bandits import make as make_bandit
@@ -161,3 +161,29 @@ def test_discrete_actions_refused_one_line_exit_2(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "--env-id" in lines[0] and "Box" in lines[0], proc.stderr
     assert not (tmp_path / "r" / "metrics.csv").exists()
+
+
+def test_cfm_log_ratio_variance_falls_as_one_over_the_number_of_pairs():
+    """At theta != theta_old the estimate log rho = mean_i (l_old_i - l_new_i) is a mean over N
+    independent (eps, t) pairs, so its variance over fresh draws is Var(N = 1) / N (FPO, arXiv
+    2507.21053: more pairs, better estimates); a sampler that shared t or eps across a sample's
+    pairs would not shrink it."""
+    torch.manual_seed(0)
+    args = Args()
+    old = FlowPolicy(3, 2, args).double()
+    new = FlowPolicy(3, 2, args).double()
+    new.load_state_dict(old.state_dict())
+    with torch.no_grad():
+        for p in new.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    R = 4000  # independent draws for the same (obs, action)
+    obs, action = torch.randn(1, 3).double().expand(R, 3), torch.randn(1, 2).double().expand(R, 2)
+    variances = {}
+    for n in (1, 8):
+        eps, t = sample_cfm_pairs(R, n, 2, args.flow_steps)
+        with torch.no_grad():
+            diff = old.cfm_losses(obs, action, eps.double(), t.double())
+            diff = diff - new.cfm_losses(obs, action, eps.double(), t.double())
+        variances[n] = diff.mean(-1).var().item()
+    assert variances[1] > 0
+    assert variances[1] / variances[8] == pytest.approx(8, rel=0.25), variances
