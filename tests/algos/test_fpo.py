@@ -72,7 +72,12 @@ def bandit_iteration(policy, value_net, optimizer, env, args, B):
     values = torch.zeros(B)
     batch = {"obs": obs, "actions": actions, "values": values}
     batch["advantages"], batch["returns"] = reward - values, reward
-    return update(policy, value_net, optimizer, batch, args)
+    stats = update(policy, value_net, optimizer, batch, args)  # adds the CFM pairs to batch
+    with torch.no_grad():
+        l_new = policy.cfm_losses(obs, actions, batch["cfm_eps"], batch["cfm_t"])
+    rho = (batch["cfm_old"].mean(-1) - l_new.mean(-1)).exp()
+    adv = batch["advantages"] - batch["advantages"].mean()
+    return stats, rho, adv
 
 
 @pytest.mark.parametrize("lr", [3e-3, 0.0])
@@ -90,8 +95,11 @@ def test_update_moves_sampled_actions_toward_the_bandit_optimum(lr):
         optimizer.param_groups[0]["lr"] = 0.0
     x_init, obs = torch.randn(2000, 1), torch.ones(2000, 1)
     before = euler_sample(policy.velocity, obs, 1, 10, x_init=x_init)
-    for _ in range(5):
-        stats = bandit_iteration(policy, value_net, optimizer, env, args, 512)
+    stats, rho, adv = bandit_iteration(policy, value_net, optimizer, env, args, 512)
+    # the ratio moved with the advantage: up where it is positive, down where negative
+    up, down = rho[adv > 0].mean().item(), rho[adv < 0].mean().item()
+    for _ in range(4):
+        stats, _, _ = bandit_iteration(policy, value_net, optimizer, env, args, 512)
     after = euler_sample(policy.velocity, obs, 1, 10, x_init=x_init)
     gap_before = (before.mean() - 0.5).abs().item()
     gap_after = (after.mean() - 0.5).abs().item()
@@ -101,8 +109,10 @@ def test_update_moves_sampled_actions_toward_the_bandit_optimum(lr):
         assert gap_after < gap_before - 0.2, (gap_before, gap_after)
         assert reward_after > reward_before + 0.1, (reward_before, reward_after)
         assert stats["clip_frac"] > 0  # the ratio moved
+        assert up > 1.05 and down < 0.99, (up, down)
     else:
         assert gap_after == pytest.approx(gap_before, abs=1e-6)
+        assert up == down == 1
 
 
 def run_fpo(tmp_path: Path, env_id: str, *extra: str) -> Path:
