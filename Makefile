@@ -100,7 +100,7 @@ ifdef FULL
 	$(BIN)/python paper_figures/dppo_finetune.py --train --steps 60000 --eval-every 10000 \
 	  --pretrain-steps 10000 --sweep-dir runs/sweeps/dppo_finetune
 	$(BIN)/python paper_figures/fpo_multimodal.py --train --workers 2 --bandit-steps 30720 \
-	  --bandit-checkpoint-every 5
+	  --bandit-checkpoint-every 5 --mujoco-steps 49152 --eval-every 8192
 else
 	$(BIN)/python paper_figures/retrace_contraction.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/retrace_vs_traces.py --toy --train --sweep-dir $(TOY_OUT)/sweeps/retrace \
