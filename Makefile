@@ -99,6 +99,8 @@ ifdef FULL
 	$(BIN)/python paper_figures/bandit_suite.py --train
 	$(BIN)/python paper_figures/dppo_finetune.py --train --steps 60000 --eval-every 10000 \
 	  --pretrain-steps 10000 --sweep-dir runs/sweeps/dppo_finetune
+	$(BIN)/python paper_figures/fpo_multimodal.py --train --workers 2 --bandit-steps 30720 \
+	  --bandit-checkpoint-every 5 --mujoco-steps 49152 --eval-every 8192
 else
 	$(BIN)/python paper_figures/retrace_contraction.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/retrace_vs_traces.py --toy --train --sweep-dir $(TOY_OUT)/sweeps/retrace \
@@ -136,6 +138,8 @@ else
 	$(BIN)/python paper_figures/dppo_finetune.py --toy --train \
 	  --datasets $(TOY_OUT)/data/hopper-random-v5-s0-n2000.hdf5 \
 	  --sweep-dir $(TOY_OUT)/sweeps/dppo_finetune --out $(TOY_OUT)
+	$(BIN)/python paper_figures/fpo_multimodal.py --toy --train \
+	  --sweep-dir $(TOY_OUT)/sweeps/fpo_multimodal --out $(TOY_OUT)
 endif
 
 clean:

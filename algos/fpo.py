@@ -16,7 +16,9 @@ rho = exp(mean_i l_old_i - mean_i l_new_i) with the same pairs.
 Differences from the reference: GAE once per rollout with the rollout's values (CleanRL; the
 reference recomputes Brax-style GAE inside every minibatch with the current value net), reward
 and observation normalisation of CleanRL instead of a reward scale of 10, a global gradient-norm
-clip of 0.5, and the whole flat batch is split into --num-minibatches. Logs what ppo.py logs
+clip of 0.5, Adam eps 1e-5 (optax's 1e-8), and the whole flat batch is split into
+--num-minibatches. Evaluation samples from noise, as the reference's does (its deterministic flag
+only drops an optional extra action noise, 0 by default). Logs what ppo.py logs
 except the likelihood-based statistics (kl_*, ratio_dev_*), plus the ratio's mean, min and max.
 """
 

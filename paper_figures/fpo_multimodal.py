@@ -199,7 +199,8 @@ def plot(args, bandit: list[dict], mujoco: list[dict]) -> None:
     import matplotlib.pyplot as plt
 
     with plt.rc_context(plots.STYLE):
-        fig, axes = plt.subplots(1, 4, figsize=(16, 3.6))
+        panels = 4 if mujoco else 3  # --skip-mujoco: the bandit panels only
+        fig, axes = plt.subplots(1, panels, figsize=(4 * panels, 3.6))
         centers = (BINS[:-1] + BINS[1:]) / 2
         for ax, algo in zip(axes[:2], ALGOS):
             runs = [r for r in bandit if r["row"]["algo"] == algo]
@@ -216,8 +217,11 @@ def plot(args, bandit: list[dict], mujoco: list[dict]) -> None:
             for m in MODES:
                 ax.axvspan(m - MODE_HALF_WIDTH, m + MODE_HALF_WIDTH, color="0.85", zorder=0)
             n_both = sum(r["row"]["keeps_both"] for r in runs)
+            reward = np.mean([r["row"]["mean_reward"] for r in runs]) if runs else float("nan")
             ax.set_title(
-                f"{algo}: final actions ({n_both}/{len(runs)} seeds keep both)", fontsize=8
+                f"{algo}: final actions ({n_both}/{len(runs)} seeds keep both modes, "
+                f"mean reward {reward:.2f})",
+                fontsize=7,
             )
             ax.set_xlabel("action")
             ax.set_ylabel("share of samples")
@@ -239,6 +243,11 @@ def plot(args, bandit: list[dict], mujoco: list[dict]) -> None:
         ax.set_ylabel("minority-mode share")
         ax.set_title("bandit:bimodal, share of the less-used mode", fontsize=8)
         ax.legend(fontsize=7)
+        if not mujoco:
+            fig.suptitle("FPO (flow policy) vs Gaussian PPO on bandit:bimodal", fontsize=9)
+            fig.tight_layout()
+            fig.savefig(args.out / f"{args.name}.png", dpi=args.dpi)
+            return
         ax = axes[3]
         plots.plot_curves(
             ax, {a: [r["curve"] for r in mujoco if r["row"]["algo"] == a] for a in ALGOS}

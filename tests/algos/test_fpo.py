@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from algos.fpo import Args, FlowPolicy, attach_cfm_pairs, fpo_loss, update
-from controlrl.generative import euler_sample
+from controlrl.cli import parse
+from controlrl.generative import euler_sample, sample_cfm_pairs
 from controlrl.nets import ValueNet
 from controlrl.update import adam
 from envs.bandits import make as make_bandit
@@ -71,7 +72,12 @@ def bandit_iteration(policy, value_net, optimizer, env, args, B):
     values = torch.zeros(B)
     batch = {"obs": obs, "actions": actions, "values": values}
     batch["advantages"], batch["returns"] = reward - values, reward
-    return update(policy, value_net, optimizer, batch, args)
+    stats = update(policy, value_net, optimizer, batch, args)  # adds the CFM pairs to batch
+    with torch.no_grad():
+        l_new = policy.cfm_losses(obs, actions, batch["cfm_eps"], batch["cfm_t"])
+    rho = (batch["cfm_old"].mean(-1) - l_new.mean(-1)).exp()
+    adv = batch["advantages"] - batch["advantages"].mean()
+    return stats, rho, adv
 
 
 @pytest.mark.parametrize("lr", [3e-3, 0.0])
@@ -89,8 +95,11 @@ def test_update_moves_sampled_actions_toward_the_bandit_optimum(lr):
         optimizer.param_groups[0]["lr"] = 0.0
     x_init, obs = torch.randn(2000, 1), torch.ones(2000, 1)
     before = euler_sample(policy.velocity, obs, 1, 10, x_init=x_init)
-    for _ in range(5):
-        stats = bandit_iteration(policy, value_net, optimizer, env, args, 512)
+    stats, rho, adv = bandit_iteration(policy, value_net, optimizer, env, args, 512)
+    # the ratio moved with the advantage: up where it is positive, down where negative
+    up, down = rho[adv > 0].mean().item(), rho[adv < 0].mean().item()
+    for _ in range(4):
+        stats, _, _ = bandit_iteration(policy, value_net, optimizer, env, args, 512)
     after = euler_sample(policy.velocity, obs, 1, 10, x_init=x_init)
     gap_before = (before.mean() - 0.5).abs().item()
     gap_after = (after.mean() - 0.5).abs().item()
@@ -100,8 +109,10 @@ def test_update_moves_sampled_actions_toward_the_bandit_optimum(lr):
         assert gap_after < gap_before - 0.2, (gap_before, gap_after)
         assert reward_after > reward_before + 0.1, (reward_before, reward_after)
         assert stats["clip_frac"] > 0  # the ratio moved
+        assert up > 1.05 and down < 0.99, (up, down)
     else:
         assert gap_after == pytest.approx(gap_before, abs=1e-6)
+        assert up == down == 1
 
 
 def run_fpo(tmp_path: Path, env_id: str, *extra: str) -> Path:
@@ -142,15 +153,47 @@ def test_smoke_bandit_learns(tmp_path):
         (["--flow-steps", "0"], "--flow-steps"),
         (["--cfm-mode", "x"], "--cfm-mode"),
         (["--time-dim", "3"], "--time-dim"),
-        (
-            ["--env-id", "bandit:bernoulli-4", "--num-steps", "8", "--num-minibatches", "1"],
-            "--env-id",
-        ),
     ],
 )
-def test_bad_flags_one_line_exit_2(argv, flag, tmp_path):
-    cmd = [sys.executable, "algos/fpo.py", "--run-dir", str(tmp_path / "r"), *argv]
+def test_bad_flags_one_line_exit_2(argv, flag, capsys):
+    with pytest.raises(SystemExit) as exc:
+        parse(Args, argv)
+    assert exc.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and flag in lines[0], lines
+
+
+def test_discrete_actions_refused_one_line_exit_2(tmp_path):
+    cmd = [sys.executable, "algos/fpo.py", "--run-dir", str(tmp_path / "r")]
+    cmd += ["--env-id", "bandit:bernoulli-4", "--num-steps", "8", "--num-minibatches", "1"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and flag in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+    assert len(lines) == 1 and "--env-id" in lines[0] and "Box" in lines[0], proc.stderr
+    assert not (tmp_path / "r" / "metrics.csv").exists()
+
+
+def test_cfm_log_ratio_variance_falls_as_one_over_the_number_of_pairs():
+    """At theta != theta_old the estimate log rho = mean_i (l_old_i - l_new_i) is a mean over N
+    independent (eps, t) pairs, so its variance over fresh draws is Var(N = 1) / N (FPO, arXiv
+    2507.21053: more pairs, better estimates); a sampler that shared t or eps across a sample's
+    pairs would not shrink it."""
+    torch.manual_seed(0)
+    args = Args()
+    old = FlowPolicy(3, 2, args).double()
+    new = FlowPolicy(3, 2, args).double()
+    new.load_state_dict(old.state_dict())
+    with torch.no_grad():
+        for p in new.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    R = 4000  # independent draws for the same (obs, action)
+    obs, action = torch.randn(1, 3).double().expand(R, 3), torch.randn(1, 2).double().expand(R, 2)
+    variances = {}
+    for n in (1, 8):
+        eps, t = sample_cfm_pairs(R, n, 2, args.flow_steps)
+        with torch.no_grad():
+            diff = old.cfm_losses(obs, action, eps.double(), t.double())
+            diff = diff - new.cfm_losses(obs, action, eps.double(), t.double())
+        variances[n] = diff.mean(-1).var().item()
+    assert variances[1] > 0
+    assert variances[1] / variances[8] == pytest.approx(8, rel=0.25), variances

@@ -274,11 +274,14 @@ def test_cfm_training_on_bimodal_target_recovers_both_modes():
     assert (x.abs() < 0.2).float().mean() < 0.1, (x.abs() < 0.2).float().mean()
 
 
-@pytest.mark.parametrize("residual", [False, True])
-def test_conditioned_step_equals_forward(residual):
+@pytest.mark.parametrize(
+    "residual, act",
+    [(False, torch.nn.SiLU), (True, torch.nn.SiLU), (False, torch.nn.Mish), (False, torch.nn.Tanh)],
+)
+def test_conditioned_step_equals_forward(residual, act):
     torch.manual_seed(10)
     hidden = (32, 32, 32) if residual else (32, 32)
-    net = DenoiserMLP(5, 3, hidden, 8, "fourier", False, torch.nn.SiLU, residual, 0.25)
+    net = DenoiserMLP(5, 3, hidden, 8, "fourier", False, act, residual, 0.25)
     obs, x, times = torch.randn(7, 5), torch.randn(7, 3), flow_time_grid(10)
     step = net.conditioned(obs, times)
     for i in (0, 4, 9):
