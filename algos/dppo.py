@@ -32,9 +32,10 @@ min-max scaled to [-1, 1], constant learning rates (the reference's cosine sched
 = lr after a 10-iteration warm-up), the EMA updated every pre-training step (the reference:
 every 5 epochs from epoch 10), target_kl checked after each epoch (the reference: after each
 minibatch), a plain Mish MLP critic (the reference's is residual). As in the reference, a
-minibatch is a set of env steps, each with all K' of its denoising steps. Logs (metrics.csv): the episode and evaluation returns, policy_loss, value_loss,
-approx_kl (k3, over all denoising steps), clip_frac, ratio_mean, adv_clip_frac; pre-training
-writes pretrain.csv (step, bc_loss).
+minibatch is a set of env steps, each with all K' of its denoising steps. Logs (metrics.csv):
+the episode and evaluation returns, policy_loss, value_loss, approx_kl (k3, over all denoising
+steps), clip_frac, ratio_mean, adv_clip_frac (and for --policy gaussian the policy shift:
+kl_mean, kl_max, ratio_dev_*); pre-training writes pretrain.csv (step, bc_loss).
 """
 
 from __future__ import annotations
