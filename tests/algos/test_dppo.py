@@ -134,6 +134,14 @@ def test_clip_acts_per_denoising_step():
     assert stats["clip_frac"].item() == 0.5
 
 
+def test_advantages_are_clipped_to_their_quantiles():
+    adv = torch.arange(11.0)  # quantiles 0.1 and 0.9 (linear interpolation): 1 and 9
+    clipped = dppo.clip_advantages(adv, 0.1, 0.9)
+    assert clipped.tolist() == [1.0, *range(1, 10), 9.0]
+    assert dppo.clip_advantages(adv, 0.0, 1.0) is adv  # the default: untouched
+    assert dppo.clip_advantages(adv, 0.0, 0.5).max().item() == 5.0
+
+
 # -- the rollout ----------------------------------------------------------------------------
 
 
