@@ -122,6 +122,50 @@ def test_ratio_is_one_right_after_the_rollout_and_the_loss_is_minus_mean_discoun
     assert not any(p.requires_grad for p in policy.base.parameters())  # frozen
 
 
+@pytest.mark.parametrize("kind", ["diffusion", "gaussian"])
+def test_update_raises_the_log_probs_of_positive_advantage_samples(kind):
+    # the whole update (shared minibatch loop, both Adam groups): chains (or actions) with
+    # A > 0 gain log-probability relative to those with A < 0
+    torch.manual_seed(0)
+    args = Args(
+        policy=kind,
+        hidden_sizes=(16, 16, 16),
+        denoising_steps=5,
+        ft_denoising_steps=3,
+        clip_coef=0.2,
+        clip_coef_base=0.2,
+        actor_lr=1e-3,
+        update_epochs=4,
+        num_minibatches=2,
+    )
+    policy = dppo.make_policy(3, 2, args)
+    obs = torch.randn(128, 3)
+    with torch.no_grad():
+        if kind == "diffusion":
+            policy.start_finetuning()
+            actions, extras = policy.sample(obs)
+            batch = {"obs": obs, "actions": actions, "chain": extras["chain"]}
+        else:
+            batch = {"obs": obs, "actions": policy.sample(obs)}
+            batch["logprobs"] = policy.log_prob_entropy(obs, batch["actions"])[0]
+    adv = torch.where(torch.arange(128) % 2 == 0, 1.0, -1.0)
+    batch.update(advantages=adv, returns=torch.zeros(128), values=torch.zeros(128))
+    value_net = ValueNet(3, (16,))
+
+    def logp() -> torch.Tensor:  # [B] under the current weights, mean over denoising steps
+        with torch.no_grad():
+            if kind == "diffusion":
+                return policy.step_log_probs(obs, batch["chain"]).mean(1)
+            return policy.log_prob_entropy(obs, batch["actions"])[0]
+
+    before = logp()
+    optimizer = dppo.make_optimizer(policy, value_net, args)
+    stats = dppo.update(policy, value_net, optimizer, batch, args)
+    assert stats["grad_steps"] == 8
+    gain = logp() - before
+    assert gain[adv > 0].mean() > gain[adv < 0].mean() + 0.01, gain
+
+
 def test_clip_acts_per_denoising_step():
     # one ratio above 1 + eps_j at each step: clipped (no gradient) where A > 0 and eps small
     eps = torch.tensor([0.001, 0.5])
