@@ -97,6 +97,10 @@ ifdef FULL
 	  --kinds medium,medium-replay,medium-expert --taus 0.7 --online-steps 0 --steps 20000 \
 	  --eval-every 5000 --eval-episodes 10 --name iql_vs_bc --sweep-dir runs/sweeps/iql_vs_bc
 	$(BIN)/python paper_figures/bandit_suite.py --train
+	$(BIN)/python paper_figures/dppo_finetune.py --train --steps 60000 --eval-every 10000 \
+	  --pretrain-steps 10000 --sweep-dir runs/sweeps/dppo_finetune
+	$(BIN)/python paper_figures/fpo_multimodal.py --train --workers 2 --bandit-steps 30720 \
+	  --bandit-checkpoint-every 5 --mujoco-steps 49152 --eval-every 8192
 else
 	$(BIN)/python paper_figures/retrace_contraction.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/retrace_vs_traces.py --toy --train --sweep-dir $(TOY_OUT)/sweeps/retrace \
@@ -129,6 +133,13 @@ else
 	  --out $(TOY_OUT)
 	$(BIN)/python paper_figures/bandit_suite.py --toy --train \
 	  --sweep-dir $(TOY_OUT)/sweeps/bandit_suite --out $(TOY_OUT)
+	$(BIN)/python -m envs.offline generate --env Hopper-v5 --kind random --steps 2000 \
+	  --out $(TOY_OUT)/data --no-progress --no-minari
+	$(BIN)/python paper_figures/dppo_finetune.py --toy --train \
+	  --datasets $(TOY_OUT)/data/hopper-random-v5-s0-n2000.hdf5 \
+	  --sweep-dir $(TOY_OUT)/sweeps/dppo_finetune --out $(TOY_OUT)
+	$(BIN)/python paper_figures/fpo_multimodal.py --toy --train \
+	  --sweep-dir $(TOY_OUT)/sweeps/fpo_multimodal --out $(TOY_OUT)
 endif
 
 clean:

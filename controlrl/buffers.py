@@ -14,6 +14,8 @@ class RolloutBuffer:
 
     The numpy arrays are written in the rollout loop; the `*_t` torch tensors share their memory.
     `values`, `next_values` and `logprobs` are filled after collection, in one batched pass.
+    `extras`: per-step arrays [T, N, ...] an algorithm registers with add_extra (DPPO's denoising
+    chain); the collector's act function then returns (actions, {name: [N, ...]}) each step.
     """
 
     def __init__(
@@ -41,6 +43,15 @@ class RolloutBuffer:
         self.trunc_obs: list[np.ndarray] = []
         self.obs_t = torch.from_numpy(self.obs)
         self.actions_t = torch.from_numpy(self.actions)
+        self.extras: dict[str, np.ndarray] = {}
+
+    def add_extra(self, name: str, shape: tuple[int, ...], dtype=np.float32) -> None:
+        """Store a per-step array [T, N, *shape] beside the actions: what the act function hands
+        back under `name` each step (rollout.Collector), returned by flat() as [T*N, *shape]."""
+        reserved = {"obs", "actions", "logprobs", "values", "advantages", "returns"}
+        if name in reserved or name in self.extras:
+            raise ValueError(f"extra {name!r} clashes with a batch entry")
+        self.extras[name] = np.zeros((self.num_steps, self.num_envs, *shape), dtype)
 
     def reset(self) -> None:
         """Forget the truncation list before a new collection (arrays are overwritten in place)."""
@@ -82,6 +93,8 @@ class RolloutBuffer:
             "logprobs": torch.from_numpy(self.logprobs).reshape(-1),
             "values": torch.from_numpy(self.values).reshape(-1),
         }
+        for name, arr in self.extras.items():  # views: [T, N, ...] -> [T*N, ...]
+            out[name] = torch.from_numpy(arr).reshape(T * N, *arr.shape[2:])
         for key, arr in extra.items():
             out[key] = torch.as_tensor(np.asarray(arr, np.float32)).reshape(T * N)
         return out

@@ -70,7 +70,9 @@ class Collector:
     def collect(
         self, buffer: RolloutBuffer, act: Callable[[torch.Tensor], torch.Tensor]
     ) -> list[Episode]:
-        """Fill buffer with T steps; act maps obs [N, d] to sampled actions (unclipped)."""
+        """Fill buffer with T steps; act maps obs [N, d] to sampled actions (unclipped), or, when
+        the buffer has extras (RolloutBuffer.add_extra), to (actions, {name: [N, ...]}), each
+        extra stored in its row t beside the actions."""
         assert self.obs is not None, "call reset() first"
         buffer.reset()
         episodes: list[Episode] = []
@@ -109,8 +111,12 @@ class Collector:
         reward_col = buffer.rewards[:, 0]
         rows = [*buffer.obs[1:], buffer.last_obs]  # where the observation after step t goes
         ep_return = float(self.ep_return[0])
+        extras = buffer.extras or None
         for t in range(buffer.num_steps):
-            action = act(torch.from_numpy(buffer.obs[t])).numpy()
+            action = act(torch.from_numpy(buffer.obs[t]))
+            if extras is not None:
+                action = _store_extras(extras, t, action)
+            action = action.numpy()
             buffer.actions[t] = action
             if low is not None:
                 action = np.maximum(action, low)
@@ -145,8 +151,12 @@ class Collector:
         obs_normalizer, reward_scaler = self.obs_normalizer, self.reward_scaler
         ep_return = self.ep_return
         rows = [*buffer.obs[1:], buffer.last_obs]  # where the observation after step t goes
+        extras = buffer.extras or None
         for t in range(T):
-            action = act(torch.from_numpy(buffer.obs[t])).numpy()
+            action = act(torch.from_numpy(buffer.obs[t]))
+            if extras is not None:
+                action = _store_extras(extras, t, action)
+            action = action.numpy()
             buffer.actions[t] = action
             if low is not None:
                 action = np.maximum(action, low)
@@ -172,3 +182,14 @@ class Collector:
                 obs_normalizer(obs.astype(np.float32, copy=False), out=rows[t])
             else:
                 rows[t][...] = obs  # the same float32 cast as astype
+
+
+def _store_extras(extras: dict[str, np.ndarray], t: int, out) -> torch.Tensor:
+    """Write the per-step extras of an act output (actions, {name: [N, ...]}) into row t of the
+    buffer's arrays; returns the actions."""
+    if not isinstance(out, tuple):
+        raise TypeError("the buffer has extras: act must return (actions, {name: tensor})")
+    actions, values = out
+    for name, value in values.items():
+        extras[name][t] = value.numpy()
+    return actions

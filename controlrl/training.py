@@ -88,14 +88,18 @@ class Run(Session):
 
     def collect(self, policy, value_net) -> tuple[dict[str, torch.Tensor], list[Episode]]:
         """One rollout with policy.sample; values, old log-probs and GAE in batched passes.
-        Returns the flat batch (obs, actions, logprobs, values, advantages, returns) and the
-        episodes that ended. self.old_params: the collecting policy's distribution parameters
-        on the batch (diagnostics.dist_params), from the same forward as the old log-probs."""
+        Returns the flat batch (obs, actions, logprobs, values, advantages, returns, and the
+        buffer's extras) and the episodes that ended. self.old_params: the collecting policy's
+        distribution parameters on the batch (diagnostics.dist_params), from the same forward
+        as the old log-probs. A policy without dist_params (a diffusion or flow policy: no
+        closed-form likelihood of an action) gets neither: no "logprobs" in the batch,
+        old_params None; its update computes its own ratio terms."""
         self._timer = Timer()
         buffer = self.buffer
         episodes = self.collector.collect(buffer, policy.sample)
         buffer.fill_values(value_net)
-        self.old_params = buffer.fill_logprobs(policy)
+        likelihood = hasattr(policy, "dist_params")
+        self.old_params = buffer.fill_logprobs(policy) if likelihood else None
         advantages = gae(
             buffer.rewards,
             buffer.values,
@@ -108,14 +112,17 @@ class Run(Session):
         self._returns = advantages + buffer.values
         self.step = self.collector.global_step
         self._timer.lap("rollout_s")
-        return buffer.flat(advantages=advantages, returns=self._returns), episodes
+        batch = buffer.flat(advantages=advantages, returns=self._returns)
+        if not likelihood:
+            del batch["logprobs"]  # never filled: stale zeros
+        return batch, episodes
 
     @contextlib.contextmanager
     def update(self, policy, batch: dict[str, torch.Tensor], ratio_eps: float) -> Iterator[dict]:
         """Wraps the update of the batch self.collect returned: runs it under the NaN guard,
         then adds to the dict it yields how far it moved the policy over the whole batch
         (diagnostics.policy_shift from self.old_params: kl_mean, kl_max, ratio_dev_frac / _max
-        / _mean with |r - 1| > ratio_eps).
+        / _mean with |r - 1| > ratio_eps; not for a policy without dist_params, see collect).
 
             with run.update(policy, batch, args.clip_coef) as stats:
                 stats.update(update(policy, value_net, optimizer, batch, args))
@@ -124,6 +131,8 @@ class Run(Session):
         stats: dict = {}
         with self.guard():
             yield stats
+        if old_params is None:
+            return
         stats.update(
             diagnostics.policy_shift(
                 policy, batch["obs"], batch["actions"], batch["logprobs"], old_params, ratio_eps

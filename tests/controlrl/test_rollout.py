@@ -2,6 +2,7 @@
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
@@ -192,3 +193,42 @@ def test_one_env_loop_equals_the_general_loop_bit_for_bit():
     (arrays, trunc, _, episodes, _), _ = _collect_twice("both", False, False, True)
     assert episodes and not trunc and arrays[3].any()
     assert _collect_twice("truncates", False, False, False)[0][1]
+
+
+def _chain_act(obs):
+    """An act with extras: actions from the observation, and a 'chain' [N, 2, 1] whose last
+    entry is the action (as a diffusion policy's denoising chain)."""
+    actions = obs[:, :1] * 0.1 + obs[:, 1:] * 0.01
+    return actions, {"chain": torch.stack([-actions, actions], 1)}
+
+
+def test_extras_are_stored_in_the_row_of_their_step():
+    # DPPO stores the denoising chain with every transition: each step's extra must sit in the
+    # row of its own action, in both collection loops, and flat() must keep rows t-major
+    for envs, n in ((make_envs(), 2), (SyncVectorEnv([lambda: Counter(3, 4)]), 1)):
+        collector = Collector(envs, obs_normalizer=None, reward_scaler=None)
+        collector.reset(seed=0)
+        buffer = RolloutBuffer(7, n, (2,), (1,), discrete=False)
+        buffer.add_extra("chain", (2, 1))
+        collector.collect(buffer, _chain_act)
+        assert buffer.extras["chain"].shape == (7, n, 2, 1)
+        np.testing.assert_array_equal(buffer.extras["chain"][:, :, 1], buffer.actions)
+        np.testing.assert_array_equal(buffer.extras["chain"][:, :, 0], -buffer.actions)
+        assert buffer.actions.std() > 0  # the rows differ: a shifted row would be seen
+        batch = buffer.flat()
+        assert batch["chain"].shape == (7 * n, 2, 1)
+        np.testing.assert_array_equal(batch["chain"][:, 1].numpy(), batch["actions"].numpy())
+
+
+def test_extras_need_a_tuple_from_act_and_a_free_name():
+    collector = Collector(make_envs(), obs_normalizer=None, reward_scaler=None)
+    collector.reset(seed=0)
+    buffer = RolloutBuffer(3, 2, (2,), (1,), discrete=False)
+    buffer.add_extra("chain", (2, 1))
+    with pytest.raises(TypeError, match="act must return"):
+        collector.collect(buffer, lambda obs: obs[:, :1])
+    for name in ("chain", "logprobs", "advantages"):
+        with pytest.raises(ValueError, match="clashes"):
+            buffer.add_extra(name, (1,))
+    plain = RolloutBuffer(3, 2, (2,), (1,), discrete=False)
+    assert set(plain.flat()) == {"obs", "actions", "logprobs", "values"}  # unchanged

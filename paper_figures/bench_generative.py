@@ -1,0 +1,210 @@
+"""Training env steps/s of the generative policies, algos/fpo.py (FPO, arXiv 2507.21053) and
+algos/dppo.py (DPPO, arXiv 2409.00588), against algos/ppo.py, side by side in one run.
+
+    python paper_figures/bench_generative.py --out paper_figures/out/bench_generative.csv \\
+        --iterations 3 --warmup 1 --repeats 3
+
+Contenders (each in its own fresh process via controlrl.bench, order rotated in every repeat),
+all on --env-id (Hopper-v5) with --num-envs (8) envs and --num-steps steps per env per
+iteration, each otherwise with its own defaults (those of its reference):
+
+- ppo:  CleanRL's PPO (64-64 tanh actor and critic, 10 epochs x 32 minibatches).
+- fpo:  a flow policy sampled by 10 Euler steps (akanazawa/fpo flow_steps 10), 8 CFM pairs per
+        action, 16 epochs x 32 minibatches, 4 x 32 velocity MLP, 5 x 256 critic.
+- fpo_ppo_update: fpo with ppo's update size (10 epochs, 64-64 critic): what the flow policy
+        and its CFM ratio cost, apart from the reference's larger update.
+- dppo: fine-tuning a DDPM policy, K = 20 denoising steps of which K' = 10 are fine-tuned
+        (irom-lab/dppo hopper-v2 ft_ppo_diffusion_mlp.yaml), 512 x 3 residual actor, 256 x 3
+        critic, 5 epochs x 4 minibatches; pre-trained for --dppo-pretrain-steps steps on
+        --dppo-dataset first (not timed).
+
+Times come from each run's timing.csv (time/rollout_s + time/update_s per iteration, wall and
+process CPU; start-up, pre-training, logging, checkpoints and evaluation excluded); the first
+--warmup iterations are dropped. Reported: env steps per second of wall and of CPU time, and
+the ratios <algo>/ppo paired within each repeat, median (min-max) over repeats (the target of
+issue 16: >= 0.4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib
+import tempfile
+import time
+from pathlib import Path
+
+from controlrl import bench
+
+CONTENDERS = ("ppo", "fpo", "fpo_ppo_update", "dppo")
+ALGO = {"ppo": "ppo", "fpo": "fpo", "fpo_ppo_update": "fpo", "dppo": "dppo"}
+FIELDS = [
+    *"contender repeat slot seed env_id num_envs num_steps iterations warmup threads".split(),
+    *"steps rollout_s update_s cpu_s sps sps_cpu process_s status".split(),
+]
+
+
+def work(contender: str, **cfg) -> dict:
+    """Train one contender for warmup + iterations iterations; its timed seconds."""
+    from controlrl import training
+
+    training.Timer = bench.cpu_timer(training.Timer)  # this process only
+    module = importlib.import_module(f"algos.{ALGO[contender]}")
+    T, N = cfg["num_steps"], cfg["num_envs"]
+    with tempfile.TemporaryDirectory(prefix=f"bench_{contender}_") as tmp:
+        run_dir = Path(tmp) / "run"
+        kwargs = dict(env_id=cfg["env_id"], seed=cfg["seed"], num_envs=N, num_steps=T)
+        kwargs |= dict(total_timesteps=(cfg["warmup"] + cfg["iterations"]) * T * N)
+        kwargs |= dict(run_dir=str(run_dir), checkpoint_every=10**9, eval_every=0)
+        kwargs |= dict(eval_episodes=1, tensorboard=False, progress=False)
+        kwargs |= dict(torch_threads=cfg["threads"], **contender_flags(contender, cfg))
+        args = module.Args(**kwargs)
+        args.validate()
+        module.main(args)
+        with (run_dir / "timing.csv").open() as f:
+            rows = list(csv.DictReader(f))[cfg["warmup"] :]
+    wall = sum(float(r["time/rollout_s"]) + float(r["time/update_s"]) for r in rows)
+    cpu = sum(float(r["time/rollout_s_cpu"]) + float(r["time/update_s_cpu"]) for r in rows)
+    return dict(
+        steps=len(rows) * T * N,
+        rollout_s=sum(float(r["time/rollout_s"]) for r in rows),
+        update_s=sum(float(r["time/update_s"]) for r in rows),
+        train_s=wall,
+        cpu_s=cpu,
+    )
+
+
+def contender_flags(contender: str, cfg: dict) -> dict:
+    """What a contender sets beyond the common flags (everything else: its defaults)."""
+    if contender == "fpo_ppo_update":
+        return dict(update_epochs=10, critic_hidden_sizes=(64, 64))
+    if contender == "dppo":
+        return dict(dataset=cfg["dppo_dataset"], pretrain_steps=cfg["dppo_pretrain_steps"])
+    if contender in ("ppo", "fpo") and cfg["toy"]:
+        return dict(num_minibatches=2, update_epochs=1)
+    return {}
+
+
+def contenders(args: argparse.Namespace, repeat: int) -> list[bench.Contender]:
+    keys = ("env_id", "num_envs", "num_steps", "iterations", "warmup", "threads", "toy")
+    cfg = {k: getattr(args, k) for k in keys} | dict(seed=repeat + 1)
+    cfg |= dict(dppo_dataset=args.dppo_dataset, dppo_pretrain_steps=args.dppo_pretrain_steps)
+    worker = f"{Path(__file__).resolve()}:work"
+    env = {"OMP_NUM_THREADS": str(args.threads)}
+    return [
+        bench.Contender(c, worker, {"contender": c, **cfg}, args.timeout, env)
+        for c in args.contenders
+    ]
+
+
+def row(run: bench.Run) -> dict:
+    cfg = run.contender.config
+    keys = ("contender", "seed", "env_id", "num_envs", "num_steps", "iterations", "warmup")
+    out = {k: cfg[k] for k in (*keys, "threads")}
+    out |= dict(repeat=run.repeat, slot=run.slot, process_s=run.wall_s, status=run.status)
+    if run.ok:
+        r = run.result
+        out |= {k: r[k] for k in ("steps", "rollout_s", "update_s", "cpu_s")}
+        out["sps"] = r["steps"] / r["train_s"]
+        out["sps_cpu"] = r["steps"] / r["cpu_s"]
+    return {k: out.get(k, "") for k in FIELDS}
+
+
+def paired(rows: list[dict], name: str, key: str) -> list[float]:
+    """name/ppo of `key` within each repeat where both succeeded."""
+    by = {(r["contender"], r["repeat"]): r for r in rows if r["status"] == "ok"}
+    reps = sorted(k for c, k in by if c == name and ("ppo", k) in by)
+    return [by[name, k][key] / by["ppo", k][key] for k in reps]
+
+
+def summarize(rows: list[dict]) -> str:
+    """Markdown table: steps/s (wall, CPU) per contender and the paired ratios to ppo."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    lines = [
+        "| contender | env steps/s | per CPU s | rollout s / update s per iteration | "
+        "/ppo (wall) | /ppo (CPU) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for name in dict.fromkeys(r["contender"] for r in rows):
+        mine = [r for r in ok if r["contender"] == name]
+        split = "n/a"
+        if mine:
+            its = [r["steps"] / (r["num_envs"] * r["num_steps"]) for r in mine]
+            roll = bench.median_range([r["rollout_s"] / n for r, n in zip(mine, its)])
+            upd = bench.median_range([r["update_s"] / n for r, n in zip(mine, its)])
+            split = f"{roll} / {upd}"
+        cells = [
+            bench.median_range([r["sps"] for r in mine], ",.0f"),
+            bench.median_range([r["sps_cpu"] for r in mine], ",.0f"),
+            split,
+            bench.median_range(paired(rows, name, "sps")) if name != "ppo" else "1",
+            bench.median_range(paired(rows, name, "sps_cpu")) if name != "ppo" else "1",
+        ]
+        lines.append(f"| {name} | {' | '.join(cells)} |")
+    for r in rows:
+        if r["status"] != "ok":
+            lines.append(f"FAILED {r['contender']} repeat {r['repeat']}: {r['status']}")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--out", default="paper_figures/out/bench_generative.csv", help="CSV to write")
+    p.add_argument("--env-id", default="Hopper-v5", help="Gymnasium id of every contender")
+    p.add_argument("--num-envs", type=int, default=8)
+    p.add_argument("--num-steps", type=int, default=256, help="steps per env per iteration")
+    p.add_argument("--iterations", type=int, default=3, help="timed iterations per process")
+    p.add_argument("--warmup", type=int, default=1, help="leading iterations not timed")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=int, default=1, help="torch threads of every contender")
+    p.add_argument("--contenders", default=",".join(CONTENDERS), help="subset, comma-separated")
+    p.add_argument("--dppo-dataset", default="hopper-medium-v5-s0", help="dppo.py --dataset")
+    p.add_argument("--dppo-pretrain-steps", type=int, default=100, help="not timed")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per contender process")
+    p.add_argument("--toy", action="store_true", help="tiny run for tests (1 epoch, 2 minibatches)")
+    args = p.parse_args(argv)
+    args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
+    bad = set(args.contenders) - set(CONTENDERS)
+    if bad or "ppo" not in args.contenders or len(args.contenders) < 2:
+        p.error(f"--contenders: ppo and others of {','.join(CONTENDERS)}, got {args.contenders}")
+    for name in ("num_envs", "num_steps", "iterations", "repeats", "threads"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.warmup < 0:
+        p.error(f"--warmup must be >= 0, got {args.warmup}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    args = parse_args(argv)
+    command = bench.command_line("paper_figures/bench_generative.py", argv)
+    rows: list[dict] = []
+    t_start = time.perf_counter()
+
+    def report(run: bench.Run) -> None:
+        rows.append(row(run))
+        bench.write_csv(args.out, rows, command)  # kept if killed
+        r = rows[-1]
+        what = f"{r['sps']:8.0f} env steps/s, {r['sps_cpu']:8.0f} per CPU s" if run.ok else ""
+        clock = f"[{time.perf_counter() - t_start:6.0f} s]"
+        print(f"{clock} repeat {run.repeat} {run.name:14s} {what or run.status}", flush=True)
+        if not run.ok:
+            print(run.log[-2000:], flush=True)
+
+    for repeat in range(args.repeats):
+        bench.run_repeat(contenders(args, repeat), repeat, on_run=report)
+    print(
+        f"\ntraining env steps/s on {args.env_id}, {args.num_envs} envs x {args.num_steps} "
+        f"steps per iteration, {args.iterations} timed iterations per process after "
+        f"{args.warmup}, threads {args.threads}, {args.repeats} repeats; median (min-max); "
+        f"ratios to ppo paired per repeat.\n"
+    )
+    print(summarize(rows))
+    print(f"\ncommand: {command}\nCSV: {args.out}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,313 @@
+r"""DPPO vs Gaussian PPO fine-tuning from behaviour clones of the same data (Ren et al., "Diffusion
+Policy Policy Optimization", arXiv 2409.00588, Gym fine-tuning figure): evaluation return
+against environment steps, per dataset, mean and 95% bootstrap CI over seeds.
+
+    python paper_figures/dppo_finetune.py --train      # runs what is missing, then plots
+    python paper_figures/dppo_finetune.py              # plots the runs under --sweep-dir
+
+For each dataset (--datasets: generated ids in envs.offline's cache, or D4RL-layout HDF5 paths)
+and each policy (diffusion, gaussian) one algos/dppo.py run behaviour-clones the data
+(--pretrain-steps, then a single fine-tuning batch) and writes pretrained.pt; then --seeds
+fine-tuning runs start from that one clone (--pretrained), so every seed of a policy starts
+from the same weights. The clone's own deterministic return (--eval-episodes episodes, the
+normaliser frozen) is each curve's point at step 0, cached in clone_eval.json beside it. Both
+policies use the same PPO settings (dppo.py's defaults unless overridden: clip 0.01 at the
+final denoising step, 5 epochs, actor lr 1e-4, critic lr 1e-3, gamma 0.99, lambda 0.95), the
+same critic, env count and rollout length; only the actor differs (a DDPM of --hidden widths,
+K = 20 steps with the last K' = 10 fine-tuned, or a Gaussian MLP of the same widths).
+
+Writes <out>/<name>.png, <name>.csv (per run: final evaluation return, steps) and
+<name>_curves.csv (per run: the evaluation return by step, step 0 the clone's, and the mean
+return of the training episodes (stochastic policy) that ended in each rollout). Top row:
+evaluation; bottom row: training episodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from controlrl import experiment, plots
+from controlrl.experiment import SweepConfig, run_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+POLICIES = ("diffusion", "gaussian")
+CSV_FIELDS = ("dataset", "env", "policy", "seed", "steps", "final_return", "clone_return")
+# --toy: a tiny dataset file, tiny nets, a few hundred steps; end to end in well under a minute
+TOY = {
+    "seeds": 1,
+    "steps": 64,
+    "pretrain_steps": 20,
+    "num_envs": 2,
+    "num_steps": 16,
+    "hidden": 16,
+    "eval_every": 32,
+    "eval_episodes": 1,
+    "workers": 1,
+}
+
+
+def dataset_label(dataset: str) -> str:
+    """The dataset's id, or a file's stem."""
+    return Path(dataset).stem if dataset.endswith((".hdf5", ".h5")) else dataset
+
+
+def dataset_env(dataset: str) -> str:
+    """The env id the dataset names."""
+    from envs.offline import load
+
+    return load(dataset).env_id
+
+
+def common_flags(args) -> list[str]:
+    """The flags every run of the figure shares (both policies, clone and fine-tuning)."""
+    width = str(args.hidden)
+    flags = ["--hidden-sizes", width, width, width, "--num-envs", str(args.num_envs)]
+    flags += ["--num-steps", str(args.num_steps), "--eval-episodes", str(args.eval_episodes)]
+    flags += ["--no-tensorboard", "--no-progress"]
+    return flags + args.extra
+
+
+def clone_dir(args, label: str, policy: str) -> Path:
+    return args.sweep_dir / label / f"{policy}_clone"
+
+
+def clone_file(args, label: str, env: str, policy: str) -> Path:
+    return clone_dir(args, label, policy) / "runs" / "dppo" / env / "seed1" / "pretrained.pt"
+
+
+def finetune_dir(args, label: str, policy: str) -> Path:
+    return args.sweep_dir / label / policy
+
+
+def clone_config(args, dataset: str, env: str, policy: str) -> SweepConfig:
+    """Behaviour cloning, then one fine-tuning batch (dppo.py always fine-tunes)."""
+    extra = ["--dataset", dataset, "--policy", policy, "--pretrain-steps", str(args.pretrain_steps)]
+    extra += ["--eval-every", "0", *common_flags(args)]
+    return SweepConfig(["dppo"], [env], 1, args.num_envs * args.num_steps, extra)
+
+
+def finetune_config(args, label: str, env: str, policy: str) -> SweepConfig:
+    extra = ["--pretrained", str(clone_file(args, label, env, policy)), "--policy", policy]
+    extra += ["--eval-every", str(args.eval_every), *common_flags(args)]
+    return SweepConfig(["dppo"], [env], args.seeds, args.steps, extra)
+
+
+def report(label: str, result: dict) -> None:
+    print(f"[{result['status']}] {label} {result['run_id']}", flush=True)
+
+
+def train(args, jobs: list[tuple[str, str, str]]) -> None:
+    """Every clone first (one run each), then the fine-tuning seeds."""
+    for dataset, label, env in jobs:
+        for policy in POLICIES:
+            run_sweep(
+                clone_config(args, dataset, env, policy),
+                clone_dir(args, label, policy),
+                workers=1,
+                on_update=lambda r, name=f"{label} {policy} clone": report(name, r),
+            )
+    for _, label, env in jobs:
+        for policy in POLICIES:
+            if not clone_file(args, label, env, policy).exists():
+                print(f"warning: no clone for {label} {policy}; its fine-tuning is skipped")
+                continue
+            runs = run_sweep(
+                finetune_config(args, label, env, policy),
+                finetune_dir(args, label, policy),
+                workers=args.workers,
+                on_update=lambda r, name=f"{label} {policy}": report(name, r),
+            )
+            failed = [k for k, v in runs.items() if v["status"] == "failed"]
+            if failed:
+                print(f"warning: failed runs {failed}; see {finetune_dir(args, label, policy)}")
+
+
+def clone_return(args, label: str, env: str, policy: str) -> float:
+    """The clone's deterministic evaluation return (cached in clone_eval.json)."""
+    path = clone_file(args, label, env, policy)
+    cache = path.with_name("clone_eval.json")
+    if cache.exists():
+        saved = json.loads(cache.read_text())
+        if saved["episodes"] == args.eval_episodes:
+            return saved["return"]
+    value = evaluate_clone(path, env, args.eval_episodes)
+    cache.write_text(json.dumps({"episodes": args.eval_episodes, "return": value}) + "\n")
+    return value
+
+
+def evaluate_clone(path: Path, env: str, episodes: int) -> float:
+    """Mean return of the pretrained policy's deterministic actions, as dppo.py evaluates."""
+    import torch
+
+    import envs
+    from algos import dppo
+    from controlrl.evaluate import evaluate
+    from controlrl.normalize import ObsNormalizer
+    from controlrl.seeding import eval_seed
+
+    config = json.loads((path.parent / "config.json").read_text())["args"]
+    args = dppo.Args(**{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()})
+    saved = dppo.load_pretrained(str(path))
+    probe = envs.make(env, 1, 0)
+    obs_dim = probe.single_observation_space.shape[0]
+    act_dim = probe.single_action_space.shape[0]
+    probe.close()
+    policy = dppo.make_policy(obs_dim, act_dim, args)
+    normalizer = ObsNormalizer((obs_dim,)) if saved["obs_normalizer"] is not None else None
+    dppo.load_into(policy, normalizer, saved)
+    if isinstance(policy, dppo.DiffusionPolicy):
+        policy.start_finetuning()  # ft = base: the clone
+    torch.manual_seed(args.seed)
+    returns = evaluate(policy.mode, env, normalizer, episodes, seed=eval_seed(args.seed))
+    return float(returns.mean())
+
+
+def collect(args, jobs: list[tuple[str, str, str]]) -> list[dict]:
+    """Per finished fine-tuning run: its CSV row and its curve (the clone's return at 0)."""
+    runs = []
+    for _, label, env in jobs:
+        for policy in POLICIES:
+            base = finetune_dir(args, label, policy) / "runs" / "dppo" / env
+            done = sorted(base.glob("seed*/final_eval.json"), key=lambda p: p.parent.name)
+            if not done:
+                continue
+            start = clone_return(args, label, env, policy)
+            for path in done:
+                final = json.loads(path.read_text())
+                steps, values = plots.read_metrics(path.parent, "eval/return")
+                # the curve ends at the final evaluation (final_eval.json), in place of a
+                # periodic one logged at the same step
+                keep = steps < final["step"]
+                steps = np.append(steps[keep], final["step"])
+                values = np.append(values[keep], final["eval_return_mean"])
+                steps, values = np.append(0, steps), np.append(start, values)
+                row = dict(dataset=label, env=env, policy=policy, steps=int(final["step"]))
+                row.update(seed=int(path.parent.name.removeprefix("seed")))
+                row.update(final_return=final["eval_return_mean"], clone_return=start)
+                train = plots.read_metrics(path.parent, "train/episode_return")
+                runs.append({"row": row, "curve": (steps, values), "train": train})
+    return runs
+
+
+def write_csvs(out: Path, name: str, runs: list[dict]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / f"{name}.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(r["row"] for r in runs)
+    with (out / f"{name}_curves.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["dataset", "policy", "seed", "metric", "step", "value"])
+        for r in runs:
+            key = [r["row"][k] for k in ("dataset", "policy", "seed")]
+            for metric, curve in (("eval_return", r["curve"]), ("train_return", r["train"])):
+                for step, value in zip(*curve):
+                    writer.writerow([*key, metric, int(step), f"{value:.6g}"])
+
+
+def plot(args, runs: list[dict]) -> None:
+    import matplotlib.pyplot as plt
+
+    labels = list(dict.fromkeys(r["row"]["dataset"] for r in runs))
+    names = {"diffusion": "DPPO", "gaussian": "Gaussian PPO"}
+    with plt.rc_context(plots.STYLE):
+        fig, axes = plt.subplots(
+            2, len(labels), figsize=(4.2 * len(labels), 6), squeeze=False, sharex="col"
+        )
+        for col, label in enumerate(labels):
+            mine = [r for r in runs if r["row"]["dataset"] == label]
+            for row, (key, ylabel) in enumerate(
+                (("curve", "evaluation return (deterministic)"), ("train", "training episodes"))
+            ):
+                ax = axes[row, col]
+                groups = {
+                    names[p]: [r[key] for r in mine if r["row"]["policy"] == p] for p in POLICIES
+                }
+                plots.plot_curves(ax, groups)
+                for r in mine:  # the seeds themselves, thin
+                    color = "C0" if r["row"]["policy"] == "diffusion" else "C1"
+                    ax.plot(*r[key], color=color, lw=0.5, alpha=0.5)
+                ax.set_ylabel(ylabel)
+                ax.legend(fontsize=7)
+            axes[0, col].set_title(label, fontsize=8)
+            axes[0, col].set_xlabel("")
+        fig.suptitle(
+            "fine-tuning from behaviour clones of the same data (step 0: the clone), mean and "
+            "95% bootstrap CI over seeds",
+            fontsize=9,
+        )
+        fig.tight_layout()
+        fig.savefig(args.out / f"{args.name}.png", dpi=60)
+
+
+def summary(runs: list[dict]) -> list[str]:
+    """Per (dataset, policy): clone return, final return mean [min, max] over seeds."""
+    lines = []
+    keys = dict.fromkeys((r["row"]["dataset"], r["row"]["policy"]) for r in runs)
+    for label, policy in keys:
+        rows = [
+            r["row"] for r in runs if (r["row"]["dataset"], r["row"]["policy"]) == (label, policy)
+        ]
+        final = np.array([r["final_return"] for r in rows])
+        lines.append(
+            f"  {label} {policy}: clone {rows[0]['clone_return']:.1f} -> final "
+            f"{final.mean():.1f} [{final.min():.1f}, {final.max():.1f}] (n={len(rows)})"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--datasets",
+        default="hopper-medium-v5-s0,walker2d-medium-v5-s0",
+        help="generated dataset ids or HDF5 paths, comma-separated",
+    )
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=100_000, help="fine-tuning env steps per run")
+    p.add_argument("--pretrain-steps", type=int, default=10_000, help="BC gradient steps")
+    p.add_argument("--num-envs", type=int, default=8)
+    p.add_argument("--num-steps", type=int, default=250, help="steps per env per rollout")
+    p.add_argument("--hidden", type=int, default=128, help="actor width (3 layers)")
+    p.add_argument("--eval-every", type=int, default=10_000)
+    p.add_argument("--eval-episodes", type=int, default=5)
+    p.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "dppo_finetune")
+    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--name", default="dppo_finetune", help="stem of the PNG and CSVs in --out")
+    p.add_argument("--train", action="store_true", help="run what is missing first")
+    p.add_argument("--workers", type=int, default=2, help="runs at once when training")
+    p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
+    p.add_argument("extra", nargs="*", help="flags passed to algos/dppo.py (after --)")
+    args = p.parse_args(argv)
+    if args.toy:
+        experiment.apply_toy(args, argv, TOY)
+    jobs = []
+    for dataset in args.datasets.split(","):
+        try:
+            jobs.append((dataset, dataset_label(dataset), dataset_env(dataset)))
+        except ValueError as exc:  # envs.offline.DatasetError
+            raise SystemExit(f"error: --datasets: {exc}") from None
+    if args.train:
+        train(args, jobs)
+    runs = collect(args, jobs)
+    if not runs:
+        raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
+    write_csvs(args.out, args.name, runs)
+    plot(args, runs)
+    print("evaluation return: the clone's, then the final one, mean [min, max] over seeds")
+    print("\n".join(summary(runs)))
+    print(
+        f"wrote {args.out / args.name}.png, {args.name}.csv and {args.name}_curves.csv; command: "
+        "python paper_figures/dppo_finetune.py "
+        f"{' '.join(argv if argv is not None else sys.argv[1:])}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,326 @@
+r"""FPO vs Gaussian PPO (McAllister et al. 2025, "Flow Matching Policy Gradients", arXiv
+2507.21053; reference akanazawa/fpo): (A) the actions each policy samples on a continuous bandit
+with two equally good, well-separated modes, and (B) evaluation return on one MuJoCo task.
+
+    python paper_figures/fpo_multimodal.py --train     # runs what is missing, then plots
+    python paper_figures/fpo_multimodal.py             # plots the runs under --sweep-dir
+
+(A) bandit:bimodal (one action in [-1, 1], reward exp(-d^2 / (2 0.1^2)), d the distance to the
+nearer of -0.5 and +0.5): algos/fpo.py and algos/ppo.py, each with its own defaults except the
+batch (--num-envs 64 --num-steps 8 --num-minibatches 4) and --no-norm-obs, --bandit-seeds seeds
+of --bandit-steps steps, every --bandit-checkpoint-every iterations a kept checkpoint. From each
+checkpoint, --samples actions are sampled (clipped to [-1, 1] as at execution) and the share
+within +-0.2 (two bump widths) of each mode is measured. The metric: the minority share,
+min(share(-0.5), share(+0.5)); a policy "keeps both modes" when it is >= 0.2 (an even split is
+0.5), and "collapsed" when it is < 0.05 while the majority mode holds >= 0.5 of the samples.
+
+(B) --mujoco-env (Hopper-v5): fpo.py and ppo.py with their defaults (1 env), --mujoco-seeds x
+--mujoco-steps, evaluation every --eval-every steps (--eval-episodes deterministic episodes; the
+flow policy's evaluation samples from noise, as the reference's).
+
+Writes <out>/fpo_multimodal.png and the CSVs behind it: fpo_multimodal.csv (per bandit run: the
+final checkpoint's shares, mean reward, keeps_both, collapsed), _shares.csv (per bandit
+checkpoint), _hist.csv (the final actions' histogram per run, 40 bins on [-1, 1]), _mujoco.csv
+(per MuJoCo run: final evaluation) and _mujoco_curves.csv (eval/return per run and step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from controlrl import checkpoint, experiment, plots
+from controlrl.experiment import SweepConfig, run_sweep
+from controlrl.nets import GaussianPolicy
+
+ROOT = Path(__file__).resolve().parents[1]
+MODES = (-0.5, 0.5)
+MODE_HALF_WIDTH = 0.2  # two bump widths (envs/bandits.py BUMP_WIDTH 0.1)
+KEEP_BOTH, COLLAPSED = 0.2, 0.05
+BINS = np.linspace(-1.0, 1.0, 41)
+ALGOS = ("fpo", "ppo")
+BANDIT_FLAGS = ["--num-envs", "64", "--num-steps", "8", "--num-minibatches", "4", "--no-norm-obs"]
+TOY = {
+    "bandit_seeds": 1,
+    "bandit_steps": 1024,
+    "bandit_checkpoint_every": 1,
+    "samples": 500,
+    "mujoco_seeds": 1,
+    "mujoco_steps": 256,
+    "eval_every": 128,
+    "eval_episodes": 1,
+    "workers": 2,
+}
+TOY_MUJOCO = ["--num-steps", "128", "--num-minibatches", "2", "--update-epochs", "1"]
+
+
+def bandit_config(args) -> SweepConfig:
+    extra = BANDIT_FLAGS + ["--keep-checkpoints", "--eval-every", "0", "--eval-episodes", "10"]
+    extra += ["--checkpoint-every", str(args.bandit_checkpoint_every)]
+    return SweepConfig(list(ALGOS), ["bandit:bimodal"], args.bandit_seeds, args.bandit_steps, extra)
+
+
+def mujoco_config(args) -> SweepConfig:
+    extra = ["--eval-every", str(args.eval_every), "--eval-episodes", str(args.eval_episodes)]
+    extra += TOY_MUJOCO if args.toy else []
+    return SweepConfig(list(ALGOS), [args.mujoco_env], args.mujoco_seeds, args.mujoco_steps, extra)
+
+
+def load_policy(run_dir: Path, ckpt: Path) -> torch.nn.Module:
+    """The policy of a bandit run's checkpoint, rebuilt from its config.json."""
+    config = json.loads((run_dir / "config.json").read_text())
+    saved = config["args"]
+    state = checkpoint.load(ckpt, ("policy",))["policy"]
+    if config["algo"] == "fpo":
+        from algos.fpo import Args, FlowPolicy
+
+        flags = {k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()}
+        policy = FlowPolicy(1, 1, Args(**flags))
+    else:
+        policy = GaussianPolicy(1, 1, tuple(saved["hidden_sizes"]))
+    policy.load_state_dict(state)
+    return policy
+
+
+def sampled_actions(policy, n: int, seed: int = 0) -> np.ndarray:
+    """n actions at the bandit's constant observation 1, clipped to [-1, 1] as at execution."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        return policy.sample(torch.ones(n, 1)).clamp(-1.0, 1.0)[:, 0].numpy()
+
+
+def mode_stats(actions: np.ndarray) -> dict[str, float]:
+    """Share of actions within MODE_HALF_WIDTH of each mode, the minority share, the mean
+    reward, and the keeps_both / collapsed verdicts."""
+    left = float(np.mean(np.abs(actions - MODES[0]) < MODE_HALF_WIDTH))
+    right = float(np.mean(np.abs(actions - MODES[1]) < MODE_HALF_WIDTH))
+    d2 = np.min((actions[:, None] - np.array(MODES)) ** 2, axis=1)
+    minority = min(left, right)
+    return {
+        "share_left": left,
+        "share_right": right,
+        "minority_share": minority,
+        "mean_reward": float(np.mean(np.exp(-d2 / (2 * 0.1**2)))),
+        "keeps_both": minority >= KEEP_BOTH,
+        "collapsed": minority < COLLAPSED and max(left, right) >= 0.5,
+    }
+
+
+def checkpoint_step(path: Path) -> int:
+    return int(path.stem.removeprefix("step_"))
+
+
+def bandit_results(args) -> list[dict]:
+    """Per finished bandit run: the final shares and histogram, and the shares along training."""
+    out = []
+    for algo in ALGOS:
+        base = args.sweep_dir / "bandit" / "runs" / algo / "bandit_bimodal"
+        for done in sorted(base.glob("seed*/final_eval.json")):
+            run_dir = done.parent
+            ckpts = sorted((run_dir / "checkpoints").glob("step_*.pt"), key=checkpoint_step)
+            along = []
+            for ckpt in ckpts:
+                actions = sampled_actions(load_policy(run_dir, ckpt), args.samples)
+                along.append((checkpoint_step(ckpt), mode_stats(actions), actions))
+            step, final, actions = along[-1]
+            seed = int(run_dir.name.removeprefix("seed"))
+            row = {"algo": algo, "seed": seed, "steps": step, **final}
+            out.append({"row": row, "along": along, "hist": np.histogram(actions, BINS)[0]})
+    return out
+
+
+def mujoco_results(args) -> list[dict]:
+    out = []
+    env = args.mujoco_env.replace(":", "_")
+    for algo in ALGOS:
+        base = args.sweep_dir / "mujoco" / "runs" / algo / env
+        for done in sorted(base.glob("seed*/final_eval.json")):
+            final = json.loads(done.read_text())
+            row = {"algo": algo, "env": args.mujoco_env, "seed": done.parent.name[4:]}
+            row.update(steps=final["step"], final_eval_return=final["eval_return_mean"])
+            curve = plots.read_metrics(done.parent, "eval/return")
+            out.append({"row": row, "curve": curve})
+    return out
+
+
+def write_csvs(args, bandit: list[dict], mujoco: list[dict]) -> None:
+    out, name = args.out, args.name
+    out.mkdir(parents=True, exist_ok=True)
+
+    def write(path: Path, header: list[str], rows) -> None:
+        with path.open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(header)
+            writer.writerows(rows)
+
+    keys = ["algo", "seed", "steps", "share_left", "share_right", "minority_share"]
+    keys += ["mean_reward", "keeps_both", "collapsed"]
+    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else v  # noqa: E731
+    write(out / f"{name}.csv", keys, ([fmt(r["row"][k]) for k in keys] for r in bandit))
+    write(
+        out / f"{name}_shares.csv",
+        ["algo", "seed", "step", "share_left", "share_right", "minority_share", "mean_reward"],
+        (
+            [r["row"]["algo"], r["row"]["seed"], step]
+            + [fmt(s[k]) for k in ("share_left", "share_right", "minority_share", "mean_reward")]
+            for r in bandit
+            for step, s, _ in r["along"]
+        ),
+    )
+    write(
+        out / f"{name}_hist.csv",
+        ["algo", "seed", "bin_low", "bin_high", "count"],
+        (
+            [r["row"]["algo"], r["row"]["seed"], f"{lo:.2f}", f"{hi:.2f}", int(c)]
+            for r in bandit
+            for lo, hi, c in zip(BINS[:-1], BINS[1:], r["hist"])
+        ),
+    )
+    mkeys = ["algo", "env", "seed", "steps", "final_eval_return"]
+    write(out / f"{name}_mujoco.csv", mkeys, ([r["row"][k] for k in mkeys] for r in mujoco))
+    write(
+        out / f"{name}_mujoco_curves.csv",
+        ["algo", "env", "seed", "step", "eval_return"],
+        (
+            [r["row"]["algo"], r["row"]["env"], r["row"]["seed"], int(s), f"{v:.6g}"]
+            for r in mujoco
+            for s, v in zip(*r["curve"])
+        ),
+    )
+
+
+def plot(args, bandit: list[dict], mujoco: list[dict]) -> None:
+    import matplotlib.pyplot as plt
+
+    with plt.rc_context(plots.STYLE):
+        panels = 4 if mujoco else 3  # --skip-mujoco: the bandit panels only
+        fig, axes = plt.subplots(1, panels, figsize=(4 * panels, 3.6))
+        centers = (BINS[:-1] + BINS[1:]) / 2
+        for ax, algo in zip(axes[:2], ALGOS):
+            runs = [r for r in bandit if r["row"]["algo"] == algo]
+            for i, r in enumerate(runs):
+                density = r["hist"] / max(r["hist"].sum(), 1)
+                ax.step(
+                    centers,
+                    density,
+                    where="mid",
+                    lw=1,
+                    color=f"C{i}",
+                    label=f"seed {r['row']['seed']}",
+                )
+            for m in MODES:
+                ax.axvspan(m - MODE_HALF_WIDTH, m + MODE_HALF_WIDTH, color="0.85", zorder=0)
+            n_both = sum(r["row"]["keeps_both"] for r in runs)
+            reward = np.mean([r["row"]["mean_reward"] for r in runs]) if runs else float("nan")
+            ax.set_title(
+                f"{algo}: final actions ({n_both}/{len(runs)} seeds keep both modes, "
+                f"mean reward {reward:.2f})",
+                fontsize=7,
+            )
+            ax.set_xlabel("action")
+            ax.set_ylabel("share of samples")
+            ax.legend(fontsize=6)
+        ax = axes[2]
+        for j, algo in enumerate(ALGOS):
+            for i, r in enumerate(r for r in bandit if r["row"]["algo"] == algo):
+                steps = [s for s, _, _ in r["along"]]
+                ax.plot(
+                    steps,
+                    [s["minority_share"] for _, s, _ in r["along"]],
+                    color=f"C{j}",
+                    lw=1,
+                    alpha=0.8,
+                    label=algo if i == 0 else None,
+                )
+        ax.axhline(KEEP_BOTH, color="k", ls=":", lw=1)
+        ax.set_xlabel("environment steps")
+        ax.set_ylabel("minority-mode share")
+        ax.set_title("bandit:bimodal, share of the less-used mode", fontsize=8)
+        ax.legend(fontsize=7)
+        if not mujoco:
+            fig.suptitle("FPO (flow policy) vs Gaussian PPO on bandit:bimodal", fontsize=9)
+            fig.tight_layout()
+            fig.savefig(args.out / f"{args.name}.png", dpi=args.dpi)
+            return
+        ax = axes[3]
+        plots.plot_curves(
+            ax, {a: [r["curve"] for r in mujoco if r["row"]["algo"] == a] for a in ALGOS}
+        )
+        ax.set_ylabel("eval return")
+        ax.set_title(f"{args.mujoco_env}: {args.mujoco_steps:,} steps, 95% CI", fontsize=8)
+        ax.legend(fontsize=7)
+        fig.suptitle("FPO (flow policy) vs Gaussian PPO: multimodality and return", fontsize=9)
+        fig.tight_layout()
+        fig.savefig(args.out / f"{args.name}.png", dpi=args.dpi)
+
+
+def report(result: dict) -> None:
+    print(f"[{result['status']}] {result['run_id']}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--bandit-seeds", type=int, default=5)
+    p.add_argument("--bandit-steps", type=int, default=61_440)
+    p.add_argument("--bandit-checkpoint-every", type=int, default=10, help="iterations")
+    p.add_argument("--samples", type=int, default=4000, help="actions sampled per checkpoint")
+    p.add_argument("--mujoco-env", default="Hopper-v5")
+    p.add_argument("--mujoco-seeds", type=int, default=3)
+    p.add_argument("--mujoco-steps", type=int, default=100_000)
+    p.add_argument("--eval-every", type=int, default=10_000)
+    p.add_argument("--eval-episodes", type=int, default=5)
+    p.add_argument("--skip-mujoco", action="store_true", help="only part A")
+    p.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "fpo_multimodal")
+    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--name", default="fpo_multimodal", help="stem of the PNG and CSVs")
+    p.add_argument("--dpi", type=int, default=60)
+    p.add_argument("--train", action="store_true", help="run what is missing first")
+    p.add_argument("--workers", type=int, default=1, help="runs at once when training")
+    p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
+    args = p.parse_args(argv)
+    if args.toy:
+        experiment.apply_toy(args, argv, TOY)
+    if args.train:
+        sweeps = [("bandit", bandit_config(args))]
+        if not args.skip_mujoco:
+            sweeps.append(("mujoco", mujoco_config(args)))
+        for part, config in sweeps:
+            runs = run_sweep(config, args.sweep_dir / part, workers=args.workers, on_update=report)
+            failed = [k for k, v in runs.items() if v["status"] == "failed"]
+            if failed:
+                print(f"warning: failed runs {failed}; see {args.sweep_dir / part}/sweep.json")
+    bandit = bandit_results(args)
+    mujoco = [] if args.skip_mujoco else mujoco_results(args)
+    if not bandit and not mujoco:
+        raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
+    write_csvs(args, bandit, mujoco)
+    plot(args, bandit, mujoco)
+    for algo in ALGOS:
+        rows = [r["row"] for r in bandit if r["row"]["algo"] == algo]
+        if rows:
+            shares = ", ".join(f"{r['minority_share']:.2f}" for r in rows)
+            print(
+                f"{algo} bandit:bimodal: keeps both {sum(r['keeps_both'] for r in rows)}/"
+                f"{len(rows)}, collapsed {sum(r['collapsed'] for r in rows)}/{len(rows)}, "
+                f"minority shares {shares}"
+            )
+        finals = [r["row"]["final_eval_return"] for r in mujoco if r["row"]["algo"] == algo]
+        if finals:
+            print(
+                f"{algo} {args.mujoco_env}: final eval return mean {np.mean(finals):.1f} "
+                f"(seeds: {', '.join(f'{f:.1f}' for f in finals)})"
+            )
+    print(
+        f"wrote {args.out / args.name}.png and its CSVs; command: python "
+        f"paper_figures/fpo_multimodal.py {' '.join(argv if argv is not None else sys.argv[1:])}"
+    )
+
+
+if __name__ == "__main__":
+    main()
