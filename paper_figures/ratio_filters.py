@@ -220,31 +220,51 @@ def run_dir_of(args, kind: str, staleness: int, seed: int) -> Path:
 
 
 def plan(args) -> list[tuple[str, int, int]]:
-    return [(kind, k, seed) for kind in args.kinds for k in args.staleness
-            for seed in range(1, args.seeds + 1)]  # fmt: skip
+    """(kind, k, seed) of every run, seed-major: a sweep cut short has every kind and k of the
+    first seeds."""
+    return [(kind, k, seed) for seed in range(1, args.seeds + 1) for k in args.staleness
+            for kind in args.kinds]  # fmt: skip
+
+
+def run_task(task: tuple) -> str:
+    """One run (train_one's arguments); a run that dies (NaN/inf stop, or an exception) gets
+    failed.json and does not stop the others. Returns the line to print."""
+    import time
+
+    kind, k, seed, run_dir = task[:4]
+    if run_dir.exists():  # an interrupted run: its queue of stale rollouts is gone
+        shutil.rmtree(run_dir)
+    start = time.time()
+    try:
+        train_one(*task)
+        status = "done"
+    except (SystemExit, Exception) as exc:  # noqa: BLE001 - recorded, the sweep goes on
+        status = "failed"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "failed.json").write_text(json.dumps({"error": repr(exc)}) + "\n")
+    return f"[{status}] {kind} k={k} seed{seed} {time.time() - start:.1f} s"
 
 
 def train(args) -> None:
-    """Every planned run not yet finished (final_eval.json), one after the other; a run that
-    dies (NaN/inf stop, or an exception) gets failed.json and does not stop the others."""
-    import time
-
+    """Every planned run not yet finished (final_eval.json or failed.json): in this process,
+    or --workers processes (spawned, each run in one)."""
     extra = (TOY_FLAGS if args.toy else []) + args.extra
+    tasks = []
     for kind, k, seed in plan(args):
         run_dir = run_dir_of(args, kind, k, seed)
-        if (run_dir / "final_eval.json").exists() or (run_dir / "failed.json").exists():
-            continue
-        if run_dir.exists():  # an interrupted run: its queue of stale rollouts is gone
-            shutil.rmtree(run_dir)
-        start = time.time()
-        try:
-            train_one(kind, k, seed, run_dir, args.steps, args.env_id, extra)
-            status = "done"
-        except (SystemExit, Exception) as exc:  # noqa: BLE001 - recorded, the sweep goes on
-            status = "failed"
-            run_dir.mkdir(parents=True, exist_ok=True)
-            (run_dir / "failed.json").write_text(json.dumps({"error": repr(exc)}) + "\n")
-        print(f"[{status}] {kind} k={k} seed{seed} {time.time() - start:.1f} s", flush=True)
+        if not ((run_dir / "final_eval.json").exists() or (run_dir / "failed.json").exists()):
+            tasks.append((kind, k, seed, run_dir, args.steps, args.env_id, extra))
+    if args.workers == 1:
+        for task in tasks:
+            print(run_task(task), flush=True)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")  # torch and MuJoCo do not survive a fork
+    with ProcessPoolExecutor(args.workers, mp_context=context) as pool:
+        for line in pool.map(run_task, tasks):
+            print(line, flush=True)
 
 
 def read_columns(run_dir: Path) -> dict[str, np.ndarray]:
@@ -415,6 +435,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "ratio_filters")
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
     p.add_argument("--train", action="store_true", help="run what is missing first")
+    p.add_argument("--workers", type=int, default=1, help="runs at once when training")
     p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
     p.add_argument("extra", nargs="*", help="flags passed to algos/ppo.py's Args (after --)")
     args = p.parse_args(argv)
@@ -440,7 +461,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--staleness must be integers, got {args.staleness!r}")
     if args.staleness[0] < 0:
         p.error(f"--staleness must be >= 0, got {args.staleness}")
-    for name in ("seeds", "steps"):
+    for name in ("seeds", "steps", "workers"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be >= 1, got {getattr(args, name)}")
     return args

@@ -77,15 +77,16 @@ def _metrics(run_dir: Path) -> list[dict]:
 
 
 def test_toy_run_staleness_queue_and_csvs(tmp_path):
-    """--toy --train: step and kalman at k = 0 and 1 on Hopper-v5, 4 iterations of 256 steps.
+    """--toy --train --workers 2: step and kalman at k = 0 and 1 on Hopper-v5, 4 iterations of
+    256 steps, in two spawned processes.
         k = 0 updates every iteration on the rollout its own policy collected: KL(behaviour ||
         current) is exactly 0, and the per-step kind's mean minibatch gradient points along the
         on-policy gradient (cosine > 0.9; they differ only by the per-minibatch advantage
         normalisation). k = 1 skips the first update and then uses the previous rollout: data of the
     unchanged policy once (KL 0), then of the policy one update back (KL > 0).
-        The CSV rows are the runs' metrics.csv numbers."""
+    The CSV rows are the runs' metrics.csv numbers."""
     sweep, out = tmp_path / "sweep", tmp_path / "out"
-    cmd = [sys.executable, "paper_figures/ratio_filters.py", "--toy", "--train"]
+    cmd = [sys.executable, "paper_figures/ratio_filters.py", "--toy", "--train", "--workers", "2"]
     cmd += ["--sweep-dir", str(sweep), "--out", str(out)]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
@@ -94,7 +95,7 @@ def test_toy_run_staleness_queue_and_csvs(tmp_path):
     rows = list(csv.DictReader((out / "ratio_filters.csv").open()))
     assert list(rows[0]) == list(fig.RUN_FIELDS)
     assert [(r["kind"], r["staleness"], r["seed"]) for r in rows] == [
-        ("step", "0", "1"), ("step", "1", "1"), ("kalman", "0", "1"), ("kalman", "1", "1")
+        ("step", "0", "1"), ("kalman", "0", "1"), ("step", "1", "1"), ("kalman", "1", "1")
     ]  # fmt: skip
     curves = list(csv.DictReader((out / "ratio_filters_curves.csv").open()))
     for row in rows:
@@ -122,7 +123,7 @@ def test_toy_run_staleness_queue_and_csvs(tmp_path):
         assert row["collapsed"] in ("0", "1") and row["failed"] == "0"
     summary = list(csv.DictReader((out / "ratio_filters_summary.csv").open()))
     assert [(s["kind"], s["staleness"], s["seeds"]) for s in summary] == [
-        ("step", "0", "1"), ("step", "1", "1"), ("kalman", "0", "1"), ("kalman", "1", "1")
+        ("step", "0", "1"), ("kalman", "0", "1"), ("step", "1", "1"), ("kalman", "1", "1")
     ]  # fmt: skip
     for s, row in zip(summary, rows):  # one seed: the mean is the run's number
         assert float(s["collapse_rate"]) == float(row["collapsed"])
@@ -134,6 +135,7 @@ def test_toy_run_staleness_queue_and_csvs(tmp_path):
     [
         (["--seeds", "0"], "--seeds"),
         (["--steps", "0"], "--steps"),
+        (["--workers", "0"], "--workers"),
         (["--kinds", "step,token"], "--kinds"),
         (["--staleness", "0,-1"], "--staleness"),
         (["--staleness", "two"], "--staleness"),
