@@ -78,13 +78,12 @@ def _metrics(run_dir: Path) -> list[dict]:
 
 def test_toy_run_staleness_queue_and_csvs(tmp_path):
     """--toy --train --workers 2: step and kalman at k = 0 and 1 on Hopper-v5, 4 iterations of
-    256 steps, in two spawned processes.
-        k = 0 updates every iteration on the rollout its own policy collected: KL(behaviour ||
-        current) is exactly 0, and the per-step kind's mean minibatch gradient points along the
-        on-policy gradient (cosine > 0.9; they differ only by the per-minibatch advantage
-        normalisation). k = 1 skips the first update and then uses the previous rollout: data of the
-    unchanged policy once (KL 0), then of the policy one update back (KL > 0).
-    The CSV rows are the runs' metrics.csv numbers."""
+    256 steps, in two spawned processes. k = 0 updates every iteration on the rollout its own
+    policy collected: KL(behaviour || current) is exactly 0, and the per-step kind's mean
+    minibatch gradient points along the on-policy gradient (cosine > 0.9; they differ only by
+    the per-minibatch advantage normalisation). k = 1 skips the first update, then uses the
+    previous rollout: data of the unchanged policy once (KL 0), then of the policy one update
+    back (KL > 0). The CSV rows are the runs' metrics.csv numbers."""
     sweep, out = tmp_path / "sweep", tmp_path / "out"
     cmd = [sys.executable, "paper_figures/ratio_filters.py", "--toy", "--train", "--workers", "2"]
     cmd += ["--sweep-dir", str(sweep), "--out", str(out)]
