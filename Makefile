@@ -97,6 +97,8 @@ ifdef FULL
 	  --kinds medium,medium-replay,medium-expert --taus 0.7 --online-steps 0 --steps 20000 \
 	  --eval-every 5000 --eval-episodes 10 --name iql_vs_bc --sweep-dir runs/sweeps/iql_vs_bc
 	$(BIN)/python paper_figures/bandit_suite.py --train
+	$(BIN)/python paper_figures/ratio_filters.py --train --workers 2
+	$(BIN)/python paper_figures/entropy_law.py --train
 else
 	$(BIN)/python paper_figures/retrace_contraction.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/retrace_vs_traces.py --toy --train --sweep-dir $(TOY_OUT)/sweeps/retrace \
@@ -129,6 +131,10 @@ else
 	  --out $(TOY_OUT)
 	$(BIN)/python paper_figures/bandit_suite.py --toy --train \
 	  --sweep-dir $(TOY_OUT)/sweeps/bandit_suite --out $(TOY_OUT)
+	$(BIN)/python paper_figures/ratio_filters.py --toy --train \
+	  --sweep-dir $(TOY_OUT)/sweeps/ratio_filters --out $(TOY_OUT)
+	$(BIN)/python paper_figures/entropy_law.py --toy --train \
+	  --sweep-dir $(TOY_OUT)/sweeps/entropy_law --out $(TOY_OUT)
 endif
 
 clean:
