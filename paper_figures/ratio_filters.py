@@ -391,7 +391,7 @@ def plot(args, table: list[dict]) -> None:
         ("grad_rel_var", "gradient noise / signal (tr Cov / |mean|²)", True),
         ("grad_cos", "cosine to the on-policy gradient", False),
         ("kl_update", "KL(old || new) of an update", True),
-        ("kl_behaviour", "KL(behaviour || current) before it", True),
+        ("kl_behaviour", "KL(behaviour || current) before it", False),  # 0 at k = 0
         ("final_return", f"final return (last {WINDOW} iterations)", False),
         ("collapse_rate", "collapse rate (fraction of seeds)", False),
     ]
