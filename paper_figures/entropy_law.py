@@ -219,12 +219,11 @@ def plot(args, runs: list[dict], fit_rows: list[dict]) -> None:
             ax.legend(fontsize=6)
             ax = axes[1, j]
             for i, r in enumerate(mine):
-                ax.plot(r["step"], r["entropy"], color=f"C{i}", lw=1)
-            ax.set_xlabel("env steps")
+                ax.plot(r["step"] / 1000, r["entropy"], color=f"C{i}", lw=1)
+            ax.set_xlabel("env steps (thousands)")
         axes[0, 0].set_ylabel("training episode return R")
         axes[1, 0].set_ylabel("policy entropy H")
-        fig.suptitle(f"Entropy law R = -a e^H + b (Cui et al. 2025), {args.seeds} seeds per method",
-                     fontsize=10)  # fmt: skip
+        fig.suptitle(f"R = -a e^H + b, {args.seeds} seeds", fontsize=10)
         fig.tight_layout()
         fig.savefig(args.out / "entropy_law.png", dpi=60)
         plt.close(fig)
