@@ -88,7 +88,8 @@ RUN_FIELDS = ("kind", "staleness", "seed", "iterations", "updates", "failed", "g
 RUN_FIELDS += ("grad_rel_var", "grad_cos", "kl_behaviour", "kl_update", "clip_frac")
 RUN_FIELDS += ("final_return", "best_return", "eval_return", "entropy_first", "entropy_last")
 RUN_FIELDS += ("collapsed",)
-MEANS = ("grad_rel_var", "grad_cos", "kl_behaviour", "kl_update", "clip_frac", "final_return")
+MEANS = ("grad_var", "grad_rel_var", "grad_cos", "kl_behaviour", "kl_update", "clip_frac")
+MEANS += ("final_return",)
 CURVE_KEYS = ("episode_return", "policy_entropy", "grad_rel_var", "grad_cos", "kl_update")
 WINDOW = 5  # iterations of the final and best returns of the collapse criterion
 TOY = {"env_id": "Hopper-v5", "kinds": "step,kalman", "staleness": "0,1", "seeds": 1}
@@ -388,15 +389,17 @@ def plot(args, table: list[dict]) -> None:
     from controlrl import plots
 
     panels = [
+        ("grad_var", "policy-gradient variance (tr Cov over minibatches)", True),
         ("grad_rel_var", "gradient noise / signal (tr Cov / |mean|²)", True),
         ("grad_cos", "cosine to the on-policy gradient", False),
         ("kl_update", "KL(old || new) of an update", True),
         ("kl_behaviour", "KL(behaviour || current) before it", False),  # 0 at k = 0
+        ("clip_frac", "clip fraction (of the ratio used)", False),
         ("final_return", f"final return (last {WINDOW} iterations)", False),
         ("collapse_rate", "collapse rate (fraction of seeds)", False),
     ]
     with plt.rc_context(plots.STYLE):
-        fig, axes = plt.subplots(2, 3, figsize=(12, 7))
+        fig, axes = plt.subplots(2, 4, figsize=(15, 7))
         for ax, (key, title, log) in zip(axes.ravel(), panels):
             for i, kind in enumerate(args.kinds):
                 rows = sorted((t for t in table if t["kind"] == kind), key=lambda t: t["staleness"])
@@ -483,7 +486,8 @@ def main(argv: list[str] | None = None) -> None:
     print("per (kind, staleness): means over seeds [95% bootstrap CI]")
     for t in table:
         print(
-            f"  {t['kind']} k={t['staleness']}: noise/signal {t['grad_rel_var']:.3g} "
+            f"  {t['kind']} k={t['staleness']}: grad variance {t['grad_var']:.3g}, "
+            f"noise/signal {t['grad_rel_var']:.3g} "
             f"[{t['grad_rel_var_lo']:.3g}, {t['grad_rel_var_hi']:.3g}], cos {t['grad_cos']:.3f} "
             f"[{t['grad_cos_lo']:.3f}, {t['grad_cos_hi']:.3f}], KL update {t['kl_update']:.3g}, "
             f"KL behaviour {t['kl_behaviour']:.3g}, final return {t['final_return']:.1f}, "
