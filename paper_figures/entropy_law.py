@@ -22,9 +22,9 @@ run's iterations, evaluated at the entropy of the last quarter, against the retu
 there.
 
 Committed budget (the defaults): Hopper-v5, 3 seeds x 300,000 steps of PPO (1 env, 2,048 steps
-x 10 epochs per iteration) and of GRPO (64 envs, groups of 8): 6 runs, about 2 CPU-minutes
-(PPO) or 1 (GRPO) each at ~2,600 steps/s, in total about 10 CPU-minutes (measured wall time:
-paper_figures/README.md).
+x 10 epochs per iteration) and of GRPO (64 envs, groups of 8): 6 runs, 11.8 CPU-minutes in all,
+51 min wall with --workers 1 at nice 10 on 2 cores shared with other jobs (load average 4-11),
+2026-12-01.
 
 Writes <out>/entropy_law.png, entropy_law.csv (per run and iteration: method, seed, step,
 entropy, return) and entropy_law_fits.csv (per method pooled, and per run: a, b, R^2, the

@@ -46,8 +46,9 @@ more than 1 nat from the first iteration (the Gaussian's std shrunk e^(1/3) ~ 1.
 dimension on Hopper).
 
 Committed budget (the defaults): Hopper-v5, 4 kinds x k in {0, 2, 8} x 3 seeds = 36 runs of
-61,440 steps (30 iterations of 2,048 steps, CleanRL's 10 epochs x 32 minibatches): about 1 s of
-CPU per iteration, ~20 CPU-minutes in all (the measured wall time: paper_figures/README.md).
+61,440 steps (30 iterations of 2,048 steps, CleanRL's 10 epochs x 32 minibatches), about 1.1 s
+of CPU per iteration: 21.8 CPU-minutes, 50 min wall with --workers 2 at nice 10 on 2 cores
+shared with other jobs (load average 4-11), 2026-12-01.
 
 Writes <out>/ratio_filters.png, ratio_filters.csv (one row per run: means over its updates,
 final and best return, entropy first and last, collapsed), ratio_filters_curves.csv (per run and
