@@ -101,6 +101,8 @@ ifdef FULL
 	  --pretrain-steps 10000 --sweep-dir runs/sweeps/dppo_finetune
 	$(BIN)/python paper_figures/fpo_multimodal.py --train --workers 2 --bandit-steps 30720 \
 	  --bandit-checkpoint-every 5 --mujoco-steps 49152 --eval-every 8192
+	$(BIN)/python paper_figures/ratio_filters.py --train --workers 2
+	$(BIN)/python paper_figures/entropy_law.py --train
 else
 	$(BIN)/python paper_figures/retrace_contraction.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/retrace_vs_traces.py --toy --train --sweep-dir $(TOY_OUT)/sweeps/retrace \
@@ -140,6 +142,10 @@ else
 	  --sweep-dir $(TOY_OUT)/sweeps/dppo_finetune --out $(TOY_OUT)
 	$(BIN)/python paper_figures/fpo_multimodal.py --toy --train \
 	  --sweep-dir $(TOY_OUT)/sweeps/fpo_multimodal --out $(TOY_OUT)
+	$(BIN)/python paper_figures/ratio_filters.py --toy --train \
+	  --sweep-dir $(TOY_OUT)/sweeps/ratio_filters --out $(TOY_OUT)
+	$(BIN)/python paper_figures/entropy_law.py --toy --train \
+	  --sweep-dir $(TOY_OUT)/sweeps/entropy_law --out $(TOY_OUT)
 endif
 
 clean:

@@ -1,0 +1,298 @@
+r"""E12, the entropy law on continuous control: return against policy entropy along the training
+curves of Gaussian PPO (algos/ppo.py, CleanRL's defaults) and GRPO (algos/grpo.py, groups of
+episodes from one start state) on one MuJoCo task, and the fit R = -a exp(H) + b of Cui et al.
+2025, "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models" (arXiv
+2505.22617; their fit is of validation accuracy against token entropy along LLM RL runs; the
+ceiling at H = 0 is b - a).
+
+    python paper_figures/entropy_law.py --train    # the committed figure: runs what is missing
+    python paper_figures/entropy_law.py            # refits and replots the runs under --sweep-dir
+    python paper_figures/entropy_law.py --toy --train --sweep-dir /tmp/s --out /tmp/f   # seconds
+
+Data: every iteration of every run's metrics.csv gives one point (H, R): H = train/entropy (the
+Gaussian's entropy per step, sum(log_std) + d/2 log(2 pi e); PPO logs its mean over the
+update's minibatches, GRPO over the rollout's steps) and R = train/episode_return (the mean
+return of the training episodes that ended in that iteration; iterations where none ended are
+dropped). The fit is scipy.optimize.curve_fit of R = -a exp(H) + b over the pooled points of
+all seeds of a method (and per run); fit quality is R^2, printed beside the R^2 of a straight
+line R = c H + d on the same points (over a narrow entropy range exp(H) is nearly linear in H,
+so the two can only be told apart where H spans more than a fraction of a nat). Prediction
+test (the paper's claim that the law predicts the ceiling): the fit on the first half of each
+run's iterations, evaluated at the entropy of the last quarter, against the return measured
+there.
+
+Committed budget (the defaults): Hopper-v5, 3 seeds x 300,000 steps of PPO (1 env, 2,048 steps
+x 10 epochs per iteration) and of GRPO (64 envs, groups of 8): 6 runs, 11.8 CPU-minutes in all,
+51 min wall with --workers 1 at nice 10 on 2 cores shared with other jobs (load average 4-11),
+2026-12-01.
+
+Writes <out>/entropy_law.png, entropy_law.csv (per run and iteration: method, seed, step,
+entropy, return) and entropy_law_fits.csv (per method pooled, and per run: a, b, R^2, the
+straight line's R^2, points, entropy range, ceiling b - a, and the early fit's predicted and
+measured late return).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import shlex
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+METHODS = {
+    "ppo": ("PPO", "ppo", []),
+    "grpo": ("GRPO", "grpo", []),
+}
+FIT_FIELDS = ("method", "seed", "points", "a", "b", "r2", "r2_linear", "entropy_min")
+FIT_FIELDS += ("entropy_max", "ceiling", "early_points", "late_entropy", "late_return")
+FIT_FIELDS += ("late_predicted",)
+TOY = {"steps": 4096, "seeds": 1, "env_id": "Hopper-v5"}
+TOY_FLAGS = ["--hidden-sizes", "8", "--eval-episodes", "1"]
+TOY_METHOD_FLAGS = {"ppo": ["--num-steps", "512", "--num-minibatches", "4"], "grpo": []}
+TOY_METHOD_FLAGS["grpo"] = ["--num-envs", "16", "--max-episode-steps", "64"]
+
+
+def law(h: np.ndarray, a: float, b: float) -> np.ndarray:
+    """R = -a exp(H) + b."""
+    return -a * np.exp(h) + b
+
+
+def r_squared(y: np.ndarray, fitted: np.ndarray) -> float:
+    """1 - SS_res / SS_tot (nan when y is constant)."""
+    total = float(np.sum((y - y.mean()) ** 2))
+    return float("nan") if total == 0 else 1.0 - float(np.sum((y - fitted) ** 2)) / total
+
+
+def fit_law(h: np.ndarray, r: np.ndarray) -> tuple[float, float, float]:
+    """(a, b, R^2) of the least-squares fit of R = -a exp(H) + b. The model is linear in (a, b),
+    so curve_fit starts from the exact linear least-squares solution (and stays there)."""
+    from scipy.optimize import curve_fit
+
+    design = np.stack([-np.exp(h), np.ones_like(h)], axis=1)
+    start, *_ = np.linalg.lstsq(design, r, rcond=None)
+    (a, b), _ = curve_fit(law, h, r, p0=start)
+    return float(a), float(b), r_squared(r, law(h, a, b))
+
+
+def linear_r2(h: np.ndarray, r: np.ndarray) -> float:
+    """R^2 of the straight line R = c H + d."""
+    c, d = np.polyfit(h, r, 1)
+    return r_squared(r, c * h + d)
+
+
+def fit_row(method: str, seed, runs: list[dict]) -> dict:
+    """The fits of the pooled points of runs: all iterations, and the first half of each run's
+    iterations predicting the mean return of its last quarter at that quarter's entropy."""
+    h = np.concatenate([run["entropy"] for run in runs])
+    r = np.concatenate([run["return"] for run in runs])
+    a, b, r2 = fit_law(h, r)
+    early = [(run["entropy"][: len(run["entropy"]) // 2], run["return"][: len(run["return"]) // 2])
+             for run in runs]  # fmt: skip
+    ea, eb, _ = fit_law(
+        np.concatenate([e[0] for e in early]), np.concatenate([e[1] for e in early])
+    )
+    late_h = np.concatenate([run["entropy"][-max(1, len(run["entropy"]) // 4) :] for run in runs])
+    late_r = np.concatenate([run["return"][-max(1, len(run["return"]) // 4) :] for run in runs])
+    return {
+        "method": method, "seed": seed, "points": len(h), "a": a, "b": b, "r2": r2,
+        "r2_linear": linear_r2(h, r), "entropy_min": float(h.min()),
+        "entropy_max": float(h.max()), "ceiling": b - a,
+        "early_points": sum(len(e[0]) for e in early), "late_entropy": float(late_h.mean()),
+        "late_return": float(late_r.mean()),
+        "late_predicted": float(law(late_h, ea, eb).mean()),
+    }  # fmt: skip
+
+
+def configs(args) -> list[dict]:
+    """One sweep per method."""
+    out = []
+    for method in args.methods:
+        label, algo, flags = METHODS[method]
+        extra = [*flags, "--eval-every", "0", "--no-tensorboard"]
+        if args.toy:
+            extra += TOY_FLAGS + TOY_METHOD_FLAGS[method]
+        out.append(dict(method=method, label=label, algo=algo, extra=extra + args.extra))
+    return out
+
+
+def sweep_dir(args, c: dict) -> Path:
+    return args.sweep_dir / args.env_id.replace(":", "_") / c["method"]
+
+
+def train(args, cfgs: list[dict]) -> None:
+    from controlrl.experiment import SweepConfig, run_sweep
+
+    for c in cfgs:
+        config = SweepConfig([c["algo"]], [args.env_id], args.seeds, args.steps, c["extra"])
+        runs = run_sweep(
+            config,
+            sweep_dir(args, c),
+            workers=args.workers,
+            on_update=lambda r, c=c: print(
+                f"[{r['status']}] {c['method']} {r['run_id']} {r['seconds']:.1f} s", flush=True
+            ),
+        )
+        failed = [k for k, v in runs.items() if v["status"] == "failed"]
+        if failed:
+            print(f"warning: failed runs {failed}; see {sweep_dir(args, c)}/sweep.json")
+
+
+def read_run(run_dir: Path) -> dict[str, np.ndarray]:
+    """step, entropy, return of the iterations of metrics.csv where an episode ended."""
+    with (run_dir / "metrics.csv").open() as f:
+        rows = [r for r in csv.DictReader(f) if r["train/episode_return"] not in ("", "nan")]
+    return {
+        "step": np.array([int(float(r["step"])) for r in rows]),
+        "entropy": np.array([float(r["train/entropy"]) for r in rows]),
+        "return": np.array([float(r["train/episode_return"]) for r in rows]),
+    }
+
+
+def collect(args, cfgs: list[dict]) -> list[dict]:
+    """Every finished run: method, seed and its columns."""
+    runs = []
+    for c in cfgs:
+        base = sweep_dir(args, c) / "runs" / c["algo"] / args.env_id.replace(":", "_")
+        for done in sorted(base.glob("seed*/final_eval.json"), key=lambda p: p.parent.name):
+            columns = read_run(done.parent)
+            if len(columns["step"]) >= 4:  # a fit of two parameters needs a few points
+                seed = int(done.parent.name.removeprefix("seed"))
+                runs.append({"method": c["method"], "seed": seed, **columns})
+    return runs
+
+
+def fits(runs: list[dict], methods: list[str]) -> list[dict]:
+    """Pooled fit per method (seed 'all'), then one per run."""
+    out = []
+    for method in methods:
+        mine = [r for r in runs if r["method"] == method]
+        if mine:
+            out.append(fit_row(method, "all", mine))
+            out += [fit_row(method, r["seed"], [r]) for r in mine]
+    return out
+
+
+def write_points(path: Path, runs: list[dict]) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["method", "seed", "step", "entropy", "return"])
+        for r in runs:
+            for s, h, ret in zip(r["step"], r["entropy"], r["return"]):
+                writer.writerow([r["method"], r["seed"], s, f"{h:.6g}", f"{ret:.6g}"])
+
+
+def write_fits(path: Path, rows: list[dict]) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(FIT_FIELDS))
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in r.items()})
+
+
+def plot(args, runs: list[dict], fit_rows: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from controlrl import plots
+
+    methods = [m for m in args.methods if any(r["method"] == m for r in runs)]
+    with plt.rc_context(plots.STYLE):
+        fig, axes = plt.subplots(2, len(methods), figsize=(4.2 * len(methods), 7), squeeze=False)
+        for j, method in enumerate(methods):
+            mine = [r for r in runs if r["method"] == method]
+            pooled = next(f for f in fit_rows if f["method"] == method and f["seed"] == "all")
+            ax = axes[0, j]
+            for i, r in enumerate(mine):
+                ax.scatter(r["entropy"], r["return"], s=6, color=f"C{i}", label=f"seed {r['seed']}")
+            h = np.linspace(pooled["entropy_min"], pooled["entropy_max"], 100)
+            ax.plot(h, law(h, pooled["a"], pooled["b"]), "k-", lw=1.5,
+                    label=f"-{pooled['a']:.3g} e^H + {pooled['b']:.4g}\n"
+                          f"R² {pooled['r2']:.2f} (line {pooled['r2_linear']:.2f})")  # fmt: skip
+            ax.set_xlabel("policy entropy H (nats per step)")
+            ax.set_title(f"{METHODS[method][0]} on {args.env_id}", fontsize=9)
+            ax.legend(fontsize=6)
+            ax = axes[1, j]
+            for i, r in enumerate(mine):
+                ax.plot(r["step"] / 1000, r["entropy"], color=f"C{i}", lw=1)
+            ax.set_xlabel("env steps (thousands)")
+        axes[0, 0].set_ylabel("training episode return R")
+        axes[1, 0].set_ylabel("policy entropy H")
+        fig.suptitle(f"R = -a e^H + b, {args.seeds} seeds", fontsize=10)
+        fig.tight_layout()
+        fig.savefig(args.out / "entropy_law.png", dpi=60)
+        plt.close(fig)
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--env-id", default="Hopper-v5", help="a Gymnasium MuJoCo id (Box actions)")
+    p.add_argument("--methods", default=",".join(METHODS), help=f"some of {', '.join(METHODS)}")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=300_000, help="env steps per run")
+    p.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "entropy_law")
+    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--train", action="store_true", help="run what is missing first")
+    p.add_argument("--workers", type=int, default=1, help="runs at once when training")
+    p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
+    p.add_argument("extra", nargs="*", help="flags passed to every algorithm (after --)")
+    args = p.parse_args(argv)
+    if args.toy:  # toy sizes replace the defaults, not what was given on the command line
+        from controlrl import experiment
+
+        experiment.apply_toy(args, argv, TOY)
+    from envs import UnknownEnvError, check_env_id
+
+    try:
+        check_env_id(args.env_id)
+    except UnknownEnvError as exc:
+        p.error(f"--env-id: {exc}")
+    if args.env_id.startswith("bandit:"):
+        p.error(f"--env-id: {args.env_id} is a bandit; the law is fitted on MuJoCo training runs")
+    args.methods = args.methods.split(",")
+    bad = [m for m in args.methods if m not in METHODS]
+    if bad:
+        p.error(f"--methods: unknown {bad}, expected some of {list(METHODS)}")
+    for name in ("seeds", "steps", "workers"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be >= 1, got {getattr(args, name)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
+    cfgs = configs(args)
+    if args.train:
+        train(args, cfgs)
+    runs = collect(args, cfgs)
+    if not runs:
+        raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = fits(runs, args.methods)
+    write_points(args.out / "entropy_law.csv", runs)
+    write_fits(args.out / "entropy_law_fits.csv", rows)
+    plot(args, runs, rows)
+    print("R = -a exp(H) + b, pooled over seeds (per run in entropy_law_fits.csv)")
+    for f in rows:
+        if f["seed"] == "all":
+            print(
+                f"  {f['method']}: a {f['a']:.4g}, b {f['b']:.4g}, R^2 {f['r2']:.3f} (straight "
+                f"line {f['r2_linear']:.3f}), H in [{f['entropy_min']:.3f}, "
+                f"{f['entropy_max']:.3f}], ceiling b - a = {f['ceiling']:.4g}; first-half fit "
+                f"predicts {f['late_predicted']:.4g} for the last quarter, measured "
+                f"{f['late_return']:.4g} ({f['points']} points)"
+            )
+    shown = " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    print(
+        f"wrote {args.out / 'entropy_law'}.png, .csv and _fits.csv; "
+        f"command: python paper_figures/entropy_law.py {shown}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,505 @@
+r"""E13: per-step vs sequence vs KPO-filtered importance ratios under stale data on one MuJoCo
+task. PPO-clip (algos/ppo.py's loss and defaults) whose every update uses the rollout collected
+k iterations earlier, with the ratio of --ratio (controlrl/ratios.py): step (PPO's per-step
+ratio), sequence (the product over the episode), sequence_mean (its geometric mean, GSPO, Zheng
+et al. 2025, arXiv 2507.18071) or kalman (KPO, He et al. 2026, "Online Causal Kalman Filtering
+for Stable and Effective Policy Optimization", arXiv 2602.10609: the per-step log-ratio filtered
+causally along the episode, q 1e-6, v 1). KPO's claim, transplanted from tokens to time steps:
+filtered ratios have lower variance than per-step ratios, without the sequence ratio's bias.
+
+    python paper_figures/ratio_filters.py --train   # the committed figure: runs what is missing
+    python paper_figures/ratio_filters.py           # replots the runs under --sweep-dir
+    python paper_figures/ratio_filters.py --toy --train --sweep-dir /tmp/s --out /tmp/f  # seconds
+
+Staleness k (the x axis): the update of iteration i uses the rollout of iteration i - k, whose
+log-probs, advantages (GAE with the critic of that time) and normalised observations are those
+of its collection; every rollout is used exactly once, by one update of update_epochs epochs,
+and the first k iterations only collect. The age of the data in updates is min(k, i - 1 - k) at
+iteration i: the first k updates are a warm-up on data 0..k-1 updates old, and a run's
+statistics are means over its updates of full age k only (iterations 2k + 1 on). Why this and
+not more epochs over one rollout: more epochs change the number of gradient steps together
+with the age of the data, and every ratio kind starts each of them on-policy; a queue of k
+rollouts makes the data k updates old at the update's first step whatever the kind does, at the
+same number of steps and samples. The learning rate is constant (--no-anneal-lr) so that runs
+of different k take equal steps.
+Sequence and Kalman ratios on stale data: controlrl.ratios.EpisodeRatios holds the log-ratios of
+rows outside a minibatch at a reference that starts at 0 (exact on-policy, where every log-ratio
+is 0 before the first step); with stale data they are not 0, so the reference is first set to
+the current log-ratios of the whole rollout (`prime`), else a minibatch's sequence or filtered
+ratio would mix its fresh log-ratios with zeros for the rest of the episode.
+
+Measured at every update, on the stale rollout, before the update's first step (policy pi_i):
+  grad_rel_var   trace of the covariance of the policy-loss gradient over the num_minibatches
+                 minibatches of one shuffled pass (PPO's loss with the kind's ratio, advantages
+                 normalised per minibatch as in the update), over the squared norm of their mean
+                 (noise-to-signal; grad_var is the unnormalised trace)
+  grad_cos       cosine between that mean gradient and the on-policy gradient at pi_i: PPO's
+                 loss on the rollout just collected by pi_i (ratio 1, the per-step policy
+                 gradient). The sequence ratio is biased even at k = 0: at ratio 1 its gradient
+                 weighs each step's advantage by the score of every step of the episode, the
+                 later ones included; the causal filter only mixes in earlier steps' scores
+  kl_behaviour   KL(pi_{i-k} || pi_i) per state, mean over the rollout: how stale it really is
+and after it: kl_update = KL(pi_i || pi_{i+1}) per state (mean over the rollout): the update's
+step. Collapse (per run): it stopped on a NaN/inf, or its final return (mean training return of
+its last 5 iterations) is below half of its best 5-iteration mean, or its policy entropy fell by
+more than 1 nat from the first iteration (the Gaussian's std shrunk e^(1/3) ~ 1.4x per action
+dimension on Hopper).
+
+Committed budget (the defaults): Hopper-v5, 4 kinds x k in {0, 2, 8} x 3 seeds = 36 runs of
+61,440 steps (30 iterations of 2,048 steps, CleanRL's 10 epochs x 32 minibatches), about 1.1 s
+of CPU per iteration: 21.8 CPU-minutes, 50 min wall with --workers 2 at nice 10 on 2 cores
+shared with other jobs (load average 4-11), 2026-12-01.
+
+Writes <out>/ratio_filters.png, ratio_filters.csv (one row per run: means over its updates,
+final and best return, entropy first and last, collapsed), ratio_filters_curves.csv (per run and
+iteration) and ratio_filters_summary.csv (per kind and staleness: means with 95% bootstrap CIs
+over seeds, collapse rate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import json
+import shlex
+import shutil
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:  # torch is imported where it is used: --help and bad flags stay fast
+    import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: algos/ is imported as a package
+    sys.path.insert(0, str(ROOT))
+
+KINDS = ("step", "sequence", "sequence_mean", "kalman")
+LABELS = {"step": "per-step (PPO)", "sequence": "sequence (product)",
+          "sequence_mean": "sequence (geo. mean, GSPO)", "kalman": "Kalman (KPO)"}  # fmt: skip
+PROBE_KEYS = ("grad_var", "grad_rel_var", "grad_cos", "kl_behaviour", "kl_update")
+# every metrics.csv column of an iteration, NaN where the first k iterations have no update
+UPDATE_KEYS = PROBE_KEYS + ("approx_kl", "clip_frac", "loss", "policy_loss", "value_loss")
+UPDATE_KEYS += ("entropy", "grad_steps", "kl_mean", "kl_max", "ratio_dev_frac", "ratio_dev_max")
+UPDATE_KEYS += ("ratio_dev_mean",)
+RUN_FIELDS = ("kind", "staleness", "seed", "iterations", "updates", "failed", "grad_var")
+RUN_FIELDS += ("grad_rel_var", "grad_cos", "kl_behaviour", "kl_update", "clip_frac")
+RUN_FIELDS += ("final_return", "best_return", "eval_return", "entropy_first", "entropy_last")
+RUN_FIELDS += ("collapsed",)
+MEANS = ("grad_var", "grad_rel_var", "grad_cos", "kl_behaviour", "kl_update", "clip_frac")
+MEANS += ("final_return",)
+CURVE_KEYS = ("episode_return", "policy_entropy", "grad_rel_var", "grad_cos", "kl_update")
+WINDOW = 5  # iterations of the final and best returns of the collapse criterion
+TOY = {"env_id": "Hopper-v5", "kinds": "step,kalman", "staleness": "0,1", "seeds": 1}
+TOY["steps"] = 1024
+TOY_FLAGS = ["--num-steps", "256", "--num-minibatches", "4", "--update-epochs", "2"]
+TOY_FLAGS += ["--hidden-sizes", "8", "--eval-episodes", "1"]
+
+
+def prime(ratios, logp, old_logp) -> None:
+    """Make the current log-ratios of every row (logp - old_logp over the whole rollout, rows in
+    RolloutBuffer.flat order) the reference of EpisodeRatios' minibatch filters."""
+    import torch
+
+    with torch.no_grad():
+        ratios(logp, old_logp, torch.arange(len(logp)))
+    ratios.refresh()
+
+
+def flat_grad(loss, params) -> torch.Tensor:
+    """The gradient of loss with respect to params, flattened into one vector [P]."""
+    import torch
+
+    grads = torch.autograd.grad(loss, params, allow_unused=True)
+    return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1)
+                      for g, p in zip(grads, params)])  # fmt: skip
+
+
+def gradient_stats(grads: torch.Tensor, reference: torch.Tensor) -> dict[str, float]:
+    """grads [M, P] (one per minibatch): trace of their covariance (1/M), that over the squared
+    norm of their mean, and the cosine of the mean with reference [P]."""
+    mean = grads.mean(0)
+    var = float((grads - mean).pow(2).sum(1).mean())
+    norm2 = float(mean.pow(2).sum())
+    cos = float(mean @ reference) / max(float(mean.norm() * reference.norm()), 1e-30)
+    return {"grad_var": var, "grad_rel_var": var / max(norm2, 1e-30), "grad_cos": cos}
+
+
+def probe(policy, data: dict, fresh: dict, ratios, args) -> dict[str, float]:
+    """The gradient statistics and kl_behaviour of the update about to use data (the stale
+    rollout) at the current policy (module docstring); primes ratios."""
+    import torch
+
+    from algos.ppo import ppo_loss
+    from controlrl import diagnostics
+    from controlrl.update import normalize_advantages
+
+    batch, eps = data["batch"], args.clip_coef
+    params = list(policy.parameters())
+    obs, actions, old_logp = batch["obs"], batch["actions"], batch["logprobs"]
+    with torch.no_grad():
+        logp_all, _ = policy.log_prob_entropy(obs, actions, False)
+        current = diagnostics.dist_params(policy, obs)
+    if ratios is not None:
+        prime(ratios, logp_all, old_logp)
+    grads = []
+    size = len(old_logp)
+    for idx in torch.randperm(size).split(size // args.num_minibatches):
+        logp, _ = policy.log_prob_entropy(obs[idx], actions[idx], False)
+        adv = normalize_advantages(batch["advantages"][idx])
+        ratio = None if ratios is None else ratios(logp, old_logp[idx], idx)
+        loss, _ = ppo_loss(logp, old_logp[idx], adv, eps, ratio)
+        grads.append(flat_grad(loss, params))
+    if ratios is not None:
+        prime(ratios, logp_all, old_logp)  # the probe's calls left its references as they were
+    logp, _ = policy.log_prob_entropy(fresh["obs"], fresh["actions"], False)
+    loss, _ = ppo_loss(logp, fresh["logprobs"], normalize_advantages(fresh["advantages"]), eps)
+    stats = gradient_stats(torch.stack(grads), flat_grad(loss, params))
+    kl = diagnostics.per_state_kl(data["params"], current)
+    return {**stats, "kl_behaviour": float(kl.mean())}
+
+
+def stale_update(policy, value_net, optimizer, data: dict, ratios, args) -> dict:
+    """algos/ppo.py's update (its loss, the shared minibatch loop) on the stale rollout, with
+    ratios already primed."""
+    from algos.ppo import ppo_loss
+    from controlrl.update import actor_critic_loss, minibatch_update
+
+    def policy_loss(logp, old_logp, adv, ratio=None):
+        return ppo_loss(logp, old_logp, adv, args.clip_coef, ratio)
+
+    loss_fn = actor_critic_loss(policy, value_net, policy_loss, args.clip_coef, args, ratios)
+    return minibatch_update(optimizer, data["batch"], loss_fn, args, ratios=ratios)
+
+
+def train_one(kind: str, staleness: int, seed: int, run_dir: Path, steps: int, env_id: str,
+              extra: list[str]) -> None:  # fmt: skip
+    """One run in this process: PPO with --ratio kind whose updates use the rollout of k
+    iterations ago; its metrics.csv holds the module docstring's statistics as train/*."""
+    from algos import ppo
+    from controlrl import diagnostics
+    from controlrl.cli import parse
+    from controlrl.nets import ValueNet, make_policy
+    from controlrl.training import Run
+    from controlrl.update import adam, rollout_ratios
+
+    argv = ["--env-id", env_id, "--seed", str(seed), "--total-timesteps", str(steps)]
+    argv += ["--run-dir", str(run_dir), "--ratio", kind, "--no-anneal-lr", "--eval-every", "0"]
+    argv += ["--no-tensorboard", "--no-progress", *extra]
+    args = parse(ppo.Args, argv)
+    run = Run(args)
+    policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)
+    value_net = ValueNet(run.obs_dim, args.critic_hidden_sizes or args.hidden_sizes)
+    optimizer = adam(policy, value_net, lr=args.learning_rate)
+    queue: collections.deque = collections.deque()
+    for iteration in run.start(policy=policy, value=value_net, optimizer=optimizer):
+        batch, episodes = run.collect(policy, value_net)
+        mean, log_std = run.old_params
+        entropy = float((log_std.detach() + 0.5 * (1 + np.log(2 * np.pi))).sum(-1).mean())
+        queue.append({"batch": {k: v.clone() for k, v in batch.items()},
+                      "ended": np.array(run.buffer.ended), "params": (mean, log_std)})  # fmt: skip
+        stats = dict.fromkeys(UPDATE_KEYS, float("nan"))
+        if len(queue) > staleness:
+            data = queue.popleft()
+            ratios = rollout_ratios(args, data["ended"])
+            stats.update(probe(policy, data, batch, ratios, args))
+            run.old_params = data["params"]  # run.update's shift: KL(pi_{i-k} || pi_{i+1})
+            before = diagnostics.dist_params(policy, data["batch"]["obs"])
+            with run.update(policy, data["batch"], args.clip_coef) as shift:
+                shift.update(stale_update(policy, value_net, optimizer, data, ratios, args))
+            after = diagnostics.dist_params(policy, data["batch"]["obs"])
+            stats.update(shift, kl_update=float(diagnostics.per_state_kl(before, after).mean()))
+        stats.update(policy_entropy=entropy, staleness=staleness)
+        run.end_iteration(iteration, stats, episodes, act=policy.mode)
+    run.finish(policy.mode)
+
+
+def run_dir_of(args, kind: str, staleness: int, seed: int) -> Path:
+    return args.sweep_dir / kind / f"k{staleness}" / f"seed{seed}"
+
+
+def plan(args) -> list[tuple[str, int, int]]:
+    """(kind, k, seed) of every run, seed-major: a sweep cut short has every kind and k of the
+    first seeds."""
+    return [(kind, k, seed) for seed in range(1, args.seeds + 1) for k in args.staleness
+            for kind in args.kinds]  # fmt: skip
+
+
+def run_task(task: tuple) -> str:
+    """One run (train_one's arguments); a run that dies (NaN/inf stop, or an exception) gets
+    failed.json and does not stop the others. Returns the line to print."""
+    import time
+
+    kind, k, seed, run_dir = task[:4]
+    if run_dir.exists():  # an interrupted run: its queue of stale rollouts is gone
+        shutil.rmtree(run_dir)
+    start = time.time()
+    try:
+        train_one(*task)
+        status = "done"
+    except (SystemExit, Exception) as exc:  # noqa: BLE001 - recorded, the sweep goes on
+        status = "failed"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "failed.json").write_text(json.dumps({"error": repr(exc)}) + "\n")
+    return f"[{status}] {kind} k={k} seed{seed} {time.time() - start:.1f} s"
+
+
+def train(args) -> None:
+    """Every planned run not yet finished (final_eval.json or failed.json): in this process,
+    or --workers processes (spawned, each run in one)."""
+    extra = (TOY_FLAGS if args.toy else []) + args.extra
+    tasks = []
+    for kind, k, seed in plan(args):
+        run_dir = run_dir_of(args, kind, k, seed)
+        if not ((run_dir / "final_eval.json").exists() or (run_dir / "failed.json").exists()):
+            tasks.append((kind, k, seed, run_dir, args.steps, args.env_id, extra))
+    if args.workers == 1:
+        for task in tasks:
+            print(run_task(task), flush=True)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")  # torch and MuJoCo do not survive a fork
+    with ProcessPoolExecutor(args.workers, mp_context=context) as pool:
+        for line in pool.map(run_task, tasks):
+            print(line, flush=True)
+
+
+def read_columns(run_dir: Path) -> dict[str, np.ndarray]:
+    """metrics.csv as float columns (empty cells NaN)."""
+    with (run_dir / "metrics.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    return {k: np.array([float(r[k]) if r[k] != "" else np.nan for r in rows]) for k in rows[0]}
+
+
+def collapsed(returns: np.ndarray, entropy: np.ndarray, failed: bool) -> bool:
+    """The module docstring's criterion: failed, final WINDOW-mean return below half of the best
+    WINDOW-mean, or entropy down by more than 1 nat."""
+    if failed:
+        return True
+    r = returns[~np.isnan(returns)]
+    if len(r) >= WINDOW:
+        means = np.convolve(r, np.ones(WINDOW) / WINDOW, mode="valid")
+        if means.max() > 0 and means[-1] < 0.5 * means.max():
+            return True
+    return bool(entropy[-1] < entropy[0] - 1.0)
+
+
+def data_age(iterations: int, k: int) -> np.ndarray:
+    """Updates between the collection of the data an iteration updates on and that update
+    (-1: no update), iterations 1..n."""
+    i = np.arange(1, iterations + 1)
+    return np.where(i > k, np.minimum(k, i - 1 - k), -1)
+
+
+def run_row(kind: str, k: int, seed: int, run_dir: Path) -> tuple[dict, dict]:
+    """A run's CSV row and its curves."""
+    failed = (run_dir / "failed.json").exists()
+    cols = read_columns(run_dir) if (run_dir / "metrics.csv").exists() else {}
+    nan = float("nan")
+    if not cols:
+        row = dict.fromkeys(RUN_FIELDS, nan) | {"kind": kind, "staleness": k, "seed": seed}
+        return row | {"iterations": 0, "updates": 0, "failed": 1, "collapsed": 1}, {}
+    ret, ent = cols["train/episode_return"], cols["train/policy_entropy"]
+    updated = ~np.isnan(cols["train/grad_var"])
+    full_age = updated & (data_age(len(ret), k) == k)  # the statistics' updates
+    finite = ret[~np.isnan(ret)]
+    smooth = np.ones(WINDOW) / WINDOW
+    window = np.convolve(finite, smooth, "valid") if len(finite) >= WINDOW else finite
+    final = json.loads((run_dir / "final_eval.json").read_text()) if not failed else {}
+    row = {
+        "kind": kind, "staleness": k, "seed": seed, "iterations": len(ret),
+        "updates": int(updated.sum()), "failed": int(failed),
+        **{key: float(np.nanmean(cols[f"train/{key}"][full_age])) if full_age.any() else nan
+           for key in ("grad_var", "grad_rel_var", "grad_cos", "kl_behaviour", "kl_update",
+                       "clip_frac")},
+        "final_return": float(finite[-WINDOW:].mean()) if len(finite) else nan,
+        "best_return": float(window.max()) if len(window) else nan,
+        "eval_return": float(final.get("eval_return_mean", nan)),
+        "entropy_first": float(ent[0]), "entropy_last": float(ent[-1]),
+        "collapsed": int(collapsed(ret, ent, failed)),
+    }  # fmt: skip
+    curves = {"step": cols["step"], "episode_return": ret, "policy_entropy": ent}
+    curves |= {key: cols[f"train/{key}"] for key in ("grad_rel_var", "grad_cos", "kl_update")}
+    return row, curves
+
+
+def collect(args) -> list[dict]:
+    runs = []
+    for kind, k, seed in plan(args):
+        run_dir = run_dir_of(args, kind, k, seed)
+        if (run_dir / "final_eval.json").exists() or (run_dir / "failed.json").exists():
+            row, curves = run_row(kind, k, seed, run_dir)
+            runs.append({"row": row, "curves": curves})
+    return runs
+
+
+def summary(runs: list[dict]) -> list[dict]:
+    """Per (kind, staleness): mean [95% bootstrap CI] over seeds, collapse rate."""
+    from controlrl import plots
+
+    groups: dict[tuple, list[dict]] = {}
+    for r in runs:
+        groups.setdefault((r["row"]["kind"], r["row"]["staleness"]), []).append(r["row"])
+    out = []
+    for (kind, k), rows in groups.items():
+        row = {"kind": kind, "staleness": k, "seeds": len(rows)}
+        for key in MEANS:
+            values = np.array([[r[key]] for r in rows if np.isfinite(r[key])])
+            if len(values):
+                mean, lo, hi = plots.bootstrap_ci(values)
+                row |= {key: float(mean[0]), f"{key}_lo": float(lo[0]), f"{key}_hi": float(hi[0])}
+            else:
+                row |= dict.fromkeys((key, f"{key}_lo", f"{key}_hi"), float("nan"))
+        row["collapse_rate"] = float(np.mean([r["collapsed"] for r in rows]))
+        row["failed"] = int(sum(r["failed"] for r in rows))
+        out.append(row)
+    return out
+
+
+def write_rows(path: Path, rows: list[dict], fields) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(fields))
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in r.items()})
+
+
+def write_curves(path: Path, runs: list[dict]) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["kind", "staleness", "seed", "step", *CURVE_KEYS])
+        for r in runs:
+            cols = r["curves"]
+            key = [r["row"]["kind"], r["row"]["staleness"], r["row"]["seed"]]
+            for i in range(len(cols.get("step", ()))):
+                values = [f"{cols[c][i]:.5g}" for c in CURVE_KEYS]
+                writer.writerow([*key, int(cols["step"][i]), *values])
+
+
+def plot(args, table: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from controlrl import plots
+
+    panels = [
+        ("grad_var", "policy-gradient variance (tr Cov over minibatches)", True),
+        ("grad_rel_var", "gradient noise / signal (tr Cov / |mean|²)", True),
+        ("grad_cos", "cosine to the on-policy gradient", False),
+        ("kl_update", "KL(old || new) of an update", True),
+        ("kl_behaviour", "KL(behaviour || current) before it", False),  # 0 at k = 0
+        ("clip_frac", "clip fraction (of the ratio used)", False),
+        ("final_return", f"final return (last {WINDOW} iterations)", False),
+        ("collapse_rate", "collapse rate (fraction of seeds)", False),
+    ]
+    with plt.rc_context(plots.STYLE):
+        fig, axes = plt.subplots(2, 4, figsize=(15, 7))
+        for ax, (key, title, log) in zip(axes.ravel(), panels):
+            for i, kind in enumerate(args.kinds):
+                rows = sorted((t for t in table if t["kind"] == kind), key=lambda t: t["staleness"])
+                if not rows:
+                    continue
+                x = [t["staleness"] for t in rows]
+                y = np.array([t[key] for t in rows])
+                ax.plot(x, y, "o-", color=f"C{i}", label=LABELS[kind])
+                if f"{key}_lo" in rows[0]:
+                    lo = np.array([t[f"{key}_lo"] for t in rows])
+                    hi = np.array([t[f"{key}_hi"] for t in rows])
+                    ax.fill_between(x, lo, hi, color=f"C{i}", alpha=0.15)
+            ax.set_title(title, fontsize=9)
+            ax.set_xlabel("staleness k (updates since collection)")
+            ax.set_xticks(args.staleness)
+            if log:
+                ax.set_yscale("log")
+        axes[0, 0].legend(fontsize=7)
+        fig.suptitle(
+            f"Ratio filters under stale data, PPO on {args.env_id}: mean and 95% bootstrap CI "
+            f"over {args.seeds} seeds, {args.steps:,} steps per run",
+            fontsize=10,
+        )
+        fig.tight_layout()
+        fig.savefig(args.out / "ratio_filters.png", dpi=60)
+        plt.close(fig)
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--env-id", default="Hopper-v5", help="a Gymnasium MuJoCo id (Box actions)")
+    p.add_argument("--kinds", default=",".join(KINDS), help=f"some of {', '.join(KINDS)}")
+    p.add_argument("--staleness", default="0,2,8", help="k values, iterations (>= 0)")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=61_440, help="env steps per run")
+    p.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "ratio_filters")
+    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--train", action="store_true", help="run what is missing first")
+    p.add_argument("--workers", type=int, default=1, help="runs at once when training")
+    p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
+    p.add_argument("extra", nargs="*", help="flags passed to algos/ppo.py's Args (after --)")
+    args = p.parse_args(argv)
+    if args.toy:  # toy sizes replace the defaults, not what was given on the command line
+        from controlrl import experiment
+
+        experiment.apply_toy(args, argv, TOY)
+    from envs import UnknownEnvError, check_env_id
+
+    try:
+        check_env_id(args.env_id)
+    except UnknownEnvError as exc:
+        p.error(f"--env-id: {exc}")
+    if args.env_id.startswith("bandit:"):
+        p.error(f"--env-id: {args.env_id} is a bandit; this figure needs episodes of many steps")
+    args.kinds = args.kinds.split(",")
+    bad = [k for k in args.kinds if k not in KINDS]
+    if bad:
+        p.error(f"--kinds: unknown {bad}, expected some of {list(KINDS)}")
+    try:
+        args.staleness = sorted({int(k) for k in args.staleness.split(",")})
+    except ValueError:
+        p.error(f"--staleness must be integers, got {args.staleness!r}")
+    if args.staleness[0] < 0:
+        p.error(f"--staleness must be >= 0, got {args.staleness}")
+    for name in ("seeds", "steps", "workers"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be >= 1, got {getattr(args, name)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
+    if args.train:
+        train(args)
+    runs = collect(args)
+    if not runs:
+        raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_rows(args.out / "ratio_filters.csv", [r["row"] for r in runs], RUN_FIELDS)
+    write_curves(args.out / "ratio_filters_curves.csv", runs)
+    table = summary(runs)
+    write_rows(args.out / "ratio_filters_summary.csv", table, table[0])
+    plot(args, table)
+    print("per (kind, staleness): means over seeds [95% bootstrap CI]")
+    for t in table:
+        print(
+            f"  {t['kind']} k={t['staleness']}: grad variance {t['grad_var']:.3g}, "
+            f"noise/signal {t['grad_rel_var']:.3g} "
+            f"[{t['grad_rel_var_lo']:.3g}, {t['grad_rel_var_hi']:.3g}], cos {t['grad_cos']:.3f} "
+            f"[{t['grad_cos_lo']:.3f}, {t['grad_cos_hi']:.3f}], KL update {t['kl_update']:.3g}, "
+            f"KL behaviour {t['kl_behaviour']:.3g}, final return {t['final_return']:.1f}, "
+            f"collapsed {t['collapse_rate']:.2f} (n={t['seeds']})"
+        )
+    shown = " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    print(
+        f"wrote {args.out / 'ratio_filters'}.png, .csv, _curves.csv and _summary.csv; "
+        f"command: python paper_figures/ratio_filters.py {shown}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""The ratio-filters figure (paper_figures/ratio_filters.py, E13): priming EpisodeRatios with
+stale log-ratios, the gradient statistics, the collapse criterion, the toy run end to end (the
+staleness queue: k = 0 updates on the data its policy collected, k = 1 on older data), and bad
+flags."""
+
+import csv
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from controlrl.ratios import EpisodeRatios, episode_starts, filtered_log_ratio
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location(
+    "ratio_filters", ROOT / "paper_figures/ratio_filters.py"
+)
+fig = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fig)
+
+
+@pytest.mark.parametrize("kind", ["sequence", "sequence_mean", "kalman"])
+def test_primed_minibatch_ratios_are_the_full_filter_of_stale_log_ratios(kind):
+    """Stale data: every log-ratio is away from 0 before the first step. After prime, a
+    minibatch's ratios are the full filter's on the current log-ratios (rows t * N + n);
+    without it (references at 0, right on-policy only) they are not."""
+    T, N = 12, 2
+    ended = np.zeros((T, N), bool)
+    ended[[3, 8], 0] = True
+    ended[5, 1] = True
+    gen = torch.Generator().manual_seed(0)
+    old_logp = torch.randn(T * N, generator=gen, dtype=torch.float64)
+    logp = old_logp + 0.3 * torch.randn(T * N, generator=gen, dtype=torch.float64)
+    starts = episode_starts(ended)
+    full = filtered_log_ratio((logp - old_logp).reshape(T, N), starts, kind).reshape(-1)
+    idx = torch.tensor([0, 5, 6, 7, 13, 20, 23])
+    ratios = EpisodeRatios(kind, starts)
+    fig.prime(ratios, logp, old_logp)
+    primed = ratios(logp[idx], old_logp[idx], idx)
+    torch.testing.assert_close(primed, full[idx].exp(), rtol=1e-12, atol=0)
+    unprimed = EpisodeRatios(kind, starts)(logp[idx], old_logp[idx], idx)
+    assert not torch.allclose(unprimed, full[idx].exp(), rtol=1e-3)
+
+
+def test_gradient_stats_trace_covariance_noise_to_signal_and_cosine():
+    grads = torch.tensor([[1.0, 0.0, 2.0], [3.0, 0.0, 2.0]])  # mean (2, 0, 2)
+    stats = fig.gradient_stats(grads, torch.tensor([1.0, 5.0, 1.0]))
+    assert stats["grad_var"] == pytest.approx(1.0)  # ((1 - 2)^2 + (3 - 2)^2) / 2
+    assert stats["grad_rel_var"] == pytest.approx(1.0 / 8.0)
+    assert stats["grad_cos"] == pytest.approx(4.0 / (np.sqrt(8.0) * np.sqrt(27.0)))
+    assert fig.gradient_stats(grads, torch.tensor([-1.0, 0, -1]))["grad_cos"] == pytest.approx(-1)
+
+
+def test_collapse_criterion():
+    """Failed; return down to under half of its best 5-iteration mean; entropy down > 1 nat."""
+    rising = np.linspace(10.0, 500.0, 20)
+    entropy = np.full(20, 4.25)
+    assert not fig.collapsed(rising, entropy, failed=False)
+    assert fig.collapsed(rising, entropy, failed=True)
+    fallen = np.concatenate([rising, np.full(5, 200.0)])  # best 5-mean 451, final 200
+    assert fig.collapsed(fallen, np.full(25, 4.25), failed=False)
+    dipped = np.concatenate([rising, np.full(5, 300.0)])  # final 300 > 451 / 2
+    assert not fig.collapsed(dipped, np.full(25, 4.25), failed=False)
+    assert fig.collapsed(rising, np.linspace(4.25, 3.2, 20), failed=False)
+    assert not fig.collapsed(rising, np.linspace(4.25, 3.3, 20), failed=False)
+    with_nan = np.concatenate([rising[:10], [np.nan], rising[10:]])
+    assert not fig.collapsed(with_nan, np.full(21, 4.25), failed=False)
+
+
+def _metrics(run_dir: Path) -> list[dict]:
+    with (run_dir / "metrics.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_toy_run_staleness_queue_and_csvs(tmp_path):
+    """--toy --train --workers 2: step and kalman at k = 0 and 1 on Hopper-v5, 4 iterations of
+    256 steps, in two spawned processes. k = 0 updates every iteration on the rollout its own
+    policy collected: KL(behaviour || current) is exactly 0, and the per-step kind's mean
+    minibatch gradient points along the on-policy gradient (cosine > 0.9; they differ only by
+    the per-minibatch advantage normalisation). k = 1 skips the first update, then uses the
+    previous rollout: data of the unchanged policy once (KL 0), then of the policy one update
+    back (KL > 0). The CSV rows are the runs' metrics.csv numbers."""
+    sweep, out = tmp_path / "sweep", tmp_path / "out"
+    cmd = [sys.executable, "paper_figures/ratio_filters.py", "--toy", "--train", "--workers", "2"]
+    cmd += ["--sweep-dir", str(sweep), "--out", str(out)]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "command: python paper_figures/ratio_filters.py --toy --train" in done.stdout
+    assert 5_000 < (out / "ratio_filters.png").stat().st_size < 200_000
+    rows = list(csv.DictReader((out / "ratio_filters.csv").open()))
+    assert list(rows[0]) == list(fig.RUN_FIELDS)
+    assert [(r["kind"], r["staleness"], r["seed"]) for r in rows] == [
+        ("step", "0", "1"), ("kalman", "0", "1"), ("step", "1", "1"), ("kalman", "1", "1")
+    ]  # fmt: skip
+    curves = list(csv.DictReader((out / "ratio_filters_curves.csv").open()))
+    for row in rows:
+        k = int(row["staleness"])
+        metrics = _metrics(sweep / row["kind"] / f"k{k}" / "seed1")
+        assert [int(m["step"]) for m in metrics] == [256, 512, 768, 1024]
+        behaviour = np.array([float(m["train/kl_behaviour"]) for m in metrics])
+        assert np.isnan(behaviour[:k]).all() and int(row["updates"]) == 4 - k
+        # the first update of k = 1 is on data of the same (not yet updated) policy
+        if k == 0:
+            assert (behaviour == 0).all()
+        else:
+            assert behaviour[k] == 0 and (behaviour[k + 1 :] > 0).all()
+        np.testing.assert_array_equal(fig.data_age(4, k), [0, 0, 0, 0] if k == 0 else [-1, 0, 1, 1])
+        cos = np.array([float(m["train/grad_cos"]) for m in metrics])[2 * k :]
+        if row["kind"] == "step" and k == 0:
+            assert (cos > 0.9).all()
+        # the run's means are over its updates on data of full age k
+        assert float(row["grad_cos"]) == pytest.approx(cos.mean(), rel=1e-5)
+        rel_var = [float(m["train/grad_rel_var"]) for m in metrics][2 * k :]
+        assert float(row["grad_rel_var"]) == pytest.approx(np.mean(rel_var), rel=1e-5)
+        mine = [c for c in curves if (c["kind"], c["staleness"]) == (row["kind"], str(k))]
+        returns = [float(m["train/episode_return"]) for m in metrics]
+        np.testing.assert_allclose([float(c["episode_return"]) for c in mine], returns, rtol=1e-4)
+        assert row["collapsed"] in ("0", "1") and row["failed"] == "0"
+    summary = list(csv.DictReader((out / "ratio_filters_summary.csv").open()))
+    assert [(s["kind"], s["staleness"], s["seeds"]) for s in summary] == [
+        ("step", "0", "1"), ("kalman", "0", "1"), ("step", "1", "1"), ("kalman", "1", "1")
+    ]  # fmt: skip
+    for s, row in zip(summary, rows):  # one seed: the mean is the run's number
+        assert float(s["collapse_rate"]) == float(row["collapsed"])
+        assert float(s["kl_update"]) == pytest.approx(float(row["kl_update"]), rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["--seeds", "0"], "--seeds"),
+        (["--steps", "0"], "--steps"),
+        (["--workers", "0"], "--workers"),
+        (["--kinds", "step,token"], "--kinds"),
+        (["--staleness", "0,-1"], "--staleness"),
+        (["--staleness", "two"], "--staleness"),
+        (["--env-id", "Nope-v9"], "--env-id"),
+        (["--env-id", "bandit:bernoulli-10"], "--env-id"),
+    ],
+)
+def test_bad_flags_exit_2_naming_the_flag(argv, flag, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        fig.main([*argv, "--sweep-dir", str(tmp_path / "s"), "--out", str(tmp_path / "o")])
+    assert exc.value.code == 2
+    assert flag in capsys.readouterr().err.strip().splitlines()[-1]
+    assert not (tmp_path / "s").exists() and not (tmp_path / "o").exists()
