@@ -28,15 +28,16 @@ policy to the reference over the rollout), train/kept_frac (groups in the loss),
 loss, policy_loss, kl_penalty, approx_kl, clip_frac, grad_steps, and the policy shift over the
 rollout (kl_mean, kl_max, ratio_dev_*).
 
-Speed (the issue's target: 100k bandit samples in under 10 s, arms and groups batched), timed
-with `time` on this 2-core machine while background training runs loaded it:
+Speed (100k bandit samples in under 10 s, arms and groups batched), timed with `time` on this
+2-core machine (2026-12-01, one other niced job running), process start included:
 
     python algos/grpo.py --env-id bandit:bernoulli-10 --total-timesteps 100000 --num-envs 256
         --no-tensorboard --no-progress --eval-every 0
 
-took 7.1 s wall at load average 3.7 and 10.4-11.8 s wall (6.1-6.5 s CPU) at load 7, process
-start included (about 4.6 s of it: torch and its optimiser imports); at the default 64 envs,
-14 s at load 3.7. The time per iteration goes to the 64-64 MLP's forward and backward passes.
+took 4.6 s wall (4.3 s CPU); at the default 64 envs (4x the updates) 10.6-11.3 s. Process start
+is about 1.3 s of it (torch's import; torch.optim's import of torch._dynamo, another 1.4 s, is
+avoided by controlrl.optim.FlatAdam). The rest goes to the 64-64 MLP's forward and backward
+passes, four per rollout.
 """
 
 from __future__ import annotations
