@@ -67,6 +67,18 @@ def apply_toy(args, argv: list[str] | None, toy: dict) -> None:
             setattr(args, key, value)
 
 
+def write_rows(path: str | Path, rows: list[dict], fields=None) -> None:
+    """A figure's CSV: one row per dict, columns `fields` (default: the first row's keys),
+    floats to 6 significant digits (what the figures' numbers carry; keeps the files small)."""
+    import csv
+
+    with Path(path).open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(fields if fields is not None else rows[0]))
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in r.items()})
+
+
 def check_config(config: SweepConfig, algos_dir: Path = ALGOS_DIR) -> None:
     """Raise SweepError for an unknown algorithm or env id or a non-positive count."""
     from envs import UnknownEnvError, check_env_id

@@ -58,6 +58,8 @@ from pathlib import Path
 
 import numpy as np
 
+from controlrl.experiment import write_rows
+
 ROOT = Path(__file__).resolve().parents[1]
 BANDITS = (
     "bandit:bernoulli-10,bandit:sparse-1000,bandit:contextual-16-10,bandit:sequence-reverse-2-6"
@@ -209,14 +211,6 @@ def collect(args, cfgs: list[dict]) -> list[dict]:
             runs.append({"config": c, "row": run_row(c, seed, columns, args.final_window)})
             runs[-1]["curves"] = curves
     return runs
-
-
-def write_rows(path: Path, rows: list[dict], fields) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(fields))
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in r.items()})
 
 
 def write_curves(path: Path, runs: list[dict]) -> None:

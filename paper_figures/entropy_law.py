@@ -42,6 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
+from controlrl.experiment import write_rows
+
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = {
     "ppo": ("PPO", "ppo", []),
@@ -185,14 +187,6 @@ def write_points(path: Path, runs: list[dict]) -> None:
                 writer.writerow([r["method"], r["seed"], s, f"{h:.6g}", f"{ret:.6g}"])
 
 
-def write_fits(path: Path, rows: list[dict]) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(FIT_FIELDS))
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in r.items()})
-
-
 def plot(args, runs: list[dict], fit_rows: list[dict]) -> None:
     import matplotlib
 
@@ -275,7 +269,7 @@ def main(argv: list[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     rows = fits(runs, args.methods)
     write_points(args.out / "entropy_law.csv", runs)
-    write_fits(args.out / "entropy_law_fits.csv", rows)
+    write_rows(args.out / "entropy_law_fits.csv", rows, FIT_FIELDS)
     plot(args, runs, rows)
     print("R = -a exp(H) + b, pooled over seeds (per run in entropy_law_fits.csv)")
     for f in rows:

@@ -70,6 +70,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from controlrl.experiment import write_rows
+
 if TYPE_CHECKING:  # torch is imported where it is used: --help and bad flags stay fast
     import torch
 
@@ -359,14 +361,6 @@ def summary(runs: list[dict]) -> list[dict]:
         row["failed"] = int(sum(r["failed"] for r in rows))
         out.append(row)
     return out
-
-
-def write_rows(path: Path, rows: list[dict], fields) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(fields))
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in r.items()})
 
 
 def write_curves(path: Path, runs: list[dict]) -> None:

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from controlrl.experiment import write_rows
 from theory.mdp import chain
 from theory.retrace import (
     q_pi,
@@ -193,14 +194,6 @@ def shown(path: Path) -> str:
     """A path as printed: relative to the repository where it lies inside it."""
     path = Path(path).resolve()
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
-
-
-def write_rows(path: Path, rows: list[dict]) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in r.items()})
 
 
 # ---------------------------------------------------------------------------------------------

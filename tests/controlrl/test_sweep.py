@@ -196,3 +196,17 @@ def test_apply_toy_keeps_what_the_command_line_gave():
     args = argparse.Namespace(steps=100, seeds=3, eval_every=10)
     apply_toy(args, ["--eval-every", "9"], {"steps": 2, "seeds": 1, "eval_every": 5})
     assert (args.steps, args.seeds, args.eval_every) == (2, 1, 10)
+
+
+def test_write_rows_fields_order_and_float_format(tmp_path):
+    from controlrl.experiment import write_rows
+
+    rows = [{"b": 1.0 / 3.0, "a": "x", "n": 7}, {"b": 123456789.0, "a": "y", "n": 8}]
+    write_rows(tmp_path / "given.csv", rows, ["a", "b", "n"])
+    assert (tmp_path / "given.csv").read_text().splitlines() == [
+        "a,b,n",
+        "x,0.333333,7",
+        "y,1.23457e+08,8",
+    ]
+    write_rows(tmp_path / "first.csv", rows)  # default: the first row's keys, in order
+    assert (tmp_path / "first.csv").read_text().splitlines()[0] == "b,a,n"
