@@ -17,6 +17,9 @@ iteration, each otherwise with its own defaults (those of its reference):
         (irom-lab/dppo hopper-v2 ft_ppo_diffusion_mlp.yaml), 512 x 3 residual actor, 256 x 3
         critic, 5 epochs x 4 minibatches; pre-trained for --dppo-pretrain-steps steps on
         --dppo-dataset first (not timed).
+- dppo_ppo_nets: dppo with ppo's widths (64 x 3 residual actor: the residual blocks take an
+        odd count; 64-64 critic), the same K = 20, K' = 10 and 5 epochs: what the denoising
+        chain costs apart from the reference's 512-wide actor.
 
 Times come from each run's timing.csv (time/rollout_s + time/update_s per iteration, wall and
 process CPU; start-up, pre-training, logging, checkpoints and evaluation excluded); the first
@@ -36,8 +39,14 @@ from pathlib import Path
 
 from controlrl import bench
 
-CONTENDERS = ("ppo", "fpo", "fpo_ppo_update", "dppo")
-ALGO = {"ppo": "ppo", "fpo": "fpo", "fpo_ppo_update": "fpo", "dppo": "dppo"}
+CONTENDERS = ("ppo", "fpo", "fpo_ppo_update", "dppo", "dppo_ppo_nets")
+ALGO = {
+    "ppo": "ppo",
+    "fpo": "fpo",
+    "fpo_ppo_update": "fpo",
+    "dppo": "dppo",
+    "dppo_ppo_nets": "dppo",
+}
 FIELDS = [
     *"contender repeat slot seed env_id num_envs num_steps iterations warmup threads".split(),
     *"steps rollout_s update_s cpu_s sps sps_cpu process_s status".split(),
@@ -78,8 +87,11 @@ def contender_flags(contender: str, cfg: dict) -> dict:
     """What a contender sets beyond the common flags (everything else: its defaults)."""
     if contender == "fpo_ppo_update":
         return dict(update_epochs=10, critic_hidden_sizes=(64, 64))
-    if contender == "dppo":
-        return dict(dataset=cfg["dppo_dataset"], pretrain_steps=cfg["dppo_pretrain_steps"])
+    if contender in ("dppo", "dppo_ppo_nets"):
+        flags = dict(dataset=cfg["dppo_dataset"], pretrain_steps=cfg["dppo_pretrain_steps"])
+        if contender == "dppo_ppo_nets":
+            flags |= dict(hidden_sizes=(64, 64, 64), critic_hidden_sizes=(64, 64))
+        return flags
     if contender in ("ppo", "fpo") and cfg["toy"]:
         return dict(num_minibatches=2, update_epochs=1)
     return {}
