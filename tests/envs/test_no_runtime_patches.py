@@ -73,6 +73,9 @@ setattr(jax, "pmap", None)
 """
     found = module_patches(patched)
     assert [f.split(":")[0] for f in found] == ["7", "8", "9", "10"], found
+    # the old race patch: jax came in as an argument (configured_jax()), never imported there
+    shim = "def _patch_jax(jax):\n    jax.device_put_replicated = None\n"
+    assert module_patches(shim) == ["2: jax.device_put_replicated = ..."]
     clean = """
 import jax
 from envs.brax import configured_jax
