@@ -148,7 +148,12 @@ def brax_worker(seed: int, total: int, log: str, **s) -> dict:
 
     from envs.brax import configured_jax
 
-    configured_jax()  # the cache of CONTROLRL_JAX_CACHE, as for ours
+    jax = configured_jax()  # the cache of CONTROLRL_JAX_CACHE, as for ours
+    # jax 0.9.2 runs pmap through shard_map by default, and its device_put_replicated names the
+    # mesh axis unlike brax's pmap axis, so brax's training epoch compiles again in its second
+    # epoch (~1 s, on brax's train clock) and then steps at 11-13k against 18k steps/s on the
+    # older pmap path (toy size, measured): brax gets that path, a config option of this JAX
+    jax.config.update("jax_pmap_shmap_merge", False)
     from brax import envs as brax_envs
     from brax.training.agents.ppo import networks as ppo_networks
     from brax.training.agents.ppo import train as ppo
