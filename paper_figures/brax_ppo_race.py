@@ -151,8 +151,8 @@ def brax_worker(seed: int, total: int, log: str, **s) -> dict:
     jax = configured_jax()  # the cache of CONTROLRL_JAX_CACHE, as for ours
     # jax 0.9.2 runs pmap through shard_map by default, and its device_put_replicated names the
     # mesh axis unlike brax's pmap axis, so brax's training epoch compiles again in its second
-    # epoch (~1 s, on brax's train clock) and then steps at 11-13k against 18k steps/s on the
-    # older pmap path (toy size, measured): brax gets that path, a config option of this JAX
+    # epoch (1.1-1.2 s on brax's train clock, measured); on the older pmap path (a config option
+    # of this JAX) it compiles once and steps as fast (paper_figures/README.md, the JAX stack)
     jax.config.update("jax_pmap_shmap_merge", False)
     from brax import envs as brax_envs
     from brax.training.agents.ppo import networks as ppo_networks
