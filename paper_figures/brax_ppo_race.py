@@ -48,7 +48,8 @@ our evaluation env is a separate batch while brax's runs inside its jitted evalu
 diagnostics every iteration (part of its update time) and a checkpoint at the end.
 
 brax 0.14.2 calls jax.device_put_replicated, which jax 0.10 removed: the brax extra pins jax 0.9.2,
-the newest JAX that still has it, so brax's trainer runs here as released, unpatched.
+the newest JAX that still has it, so brax's trainer runs here as released, unpatched (on JAX's
+older pmap path, a config option, so that its training epoch compiles once: see brax_worker).
 
     python paper_figures/brax_ppo_race.py                      # 3 seeds, ~5 min on 2 cores
     python paper_figures/brax_ppo_race.py --toy --out /tmp/r   # tiny budget, for the test
