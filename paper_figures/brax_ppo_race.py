@@ -47,10 +47,9 @@ one); Adam eps 1e-8 (brax, optax) vs 1e-5 (ours); LeCun-uniform vs orthogonal in
 our evaluation env is a separate batch while brax's runs inside its jitted evaluator; ours writes
 diagnostics every iteration (part of its update time) and a checkpoint at the end.
 
-brax 0.14 needs jax.device_put_replicated, which the installed JAX dropped; the brax worker puts
-back the documented replacement (mesh axis named like brax's pmap axis, so the first training
-epoch compiles once). Under this JAX brax's evaluator still compiles twice (the eval state's
-sharding changes after the first evaluation): that lands in brax's wall clock, not its train clock.
+brax 0.14.2 calls jax.device_put_replicated, which jax 0.10 removed: the brax extra pins jax 0.9.2,
+the newest JAX that still has it, so brax's trainer runs here as released, unpatched (on JAX's
+older pmap path, a config option, so that its training epoch compiles once: see brax_worker).
 
     python paper_figures/brax_ppo_race.py                      # 3 seeds, ~5 min on 2 cores
     python paper_figures/brax_ppo_race.py --toy --out /tmp/r   # tiny budget, for the test
@@ -144,28 +143,18 @@ def schedule(args) -> tuple[int, int]:
 # brax worker (runs in its own process, started by controlrl.bench)
 
 
-def _patch_jax(jax) -> None:
-    """brax 0.14 calls jax.device_put_replicated, which this JAX removed: the documented
-    replacement (stack one copy per device, shard the new leading axis over the devices)."""
-    import numpy as np
-
-    def device_put_replicated(x, devices):
-        mesh = jax.sharding.Mesh(np.array(devices), ("i",))
-        sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("i"))
-        stack = lambda a: jax.numpy.stack([jax.numpy.asarray(a)] * len(devices))  # noqa: E731
-        return jax.device_put(jax.tree_util.tree_map(stack, x), sharding)
-
-    if not hasattr(jax, "device_put_replicated"):
-        jax.device_put_replicated = device_put_replicated
-
-
 def brax_worker(seed: int, total: int, log: str, **s) -> dict:
     """Train with brax.training.agents.ppo, appending one JSON line per evaluation to `log`."""
     import functools
 
     from envs.brax import configured_jax
 
-    _patch_jax(configured_jax())  # the cache of CONTROLRL_JAX_CACHE, as for ours
+    jax = configured_jax()  # the cache of CONTROLRL_JAX_CACHE, as for ours
+    # jax 0.9.2 runs pmap through shard_map by default, and its device_put_replicated names the
+    # mesh axis unlike brax's pmap axis, so brax's training epoch compiles again in its second
+    # epoch (1.1-1.2 s on brax's train clock, measured); on the older pmap path (a config option
+    # of this JAX) it compiles once and steps as fast (paper_figures/README.md, the JAX stack)
+    jax.config.update("jax_pmap_shmap_merge", False)
     from brax import envs as brax_envs
     from brax.training.agents.ppo import networks as ppo_networks
     from brax.training.agents.ppo import train as ppo
