@@ -32,7 +32,7 @@ from controlrl.losses import approx_kl, clipped_value_loss
 from controlrl.nets import ValueNet, make_policy
 from controlrl.normalize import RunningMeanStd
 from controlrl.training import Run
-from controlrl.update import adam, detached, minibatch_update, params_of
+from controlrl.update import adam, clip_grad_norm, detached, minibatch_update, params_of
 
 
 @dataclass
@@ -226,7 +226,7 @@ def fixup(
                 continue
             optimizer.zero_grad(set_to_none=True)
             (beta.detach() * kl.mean()).backward()
-            torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
+            clip_grad_norm(params, args.max_grad_norm)
             optimizer.step()
             beta_step(beta, beta_opt, kl_statistic(kl, args), args)
             steps += 1

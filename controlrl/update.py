@@ -71,6 +71,19 @@ def reduce_stats(log: dict[str, list[torch.Tensor]]) -> dict[str, float]:
     }
 
 
+@torch.no_grad()
+def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """torch.nn.utils.clip_grad_norm_ for CPU float tensors of one dtype (bit-identical: the same
+    foreach norm, stack, clamp and foreach multiply) without its per-call grouping by device and
+    dtype, ~0.1 ms of every small-MLP step (bandit GRPO: ~6% of a run). Returns the total norm."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return torch.tensor(0.0)
+    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
+    return total
+
+
 def params_of(optimizer) -> list[torch.Tensor]:
     """Every parameter the optimiser steps."""
     return [p for group in optimizer.param_groups for p in group["params"]]
@@ -108,7 +121,7 @@ def minibatch_update(
             loss, stats = loss_fn(mb, idx)
             optimizer.zero_grad(set_to_none=False)  # in place: keeps flat-parameter views
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm)
+            clip_grad_norm(params, args.max_grad_norm)
             optimizer.step()
             steps += 1
             if after_step is not None:

@@ -9,7 +9,14 @@ import torch
 
 from controlrl.diagnostics import NonFiniteError
 from controlrl.losses import approx_kl
-from controlrl.update import adam, anneal_lr, linear_lr, minibatch_update, reduce_stats
+from controlrl.update import (
+    adam,
+    anneal_lr,
+    clip_grad_norm,
+    linear_lr,
+    minibatch_update,
+    reduce_stats,
+)
 
 
 def flags(**kw):
@@ -80,6 +87,26 @@ def test_gradient_norm_is_clipped():
         opt, make_batch(4), loss_fn, flags(update_epochs=1, num_minibatches=1, max_grad_norm=0.5)
     )
     assert float((net.weight - before).norm()) == pytest.approx(0.5, rel=1e-5)
+
+
+@pytest.mark.parametrize("max_norm,scale", [(1e-3, 1.0), (0.7, 1.0), (1e9, 1.0), (1e-6, 1e-5)])
+def test_clip_grad_norm_is_bit_identical_to_torchs(max_norm, scale):
+    """Several tensors (one without a gradient), scaled down or left alone: the same total norm
+    and the same gradients to the last bit as torch.nn.utils.clip_grad_norm_."""
+    torch.manual_seed(1)
+    ours = [torch.randn(s, requires_grad=True) for s in [(7, 5), (5,), (3, 7), (2,)]]
+    theirs = [p.detach().clone().requires_grad_() for p in ours]
+    for group in (ours, theirs):
+        sum((p**3).sum() * (i + 1) * scale for i, p in enumerate(group[:3])).backward()
+    total = clip_grad_norm(ours, max_norm)
+    expected = torch.nn.utils.clip_grad_norm_(theirs, max_norm)
+    assert torch.equal(total, expected)
+    assert ours[3].grad is None
+    for a, b in zip(ours[:3], theirs[:3]):
+        assert torch.equal(a.grad, b.grad)
+    clipped = torch.linalg.vector_norm(torch.cat([p.grad.ravel() for p in ours[:3]]))
+    total = float(expected)
+    assert float(clipped) == pytest.approx(total * min(1.0, max_norm / (total + 1e-6)), rel=1e-5)
 
 
 def test_non_finite_loss_or_parameters_raise():
