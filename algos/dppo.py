@@ -41,10 +41,10 @@ kl_mean, kl_max, ratio_dev_*); pre-training writes pretrain.csv (step, bc_loss).
 from __future__ import annotations
 
 import copy
-import csv
 import math
 import types
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -52,8 +52,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from controlrl import checkpoint
-from controlrl.buffers import OfflineBuffer
 from controlrl.cli import (
     ArgError,
     CommonArgs,
@@ -75,6 +73,14 @@ from controlrl.generative import (
 )
 from controlrl.losses import approx_kl
 from controlrl.nets import GaussianPolicy, ValueNet
+from controlrl.pretrain import (
+    dataset_normalizer_state,
+    load_into,
+    load_pretrained,
+    pretrain,
+    require_same_flags,
+    save_pretrained,
+)
 from controlrl.training import Run
 from controlrl.update import detached, minibatch_update
 
@@ -235,18 +241,13 @@ class Args(CommonArgs):
             f"must be >= one batch (num_steps * num_envs = {batch}), got {self.total_timesteps}",
         )
         if self.pretrained is not None:
-            saved = load_pretrained(self.pretrained)
+            saved = load_pretrained(self.pretrained, PRETRAINED_KIND)
             require(
                 saved["policy"] == self.policy,
                 "pretrained",
                 f"{self.pretrained} holds a {saved['policy']} policy, not --policy {self.policy}",
             )
-            for name in pretrained_shape_flags(self.policy):
-                require(
-                    saved["config"][name] == getattr(self, name),
-                    name,
-                    f"must match --pretrained ({saved['config'][name]}), got {getattr(self, name)}",
-                )
+            require_same_flags(self, saved)
             self.env_id = self.env_id or saved["env_id"]
         else:
             require(self.dataset is not None, "dataset", "is required unless --pretrained")
@@ -278,20 +279,6 @@ def load_dataset(path_or_id: str):
         except DatasetError as exc:
             raise ArgError(f"--dataset: {exc}") from None
     return _LOADED[path_or_id]
-
-
-def load_pretrained(path: str) -> dict:
-    """A pretrained.pt (weights only); a missing or foreign file exits 2 with one line."""
-    try:
-        saved = checkpoint.load(path)
-    except checkpoint.CheckpointError as exc:
-        raise ArgError(f"--pretrained: {exc}") from None
-    if saved.get("kind") != PRETRAINED_KIND:
-        raise ArgError(
-            f"--pretrained: {path} is not a dppo.py pretrained.pt (no kind {PRETRAINED_KIND!r}; "
-            "a training checkpoint continues with --resume)"
-        )
-    return saved
 
 
 # -- the policies ------------------------------------------------------------------------------
@@ -359,6 +346,12 @@ def make_policy(obs_dim: int, act_dim: int, args: Args) -> nn.Module:
     if args.policy == "gaussian":
         return GaussianPolicy(obs_dim, act_dim, args.hidden_sizes, nn.ReLU)
     return DiffusionPolicy(obs_dim, act_dim, args)
+
+
+def cloned_net(policy: nn.Module) -> nn.Module:
+    """The network behaviour cloning trains and pretrained.pt holds: the diffusion policy's
+    base, or the whole Gaussian policy."""
+    return policy.base if isinstance(policy, DiffusionPolicy) else policy
 
 
 def bc_loss(policy: nn.Module, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
@@ -485,91 +478,35 @@ def make_optimizer(policy: nn.Module, value_net: nn.Module, args: Args) -> torch
     )
 
 
-# -- pre-training ------------------------------------------------------------------------------
-
-
-def dataset_normalizer_state(observations: np.ndarray) -> dict[str, torch.Tensor]:
-    """An ObsNormalizer state of the dataset's mean and variance (count: the dataset size)."""
-    obs = np.asarray(observations, np.float64)
-    return {
-        "mean": torch.from_numpy(obs.mean(0)),
-        "var": torch.from_numpy(obs.var(0) + 1e-6),  # a constant column stays finite
-        "count": torch.tensor(float(len(obs)), dtype=torch.float64),
-    }
-
-
-def pretrain(policy: nn.Module, dataset, obs_normalizer, args: Args, log_path: Path) -> list:
-    """--pretrain-steps Adam steps of the behaviour-cloning loss on minibatches of the dataset
-    (observations through the frozen normaliser), lr cosine-decayed from --pretrain-lr to
-    --pretrain-min-lr; the EMA of the trained network is copied into it at the end. Returns
-    [(step, mean bc loss)] every 1% of the steps, also written to log_path."""
-    obs = np.asarray(dataset.observations, np.float32)
-    if obs_normalizer is not None:
-        obs = obs_normalizer(obs, update=False)
-    buffer = OfflineBuffer(
-        obs, dataset.actions, dataset.rewards, obs, dataset.terminals, seed=args.seed
-    )
-    net = policy.base if isinstance(policy, DiffusionPolicy) else policy
-    ema = copy.deepcopy(net).requires_grad_(False)
-    optimizer = torch.optim.Adam(net.parameters(), lr=args.pretrain_lr)
-    steps, every = args.pretrain_steps, max(1, args.pretrain_steps // 100)
-    history, running = [], 0.0
-    for step in range(steps):
-        cos = 0.5 * (1 + math.cos(math.pi * step / steps))
-        optimizer.param_groups[0]["lr"] = (
-            args.pretrain_min_lr + (args.pretrain_lr - args.pretrain_min_lr) * cos
-        )
-        batch = buffer.sample(args.pretrain_batch_size)
-        loss = bc_loss(policy, batch["obs"], batch["actions"])
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        with torch.no_grad():
-            for p_ema, p in zip(ema.parameters(), net.parameters()):
-                p_ema.lerp_(p, 1 - args.ema_decay)
-        running += loss.item()
-        if (step + 1) % every == 0:
-            history.append((step + 1, running / every))
-            running = 0.0
-    if steps:
-        net.load_state_dict(ema.state_dict())
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "w", newline="") as f:
-        csv.writer(f).writerows([("step", "bc_loss"), *history])
-    return history
-
-
-def save_pretrained(path: Path, policy: nn.Module, obs_normalizer, args: Args) -> None:
-    """pretrained.pt: the behaviour-cloned network, the normaliser, what built them."""
-    net = policy.base if isinstance(policy, DiffusionPolicy) else policy
-    config = {name: getattr(args, name) for name in pretrained_shape_flags(args.policy)}
-    state = {
-        "kind": PRETRAINED_KIND,
-        "policy": args.policy,
-        "env_id": args.env_id,
-        "config": config,
-        "network": net.state_dict(),
-        "obs_normalizer": None if obs_normalizer is None else obs_normalizer.state_dict(),
-    }
-    checkpoint.save(path, state)
-
-
-def load_into(policy: nn.Module, obs_normalizer, saved: dict) -> None:
-    """Restore a pretrained.pt into the policy (its base network) and the normaliser."""
-    net = policy.base if isinstance(policy, DiffusionPolicy) else policy
-    try:
-        net.load_state_dict(saved["network"])
-        if obs_normalizer is not None:
-            obs_normalizer.load_state_dict(saved["obs_normalizer"])
-    except (KeyError, RuntimeError, ValueError) as exc:
-        fail(f"--pretrained: does not fit this env ({str(exc).splitlines()[0][:160]})")
-
-
 def check_action_space(run: Run) -> None:
     """DPPO's actions live in [-1, 1] (the denoised clip): the env's bounds must be those."""
     space = run.act_space
     if not hasattr(space, "low") or not (np.all(space.low == -1) and np.all(space.high == 1)):
         fail(f"--env-id {run.args.env_id}: dppo needs Box actions in [-1, 1], got {space}")
+
+
+def start_from_clone(run: Run, policy: nn.Module, dataset, args: Args) -> None:
+    """Behaviour-clone the policy on the dataset and write <run_dir>/pretrained.pt, or load
+    --pretrained (or a resumed run's own pretrained.pt); the observation normaliser, frozen,
+    holds the dataset's statistics either way."""
+    normalizer, net = run.obs_normalizer, cloned_net(policy)  # normalizer None: --no-norm-obs
+    if normalizer is not None:
+        normalizer.frozen = True  # the dataset's statistics: the behaviour clone's inputs
+    path = Path(run.run_dir) / "pretrained.pt"
+    resumed = args.resume is not None and path.exists()  # the resumed run's own clone
+    source = args.pretrained or (str(path) if resumed else None)
+    if source is not None:
+        load_into(net, normalizer, load_pretrained(source, PRETRAINED_KIND))
+        return
+    shape = (dataset.observations.shape[1:], dataset.actions.shape[1:])
+    if shape != (run.obs_space.shape, run.act_space.shape):
+        fail(f"--dataset: obs x action shapes {shape} do not fit {args.env_id}")
+    if normalizer is not None:
+        normalizer.load_state_dict(dataset_normalizer_state(dataset.observations))
+    pretrain(net, partial(bc_loss, policy), dataset, normalizer, args, path.parent / "pretrain.csv")
+    flags = pretrained_shape_flags(args.policy)
+    meta = {"policy": args.policy, "env_id": args.env_id}
+    save_pretrained(path, PRETRAINED_KIND, net, normalizer, args, flags, **meta)
 
 
 def main(args: Args, dataset=None) -> float:
@@ -582,22 +519,7 @@ def main(args: Args, dataset=None) -> float:
     check_action_space(run)
     obs_dim, act_dim = run.obs_dim, run.act_space.shape[0]
     policy = make_policy(obs_dim, act_dim, args)
-    normalizer = run.obs_normalizer  # None with --no-norm-obs
-    if normalizer is not None:
-        normalizer.frozen = True  # the dataset's statistics: the behaviour clone's inputs
-    path = Path(run.run_dir) / "pretrained.pt"
-    if args.pretrained is not None:
-        load_into(policy, normalizer, load_pretrained(args.pretrained))
-    elif args.resume is not None and path.exists():  # the resumed run's own
-        load_into(policy, normalizer, load_pretrained(str(path)))
-    else:
-        shape = (dataset.observations.shape[1:], dataset.actions.shape[1:])
-        if shape != (run.obs_space.shape, run.act_space.shape):
-            fail(f"--dataset: obs x action shapes {shape} do not fit {args.env_id}")
-        if normalizer is not None:
-            normalizer.load_state_dict(dataset_normalizer_state(dataset.observations))
-        pretrain(policy, dataset, normalizer, args, Path(run.run_dir) / "pretrain.csv")
-        save_pretrained(path, policy, normalizer, args)
+    start_from_clone(run, policy, dataset, args)
     del dataset
     if isinstance(policy, DiffusionPolicy):
         policy.start_finetuning()
