@@ -53,9 +53,10 @@ import torch
 from torch import nn
 
 from controlrl.cli import (
-    ArgError,
     CommonArgs,
     fail,
+    forget_datasets,
+    load_dataset,
     parse,
     require,
     require_finite,
@@ -264,21 +265,6 @@ def pretrained_shape_flags(policy: str) -> tuple[str, ...]:
     if policy == "gaussian":
         return ("hidden_sizes", "norm_obs")
     return ("hidden_sizes", "time_dim", "denoising_steps", "norm_obs")
-
-
-_LOADED: dict = {}  # what validate() loaded, for main() to take
-
-
-def load_dataset(path_or_id: str):
-    """envs.offline.load, once per process; a bad dataset exits 2 with one line."""
-    from envs.offline import DatasetError, load
-
-    if path_or_id not in _LOADED:
-        try:
-            _LOADED[path_or_id] = load(path_or_id)
-        except DatasetError as exc:
-            raise ArgError(f"--dataset: {exc}") from None
-    return _LOADED[path_or_id]
 
 
 # -- the policies ------------------------------------------------------------------------------
@@ -514,7 +500,7 @@ def main(args: Args, dataset=None) -> float:
     return. dataset: an envs.offline.Dataset instead of loading args.dataset (tests)."""
     if args.pretrained is None and dataset is None:
         dataset = load_dataset(args.dataset)
-    _LOADED.clear()
+    forget_datasets()
     run = Run(args)
     check_action_space(run)
     obs_dim, act_dim = run.obs_dim, run.act_space.shape[0]
