@@ -10,14 +10,15 @@ diffusion_ppo.py, the loop agent/finetune/train_ppo_diffusion_agent.py.
     python algos/dppo.py --pretrained runs/dppo/.../pretrained.pt --num-envs 8    # skip BC
     python algos/dppo.py --dataset hopper-medium-v5-s0 --policy gaussian          # baseline
 
-Pre-training (--pretrain-steps gradient steps, skipped with --pretrained): the DDPM
-eps-prediction loss on the dataset (controlrl.generative.ddpm_loss), observations standardised
-with the dataset's mean and std, an EMA of the weights kept; <run_dir>/pretrained.pt then holds
-the EMA network and the normaliser, ready for --pretrained. --policy gaussian pre-trains a
-Gaussian policy by maximum likelihood on the same data instead, and fine-tunes it with the same
-loss (one "denoising step", no discount, the final clip; its ratio is the likelihood ratio of
-the whole action, not clamped or averaged over dims) and the same PPO settings: the baseline
-of the paper's Gaussian comparison (a state-independent learned log-std, as ppo.py).
+Pre-training (--pretrain-steps gradient steps, skipped with --pretrained; controlrl/pretrain.py):
+the DDPM eps-prediction loss on the dataset (controlrl.generative.ddpm_loss), observations
+standardised with the dataset's mean and std, an EMA of the weights kept; then
+<run_dir>/pretrained.pt holds the EMA network and the normaliser, ready for --pretrained.
+--policy gaussian pre-trains a Gaussian policy by maximum likelihood on the same data instead,
+and fine-tunes it with the same loss (one "denoising step", no discount, the final clip; its
+ratio is the likelihood ratio of the whole action, not clamped or averaged over dims) and the
+same PPO settings: the baseline of the paper's Gaussian comparison (a state-independent learned
+log-std, as ppo.py).
 
 Fine-tuning: the frozen pre-trained network runs the first K - K' reverse steps, a trainable
 copy the last K'; the rollout stores each transition's chain x_{K'} .. x_0 (the buffer's
@@ -45,7 +46,6 @@ import math
 import types
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -59,6 +59,7 @@ from controlrl.cli import (
     load_dataset,
     parse,
     require,
+    require_batch,
     require_finite,
     require_nonnegative,
     require_positive,
@@ -74,14 +75,7 @@ from controlrl.generative import (
 )
 from controlrl.losses import approx_kl
 from controlrl.nets import GaussianPolicy, ValueNet
-from controlrl.pretrain import (
-    dataset_normalizer_state,
-    load_into,
-    load_pretrained,
-    pretrain,
-    require_same_flags,
-    save_pretrained,
-)
+from controlrl.pretrain import load_pretrained, require_same_flags, start_from_clone
 from controlrl.training import Run
 from controlrl.update import detached, minibatch_update
 
@@ -183,26 +177,11 @@ class Args(CommonArgs):
     def validate(self) -> None:
         require_finite(self)
         require_nonnegative(self, "seed")
-        require_positive(
-            self,
-            "pretrain_batch_size",
-            "pretrain_lr",
-            "pretrain_min_lr",
-            "denoising_steps",
-            "ft_denoising_steps",
-            "min_sampling_std",
-            "min_logprob_std",
-            "denoised_clip",
-            "randn_clip",
-            "time_dim",
-            "num_steps",
-            "clip_coef",
-            "clip_coef_base",
-            "actor_lr",
-            "critic_lr",
-            "num_minibatches",
-            "update_epochs",
-        )
+        require_positive(self, "pretrain_batch_size", "pretrain_lr", "pretrain_min_lr")
+        require_positive(self, "denoising_steps", "ft_denoising_steps", "time_dim")
+        require_positive(self, "min_sampling_std", "min_logprob_std", "denoised_clip", "randn_clip")
+        require_positive(self, "num_steps", "num_minibatches", "update_epochs")
+        require_positive(self, "clip_coef", "clip_coef_base", "actor_lr", "critic_lr")
         require_nonnegative(self, "pretrain_steps", "clip_coef_rate", "vf_coef")
         require_unit_interval(self, "gamma", "gae_lambda", "gamma_denoising", "ema_decay")
         require_sizes(self, "hidden_sizes", "critic_hidden_sizes")
@@ -230,17 +209,7 @@ class Args(CommonArgs):
         for name in ("max_grad_norm", "target_kl"):
             value = getattr(self, name)
             require(value is None or value > 0, name, f"must be > 0, got {value}")
-        batch = self.num_steps * self.num_envs
-        require(
-            batch % self.num_minibatches == 0,
-            "num_minibatches",
-            f"must divide the batch num_steps * num_envs = {batch}, got {self.num_minibatches}",
-        )
-        require(
-            self.total_timesteps >= batch,
-            "total_timesteps",
-            f"must be >= one batch (num_steps * num_envs = {batch}), got {self.total_timesteps}",
-        )
+        require_batch(self, self.num_steps, self.num_minibatches)
         if self.pretrained is not None:
             saved = load_pretrained(self.pretrained, PRETRAINED_KIND)
             require(
@@ -288,10 +257,6 @@ class DiffusionPolicy(nn.Module):
         """ft <- base; base frozen."""
         self.ft.load_state_dict(self.base.state_dict())
         self.base.requires_grad_(False)
-
-    def bc_loss(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        """The DDPM eps-prediction loss of the base network (pre-training)."""
-        return ddpm_loss(self.base, self.sched, actions, obs)
 
     def _chain(self, obs: torch.Tensor, deterministic: bool):
         a = self.args
@@ -342,8 +307,8 @@ def cloned_net(policy: nn.Module) -> nn.Module:
 
 def bc_loss(policy: nn.Module, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
     """Behaviour-cloning loss: DDPM eps-MSE, or the Gaussian's negative log-likelihood."""
-    if isinstance(policy, DiffusionPolicy):
-        return policy.bc_loss(obs, actions)
+    if isinstance(policy, DiffusionPolicy):  # of the base network, the one pre-trained
+        return ddpm_loss(policy.base, policy.sched, actions, obs)
     return -policy.log_prob_entropy(obs, actions, False)[0].mean()
 
 
@@ -416,11 +381,9 @@ def update(policy, value_net, optimizer, batch: dict[str, torch.Tensor], args: A
     """update_epochs x num_minibatches Adam steps of dppo_loss + vf_coef * 0.5 MSE(V, returns)
     on the shared minibatch loop (advantages normalised there, then quantile-clipped here)."""
     diffusion = isinstance(policy, DiffusionPolicy)
-    ft = args.ft_denoising_steps if diffusion else 1
-    discount = denoising_discount(args.gamma_denoising, ft) if diffusion else torch.ones(1)
+    ft = args.ft_denoising_steps if diffusion else 1  # K' = 1: discount [1], clip [clip_coef]
+    discount = denoising_discount(args.gamma_denoising, ft)
     eps = clip_schedule(args.clip_coef, args.clip_coef_base, args.clip_coef_rate, ft)
-    if not diffusion:
-        eps = torch.tensor([args.clip_coef])
     batch = {**batch, "old_logp": old_step_log_probs(policy, batch)}
     lower, upper = args.adv_clip_lower_quantile, args.adv_clip_upper_quantile
 
@@ -471,30 +434,6 @@ def check_action_space(run: Run) -> None:
         fail(f"--env-id {run.args.env_id}: dppo needs Box actions in [-1, 1], got {space}")
 
 
-def start_from_clone(run: Run, policy: nn.Module, dataset, args: Args) -> None:
-    """Behaviour-clone the policy on the dataset and write <run_dir>/pretrained.pt, or load
-    --pretrained (or a resumed run's own pretrained.pt); the observation normaliser, frozen,
-    holds the dataset's statistics either way."""
-    normalizer, net = run.obs_normalizer, cloned_net(policy)  # normalizer None: --no-norm-obs
-    if normalizer is not None:
-        normalizer.frozen = True  # the dataset's statistics: the behaviour clone's inputs
-    path = Path(run.run_dir) / "pretrained.pt"
-    resumed = args.resume is not None and path.exists()  # the resumed run's own clone
-    source = args.pretrained or (str(path) if resumed else None)
-    if source is not None:
-        load_into(net, normalizer, load_pretrained(source, PRETRAINED_KIND))
-        return
-    shape = (dataset.observations.shape[1:], dataset.actions.shape[1:])
-    if shape != (run.obs_space.shape, run.act_space.shape):
-        fail(f"--dataset: obs x action shapes {shape} do not fit {args.env_id}")
-    if normalizer is not None:
-        normalizer.load_state_dict(dataset_normalizer_state(dataset.observations))
-    pretrain(net, partial(bc_loss, policy), dataset, normalizer, args, path.parent / "pretrain.csv")
-    flags = pretrained_shape_flags(args.policy)
-    meta = {"policy": args.policy, "env_id": args.env_id}
-    save_pretrained(path, PRETRAINED_KIND, net, normalizer, args, flags, **meta)
-
-
 def main(args: Args, dataset=None) -> float:
     """Pre-train (or load --pretrained), then fine-tune; returns the final evaluation's mean
     return. dataset: an envs.offline.Dataset instead of loading args.dataset (tests)."""
@@ -505,7 +444,11 @@ def main(args: Args, dataset=None) -> float:
     check_action_space(run)
     obs_dim, act_dim = run.obs_dim, run.act_space.shape[0]
     policy = make_policy(obs_dim, act_dim, args)
-    start_from_clone(run, policy, dataset, args)
+    flags = pretrained_shape_flags(args.policy)  # the config of pretrained.pt
+    bc = partial(bc_loss, policy)  # trains cloned_net(policy)
+    start_from_clone(
+        run, cloned_net(policy), bc, dataset, args, PRETRAINED_KIND, flags, policy=args.policy
+    )
     del dataset
     if isinstance(policy, DiffusionPolicy):
         policy.start_finetuning()

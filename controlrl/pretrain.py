@@ -4,13 +4,13 @@ irom-lab/dppo agent/pretrain/train_agent.py: an EMA of the weights, a cosine lea
 min_lr; cfg/gym/pretrain/hopper-medium-v2/pre_diffusion_mlp.yaml), whatever the network and its
 loss: the caller passes both.
 
-    state = dataset_normalizer_state(dataset.observations)    # frozen inputs of the clone
-    obs_normalizer.load_state_dict(state)
-    pretrain(net, loss_fn, dataset, obs_normalizer, args, run_dir / "pretrain.csv")
-    save_pretrained(path, "dppo-pretrained", net, obs_normalizer, args, ("hidden_sizes",))
-    saved = load_pretrained(path, "dppo-pretrained")             # exit 2 on a foreign file
-    require_same_flags(args, saved)                              # in validate()
-    load_into(net, obs_normalizer, saved)
+    saved = load_pretrained(args.pretrained, "dppo-pretrained")  # in validate(): exit 2 on a
+    require_same_flags(args, saved)                              # foreign file, other flags
+    start_from_clone(run, net, loss_fn, dataset, args, "dppo-pretrained", ("hidden_sizes",))
+
+start_from_clone pre-trains (the normaliser set to dataset_normalizer_state, then pretrain,
+save_pretrained) or loads (load_pretrained, load_into) --pretrained or a resumed run's own
+file.
 
 pretrained.pt holds "kind" (what wrote it: a training checkpoint or another algorithm's file is
 refused), whatever else the writer adds (its env id, ...), "config" (the values of the flags the
@@ -145,3 +145,30 @@ def load_into(net: nn.Module, obs_normalizer, saved: dict) -> None:
             obs_normalizer.load_state_dict(saved["obs_normalizer"])
     except (KeyError, RuntimeError, ValueError) as exc:
         fail(f"--pretrained: does not fit this env ({str(exc).splitlines()[0][:160]})")
+
+
+def start_from_clone(
+    run, net: nn.Module, loss_fn: BCLoss, dataset, args, kind: str, shape_flags, **meta
+) -> None:
+    """The start of a fine-tuning run (controlrl.training.Run) from a behaviour clone:
+    pre-train net on the dataset and write <run_dir>/pretrained.pt (with args.env_id, meta and
+    config), or load args.pretrained (or a resumed run's own pretrained.pt) into net. The run's
+    observation normaliser (None: not normalised) holds the dataset's statistics, frozen,
+    either way: the clone's inputs."""
+    normalizer = run.obs_normalizer
+    if normalizer is not None:
+        normalizer.frozen = True
+    path = Path(run.run_dir) / "pretrained.pt"
+    resumed = args.resume is not None and path.exists()  # the resumed run's own clone
+    source = args.pretrained or (str(path) if resumed else None)
+    if source is not None:
+        load_into(net, normalizer, load_pretrained(source, kind))
+        return
+    shape = (dataset.observations.shape[1:], dataset.actions.shape[1:])
+    if shape != (run.obs_space.shape, run.act_space.shape):
+        fail(f"--dataset: obs x action shapes {shape} do not fit {args.env_id}")
+    if normalizer is not None:
+        normalizer.load_state_dict(dataset_normalizer_state(dataset.observations))
+    pretrain(net, loss_fn, dataset, normalizer, args, path.parent / "pretrain.csv")
+    meta = {**meta, "env_id": args.env_id}
+    save_pretrained(path, kind, net, normalizer, args, shape_flags, **meta)

@@ -179,3 +179,58 @@ def test_pretrained_file_round_trip_and_refusals(tmp_path, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "--pretrained: does not fit" in err
+
+
+def fake_run(run_dir, act_dim: int = A) -> types.SimpleNamespace:
+    """What start_from_clone reads of a controlrl.training.Run."""
+    return types.SimpleNamespace(
+        run_dir=str(run_dir),
+        obs_normalizer=ObsNormalizer((O,)),
+        obs_space=types.SimpleNamespace(shape=(O,)),
+        act_space=types.SimpleNamespace(shape=(act_dim,)),
+    )
+
+
+def test_start_from_clone_pretrains_once_then_loads_the_clone(tmp_path, capsys):
+    data = linear_dataset(64)
+    args = settings(pretrain_steps=20, resume=None, pretrained=None, env_id="E", hidden_sizes=(8,))
+    torch.manual_seed(0)
+    net = nn.Linear(O, A)
+    initial = {k: v.clone() for k, v in net.state_dict().items()}
+
+    def mse(obs, actions):
+        return (net(obs) - actions).square().mean()
+
+    first = fake_run(tmp_path / "first")
+    pretrain.start_from_clone(first, net, mse, data, args, "toy", ("hidden_sizes",), policy="p")
+    saved = pretrain.load_pretrained(str(tmp_path / "first" / "pretrained.pt"), "toy")
+    assert (saved["policy"], saved["env_id"], saved["config"]) == ("p", "E", {"hidden_sizes": (8,)})
+    assert (tmp_path / "first" / "pretrain.csv").exists()
+    clone = {k: v.clone() for k, v in net.state_dict().items()}
+    assert all(torch.equal(saved["network"][k], v) for k, v in clone.items())
+    assert not torch.equal(clone["weight"], initial["weight"])  # it trained
+    state = pretrain.dataset_normalizer_state(data.observations)
+    assert first.obs_normalizer.frozen
+    assert np.array_equal(first.obs_normalizer.rms.mean, state["mean"].numpy())
+
+    def loads_the_clone(run, args) -> None:  # a fresh net, no dataset: the clone is loaded
+        torch.manual_seed(1)
+        fresh = nn.Linear(O, A)
+        pretrain.start_from_clone(run, fresh, mse, None, args, "toy", ("hidden_sizes",))
+        assert all(torch.equal(fresh.state_dict()[k], v) for k, v in clone.items())
+        assert run.obs_normalizer.frozen
+        assert np.array_equal(run.obs_normalizer.rms.mean, state["mean"].numpy())
+
+    second = fake_run(tmp_path / "second")
+    loads_the_clone(second, settings(resume=None, pretrained=str(tmp_path / "first/pretrained.pt")))
+    assert not (tmp_path / "second" / "pretrain.csv").exists()  # not pre-trained again
+    (tmp_path / "first" / "pretrain.csv").unlink()
+    resumed = settings(resume=str(tmp_path / "first"), pretrained=None)
+    loads_the_clone(fake_run(tmp_path / "first"), resumed)  # a resumed run: its own clone
+    assert not (tmp_path / "first" / "pretrain.csv").exists()
+
+    with pytest.raises(SystemExit) as exc:  # a dataset of other action shapes
+        pretrain.start_from_clone(
+            fake_run(tmp_path / "bad", A + 1), net, mse, data, args, "toy", ()
+        )
+    assert exc.value.code == 2 and "--dataset: obs x action shapes" in capsys.readouterr().err
