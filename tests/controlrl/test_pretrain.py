@@ -88,19 +88,20 @@ def test_pretraining_lowers_the_loss_on_normalised_observations(tmp_path):
     with torch.no_grad():
         before = mse(obs, actions).item()
     seen.clear()
-    history = pretrain.pretrain(net, mse, data, normalizer, settings(), tmp_path / "bc.csv")
+    args = settings(pretrain_steps=100)
+    history = pretrain.pretrain(net, mse, data, normalizer, args, tmp_path / "bc.csv")
     with torch.no_grad():
         after = mse(obs, actions).item()
     assert after < 0.2 * before, (before, after)
     # the loss saw the frozen normaliser's outputs, not the raw observations (mean 5)
     inputs = torch.cat(seen[:-1])
-    assert len(seen) == 201 and inputs.shape == (200 * 64, O)
+    assert len(seen) == 101 and inputs.shape == (100 * 64, O)
     assert inputs.mean().abs() < 0.2 and (inputs.std(0) - 1).abs().max() < 0.2
-    assert len(history) == 100 and history[0][0] == 2 and history[-1][0] == 200
+    assert len(history) == 100 and history[0][0] == 1 and history[-1][0] == 100
     assert history[-1][1] < 0.2 * history[0][1]
     rows = (tmp_path / "bc.csv").read_text().splitlines()
     assert rows[0] == "step,bc_loss" and len(rows) == 101
-    assert rows[-1].startswith("200,")
+    assert rows[-1].startswith("100,")
 
 
 class RecordingAdam(torch.optim.Adam):
