@@ -10,14 +10,15 @@ diffusion_ppo.py, the loop agent/finetune/train_ppo_diffusion_agent.py.
     python algos/dppo.py --pretrained runs/dppo/.../pretrained.pt --num-envs 8    # skip BC
     python algos/dppo.py --dataset hopper-medium-v5-s0 --policy gaussian          # baseline
 
-Pre-training (--pretrain-steps gradient steps, skipped with --pretrained): the DDPM
-eps-prediction loss on the dataset (controlrl.generative.ddpm_loss), observations standardised
-with the dataset's mean and std, an EMA of the weights kept; <run_dir>/pretrained.pt then holds
-the EMA network and the normaliser, ready for --pretrained. --policy gaussian pre-trains a
-Gaussian policy by maximum likelihood on the same data instead, and fine-tunes it with the same
-loss (one "denoising step", no discount, the final clip; its ratio is the likelihood ratio of
-the whole action, not clamped or averaged over dims) and the same PPO settings: the baseline
-of the paper's Gaussian comparison (a state-independent learned log-std, as ppo.py).
+Pre-training (--pretrain-steps gradient steps, skipped with --pretrained; controlrl/pretrain.py):
+the DDPM eps-prediction loss on the dataset (controlrl.generative.ddpm_loss), observations
+standardised with the dataset's mean and std, an EMA of the weights kept; then
+<run_dir>/pretrained.pt holds the EMA network and the normaliser, ready for --pretrained.
+--policy gaussian pre-trains a Gaussian policy by maximum likelihood on the same data instead,
+and fine-tunes it with the same loss (one "denoising step", no discount, the final clip; its
+ratio is the likelihood ratio of the whole action, not clamped or averaged over dims) and the
+same PPO settings: the baseline of the paper's Gaussian comparison (a state-independent learned
+log-std, as ppo.py).
 
 Fine-tuning: the frozen pre-trained network runs the first K - K' reverse steps, a trainable
 copy the last K'; the rollout stores each transition's chain x_{K'} .. x_0 (the buffer's
@@ -41,25 +42,24 @@ kl_mean, kl_max, ratio_dev_*); pre-training writes pretrain.csv (step, bc_loss).
 from __future__ import annotations
 
 import copy
-import csv
 import math
 import types
 from dataclasses import dataclass
-from pathlib import Path
+from functools import partial
 from typing import Literal
 
 import numpy as np
 import torch
 from torch import nn
 
-from controlrl import checkpoint
-from controlrl.buffers import OfflineBuffer
 from controlrl.cli import (
-    ArgError,
     CommonArgs,
     fail,
+    forget_datasets,
+    load_dataset,
     parse,
     require,
+    require_batch,
     require_finite,
     require_nonnegative,
     require_positive,
@@ -75,6 +75,7 @@ from controlrl.generative import (
 )
 from controlrl.losses import approx_kl
 from controlrl.nets import GaussianPolicy, ValueNet
+from controlrl.pretrain import load_pretrained, require_same_flags, start_from_clone
 from controlrl.training import Run
 from controlrl.update import detached, minibatch_update
 
@@ -176,26 +177,11 @@ class Args(CommonArgs):
     def validate(self) -> None:
         require_finite(self)
         require_nonnegative(self, "seed")
-        require_positive(
-            self,
-            "pretrain_batch_size",
-            "pretrain_lr",
-            "pretrain_min_lr",
-            "denoising_steps",
-            "ft_denoising_steps",
-            "min_sampling_std",
-            "min_logprob_std",
-            "denoised_clip",
-            "randn_clip",
-            "time_dim",
-            "num_steps",
-            "clip_coef",
-            "clip_coef_base",
-            "actor_lr",
-            "critic_lr",
-            "num_minibatches",
-            "update_epochs",
-        )
+        require_positive(self, "pretrain_batch_size", "pretrain_lr", "pretrain_min_lr")
+        require_positive(self, "denoising_steps", "ft_denoising_steps", "time_dim")
+        require_positive(self, "min_sampling_std", "min_logprob_std", "denoised_clip", "randn_clip")
+        require_positive(self, "num_steps", "num_minibatches", "update_epochs")
+        require_positive(self, "clip_coef", "clip_coef_base", "actor_lr", "critic_lr")
         require_nonnegative(self, "pretrain_steps", "clip_coef_rate", "vf_coef")
         require_unit_interval(self, "gamma", "gae_lambda", "gamma_denoising", "ema_decay")
         require_sizes(self, "hidden_sizes", "critic_hidden_sizes")
@@ -223,30 +209,15 @@ class Args(CommonArgs):
         for name in ("max_grad_norm", "target_kl"):
             value = getattr(self, name)
             require(value is None or value > 0, name, f"must be > 0, got {value}")
-        batch = self.num_steps * self.num_envs
-        require(
-            batch % self.num_minibatches == 0,
-            "num_minibatches",
-            f"must divide the batch num_steps * num_envs = {batch}, got {self.num_minibatches}",
-        )
-        require(
-            self.total_timesteps >= batch,
-            "total_timesteps",
-            f"must be >= one batch (num_steps * num_envs = {batch}), got {self.total_timesteps}",
-        )
+        require_batch(self, self.num_steps, self.num_minibatches)
         if self.pretrained is not None:
-            saved = load_pretrained(self.pretrained)
+            saved = load_pretrained(self.pretrained, PRETRAINED_KIND)
             require(
                 saved["policy"] == self.policy,
                 "pretrained",
                 f"{self.pretrained} holds a {saved['policy']} policy, not --policy {self.policy}",
             )
-            for name in pretrained_shape_flags(self.policy):
-                require(
-                    saved["config"][name] == getattr(self, name),
-                    name,
-                    f"must match --pretrained ({saved['config'][name]}), got {getattr(self, name)}",
-                )
+            require_same_flags(self, saved)
             self.env_id = self.env_id or saved["env_id"]
         else:
             require(self.dataset is not None, "dataset", "is required unless --pretrained")
@@ -263,35 +234,6 @@ def pretrained_shape_flags(policy: str) -> tuple[str, ...]:
     if policy == "gaussian":
         return ("hidden_sizes", "norm_obs")
     return ("hidden_sizes", "time_dim", "denoising_steps", "norm_obs")
-
-
-_LOADED: dict = {}  # what validate() loaded, for main() to take
-
-
-def load_dataset(path_or_id: str):
-    """envs.offline.load, once per process; a bad dataset exits 2 with one line."""
-    from envs.offline import DatasetError, load
-
-    if path_or_id not in _LOADED:
-        try:
-            _LOADED[path_or_id] = load(path_or_id)
-        except DatasetError as exc:
-            raise ArgError(f"--dataset: {exc}") from None
-    return _LOADED[path_or_id]
-
-
-def load_pretrained(path: str) -> dict:
-    """A pretrained.pt (weights only); a missing or foreign file exits 2 with one line."""
-    try:
-        saved = checkpoint.load(path)
-    except checkpoint.CheckpointError as exc:
-        raise ArgError(f"--pretrained: {exc}") from None
-    if saved.get("kind") != PRETRAINED_KIND:
-        raise ArgError(
-            f"--pretrained: {path} is not a dppo.py pretrained.pt (no kind {PRETRAINED_KIND!r}; "
-            "a training checkpoint continues with --resume)"
-        )
-    return saved
 
 
 # -- the policies ------------------------------------------------------------------------------
@@ -315,10 +257,6 @@ class DiffusionPolicy(nn.Module):
         """ft <- base; base frozen."""
         self.ft.load_state_dict(self.base.state_dict())
         self.base.requires_grad_(False)
-
-    def bc_loss(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        """The DDPM eps-prediction loss of the base network (pre-training)."""
-        return ddpm_loss(self.base, self.sched, actions, obs)
 
     def _chain(self, obs: torch.Tensor, deterministic: bool):
         a = self.args
@@ -361,10 +299,16 @@ def make_policy(obs_dim: int, act_dim: int, args: Args) -> nn.Module:
     return DiffusionPolicy(obs_dim, act_dim, args)
 
 
+def cloned_net(policy: nn.Module) -> nn.Module:
+    """The network behaviour cloning trains and pretrained.pt holds: the diffusion policy's
+    base, or the whole Gaussian policy."""
+    return policy.base if isinstance(policy, DiffusionPolicy) else policy
+
+
 def bc_loss(policy: nn.Module, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
     """Behaviour-cloning loss: DDPM eps-MSE, or the Gaussian's negative log-likelihood."""
-    if isinstance(policy, DiffusionPolicy):
-        return policy.bc_loss(obs, actions)
+    if isinstance(policy, DiffusionPolicy):  # of the base network, the one pre-trained
+        return ddpm_loss(policy.base, policy.sched, actions, obs)
     return -policy.log_prob_entropy(obs, actions, False)[0].mean()
 
 
@@ -437,11 +381,9 @@ def update(policy, value_net, optimizer, batch: dict[str, torch.Tensor], args: A
     """update_epochs x num_minibatches Adam steps of dppo_loss + vf_coef * 0.5 MSE(V, returns)
     on the shared minibatch loop (advantages normalised there, then quantile-clipped here)."""
     diffusion = isinstance(policy, DiffusionPolicy)
-    ft = args.ft_denoising_steps if diffusion else 1
-    discount = denoising_discount(args.gamma_denoising, ft) if diffusion else torch.ones(1)
+    ft = args.ft_denoising_steps if diffusion else 1  # K' = 1: discount [1], clip [clip_coef]
+    discount = denoising_discount(args.gamma_denoising, ft)
     eps = clip_schedule(args.clip_coef, args.clip_coef_base, args.clip_coef_rate, ft)
-    if not diffusion:
-        eps = torch.tensor([args.clip_coef])
     batch = {**batch, "old_logp": old_step_log_probs(policy, batch)}
     lower, upper = args.adv_clip_lower_quantile, args.adv_clip_upper_quantile
 
@@ -485,86 +427,6 @@ def make_optimizer(policy: nn.Module, value_net: nn.Module, args: Args) -> torch
     )
 
 
-# -- pre-training ------------------------------------------------------------------------------
-
-
-def dataset_normalizer_state(observations: np.ndarray) -> dict[str, torch.Tensor]:
-    """An ObsNormalizer state of the dataset's mean and variance (count: the dataset size)."""
-    obs = np.asarray(observations, np.float64)
-    return {
-        "mean": torch.from_numpy(obs.mean(0)),
-        "var": torch.from_numpy(obs.var(0) + 1e-6),  # a constant column stays finite
-        "count": torch.tensor(float(len(obs)), dtype=torch.float64),
-    }
-
-
-def pretrain(policy: nn.Module, dataset, obs_normalizer, args: Args, log_path: Path) -> list:
-    """--pretrain-steps Adam steps of the behaviour-cloning loss on minibatches of the dataset
-    (observations through the frozen normaliser), lr cosine-decayed from --pretrain-lr to
-    --pretrain-min-lr; the EMA of the trained network is copied into it at the end. Returns
-    [(step, mean bc loss)] every 1% of the steps, also written to log_path."""
-    obs = np.asarray(dataset.observations, np.float32)
-    if obs_normalizer is not None:
-        obs = obs_normalizer(obs, update=False)
-    buffer = OfflineBuffer(
-        obs, dataset.actions, dataset.rewards, obs, dataset.terminals, seed=args.seed
-    )
-    net = policy.base if isinstance(policy, DiffusionPolicy) else policy
-    ema = copy.deepcopy(net).requires_grad_(False)
-    optimizer = torch.optim.Adam(net.parameters(), lr=args.pretrain_lr)
-    steps, every = args.pretrain_steps, max(1, args.pretrain_steps // 100)
-    history, running = [], 0.0
-    for step in range(steps):
-        cos = 0.5 * (1 + math.cos(math.pi * step / steps))
-        optimizer.param_groups[0]["lr"] = (
-            args.pretrain_min_lr + (args.pretrain_lr - args.pretrain_min_lr) * cos
-        )
-        batch = buffer.sample(args.pretrain_batch_size)
-        loss = bc_loss(policy, batch["obs"], batch["actions"])
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        with torch.no_grad():
-            for p_ema, p in zip(ema.parameters(), net.parameters()):
-                p_ema.lerp_(p, 1 - args.ema_decay)
-        running += loss.item()
-        if (step + 1) % every == 0:
-            history.append((step + 1, running / every))
-            running = 0.0
-    if steps:
-        net.load_state_dict(ema.state_dict())
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "w", newline="") as f:
-        csv.writer(f).writerows([("step", "bc_loss"), *history])
-    return history
-
-
-def save_pretrained(path: Path, policy: nn.Module, obs_normalizer, args: Args) -> None:
-    """pretrained.pt: the behaviour-cloned network, the normaliser, what built them."""
-    net = policy.base if isinstance(policy, DiffusionPolicy) else policy
-    config = {name: getattr(args, name) for name in pretrained_shape_flags(args.policy)}
-    state = {
-        "kind": PRETRAINED_KIND,
-        "policy": args.policy,
-        "env_id": args.env_id,
-        "config": config,
-        "network": net.state_dict(),
-        "obs_normalizer": None if obs_normalizer is None else obs_normalizer.state_dict(),
-    }
-    checkpoint.save(path, state)
-
-
-def load_into(policy: nn.Module, obs_normalizer, saved: dict) -> None:
-    """Restore a pretrained.pt into the policy (its base network) and the normaliser."""
-    net = policy.base if isinstance(policy, DiffusionPolicy) else policy
-    try:
-        net.load_state_dict(saved["network"])
-        if obs_normalizer is not None:
-            obs_normalizer.load_state_dict(saved["obs_normalizer"])
-    except (KeyError, RuntimeError, ValueError) as exc:
-        fail(f"--pretrained: does not fit this env ({str(exc).splitlines()[0][:160]})")
-
-
 def check_action_space(run: Run) -> None:
     """DPPO's actions live in [-1, 1] (the denoised clip): the env's bounds must be those."""
     space = run.act_space
@@ -577,27 +439,16 @@ def main(args: Args, dataset=None) -> float:
     return. dataset: an envs.offline.Dataset instead of loading args.dataset (tests)."""
     if args.pretrained is None and dataset is None:
         dataset = load_dataset(args.dataset)
-    _LOADED.clear()
+    forget_datasets()
     run = Run(args)
     check_action_space(run)
     obs_dim, act_dim = run.obs_dim, run.act_space.shape[0]
     policy = make_policy(obs_dim, act_dim, args)
-    normalizer = run.obs_normalizer  # None with --no-norm-obs
-    if normalizer is not None:
-        normalizer.frozen = True  # the dataset's statistics: the behaviour clone's inputs
-    path = Path(run.run_dir) / "pretrained.pt"
-    if args.pretrained is not None:
-        load_into(policy, normalizer, load_pretrained(args.pretrained))
-    elif args.resume is not None and path.exists():  # the resumed run's own
-        load_into(policy, normalizer, load_pretrained(str(path)))
-    else:
-        shape = (dataset.observations.shape[1:], dataset.actions.shape[1:])
-        if shape != (run.obs_space.shape, run.act_space.shape):
-            fail(f"--dataset: obs x action shapes {shape} do not fit {args.env_id}")
-        if normalizer is not None:
-            normalizer.load_state_dict(dataset_normalizer_state(dataset.observations))
-        pretrain(policy, dataset, normalizer, args, Path(run.run_dir) / "pretrain.csv")
-        save_pretrained(path, policy, normalizer, args)
+    flags = pretrained_shape_flags(args.policy)  # the config of pretrained.pt
+    bc = partial(bc_loss, policy)  # trains cloned_net(policy)
+    start_from_clone(
+        run, cloned_net(policy), bc, dataset, args, PRETRAINED_KIND, flags, policy=args.policy
+    )
     del dataset
     if isinstance(policy, DiffusionPolicy):
         policy.start_finetuning()

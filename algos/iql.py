@@ -33,6 +33,8 @@ from controlrl.cli import (
     ArgError,
     CommonArgs,
     fail,
+    forget_datasets,
+    load_dataset,
     parse,
     require,
     require_finite,
@@ -182,21 +184,6 @@ class Args(CommonArgs):
             require(bool(dataset.env_id), "env_id", f"is needed: {dataset.source} names no env")
             self.env_id = dataset.env_id
         super().validate()
-
-
-_LOADED: dict = {}  # the dataset validate() loaded, for main() to take
-
-
-def load_dataset(path_or_id: str):
-    """envs.offline.load, once per process; a bad dataset exits 2 with one line."""
-    from envs.offline import DatasetError, load  # the loader is imported only when used
-
-    if path_or_id not in _LOADED:
-        try:
-            _LOADED[path_or_id] = load(path_or_id)
-        except DatasetError as exc:
-            raise ArgError(f"--dataset: {exc}") from None
-    return _LOADED[path_or_id]
 
 
 @dataclass
@@ -392,7 +379,7 @@ def main(args: Args, dataset=None) -> float:
         scale = reward_scale(dataset) if args.normalize_reward else 1.0
     except ArgError as exc:
         fail(str(exc))
-    _LOADED.clear()
+    forget_datasets()
     session = Session(args, steps_per_iteration=args.log_every)
     buffer = OfflineBuffer.from_dataset(
         dataset,

@@ -1,4 +1,5 @@
-"""Common flags of every algorithm script, tyro parsing, validation before anything runs."""
+"""Common flags of every algorithm script, tyro parsing, validation before anything runs (and
+the --dataset an offline script validates, loaded once)."""
 
 from __future__ import annotations
 
@@ -106,6 +107,28 @@ def fail(message: str) -> None:
     """Print one line to stderr and exit with status 2 (bad input; nothing was written)."""
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(2)
+
+
+_DATASETS: dict = {}  # what validate() loaded, for main() to take: one load per process
+
+
+def load_dataset(path_or_id: str):
+    """The envs.offline dataset --dataset names (a file, a directory or a generated id), loaded
+    once per process: validate() reads its env id, main() trains on it. A bad one raises
+    ArgError naming --dataset."""
+    from envs.offline import DatasetError, load  # the loader only where a dataset is used
+
+    if path_or_id not in _DATASETS:
+        try:
+            _DATASETS[path_or_id] = load(path_or_id)
+        except DatasetError as exc:
+            raise ArgError(f"--dataset: {exc}") from None
+    return _DATASETS[path_or_id]
+
+
+def forget_datasets() -> None:
+    """Drop the datasets load_dataset holds (main() keeps its own reference, no second copy)."""
+    _DATASETS.clear()
 
 
 @dataclass

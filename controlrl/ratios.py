@@ -28,10 +28,11 @@ Minibatches: `minibatch_update` shuffles transitions, but sequence and filtered 
 whole episode in time order. `EpisodeRatios` holds the full [T, N] layout; a loss calls it with
 the minibatch's fresh log-ratios and their row indices (row = t * N + n, `RolloutBuffer.flat`'s
 order). Rows outside the minibatch enter at their reference values: 0 (pi = pi_old) until
-`refresh()` stores the latest values seen (pass it as `after_epoch`). Because every filter here
-is linear in z, the minibatch's ratios and their gradients are those of the full filter with the
-minibatch rows fresh and the other rows held at their reference values, at a cost of the
-minibatch's same-episode pairs (at most B^2):
+`refresh()` stores the latest values seen (pass it as `after_epoch`), or `prime(logp, old_logp)`
+sets them for the whole rollout (stale data: a rollout collected some updates ago). Because
+every filter here is linear in z, the minibatch's ratios and their gradients are those of the
+full filter with the minibatch rows fresh and the other rows held at their reference values, at
+a cost of the minibatch's same-episode pairs (at most B^2):
     ratios = EpisodeRatios("kalman", episode_starts(buffer.ended))       # once per rollout
     ratio = ratios(logp, mb["logprobs"], idx)                            # in loss_fn
     minibatch_update(..., after_epoch=lambda epoch: ratios.refresh())     # or ratios=ratios
@@ -226,6 +227,18 @@ class EpisodeRatios:
         x = const.index_add(0, i, w * z.double()[j])
         self.latest[idx] = z.detach().double()
         return x.to(z.dtype).exp()
+
+    def prime(self, logp: torch.Tensor, old_logp: torch.Tensor) -> None:
+        """Make the current log-ratios of every row (logp, old_logp [T * N]: the whole rollout,
+        rows in RolloutBuffer.flat order) the reference of the next minibatches. For stale data,
+        whose log-ratios are away from 0 before the first step: the reference's start at 0 is
+        exact only on-policy, and a minibatch's sequence or filtered ratio would otherwise mix
+        its fresh log-ratios with zeros for the rest of the episode."""
+        z = (logp - old_logp).detach()
+        if z.shape != self.latest.shape:
+            raise ValueError(f"log-probs have shape {tuple(z.shape)}, expected {self.latest.shape}")
+        self.latest = z.double()
+        self.refresh()
 
     def refresh(self) -> None:
         """Make the latest log-ratios seen of every row the reference the next minibatches use."""

@@ -149,18 +149,19 @@ def evaluate_clone(path: Path, env: str, episodes: int) -> float:
     from algos import dppo
     from controlrl.evaluate import evaluate
     from controlrl.normalize import ObsNormalizer
+    from controlrl.pretrain import load_into, load_pretrained
     from controlrl.seeding import eval_seed
 
     config = json.loads((path.parent / "config.json").read_text())["args"]
     args = dppo.Args(**{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()})
-    saved = dppo.load_pretrained(str(path))
+    saved = load_pretrained(str(path), dppo.PRETRAINED_KIND)
     probe = envs.make(env, 1, 0)
     obs_dim = probe.single_observation_space.shape[0]
     act_dim = probe.single_action_space.shape[0]
     probe.close()
     policy = dppo.make_policy(obs_dim, act_dim, args)
     normalizer = ObsNormalizer((obs_dim,)) if saved["obs_normalizer"] is not None else None
-    dppo.load_into(policy, normalizer, saved)
+    load_into(dppo.cloned_net(policy), normalizer, saved)
     if isinstance(policy, dppo.DiffusionPolicy):
         policy.start_finetuning()  # ft = base: the clone
     torch.manual_seed(args.seed)

@@ -25,8 +25,8 @@ of different k take equal steps.
 Sequence and Kalman ratios on stale data: controlrl.ratios.EpisodeRatios holds the log-ratios of
 rows outside a minibatch at a reference that starts at 0 (exact on-policy, where every log-ratio
 is 0 before the first step); with stale data they are not 0, so the reference is first set to
-the current log-ratios of the whole rollout (`prime`), else a minibatch's sequence or filtered
-ratio would mix its fresh log-ratios with zeros for the rest of the episode.
+the current log-ratios of the whole rollout (EpisodeRatios.prime), else a minibatch's sequence
+or filtered ratio would mix its fresh log-ratios with zeros for the rest of the episode.
 
 Measured at every update, on the stale rollout, before the update's first step (policy pi_i):
   grad_rel_var   trace of the covariance of the policy-loss gradient over the num_minibatches
@@ -101,16 +101,6 @@ TOY_FLAGS = ["--num-steps", "256", "--num-minibatches", "4", "--update-epochs", 
 TOY_FLAGS += ["--hidden-sizes", "8", "--eval-episodes", "1"]
 
 
-def prime(ratios, logp, old_logp) -> None:
-    """Make the current log-ratios of every row (logp - old_logp over the whole rollout, rows in
-    RolloutBuffer.flat order) the reference of EpisodeRatios' minibatch filters."""
-    import torch
-
-    with torch.no_grad():
-        ratios(logp, old_logp, torch.arange(len(logp)))
-    ratios.refresh()
-
-
 def flat_grad(loss, params) -> torch.Tensor:
     """The gradient of loss with respect to params, flattened into one vector [P]."""
     import torch
@@ -146,7 +136,7 @@ def probe(policy, data: dict, fresh: dict, ratios, args) -> dict[str, float]:
         logp_all, _ = policy.log_prob_entropy(obs, actions, False)
         current = diagnostics.dist_params(policy, obs)
     if ratios is not None:
-        prime(ratios, logp_all, old_logp)
+        ratios.prime(logp_all, old_logp)
     grads = []
     size = len(old_logp)
     for idx in torch.randperm(size).split(size // args.num_minibatches):
@@ -156,7 +146,7 @@ def probe(policy, data: dict, fresh: dict, ratios, args) -> dict[str, float]:
         loss, _ = ppo_loss(logp, old_logp[idx], adv, eps, ratio)
         grads.append(flat_grad(loss, params))
     if ratios is not None:
-        prime(ratios, logp_all, old_logp)  # the probe's calls left its references as they were
+        ratios.prime(logp_all, old_logp)  # the probe's calls left its references as they were
     logp, _ = policy.log_prob_entropy(fresh["obs"], fresh["actions"], False)
     loss, _ = ppo_loss(logp, fresh["logprobs"], normalize_advantages(fresh["advantages"]), eps)
     stats = gradient_stats(torch.stack(grads), flat_grad(loss, params))

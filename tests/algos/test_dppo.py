@@ -1,12 +1,14 @@
 """algos/dppo.py: the denoising discount and clip schedule, ratio 1 and L = -mean(A_j) right
 after a rollout (and the gradient there), the stored chains against the rollout network,
-behaviour cloning lowering its loss, tiny pre-train + fine-tune runs of both policies on
-Hopper-v5 (and --pretrained), and bad input (exit 2, one line)."""
+behaviour cloning (controlrl/pretrain.py) lowering each policy's loss, tiny pre-train +
+fine-tune runs of both policies on Hopper-v5 (and --pretrained), and bad input (exit 2, one
+line)."""
 
 from __future__ import annotations
 
 import json
 import math
+from functools import partial
 
 import gymnasium as gym
 import numpy as np
@@ -22,10 +24,11 @@ from algos.dppo import (
     dppo_loss,
     old_step_log_probs,
 )
-from controlrl import checkpoint
+from controlrl import checkpoint, pretrain
 from controlrl.cli import parse
 from controlrl.generative import reverse_step_params
 from controlrl.nets import ValueNet
+from controlrl.normalize import ObsNormalizer
 from controlrl.training import Run
 from envs.offline import Dataset
 from envs.offline.d4rl import write_hdf5
@@ -254,9 +257,7 @@ def test_pretraining_lowers_the_bc_loss(kind, tmp_path):
     args = Args(policy=kind, hidden_sizes=(32, 32, 32), pretrain_steps=300, ema_decay=0.9)
     torch.manual_seed(0)
     policy = dppo.make_policy(11, 3, args)
-    state = dppo.dataset_normalizer_state(data.observations)
-    from controlrl.normalize import ObsNormalizer
-
+    state = pretrain.dataset_normalizer_state(data.observations)
     normalizer = ObsNormalizer((11,))
     normalizer.load_state_dict(state)
     obs = torch.from_numpy(normalizer(data.observations, update=False))
@@ -268,7 +269,9 @@ def test_pretraining_lowers_the_bc_loss(kind, tmp_path):
             return dppo.bc_loss(policy, obs, actions).item()
 
     before = loss()
-    history = dppo.pretrain(policy, data, normalizer, args, tmp_path / "pretrain.csv")
+    bc_loss = partial(dppo.bc_loss, policy)  # the loss and the network dppo.main pre-trains
+    net = dppo.cloned_net(policy)
+    history = pretrain.pretrain(net, bc_loss, data, normalizer, args, tmp_path / "pretrain.csv")
     after = loss()
     if kind == "diffusion":  # eps-MSE: ~1 for a net that knows nothing
         assert after < 0.6 * before, (before, after)
@@ -330,7 +333,7 @@ def test_bad_datasets_and_checkpoints_are_refused_with_one_line(dataset_file, tm
     assert "--dataset" in refuse(["--dataset", str(weights)], capsys)
     assert "--pretrained" in refuse(["--pretrained", str(tmp_path / "none.pt")], capsys)
     err = refuse(["--pretrained", str(weights)], capsys)  # a training checkpoint
-    assert "--pretrained" in err and "not a dppo.py pretrained.pt" in err
+    assert "--pretrained" in err and "not a pretrained.pt of kind 'dppo-pretrained'" in err
     assert "--pretrained" in refuse(["--pretrained", dataset_file], capsys)  # an HDF5 file
     saved = tmp_path / "p.pt"
     checkpoint.save(
@@ -360,15 +363,3 @@ def test_bad_datasets_and_checkpoints_are_refused_with_one_line(dataset_file, tm
 )
 def test_bad_numbers_are_refused(argv, flag, dataset_file, capsys):
     assert flag in refuse(["--dataset", dataset_file, *argv], capsys)
-
-
-def test_pretraining_ends_on_the_ema_weights(tmp_path):
-    # decay 1: the average never leaves the initial weights, and fine-tuning starts from it
-    data = hopper_dataset(50)
-    args = Args(hidden_sizes=(16, 16, 16), pretrain_steps=5, ema_decay=1.0)
-    torch.manual_seed(0)
-    policy = dppo.make_policy(11, 3, args)
-    initial = {k: v.clone() for k, v in policy.base.state_dict().items()}
-    dppo.pretrain(policy, data, None, args, tmp_path / "pretrain.csv")
-    for name, value in policy.base.state_dict().items():
-        assert torch.equal(value, initial[name]), name

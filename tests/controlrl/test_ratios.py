@@ -318,3 +318,46 @@ def test_pairs_are_exactly_the_same_episode_pairs():
     ids = ratios.ids[idx].tolist()
     want = [(a, b) for a in range(300) for b in range(300) if ids[a] == ids[b]]
     assert got == want and len(want) < 300**2 / 10  # far fewer than B^2
+
+
+@pytest.mark.parametrize("kind", ["sequence", "sequence_mean", "kalman"])
+def test_primed_minibatch_ratios_are_the_full_filter_of_stale_log_ratios(kind):
+    """Stale data: every log-ratio is away from 0 before the first step. After prime, a
+    minibatch's ratios are the full filter's on the current log-ratios (rows t * N + n);
+    without it (references at 0, right on-policy only) they are not."""
+    T, N = 12, 2
+    ended = np.zeros((T, N), bool)
+    ended[[3, 8], 0] = True
+    ended[5, 1] = True
+    gen = torch.Generator().manual_seed(0)
+    old_logp = torch.randn(T * N, generator=gen, dtype=torch.float64)
+    logp = old_logp + 0.3 * torch.randn(T * N, generator=gen, dtype=torch.float64)
+    starts = R.episode_starts(ended)
+    full = R.filtered_log_ratio((logp - old_logp).reshape(T, N), starts, kind).reshape(-1)
+    idx = torch.tensor([0, 5, 6, 7, 13, 20, 23])
+    ratios = R.EpisodeRatios(kind, starts)
+    ratios.prime(logp, old_logp)
+    primed = ratios(logp[idx], old_logp[idx], idx)
+    torch.testing.assert_close(primed, full[idx].exp(), rtol=1e-12, atol=0)
+    unprimed = R.EpisodeRatios(kind, starts)(logp[idx], old_logp[idx], idx)
+    assert not torch.allclose(unprimed, full[idx].exp(), rtol=1e-3)
+
+
+def test_prime_is_a_call_on_every_row_then_refresh_to_the_bit():
+    # float32 log-probs with a graph, as a policy gives them; the references are the ones a
+    # call on the whole rollout and refresh() leave, bit for bit
+    T, N = 9, 3
+    ended = np.zeros((T, N), bool)
+    ended[4, 1] = True
+    gen = torch.Generator().manual_seed(1)
+    old_logp = torch.randn(T * N, generator=gen)
+    logp = (old_logp + 0.2 * torch.randn(T * N, generator=gen)).requires_grad_()
+    primed, called = (R.EpisodeRatios("kalman", R.episode_starts(ended)) for _ in range(2))
+    primed.prime(logp, old_logp)
+    with torch.no_grad():
+        called(logp, old_logp, torch.arange(T * N))
+    called.refresh()
+    assert torch.equal(primed.ref, called.ref) and torch.equal(primed.ref_out, called.ref_out)
+    assert primed.ref.abs().min() > 0  # not the on-policy zeros
+    with pytest.raises(ValueError, match="expected"):
+        primed.prime(logp[:-1], old_logp[:-1])

@@ -1,7 +1,7 @@
-"""The ratio-filters figure (paper_figures/ratio_filters.py, E13): priming EpisodeRatios with
-stale log-ratios, the gradient statistics, the collapse criterion, the toy run end to end (the
-staleness queue: k = 0 updates on the data its policy collected, k = 1 on older data), and bad
-flags."""
+"""The ratio-filters figure (paper_figures/ratio_filters.py, E13): the gradient statistics, the
+collapse criterion, the toy run end to end (the staleness queue: k = 0 updates on the data its
+policy collected, k = 1 on older data), and bad flags. Priming EpisodeRatios with stale
+log-ratios: tests/controlrl/test_ratios.py."""
 
 import csv
 import importlib.util
@@ -13,37 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-from controlrl.ratios import EpisodeRatios, episode_starts, filtered_log_ratio
-
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location(
     "ratio_filters", ROOT / "paper_figures/ratio_filters.py"
 )
 fig = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(fig)
-
-
-@pytest.mark.parametrize("kind", ["sequence", "sequence_mean", "kalman"])
-def test_primed_minibatch_ratios_are_the_full_filter_of_stale_log_ratios(kind):
-    """Stale data: every log-ratio is away from 0 before the first step. After prime, a
-    minibatch's ratios are the full filter's on the current log-ratios (rows t * N + n);
-    without it (references at 0, right on-policy only) they are not."""
-    T, N = 12, 2
-    ended = np.zeros((T, N), bool)
-    ended[[3, 8], 0] = True
-    ended[5, 1] = True
-    gen = torch.Generator().manual_seed(0)
-    old_logp = torch.randn(T * N, generator=gen, dtype=torch.float64)
-    logp = old_logp + 0.3 * torch.randn(T * N, generator=gen, dtype=torch.float64)
-    starts = episode_starts(ended)
-    full = filtered_log_ratio((logp - old_logp).reshape(T, N), starts, kind).reshape(-1)
-    idx = torch.tensor([0, 5, 6, 7, 13, 20, 23])
-    ratios = EpisodeRatios(kind, starts)
-    fig.prime(ratios, logp, old_logp)
-    primed = ratios(logp[idx], old_logp[idx], idx)
-    torch.testing.assert_close(primed, full[idx].exp(), rtol=1e-12, atol=0)
-    unprimed = EpisodeRatios(kind, starts)(logp[idx], old_logp[idx], idx)
-    assert not torch.allclose(unprimed, full[idx].exp(), rtol=1e-3)
 
 
 def test_gradient_stats_trace_covariance_noise_to_signal_and_cosine():

@@ -1,0 +1,174 @@
+"""Behaviour cloning on an offline dataset before fine-tuning, and the pretrained.pt file that
+hands its network to a later run. As DPPO pre-trains (Ren et al. 2024, arXiv 2409.00588;
+irom-lab/dppo agent/pretrain/train_agent.py: an EMA of the weights, a cosine learning rate to
+min_lr; cfg/gym/pretrain/hopper-medium-v2/pre_diffusion_mlp.yaml), whatever the network and its
+loss: the caller passes both.
+
+    saved = load_pretrained(args.pretrained, "dppo-pretrained")  # in validate(): exit 2 on a
+    require_same_flags(args, saved)                              # foreign file, other flags
+    start_from_clone(run, net, loss_fn, dataset, args, "dppo-pretrained", ("hidden_sizes",))
+
+start_from_clone pre-trains (the normaliser set to dataset_normalizer_state, then pretrain,
+save_pretrained) or loads (load_pretrained, load_into) --pretrained or a resumed run's own
+file.
+
+pretrained.pt holds "kind" (what wrote it: a training checkpoint or another algorithm's file is
+refused), whatever else the writer adds (its env id, ...), "config" (the values of the flags the
+network's shape depends on: a run that loads the file must have the same), "network" (a
+state_dict) and "obs_normalizer" (a state_dict or None).
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from controlrl import checkpoint
+from controlrl.buffers import OfflineBuffer
+from controlrl.cli import ArgError, fail, require
+
+BCLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (obs, actions) -> scalar
+
+
+def dataset_normalizer_state(observations: np.ndarray) -> dict[str, torch.Tensor]:
+    """An ObsNormalizer state of the dataset's mean and variance (count: the dataset size)."""
+    obs = np.asarray(observations, np.float64)
+    return {
+        "mean": torch.from_numpy(obs.mean(0)),
+        "var": torch.from_numpy(obs.var(0) + 1e-6),  # a constant column stays finite
+        "count": torch.tensor(float(len(obs)), dtype=torch.float64),
+    }
+
+
+def cosine_lr(step: int, steps: int, lr: float, min_lr: float) -> float:
+    """lr at step 0, cosine-decayed to min_lr at step `steps` (no warm-up, no restart)."""
+    cos = 0.5 * (1 + math.cos(math.pi * step / steps))
+    return min_lr + (lr - min_lr) * cos
+
+
+def pretrain(
+    net: nn.Module, loss_fn: BCLoss, dataset, obs_normalizer, args, log_path: Path
+) -> list[tuple[int, float]]:
+    """args.pretrain_steps Adam steps on net's parameters of loss_fn(obs, actions), on
+    minibatches of args.pretrain_batch_size rows of the dataset (observations through the frozen
+    normaliser, sampled with args.seed); lr cosine-decayed from args.pretrain_lr to
+    args.pretrain_min_lr; an EMA (args.ema_decay) of net updated every step is copied into net
+    at the end. Returns [(step, mean loss)] every 1% of the steps, also written to log_path
+    (step,bc_loss)."""
+    obs = np.asarray(dataset.observations, np.float32)
+    if obs_normalizer is not None:
+        obs = obs_normalizer(obs, update=False)
+    buffer = OfflineBuffer(
+        obs, dataset.actions, dataset.rewards, obs, dataset.terminals, seed=args.seed
+    )
+    ema = copy.deepcopy(net).requires_grad_(False)
+    optimizer = torch.optim.Adam(net.parameters(), lr=args.pretrain_lr)
+    steps, every = args.pretrain_steps, max(1, args.pretrain_steps // 100)
+    history, running = [], 0.0
+    for step in range(steps):
+        lr = cosine_lr(step, steps, args.pretrain_lr, args.pretrain_min_lr)
+        optimizer.param_groups[0]["lr"] = lr
+        batch = buffer.sample(args.pretrain_batch_size)
+        loss = loss_fn(batch["obs"], batch["actions"])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        with torch.no_grad():
+            for p_ema, p in zip(ema.parameters(), net.parameters()):
+                p_ema.lerp_(p, 1 - args.ema_decay)
+        running += loss.item()
+        if (step + 1) % every == 0:
+            history.append((step + 1, running / every))
+            running = 0.0
+    if steps:
+        net.load_state_dict(ema.state_dict())
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w", newline="") as f:
+        csv.writer(f).writerows([("step", "bc_loss"), *history])
+    return history
+
+
+def save_pretrained(
+    path: Path, kind: str, net: nn.Module, obs_normalizer, args, shape_flags, **meta
+) -> None:
+    """pretrained.pt (atomic): kind, meta, config (args' values of shape_flags, the flags the
+    network's shape depends on), the network and the normaliser."""
+    state = {
+        "kind": kind,
+        **meta,
+        "config": {name: getattr(args, name) for name in shape_flags},
+        "network": net.state_dict(),
+        "obs_normalizer": None if obs_normalizer is None else obs_normalizer.state_dict(),
+    }
+    checkpoint.save(path, state)
+
+
+def load_pretrained(path: str, kind: str) -> dict:
+    """A pretrained.pt of this kind (weights only); a missing or foreign file raises ArgError
+    naming --pretrained (one line, exit 2)."""
+    try:
+        saved = checkpoint.load(path)
+    except checkpoint.CheckpointError as exc:
+        raise ArgError(f"--pretrained: {exc}") from None
+    if saved.get("kind") != kind:
+        raise ArgError(
+            f"--pretrained: {path} is not a pretrained.pt of kind {kind!r} (a training "
+            "checkpoint continues with --resume)"
+        )
+    return saved
+
+
+def require_same_flags(args, saved: dict) -> None:
+    """Every flag of the pretrained.pt's config must have its value in args (ArgError naming the
+    first that differs)."""
+    for name, value in saved["config"].items():
+        require(
+            value == getattr(args, name),
+            name,
+            f"must match --pretrained ({value}), got {getattr(args, name)}",
+        )
+
+
+def load_into(net: nn.Module, obs_normalizer, saved: dict) -> None:
+    """Restore a pretrained.pt into net and the normaliser; one that does not fit (other shapes,
+    a normaliser missing) exits 2 naming --pretrained."""
+    try:
+        net.load_state_dict(saved["network"])
+        if obs_normalizer is not None:
+            obs_normalizer.load_state_dict(saved["obs_normalizer"])
+    except (KeyError, RuntimeError, ValueError) as exc:
+        fail(f"--pretrained: does not fit this env ({str(exc).splitlines()[0][:160]})")
+
+
+def start_from_clone(
+    run, net: nn.Module, loss_fn: BCLoss, dataset, args, kind: str, shape_flags, **meta
+) -> None:
+    """The start of a fine-tuning run (controlrl.training.Run) from a behaviour clone:
+    pre-train net on the dataset and write <run_dir>/pretrained.pt (with args.env_id, meta and
+    config), or load args.pretrained (or a resumed run's own pretrained.pt) into net. The run's
+    observation normaliser (None: not normalised) holds the dataset's statistics, frozen,
+    either way: the clone's inputs."""
+    normalizer = run.obs_normalizer
+    if normalizer is not None:
+        normalizer.frozen = True
+    path = Path(run.run_dir) / "pretrained.pt"
+    resumed = args.resume is not None and path.exists()  # the resumed run's own clone
+    source = args.pretrained or (str(path) if resumed else None)
+    if source is not None:
+        load_into(net, normalizer, load_pretrained(source, kind))
+        return
+    shape = (dataset.observations.shape[1:], dataset.actions.shape[1:])
+    if shape != (run.obs_space.shape, run.act_space.shape):
+        fail(f"--dataset: obs x action shapes {shape} do not fit {args.env_id}")
+    if normalizer is not None:
+        normalizer.load_state_dict(dataset_normalizer_state(dataset.observations))
+    pretrain(net, loss_fn, dataset, normalizer, args, path.parent / "pretrain.csv")
+    meta = {**meta, "env_id": args.env_id}
+    save_pretrained(path, kind, net, normalizer, args, shape_flags, **meta)
