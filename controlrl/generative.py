@@ -177,6 +177,10 @@ class DenoiserMLP(nn.Module):
                     h = F.linear(h, a, b)
                 elif kind == "act":
                     h = a(h, inplace=inplace)
+                elif kind == "residual":  # h + l2(act(l1(act(h)))), h itself kept for the sum
+                    w1, b1, w2, b2 = a
+                    r = F.linear(b(h), w1, b1)
+                    h = h + F.linear(b(r, inplace=inplace), w2, b2)
                 else:
                     h = a(h)
             return h * scale if scale != 1.0 else h
@@ -189,13 +193,23 @@ _ACTIVATIONS = {nn.SiLU: F.silu, nn.Mish: F.mish, nn.ReLU: F.relu}
 
 def _functional(layers: list[nn.Module]) -> list[tuple]:
     """(kind, a, b) per layer: ("linear", weight, bias), ("act", F.<fn>, None) for SiLU, Mish
-    and ReLU, ("module", layer, None) for anything else (a residual block, Tanh)."""
+    and ReLU, ("residual", (w1, b1, w2, b2), F.<fn>) for a _ResidualBlock with one of those,
+    ("module", layer, None) for anything else (Tanh)."""
     out: list[tuple] = []
     for layer in layers:
         if type(layer) is nn.Linear:
             out.append(("linear", layer.weight, layer.bias))
         elif type(layer) in _ACTIVATIONS:
             out.append(("act", _ACTIVATIONS[type(layer)], None))
+        elif type(layer) is _ResidualBlock and type(layer.act) in _ACTIVATIONS:
+            l1, l2 = layer.l1, layer.l2
+            out.append(
+                (
+                    "residual",
+                    (l1.weight, l1.bias, l2.weight, l2.bias),
+                    _ACTIVATIONS[type(layer.act)],
+                )
+            )
         else:
             out.append(("module", layer, None))
     return out
@@ -355,11 +369,34 @@ def reverse_step_params(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and (unfloored) std [B, A] of the reverse step k: the posterior mean from x0_hat
     (clipped to +-denoised_clip) and x_k; std = exp(0.5 posterior_logvar[k])."""
-    x0_hat = predict_x0(sched, x_k, k, net(x_k, k, obs))
+    mean = _reverse_mean(sched, x_k, k, net(x_k, k, obs), denoised_clip)
+    return mean, _at(sched.posterior_logvar, k).mul(0.5).exp().expand_as(mean)
+
+
+def _reverse_mean(
+    sched: DDPMSchedule,
+    x_k: torch.Tensor,
+    k: torch.Tensor | int,
+    eps_hat: torch.Tensor,
+    denoised_clip: float | None,
+) -> torch.Tensor:
+    """The posterior mean from x0_hat (clipped to +-denoised_clip) and x_k; k [B] or one int."""
+    x0_hat = predict_x0(sched, x_k, k, eps_hat)
     if denoised_clip is not None:
         x0_hat = x0_hat.clamp(-denoised_clip, denoised_clip)
-    mean = posterior_mean(sched, x0_hat, x_k, k)
-    return mean, _at(sched.posterior_logvar, k).mul(0.5).exp().expand_as(mean)
+    return posterior_mean(sched, x0_hat, x_k, k)
+
+
+def _eps_steps(
+    net: nn.Module, obs: torch.Tensor, K: int
+) -> Callable[[torch.Tensor, int], torch.Tensor]:
+    """eps(x, k) = net(x, k for every row, obs) for a sampling loop over k < K: a DenoiserMLP's
+    conditioned() (obs and time terms of the first layer once per chain, plain calls; equal to
+    forward up to float rounding), else the net itself."""
+    if isinstance(net, DenoiserMLP):
+        return net.conditioned(obs, torch.arange(K, device=obs.device))
+    B = obs.shape[0]
+    return lambda x, k: net(x, torch.full((B,), k, dtype=torch.long, device=obs.device), obs)
 
 
 @torch.no_grad()
@@ -392,10 +429,14 @@ def sample_chain(
         else x_init
     )
     chain = [x] if ft_steps == K else []
-    for k in range(K - 1, -1, -1):
-        kb = torch.full((B,), k, dtype=torch.long, device=obs.device)
-        step_net = ft_net if (ft_net is not None and k < ft_steps) else net
-        mean, std = reverse_step_params(step_net, sched, x, kb, obs, denoised_clip)
+    eps, ft_eps = (
+        _eps_steps(net, obs, K),
+        _eps_steps(ft_net, obs, K) if ft_net is not None else None,
+    )
+    for k in range(K - 1, -1, -1):  # k an int: the schedule's entries broadcast as scalars
+        step = ft_eps if (ft_eps is not None and k < ft_steps) else eps
+        mean = _reverse_mean(sched, x, k, step(x, k), denoised_clip)
+        std = sched.posterior_logvar[k].mul(0.5).exp()
         if deterministic:
             std = torch.zeros_like(std) if k == 0 else std.clamp(min=1e-3)
         else:

@@ -162,20 +162,61 @@ def test_sampled_actions_respect_denoised_clip_in_deterministic_mode():
     assert (actions.abs() > 0.99).float().mean() > 0.9
 
 
-def test_ft_net_used_only_for_the_last_steps():
+class _Plain(torch.nn.Module):
+    """A denoiser that is not a DenoiserMLP (sample_chain's generic path), recording its steps."""
+
+    def __init__(self, net, name, seen):
+        super().__init__()
+        self.net, self.name, self.seen = net, name, seen
+
+    def forward(self, x, k, obs):
+        self.seen.append((self.name, int(k[0])))
+        return self.net(x, k, obs)
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_ft_net_used_only_for_the_last_steps_and_conditioned_sampling_matches(deterministic):
+    """The generic path calls net for k >= K' and ft_net below, one batched call per step; the
+    DenoiserMLP path (conditioned first layer, plain calls) gives the same chain up to float
+    rounding, from the same generator, for a residual denoiser."""
     torch.manual_seed(5)
     K, ft, B, A, D = 6, 2, 8, 2, 3
     sched = DDPMSchedule.make(K)
-    base, ft_net = DenoiserMLP(D, A, (16,), 8), DenoiserMLP(D, A, (16,), 8)
-    seen = []
-
-    def tag(name):
-        return lambda module, inputs, out: seen.append((name, int(inputs[1][0])))
-
-    base.register_forward_hook(tag("base"))
-    ft_net.register_forward_hook(tag("ft"))
-    sample_chain(base, sched, torch.randn(B, D), A, ft, ft_net=ft_net)
+    base = DenoiserMLP(D, A, (16, 16, 16), 8, residual=True)
+    ft_net = DenoiserMLP(D, A, (16, 16, 16), 8, residual=True)
+    with torch.no_grad():  # the fine-tuned copy differs visibly
+        ft_net.net[-1].bias.fill_(0.5)
+    obs, seen = torch.randn(B, D), []
+    kw = dict(deterministic=deterministic, min_sampling_std=0.1)
+    a1, c1 = sample_chain(
+        _Plain(base, "base", seen),
+        sched,
+        obs,
+        A,
+        ft,
+        ft_net=_Plain(ft_net, "ft", seen),
+        generator=torch.Generator().manual_seed(9),
+        **kw,
+    )
     assert seen == [("base", 5), ("base", 4), ("base", 3), ("base", 2), ("ft", 1), ("ft", 0)]
+    a2, c2 = sample_chain(
+        base, sched, obs, A, ft, ft_net=ft_net, generator=torch.Generator().manual_seed(9), **kw
+    )
+    torch.testing.assert_close(c2, c1, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(a2, a1, rtol=1e-5, atol=1e-6)
+    g = torch.Generator().manual_seed(9)  # by hand: reverse_step_params, DPPO's std floors
+    x = torch.randn((B, A), generator=g)
+    for k in range(K - 1, -1, -1):
+        net = ft_net if k < ft else base
+        mean, std = reverse_step_params(net, sched, x, torch.full((B,), k), obs)
+        if deterministic:
+            std = torch.zeros_like(std) if k == 0 else std.clamp(min=1e-3)
+        else:
+            std = std.clamp(min=0.1)
+        x = mean + std * torch.randn(x.shape, generator=g).clamp(-3.0, 3.0)
+    torch.testing.assert_close(a1, x, rtol=0, atol=0)
+    a3, _ = sample_chain(base, sched, obs, A, ft, generator=torch.Generator().manual_seed(9), **kw)
+    assert (a3 - a2).abs().max() > 1e-3  # without ft_net the last steps differ
 
 
 def test_ddim_all_steps_eta0_deterministic_given_x_init():
