@@ -27,7 +27,7 @@ after ~200 calls with XLA_FLAGS=--xla_cpu_multi_thread_eigen=false (that flag do
 LAPACK kernels). jaxlib 0.9.2, the brax extra's pin, has no such split (no ParallelBatchMap in its
 jaxlib/cpu/_lapack.so) and ran the same worker to the end. So an mjx batch that such a jaxlib
 would split raises a ValueError naming the cause and the ways out (check_no_pool_deadlock)
-instead of hanging; halfcheetah (nv 9) is split from 824 envs on, ant (nv 14) from 219.
+instead of hanging; halfcheetah (nv 9) is split from 825 envs on, ant (nv 14) from 220.
 """
 
 from __future__ import annotations
@@ -93,8 +93,10 @@ def installed_jaxlib() -> str:
 
 def max_unsplit_envs(nv: int) -> int:
     """The largest batch whose nv x nv Cholesky (or triangular solve with one right-hand side)
-    such a jaxlib still runs serially."""
-    return (LAPACK_MIN_WORK - 1) // max(nv**3 // 3, nv**2)
+    such a jaxlib still runs serially: it cuts a batch of B >= 2 into chunks of
+    max(ceil(B / threads), ceil(200,000 / cost)) matrices, so it splits from ceil(200,000 / cost)
+    + 1 on."""
+    return -(-LAPACK_MIN_WORK // max(nv**3 // 3, nv**2))
 
 
 def check_no_pool_deadlock(

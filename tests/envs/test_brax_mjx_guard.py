@@ -41,18 +41,29 @@ def test_affected_jaxlib_versions(version, affected):
     assert brax_backend.lapack_blocks_pool(version) is affected
 
 
+def jaxlib_splits(batch, cost, threads):
+    """jaxlib 0.10's rule (GetLapackBatchChunkSize + ParallelBatchMap): whether a batch of
+    matrices costing `cost` FLOP each is cut into more than one chunk for the thread pool."""
+    if threads <= 1 or batch * cost < 200_000:
+        return False
+    chunk = max(-(-batch // threads), -(-200_000 // cost))
+    return chunk < batch
+
+
 @pytest.mark.parametrize("nv", [2, 6, 9, 14, 23, 60])
-def test_max_unsplit_envs_is_jaxlibs_split_threshold(nv):
-    # jaxlib splits a batch of B matrices when B * cost >= 200,000 FLOP, cost = n^3 / 3 for a
-    # Cholesky (integer division, as in C++), n^2 for a triangular solve with one right-hand side
+@pytest.mark.parametrize("threads", [2, 4, 64])
+def test_max_unsplit_envs_is_jaxlibs_split_threshold(nv, threads):
+    # cost per matrix: n^3 / 3 for a Cholesky (integer division, as in C++), n^2 for a
+    # triangular solve with one right-hand side; the guard takes the larger
     cost = max(nv**3 // 3, nv**2)
     largest = brax_backend.max_unsplit_envs(nv)
-    assert largest * cost < 200_000 <= (largest + 1) * cost
+    assert not any(jaxlib_splits(b, cost, threads) for b in range(1, largest + 1))
+    assert jaxlib_splits(largest + 1, cost, threads)
 
 
-def test_halfcheetah_is_split_from_824_envs():
-    # the hung benchmark ran 1024 envs; 64 (and 512 in the bisection) never split
-    assert brax_backend.max_unsplit_envs(HALFCHEETAH_NV) == 823
+def test_halfcheetah_is_split_from_825_envs():
+    # the hung benchmark ran 1024 envs; 64-512 and 824 ran 400 calls each on jaxlib 0.10.2
+    assert brax_backend.max_unsplit_envs(HALFCHEETAH_NV) == 824
 
 
 def test_the_guard_names_env_pipeline_batch_cause_and_ways_out():
@@ -61,7 +72,7 @@ def test_the_guard_names_env_pipeline_batch_cause_and_ways_out():
     message = str(err.value)
     for part in ("brax:halfcheetah", "'mjx'", "num_envs=1024", "jaxlib 0.10.2", "9x9 Cholesky"):
         assert part in message, (part, message)
-    for way_out in ("jaxlib 0.9.2", ">= 0.11.1", "num_envs <= 823", "--brax-pipeline"):
+    for way_out in ("jaxlib 0.9.2", ">= 0.11.1", "num_envs <= 824", "--brax-pipeline"):
         assert way_out in message, (way_out, message)
     assert "\n" not in message
 
@@ -69,7 +80,7 @@ def test_the_guard_names_env_pipeline_batch_cause_and_ways_out():
 @pytest.mark.parametrize(
     "pipeline, num_envs, jaxlib",
     [
-        ("mjx", 823, "0.10.2"),  # below the split threshold: run serially, no deadlock
+        ("mjx", 824, "0.10.2"),  # below the split threshold: run serially, no deadlock
         ("positional", 1024, "0.10.2"),  # brax's own pipelines factorise nothing with LAPACK
         ("generalized", 4096, "0.10.2"),
         ("mjx", 1024, "0.9.2"),  # the pinned jaxlib never splits
@@ -102,13 +113,13 @@ def test_adapter_and_batched_functions_refuse_before_compiling(monkeypatch):
 
     monkeypatch.setattr(brax_backend, "installed_jaxlib", lambda: "0.10.2")
     monkeypatch.setattr(brax_envs, "get_environment", lambda name, backend: fake_mjx_env(9))
-    with pytest.raises(ValueError, match="brax:halfcheetah .*num_envs=824 .*9x9"):
-        brax_backend.BraxVectorEnv("halfcheetah", 824, pipeline="mjx")
-    with pytest.raises(ValueError, match="num_envs=1024 .*14x14 .*num_envs <= 218"):
+    with pytest.raises(ValueError, match="brax:halfcheetah .*num_envs=825 .*9x9"):
+        brax_backend.BraxVectorEnv("halfcheetah", 825, pipeline="mjx")
+    with pytest.raises(ValueError, match="num_envs=1024 .*14x14 .*num_envs <= 219"):
         brax_backend.batched_functions(fake_mjx_env(14), 1024)  # ant's nv
-    vec = brax_backend.BraxVectorEnv("halfcheetah", 823, pipeline="mjx")  # not split: allowed
+    vec = brax_backend.BraxVectorEnv("halfcheetah", 824, pipeline="mjx")  # not split: allowed
     assert vec.compile_seconds is None  # nothing compiled by construction
-    brax_backend.batched_functions(fake_mjx_env(14), 218)
+    brax_backend.batched_functions(fake_mjx_env(14), 219)
 
 
 @pytest.mark.slow
