@@ -147,7 +147,10 @@ def test_the_formerly_hanging_configuration_ends():
     out = subprocess.run(
         [sys.executable, "-c", script],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        },
         capture_output=True,
         text=True,
         timeout=1200,
