@@ -13,10 +13,26 @@ true final observations go to info['final_obs']. reset/step/autoreset are compil
 Rewards, flags and, with copy=False (what training asks for), observations reach numpy without a
 copy (np.asarray of a CPU jax array is a read-only view of its buffer; nothing is donated, so the
 buffer stays valid); actions go to the device in one transfer per step.
+
+'mjx' batches hang on jaxlib 0.10.x (found with brax:halfcheetah at 1024 envs, where
+paper_figures/bench_brax.py's worker hung with every thread waiting): its CPU LAPACK kernels split
+a batch over XLA:CPU's intra-op thread pool and block until the pieces are done, from inside that
+same pool. mjx factorises the mass matrix and the Newton solver's Hessian with a batched Cholesky
+(jax.scipy.linalg.cho_factor -> lapack_spotrf_ffi); once every pool thread (2 on a 2-core machine)
+waits inside such a kernel, nothing is left to run the pieces. Native stacks (gdb) of the hung
+process: both 'tf_XLAEigen' threads in lapack_spotrf_ffi -> jax::ParallelBatchMap ->
+BlockingCounter::Wait, no CPU used. Smallest reproduction: jax.jit(jax.vmap(mjx.step)) on brax's
+half_cheetah.xml at 1024 envs, mujoco-mjx 3.17.0, jax/jaxlib 0.10.2: hung at its 4th call, and
+after ~200 calls with XLA_FLAGS=--xla_cpu_multi_thread_eigen=false (that flag does not reach the
+LAPACK kernels). jaxlib 0.9.2, the brax extra's pin, has no such split (no ParallelBatchMap in its
+jaxlib/cpu/_lapack.so) and ran the same worker to the end. So an mjx batch that such a jaxlib
+would split raises a ValueError naming the cause and the ways out (check_no_pool_deadlock)
+instead of hanging; halfcheetah (nv 9) is split from 825 envs on, ant (nv 14) from 220.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import time
 from pathlib import Path
@@ -50,6 +66,58 @@ def configured_jax():
     return jax
 
 
+# jaxlib releases whose batched CPU LAPACK kernels wait on XLA:CPU's pool from inside it (module
+# docstring). In jax's jaxlib/cpu/lapack_kernels.cc the batch split (ParallelBatchMap) came with
+# "Add support for parallelizing lapack invocations on the batch dimension" (0.10.0 to 0.11.0)
+# and left open-source builds with "Don't try to parallelize LAPACK kernels in opensource builds"
+# (2026-07-21, after 0.11.0 of 2026-07-16). GetLapackBatchChunkSize there splits a batch only
+# when it carries at least kMinWorkPerTask = 200,000 FLOP, a Cholesky counting n^3 / 3 a matrix.
+LAPACK_POOL_SPLIT = ((0, 10, 0), (0, 11, 1))  # [first with the split, first without it)
+LAPACK_MIN_WORK = 200_000
+
+
+def lapack_blocks_pool(jaxlib_version: str) -> bool:
+    """Whether this jaxlib version's batched CPU LAPACK kernels can deadlock XLA:CPU's pool."""
+    release = []
+    for part in jaxlib_version.split(".")[:3]:
+        digits = part[: len(part) - len(part.lstrip("0123456789"))]  # "2rc1" -> "2"
+        release.append(int(digits or 0))
+    first, fixed = LAPACK_POOL_SPLIT
+    return first <= tuple(release + [0] * (3 - len(release))) < fixed
+
+
+def installed_jaxlib() -> str:
+    """The installed jaxlib's version."""
+    return importlib.metadata.version("jaxlib")
+
+
+def max_unsplit_envs(nv: int) -> int:
+    """The largest batch whose nv x nv Cholesky (or triangular solve with one right-hand side)
+    such a jaxlib still runs serially: it cuts a batch of B >= 2 into chunks of
+    max(ceil(B / threads), ceil(200,000 / cost)) matrices, so it splits from ceil(200,000 / cost)
+    + 1 on."""
+    return -(-LAPACK_MIN_WORK // max(nv**3 // 3, nv**2))
+
+
+def check_no_pool_deadlock(
+    name: str, pipeline: str, num_envs: int, nv: int, jaxlib: str | None = None
+) -> None:
+    """Raise, instead of hanging later, where an 'mjx' batch of num_envs models with nv degrees of
+    freedom would have its Cholesky split by a jaxlib (default: the installed one) that can
+    deadlock XLA:CPU's thread pool that way."""
+    if pipeline != "mjx" or num_envs <= max_unsplit_envs(nv):
+        return
+    jaxlib = jaxlib or installed_jaxlib()
+    if lapack_blocks_pool(jaxlib):
+        raise ValueError(
+            f"brax:{name} on pipeline 'mjx' with num_envs={num_envs} would hang on jaxlib "
+            f"{jaxlib}: it splits mjx's batched {nv}x{nv} Cholesky over XLA:CPU's thread pool "
+            "from inside that pool and deadlocks (all threads waiting); install jaxlib 0.9.2 "
+            f"(the brax extra's pin) or >= 0.11.1, or use num_envs <= {max_unsplit_envs(nv)} or "
+            "another --brax-pipeline"
+        )
+
+
 def known_ids() -> list[str]:
     from brax import envs as brax_envs  # optional extra 'brax'
 
@@ -67,6 +135,7 @@ def batched_functions(env, num_envs: int):
     step is brax's step under vmap and nothing else, so the common path costs what the raw
     jitted step costs; the step counter and flags live on the host (they are needed there
     anyway), and autoreset runs only after a step in which some episode ended."""
+    check_no_pool_deadlock(type(env).__name__.lower(), env.backend, num_envs, env.sys.nv)
     jax = configured_jax()
     jnp = jax.numpy
 
@@ -137,6 +206,7 @@ class BraxVectorEnv(gym.vector.VectorEnv):
 
         # spaces come from the env object alone; compilation waits for compile()/reset()
         env = brax_envs.get_environment(name, backend=pipeline)
+        check_no_pool_deadlock(name, pipeline, num_envs, env.sys.nv)  # fail here, not hang later
         obs_dim, act_dim = env.observation_size, env.action_size
         self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
         self.single_action_space = gym.spaces.Box(-1.0, 1.0, (act_dim,), np.float32)
