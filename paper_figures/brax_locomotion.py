@@ -366,6 +366,47 @@ def summarise(results: dict, targets: dict) -> list[dict]:
     return rows
 
 
+def table(rows: list[dict]) -> list[dict]:
+    """One row per (env, trainer), over seeds: return at the budget (mean, min, max), training
+    steps/s (median) and its per-seed ratio to brax's, the runs' wall clock, the seeds that
+    reached the stated return and their median time to it in both clocks."""
+    out = []
+    for env in dict.fromkeys(r["env"] for r in rows):
+        brax = [r for r in rows if r["env"] == env and r["trainer"] == "brax"]
+        brax_sps = {r["seed"]: r["train_sps"] for r in brax}
+        for trainer in TRAINERS:
+            runs = [r for r in rows if r["env"] == env and r["trainer"] == trainer]
+            if not runs:
+                continue
+            ret = [r["return_at_budget"] for r in runs]
+            hits = [r for r in runs if r["step_to_target"] != ""]
+            ratios = [r["train_sps"] / brax_sps[r["seed"]] for r in runs if r["seed"] in brax_sps]
+            med = statistics.median
+            out.append(
+                {
+                    "env": env,
+                    "trainer": trainer,
+                    "seeds": len(runs),
+                    "steps": max(r["steps"] for r in runs),
+                    "return_mean": statistics.mean(ret),
+                    "return_min": min(ret),
+                    "return_max": max(ret),
+                    "train_sps_median": med([r["train_sps"] for r in runs]),
+                    "train_sps_vs_brax": bench.median_range(ratios),
+                    "wall_s_median": med([r["wall_s"] for r in runs]),
+                    "target": runs[0]["target"],
+                    "seeds_at_target": len(hits),
+                    "train_to_target_s_median": med([r["train_to_target_s"] for r in hits])
+                    if hits
+                    else float("nan"),
+                    "wall_to_target_s_median": med([r["wall_to_target_s"] for r in hits])
+                    if hits
+                    else float("nan"),
+                }
+            )
+    return out
+
+
 def verdict(rows: list[dict], env: str) -> dict:
     """The issue's must-hold on one env: ours' mean return at the budget is no worse than brax's,
     i.e. at least brax's mean or within brax's seeds' spread (>= its lowest seed)."""
@@ -466,6 +507,12 @@ def main(argv: list[str] | None = None) -> None:
     print("\n| " + " | ".join(cols) + " |\n|" + " --- |" * len(cols))
     for r in rows:
         print("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
+    summary = table(rows)
+    bench.write_csv(args.out / "brax_locomotion_table.csv", summary, command)
+    cols = list(summary[0]) if summary else []
+    print("\n| " + " | ".join(cols) + " |\n|" + " --- |" * len(cols))
+    for r in summary:
+        print("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
     for env in args.env_names:
         v = verdict(rows, env)
         if v["met"] is None:
@@ -477,7 +524,7 @@ def main(argv: list[str] | None = None) -> None:
             f"({v['brax_min']:.1f}-{v['brax_max']:.1f}); no worse than brax: "
             f"{'met' if v['met'] else 'not met'}"
         )
-    print(f"wrote {args.out}/brax_locomotion.csv, brax_locomotion_curves.csv, brax_locomotion.png")
+    print(f"wrote {args.out}/brax_locomotion.csv, _table.csv, _curves.csv, brax_locomotion.png")
     print(f"command: {command}")
 
 

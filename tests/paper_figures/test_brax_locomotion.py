@@ -92,6 +92,17 @@ def test_summary_rows_and_verdict():
         3.0,
         0.2,
     )
+    brax_row, ours_row = fig.table(rows)  # over seeds, per trainer
+    assert (brax_row["trainer"], brax_row["seeds"], brax_row["steps"]) == ("brax", 2, 300)
+    assert (brax_row["return_mean"], brax_row["return_min"], brax_row["return_max"]) == (
+        1000,
+        900,
+        1100,
+    )
+    assert brax_row["train_sps_median"] == pytest.approx(750.0)  # seeds at 500 and 1000
+    assert (brax_row["seeds_at_target"], brax_row["wall_to_target_s_median"]) == (1, 4.0)
+    assert ours_row["train_sps_vs_brax"] == "1.50 (1.00-2.00)"  # per seed: 1000/500, 1000/1000
+    assert ours_row["seeds_at_target"] == 1 and ours_row["train_to_target_s_median"] == 0.2
     v = fig.verdict(rows, "ant")  # ours mean 915 < brax mean 1000, but >= brax's lowest 900
     assert v["met"] and v["ours_mean"] == 915 and v["brax_mean"] == 1000
     results[("ant", "ours", 2)] = _res([10, 300, 840])  # mean 895 < 900
