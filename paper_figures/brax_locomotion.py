@@ -470,7 +470,7 @@ def plot(args, results: dict, path: Path) -> None:
                         label=f"{labels[trainer]} (mean of {len(runs)})",
                     )
         row[0].set_xlabel("env steps")
-        row[1].set_xlabel("wall-clock seconds since launch (compile and evaluations included)")
+        row[1].set_xlabel("wall-clock s since launch (start-up, compiles, evaluations in)")
         row[0].set_ylabel(f"eval return, {env} ({args.pipeline})")
         row[0].legend(fontsize=8, loc="upper left")
     fig.tight_layout()
