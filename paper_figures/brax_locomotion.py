@@ -36,7 +36,8 @@ stays as published. The budget is --total-timesteps env steps per run: default 4
 training steps, about 1/120 of the published 50M), chosen from short runs of each trainer here
 (200k steps, 2 shared cores under a load of 5-7: brax ~2.6k training steps/s on ant and ~1.8k
 on halfcheetah, ours ~3.4k and ~1.5-2k, plus 1-2 min of start-up and compiles per cold run) so
-that the 12 runs of the default sweep fit in about an hour (measured: paper_figures/README.md).
+that the 12 runs of the default sweep fit in about an hour: they took 55 min at nice 5, the
+load falling from ~7 to ~1.5 (results and findings: paper_figures/README.md, Locomotion on Brax).
 
 Ours is mapped one to one: --num-envs = num_envs, --num-steps = unroll_length x batch_size x
 num_minibatches / num_envs (one rollout = one brax training step: ant 80, halfcheetah 160),
@@ -47,7 +48,10 @@ reward_scaling, --hidden-sizes 32 32 32 32, --critic-hidden-sizes 256 x 5, --act
 --no-clip-grad (brax: max_grad_norm None), --adam-eps 1e-8 (optax's default, as brax),
 --episode-length 1000. Both trainers
 evaluate the deterministic policy on --eval-episodes episodes at the same env steps (brax's
-num_evals), on the same physics pipeline (--pipeline, default spring).
+num_evals), on the same physics pipeline (--pipeline, default spring: 3x the env steps/s of
+positional on ant and halfcheetah here, paper_figures/out/bench_brax.csv; both trainers learn
+halfcheetah on it, every run passing 1,000 by 410k steps, while on ant neither leaves the
+~1,000 of standing at that budget, so spring's fitness for ant is not shown by this sweep).
 
 Differences that remain (one trainer has no switch for them):
 - policy: brax's tanh-normal with a state-dependent std (softplus of a second network head,
