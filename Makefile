@@ -90,6 +90,7 @@ ifdef FULL
 	$(BIN)/python paper_figures/bench_brax.py --out paper_figures/out/bench_brax.csv --timeout 600
 	$(BIN)/python paper_figures/brax_pipeline_check.py
 	$(BIN)/python paper_figures/brax_ppo_race.py
+	$(BIN)/python paper_figures/brax_locomotion.py
 	$(BIN)/python paper_figures/ppo_vs_sb3.py --train --workers 2 \
 	  --sides controlrl,SB3,"controlrl vf_coef=1"
 	$(BIN)/python paper_figures/iql_tau.py --train
@@ -129,6 +130,7 @@ else
 	$(BIN)/python paper_figures/brax_pipeline_check.py --out $(TOY_OUT)/brax_pipeline_check.csv \
 	  --pipelines positional --num-envs 2
 	$(BIN)/python paper_figures/brax_ppo_race.py --toy --out $(TOY_OUT)
+	$(BIN)/python paper_figures/brax_locomotion.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/ppo_vs_sb3.py --train --seeds 2 --total-timesteps 4096 \
 	  --sweeps-root $(TOY_OUT)/sweeps/ppo_vs_sb3 --out $(TOY_OUT) -- --eval-episodes 1
 	$(BIN)/python paper_figures/iql_tau.py --toy --train --sweep-dir $(TOY_OUT)/sweeps/iql_tau \

@@ -14,6 +14,10 @@ bootstrapped from V(true final observation). Differences: brax: ids only; defaul
 32 steps (the same 2048-sample batch and 64-sample minibatches as ppo.py's 1 x 2048); --target-kl,
 --capture-video, --ratio and the torch flags do not apply; random streams are JAX's, so a seed gives
 other numbers than ppo.py (but the same numbers every time).
+
+Brax's own PPO settings (google/brax brax/training/agents/ppo/train.py and networks.py) are
+stated with --activation swish, --reward-scale (its reward_scaling), --no-clip-grad (its
+max_grad_norm=None), --adam-eps 1e-8 (optax's default) and the layer sizes.
 """
 
 from __future__ import annotations
@@ -26,12 +30,13 @@ import numpy as np
 import torch
 
 from algos import ppo
-from controlrl.cli import parse, require
+from controlrl.cli import parse, require, require_positive
 from controlrl.diagnostics import NonFiniteError, explained_variance
 from controlrl.session import Session, Timer, all_finite
 from controlrl.update import linear_lr
 
 OBS_CLIP, REW_CLIP, NORM_EPS, COUNT_PRIOR = 10.0, 10.0, 1e-8, 1e-4  # as controlrl.normalize
+ACTIVATIONS = ("tanh", "swish")  # swish = x * sigmoid(x), flax.linen.swish as Brax uses it
 
 
 @dataclass
@@ -44,6 +49,18 @@ class Args(ppo.Args):
     """steps per env per rollout (64 x 32 = ppo.py's 2048-sample batch)"""
     episode_length: int = 1000
     """time limit of an episode (truncation, bootstrapped)"""
+    activation: str = "tanh"
+    """hidden-layer activation of actor and critic: tanh (CleanRL) or swish (Brax's
+    make_ppo_networks default, brax/training/agents/ppo/networks.py, with policy 32x4 and value
+    256x5: --hidden-sizes 32 32 32 32 --critic-hidden-sizes 256 256 256 256 256)"""
+    reward_scale: float = 1.0
+    """constant multiplier on the reward before --norm-reward's scaling (Brax's reward_scaling,
+    default 1; with --no-norm-reward it is the only scaling); logged returns stay unscaled"""
+    clip_grad: bool = True
+    """clip the global gradient norm at --max-grad-norm (CleanRL); --no-clip-grad as Brax's
+    default max_grad_norm=None (brax/training/agents/ppo/train.py)"""
+    adam_eps: float = 1e-5
+    """Adam epsilon (CleanRL 1e-5; Brax's optax.adam default 1e-8)"""
 
     def validate(self) -> None:
         super().validate()
@@ -57,6 +74,12 @@ class Args(ppo.Args):
         require(self.target_kl is None, "target_kl", "is not supported by ppo_brax.py")
         require(self.ratio == "step", "ratio", "is not supported by ppo_brax.py (ppo.py has it)")
         require(self.episode_length > 0, "episode_length", "must be > 0")
+        require(
+            self.activation in ACTIVATIONS,
+            "activation",
+            f"must be one of {', '.join(ACTIVATIONS)}, got {self.activation}",
+        )
+        require_positive(self, "reward_scale", "adam_eps")
 
 
 # ---- the PPO loss (ppo.py's terms, in JAX) ----------------------------------------------------
@@ -65,7 +88,7 @@ class Args(ppo.Args):
 def loss_fn(params, mb, args: Args):
     """PPO loss on a minibatch (minimised) and its statistics: the same terms as ppo.py."""
     jnp = _jnp()
-    mean = mlp(params["actor"], mb["obs"])
+    mean = mlp(params["actor"], mb["obs"], args.activation)
     logp = log_prob(mean, params["log_std"], mb["action"])
     log_ratio = logp - mb["logp"]
     ratio = jnp.exp(log_ratio)
@@ -74,7 +97,7 @@ def loss_fn(params, mb, args: Args):
         adv = (adv - adv.mean()) / (adv.std(ddof=1) + 1e-8)  # torch's std is unbiased
     eps = args.clip_coef
     pg_loss = jnp.maximum(-adv * ratio, -adv * jnp.clip(ratio, 1 - eps, 1 + eps)).mean()
-    v_new = value(params, mb["obs"])
+    v_new = value(params, mb["obs"], args.activation)
     err = (v_new - mb["returns"]) ** 2
     if args.clip_vloss:
         v_clip = mb["values"] + jnp.clip(v_new - mb["values"], -eps, eps)
@@ -131,9 +154,10 @@ def init_mlp(key, sizes, out_gain):
     return layers
 
 
-def mlp(layers, x):
+def mlp(layers, x, activation: str = "tanh"):
+    act = _jax().nn.swish if activation == "swish" else _jnp().tanh
     for w, b in layers[:-1]:
-        x = _jnp().tanh(x @ w + b)
+        x = act(x @ w + b)
     w, b = layers[-1]
     return x @ w + b
 
@@ -149,8 +173,8 @@ def init_params(key, obs_dim, act_dim, args: Args):
     }
 
 
-def value(params, obs):
-    return mlp(params["critic"], obs)[..., 0]
+def value(params, obs, activation: str = "tanh"):
+    return mlp(params["critic"], obs, activation)[..., 0]
 
 
 def log_prob(mean, log_std, action):
@@ -162,16 +186,24 @@ def log_prob(mean, log_std, action):
 # ---- rollout, GAE, update -----------------------------------------------------------------------
 
 
+def make_optimizer(args: Args):
+    """Adam's scaling (the learning rate is applied by the update), after the global grad-norm
+    clip unless --no-clip-grad."""
+    import optax
+
+    clip = [optax.clip_by_global_norm(args.max_grad_norm)] if args.clip_grad else []
+    return optax.chain(*clip, optax.scale_by_adam(eps=args.adam_eps))
+
+
 def make_functions(env, args: Args):
     """(reset, rollout, update, evaluate), pure and jitted."""
     jax, jnp = _jax(), _jnp()
-    import optax
-
     from envs.brax import batched_functions
 
     n, T = args.num_envs, args.num_steps
     env_reset, env_step, env_autoreset = batched_functions(env, n)
-    tx = optax.chain(optax.clip_by_global_norm(args.max_grad_norm), optax.scale_by_adam(eps=1e-5))
+    tx = make_optimizer(args)
+    act = args.activation
 
     def reset(key, obs_rms):
         state = env_reset(key)
@@ -183,7 +215,7 @@ def make_functions(env, args: Args):
             state, steps, obs_rms, rew_rms, ret, ep_ret, ep_len = c
             k_act, k_reset = jax.random.split(key_t)
             obs = normalize(obs_rms, state.obs) if args.norm_obs else state.obs
-            mean = mlp(params["actor"], obs)
+            mean = mlp(params["actor"], obs, act)
             action = mean + jnp.exp(params["log_std"]) * jax.random.normal(k_act, mean.shape)
             nxt = env_step(state, jnp.clip(action, -1.0, 1.0))
             steps = steps + 1
@@ -192,8 +224,8 @@ def make_functions(env, args: Args):
             ended = term | trunc
             if args.truncation_as_terminal:  # CleanRL's convention: no bootstrap at time limits
                 term, trunc = ended, jnp.zeros_like(trunc)
-            reward = nxt.reward
-            ep_ret, ep_len = ep_ret + reward, ep_len + 1
+            ep_ret, ep_len = ep_ret + nxt.reward, ep_len + 1
+            reward = nxt.reward * args.reward_scale
             if args.norm_reward:
                 ret = ret * args.gamma + reward
                 rew_rms = rms_update(rew_rms, ret[:, None])
@@ -226,9 +258,11 @@ def make_functions(env, args: Args):
         carry, batch = jax.lax.scan(step, carry, jax.random.split(key, T))
         state, obs_rms = carry[0], carry[2]
         last_obs = normalize(obs_rms, state.obs) if args.norm_obs else state.obs
-        values = value(params, batch["obs"])
-        next_obs_values = jnp.concatenate([values[1:], value(params, last_obs)[None]])
-        next_values = jnp.where(batch["trunc"], value(params, batch["final_obs"]), next_obs_values)
+        values = value(params, batch["obs"], act)
+        next_obs_values = jnp.concatenate([values[1:], value(params, last_obs, act)[None]])
+        next_values = jnp.where(
+            batch["trunc"], value(params, batch["final_obs"], act), next_obs_values
+        )
         not_term = 1.0 - batch["term"]
         deltas = batch["reward"] + args.gamma * next_values * not_term - values
         discounts = args.gamma * args.gae_lambda * (1.0 - batch["ended"])
@@ -248,7 +282,7 @@ def make_functions(env, args: Args):
         }
         size = n * T
         mb_size = size // args.num_minibatches
-        old_mean = mlp(params["actor"], flat["obs"])
+        old_mean = mlp(params["actor"], flat["obs"], act)
         old_log_std = params["log_std"]
 
         def minibatch(carry, idx):
@@ -269,7 +303,7 @@ def make_functions(env, args: Args):
         out = {k: v.max() if k.endswith("_max") else v.mean() for k, v in stats.items()}
         # over the whole batch after the update, as controlrl.diagnostics.policy_shift: per-state
         # KL(old || new) of the Gaussians and the deviation |r - 1| of the ratios
-        new_mean, new_log_std = mlp(params["actor"], flat["obs"]), params["log_std"]
+        new_mean, new_log_std = mlp(params["actor"], flat["obs"], act), params["log_std"]
         var_old, var_new = jnp.exp(2 * old_log_std), jnp.exp(2 * new_log_std)
         kl = (
             new_log_std - old_log_std + (var_old + (old_mean - new_mean) ** 2) / (2 * var_new) - 0.5
@@ -296,7 +330,7 @@ def make_functions(env, args: Args):
         def step(c, _):
             state, total, alive, t = c
             obs = normalize(obs_rms, state.obs) if args.norm_obs else state.obs
-            action = jnp.clip(mlp(params["actor"], obs), -1.0, 1.0)
+            action = jnp.clip(mlp(params["actor"], obs, act), -1.0, 1.0)
             state = e_step(state, action)
             total = total + jnp.where(alive, state.reward, 0.0)
             alive = alive & (state.done == 0) & (t + 1 < args.episode_length)

@@ -36,12 +36,25 @@ def make(argv):
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("unused") / "r"
-    # 64 steps with a 10-step limit: truncations, and falls under the random pushes
-    return make([*TINY, "--num-steps", "64", "--episode-length", "10", "--run-dir", str(run_dir)])
+    # 64 steps with a 10-step limit: truncations, and falls under the random pushes; Brax's
+    # swish and a constant reward scale, checked in the rollout below
+    argv = [*TINY, "--num-steps", "64", "--episode-length", "10", "--run-dir", str(run_dir)]
+    return make([*argv, "--activation", "swish", "--reward-scale", "3", "--no-norm-reward"])
 
 
-def test_loss_matches_the_torch_ppo_loss(setup):
-    args, env, _ = setup
+def np_mlp(layers, x, activation):
+    """The MLP in numpy, independent of pb.mlp: hidden layers activated, the last one linear."""
+    act = np.tanh if activation == "tanh" else (lambda h: h / (1 + np.exp(-h)))  # swish
+    for i, (w, b) in enumerate(layers):
+        x = x @ np.asarray(w) + np.asarray(b)
+        x = act(x) if i < len(layers) - 1 else x
+    return x
+
+
+@pytest.mark.parametrize("activation", ["tanh", "swish"])
+def test_loss_matches_the_torch_ppo_loss(setup, activation):
+    _, env, _ = setup
+    args = parse(pb.Args, ["--env-id", "brax:inverted_pendulum", "--activation", activation])
     jax = pb._jax()
     params = pb.init_params(jax.random.PRNGKey(3), env.observation_size, env.action_size, args)
     params["log_std"] = params["log_std"] - 0.3
@@ -58,13 +71,13 @@ def test_loss_matches_the_torch_ppo_loss(setup):
     loss, stats = pb.loss_fn(params, {k: pb._jnp().asarray(v) for k, v in mb.items()}, args)
 
     t = {k: torch.from_numpy(v) for k, v in mb.items()}
-    mean = torch.from_numpy(np.array(pb.mlp(params["actor"], mb["obs"])))
+    mean = torch.from_numpy(np_mlp(params["actor"], mb["obs"], activation))
     std = torch.from_numpy(np.exp(np.asarray(params["log_std"])))
     dist = torch.distributions.Normal(mean, std)
     logp = dist.log_prob(t["action"]).sum(-1)
     adv = (t["advantages"] - t["advantages"].mean()) / (t["advantages"].std() + 1e-8)
     pg, ref_stats = ppo.ppo_loss(logp, t["logp"], adv, args.clip_coef)
-    v_new = torch.from_numpy(np.array(pb.value(params, mb["obs"])))
+    v_new = torch.from_numpy(np_mlp(params["critic"], mb["obs"], activation)[:, 0])
     v_loss = clipped_value_loss(v_new, t["values"], t["returns"], args.clip_coef, True)
     entropy = dist.entropy().sum(-1).mean()
     expected = pg - args.ent_coef * entropy + args.vf_coef * v_loss
@@ -93,13 +106,20 @@ def test_in_graph_gae_matches_the_numpy_gae_with_truncation_bootstraps(setup):
     last = np.clip(
         (last - np.asarray(carry[2]["mean"])) / np.sqrt(np.asarray(carry[2]["var"]) + 1e-8), -10, 10
     )
-    v = lambda x: np.asarray(pb.value(params, x))  # noqa: E731
+    v = lambda x: np_mlp(params["critic"], x, "swish")[..., 0]  # noqa: E731
     next_values = np.concatenate([b["values"][1:], v(last)[None]])
     next_values = np.where(b["trunc"], v(b["final_obs"]), next_values)
     expected = gae(
         b["reward"], b["values"], next_values, b["term"], b["ended"], args.gamma, args.gae_lambda
     )
     np.testing.assert_allclose(b["advantages"], expected, rtol=1e-4, atol=1e-5)
+    # the policy acted with swish: the stored log-probs are those of the swish actor's mean
+    mean = np_mlp(params["actor"], b["obs"], "swish")
+    logp = np.asarray(pb.log_prob(mean, params["log_std"], b["action"]))
+    np.testing.assert_allclose(b["logp"], logp, rtol=1e-4, atol=1e-4)
+    # the pendulum pays 1 per step: GAE sees 3 (--reward-scale 3), the logged returns stay raw
+    np.testing.assert_allclose(b["reward"], 3.0)
+    np.testing.assert_array_equal(b["done_return"], b["done_length"])
     # a truncated step bootstraps from its own final observation, not the next episode's first
     t, n = map(int, np.argwhere(b["trunc"])[0])
     assert not np.allclose(
@@ -159,12 +179,37 @@ def test_same_seed_same_metrics_and_resume(tmp_path):
         (["--env-id", "Hopper-v5"], "--env-id must be a brax: id"),
         (["--target-kl", "0.01"], "--target-kl is not supported"),
         (["--episode-length", "0"], "--episode-length must be > 0"),
+        (["--activation", "relu"], "--activation must be one of tanh, swish, got relu"),
+        (["--reward-scale", "0"], "--reward-scale must be > 0"),
+        (["--adam-eps", "-1e-8"], "--adam-eps must be > 0"),
     ],
 )
 def test_bad_flags_fail_before_anything_starts(argv, fragment, tmp_path):
     out = run(*argv, "--run-dir", str(tmp_path / "x"), check=False)
     assert out.returncode == 2 and fragment in out.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_no_clip_grad_is_plain_adam_and_adam_eps_is_used():
+    import optax
+
+    jnp = pb._jnp()
+    base = ["--env-id", "brax:inverted_pendulum", "--max-grad-norm", "0.5"]
+    grads = [{"w": jnp.array([30.0, -40.0])}, {"w": jnp.array([1e-3, 2e-3])}]
+
+    def updates(tx):
+        state, out = tx.init(grads[0]), []
+        for g in grads:
+            u, state = tx.update(g, state)
+            out.append(np.asarray(u["w"]))
+        return np.stack(out)
+
+    clipped = updates(pb.make_optimizer(parse(pb.Args, base)))
+    plain = updates(pb.make_optimizer(parse(pb.Args, [*base, "--no-clip-grad", "--adam-eps", "1"])))
+    np.testing.assert_allclose(plain, updates(optax.scale_by_adam(eps=1.0)), rtol=1e-6)
+    ref = optax.chain(optax.clip_by_global_norm(0.5), optax.scale_by_adam(eps=1e-5))
+    np.testing.assert_allclose(clipped, updates(ref), rtol=1e-6)
+    assert not np.allclose(plain, clipped, rtol=1e-3)
 
 
 def test_in_graph_normalisers_match_controlrl_normalize():

@@ -1,0 +1,540 @@
+"""Locomotion on Brax: Brax's own PPO trainer (google/brax brax/training/agents/ppo/train.py) vs
+algos/ppo_brax.py on brax:ant and brax:halfcheetah, with Brax's published PPO hyperparameters
+for those tasks (google/brax notebooks/training.ipynb, the `train_fn` table; PPO as in Schulman
+et al. 2017, Brax as in Freeman et al. 2021, arXiv:2106.13281), scaled down to a 2-core CPU.
+
+    python paper_figures/brax_locomotion.py                    # 2 envs x 2 trainers x 3 seeds
+    python paper_figures/brax_locomotion.py --toy --out /tmp/l # tiny budget, for the test
+
+Brax's published settings (training.ipynb) and what this script runs:
+
+| setting                 | ant (published) | halfcheetah (published) |
+| ----------------------- | --------------- | ----------------------- |
+| num_envs                | 4096            | 2048                    |
+| batch_size              | 2048            | 512                     |
+| num_minibatches         | 32              | 32                      |
+| unroll_length           | 5               | 20                      |
+| num_updates_per_batch   | 4               | 8                       |
+| discounting             | 0.97            | 0.95                    |
+| learning_rate           | 3e-4            | 3e-4                    |
+| entropy_cost            | 1e-2            | 1e-3                    |
+| reward_scaling          | 10              | 1                       |
+| episode_length          | 1000            | 1000                    |
+| normalize_observations  | True            | True                    |
+| num_timesteps           | 50M             | 50M                     |
+
+and train.py's defaults for the rest: gae_lambda 0.95, clipping_epsilon 0.3, no value clipping
+(clipping_epsilon_value None), vf_loss_coefficient 0.5, normalize_advantage True, no grad-norm
+clip (max_grad_norm None), constant learning rate; networks.py's make_ppo_networks: policy
+(32,)*4, value (256,)*5, swish, LeCun-uniform init.
+
+Scaling (--scale, default 16): num_envs and batch_size are divided by the same factor, so a
+training step (batch_size x num_minibatches x unroll_length env steps) is 20,480 env steps
+instead of 327,680 on both tasks, each of the 32 minibatches holds 640 samples instead of
+10,240, and every other setting, the number of unrolls per env per training step included,
+stays as published. The budget is --total-timesteps env steps per run: default 409,600 (20
+training steps, about 1/120 of the published 50M), chosen from short runs of each trainer here
+(200k steps, 2 shared cores under a load of 5-7: brax ~2.6k training steps/s on ant and ~1.8k
+on halfcheetah, ours ~3.4k and ~1.5-2k, plus 1-2 min of start-up and compiles per cold run) so
+that the 12 runs of the default sweep fit in about an hour: they took 55 min at nice 5, the
+load falling from ~7 to ~1.5 (results and findings: paper_figures/README.md, Locomotion on Brax).
+
+Ours is mapped one to one: --num-envs = num_envs, --num-steps = unroll_length x batch_size x
+num_minibatches / num_envs (one rollout = one brax training step: ant 80, halfcheetah 160),
+--num-minibatches, --update-epochs = num_updates_per_batch, --gamma, --gae-lambda,
+--learning-rate with --no-anneal-lr, --ent-coef = entropy_cost, --clip-coef 0.3,
+--no-clip-vloss, --vf-coef 0.5, --norm-adv, --norm-obs, --no-norm-reward with --reward-scale =
+reward_scaling, --hidden-sizes 32 32 32 32, --critic-hidden-sizes 256 x 5, --activation swish,
+--no-clip-grad (brax: max_grad_norm None), --adam-eps 1e-8 (optax's default, as brax),
+--episode-length 1000. Both trainers
+evaluate the deterministic policy on --eval-episodes episodes at the same env steps (brax's
+num_evals), on the same physics pipeline (--pipeline, default spring: 3x the env steps/s of
+positional on ant and halfcheetah here, paper_figures/out/bench_brax.csv; both trainers learn
+halfcheetah on it, every run passing 1,000 by 410k steps, while on ant neither leaves the
+~1,000 of standing at that budget, so spring's fitness for ant is not shown by this sweep).
+
+Differences that remain (one trainer has no switch for them):
+- policy: brax's tanh-normal with a state-dependent std (softplus of a second network head,
+  actions squashed by tanh, entropy estimated by sampling) vs ours a Gaussian with a
+  state-independent log-std and analytic entropy, actions clipped to [-1, 1];
+- GAE: brax recomputes it per minibatch over each unroll of unroll_length steps with the current
+  value network; ours computes it once per rollout over the whole --num-steps;
+- time limits: brax masks them (bootstrap_on_timeout False); ours bootstraps from V(final obs);
+- observation normalisation: brax updates once per training step, no clip; ours every step,
+  normalised observations clipped to [-10, 10];
+- init: LeCun-uniform (brax) vs orthogonal (ours);
+- brax's autoreset replays each env's first initial state, ours draws a fresh one.
+
+Clocks as in paper_figures/brax_ppo_race.py (whose curve readers this script uses): wall is time
+since the trainer's process started (imports, compiles and evaluations included); train is the
+training compute only. Runs go one at a time (never two trainers at once), seed by seed, env by
+env, brax and ours alternating first. The sweep is resumable: a finished run leaves result.json in
+its work dir and is skipped the next time (--fresh starts over).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from controlrl import bench
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "paper_figures"))  # the race script's curve readers
+from brax_ppo_race import parse_brax, parse_ours  # noqa: E402
+
+TRAINERS = ("brax", "ours")
+# google/brax notebooks/training.ipynb, the `train_fn` table (ppo.train keyword arguments)
+PUBLISHED = {
+    "ant": dict(
+        num_envs=4096,
+        batch_size=2048,
+        num_minibatches=32,
+        unroll_length=5,
+        num_updates_per_batch=4,
+        discounting=0.97,
+        learning_rate=3e-4,
+        entropy_cost=1e-2,
+        reward_scaling=10.0,
+    ),
+    "halfcheetah": dict(
+        num_envs=2048,
+        batch_size=512,
+        num_minibatches=32,
+        unroll_length=20,
+        num_updates_per_batch=8,
+        discounting=0.95,
+        learning_rate=3e-4,
+        entropy_cost=1e-3,
+        reward_scaling=1.0,
+    ),
+}
+# brax/training/agents/ppo/train.py defaults for what the table leaves out
+BRAX_DEFAULTS = dict(gae_lambda=0.95, clipping_epsilon=0.3, vf_loss_coefficient=0.5)
+POLICY_SIZES, VALUE_SIZES = (32,) * 4, (256,) * 5  # brax ppo/networks.py make_ppo_networks
+EPISODE_LENGTH = 1000
+# the stated return for "time to return", fixed before any run: ant earns ~1000 by standing
+# (healthy reward 1 per step; a random policy scores ~1000), so its bar is 2000
+TARGETS = {"ant": 2000.0, "halfcheetah": 1000.0}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--envs", default="ant,halfcheetah", help="comma-separated brax env names")
+    p.add_argument("--pipeline", default="spring", help="brax physics pipeline, both trainers")
+    p.add_argument("--seeds", default="1,2,3", help="comma-separated seeds")
+    p.add_argument("--scale", type=int, default=16, help="num_envs and batch_size divided by this")
+    p.add_argument("--total-timesteps", type=int, default=409_600, help="budget per run")
+    p.add_argument("--num-evals", type=int, default=11, help="brax num_evals (incl. step 0)")
+    p.add_argument("--eval-episodes", type=int, default=16, help="brax num_eval_envs")
+    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument(
+        "--work-dir", type=Path, default=None, help="run dirs (default: runs/brax_locomotion)"
+    )
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per trainer process")
+    p.add_argument("--fresh", action="store_true", help="rerun finished runs too")
+    p.add_argument("--toy", action="store_true", help="tiny sizes, one seed (for the test)")
+    args = p.parse_args(argv)
+    if args.toy:
+        args.seeds, args.scale, args.total_timesteps = "1", 512, 2560
+        args.num_evals, args.eval_episodes = 3, 2
+    args.env_names = [e.strip() for e in args.envs.split(",") if e.strip()]
+    for env in args.env_names:
+        if env not in PUBLISHED:
+            p.error(
+                f"--envs: no published PPO settings for {env!r} (known: {', '.join(PUBLISHED)})"
+            )
+    for env in args.env_names:
+        pub = PUBLISHED[env]
+        if args.scale < 1 or pub["batch_size"] % args.scale or pub["num_envs"] % args.scale:
+            p.error(f"--scale must divide {env}'s num_envs and batch_size, got {args.scale}")
+    if args.num_evals < 2:
+        p.error("--num-evals must be >= 2")
+    if args.total_timesteps <= 0:
+        p.error("--total-timesteps must be > 0")
+    args.seed_list = [int(s) for s in args.seeds.split(",") if s.strip()]
+    default_work = args.out / "brax_locomotion_runs" if args.toy else ROOT / "runs"
+    args.work_dir = (args.work_dir or default_work / "brax_locomotion").resolve()
+    return args
+
+
+def settings(env: str, scale: int) -> dict:
+    """Brax's published ppo.train settings for `env`, num_envs and batch_size divided by scale."""
+    s = dict(PUBLISHED[env], **BRAX_DEFAULTS)
+    s["num_envs"] //= scale
+    s["batch_size"] //= scale
+    return s
+
+
+def rollout_steps(s: dict) -> int:
+    """Steps per env per brax training step: ours' --num-steps."""
+    return s["unroll_length"] * s["batch_size"] * s["num_minibatches"] // s["num_envs"]
+
+
+def schedule(s: dict, total: int, num_evals: int) -> tuple[int, int]:
+    """(eval_every, total steps) as brax's trainer runs them: num_evals - 1 epochs of
+    ceil(total / ((num_evals - 1) * step)) training steps of `step` env steps."""
+    step = s["batch_size"] * s["num_minibatches"] * s["unroll_length"]
+    per_epoch = math.ceil(total / ((num_evals - 1) * step))
+    return per_epoch * step, per_epoch * step * (num_evals - 1)
+
+
+def our_flags(env: str, s: dict, pipeline: str, seed: int, args) -> list[str]:
+    """algos/ppo_brax.py flags for the same settings (the docstring's mapping)."""
+    eval_every, total = schedule(s, args.total_timesteps, args.num_evals)
+    return [
+        f"--env-id=brax:{env}",
+        f"--brax-pipeline={pipeline}",
+        f"--seed={seed}",
+        f"--num-envs={s['num_envs']}",
+        f"--num-steps={rollout_steps(s)}",
+        f"--num-minibatches={s['num_minibatches']}",
+        f"--update-epochs={s['num_updates_per_batch']}",
+        f"--gamma={s['discounting']}",
+        f"--gae-lambda={s['gae_lambda']}",
+        f"--learning-rate={s['learning_rate']}",
+        "--no-anneal-lr",
+        f"--ent-coef={s['entropy_cost']}",
+        f"--clip-coef={s['clipping_epsilon']}",
+        "--no-clip-vloss",
+        f"--vf-coef={s['vf_loss_coefficient']}",
+        "--norm-adv",
+        "--norm-obs",
+        "--no-norm-reward",
+        f"--reward-scale={s['reward_scaling']}",
+        "--hidden-sizes",
+        *map(str, POLICY_SIZES),
+        "--critic-hidden-sizes",
+        *map(str, VALUE_SIZES),
+        "--activation=swish",
+        "--no-clip-grad",
+        "--adam-eps=1e-8",
+        f"--episode-length={EPISODE_LENGTH}",
+        f"--total-timesteps={total}",
+        f"--eval-every={eval_every}",
+        f"--eval-episodes={args.eval_episodes}",
+        "--checkpoint-every=1000000000",
+        "--no-progress",
+        "--no-tensorboard",
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# brax worker (its own process, started by controlrl.bench)
+
+
+def brax_worker(env: str, pipeline: str, seed: int, total: int, log: str, **s) -> dict:
+    """Brax's PPO trainer with its published settings `s` and its default networks, appending
+    one JSON line per evaluation to `log`."""
+    from envs.brax import configured_jax
+
+    jax = configured_jax()
+    # as brax_ppo_race.brax_worker: jax 0.9.2's older pmap path compiles brax's epoch once
+    jax.config.update("jax_pmap_shmap_merge", False)
+    from brax import envs as brax_envs
+    from brax.training.agents.ppo import train as ppo
+
+    def progress(step: int, metrics: dict) -> None:
+        record = dict(time=time.time(), step=int(step), ret=float(metrics["eval/episode_reward"]))
+        record["train_walltime"] = float(metrics.get("training/walltime", 0.0))
+        with open(log, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+    ppo.train(
+        environment=brax_envs.get_environment(env, backend=pipeline),
+        num_timesteps=total,
+        episode_length=EPISODE_LENGTH,
+        normalize_observations=True,
+        action_repeat=1,
+        progress_fn=progress,
+        deterministic_eval=True,
+        seed=seed,
+        **s,  # the published table, scaled, and the eval settings
+    )
+    return {}
+
+
+# ---------------------------------------------------------------------------------------------
+# the sweep: one run at a time, resumable
+
+
+def contender(args, env: str, trainer: str, seed: int) -> tuple[bench.Contender, dict]:
+    """One run's contender and what its parse needs."""
+    s = settings(env, args.scale)
+    work = args.work_dir / env / f"{trainer}_seed{seed}"
+    shutil.rmtree(work, ignore_errors=True)  # a fresh run dir (ours would resume otherwise)
+    work.mkdir(parents=True)
+    # each trainer's JAX cache is kept between runs (warm after its first run); XLA:CPU's
+    # cache-load log lines (paper_figures/README.md, the JAX stack) silenced
+    cache = {"CONTROLRL_JAX_CACHE": str(args.work_dir / "jax_cache" / trainer)}
+    cache["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    if trainer == "brax":
+        _, total = schedule(s, args.total_timesteps, args.num_evals)
+        config = dict(env=env, pipeline=args.pipeline, seed=seed, total=total)
+        config |= dict(s, num_evals=args.num_evals, num_eval_envs=args.eval_episodes)
+        config["log"] = str(work / "progress.jsonl")
+        worker = f"{Path(__file__).resolve()}:brax_worker"
+        return bench.Contender("brax", worker, config, args.timeout, cache), {
+            "log": work / "progress.jsonl"
+        }
+    cmd = [sys.executable, str(ROOT / "algos" / "ppo_brax.py")]
+    cmd += [*our_flags(env, s, args.pipeline, seed, args), f"--run-dir={work / 'run'}"]
+    stamps: list[float] = []
+    metrics = work / "run" / "metrics.csv"
+
+    def poll() -> None:  # complete rows after the header, stamped when first seen
+        if metrics.exists():
+            rows = metrics.read_text().count("\n") - 1
+            stamps.extend([time.time()] * (rows - len(stamps)))
+
+    return bench.Contender("ours", cmd, {}, args.timeout, cache, poll=poll), {
+        "run_dir": work / "run",
+        "stamps": stamps,
+    }
+
+
+def run_or_load(args, env: str, trainer: str, seed: int, slot: int) -> dict:
+    """A run's result ({points, startup_s, train_compile_s, status, wall_s}), from its
+    result.json when a previous sweep finished it."""
+    done = args.work_dir / env / f"{trainer}_seed{seed}" / "result.json"
+    if done.exists() and not args.fresh:
+        return json.loads(done.read_text())
+    c, info = contender(args, env, trainer, seed)
+    run = bench.run_one(c, repeat=seed, slot=slot)
+    if trainer == "brax":
+        res = parse_brax(run, info["log"])
+    else:
+        res = parse_ours(run, info["run_dir"], info["stamps"], jax_path=True)
+    res |= {"status": run.status, "wall_s": run.wall_s}
+    (done.parent / "output_tail.log").write_text(run.log)  # the process's last output
+    if run.ok:
+        done.write_text(json.dumps(res))
+    else:
+        print(run.log[-2000:])
+    return res
+
+
+def sweep(args) -> dict:
+    """{(env, trainer, seed): result}: seed by seed, env by env, the trainers' order rotated."""
+    results = {}
+    for k, seed in enumerate(args.seed_list):
+        for j, env in enumerate(args.env_names):
+            for slot, trainer in enumerate(bench.rotation(TRAINERS, k + j)):
+                t0 = time.time()
+                res = run_or_load(args, env, trainer, seed, slot)
+                results[(env, trainer, seed)] = res
+                last = res["points"][-1]["return"] if res["points"] else float("nan")
+                print(
+                    f"  {env} seed {seed} {trainer:4s}: {res['status']}, final return "
+                    f"{last:.1f}, {res['wall_s']:.0f} s ({time.time() - t0:.0f} s now)",
+                    flush=True,
+                )
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
+# summary, verdict, CSVs, figure
+
+
+def summarise(results: dict, targets: dict) -> list[dict]:
+    """One row per run: return at the budget, training steps/s, time to the stated return."""
+    nan = float("nan")
+    rows = []
+    for (env, trainer, seed), res in results.items():
+        pts = res["points"]
+        last = pts[-1] if pts else {"step": 0, "train_s": nan, "wall_s": nan, "return": nan}
+        hit = next((p for p in pts if p["return"] >= targets[env]), {})
+        rows.append(
+            {
+                "env": env,
+                "trainer": trainer,
+                "seed": seed,
+                "steps": last["step"],
+                "return_at_budget": last["return"],
+                "best_return": max((p["return"] for p in pts), default=nan),
+                "train_sps": last["step"] / last["train_s"] if last["train_s"] else nan,
+                "train_s": last["train_s"],
+                "wall_s": res["wall_s"],
+                "startup_s": res["startup_s"],
+                "target": targets[env],
+                "step_to_target": hit.get("step", ""),
+                "train_to_target_s": hit.get("train_s", nan),
+                "wall_to_target_s": hit.get("wall_s", nan),
+                "status": res["status"],
+            }
+        )
+    return rows
+
+
+def table(rows: list[dict]) -> list[dict]:
+    """One row per (env, trainer), over seeds: return at the budget (mean, min, max), training
+    steps/s (median) and its per-seed ratio to brax's, the runs' wall clock, the seeds that
+    reached the stated return and their median time to it in both clocks."""
+    out = []
+    for env in dict.fromkeys(r["env"] for r in rows):
+        brax = [r for r in rows if r["env"] == env and r["trainer"] == "brax"]
+        brax_sps = {r["seed"]: r["train_sps"] for r in brax}
+        for trainer in TRAINERS:
+            runs = [r for r in rows if r["env"] == env and r["trainer"] == trainer]
+            if not runs:
+                continue
+            ret = [r["return_at_budget"] for r in runs]
+            hits = [r for r in runs if r["step_to_target"] != ""]
+            ratios = [r["train_sps"] / brax_sps[r["seed"]] for r in runs if r["seed"] in brax_sps]
+            med = statistics.median
+            out.append(
+                {
+                    "env": env,
+                    "trainer": trainer,
+                    "seeds": len(runs),
+                    "steps": max(r["steps"] for r in runs),
+                    "return_mean": statistics.mean(ret),
+                    "return_min": min(ret),
+                    "return_max": max(ret),
+                    "train_sps_median": med([r["train_sps"] for r in runs]),
+                    "train_sps_vs_brax": bench.median_range(ratios),
+                    "wall_s_median": med([r["wall_s"] for r in runs]),
+                    "target": runs[0]["target"],
+                    "seeds_at_target": len(hits),
+                    "train_to_target_s_median": med([r["train_to_target_s"] for r in hits])
+                    if hits
+                    else float("nan"),
+                    "wall_to_target_s_median": med([r["wall_to_target_s"] for r in hits])
+                    if hits
+                    else float("nan"),
+                }
+            )
+    return out
+
+
+def verdict(rows: list[dict], env: str) -> dict:
+    """The issue's must-hold on one env: ours' mean return at the budget is no worse than brax's,
+    i.e. at least brax's mean or within brax's seeds' spread (>= its lowest seed)."""
+    ret = {
+        t: [r["return_at_budget"] for r in rows if r["env"] == env and r["trainer"] == t]
+        for t in TRAINERS
+    }
+    if not ret["brax"] or not ret["ours"] or any(x != x for v in ret.values() for x in v):
+        return {"env": env, "met": None}
+    ours, brax = statistics.mean(ret["ours"]), statistics.mean(ret["brax"])
+    met = ours >= brax or ours >= min(ret["brax"])
+    return {
+        "env": env,
+        "ours_mean": ours,
+        "brax_mean": brax,
+        "brax_min": min(ret["brax"]),
+        "brax_max": max(ret["brax"]),
+        "ours_min": min(ret["ours"]),
+        "ours_max": max(ret["ours"]),
+        "met": met,
+    }
+
+
+def plot(args, results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    colors = {"brax": "tab:orange", "ours": "tab:green"}
+    labels = {"brax": "brax.training PPO", "ours": "algos/ppo_brax.py"}
+    envs = args.env_names
+    fig, axes = plt.subplots(len(envs), 2, figsize=(10, 3.6 * len(envs)), squeeze=False)
+    for row, env in zip(axes, envs):
+        for trainer in TRAINERS:
+            runs = [results[(env, trainer, s)]["points"] for s in args.seed_list]
+            runs = [r for r in runs if r]
+            for ax, clock in ((row[0], "step"), (row[1], "wall_s")):
+                for pts in runs:  # per seed, thin
+                    ax.plot(
+                        [p[clock] for p in pts],
+                        [p["return"] for p in pts],
+                        color=colors[trainer],
+                        alpha=0.3,
+                        lw=0.8,
+                    )
+                n = min((len(p) for p in runs), default=0)
+                if n:  # the mean over seeds at each evaluation (same steps for all seeds)
+                    xs = np.mean([[p[clock] for p in pts[:n]] for pts in runs], axis=0)
+                    ys = np.mean([[p["return"] for p in pts[:n]] for pts in runs], axis=0)
+                    ax.plot(
+                        xs,
+                        ys,
+                        color=colors[trainer],
+                        lw=2,
+                        marker=".",
+                        label=f"{labels[trainer]} (mean of {len(runs)})",
+                    )
+        row[0].set_xlabel("env steps")
+        row[1].set_xlabel("wall-clock s since launch (start-up, compiles, evaluations in)")
+        row[0].set_ylabel(f"eval return, {env} ({args.pipeline})")
+        row[0].legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _fmt(x) -> str:
+    return f"{x:.4g}" if isinstance(x, float) else str(x)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    command = bench.command_line("paper_figures/brax_locomotion.py", argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for env in args.env_names:
+        s = settings(env, args.scale)
+        eval_every, total = schedule(s, args.total_timesteps, args.num_evals)
+        print(
+            f"{env} ({args.pipeline}): num_envs {s['num_envs']}, batch_size {s['batch_size']}, "
+            f"ours --num-steps {rollout_steps(s)}; {total} steps, evaluation every {eval_every}",
+            flush=True,
+        )
+    results = sweep(args)
+    rows = summarise(results, TARGETS)
+    bench.write_csv(args.out / "brax_locomotion.csv", rows, command)
+    curves = [
+        {"env": e, "trainer": t, "seed": s, **p}
+        for (e, t, s), res in results.items()
+        for p in res["points"]
+    ]
+    bench.write_csv(args.out / "brax_locomotion_curves.csv", curves, command)
+    plot(args, results, args.out / "brax_locomotion.png")
+
+    cols = "env trainer seed return_at_budget train_sps train_to_target_s wall_to_target_s wall_s"
+    cols = [*cols.split(), "status"]
+    print("\n| " + " | ".join(cols) + " |\n|" + " --- |" * len(cols))
+    for r in rows:
+        print("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
+    summary = table(rows)
+    bench.write_csv(args.out / "brax_locomotion_table.csv", summary, command)
+    cols = list(summary[0]) if summary else []
+    print("\n| " + " | ".join(cols) + " |\n|" + " --- |" * len(cols))
+    for r in summary:
+        print("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
+    for env in args.env_names:
+        v = verdict(rows, env)
+        if v["met"] is None:
+            print(f"{env}: a run failed; no verdict")
+            continue
+        print(
+            f"{env}: return at the budget, mean over seeds: ours {v['ours_mean']:.1f} "
+            f"({v['ours_min']:.1f}-{v['ours_max']:.1f}), brax {v['brax_mean']:.1f} "
+            f"({v['brax_min']:.1f}-{v['brax_max']:.1f}); no worse than brax: "
+            f"{'met' if v['met'] else 'not met'}"
+        )
+    print(f"wrote {args.out}/brax_locomotion.csv, _table.csv, _curves.csv, brax_locomotion.png")
+    print(f"command: {command}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # inherited by the trainers
+    main()

@@ -1,0 +1,177 @@
+"""paper_figures/brax_locomotion.py: Brax's published settings scaled and mapped onto
+algos/ppo_brax.py's flags, the summary and the must-hold verdict, the resumable sweep, and (slow)
+the whole script at toy size."""
+
+import csv
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "paper_figures" / "brax_locomotion.py"
+spec = importlib.util.spec_from_file_location("brax_locomotion", SCRIPT)
+fig = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fig)
+
+
+@pytest.mark.parametrize(
+    "env, envs, batch, steps, epochs, gamma, ent, scale",
+    [("ant", 256, 128, 80, 4, 0.97, 1e-2, 10.0), ("halfcheetah", 128, 32, 160, 8, 0.95, 1e-3, 1.0)],
+)
+def test_scaled_settings_map_one_to_one_onto_ours(
+    env, envs, batch, steps, epochs, gamma, ent, scale
+):
+    """Scale 16 divides num_envs and batch_size only; ours' rollout is one brax training step
+    (num_envs x num_steps = batch_size x num_minibatches x unroll_length = 20,480 env steps) and
+    every other flag parses into ppo_brax.py's Args with brax's value."""
+    from algos.ppo_brax import Args
+    from controlrl.cli import parse
+
+    s = fig.settings(env, 16)
+    assert (s["num_envs"], s["batch_size"], s["num_minibatches"]) == (envs, batch, 32)
+    assert fig.rollout_steps(s) == steps
+    args_ns = fig.parse_args(["--total-timesteps", "100000", "--num-evals", "3"])
+    a = parse(Args, fig.our_flags(env, s, "spring", 7, args_ns))
+    assert a.num_envs * a.num_steps == 20_480 == s["batch_size"] * 32 * s["unroll_length"]
+    assert (a.num_envs, a.num_steps, a.num_minibatches) == (envs, steps, 32)
+    assert (a.update_epochs, a.gamma, a.gae_lambda) == (epochs, gamma, 0.95)
+    assert (a.clip_coef, a.ent_coef, a.vf_coef) == (0.3, ent, 0.5)
+    assert a.reward_scale == scale and not a.norm_reward and a.norm_obs and a.norm_adv
+    assert not a.anneal_lr and not a.clip_vloss and a.learning_rate == 3e-4
+    assert a.hidden_sizes == (32,) * 4 and a.critic_hidden_sizes == (256,) * 5
+    assert a.activation == "swish" and not a.clip_grad and a.adam_eps == 1e-8
+    assert (a.env_id, a.brax_pipeline, a.seed) == (f"brax:{env}", "spring", 7)
+    assert a.episode_length == 1000
+    # 100k steps in 2 epochs of ceil(100000 / (2 x 20480)) = 3 training steps, as brax runs them
+    assert fig.schedule(s, 100_000, 3) == (61_440, 122_880)
+    assert (a.eval_every, a.total_timesteps) == (61_440, 122_880)
+
+
+def test_bad_flags_exit_2(capsys):
+    """A scale that does not divide the published sizes, or an env without published settings."""
+    for argv in (["--scale", "3"], ["--envs", "humanoid"], ["--num-evals", "1"]):
+        with pytest.raises(SystemExit) as exc:
+            fig.parse_args(argv)
+        assert exc.value.code == 2
+    assert "--num-evals" in capsys.readouterr().err
+
+
+def _res(returns, sps=1000.0, status="ok"):
+    pts = [
+        {"step": 100 * (i + 1), "wall_s": 2.0 + i, "train_s": 100 * (i + 1) / sps, "return": r}
+        for i, r in enumerate(returns)
+    ]
+    return {"points": pts, "startup_s": 1.5, "train_compile_s": 0.0, "status": status} | {
+        "wall_s": 9.0
+    }
+
+
+def test_summary_rows_and_verdict():
+    """Return at the budget is the last evaluation, steps/s its step over its train seconds,
+    the time to the stated return the first evaluation at or above it; ours is no worse when its
+    mean reaches brax's mean or brax's lowest seed, and not otherwise."""
+    results = {
+        ("ant", "brax", 1): _res([10, 500, 900], sps=500.0),
+        ("ant", "brax", 2): _res([10, 700, 1100]),
+        ("ant", "ours", 1): _res([10, 1200, 950]),
+        ("ant", "ours", 2): _res([10, 300, 880]),
+    }
+    rows = fig.summarise(results, {"ant": 1000.0})
+    first = rows[0]
+    assert (first["return_at_budget"], first["best_return"], first["steps"]) == (900, 900, 300)
+    assert first["train_sps"] == pytest.approx(500.0)
+    assert first["step_to_target"] == "" and math.isnan(first["wall_to_target_s"])
+    ours1 = rows[2]
+    assert (ours1["step_to_target"], ours1["wall_to_target_s"], ours1["train_to_target_s"]) == (
+        200,
+        3.0,
+        0.2,
+    )
+    brax_row, ours_row = fig.table(rows)  # over seeds, per trainer
+    assert (brax_row["trainer"], brax_row["seeds"], brax_row["steps"]) == ("brax", 2, 300)
+    assert (brax_row["return_mean"], brax_row["return_min"], brax_row["return_max"]) == (
+        1000,
+        900,
+        1100,
+    )
+    assert brax_row["train_sps_median"] == pytest.approx(750.0)  # seeds at 500 and 1000
+    assert (brax_row["seeds_at_target"], brax_row["wall_to_target_s_median"]) == (1, 4.0)
+    assert ours_row["train_sps_vs_brax"] == "1.50 (1.00-2.00)"  # per seed: 1000/500, 1000/1000
+    assert ours_row["seeds_at_target"] == 1 and ours_row["train_to_target_s_median"] == 0.2
+    v = fig.verdict(rows, "ant")  # ours mean 915 < brax mean 1000, but >= brax's lowest 900
+    assert v["met"] and v["ours_mean"] == 915 and v["brax_mean"] == 1000
+    results[("ant", "ours", 2)] = _res([10, 300, 840])  # mean 895 < 900
+    assert fig.verdict(fig.summarise(results, {"ant": 1000.0}), "ant")["met"] is False
+    results[("ant", "ours", 2)] = _res([], status="timeout after 1 s")
+    assert fig.verdict(fig.summarise(results, {"ant": 1000.0}), "ant")["met"] is None
+
+
+def test_sweep_skips_finished_runs(tmp_path, monkeypatch):
+    """A run with result.json is loaded, not run again; the others run (in rotated order per
+    seed and env) and leave their result.json only when they succeed."""
+    args = fig.parse_args(["--envs", "ant", "--seeds", "1,2", "--work-dir", str(tmp_path)])
+    done = tmp_path / "ant" / "brax_seed1"
+    done.mkdir(parents=True)
+    (done / "result.json").write_text(json.dumps(_res([1.0, 2.0])))
+    launched = []
+
+    def fake_run_one(contender, repeat, slot):
+        launched.append((contender.name, repeat))
+        status = "exit 1" if (contender.name, repeat) == ("ours", 2) else "ok"
+        return fig.bench.Run(contender, repeat, slot, status, 0.0, 1.0)
+
+    monkeypatch.setattr(fig.bench, "run_one", fake_run_one)
+    monkeypatch.setattr(fig, "parse_brax", lambda run, log: _res([3.0]))
+    monkeypatch.setattr(fig, "parse_ours", lambda run, d, stamps, jax_path: _res([4.0]))
+    results = fig.sweep(args)
+    assert launched == [("ours", 1), ("ours", 2), ("brax", 2)]  # seed 2 starts with ours
+    assert results[("ant", "brax", 1)]["points"][-1]["return"] == 2.0
+    assert results[("ant", "brax", 2)]["points"][-1]["return"] == 3.0
+    assert (tmp_path / "ant" / "ours_seed1" / "result.json").exists()
+    assert not (tmp_path / "ant" / "ours_seed2" / "result.json").exists()
+    launched.clear()
+    fig.sweep(args)
+    assert launched == [("ours", 2)]
+
+
+@pytest.mark.slow  # compiles brax's trainer and ours on two envs (minutes on 2 cores)
+def test_brax_locomotion_toy(tmp_path):
+    pytest.importorskip("brax")
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--toy", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    with (tmp_path / "brax_locomotion.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert {(r["env"], r["trainer"]) for r in rows} == {
+        (e, t) for e in ("ant", "halfcheetah") for t in ("brax", "ours")
+    }
+    for r in rows:
+        assert r["status"] == "ok" and r["seed"] == "1"
+        assert int(r["steps"]) == 2560  # 2 epochs of 2 training steps of 640 env steps
+        assert float(r["train_sps"]) > 0 and 0 < float(r["train_s"]) < float(r["wall_s"])
+        assert math.isfinite(float(r["return_at_budget"]))
+    with (tmp_path / "brax_locomotion_curves.csv").open() as f:
+        curves = list(csv.DictReader(f))
+    for e in ("ant", "halfcheetah"):
+        brax = [int(c["step"]) for c in curves if c["env"] == e and c["trainer"] == "brax"]
+        ours = [int(c["step"]) for c in curves if c["env"] == e and c["trainer"] == "ours"]
+        assert brax == [0, 1280, 2560] and ours == [1280, 2560]
+    assert (tmp_path / "brax_locomotion.png").stat().st_size > 0
+    assert "command: python paper_figures/brax_locomotion.py --toy" in proc.stdout
+    # a second call runs nothing: every run is loaded from its result.json
+    again = subprocess.run(
+        [sys.executable, str(SCRIPT), "--toy", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert again.returncode == 0 and again.stdout.count(", final return") == 4
