@@ -115,6 +115,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         " cache under --work-dir is filled by an untimed warm-up run before the timed ones",
     )
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per trainer process")
+    p.add_argument(
+        "--trainers",
+        default=",".join(TRAINERS),
+        help="comma-separated subset of " + ", ".join(TRAINERS) + " (brax is always run)",
+    )
     p.add_argument("--toy", action="store_true", help="tiny budget, one seed (for the test)")
     args = p.parse_args(argv)
     if args.toy:
@@ -125,6 +130,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--num-envs must be divisible by --num-minibatches (brax minibatches whole envs)")
     if args.num_evals < 2:
         p.error("--num-evals must be >= 2")
+    chosen = {t.strip() for t in args.trainers.split(",") if t.strip()}
+    if not chosen <= set(TRAINERS):
+        p.error(f"--trainers must name only {', '.join(TRAINERS)}, got {args.trainers}")
+    args.trainers = tuple(t for t in TRAINERS if t in chosen | {"brax"})
     default_work = args.out / "brax_race" if args.toy else ROOT / "runs" / "brax_ppo_race"
     args.work_dir = (args.work_dir or default_work).resolve()
     return args
@@ -220,7 +229,7 @@ def contenders(args, seed: int) -> tuple[list[bench.Contender], dict]:
     flags += ["--no-progress", "--no-tensorboard", f"--total-timesteps={total}"]
     flags += [f"--env-id=brax:{args.env}", f"--brax-pipeline={args.pipeline}", f"--seed={seed}"]
     out, info = [], {}
-    for trainer in TRAINERS:
+    for trainer in args.trainers:
         work = args.work_dir / f"{trainer}_seed{seed}"
         shutil.rmtree(work, ignore_errors=True)  # a fresh run dir (ours would resume otherwise)
         work.mkdir(parents=True)
@@ -335,6 +344,9 @@ def summarise(args, results: dict) -> list[dict]:
     by_key = {(r["trainer"], r["seed"]): r for r in rows}
     for r in rows:
         brax = by_key.get(("brax", r["seed"]), {})
+        # training compute per env step over the whole run, relative to brax's (same steps)
+        sps = r["train_sps"]
+        r["train_cost_vs_brax"] = brax.get("train_sps", nan) / sps if sps else nan
         for clock in ("wall", "train"):
             den = brax.get(f"{clock}_to_target_s", nan)
             r[f"{clock}_ratio_vs_brax"] = r[f"{clock}_to_target_s"] / den if den == den else nan
@@ -423,11 +435,20 @@ def main(argv: list[str] | None = None) -> None:
 
     cols = "trainer seed step_at_target wall_to_target_s train_to_target_s wall_ratio_vs_brax"
     cols = [*cols.split(), *"train_ratio_vs_brax total_wall_s startup_s train_compile_s".split()]
+    cols += ["train_sps", "train_cost_vs_brax"]
     cols.append("status")
     print("\n| " + " | ".join(cols) + " |\n|" + " --- |" * len(cols))
     for r in rows:
         print("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
-    for trainer in TRAINERS[1:]:
+    for trainer in args.trainers[1:]:
+        costs = [r["train_cost_vs_brax"] for r in rows if r["trainer"] == trainer]
+        if costs and all(x == x for x in costs):
+            verdict = "holds" if statistics.median(costs) <= 1.0 else "does not hold"
+            print(
+                f"{trainer}: training compute per env step / brax's, per seed "
+                f"{', '.join(f'{x:.2f}' for x in costs)}; median {bench.median_range(costs)}; "
+                f"median <= 1.0: {verdict}"
+            )
         for clock in ("wall", "train"):
             ratios = [r[f"{clock}_ratio_vs_brax"] for r in rows if r["trainer"] == trainer]
             if ratios and all(x == x for x in ratios):
