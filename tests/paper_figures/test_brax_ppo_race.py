@@ -96,3 +96,31 @@ def test_training_compute_ratio_is_brax_steps_per_second_over_ours():
     assert rows["brax"]["train_cost_vs_brax"] == pytest.approx(1.0)
     # time to target: ours needs more steps (3000 vs 2000) but less compute per step
     assert rows["ours_jax"]["train_ratio_vs_brax"] == pytest.approx(1.5 / 2.0)
+
+
+def test_brax_network_and_scaling_settings_reach_both_trainers(tmp_path, capsys):
+    """Brax-style settings (ant): the brax worker gets the sizes, swish, reward scaling and no
+    grad clip; ours_jax gets the same as flags; the torch trainer, lacking them, is refused."""
+    race = _race()
+    argv = ["--trainers", "ours_jax", "--env", "ant", "--activation", "swish"]
+    argv += ["--hidden-sizes", "32,32,32,32", "--critic-hidden-sizes", "256,256,256,256,256"]
+    argv += ["--reward-scale", "10", "--max-grad-norm", "0", "--adam-eps", "1e-8"]
+    args = race.parse_args([*argv, "--work-dir", str(tmp_path)])
+    (brax, ours), _ = race.contenders(args, seed=1)
+    assert brax.config["hidden_sizes"] == (32,) * 4
+    assert brax.config["critic_hidden_sizes"] == (256,) * 5
+    assert brax.config["activation"] == "swish" and brax.config["reward_scale"] == 10.0
+    assert brax.config["max_grad_norm"] == 0.0  # the worker passes None
+    cmd = " ".join(ours.worker)
+    assert "--hidden-sizes 32 32 32 32 --critic-hidden-sizes 256 256 256 256 256" in cmd
+    assert "--activation=swish" in cmd and "--reward-scale=10.0" in cmd
+    assert "--no-clip-grad" in cmd and "--max-grad-norm" not in cmd and "--adam-eps=1e-08" in cmd
+    default = " ".join(
+        race.contenders(race.parse_args(["--work-dir", str(tmp_path)]), 1)[0][2].worker
+    )
+    assert "--max-grad-norm=0.5" in default and "--critic-hidden-sizes" not in default
+    for bad in (["--activation", "swish"], ["--max-grad-norm", "0"], ["--hidden-sizes", "64,x"]):
+        with pytest.raises(SystemExit) as exc:
+            race.parse_args(bad)
+        assert exc.value.code == 2
+    assert "need --trainers without ours" in capsys.readouterr().err
