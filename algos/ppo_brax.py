@@ -18,6 +18,11 @@ other numbers than ppo.py (but the same numbers every time).
 Brax's own PPO settings (google/brax brax/training/agents/ppo/train.py and networks.py) are
 stated with --activation swish, --reward-scale (its reward_scaling), --no-clip-grad (its
 max_grad_norm=None), --adam-eps 1e-8 (optax's default) and the layer sizes.
+
+Speed (paper_figures/README.md, the Brax PPO race): on XLA:CPU a minibatch step of these small
+networks costs per kernel, not per FLOP, so the update steps Adam on one flat parameter vector
+(one set of Adam kernels instead of one per parameter leaf), and the batch never leaves the
+device: the iteration fetches its logged scalars in one transfer.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import torch
 
 from algos import ppo
 from controlrl.cli import parse, require, require_positive
-from controlrl.diagnostics import NonFiniteError, explained_variance
+from controlrl.diagnostics import NonFiniteError
 from controlrl.session import Session, Timer, all_finite
 from controlrl.update import linear_lr
 
@@ -139,6 +144,14 @@ def normalize(rms, x):
     return jnp.clip((x - rms["mean"]) / jnp.sqrt(rms["var"] + NORM_EPS), -OBS_CLIP, OBS_CLIP)
 
 
+def explained_variance(values, returns):
+    """1 - Var(R - V) / Var(R), nan when the returns are constant (controlrl.diagnostics'
+    explained_variance, in-graph)."""
+    jnp = _jnp()
+    var = returns.var()
+    return jnp.where(var == 0, jnp.nan, 1 - (returns - values).var() / var)
+
+
 # ---- networks -----------------------------------------------------------------------------------
 
 
@@ -195,9 +208,18 @@ def make_optimizer(args: Args):
     return optax.chain(*clip, optax.scale_by_adam(eps=args.adam_eps))
 
 
+def init_optimizer(tx, params):
+    """The optimiser's state for the flat parameter vector the update steps."""
+    from jax.flatten_util import ravel_pytree
+
+    return tx.init(ravel_pytree(params)[0])
+
+
 def make_functions(env, args: Args):
     """(reset, rollout, update, evaluate), pure and jitted."""
     jax, jnp = _jax(), _jnp()
+    from jax.flatten_util import ravel_pytree
+
     from envs.brax import batched_functions
 
     n, T = args.num_envs, args.num_steps
@@ -241,6 +263,7 @@ def make_functions(env, args: Args):
                 obs_rms = rms_update(obs_rms, state.obs)
             out = {
                 "obs": obs,
+                "mean": mean,
                 "action": action,
                 "logp": log_prob(mean, params["log_std"], action),
                 "reward": scaled,
@@ -273,54 +296,69 @@ def make_functions(env, args: Args):
 
         _, adv = jax.lax.scan(backward, jnp.zeros(n), (deltas, discounts), reverse=True)
         batch.update(values=values, advantages=adv, returns=adv + values)
+        # the episodes that ended in this rollout, summed here so that no [T, N] array has to
+        # go to the host
+        batch.update(
+            episodes=batch["ended"].sum(),
+            episode_return_sum=batch.pop("done_return").sum(),
+            episode_length_sum=batch.pop("done_length").sum(),
+        )
         return carry, batch
 
     def update(params, opt_state, batch, key, lr):
-        flat = {
-            k: batch[k].reshape(n * T, *batch[k].shape[2:])
-            for k in ("obs", "action", "logp", "values", "advantages", "returns")
-        }
         size = n * T
         mb_size = size // args.num_minibatches
-        old_mean = mlp(params["actor"], flat["obs"], act)
-        old_log_std = params["log_std"]
+        used = mb_size * args.num_minibatches
+        data = {
+            k: batch[k].reshape(size, *batch[k].shape[2:])
+            for k in ("obs", "action", "logp", "values", "advantages", "returns")
+        }
+        # Adam on one flat parameter vector (as controlrl.update's fused Adam): on XLA:CPU each
+        # parameter leaf costs its own kernels per step, and the minibatch steps are that small
+        flat, unravel = ravel_pytree(params)
 
-        def minibatch(carry, idx):
-            params, opt_state = carry
-            mb = {k: v[idx] for k, v in flat.items()}
-            grads, stats = jax.grad(loss_fn, has_aux=True)(params, mb, args)
+        def minibatch(carry, mb):
+            flat, opt_state = carry
+            grads, stats = jax.grad(lambda f: loss_fn(unravel(f), mb, args), has_aux=True)(flat)
             updates, opt_state = tx.update(grads, opt_state)
-            params = jax.tree_util.tree_map(lambda p, u: p - lr * u, params, updates)
-            return (params, opt_state), stats
+            return (flat - lr * updates, opt_state), stats
 
         def epoch(carry, key_e):
-            idx = jax.random.permutation(key_e, size)[: mb_size * args.num_minibatches]
-            return jax.lax.scan(minibatch, carry, idx.reshape(args.num_minibatches, mb_size))
+            # one gather per epoch, then contiguous minibatches (as brax's sgd_step)
+            idx = jax.random.permutation(key_e, size)[:used]
+            mbs = {
+                k: v[idx].reshape(args.num_minibatches, mb_size, *v.shape[1:])
+                for k, v in data.items()
+            }
+            return jax.lax.scan(minibatch, carry, mbs)
 
         keys = jax.random.split(key, args.update_epochs)
-        (params, opt_state), stats = jax.lax.scan(epoch, (params, opt_state), keys)
+        (flat, opt_state), stats = jax.lax.scan(epoch, (flat, opt_state), keys)
+        new_params = unravel(flat)
         # statistics reduced as controlrl.update.reduce_stats: max for "_max" names, else mean
         out = {k: v.max() if k.endswith("_max") else v.mean() for k, v in stats.items()}
         # over the whole batch after the update, as controlrl.diagnostics.policy_shift: per-state
-        # KL(old || new) of the Gaussians and the deviation |r - 1| of the ratios
-        new_mean, new_log_std = mlp(params["actor"], flat["obs"], act), params["log_std"]
+        # KL(old || new) of the Gaussians and the deviation |r - 1| of the ratios; the old means
+        # are the rollout's (same parameters, same observations)
+        old_mean, old_log_std = batch["mean"].reshape(size, -1), params["log_std"]
+        new_mean, new_log_std = mlp(new_params["actor"], data["obs"], act), new_params["log_std"]
         var_old, var_new = jnp.exp(2 * old_log_std), jnp.exp(2 * new_log_std)
         kl = (
             new_log_std - old_log_std + (var_old + (old_mean - new_mean) ** 2) / (2 * var_new) - 0.5
         ).sum(-1)
-        logp = log_prob(new_mean, new_log_std, flat["action"])
-        deviation = jnp.abs(jnp.exp(logp - flat["logp"]) - 1)
+        logp = log_prob(new_mean, new_log_std, data["action"])
+        deviation = jnp.abs(jnp.exp(logp - data["logp"]) - 1)
         out.update(
             kl_mean=kl.mean(),
             kl_max=kl.max(),
             ratio_dev_frac=(deviation > args.clip_coef).mean(),
             ratio_dev_max=deviation.max(),
             ratio_dev_mean=deviation.mean(),
+            explained_variance=explained_variance(data["values"], data["returns"]),
+            finite=jnp.isfinite(flat).all(),
+            **{k: batch[k] for k in ("episodes", "episode_return_sum", "episode_length_sum")},
         )
-        finite = jnp.all(
-            jnp.array([jnp.isfinite(x).all() for x in jax.tree_util.tree_leaves(params)])
-        )
-        return params, opt_state, out, finite
+        return new_params, opt_state, out
 
     def evaluate(params, obs_rms, key):
         """Deterministic (mean) actions, one episode per env, normaliser frozen."""
@@ -408,7 +446,9 @@ def main(args: Args) -> None:
     key, k_init = jax.random.split(jax.random.PRNGKey(args.seed))
     params = init_params(k_init, env.observation_size, env.action_size, args)
     obs_rms, rew_rms = rms_init((env.observation_size,)), rms_init((1,))
-    state = JaxState(params=params, opt_state=tx.init(params), obs_rms=obs_rms, rew_rms=rew_rms)
+    state = JaxState(
+        params=params, opt_state=init_optimizer(tx, params), obs_rms=obs_rms, rew_rms=rew_rms
+    )
     state.trees["key"] = key
     iterations = session.start(jax=state)
     params, opt_state, obs_rms, rew_rms, key = state.trees.values()
@@ -442,29 +482,25 @@ def main(args: Args) -> None:
         carry, batch = rollout(params, carry, k_roll)
         jax.block_until_ready(batch["returns"])
         timer.lap("rollout_s")
-        params, opt_state, stats, finite = update(params, opt_state, batch, k_upd, lr)
-        stats = {k: float(v) for k, v in stats.items()}
+        params, opt_state, out = update(params, opt_state, batch, k_upd, lr)
+        out = jax.device_get(out)  # one transfer of the scalars, the batch stays on the device
         timer.lap("update_s")
+        finite, n_done = bool(out.pop("finite")), int(out.pop("episodes"))
+        ret_sum, len_sum = float(out.pop("episode_return_sum")), int(out.pop("episode_length_sum"))
+        explained = float(out.pop("explained_variance"))
+        stats = {k: float(v) for k, v in out.items()}
         with session.guard():
-            if not bool(finite) or not all_finite(stats.values()):
+            if not finite or not all_finite(stats.values()):
                 raise NonFiniteError(f"non-finite parameters or losses at iteration {iteration}")
         session.step += session.steps_per_iteration
         state.trees.update(
             params=params, opt_state=opt_state, obs_rms=carry[2], rew_rms=carry[3], key=key
         )
-        ended = np.asarray(batch["ended"])
-        n_done = int(ended.sum())
         metrics = {
-            "train/episode_return": float(np.asarray(batch["done_return"]).sum() / n_done)
-            if n_done
-            else float("nan"),
-            "train/episode_length": float(np.asarray(batch["done_length"]).sum() / n_done)
-            if n_done
-            else float("nan"),
+            "train/episode_return": ret_sum / n_done if n_done else float("nan"),
+            "train/episode_length": len_sum / n_done if n_done else float("nan"),
             "train/episodes": n_done,
-            "train/explained_variance": explained_variance(
-                np.asarray(batch["values"]).ravel(), np.asarray(batch["returns"]).ravel()
-            ),
+            "train/explained_variance": explained,
             **{f"train/{k}": v for k, v in stats.items()},
             "train/grad_steps": args.update_epochs * args.num_minibatches,
             "train/learning_rate": lr,

@@ -31,10 +31,12 @@ batch_size = num_envs / num_minibatches, so that one brax training step collects
 env (num_envs * num_steps env steps, our rollout) and splits it into the same number of
 minibatches; num_updates_per_batch = --update-epochs; learning rate (constant: --no-anneal-lr),
 discount, GAE lambda, clip 0.2, entropy coefficient, value coefficient 0.5, global grad-norm clip
-0.5, per-minibatch advantage normalisation, observation normalisation on, no reward scaling
-(brax reward_scaling 1, ours --no-norm-reward), no value clipping (ours --no-clip-vloss, brax
-clipping_epsilon_value None), 64-64 tanh policy and value networks, a Gaussian policy with a
-state-independent log-std starting at 1 (brax distribution_type 'normal', noise_std_type 'log'),
+0.5 (--max-grad-norm 0: none, brax's None), per-minibatch advantage normalisation, observation
+normalisation on, no reward scaling (brax reward_scaling = ours --reward-scale, 1; ours
+--no-norm-reward), no value clipping (ours --no-clip-vloss, brax clipping_epsilon_value None),
+64-64 tanh policy and value networks (--hidden-sizes, --critic-hidden-sizes, --activation;
+brax's defaults are swish 32x4 and 256x5), a Gaussian policy with a state-independent log-std
+starting at 1 (brax distribution_type 'normal', noise_std_type 'log'),
 episode length 1000, deterministic evaluation on --eval-episodes episodes.
 
 Not matched (brax's trainer has no switch for them, or ours has none): brax forms minibatches of
@@ -43,9 +45,10 @@ GAE once per rollout, minibatches of single steps); brax masks the advantage at 
 ours bootstraps them; brax updates its observation statistics once per rollout and does not clip
 normalised observations (ours: every step, clipped to [-10, 10]); brax does not clip actions to
 [-1, 1] (ours does); brax's autoreset replays each env's first initial state (ours draws a fresh
-one); Adam eps 1e-8 (brax, optax) vs 1e-5 (ours); LeCun-uniform vs orthogonal initialisation;
-our evaluation env is a separate batch while brax's runs inside its jitted evaluator; ours writes
-diagnostics every iteration (part of its update time) and a checkpoint at the end.
+one); Adam eps 1e-8 (brax, optax) vs 1e-5 (ours, unless --adam-eps); LeCun-uniform vs
+orthogonal initialisation; our evaluation env is a separate batch while brax's runs inside its
+jitted evaluator; ours writes diagnostics every iteration (part of its update time) and a
+checkpoint at the end.
 
 brax 0.14.2 calls jax.device_put_replicated, which jax 0.10 removed: the brax extra pins jax 0.9.2,
 the newest JAX that still has it, so brax's trainer runs here as released, unpatched (on JAX's
@@ -74,8 +77,9 @@ ROOT = Path(__file__).resolve().parents[1]
 TRAINERS = ("brax", "ours", "ours_jax")  # ours_jax: algos/ppo_brax.py (JAX rollout + update)
 # settings given to the brax worker (and, as flags, to ours)
 FLAGS = "num_envs num_steps num_minibatches update_epochs learning_rate gamma gae_lambda".split()
-FLAGS += ["clip_coef", "ent_coef", "max_grad_norm"]  # same name in algos/ppo.py
+FLAGS += ["clip_coef", "ent_coef"]  # same name in algos/ppo.py
 SETTINGS = ("env", "pipeline", "episode_length", *FLAGS, "num_evals", "eval_episodes")
+SETTINGS += ("max_grad_norm", "hidden_sizes", "critic_hidden_sizes", "activation", "reward_scale")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -96,7 +100,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--gae-lambda", type=float, default=0.95)
     p.add_argument("--clip-coef", type=float, default=0.2)
     p.add_argument("--ent-coef", type=float, default=0.0)
-    p.add_argument("--max-grad-norm", type=float, default=0.5)
+    p.add_argument("--max-grad-norm", type=float, default=0.5, help="0: no clipping (brax None)")
+    p.add_argument("--hidden-sizes", default="64,64", help="policy hidden layers")
+    p.add_argument("--critic-hidden-sizes", default="64,64", help="value hidden layers")
+    p.add_argument(
+        "--activation", choices=("tanh", "swish"), default="tanh", help="swish: ours_jax only"
+    )
+    p.add_argument("--reward-scale", type=float, default=1.0, help="brax reward_scaling")
+    p.add_argument(
+        "--adam-eps",
+        type=float,
+        default=1e-5,
+        help="ours' Adam epsilon (brax's trainer: optax's 1e-8, not settable)",
+    )
     p.add_argument("--total-timesteps", type=int, default=100_000, help="budget per run")
     p.add_argument("--num-evals", type=int, default=20, help="brax num_evals (incl. step 0)")
     p.add_argument("--eval-episodes", type=int, default=16)
@@ -115,6 +131,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         " cache under --work-dir is filled by an untimed warm-up run before the timed ones",
     )
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per trainer process")
+    p.add_argument(
+        "--trainers",
+        default=",".join(TRAINERS),
+        help="comma-separated subset of " + ", ".join(TRAINERS) + " (brax is always run)",
+    )
     p.add_argument("--toy", action="store_true", help="tiny budget, one seed (for the test)")
     args = p.parse_args(argv)
     if args.toy:
@@ -125,6 +146,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--num-envs must be divisible by --num-minibatches (brax minibatches whole envs)")
     if args.num_evals < 2:
         p.error("--num-evals must be >= 2")
+    for name in ("hidden_sizes", "critic_hidden_sizes"):
+        try:
+            sizes = tuple(int(h) for h in getattr(args, name).split(","))
+        except ValueError:
+            sizes = ()
+        if not sizes or min(sizes) <= 0:
+            p.error(f"--{name.replace('_', '-')} must be comma-separated sizes > 0")
+        setattr(args, name, sizes)
+    chosen = {t.strip() for t in args.trainers.split(",") if t.strip()}
+    if not chosen <= set(TRAINERS):
+        p.error(f"--trainers must name only {', '.join(TRAINERS)}, got {args.trainers}")
+    args.trainers = tuple(t for t in TRAINERS if t in chosen | {"brax"})
+    defaults = args.activation == "tanh" and args.adam_eps == 1e-5 and args.reward_scale == 1.0
+    if "ours" in args.trainers and not (defaults and args.max_grad_norm):
+        p.error(
+            "--activation swish, --adam-eps, --reward-scale and --max-grad-norm 0 need"
+            " --trainers without ours (ppo.py lacks them)"
+        )
     default_work = args.out / "brax_race" if args.toy else ROOT / "runs" / "brax_ppo_race"
     args.work_dir = (args.work_dir or default_work).resolve()
     return args
@@ -168,9 +207,9 @@ def brax_worker(seed: int, total: int, log: str, **s) -> dict:
 
     network_factory = functools.partial(
         ppo_networks.make_ppo_networks,
-        policy_hidden_layer_sizes=(64, 64),
-        value_hidden_layer_sizes=(64, 64),
-        activation=linen.tanh,
+        policy_hidden_layer_sizes=tuple(s["hidden_sizes"]),
+        value_hidden_layer_sizes=tuple(s["critic_hidden_sizes"]),
+        activation=linen.swish if s["activation"] == "swish" else linen.tanh,
         distribution_type="normal",
         noise_std_type="log",
         init_noise_std=1.0,
@@ -189,11 +228,11 @@ def brax_worker(seed: int, total: int, log: str, **s) -> dict:
         discounting=s["gamma"],
         gae_lambda=s["gae_lambda"],
         clipping_epsilon=s["clip_coef"],
-        max_grad_norm=s["max_grad_norm"],
+        max_grad_norm=s["max_grad_norm"] or None,
         normalize_advantage=True,
         vf_loss_coefficient=0.5,
         normalize_observations=True,
-        reward_scaling=1.0,
+        reward_scaling=s["reward_scale"],
         network_factory=network_factory,
         num_evals=s["num_evals"],
         num_eval_envs=s["eval_episodes"],
@@ -215,12 +254,17 @@ def contenders(args, seed: int) -> tuple[list[bench.Contender], dict]:
     settings = {name: getattr(args, name) for name in SETTINGS}
     flags = [f"--{k.replace('_', '-')}={settings[k]}" for k in FLAGS]
     flags += ["--no-anneal-lr", "--vf-coef=0.5", "--norm-adv", "--no-clip-vloss", "--norm-obs"]
-    flags += ["--no-norm-reward", "--hidden-sizes", "64", "64", f"--eval-every={eval_every}"]
+    flags += ["--no-norm-reward", "--hidden-sizes", *map(str, args.hidden_sizes)]
+    if args.critic_hidden_sizes != args.hidden_sizes:
+        flags += ["--critic-hidden-sizes", *map(str, args.critic_hidden_sizes)]
+    if args.max_grad_norm:
+        flags.append(f"--max-grad-norm={args.max_grad_norm}")
+    flags.append(f"--eval-every={eval_every}")
     flags += [f"--eval-episodes={args.eval_episodes}", "--checkpoint-every=1000000000"]
     flags += ["--no-progress", "--no-tensorboard", f"--total-timesteps={total}"]
     flags += [f"--env-id=brax:{args.env}", f"--brax-pipeline={args.pipeline}", f"--seed={seed}"]
     out, info = [], {}
-    for trainer in TRAINERS:
+    for trainer in args.trainers:
         work = args.work_dir / f"{trainer}_seed{seed}"
         shutil.rmtree(work, ignore_errors=True)  # a fresh run dir (ours would resume otherwise)
         work.mkdir(parents=True)
@@ -238,6 +282,10 @@ def contenders(args, seed: int) -> tuple[list[bench.Contender], dict]:
         cmd = [sys.executable, str(script), *flags, f"--run-dir={work / 'run'}"]
         if trainer == "ours_jax":
             cmd.append(f"--episode-length={args.episode_length}")
+            cmd += [f"--activation={args.activation}", f"--reward-scale={args.reward_scale}"]
+            cmd.append(f"--adam-eps={args.adam_eps}")
+            if not args.max_grad_norm:
+                cmd.append("--no-clip-grad")
         elif args.episode_length != 1000:
             raise SystemExit("ours runs brax: ids with the adapter's episode length 1000")
         stamps: list[float] = []
@@ -335,6 +383,9 @@ def summarise(args, results: dict) -> list[dict]:
     by_key = {(r["trainer"], r["seed"]): r for r in rows}
     for r in rows:
         brax = by_key.get(("brax", r["seed"]), {})
+        # training compute per env step over the whole run, relative to brax's (same steps)
+        sps = r["train_sps"]
+        r["train_cost_vs_brax"] = brax.get("train_sps", nan) / sps if sps else nan
         for clock in ("wall", "train"):
             den = brax.get(f"{clock}_to_target_s", nan)
             r[f"{clock}_ratio_vs_brax"] = r[f"{clock}_to_target_s"] / den if den == den else nan
@@ -423,11 +474,20 @@ def main(argv: list[str] | None = None) -> None:
 
     cols = "trainer seed step_at_target wall_to_target_s train_to_target_s wall_ratio_vs_brax"
     cols = [*cols.split(), *"train_ratio_vs_brax total_wall_s startup_s train_compile_s".split()]
+    cols += ["train_sps", "train_cost_vs_brax"]
     cols.append("status")
     print("\n| " + " | ".join(cols) + " |\n|" + " --- |" * len(cols))
     for r in rows:
         print("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
-    for trainer in TRAINERS[1:]:
+    for trainer in args.trainers[1:]:
+        costs = [r["train_cost_vs_brax"] for r in rows if r["trainer"] == trainer]
+        if costs and all(x == x for x in costs):
+            verdict = "holds" if statistics.median(costs) <= 1.0 else "does not hold"
+            print(
+                f"{trainer}: training compute per env step / brax's, per seed "
+                f"{', '.join(f'{x:.2f}' for x in costs)}; median {bench.median_range(costs)}; "
+                f"median <= 1.0: {verdict}"
+            )
         for clock in ("wall", "train"):
             ratios = [r[f"{clock}_ratio_vs_brax"] for r in rows if r["trainer"] == trainer]
             if ratios and all(x == x for x in ratios):

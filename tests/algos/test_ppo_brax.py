@@ -113,18 +113,65 @@ def test_in_graph_gae_matches_the_numpy_gae_with_truncation_bootstraps(setup):
         b["reward"], b["values"], next_values, b["term"], b["ended"], args.gamma, args.gae_lambda
     )
     np.testing.assert_allclose(b["advantages"], expected, rtol=1e-4, atol=1e-5)
-    # the policy acted with swish: the stored log-probs are those of the swish actor's mean
+    # the policy acted with swish: the stored means and log-probs are the swish actor's
     mean = np_mlp(params["actor"], b["obs"], "swish")
+    np.testing.assert_allclose(b["mean"], mean, rtol=1e-4, atol=1e-5)
     logp = np.asarray(pb.log_prob(mean, params["log_std"], b["action"]))
     np.testing.assert_allclose(b["logp"], logp, rtol=1e-4, atol=1e-4)
     # the pendulum pays 1 per step: GAE sees 3 (--reward-scale 3), the logged returns stay raw
     np.testing.assert_allclose(b["reward"], 3.0)
-    np.testing.assert_array_equal(b["done_return"], b["done_length"])
+    assert b["episodes"] == b["ended"].sum() > 0
+    assert b["episode_return_sum"] == b["episode_length_sum"] > 0
     # a truncated step bootstraps from its own final observation, not the next episode's first
     t, n = map(int, np.argwhere(b["trunc"])[0])
     assert not np.allclose(
         b["final_obs"][t, n], b["obs"][t + 1, n] if t + 1 < len(b["obs"]) else last[n]
     )
+
+
+def test_update_matches_plain_adam_steps_on_the_parameter_tree(setup):
+    """The flat-vector update equals optax on the parameter tree, minibatch by minibatch (the
+    minibatches of each epoch: a permutation of the batch by that epoch's key), and its
+    diagnostics equal controlrl's."""
+    from controlrl.diagnostics import explained_variance
+
+    args, env, (reset, rollout, update, _, tx) = setup
+    jax, jnp = pb._jax(), pb._jnp()
+    params = pb.init_params(jax.random.PRNGKey(5), env.observation_size, env.action_size, args)
+    obs_rms = pb.rms_init((env.observation_size,))
+    state, steps, obs_rms = reset(jax.random.PRNGKey(1), obs_rms)
+    z = jnp.zeros(args.num_envs)
+    carry = (state, steps, obs_rms, pb.rms_init((1,)), z, z, jnp.zeros(args.num_envs, jnp.int32))
+    _, batch = rollout(params, carry, jax.random.PRNGKey(2))
+    key, lr = jax.random.PRNGKey(7), 1e-2
+    new, _, out = update(params, pb.init_optimizer(tx, params), batch, key, lr)
+
+    size = args.num_envs * args.num_steps
+    mb_size = size // args.num_minibatches
+    keys = ("obs", "action", "logp", "values", "advantages", "returns")
+    data = {k: np.asarray(batch[k]).reshape(size, *batch[k].shape[2:]) for k in keys}
+    ref, opt, losses = params, tx.init(params), []
+    for key_e in jax.random.split(key, args.update_epochs):
+        idx = np.asarray(jax.random.permutation(key_e, size))
+        for j in range(args.num_minibatches):
+            mb = {k: jnp.asarray(v[idx[j * mb_size : (j + 1) * mb_size]]) for k, v in data.items()}
+            grads, stats = jax.grad(pb.loss_fn, has_aux=True)(ref, mb, args)
+            step, opt = tx.update(grads, opt)
+            ref = jax.tree_util.tree_map(lambda p, u: p - lr * u, ref, step)
+            losses.append(float(stats["loss"]))
+    for a, b in zip(jax.tree_util.tree_leaves(new), jax.tree_util.tree_leaves(ref)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
+    assert float(out["loss"]) == pytest.approx(np.mean(losses), rel=1e-4)
+    # diagnostics over the whole batch (controlrl.diagnostics): KL(old || new) per state
+    old_mean = np_mlp(params["actor"], data["obs"], "swish")
+    new_mean = np_mlp(new["actor"], data["obs"], "swish")
+    lo, ln = np.asarray(params["log_std"]), np.asarray(new["log_std"])
+    kl = ln - lo + (np.exp(2 * lo) + (old_mean - new_mean) ** 2) / (2 * np.exp(2 * ln)) - 0.5
+    assert float(out["kl_mean"]) == pytest.approx(kl.sum(-1).mean(), rel=1e-3)
+    assert float(out["kl_mean"]) > 0
+    ev = explained_variance(data["values"], data["returns"])
+    assert float(out["explained_variance"]) == pytest.approx(ev, rel=1e-4, abs=1e-5)
+    assert bool(out["finite"]) and int(out["episodes"]) == int(batch["episodes"])
 
 
 def run(*argv, check=True):

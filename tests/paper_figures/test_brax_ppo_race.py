@@ -50,3 +50,77 @@ def test_brax_ppo_race_toy(tmp_path):
         assert all(0 <= t <= w for t, w in zip(trains, walls))
     assert (tmp_path / "brax_ppo_race.png").stat().st_size > 0
     assert "command: python paper_figures/brax_ppo_race.py --toy" in proc.stdout
+
+
+def _race():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("brax_ppo_race", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_trainers_flag_keeps_brax_and_refuses_unknown_names(capsys):
+    race = _race()
+    assert race.parse_args(["--trainers", "ours_jax"]).trainers == ("brax", "ours_jax")
+    assert race.parse_args([]).trainers == ("brax", "ours", "ours_jax")
+    with pytest.raises(SystemExit) as exc:
+        race.parse_args(["--trainers", "ours_jax,sb3"])
+    assert exc.value.code == 2 and "--trainers must name only" in capsys.readouterr().err
+
+
+def test_training_compute_ratio_is_brax_steps_per_second_over_ours():
+    """train_cost_vs_brax: ours' training seconds per env step over brax's, per seed (paired)."""
+    from controlrl import bench
+
+    race = _race()
+    args = race.parse_args(["--trainers", "ours_jax", "--target", "900"])
+    run = bench.Run(bench.Contender("x", "x"), 0, 0, "ok", 0.0, 50.0)
+
+    def points(train_s, returns):  # evaluations every 1000 steps
+        return [
+            {"step": 1000 * (i + 1), "wall_s": 10.0 + t, "train_s": t, "return": r}
+            for i, (t, r) in enumerate(zip(train_s, returns))
+        ]
+
+    res = {"startup_s": 10.0, "train_compile_s": 0.0, "run": run}
+    results = {
+        ("brax", 1): res | {"points": points([1.0, 2.0, 3.0], [100, 950, 990])},
+        ("ours_jax", 1): res | {"points": points([0.5, 1.0, 1.5], [100, 200, 920])},
+    }
+    rows = {r["trainer"]: r for r in race.summarise(args, results)}
+    assert rows["brax"]["train_sps"] == pytest.approx(1000.0)
+    assert rows["ours_jax"]["train_sps"] == pytest.approx(2000.0)
+    assert rows["ours_jax"]["train_cost_vs_brax"] == pytest.approx(0.5)  # half the compute
+    assert rows["brax"]["train_cost_vs_brax"] == pytest.approx(1.0)
+    # time to target: ours needs more steps (3000 vs 2000) but less compute per step
+    assert rows["ours_jax"]["train_ratio_vs_brax"] == pytest.approx(1.5 / 2.0)
+
+
+def test_brax_network_and_scaling_settings_reach_both_trainers(tmp_path, capsys):
+    """Brax-style settings (ant): the brax worker gets the sizes, swish, reward scaling and no
+    grad clip; ours_jax gets the same as flags; the torch trainer, lacking them, is refused."""
+    race = _race()
+    argv = ["--trainers", "ours_jax", "--env", "ant", "--activation", "swish"]
+    argv += ["--hidden-sizes", "32,32,32,32", "--critic-hidden-sizes", "256,256,256,256,256"]
+    argv += ["--reward-scale", "10", "--max-grad-norm", "0", "--adam-eps", "1e-8"]
+    args = race.parse_args([*argv, "--work-dir", str(tmp_path)])
+    (brax, ours), _ = race.contenders(args, seed=1)
+    assert brax.config["hidden_sizes"] == (32,) * 4
+    assert brax.config["critic_hidden_sizes"] == (256,) * 5
+    assert brax.config["activation"] == "swish" and brax.config["reward_scale"] == 10.0
+    assert brax.config["max_grad_norm"] == 0.0  # the worker passes None
+    cmd = " ".join(ours.worker)
+    assert "--hidden-sizes 32 32 32 32 --critic-hidden-sizes 256 256 256 256 256" in cmd
+    assert "--activation=swish" in cmd and "--reward-scale=10.0" in cmd
+    assert "--no-clip-grad" in cmd and "--max-grad-norm" not in cmd and "--adam-eps=1e-08" in cmd
+    default = " ".join(
+        race.contenders(race.parse_args(["--work-dir", str(tmp_path)]), 1)[0][2].worker
+    )
+    assert "--max-grad-norm=0.5" in default and "--critic-hidden-sizes" not in default
+    for bad in (["--activation", "swish"], ["--max-grad-norm", "0"], ["--hidden-sizes", "64,x"]):
+        with pytest.raises(SystemExit) as exc:
+            race.parse_args(bad)
+        assert exc.value.code == 2
+    assert "need --trainers without ours" in capsys.readouterr().err
