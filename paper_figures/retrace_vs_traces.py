@@ -244,22 +244,46 @@ def curve(run_dir: Path, column: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def collect(args, cfgs: list[dict]) -> list[dict]:
-    """Per finished run: its CSV row and its eval and training-return curves."""
+    """Per finished or diverged run: its CSV row (status "finished" or "diverged", the latter
+    with no final evaluation and steps = its last logged step) and its eval and training-return
+    curves. A diverged run is one that stopped on non-finite losses (its log says so; its last
+    good checkpoint stays); a run still going or killed is left out."""
     runs = []
     for c in cfgs:
         base = args.sweep_dir / c["label"] / "runs" / c["algo"] / args.env_id.replace(":", "_")
-        for done in sorted(base.glob("seed*/final_eval.json"), key=lambda p: p.parent.name):
-            final = json.loads(done.read_text())
-            evals = curve(done.parent, "eval/return")
-            trains = curve(done.parent, "train/episode_return")
+        for run_dir in sorted(base.glob("seed*/"), key=lambda p: p.name):
+            done, log = run_dir / "final_eval.json", base / f"{run_dir.name}.log"
+            diverged = not done.exists() and log.exists() and "non-finite" in log.read_text()
+            if not (done.exists() or diverged):
+                continue
+            evals = curve(run_dir, "eval/return")
+            trains = curve(run_dir, "train/episode_return")
             row = dict(config=c["label"], algo=c["algo"], trace=c["trace"], env_id=args.env_id)
-            row |= dict(seed=int(done.parent.name.removeprefix("seed")), steps=int(final["step"]))
-            row["final_eval_return"] = float(final["eval_return_mean"])
+            row["seed"] = int(run_dir.name.removeprefix("seed"))
+            row["status"] = "diverged" if diverged else "finished"
+            if diverged:
+                row["steps"] = int(max(np.max(trains[0], initial=0), np.max(evals[0], initial=0)))
+                row["final_eval_return"] = float("nan")
+            else:
+                final = json.loads(done.read_text())
+                row["steps"] = int(final["step"])
+                row["final_eval_return"] = float(final["eval_return_mean"])
             # sample efficiency: the mean of the eval curve (area under it / steps)
             row["mean_eval_return"] = float(np.mean(evals[1])) if len(evals[1]) else float("nan")
             row["last_train_return"] = float(trains[1][-1]) if len(trains[1]) else float("nan")
             runs.append({"row": row, "eval": evals, "train": trains})
     return runs
+
+
+def diverged_note(runs: list[dict], label: str) -> str:
+    """ "" or ", seed 1 diverged at 15,000 steps" for the runs of one config."""
+    bad = [
+        r["row"] for r in runs if r["row"]["config"] == label and r["row"]["status"] != "finished"
+    ]
+    if not bad:
+        return ""
+    where = ", ".join(f"seed {r['seed']} at {r['steps']:,}" for r in bad)
+    return f", diverged (non-finite losses): {where} steps"
 
 
 def write_mujoco(out: Path, runs: list[dict]) -> None:
@@ -323,9 +347,15 @@ def plot(args, curves: list[dict], summary: list[dict], runs: list[dict]) -> Non
             (ax_eval, "eval", "eval return (deterministic)"),
             (ax_train, "train", "training episode return"),
         ):
-            plots.plot_curves(
-                ax, {c: [r[key] for r in runs if r["row"]["config"] == c] for c in labels}
-            )
+            finished = [r for r in runs if r["row"]["status"] == "finished"]
+            groups = {}
+            for c in labels:
+                n_bad = sum(r["row"]["config"] == c for r in runs) - sum(
+                    r["row"]["config"] == c for r in finished
+                )
+                name = f"{c}, {n_bad} diverged" if n_bad else c  # drawn: the finished runs
+                groups[name] = [r[key] for r in finished if r["row"]["config"] == c]
+            plots.plot_curves(ax, groups)
             ax.set_ylabel(ylabel)
             ax.set_title(args.env_id, fontsize=9)
             if runs:
@@ -436,12 +466,19 @@ def main(argv: list[str] | None = None) -> None:
 
         print(f"panel B ({args.env_id}): final eval return, mean eval return, mean [95% CI]")
         for label in dict.fromkeys(r["row"]["config"] for r in runs):
-            rows = [r["row"] for r in runs if r["row"]["config"] == label]
+            rows = [
+                r["row"]
+                for r in runs
+                if r["row"]["config"] == label and r["row"]["status"] == "finished"
+            ]
             cells = []
             for key in ("final_eval_return", "mean_eval_return"):
+                if not rows:
+                    cells.append("-")
+                    continue
                 m, lo, hi = plots.bootstrap_ci(np.array([[r[key]] for r in rows]))
                 cells.append(f"{m[0]:.0f} [{lo[0]:.0f}, {hi[0]:.0f}]")
-            print(f"  {label}: {', '.join(cells)} (n={len(rows)})")
+            print(f"  {label}: {', '.join(cells)} (n={len(rows)}{diverged_note(runs, label)})")
     else:
         print(f"panel B: no finished runs under {shown(args.sweep_dir)} (use --train)")
     print("made by: " + " ".join(shlex.quote(a) for a in ["python", *sys.argv]))

@@ -6,6 +6,7 @@ import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -119,3 +120,31 @@ def test_toy_train_runs_the_sweeps(tmp_path):
     curves = list(csv.DictReader((tmp_path / "out" / "retrace_vs_traces_mujoco_curves.csv").open()))
     assert {r["config"] for r in curves if r["column"] == "eval"} == set(expected)
     assert "panel B (Hopper-v5)" in done.stdout
+
+
+def test_collect_keeps_diverged_runs_marked_and_leaves_running_ones_out(tmp_path):
+    """A finished run (final_eval.json), a diverged one (its log names non-finite losses) and
+    one still going: rows for the first two only, the diverged one with no final evaluation and
+    its last logged step; the summary line names it."""
+    base = tmp_path / "retrace-tree_backup" / "runs" / "retrace" / "Hopper-v5"
+    header = "step,eval/return,train/episode_return\n"
+    for seed, last in ((1, 3000), (2, 2000), (3, 1000)):
+        run = base / f"seed{seed}"
+        run.mkdir(parents=True)
+        rows = [f"{s},{'' if s % 2000 else s / 10},{s / 20}\n" for s in range(1000, last + 1, 1000)]
+        (run / "metrics.csv").write_text(header + "".join(rows))
+    (base / "seed1" / "final_eval.json").write_text('{"step": 3000, "eval_return_mean": 250.0}')
+    (base / "seed2.log").write_text("$ python ...\nerror: non-finite loss or parameters ...\n")
+    (base / "seed3.log").write_text("$ python ...\n")
+    args = SimpleNamespace(sweep_dir=tmp_path, env_id="Hopper-v5")
+    cfgs = [dict(label="retrace-tree_backup", algo="retrace", trace="tree_backup")]
+    runs = fig.collect(args, cfgs)
+    rows = [r["row"] for r in runs]
+    assert [(r["seed"], r["status"], r["steps"]) for r in rows] == [
+        (1, "finished", 3000),
+        (2, "diverged", 2000),
+    ]
+    assert rows[0]["final_eval_return"] == 250.0 and np.isnan(rows[1]["final_eval_return"])
+    assert rows[1]["mean_eval_return"] == 200.0 and rows[1]["last_train_return"] == 100.0
+    note = fig.diverged_note(runs, "retrace-tree_backup")
+    assert note == ", diverged (non-finite losses): seed 2 at 2,000 steps"
