@@ -247,9 +247,9 @@ def brax_worker(seed: int, total: int, log: str, **s) -> dict:
 # the three contenders, and their curves read back from what they wrote
 
 
-def contenders(args, seed: int) -> tuple[list[bench.Contender], dict]:
-    """brax, ours, ours_jax for one seed (each with its own JAX cache, emptied when cold), and
-    per trainer what its parse needs (files it writes, metrics.csv row time stamps)."""
+def our_flags(args, seed: int, trainer: str) -> list[str]:
+    """The command-line flags of algos/ppo.py (trainer 'ours') or algos/ppo_brax.py ('ours_jax')
+    for these settings and seed, without --run-dir."""
     eval_every, total = schedule(args)
     settings = {name: getattr(args, name) for name in SETTINGS}
     flags = [f"--{k.replace('_', '-')}={settings[k]}" for k in FLAGS]
@@ -263,6 +263,22 @@ def contenders(args, seed: int) -> tuple[list[bench.Contender], dict]:
     flags += [f"--eval-episodes={args.eval_episodes}", "--checkpoint-every=1000000000"]
     flags += ["--no-progress", "--no-tensorboard", f"--total-timesteps={total}"]
     flags += [f"--env-id=brax:{args.env}", f"--brax-pipeline={args.pipeline}", f"--seed={seed}"]
+    if trainer == "ours_jax":
+        flags.append(f"--episode-length={args.episode_length}")
+        flags += [f"--activation={args.activation}", f"--reward-scale={args.reward_scale}"]
+        flags.append(f"--adam-eps={args.adam_eps}")
+        if not args.max_grad_norm:
+            flags.append("--no-clip-grad")
+    elif args.episode_length != 1000:
+        raise SystemExit("ours runs brax: ids with the adapter's episode length 1000")
+    return flags
+
+
+def contenders(args, seed: int) -> tuple[list[bench.Contender], dict]:
+    """brax, ours, ours_jax for one seed (each with its own JAX cache, emptied when cold), and
+    per trainer what its parse needs (files it writes, metrics.csv row time stamps)."""
+    _, total = schedule(args)
+    settings = {name: getattr(args, name) for name in SETTINGS}
     out, info = [], {}
     for trainer in args.trainers:
         work = args.work_dir / f"{trainer}_seed{seed}"
@@ -279,15 +295,8 @@ def contenders(args, seed: int) -> tuple[list[bench.Contender], dict]:
             info[trainer] = {"log": work / "progress.jsonl"}
             continue
         script = ROOT / "algos" / ("ppo_brax.py" if trainer == "ours_jax" else "ppo.py")
-        cmd = [sys.executable, str(script), *flags, f"--run-dir={work / 'run'}"]
-        if trainer == "ours_jax":
-            cmd.append(f"--episode-length={args.episode_length}")
-            cmd += [f"--activation={args.activation}", f"--reward-scale={args.reward_scale}"]
-            cmd.append(f"--adam-eps={args.adam_eps}")
-            if not args.max_grad_norm:
-                cmd.append("--no-clip-grad")
-        elif args.episode_length != 1000:
-            raise SystemExit("ours runs brax: ids with the adapter's episode length 1000")
+        cmd = [sys.executable, str(script), *our_flags(args, seed, trainer)]
+        cmd.append(f"--run-dir={work / 'run'}")
         stamps: list[float] = []
         metrics = work / "run" / "metrics.csv"
 
