@@ -17,7 +17,9 @@ other numbers than ppo.py (but the same numbers every time).
 
 Brax's own PPO settings (google/brax brax/training/agents/ppo/train.py and networks.py) are
 stated with --activation swish, --reward-scale (its reward_scaling), --no-clip-grad (its
-max_grad_norm=None), --adam-eps 1e-8 (optax's default) and the layer sizes.
+max_grad_norm=None), --adam-eps 1e-8 (optax's default), the layer sizes and --policy tanh_normal
+(its make_ppo_networks distribution: a tanh-squashed Normal whose loc and std the policy network
+outputs; raw pre-tanh actions are stored and the log-probs carry the tanh Jacobian).
 
 Speed (paper_figures/README.md, the Brax PPO race): on XLA:CPU a minibatch step of these small
 networks costs per kernel, not per FLOP, so the update steps Adam on one flat parameter vector
