@@ -77,7 +77,8 @@ def test_deterministic_action_is_tanh_of_loc():
 @pytest.fixture(scope="module")
 def tanh_setup(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("unused") / "r"
-    return make([*TINY, *TANH, "--run-dir", str(run_dir)])
+    # an entropy bonus (ppo.py's default is 0) so that the entropy estimate moves the update
+    return make([*TINY, *TANH, "--ent-coef", "0.5", "--run-dir", str(run_dir)])
 
 
 def test_rollout_stores_raw_actions_whose_ratio_is_one(tanh_setup):
@@ -103,6 +104,38 @@ def test_rollout_stores_raw_actions_whose_ratio_is_one(tanh_setup):
     assert float(out["ratio_dev_max"]) < 1e-5 and float(out["kl_max"]) < 1e-6
     assert float(out["clip_frac"]) == 0 and abs(float(out["approx_kl"])) < 1e-6
     assert math.isfinite(float(out["entropy"]))
+
+
+def test_update_draws_one_entropy_key_per_minibatch(tanh_setup):
+    """The update equals plain Adam steps on the parameter tree, minibatch j of each epoch
+    estimating the entropy with its own key (Brax's sgd_step: a key per minibatch)."""
+    args, env, (reset, rollout, update, _, tx) = tanh_setup
+    jax, jnp = pb._jax(), pb._jnp()
+    params = pb.init_params(jax.random.PRNGKey(5), env.observation_size, env.action_size, args)
+    obs_rms = pb.rms_init((env.observation_size,))
+    state, steps, obs_rms = reset(jax.random.PRNGKey(1), obs_rms)
+    z = jnp.zeros(args.num_envs)
+    carry = (state, steps, obs_rms, pb.rms_init((1,)), z, z, jnp.zeros(args.num_envs, jnp.int32))
+    _, batch = rollout(params, carry, jax.random.PRNGKey(2))
+    key, lr = jax.random.PRNGKey(7), 1e-2
+    new, _, _ = update(params, pb.init_optimizer(tx, params), batch, key, lr)
+
+    size = args.num_envs * args.num_steps
+    mb_size = size // args.num_minibatches
+    keys = ("obs", "action", "logp", "values", "advantages", "returns")
+    data = {k: np.asarray(batch[k]).reshape(size, *batch[k].shape[2:]) for k in keys}
+    ref, opt = params, tx.init(params)
+    for key_e in jax.random.split(key, args.update_epochs):
+        idx = np.asarray(jax.random.permutation(key_e, size))
+        ent_keys = jax.random.split(jax.random.fold_in(key_e, 1), args.num_minibatches)
+        for j in range(args.num_minibatches):
+            mb = {k: jnp.asarray(v[idx[j * mb_size : (j + 1) * mb_size]]) for k, v in data.items()}
+            mb["entropy_key"] = ent_keys[j]
+            grads, _ = jax.grad(pb.loss_fn, has_aux=True)(ref, mb, args)
+            step, opt = tx.update(grads, opt)
+            ref = jax.tree_util.tree_map(lambda p, u: p - lr * u, ref, step)
+    for a, b in zip(jax.tree_util.tree_leaves(new), jax.tree_util.tree_leaves(ref)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
 
 
 def test_tanh_normal_run_completes_resumes_and_refuses_the_other_policy(tmp_path):
