@@ -17,7 +17,9 @@ other numbers than ppo.py (but the same numbers every time).
 
 Brax's own PPO settings (google/brax brax/training/agents/ppo/train.py and networks.py) are
 stated with --activation swish, --reward-scale (its reward_scaling), --no-clip-grad (its
-max_grad_norm=None), --adam-eps 1e-8 (optax's default) and the layer sizes.
+max_grad_norm=None), --adam-eps 1e-8 (optax's default), the layer sizes and --policy tanh_normal
+(its make_ppo_networks distribution: a tanh-squashed Normal whose loc and std the policy network
+outputs; raw pre-tanh actions are stored and the log-probs carry the tanh Jacobian).
 
 Speed (paper_figures/README.md, the Brax PPO race): on XLA:CPU a minibatch step of these small
 networks costs per kernel, not per FLOP, so the update steps Adam on one flat parameter vector
@@ -42,6 +44,8 @@ from controlrl.update import linear_lr
 
 OBS_CLIP, REW_CLIP, NORM_EPS, COUNT_PRIOR = 10.0, 10.0, 1e-8, 1e-4  # as controlrl.normalize
 ACTIVATIONS = ("tanh", "swish")  # swish = x * sigmoid(x), flax.linen.swish as Brax uses it
+POLICIES = ("gaussian", "tanh_normal")
+MIN_STD = 1e-3  # NormalTanhDistribution's min_std, google/brax brax/training/distribution.py
 
 
 @dataclass
@@ -66,6 +70,11 @@ class Args(ppo.Args):
     default max_grad_norm=None (brax/training/agents/ppo/train.py)"""
     adam_eps: float = 1e-5
     """Adam epsilon (CleanRL 1e-5; Brax's optax.adam default 1e-8)"""
+    policy: str = "gaussian"
+    """the policy's distribution: gaussian (CleanRL: the actor's mean and a state-independent
+    log-std, actions clipped to [-1, 1]) or tanh_normal (Brax's make_ppo_networks default,
+    brax/training/distribution.py NormalTanhDistribution: the actor outputs loc and scale, std =
+    softplus(scale) + 0.001, actions tanh-squashed, entropy estimated from one sample)"""
 
     def validate(self) -> None:
         super().validate()
@@ -84,6 +93,11 @@ class Args(ppo.Args):
             "activation",
             f"must be one of {', '.join(ACTIVATIONS)}, got {self.activation}",
         )
+        require(
+            self.policy in POLICIES,
+            "policy",
+            f"must be one of {', '.join(POLICIES)}, got {self.policy}",
+        )
         require_positive(self, "reward_scale", "adam_eps")
 
 
@@ -93,8 +107,8 @@ class Args(ppo.Args):
 def loss_fn(params, mb, args: Args):
     """PPO loss on a minibatch (minimised) and its statistics: the same terms as ppo.py."""
     jnp = _jnp()
-    mean = mlp(params["actor"], mb["obs"], args.activation)
-    logp = log_prob(mean, params["log_std"], mb["action"])
+    head = mlp(params["actor"], mb["obs"], args.activation)
+    logp = policy_log_prob(args.policy, params, head, mb["action"])
     log_ratio = logp - mb["logp"]
     ratio = jnp.exp(log_ratio)
     adv = mb["advantages"]
@@ -108,7 +122,7 @@ def loss_fn(params, mb, args: Args):
         v_clip = mb["values"] + jnp.clip(v_new - mb["values"], -eps, eps)
         err = jnp.maximum(err, (v_clip - mb["returns"]) ** 2)
     v_loss = 0.5 * err.mean()
-    entropy = (params["log_std"] + 0.5 * math.log(2 * math.pi * math.e)).sum()
+    entropy = policy_entropy(args.policy, params, head, mb.get("entropy_key"))
     loss = pg_loss - args.ent_coef * entropy + args.vf_coef * v_loss
     stats = {
         "approx_kl": ((ratio - 1) - log_ratio).mean(),  # k3, as controlrl.losses.approx_kl
@@ -179,11 +193,14 @@ def init_params(key, obs_dim, act_dim, args: Args):
     jax = _jax()
     k_actor, k_critic = jax.random.split(key)
     critic = args.critic_hidden_sizes or args.hidden_sizes
-    return {
-        "actor": init_mlp(k_actor, [obs_dim, *args.hidden_sizes, act_dim], 0.01),
+    head = 2 * act_dim if args.policy == "tanh_normal" else act_dim  # (loc, scale) or the mean
+    params = {
+        "actor": init_mlp(k_actor, [obs_dim, *args.hidden_sizes, head], 0.01),
         "critic": init_mlp(k_critic, [obs_dim, *critic, 1], 1.0),
-        "log_std": _jnp().zeros(act_dim),
     }
+    if args.policy == "gaussian":
+        params["log_std"] = _jnp().zeros(act_dim)
+    return params
 
 
 def value(params, obs, activation: str = "tanh"):
@@ -194,6 +211,96 @@ def log_prob(mean, log_std, action):
     jnp = _jnp()
     z = (action - mean) / jnp.exp(log_std)
     return (-0.5 * z**2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+
+
+# ---- the policy's distribution: --policy gaussian or tanh_normal ---------------------------------
+# `head` is the actor's output: the Gaussian's mean, or tanh_normal's (loc, scale) concatenated.
+# Actions are stored raw (tanh_normal: before the tanh, as Brax's rollout stores raw_action), and
+# log-probs are of the raw action; the env gets env_action(raw).
+
+
+def tanh_normal_loc_std(head):
+    """(loc, std) of the pre-tanh Normal: std = softplus(scale) + MIN_STD (Brax's create_dist)."""
+    jax, jnp = _jax(), _jnp()
+    loc, scale = jnp.split(head, 2, axis=-1)
+    return loc, jax.nn.softplus(scale) + MIN_STD
+
+
+def tanh_log_det(raw):
+    """log(1 - tanh(raw)^2) per dimension, in TanhBijector.forward_log_det_jacobian's stable form
+    2 (log 2 - x - softplus(-2x)) (finite where tanh saturates to 1 in float32)."""
+    return 2.0 * (math.log(2.0) - raw - _jax().nn.softplus(-2.0 * raw))
+
+
+def sample_action(policy, params, head, key):
+    """A raw action per state."""
+    jax, jnp = _jax(), _jnp()
+    if policy == "gaussian":
+        return head + jnp.exp(params["log_std"]) * jax.random.normal(key, head.shape)
+    loc, std = tanh_normal_loc_std(head)
+    return loc + std * jax.random.normal(key, loc.shape)
+
+
+def env_action(policy, raw):
+    """What the env steps with: the Gaussian's clipped to [-1, 1], tanh_normal's squashed."""
+    jnp = _jnp()
+    return jnp.clip(raw, -1.0, 1.0) if policy == "gaussian" else jnp.tanh(raw)
+
+
+def deterministic_action(policy, head):
+    """The evaluation's action: the Gaussian's mean clipped, tanh(loc) (Brax's mode)."""
+    if policy == "gaussian":
+        return env_action(policy, head)
+    return env_action(policy, tanh_normal_loc_std(head)[0])
+
+
+def policy_log_prob(policy, params, head, raw):
+    """log pi(a | s) of the raw action; for tanh_normal the density of the squashed action
+    tanh(raw): the Normal's minus sum log(1 - tanh(raw)^2) (Brax's log_prob)."""
+    if policy == "gaussian":
+        return log_prob(head, params["log_std"], raw)
+    loc, std = tanh_normal_loc_std(head)
+    jnp = _jnp()
+    z = (raw - loc) / std
+    normal = -0.5 * z**2 - jnp.log(std) - 0.5 * math.log(2 * math.pi)
+    return (normal - tanh_log_det(raw)).sum(-1)
+
+
+def policy_entropy(policy, params, head, key):
+    """The entropy bonus: the Gaussian's analytic entropy; for tanh_normal Brax's estimate, the
+    Normal's entropy plus log(1 - tanh(x)^2) at one reparameterised sample x per state (drawn
+    with `key`, one per minibatch as Brax's sgd_step), averaged over the states."""
+    if policy == "gaussian":
+        return (params["log_std"] + 0.5 * math.log(2 * math.pi * math.e)).sum()
+    jax, jnp = _jax(), _jnp()
+    loc, std = tanh_normal_loc_std(head)
+    raw = loc + std * jax.random.normal(key, loc.shape)
+    return (jnp.log(std) + 0.5 * math.log(2 * math.pi * math.e) + tanh_log_det(raw)).sum(-1).mean()
+
+
+def policy_kl(policy, old_params, old_head, new_params, new_head):
+    """Per-state KL(old || new). For tanh_normal the KL of the pre-tanh Normals, which equals the
+    KL of the squashed distributions (tanh is a bijection); Brax's kl_mean adds 1e-5 inside its
+    log, this one is exact."""
+    jnp = _jnp()
+    if policy == "gaussian":
+        old_mean, old_log_std = old_head, old_params["log_std"]
+        new_mean, new_log_std = new_head, new_params["log_std"]
+    else:
+        (old_mean, old_std), (new_mean, new_std) = map(tanh_normal_loc_std, (old_head, new_head))
+        old_log_std, new_log_std = jnp.log(old_std), jnp.log(new_std)
+    var_old, var_new = jnp.exp(2 * old_log_std), jnp.exp(2 * new_log_std)
+    return (
+        new_log_std - old_log_std + (var_old + (old_mean - new_mean) ** 2) / (2 * var_new) - 0.5
+    ).sum(-1)
+
+
+def entropy_keys(policy, key, num_minibatches):
+    """{"entropy_key": one key per minibatch} for tanh_normal's sampled entropy, {} otherwise."""
+    jax = _jax()
+    if policy == "gaussian":
+        return {}
+    return {"entropy_key": jax.random.split(jax.random.fold_in(key, 1), num_minibatches)}
 
 
 # ---- rollout, GAE, update -----------------------------------------------------------------------
@@ -237,9 +344,9 @@ def make_functions(env, args: Args):
             state, steps, obs_rms, rew_rms, ret, ep_ret, ep_len = c
             k_act, k_reset = jax.random.split(key_t)
             obs = normalize(obs_rms, state.obs) if args.norm_obs else state.obs
-            mean = mlp(params["actor"], obs, act)
-            action = mean + jnp.exp(params["log_std"]) * jax.random.normal(k_act, mean.shape)
-            nxt = env_step(state, jnp.clip(action, -1.0, 1.0))
+            mean = mlp(params["actor"], obs, act)  # the head: the mean, or (loc, scale)
+            action = sample_action(args.policy, params, mean, k_act)
+            nxt = env_step(state, env_action(args.policy, action))
             steps = steps + 1
             term = nxt.done > 0
             trunc = (steps >= args.episode_length) & ~term
@@ -265,7 +372,7 @@ def make_functions(env, args: Args):
                 "obs": obs,
                 "mean": mean,
                 "action": action,
-                "logp": log_prob(mean, params["log_std"], action),
+                "logp": policy_log_prob(args.policy, params, mean, action),
                 "reward": scaled,
                 "term": term,
                 "trunc": trunc,
@@ -330,6 +437,7 @@ def make_functions(env, args: Args):
                 k: v[idx].reshape(args.num_minibatches, mb_size, *v.shape[1:])
                 for k, v in data.items()
             }
+            mbs.update(entropy_keys(args.policy, key_e, args.num_minibatches))
             return jax.lax.scan(minibatch, carry, mbs)
 
         keys = jax.random.split(key, args.update_epochs)
@@ -338,15 +446,12 @@ def make_functions(env, args: Args):
         # statistics reduced as controlrl.update.reduce_stats: max for "_max" names, else mean
         out = {k: v.max() if k.endswith("_max") else v.mean() for k, v in stats.items()}
         # over the whole batch after the update, as controlrl.diagnostics.policy_shift: per-state
-        # KL(old || new) of the Gaussians and the deviation |r - 1| of the ratios; the old means
-        # are the rollout's (same parameters, same observations)
-        old_mean, old_log_std = batch["mean"].reshape(size, -1), params["log_std"]
-        new_mean, new_log_std = mlp(new_params["actor"], data["obs"], act), new_params["log_std"]
-        var_old, var_new = jnp.exp(2 * old_log_std), jnp.exp(2 * new_log_std)
-        kl = (
-            new_log_std - old_log_std + (var_old + (old_mean - new_mean) ** 2) / (2 * var_new) - 0.5
-        ).sum(-1)
-        logp = log_prob(new_mean, new_log_std, data["action"])
+        # KL(old || new) and the deviation |r - 1| of the ratios; the old heads are the rollout's
+        # (same parameters, same observations)
+        old_head = batch["mean"].reshape(size, -1)
+        new_head = mlp(new_params["actor"], data["obs"], act)
+        kl = policy_kl(args.policy, params, old_head, new_params, new_head)
+        logp = policy_log_prob(args.policy, new_params, new_head, data["action"])
         deviation = jnp.abs(jnp.exp(logp - data["logp"]) - 1)
         out.update(
             kl_mean=kl.mean(),
@@ -368,7 +473,7 @@ def make_functions(env, args: Args):
         def step(c, _):
             state, total, alive, t = c
             obs = normalize(obs_rms, state.obs) if args.norm_obs else state.obs
-            action = jnp.clip(mlp(params["actor"], obs, act), -1.0, 1.0)
+            action = deterministic_action(args.policy, mlp(params["actor"], obs, act))
             state = e_step(state, action)
             total = total + jnp.where(alive, state.reward, 0.0)
             alive = alive & (state.done == 0) & (t + 1 < args.episode_length)
@@ -406,21 +511,31 @@ def _widen(x: np.ndarray) -> np.ndarray:
 
 class JaxState:
     """Named JAX pytrees (parameters, optimiser state, normaliser statistics, PRNG key) as one
-    object the Session checkpoints: leaves become torch tensors (weights-only loading)."""
+    object the Session checkpoints: leaves become torch tensors (weights-only loading). `flags`
+    ({flag: value}) are saved beside them and must match on load."""
 
-    def __init__(self, **trees) -> None:
+    def __init__(self, flags: dict[str, str] | None = None, **trees) -> None:
+        self.flags = dict(flags or {})
         self.trees = trees
 
-    def state_dict(self) -> dict[str, list[torch.Tensor]]:
+    def state_dict(self) -> dict:
         leaves = _jax().tree_util.tree_leaves
         # torch has no uint32 (PRNG keys): widen to int64, narrowed back on load
-        return {
+        state = {
             k: [torch.from_numpy(_widen(np.array(x))) for x in leaves(tree)]
             for k, tree in self.trees.items()
         }
+        return {**state, "flags": dict(self.flags)}
 
-    def load_state_dict(self, state: dict[str, list[torch.Tensor]]) -> None:
+    def load_state_dict(self, state: dict) -> None:
         jax = _jax()
+        saved = state.get("flags", {})  # none in checkpoints written before flags were saved
+        for flag, value in self.flags.items():
+            if flag in saved and saved[flag] != value:
+                name = "--" + flag.replace("_", "-")
+                raise ValueError(
+                    f"the checkpoint was written with {name} {saved[flag]}, this run has {value}"
+                )
         for name, like in self.trees.items():
             leaves, treedef = jax.tree_util.tree_flatten(like)
             tensors = state[name]
@@ -447,7 +562,11 @@ def main(args: Args) -> None:
     params = init_params(k_init, env.observation_size, env.action_size, args)
     obs_rms, rew_rms = rms_init((env.observation_size,)), rms_init((1,))
     state = JaxState(
-        params=params, opt_state=init_optimizer(tx, params), obs_rms=obs_rms, rew_rms=rew_rms
+        {"policy": args.policy},
+        params=params,
+        opt_state=init_optimizer(tx, params),
+        obs_rms=obs_rms,
+        rew_rms=rew_rms,
     )
     state.trees["key"] = key
     iterations = session.start(jax=state)

@@ -3,7 +3,7 @@ algos/ppo_brax.py on brax:ant and brax:halfcheetah, with Brax's published PPO hy
 for those tasks (google/brax notebooks/training.ipynb, the `train_fn` table; PPO as in Schulman
 et al. 2017, Brax as in Freeman et al. 2021, arXiv:2106.13281), scaled down to a 2-core CPU.
 
-    python paper_figures/brax_locomotion.py                    # 2 envs x 2 trainers x 3 seeds
+    python paper_figures/brax_locomotion.py                    # 2 envs x 3 trainers x 3 seeds
     python paper_figures/brax_locomotion.py --toy --out /tmp/l # tiny budget, for the test
 
 Brax's published settings (training.ipynb) and what this script runs:
@@ -36,7 +36,7 @@ stays as published. The budget is --total-timesteps env steps per run: default 4
 training steps, about 1/120 of the published 50M), chosen from short runs of each trainer here
 (200k steps, 2 shared cores under a load of 5-7: brax ~2.6k training steps/s on ant and ~1.8k
 on halfcheetah, ours ~3.4k and ~1.5-2k, plus 1-2 min of start-up and compiles per cold run) so
-that the 12 runs of the default sweep fit in about an hour: they took 55 min at nice 5, the
+that the 12 runs of brax and ours_gaussian fit in about an hour: they took 55 min at nice 5, the
 load falling from ~7 to ~1.5 (results and findings: paper_figures/README.md, Locomotion on Brax).
 
 Ours is mapped one to one: --num-envs = num_envs, --num-steps = unroll_length x batch_size x
@@ -46,29 +46,38 @@ num_minibatches / num_envs (one rollout = one brax training step: ant 80, halfch
 --no-clip-vloss, --vf-coef 0.5, --norm-adv, --norm-obs, --no-norm-reward with --reward-scale =
 reward_scaling, --hidden-sizes 32 32 32 32, --critic-hidden-sizes 256 x 5, --activation swish,
 --no-clip-grad (brax: max_grad_norm None), --adam-eps 1e-8 (optax's default, as brax),
---episode-length 1000. Both trainers
-evaluate the deterministic policy on --eval-episodes episodes at the same env steps (brax's
-num_evals), on the same physics pipeline (--pipeline, default spring: 3x the env steps/s of
-positional on ant and halfcheetah here, paper_figures/out/bench_brax.csv; both trainers learn
-halfcheetah on it, every run passing 1,000 by 410k steps, while on ant neither leaves the
-~1,000 of standing at that budget, so spring's fitness for ant is not shown by this sweep).
+--policy tanh_normal (make_ppo_networks' default distribution, brax/training/distribution.py
+NormalTanhDistribution: the policy net outputs loc and scale for each action, std =
+softplus(scale) + 0.001, raw samples stored and their log-probs taken with the tanh Jacobian,
+entropy estimated from one sample per state, deterministic action tanh(loc)),
+--episode-length 1000. A third contender, ours_gaussian, is the same with --policy gaussian
+(what ours ran before it had Brax's policy: a state-independent log-std, analytic entropy,
+actions clipped to [-1, 1]). All trainers evaluate the deterministic policy on --eval-episodes
+episodes at the same env steps (brax's num_evals), on the same physics pipeline (--pipeline,
+default spring: 3x the env steps/s of positional on ant and halfcheetah here,
+paper_figures/out/bench_brax.csv; brax and ours_gaussian learn halfcheetah on it, every run
+passing 1,000 by 410k steps, while on ant neither leaves the ~1,000 of standing at that budget,
+so spring's fitness for ant is not shown by this sweep).
 
 Differences that remain (one trainer has no switch for them):
-- policy: brax's tanh-normal with a state-dependent std (softplus of a second network head,
-  actions squashed by tanh, entropy estimated by sampling) vs ours a Gaussian with a
-  state-independent log-std and analytic entropy, actions clipped to [-1, 1];
+- init: LeCun-uniform on every layer (brax) vs orthogonal, gain sqrt 2 in hidden layers and
+  0.01 on the policy's output (ours): ours starts with loc ~0 and std ~softplus(0) + 0.001 =
+  0.69 in every state, brax's initial (loc, scale) vary from state to state;
+- random streams: the entropy sample's key, the permutation's and the actions' are drawn from
+  different splits (one entropy key per minibatch in both);
+- advantage normalisation: brax divides by the population std, ours by the unbiased one;
+- brax's kl_mean diagnostic adds 1e-5 inside its log (ours is exact; neither trains on it);
 - GAE: brax recomputes it per minibatch over each unroll of unroll_length steps with the current
   value network; ours computes it once per rollout over the whole --num-steps;
 - time limits: brax masks them (bootstrap_on_timeout False); ours bootstraps from V(final obs);
 - observation normalisation: brax updates once per training step, no clip; ours every step,
   normalised observations clipped to [-10, 10];
-- init: LeCun-uniform (brax) vs orthogonal (ours);
 - brax's autoreset replays each env's first initial state, ours draws a fresh one.
 
 Clocks as in paper_figures/brax_ppo_race.py (whose curve readers this script uses): wall is time
 since the trainer's process started (imports, compiles and evaluations included); train is the
 training compute only. Runs go one at a time (never two trainers at once), seed by seed, env by
-env, brax and ours alternating first. The sweep is resumable: a finished run leaves result.json in
+env, the trainers' order rotated. The sweep is resumable: a finished run leaves result.json in
 its work dir and is skipped the next time (--fresh starts over).
 """
 
@@ -90,7 +99,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "paper_figures"))  # the race script's curve readers
 from brax_ppo_race import parse_brax, parse_ours  # noqa: E402
 
-TRAINERS = ("brax", "ours")
+TRAINERS = ("brax", "ours", "ours_gaussian")
+# ours runs Brax's published policy (make_ppo_networks' tanh_normal); ours_gaussian the
+# CleanRL-style Gaussian that ours ran before --policy existed
+POLICY = {"ours": "tanh_normal", "ours_gaussian": "gaussian"}
 # google/brax notebooks/training.ipynb, the `train_fn` table (ppo.train keyword arguments)
 PUBLISHED = {
     "ant": dict(
@@ -130,6 +142,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--envs", default="ant,halfcheetah", help="comma-separated brax env names")
     p.add_argument("--pipeline", default="spring", help="brax physics pipeline, both trainers")
     p.add_argument("--seeds", default="1,2,3", help="comma-separated seeds")
+    p.add_argument(
+        "--trainers", default=",".join(TRAINERS), help=f"comma-separated, of {', '.join(TRAINERS)}"
+    )
     p.add_argument("--scale", type=int, default=16, help="num_envs and batch_size divided by this")
     p.add_argument("--total-timesteps", type=int, default=409_600, help="budget per run")
     p.add_argument("--num-evals", type=int, default=11, help="brax num_evals (incl. step 0)")
@@ -146,6 +161,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.seeds, args.scale, args.total_timesteps = "1", 512, 2560
         args.num_evals, args.eval_episodes = 3, 2
     args.env_names = [e.strip() for e in args.envs.split(",") if e.strip()]
+    args.trainer_names = [t.strip() for t in args.trainers.split(",") if t.strip()]
+    for t in args.trainer_names:
+        if t not in TRAINERS:
+            p.error(f"--trainers: unknown trainer {t!r} (known: {', '.join(TRAINERS)})")
     for env in args.env_names:
         if env not in PUBLISHED:
             p.error(
@@ -186,7 +205,9 @@ def schedule(s: dict, total: int, num_evals: int) -> tuple[int, int]:
     return per_epoch * step, per_epoch * step * (num_evals - 1)
 
 
-def our_flags(env: str, s: dict, pipeline: str, seed: int, args) -> list[str]:
+def our_flags(
+    env: str, s: dict, pipeline: str, seed: int, args, policy: str = "tanh_normal"
+) -> list[str]:
     """algos/ppo_brax.py flags for the same settings (the docstring's mapping)."""
     eval_every, total = schedule(s, args.total_timesteps, args.num_evals)
     return [
@@ -216,6 +237,7 @@ def our_flags(env: str, s: dict, pipeline: str, seed: int, args) -> list[str]:
         "--activation=swish",
         "--no-clip-grad",
         "--adam-eps=1e-8",
+        f"--policy={policy}",
         f"--episode-length={EPISODE_LENGTH}",
         f"--total-timesteps={total}",
         f"--eval-every={eval_every}",
@@ -285,7 +307,8 @@ def contender(args, env: str, trainer: str, seed: int) -> tuple[bench.Contender,
             "log": work / "progress.jsonl"
         }
     cmd = [sys.executable, str(ROOT / "algos" / "ppo_brax.py")]
-    cmd += [*our_flags(env, s, args.pipeline, seed, args), f"--run-dir={work / 'run'}"]
+    flags = our_flags(env, s, args.pipeline, seed, args, POLICY[trainer])
+    cmd += [*flags, f"--run-dir={work / 'run'}"]
     stamps: list[float] = []
     metrics = work / "run" / "metrics.csv"
 
@@ -294,7 +317,7 @@ def contender(args, env: str, trainer: str, seed: int) -> tuple[bench.Contender,
             rows = metrics.read_text().count("\n") - 1
             stamps.extend([time.time()] * (rows - len(stamps)))
 
-    return bench.Contender("ours", cmd, {}, args.timeout, cache, poll=poll), {
+    return bench.Contender(trainer, cmd, {}, args.timeout, cache, poll=poll), {
         "run_dir": work / "run",
         "stamps": stamps,
     }
@@ -326,13 +349,13 @@ def sweep(args) -> dict:
     results = {}
     for k, seed in enumerate(args.seed_list):
         for j, env in enumerate(args.env_names):
-            for slot, trainer in enumerate(bench.rotation(TRAINERS, k + j)):
+            for slot, trainer in enumerate(bench.rotation(args.trainer_names, k + j)):
                 t0 = time.time()
                 res = run_or_load(args, env, trainer, seed, slot)
                 results[(env, trainer, seed)] = res
                 last = res["points"][-1]["return"] if res["points"] else float("nan")
                 print(
-                    f"  {env} seed {seed} {trainer:4s}: {res['status']}, final return "
+                    f"  {env} seed {seed} {trainer}: {res['status']}, final return "
                     f"{last:.1f}, {res['wall_s']:.0f} s ({time.time() - t0:.0f} s now)",
                     flush=True,
                 )
@@ -414,25 +437,26 @@ def table(rows: list[dict]) -> list[dict]:
     return out
 
 
-def verdict(rows: list[dict], env: str) -> dict:
-    """The issue's must-hold on one env: ours' mean return at the budget is no worse than brax's,
-    i.e. at least brax's mean or within brax's seeds' spread (>= its lowest seed)."""
+def verdict(rows: list[dict], env: str, trainer: str = "ours") -> dict:
+    """The issue's must-hold on one env: `trainer`'s mean return at the budget is no worse than
+    brax's, i.e. at least brax's mean or within brax's seeds' spread (>= its lowest seed)."""
     ret = {
         t: [r["return_at_budget"] for r in rows if r["env"] == env and r["trainer"] == t]
-        for t in TRAINERS
+        for t in ("brax", trainer)
     }
-    if not ret["brax"] or not ret["ours"] or any(x != x for v in ret.values() for x in v):
-        return {"env": env, "met": None}
-    ours, brax = statistics.mean(ret["ours"]), statistics.mean(ret["brax"])
+    if not ret["brax"] or not ret[trainer] or any(x != x for v in ret.values() for x in v):
+        return {"env": env, "trainer": trainer, "met": None}
+    ours, brax = statistics.mean(ret[trainer]), statistics.mean(ret["brax"])
     met = ours >= brax or ours >= min(ret["brax"])
     return {
         "env": env,
+        "trainer": trainer,
         "ours_mean": ours,
         "brax_mean": brax,
         "brax_min": min(ret["brax"]),
         "brax_max": max(ret["brax"]),
-        "ours_min": min(ret["ours"]),
-        "ours_max": max(ret["ours"]),
+        "ours_min": min(ret[trainer]),
+        "ours_max": max(ret[trainer]),
         "met": met,
     }
 
@@ -444,12 +468,13 @@ def plot(args, results: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    colors = {"brax": "tab:orange", "ours": "tab:green"}
-    labels = {"brax": "brax.training PPO", "ours": "algos/ppo_brax.py"}
+    colors = {"brax": "tab:orange", "ours": "tab:green", "ours_gaussian": "tab:blue"}
+    labels = {"brax": "brax.training PPO (tanh-normal)"}
+    labels |= {t: f"algos/ppo_brax.py --policy {POLICY[t]}" for t in POLICY}
     envs = args.env_names
     fig, axes = plt.subplots(len(envs), 2, figsize=(10, 3.6 * len(envs)), squeeze=False)
     for row, env in zip(axes, envs):
-        for trainer in TRAINERS:
+        for trainer in args.trainer_names:
             runs = [results[(env, trainer, s)]["points"] for s in args.seed_list]
             runs = [r for r in runs if r]
             for ax, clock in ((row[0], "step"), (row[1], "wall_s")):
@@ -521,16 +546,18 @@ def main(argv: list[str] | None = None) -> None:
     for r in summary:
         print("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
     for env in args.env_names:
-        v = verdict(rows, env)
-        if v["met"] is None:
-            print(f"{env}: a run failed; no verdict")
-            continue
-        print(
-            f"{env}: return at the budget, mean over seeds: ours {v['ours_mean']:.1f} "
-            f"({v['ours_min']:.1f}-{v['ours_max']:.1f}), brax {v['brax_mean']:.1f} "
-            f"({v['brax_min']:.1f}-{v['brax_max']:.1f}); no worse than brax: "
-            f"{'met' if v['met'] else 'not met'}"
-        )
+        compared = [t for t in args.trainer_names if t != "brax" and "brax" in args.trainer_names]
+        for trainer in compared:
+            v = verdict(rows, env, trainer)
+            if v["met"] is None:
+                print(f"{env} {trainer}: a run failed; no verdict")
+                continue
+            print(
+                f"{env}: return at the budget, mean over seeds: {trainer} {v['ours_mean']:.1f} "
+                f"({v['ours_min']:.1f}-{v['ours_max']:.1f}), brax {v['brax_mean']:.1f} "
+                f"({v['brax_min']:.1f}-{v['brax_max']:.1f}); no worse than brax: "
+                f"{'met' if v['met'] else 'not met'}"
+            )
     print(f"wrote {args.out}/brax_locomotion.csv, _table.csv, _curves.csv, brax_locomotion.png")
     print(f"command: {command}")
 

@@ -229,6 +229,7 @@ def test_same_seed_same_metrics_and_resume(tmp_path):
         (["--activation", "relu"], "--activation must be one of tanh, swish, got relu"),
         (["--reward-scale", "0"], "--reward-scale must be > 0"),
         (["--adam-eps", "-1e-8"], "--adam-eps must be > 0"),
+        (["--policy", "beta"], "--policy must be one of gaussian, tanh_normal, got beta"),
     ],
 )
 def test_bad_flags_fail_before_anything_starts(argv, fragment, tmp_path):

@@ -45,6 +45,9 @@ def test_scaled_settings_map_one_to_one_onto_ours(
     assert not a.anneal_lr and not a.clip_vloss and a.learning_rate == 3e-4
     assert a.hidden_sizes == (32,) * 4 and a.critic_hidden_sizes == (256,) * 5
     assert a.activation == "swish" and not a.clip_grad and a.adam_eps == 1e-8
+    assert a.policy == "tanh_normal"  # Brax's make_ppo_networks distribution
+    gaussian = parse(Args, fig.our_flags(env, s, "spring", 7, args_ns, "gaussian"))
+    assert gaussian.policy == "gaussian" and gaussian.num_steps == steps
     assert (a.env_id, a.brax_pipeline, a.seed) == (f"brax:{env}", "spring", 7)
     assert a.episode_length == 1000
     # 100k steps in 2 epochs of ceil(100000 / (2 x 20480)) = 3 training steps, as brax runs them
@@ -53,12 +56,19 @@ def test_scaled_settings_map_one_to_one_onto_ours(
 
 
 def test_bad_flags_exit_2(capsys):
-    """A scale that does not divide the published sizes, or an env without published settings."""
-    for argv in (["--scale", "3"], ["--envs", "humanoid"], ["--num-evals", "1"]):
+    """A scale that does not divide the published sizes, an env without published settings, an
+    unknown trainer."""
+    for argv in (
+        ["--scale", "3"],
+        ["--envs", "humanoid"],
+        ["--num-evals", "1"],
+        ["--trainers", "x"],
+    ):
         with pytest.raises(SystemExit) as exc:
             fig.parse_args(argv)
         assert exc.value.code == 2
-    assert "--num-evals" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--num-evals" in err and "--trainers: unknown trainer 'x'" in err
 
 
 def _res(returns, sps=1000.0, status="ok"):
@@ -105,6 +115,9 @@ def test_summary_rows_and_verdict():
     assert ours_row["seeds_at_target"] == 1 and ours_row["train_to_target_s_median"] == 0.2
     v = fig.verdict(rows, "ant")  # ours mean 915 < brax mean 1000, but >= brax's lowest 900
     assert v["met"] and v["ours_mean"] == 915 and v["brax_mean"] == 1000
+    results[("ant", "ours_gaussian", 1)] = _res([10, 300, 840])  # below brax's lowest
+    v = fig.verdict(fig.summarise(results, {"ant": 1000.0}), "ant", "ours_gaussian")
+    assert v["met"] is False and v["ours_mean"] == 840 and v["trainer"] == "ours_gaussian"
     results[("ant", "ours", 2)] = _res([10, 300, 840])  # mean 895 < 900
     assert fig.verdict(fig.summarise(results, {"ant": 1000.0}), "ant")["met"] is False
     results[("ant", "ours", 2)] = _res([], status="timeout after 1 s")
@@ -113,15 +126,18 @@ def test_summary_rows_and_verdict():
 
 def test_sweep_skips_finished_runs(tmp_path, monkeypatch):
     """A run with result.json is loaded, not run again; the others run (in rotated order per
-    seed and env) and leave their result.json only when they succeed."""
+    seed and env, ours with --policy tanh_normal, ours_gaussian with gaussian) and leave their
+    result.json only when they succeed."""
     args = fig.parse_args(["--envs", "ant", "--seeds", "1,2", "--work-dir", str(tmp_path)])
     done = tmp_path / "ant" / "brax_seed1"
     done.mkdir(parents=True)
     (done / "result.json").write_text(json.dumps(_res([1.0, 2.0])))
-    launched = []
+    launched, policies = [], {}
 
     def fake_run_one(contender, repeat, slot):
         launched.append((contender.name, repeat))
+        if contender.name != "brax":
+            policies[contender.name] = [f for f in contender.worker if f.startswith("--policy")]
         status = "exit 1" if (contender.name, repeat) == ("ours", 2) else "ok"
         return fig.bench.Run(contender, repeat, slot, status, 0.0, 1.0)
 
@@ -129,7 +145,15 @@ def test_sweep_skips_finished_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(fig, "parse_brax", lambda run, log: _res([3.0]))
     monkeypatch.setattr(fig, "parse_ours", lambda run, d, stamps, jax_path: _res([4.0]))
     results = fig.sweep(args)
-    assert launched == [("ours", 1), ("ours", 2), ("brax", 2)]  # seed 2 starts with ours
+    # seed 1: brax (done), ours, ours_gaussian; seed 2 starts with ours
+    assert launched == [
+        ("ours", 1),
+        ("ours_gaussian", 1),
+        ("ours", 2),
+        ("ours_gaussian", 2),
+        ("brax", 2),
+    ]
+    assert policies == {"ours": ["--policy=tanh_normal"], "ours_gaussian": ["--policy=gaussian"]}
     assert results[("ant", "brax", 1)]["points"][-1]["return"] == 2.0
     assert results[("ant", "brax", 2)]["points"][-1]["return"] == 3.0
     assert (tmp_path / "ant" / "ours_seed1" / "result.json").exists()
@@ -152,7 +176,7 @@ def test_brax_locomotion_toy(tmp_path):
     with (tmp_path / "brax_locomotion.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert {(r["env"], r["trainer"]) for r in rows} == {
-        (e, t) for e in ("ant", "halfcheetah") for t in ("brax", "ours")
+        (e, t) for e in ("ant", "halfcheetah") for t in ("brax", "ours", "ours_gaussian")
     }
     for r in rows:
         assert r["status"] == "ok" and r["seed"] == "1"
@@ -163,8 +187,10 @@ def test_brax_locomotion_toy(tmp_path):
         curves = list(csv.DictReader(f))
     for e in ("ant", "halfcheetah"):
         brax = [int(c["step"]) for c in curves if c["env"] == e and c["trainer"] == "brax"]
-        ours = [int(c["step"]) for c in curves if c["env"] == e and c["trainer"] == "ours"]
-        assert brax == [0, 1280, 2560] and ours == [1280, 2560]
+        for t in ("ours", "ours_gaussian"):
+            ours = [int(c["step"]) for c in curves if c["env"] == e and c["trainer"] == t]
+            assert ours == [1280, 2560]
+        assert brax == [0, 1280, 2560]
     assert (tmp_path / "brax_locomotion.png").stat().st_size > 0
     assert "command: python paper_figures/brax_locomotion.py --toy" in proc.stdout
     # a second call runs nothing: every run is loaded from its result.json
@@ -174,4 +200,4 @@ def test_brax_locomotion_toy(tmp_path):
         text=True,
         timeout=300,
     )
-    assert again.returncode == 0 and again.stdout.count(", final return") == 4
+    assert again.returncode == 0 and again.stdout.count(", final return") == 6

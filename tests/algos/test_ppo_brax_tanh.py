@@ -1,0 +1,163 @@
+"""algos/ppo_brax.py --policy tanh_normal: Brax's NormalTanhDistribution (google/brax
+brax/training/distribution.py), checked against a by-hand density and against brax's own class;
+the rollout stores raw actions whose ratio is exactly 1 at the rollout's parameters; runs
+complete, resume, and refuse a checkpoint of the other policy. brax:inverted_pendulum keeps
+compiles short."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("brax")
+
+from test_ppo_brax import TINY, make, run  # noqa: E402  # sibling file: tests/algos is on sys.path
+
+from algos import ppo_brax as pb  # noqa: E402
+
+TANH = ["--policy", "tanh_normal"]
+
+
+def heads(act_dim=3, n=64, seed=0):
+    """Actor outputs (loc, scale) and raw actions, some far out where tanh saturates."""
+    rng = np.random.default_rng(seed)
+    head = np.concatenate([rng.normal(0, 1.5, (n, act_dim)), rng.normal(0, 2, (n, act_dim))], -1)
+    raw = rng.normal(0, 2, (n, act_dim))
+    raw[:4] = [[9.0, -9.0, 0.0]] * 4  # tanh(9) rounds to 1 in float32: the stable form matters
+    return head.astype(np.float32), raw.astype(np.float32)
+
+
+def test_log_prob_is_the_squashed_density_and_brax_s():
+    from brax.training.distribution import NormalTanhDistribution
+
+    head, raw = heads()
+    logp = np.asarray(pb.policy_log_prob("tanh_normal", {}, head, raw))
+    # by hand, in float64: Normal(loc, softplus(scale) + 0.001) at raw, minus sum log(1 - tanh^2)
+    loc, scale = np.split(head.astype(np.float64), 2, -1)
+    std = np.log1p(np.exp(scale)) + 0.001
+    x = raw.astype(np.float64)
+    normal = -0.5 * ((x - loc) / std) ** 2 - np.log(std) - 0.5 * math.log(2 * math.pi)
+    log_det = np.log(4.0) - 2 * np.abs(x) - 2 * np.log1p(np.exp(-2 * np.abs(x)))  # log sech^2
+    np.testing.assert_allclose(logp, (normal - log_det).sum(-1), rtol=1e-5, atol=1e-4)
+    assert np.isfinite(logp).all()
+    brax = np.asarray(NormalTanhDistribution(event_size=3).log_prob(head, raw))
+    np.testing.assert_allclose(logp, brax, rtol=1e-5, atol=1e-4)
+
+
+def test_entropy_and_kl_are_brax_s():
+    from brax.training.distribution import NormalTanhDistribution
+
+    jax = pb._jax()
+    dist = NormalTanhDistribution(event_size=3)
+    head, _ = heads()
+    key = jax.random.PRNGKey(4)
+    # the same key draws the same sample: Brax's one-sample estimate, averaged over states
+    ours = float(pb.policy_entropy("tanh_normal", {}, head, key))
+    assert ours == pytest.approx(float(np.mean(dist.entropy(head, key))), rel=1e-5)
+    assert ours != pytest.approx(float(pb.policy_entropy("tanh_normal", {}, head, key + 1)))
+    # per-state KL(old || new) of the pre-tanh Normals (brax's adds 1e-5 inside the log)
+    new_head, _ = heads(seed=1)
+    kl = np.asarray(pb.policy_kl("tanh_normal", {}, head, {}, new_head))
+    new, old = dist.create_dist(new_head), dist.create_dist(head)
+    np.testing.assert_allclose(kl, np.asarray(new.kl_divergence(old)), rtol=1e-3, atol=1e-3)
+    assert np.asarray(pb.policy_kl("tanh_normal", {}, head, {}, head)) == pytest.approx(0, abs=1e-6)
+
+
+def test_deterministic_action_is_tanh_of_loc():
+    head, _ = heads()
+    action = np.asarray(pb.deterministic_action("tanh_normal", head))
+    np.testing.assert_allclose(action, np.tanh(head[:, :3]), rtol=1e-6, atol=1e-7)
+    # the Gaussian's is its clipped mean, as before
+    mean = head[:, :3]
+    np.testing.assert_array_equal(pb.deterministic_action("gaussian", mean), np.clip(mean, -1, 1))
+
+
+@pytest.fixture(scope="module")
+def tanh_setup(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("unused") / "r"
+    # an entropy bonus (ppo.py's default is 0) so that the entropy estimate moves the update
+    return make([*TINY, *TANH, "--ent-coef", "0.5", "--run-dir", str(run_dir)])
+
+
+def test_rollout_stores_raw_actions_whose_ratio_is_one(tanh_setup):
+    args, env, (reset, rollout, update, _, tx) = tanh_setup
+    jax, jnp = pb._jax(), pb._jnp()
+    params = pb.init_params(jax.random.PRNGKey(0), env.observation_size, env.action_size, args)
+    assert "log_std" not in params
+    assert params["actor"][-1][0].shape[-1] == 2 * env.action_size  # (loc, scale)
+    obs_rms = pb.rms_init((env.observation_size,))
+    state, steps, obs_rms = reset(jax.random.PRNGKey(1), obs_rms)
+    z = jnp.zeros(args.num_envs)
+    carry = (state, steps, obs_rms, pb.rms_init((1,)), z, z, jnp.zeros(args.num_envs, jnp.int32))
+    _, batch = rollout(params, carry, jax.random.PRNGKey(2))
+    b = {k: np.asarray(v) for k, v in batch.items()}
+    # raw (pre-tanh) actions are stored: std ~0.7 at init puts some beyond [-1, 1]
+    assert (np.abs(b["action"]) > 1).any()
+    head = pb.mlp(params["actor"], b["obs"], args.activation)
+    np.testing.assert_allclose(b["mean"], np.asarray(head), rtol=1e-5, atol=1e-6)
+    logp = np.asarray(pb.policy_log_prob("tanh_normal", params, head, b["action"]))
+    np.testing.assert_allclose(np.exp(logp - b["logp"]), 1.0, atol=1e-5)
+    # an update with a zero step leaves the policy: ratios 1, KL 0, in the loss and after it
+    _, _, out = update(params, pb.init_optimizer(tx, params), batch, jax.random.PRNGKey(3), 0.0)
+    assert float(out["ratio_dev_max"]) < 1e-5 and float(out["kl_max"]) < 1e-6
+    assert float(out["clip_frac"]) == 0 and abs(float(out["approx_kl"])) < 1e-6
+    assert math.isfinite(float(out["entropy"]))
+
+
+def test_update_draws_one_entropy_key_per_minibatch(tanh_setup):
+    """The update equals plain Adam steps on the parameter tree, minibatch j of each epoch
+    estimating the entropy with its own key (Brax's sgd_step: a key per minibatch)."""
+    args, env, (reset, rollout, update, _, tx) = tanh_setup
+    jax, jnp = pb._jax(), pb._jnp()
+    params = pb.init_params(jax.random.PRNGKey(5), env.observation_size, env.action_size, args)
+    obs_rms = pb.rms_init((env.observation_size,))
+    state, steps, obs_rms = reset(jax.random.PRNGKey(1), obs_rms)
+    z = jnp.zeros(args.num_envs)
+    carry = (state, steps, obs_rms, pb.rms_init((1,)), z, z, jnp.zeros(args.num_envs, jnp.int32))
+    _, batch = rollout(params, carry, jax.random.PRNGKey(2))
+    key, lr = jax.random.PRNGKey(7), 1e-2
+    new, _, _ = update(params, pb.init_optimizer(tx, params), batch, key, lr)
+
+    size = args.num_envs * args.num_steps
+    mb_size = size // args.num_minibatches
+    keys = ("obs", "action", "logp", "values", "advantages", "returns")
+    data = {k: np.asarray(batch[k]).reshape(size, *batch[k].shape[2:]) for k in keys}
+    ref, opt = params, tx.init(params)
+    for key_e in jax.random.split(key, args.update_epochs):
+        idx = np.asarray(jax.random.permutation(key_e, size))
+        ent_keys = jax.random.split(jax.random.fold_in(key_e, 1), args.num_minibatches)
+        for j in range(args.num_minibatches):
+            mb = {k: jnp.asarray(v[idx[j * mb_size : (j + 1) * mb_size]]) for k, v in data.items()}
+            mb["entropy_key"] = ent_keys[j]
+            grads, _ = jax.grad(pb.loss_fn, has_aux=True)(ref, mb, args)
+            step, opt = tx.update(grads, opt)
+            ref = jax.tree_util.tree_map(lambda p, u: p - lr * u, ref, step)
+    for a, b in zip(jax.tree_util.tree_leaves(new), jax.tree_util.tree_leaves(ref)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
+
+
+def test_tanh_normal_run_completes_resumes_and_refuses_the_other_policy(tmp_path):
+    c = tmp_path / "c"
+    # a 2-iteration run, then extended to 4: resumes and continues at step 192
+    run(*TINY, *TANH, "--total-timesteps", "128", "--checkpoint-every", "1", "--run-dir", str(c))
+    assert json.loads((c / "config.json").read_text())["args"]["policy"] == "tanh_normal"
+    assert math.isfinite(json.loads((c / "final_eval.json").read_text())["eval_return_mean"])
+    ckpt = torch.load(c / "checkpoints" / "latest.pt", weights_only=True)
+    assert ckpt["jax"]["flags"] == {"policy": "tanh_normal"}
+    config = json.loads((c / "config.json").read_text())
+    config["args"]["total_timesteps"] = 256
+    # the same run under the other policy: one line naming the flag, exit 2, nothing written
+    other = json.loads(json.dumps(config))
+    other["args"]["policy"] = "gaussian"
+    (c / "config.json").write_text(json.dumps(other))
+    out = run("--resume", str(c), check=False)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert "written with --policy tanh_normal, this run has gaussian" in lines[-1]
+    assert (c / "metrics.csv").read_text().count("\n") == 3  # header and 2 rows, untouched
+    (c / "config.json").write_text(json.dumps(config))
+    run("--resume", str(c))
+    steps = [int(line.split(",")[0]) for line in (c / "metrics.csv").read_text().split()[1:]]
+    assert steps == [64, 128, 192, 256]
