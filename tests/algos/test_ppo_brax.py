@@ -116,7 +116,7 @@ def test_in_graph_gae_matches_the_numpy_gae_with_truncation_bootstraps(setup):
     # the policy acted with swish: the stored means and log-probs are the swish actor's
     mean = np_mlp(params["actor"], b["obs"], "swish")
     np.testing.assert_allclose(b["mean"], mean, rtol=1e-4, atol=1e-5)
-    logp = np.asarray(pb.log_prob(mean, params["log_std"], b["action"]))
+    logp = np.asarray(pb.policy_log_prob("gaussian", params, mean, b["action"]))
     np.testing.assert_allclose(b["logp"], logp, rtol=1e-4, atol=1e-4)
     # the pendulum pays 1 per step: GAE sees 3 (--reward-scale 3), the logged returns stay raw
     np.testing.assert_allclose(b["reward"], 3.0)
