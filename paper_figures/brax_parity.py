@@ -19,7 +19,13 @@ step, the same way). The first epoch is dropped on both sides (brax compiles its
 in it). The round's ratio is ours / brax over the remaining epochs (training compute per env step;
 < 1: ours cheaper); a seed's ratio is the median over its rounds, and the verdict the median over
 seeds. Settings: those of brax_ppo_race.py (the same flags; see its docstring for what is
-matched and what cannot be), with --rounds added.
+matched and what cannot be), with --rounds and --cpu added.
+
+One CPU. By default the process (and with it every JAX thread) is pinned to one CPU, so that the
+wall time of an epoch is its compute and the other core's load does not enter: on the shared
+2-core machine, unpinned epochs of the same work spread 0.52-1.43 s under a load of ~3, pinned
+ones 0.48-0.57 s (paper_figures/README.md). --cpu -1 measures unpinned (both trainers may then
+use both cores, as XLA:CPU's thread pool does for large kernels).
 
     python paper_figures/brax_parity.py                      # 3 seeds x 3 rounds, ~10 min
     python paper_figures/brax_parity.py --toy --out /tmp/p   # tiny budget, for the test
@@ -51,6 +57,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=3, help="runs of each trainer per seed")
     p.add_argument("--total-timesteps", type=int, default=122_880, help="env steps per run")
     p.add_argument("--num-evals", type=int, default=7, help="brax num_evals: num_evals-1 epochs")
+    p.add_argument(
+        "--cpu",
+        type=int,
+        default=-2,
+        help="run on this one CPU (-2: the last one; -1: no pinning, the OS's choice)",
+    )
     own, rest = p.parse_known_args(argv)
     if own.rounds < 1:
         p.error("--rounds must be >= 1")
@@ -65,7 +77,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         own.num_evals,
     )
     args.trainers = ("brax", "ours_jax")
+    args.cpu = own.cpu
     return args
+
+
+def pin(cpu: int) -> str:
+    """Pin this process (and the JAX threads it starts later) to one CPU; returns a label."""
+    if cpu == -1 or not hasattr(os, "sched_setaffinity"):
+        return "not pinned"
+    cpus = sorted(os.sched_getaffinity(0))
+    chosen = cpus[-1] if cpu == -2 else cpu
+    if chosen not in cpus:
+        raise SystemExit(f"--cpu {cpu}: this process may run on CPUs {cpus} only")
+    os.sched_setaffinity(0, {chosen})
+    return f"pinned to CPU {chosen}"
 
 
 def epoch_seconds(per_unit: list[float], units_per_epoch: int) -> list[float]:
@@ -117,6 +142,7 @@ def run_ours(args, seed: int, work: Path) -> list[float]:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    pinned = pin(args.cpu)  # before JAX starts its threads
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     command = bench.command_line("paper_figures/brax_parity.py", argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -126,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     steps_per_epoch = eval_every
     print(
         f"{args.env} ({args.pipeline}): {total} env steps per run in {args.num_evals - 1} epochs"
-        f" of {steps_per_epoch}, seeds {seeds}, {args.rounds} rounds each",
+        f" of {steps_per_epoch}, seeds {seeds}, {args.rounds} rounds each, {pinned}",
         flush=True,
     )
     rows, ratios = [], {}
@@ -149,6 +175,7 @@ def main(argv: list[str] | None = None) -> None:
                         "train_s": timed,
                         "train_sps": steps_per_epoch * (len(epochs[trainer]) - 1) / timed,
                         "epoch_s": " ".join(f"{x:.4f}" for x in epochs[trainer]),
+                        "cpu": pinned,
                     }
                 )
             k += 1

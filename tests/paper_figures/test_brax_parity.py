@@ -52,11 +52,30 @@ def test_flags_are_the_race_settings_plus_rounds(capsys):
     args = parity.parse_args(["--seeds", "4,5,6", "--rounds", "2", "--num-envs", "32"])
     assert (args.rounds, args.seeds, args.num_envs) == (2, "4,5,6", 32)
     assert args.trainers == ("brax", "ours_jax")
-    assert (args.total_timesteps, args.num_evals) == (122_880, 7)
+    assert (args.total_timesteps, args.num_evals, args.cpu) == (122_880, 7, -2)
     for bad, message in (("--rounds=0", "--rounds"), ("--num-evals=2", "--num-evals")):
         with pytest.raises(SystemExit) as exc:
             parity.parse_args([bad])
         assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_pin_sets_one_cpu_for_the_process_or_none():
+    """In a child process: pinning is process-wide and must not leak into the test runner."""
+    code = (
+        "import importlib.util, os, sys\n"
+        f"spec = importlib.util.spec_from_file_location('p', {str(SCRIPT)!r})\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "before = sorted(os.sched_getaffinity(0))\n"
+        "print(m.pin(-1), sorted(os.sched_getaffinity(0)) == before)\n"
+        "print(m.pin(-2), sorted(os.sched_getaffinity(0)) == before[-1:])\n"
+        "try:\n    m.pin(10**6)\nexcept SystemExit as e:\n    print('refused', '--cpu' in str(e))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert lines[0] == "not pinned True"
+    assert lines[1].startswith("pinned to CPU ") and lines[1].endswith(" True")
+    assert lines[2] == "refused True"
 
 
 @pytest.mark.slow  # compiles brax's trainer and ours (about a minute on 2 cores)
