@@ -249,8 +249,10 @@ class TwinQ(nn.Module):
         # the one-output layer as a matrix-vector product per head: a batched matmul with one
         # output column takes a slow path on CPU (forward and backward ~6x an addmv's), ~7% of
         # an IQL step at 256-256 (paper_figures/bench_iql.py)
-        w, b = weights[str(last)].unbind(0), biases[str(last)].unbind(0)  # [H, 1], [1, 1] each
-        return torch.stack([torch.addmv(b[k][0], x[k], w[k][:, 0]) for k in range(2)])
+        # (unbind, not indexing: its backward is one stack, not a zero-filled copy per head)
+        x, w = x.unbind(0), weights[str(last)].squeeze(-1).unbind(0)  # [B, H], [H] each
+        b = biases[str(last)].view(2, 1).unbind(0)  # [1] each
+        return torch.stack([torch.addmv(b[k], x[k], w[k]) for k in range(2)])
 
 
 class TanhGaussianActor(nn.Module):
