@@ -86,7 +86,7 @@ def iql_losses(nets: Nets, batch: dict[str, torch.Tensor], args: Args) -> dict[s
     of their sum gives each net its own gradient), plus detached statistics. The value target
     and the advantage read the TARGET critic; the policy enters only the actor loss."""
     with torch.no_grad():
-        q_target = nets.q_target(batch["obs_actions"]).min(0).values  # [B]
+        q_target = nets.q_target(batch["obs_actions"]).amin(0)  # [B] (amin: no argmin kept)
         next_v = nets.value(batch["next_obs"])
     v = nets.value(batch["obs"])
     adv = q_target - v

@@ -244,11 +244,15 @@ class TwinQ(nn.Module):
         params = self._modules
         weights, biases = params["weights"]._parameters, params["biases"]._parameters
         last = len(weights) - 1
-        for i in range(last + 1):
-            x = torch.baddbmm(biases[str(i)], x, weights[str(i)])
-            if i < last:
-                x = self.act_(x)
-        return x.squeeze(-1)
+        for i in range(last):
+            x = self.act_(torch.baddbmm(biases[str(i)], x, weights[str(i)]))
+        # the one-output layer as a matrix-vector product per head: a batched matmul with one
+        # output column takes a slow path on CPU (forward and backward ~6x an addmv's), ~7% of
+        # an IQL step at 256-256 (paper_figures/bench_iql.py)
+        # (unbind, not indexing: its backward is one stack, not a zero-filled copy per head)
+        x, w = x.unbind(0), weights[str(last)].squeeze(-1).unbind(0)  # [B, H], [H] each
+        b = biases[str(last)].view(2, 1).unbind(0)  # [1] each
+        return torch.stack([torch.addmv(b[k], x[k], w[k]) for k in range(2)])
 
 
 class TanhGaussianActor(nn.Module):
@@ -277,7 +281,7 @@ class TanhGaussianActor(nn.Module):
 
     def mode(self, obs: torch.Tensor) -> torch.Tensor:
         """The mean action [B, act_dim] (deterministic evaluation)."""
-        return torch.tanh(self.net(obs)) * self.max_action
+        return torch.tanh(fast_forward(self._modules["net"], obs)) * self._buffers["max_action"]
 
     def log_prob(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """log pi(a|s) [B] of the unsquashed Gaussian, written out (no torch.distributions)."""

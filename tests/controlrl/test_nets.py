@@ -7,6 +7,8 @@ import torch
 from controlrl.nets import (
     CategoricalPolicy,
     GaussianPolicy,
+    TanhGaussianActor,
+    TwinQ,
     ValueNet,
     fast_forward,
     flatten_parameters,
@@ -135,3 +137,44 @@ def test_fast_forward_with_autograd_gives_the_module_gradients_bit_exactly():
     value = ValueNet(5)
     x = torch.randn(4, 5)
     assert torch.equal(value(x), value.net(x).squeeze(-1))
+
+
+def _head(twin: TwinQ, k: int) -> torch.nn.Sequential:
+    """Head k of a TwinQ as a plain Sequential of Linear and ReLU (the weights copied)."""
+    layers = []
+    for w, b in zip(twin.weights, twin.biases):
+        lin = torch.nn.Linear(w.shape[1], w.shape[2])
+        with torch.no_grad():
+            lin.weight.copy_(w[k].T)
+            lin.bias.copy_(b[k, 0])
+        layers += [lin, torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers[:-1])
+
+
+def test_twin_q_is_two_plain_mlps_in_values_and_gradients():
+    # the batched layers and the per-head matrix-vector output layer compute, up to float
+    # rounding (other kernels sum in another order), what two separate heads do
+    torch.manual_seed(4)
+    twin = TwinQ(5, 2, (32, 16))
+    heads = [_head(twin, k) for k in range(2)]
+    obs, act = torch.randn(64, 5), torch.randn(64, 2)
+    y = torch.randn(2, 64)
+    q = twin(obs, act)
+    assert q.shape == (2, 64)
+    ref = torch.stack([h(torch.cat([obs, act], -1)).squeeze(-1) for h in heads])
+    torch.testing.assert_close(q, ref, rtol=1e-5, atol=1e-6)
+    ((q - y).square() * torch.linspace(0.5, 2, 64)).mean().backward()
+    ((ref - y).square() * torch.linspace(0.5, 2, 64)).mean().backward()
+    for layer, (w, b) in enumerate(zip(twin.weights, twin.biases)):
+        for k in range(2):
+            lin = heads[k][2 * layer]
+            torch.testing.assert_close(w.grad[k], lin.weight.grad.T, rtol=1e-5, atol=1e-7)
+            torch.testing.assert_close(b.grad[k, 0], lin.bias.grad, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(twin(torch.cat([obs, act], -1)), q)  # [s, a] rows given at once
+
+
+def test_tanh_gaussian_actor_mode_is_the_modules_forward_bit_exactly():
+    torch.manual_seed(5)
+    actor = TanhGaussianActor(5, 3, (16, 16), torch.tensor([1.0, 2.0, 0.5]))
+    x = torch.randn(8, 5)
+    assert torch.equal(actor.mode(x), torch.tanh(actor.net(x)) * actor.max_action)
