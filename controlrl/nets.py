@@ -236,6 +236,19 @@ class TwinQ(nn.Module):
         # in place on each layer's fresh output: autograd keeps the activation's result, which
         # is all the backward of ReLU and tanh needs (baddbmm's backward needs no output)
         self.act_ = {nn.ReLU: torch.relu_, nn.Tanh: torch.tanh_}[activation]
+        self.activation = activation
+
+    def head(self, k: int) -> nn.Sequential:
+        """Head k (0 or 1) as a plain Sequential of Linear layers and activations, its weights
+        copied: the same function of [s, a] rows (for reading, exporting and tests)."""
+        layers: list[nn.Module] = []
+        for w, b in zip(self.weights, self.biases):
+            lin = nn.Linear(w.shape[1], w.shape[2])
+            with torch.no_grad():
+                lin.weight.copy_(w[k].T)
+                lin.bias.copy_(b[k, 0])
+            layers += [lin, self.activation()]
+        return nn.Sequential(*layers[:-1])
 
     def forward(self, obs: torch.Tensor, actions: torch.Tensor | None = None) -> torch.Tensor:
         """Q1 and Q2 [2, B] of (obs, actions); actions None: obs already holds [s, a] rows."""

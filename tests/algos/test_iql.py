@@ -206,9 +206,9 @@ class ReferenceIQL:
 
     def __init__(self, nets: Nets, args: Args) -> None:
         self.args = args
-        twin = [self._heads(nets.q, k) for k in range(2)]
+        twin = [nets.q.head(k) for k in range(2)]
         self.q = torch.nn.ModuleList(twin)
-        self.q_target = torch.nn.ModuleList(self._heads(nets.q_target, k) for k in range(2))
+        self.q_target = torch.nn.ModuleList(nets.q_target.head(k) for k in range(2))
         self.value = copy.deepcopy(nets.value.net)
         self.actor = copy.deepcopy(nets.policy.net)
         self.log_std = torch.nn.Parameter(nets.policy.log_std.detach().clone())
@@ -217,17 +217,6 @@ class ReferenceIQL:
         self.opt_pi = adam([*self.actor.parameters(), self.log_std], args.actor_lr)
         self.opt_q = adam(self.q.parameters(), args.critic_lr)
         self.opt_v = adam(self.value.parameters(), args.value_lr)
-
-    @staticmethod
-    def _heads(twin, k: int) -> torch.nn.Sequential:
-        layers = []
-        for w, b in zip(twin.weights, twin.biases):
-            lin = torch.nn.Linear(w.shape[1], w.shape[2])
-            with torch.no_grad():
-                lin.weight.copy_(w[k].T)
-                lin.bias.copy_(b[k, 0])
-            layers += [lin, torch.nn.ReLU()]
-        return torch.nn.Sequential(*layers[:-1])
 
     def step(self, batch: dict, actor_lr: float) -> None:
         a = self.args

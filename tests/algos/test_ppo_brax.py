@@ -42,6 +42,41 @@ def setup(tmp_path_factory):
     return make([*argv, "--activation", "swish", "--reward-scale", "3", "--no-norm-reward"])
 
 
+def first_batch(args, env, reset, rollout, seed=5):
+    """Fresh parameters (PRNGKey(seed)) and the batch of one rollout from a fresh reset."""
+    jax, jnp = pb._jax(), pb._jnp()
+    params = pb.init_params(jax.random.PRNGKey(seed), env.observation_size, env.action_size, args)
+    obs_rms = pb.rms_init((env.observation_size,))
+    state, steps, obs_rms = reset(jax.random.PRNGKey(1), obs_rms)
+    z = jnp.zeros(args.num_envs)
+    carry = (state, steps, obs_rms, pb.rms_init((1,)), z, z, jnp.zeros(args.num_envs, jnp.int32))
+    return params, rollout(params, carry, jax.random.PRNGKey(2))[1]
+
+
+def reference_update(args, tx, params, batch, key, lr, minibatch_keys=None):
+    """optax on the parameter tree, minibatch by minibatch (each epoch's minibatches: a
+    permutation of the batch by that epoch's key); minibatch_keys(epoch key) gives one
+    "entropy_key" per minibatch. Returns (parameters, per-minibatch losses, the flat batch)."""
+    jax, jnp = pb._jax(), pb._jnp()
+    size = args.num_envs * args.num_steps
+    mb_size = size // args.num_minibatches
+    keys = ("obs", "action", "logp", "values", "advantages", "returns")
+    data = {k: np.asarray(batch[k]).reshape(size, *batch[k].shape[2:]) for k in keys}
+    ref, opt, losses = params, tx.init(params), []
+    for key_e in jax.random.split(key, args.update_epochs):
+        idx = np.asarray(jax.random.permutation(key_e, size))
+        ent_keys = minibatch_keys(key_e) if minibatch_keys else None
+        for j in range(args.num_minibatches):
+            mb = {k: jnp.asarray(v[idx[j * mb_size : (j + 1) * mb_size]]) for k, v in data.items()}
+            if ent_keys is not None:
+                mb["entropy_key"] = ent_keys[j]
+            grads, stats = jax.grad(pb.loss_fn, has_aux=True)(ref, mb, args)
+            step, opt = tx.update(grads, opt)
+            ref = jax.tree_util.tree_map(lambda p, u: p - lr * u, ref, step)
+            losses.append(float(stats["loss"]))
+    return ref, losses, data
+
+
 def np_mlp(layers, x, activation):
     """The MLP in numpy, independent of pb.mlp: hidden layers activated, the last one linear."""
     act = np.tanh if activation == "tanh" else (lambda h: h / (1 + np.exp(-h)))  # swish
@@ -136,29 +171,11 @@ def test_update_matches_plain_adam_steps_on_the_parameter_tree(setup):
     from controlrl.diagnostics import explained_variance
 
     args, env, (reset, rollout, update, _, tx) = setup
-    jax, jnp = pb._jax(), pb._jnp()
-    params = pb.init_params(jax.random.PRNGKey(5), env.observation_size, env.action_size, args)
-    obs_rms = pb.rms_init((env.observation_size,))
-    state, steps, obs_rms = reset(jax.random.PRNGKey(1), obs_rms)
-    z = jnp.zeros(args.num_envs)
-    carry = (state, steps, obs_rms, pb.rms_init((1,)), z, z, jnp.zeros(args.num_envs, jnp.int32))
-    _, batch = rollout(params, carry, jax.random.PRNGKey(2))
+    jax = pb._jax()
+    params, batch = first_batch(args, env, reset, rollout, seed=5)
     key, lr = jax.random.PRNGKey(7), 1e-2
     new, _, out = update(params, pb.init_optimizer(tx, params), batch, key, lr)
-
-    size = args.num_envs * args.num_steps
-    mb_size = size // args.num_minibatches
-    keys = ("obs", "action", "logp", "values", "advantages", "returns")
-    data = {k: np.asarray(batch[k]).reshape(size, *batch[k].shape[2:]) for k in keys}
-    ref, opt, losses = params, tx.init(params), []
-    for key_e in jax.random.split(key, args.update_epochs):
-        idx = np.asarray(jax.random.permutation(key_e, size))
-        for j in range(args.num_minibatches):
-            mb = {k: jnp.asarray(v[idx[j * mb_size : (j + 1) * mb_size]]) for k, v in data.items()}
-            grads, stats = jax.grad(pb.loss_fn, has_aux=True)(ref, mb, args)
-            step, opt = tx.update(grads, opt)
-            ref = jax.tree_util.tree_map(lambda p, u: p - lr * u, ref, step)
-            losses.append(float(stats["loss"]))
+    ref, losses, data = reference_update(args, tx, params, batch, key, lr)
     for a, b in zip(jax.tree_util.tree_leaves(new), jax.tree_util.tree_leaves(ref)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
     assert float(out["loss"]) == pytest.approx(np.mean(losses), rel=1e-4)

@@ -12,7 +12,7 @@ import torch
 
 pytest.importorskip("brax")
 
-from test_ppo_brax import TINY, make, run  # noqa: E402  # sibling file: tests/algos is on sys.path
+from test_ppo_brax import TINY, first_batch, make, reference_update, run  # noqa: E402  # sibling file: tests/algos is on sys.path
 
 from algos import ppo_brax as pb  # noqa: E402
 
@@ -28,15 +28,10 @@ def tanh_setup(tmp_path_factory):
 
 def test_rollout_stores_raw_actions_whose_ratio_is_one(tanh_setup):
     args, env, (reset, rollout, update, _, tx) = tanh_setup
-    jax, jnp = pb._jax(), pb._jnp()
-    params = pb.init_params(jax.random.PRNGKey(0), env.observation_size, env.action_size, args)
+    jax = pb._jax()
+    params, batch = first_batch(args, env, reset, rollout, seed=0)
     assert "log_std" not in params
     assert params["actor"][-1][0].shape[-1] == 2 * env.action_size  # (loc, scale)
-    obs_rms = pb.rms_init((env.observation_size,))
-    state, steps, obs_rms = reset(jax.random.PRNGKey(1), obs_rms)
-    z = jnp.zeros(args.num_envs)
-    carry = (state, steps, obs_rms, pb.rms_init((1,)), z, z, jnp.zeros(args.num_envs, jnp.int32))
-    _, batch = rollout(params, carry, jax.random.PRNGKey(2))
     b = {k: np.asarray(v) for k, v in batch.items()}
     # raw (pre-tanh) actions are stored: std ~0.7 at init puts some beyond [-1, 1]
     assert (np.abs(b["action"]) > 1).any()
@@ -55,30 +50,15 @@ def test_update_draws_one_entropy_key_per_minibatch(tanh_setup):
     """The update equals plain Adam steps on the parameter tree, minibatch j of each epoch
     estimating the entropy with its own key (Brax's sgd_step: a key per minibatch)."""
     args, env, (reset, rollout, update, _, tx) = tanh_setup
-    jax, jnp = pb._jax(), pb._jnp()
-    params = pb.init_params(jax.random.PRNGKey(5), env.observation_size, env.action_size, args)
-    obs_rms = pb.rms_init((env.observation_size,))
-    state, steps, obs_rms = reset(jax.random.PRNGKey(1), obs_rms)
-    z = jnp.zeros(args.num_envs)
-    carry = (state, steps, obs_rms, pb.rms_init((1,)), z, z, jnp.zeros(args.num_envs, jnp.int32))
-    _, batch = rollout(params, carry, jax.random.PRNGKey(2))
+    jax = pb._jax()
+    params, batch = first_batch(args, env, reset, rollout, seed=5)
     key, lr = jax.random.PRNGKey(7), 1e-2
     new, _, _ = update(params, pb.init_optimizer(tx, params), batch, key, lr)
 
-    size = args.num_envs * args.num_steps
-    mb_size = size // args.num_minibatches
-    keys = ("obs", "action", "logp", "values", "advantages", "returns")
-    data = {k: np.asarray(batch[k]).reshape(size, *batch[k].shape[2:]) for k in keys}
-    ref, opt = params, tx.init(params)
-    for key_e in jax.random.split(key, args.update_epochs):
-        idx = np.asarray(jax.random.permutation(key_e, size))
-        ent_keys = jax.random.split(jax.random.fold_in(key_e, 1), args.num_minibatches)
-        for j in range(args.num_minibatches):
-            mb = {k: jnp.asarray(v[idx[j * mb_size : (j + 1) * mb_size]]) for k, v in data.items()}
-            mb["entropy_key"] = ent_keys[j]
-            grads, _ = jax.grad(pb.loss_fn, has_aux=True)(ref, mb, args)
-            step, opt = tx.update(grads, opt)
-            ref = jax.tree_util.tree_map(lambda p, u: p - lr * u, ref, step)
+    def entropy_keys(key_e):  # Brax's sgd_step: a key per minibatch
+        return jax.random.split(jax.random.fold_in(key_e, 1), args.num_minibatches)
+
+    ref, _, _ = reference_update(args, tx, params, batch, key, lr, entropy_keys)
     for a, b in zip(jax.tree_util.tree_leaves(new), jax.tree_util.tree_leaves(ref)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
 

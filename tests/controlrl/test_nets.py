@@ -139,24 +139,12 @@ def test_fast_forward_with_autograd_gives_the_module_gradients_bit_exactly():
     assert torch.equal(value(x), value.net(x).squeeze(-1))
 
 
-def _head(twin: TwinQ, k: int) -> torch.nn.Sequential:
-    """Head k of a TwinQ as a plain Sequential of Linear and ReLU (the weights copied)."""
-    layers = []
-    for w, b in zip(twin.weights, twin.biases):
-        lin = torch.nn.Linear(w.shape[1], w.shape[2])
-        with torch.no_grad():
-            lin.weight.copy_(w[k].T)
-            lin.bias.copy_(b[k, 0])
-        layers += [lin, torch.nn.ReLU()]
-    return torch.nn.Sequential(*layers[:-1])
-
-
 def test_twin_q_is_two_plain_mlps_in_values_and_gradients():
     # the batched layers and the per-head matrix-vector output layer compute, up to float
     # rounding (other kernels sum in another order), what two separate heads do
     torch.manual_seed(4)
     twin = TwinQ(5, 2, (32, 16))
-    heads = [_head(twin, k) for k in range(2)]
+    heads = [twin.head(k) for k in range(2)]
     obs, act = torch.randn(64, 5), torch.randn(64, 2)
     y = torch.randn(2, 64)
     q = twin(obs, act)
