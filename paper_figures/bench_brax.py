@@ -177,7 +177,7 @@ def jobs(args, cache_root: Path) -> list[bench.Contender]:
     """One contender per env and batch size: host backends, then every brax pipeline."""
     out = []
     for env in args.envs.split(","):
-        sizes = [("host", "", int(n)) for n in args.host_envs.split(",")]
+        sizes = [("host", "", int(n)) for n in args.host_envs.split(",") if n.strip()]
         for pipeline in args.pipelines.split(","):
             sizes += [("brax", pipeline, int(n)) for n in args.num_envs.split(",")]
         for kind, pipeline, n in sizes:
@@ -239,7 +239,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--envs", default="ant,halfcheetah")
     p.add_argument("--pipelines", default="spring,positional,generalized,mjx")
     p.add_argument("--num-envs", default="1,64,1024", help="brax batch sizes")
-    p.add_argument("--host-envs", default="1,8,64", help="Gymnasium / EnvPool batch sizes")
+    p.add_argument(
+        "--host-envs", default="1,8,64", help="Gymnasium / EnvPool batch sizes ('': none)"
+    )
     p.add_argument("--chunk", type=float, default=1.0, help="seconds per timing chunk")
     p.add_argument("--chunks", type=int, default=3, help="chunks per path")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per worker process")
