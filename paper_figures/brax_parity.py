@@ -24,7 +24,7 @@ matched and what cannot be), with --rounds and --cpu added.
 One CPU. By default the process (and with it every JAX thread) is pinned to one CPU, so that the
 wall time of an epoch is its compute and the other core's load does not enter: on the shared
 2-core machine, unpinned epochs of the same work spread 0.52-1.43 s under a load of ~3, pinned
-ones 0.48-0.57 s (paper_figures/README.md). --cpu -1 measures unpinned (both trainers may then
+ones 0.48-0.68 s (paper_figures/README.md). --cpu -1 measures unpinned (both trainers may then
 use both cores, as XLA:CPU's thread pool does for large kernels).
 
     python paper_figures/brax_parity.py                      # 3 seeds x 3 rounds, ~10 min
