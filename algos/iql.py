@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 import envs
+from controlrl.backprop import MLPTape
 from controlrl.buffers import OfflineBuffer
 from controlrl.cli import (
     ArgError,
@@ -46,7 +47,7 @@ from controlrl.cli import (
 from controlrl.diagnostics import check_finite
 from controlrl.evaluate import evaluate
 from controlrl.losses import expectile_loss
-from controlrl.nets import TanhGaussianActor, TwinQ, ValueNet, flatten_parameters
+from controlrl.nets import LOG_2PI, TanhGaussianActor, TwinQ, ValueNet, flatten_parameters
 from controlrl.rollout import Episode
 from controlrl.seeding import eval_seed, reset_seed
 from controlrl.session import Session, Timer
@@ -62,14 +63,29 @@ def value_loss(q_target: torch.Tensor, v: torch.Tensor, tau: float) -> torch.Ten
     return expectile_loss(q_target.detach() - v, tau)
 
 
-def q_loss(
-    q: torch.Tensor, rewards: torch.Tensor, dones: torch.Tensor, next_v: torch.Tensor, gamma: float
+def value_loss_grad(q_target: torch.Tensor, v: torch.Tensor, tau: float) -> torch.Tensor:
+    """d value_loss / d v [B]: -2 |tau - 1(u < 0)| u / B with u = q_target - v."""
+    u = q_target - v
+    weight = (tau - (u < 0).to(u.dtype)).abs_()
+    return weight.mul_(u).mul_(-2.0 / u.shape[0])
+
+
+def td_target(
+    rewards: torch.Tensor, dones: torch.Tensor, next_v: torch.Tensor, gamma: float
 ) -> torch.Tensor:
-    """Mean over both heads q [2, B] of (Q(s, a) - y)^2, y = r + gamma (1 - done) V(s'):
-    done are terminals only (a timeout bootstraps). CORL averages the two heads' MSEs; the
-    original sums them (a factor 2, which Adam's step does not see)."""
-    y = rewards + gamma * (1.0 - dones) * next_v.detach()
+    """y = r + gamma (1 - done) V(s') [B]: done are terminals only (a timeout bootstraps)."""
+    return rewards + gamma * (1.0 - dones) * next_v.detach()
+
+
+def q_loss(q: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean over both heads q [2, B] of (Q(s, a) - y)^2. CORL averages the two heads' MSEs;
+    the original sums them (a factor 2, which Adam's step does not see)."""
     return (q - y).square().mean()
+
+
+def q_loss_grad(q: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """d q_loss / d q [2, B]: 2 (q - y) / (2 B)."""
+    return (q - y).mul_(2.0 / q.numel())
 
 
 def awr_loss(
@@ -81,33 +97,29 @@ def awr_loss(
     return -(w * logp).mean(), w
 
 
-def iql_losses(nets: Nets, batch: dict[str, torch.Tensor], args: Args) -> dict[str, torch.Tensor]:
-    """V, Q and actor losses of one minibatch (they touch disjoint parameters, so one backward
-    of their sum gives each net its own gradient), plus detached statistics. The value target
-    and the advantage read the TARGET critic; the policy enters only the actor loss."""
-    with torch.no_grad():
-        q_target = nets.q_target(batch["obs_actions"]).amin(0)  # [B] (amin: no argmin kept)
-        next_v = nets.value(batch["next_obs"])
-    v = nets.value(batch["obs"])
-    adv = q_target - v
-    loss_v = value_loss(q_target, v, args.tau)
-    q = nets.q(batch["obs_actions"])  # [2, B]
-    loss_q = q_loss(q, batch["rewards"], batch["dones"], next_v, args.gamma)
-    loss_pi, w = awr_loss(nets.policy.log_prob(batch["obs"], batch["actions"]), adv, args.beta)
-    with torch.no_grad():
-        stats = torch.stack(
-            [
-                loss_v,
-                loss_q,
-                loss_pi,
-                v.mean(),
-                q.mean(),
-                adv.mean(),
-                w.mean(),
-                (w >= EXP_ADV_MAX).float().mean(),
-            ]
-        )
-    return {"v": loss_v, "q": loss_q, "pi": loss_pi, "stats": stats}
+def actor_loss_grads(
+    policy: TanhGaussianActor, out: torch.Tensor, actions: torch.Tensor, adv, beta: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """awr_loss of policy.log_prob from the actor MLP's output `out` [B, A], with its weights
+    and gradients: (loss, w, dL/d out [B, A], dL/d log_std [A]). With m = max_action,
+    l = clamp(log_std), mean = m tanh(out), e = (a - mean) exp(-l):
+    log pi = -sum e^2 / 2 - sum l - const, dL/d log pi = -w / B, so
+    dL/d out = -(w / B) e exp(-l) m (1 - tanh(out)^2) and
+    dL/d log_std = -sum_b (w / B) (e^2 - 1) where log_std is inside the clamp, else 0."""
+    t = torch.tanh(out)
+    max_action = policy.max_action
+    log_std = policy.log_std.detach()
+    clamped = log_std.clamp(policy.log_std_min, policy.log_std_max)
+    inv_std = torch.exp(-clamped)
+    e = (actions - t * max_action) * inv_std
+    e2 = e.square()
+    logp = e2.sum(-1).mul_(-0.5) - clamped.sum() - 0.5 * LOG_2PI * e.shape[-1]
+    loss, w = awr_loss(logp, adv, beta)
+    c = w.mul(-1.0 / w.shape[0])[:, None]  # dL/d log pi [B, 1]
+    g_out = (e * inv_std).mul_(c).mul_(max_action).mul_(t.square().neg_().add_(1.0))
+    inside = (log_std >= policy.log_std_min) & (log_std <= policy.log_std_max)
+    g_log_std = e2.sub_(1.0).mul_(c).sum(0).mul_(inside)
+    return loss, w, g_out, g_log_std
 
 
 @dataclass
@@ -209,8 +221,10 @@ class Nets:
 
 
 class Learner:
-    """One Adam per net, each over one flat parameter (fused), and the flat target critic:
-    a gradient step is three losses, one backward, three fused Adam steps, one lerp."""
+    """One Adam per net, each over one flat parameter (fused), and the flat target critic. A
+    gradient step runs the nets on tapes (controlrl.backprop: forward and backward written
+    out, buffers reused), takes each loss's gradient with respect to its net's output as
+    written beside the loss above, backpropagates it, then three fused Adam steps, one lerp."""
 
     def __init__(self, nets: Nets, args: Args) -> None:
         self.nets, self.args = nets, args
@@ -220,6 +234,12 @@ class Learner:
         self.target_flat = flatten_parameters(nets.q_target)
         self.q_flat = params_of(self.opt_q)[0]
         self.stats = torch.zeros(len(STATS))
+        n = args.batch_size  # tapes after flattening: they write into the flat gradients
+        self.pi_tape = MLPTape.of_sequential(nets.policy.net, n)
+        self.v_tape = MLPTape.of_sequential(nets.value.net, n)
+        self.next_v_tape = MLPTape.of_sequential(nets.value.net, n)  # V(s'): forward only
+        self.q_tapes = [MLPTape.of_twin_head(nets.q, k, n) for k in range(2)]
+        self.target_tapes = [MLPTape.of_twin_head(nets.q_target, k, n) for k in range(2)]
 
     def optimizers(self) -> dict:
         """The optimisers under their checkpoint names."""
@@ -229,26 +249,60 @@ class Learner:
             "v_optimizer": self.opt_v,
         }
 
+    @torch.no_grad()
+    def gradients(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Write this minibatch's gradient into every trained parameter's .grad (the actor's
+        alone with --bc) and return the step's STATS. All three losses read the nets as they
+        are before the step; the value target and the advantage read the TARGET critic, the
+        policy enters only the actor loss."""
+        args, policy, s, sa = self.args, self.nets.policy, batch["obs"], batch["obs_actions"]
+        if args.bc:  # beta 0 with A = 0: w = 1, -mean(log pi)
+            adv = torch.zeros(len(s))
+            loss_pi, *_ = self._actor(policy, batch, adv, 0.0)
+            return torch.zeros(len(STATS)).index_fill_(0, torch.tensor([2]), loss_pi)
+        q_target = torch.minimum(*(tape.forward(sa) for tape in self.target_tapes)).squeeze(-1)
+        next_v = self.next_v_tape.forward(batch["next_obs"]).squeeze(-1)
+        v = self.v_tape.forward(s).squeeze(-1)
+        self.v_tape.backward(value_loss_grad(q_target, v, args.tau)[:, None])
+        y = td_target(batch["rewards"], batch["dones"], next_v, args.gamma)
+        q = torch.stack([tape.forward(sa).squeeze(-1) for tape in self.q_tapes])  # [2, B]
+        g_q = q_loss_grad(q, y)
+        for k, tape in enumerate(self.q_tapes):
+            tape.backward(g_q[k, :, None])
+        adv = q_target - v
+        loss_pi, w = self._actor(policy, batch, adv, args.beta)
+        return torch.stack(
+            [
+                value_loss(q_target, v, args.tau),
+                q_loss(q, y),
+                loss_pi,
+                v.mean(),
+                q.mean(),
+                adv.mean(),
+                w.mean(),
+                (w >= EXP_ADV_MAX).float().mean(),
+            ]
+        )
+
+    def _actor(self, policy: TanhGaussianActor, batch, adv: torch.Tensor, beta: float):
+        """The actor's AWR loss and weights; its gradient into .grad."""
+        out = self.pi_tape.forward(batch["obs"])
+        loss, w, g_out, g_log_std = actor_loss_grads(policy, out, batch["actions"], adv, beta)
+        self.pi_tape.backward(g_out)
+        policy.log_std.grad.copy_(g_log_std)
+        return loss, w
+
     def step(self, batch: dict[str, torch.Tensor], actor_lr: float) -> None:
         """One gradient step of all three nets (the actor alone with --bc) and the target."""
         self.opt_pi.param_groups[0]["lr"] = actor_lr
+        self.stats += self.gradients(batch)
         if self.args.bc:
-            logp = self.nets.policy.log_prob(batch["obs"], batch["actions"])
-            loss = -logp.mean()
-            self.opt_pi.zero_grad(set_to_none=False)
-            loss.backward()
             self.opt_pi.step()
-            self.stats[2] += loss.detach()
             return
-        losses = iql_losses(self.nets, batch, self.args)
-        for opt in (self.opt_pi, self.opt_q, self.opt_v):
-            opt.zero_grad(set_to_none=False)
-        (losses["v"] + losses["q"] + losses["pi"]).backward()
         for opt in (self.opt_pi, self.opt_q, self.opt_v):
             opt.step()
         with torch.no_grad():
             self.target_flat.lerp_(self.q_flat, self.args.polyak)
-        self.stats += losses["stats"]
 
     def pop_stats(self, steps: int) -> dict[str, float]:
         """Means of the statistics over the last `steps` steps (one sync), then reset."""

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from algos import iql
-from algos.iql import Args, Learner, Nets, awr_loss, iql_losses, q_loss
+from algos.iql import Args, Learner, Nets, awr_loss, q_loss, td_target
 from controlrl import checkpoint
 from controlrl.buffers import OfflineBuffer
 from controlrl.cli import parse
@@ -107,7 +107,42 @@ def test_q_target_masks_terminals_only():
     dones = torch.tensor([1.0, 0.0, 0.0])  # a terminal, a timeout (not done), a plain step
     next_v = torch.tensor([10.0, 10.0, 10.0])
     y = torch.tensor([1.0, 2.0 + 0.9 * 10, 3.0 + 0.9 * 10])
-    assert q_loss(q, rewards, dones, next_v, 0.9).item() == pytest.approx(y.square().mean().item())
+    assert torch.equal(td_target(rewards, dones, next_v, 0.9), y)
+    assert q_loss(q, y).item() == pytest.approx(y.square().mean().item())
+
+
+def test_written_out_gradients_equal_autograd_of_the_losses():
+    # the gradients Learner.gradients backpropagates, against autograd of the loss definitions
+    gen = torch.Generator().manual_seed(0)
+    q_t, v = torch.randn(2, 50, generator=gen).unbind(0)
+    v = v.requires_grad_()
+    (ref,) = torch.autograd.grad(iql.value_loss(q_t, v, 0.8), v)
+    torch.testing.assert_close(iql.value_loss_grad(q_t, v.detach(), 0.8), ref)
+    q = torch.randn(2, 50, generator=gen, requires_grad=True)
+    y = torch.randn(50, generator=gen)
+    (ref,) = torch.autograd.grad(q_loss(q, y), q)
+    torch.testing.assert_close(iql.q_loss_grad(q.detach(), y), ref)
+
+
+@pytest.mark.parametrize("log_std", [[0.3, -1.0, 1.5], [-6.0, 2.0, 2.5]])  # in, at, out clamp
+def test_actor_gradients_equal_autograd_of_awr_on_log_prob(log_std):
+    torch.manual_seed(0)
+    policy = iql.TanhGaussianActor(4, 3, (8,), torch.tensor([1.0, 2.0, 0.5]))
+    with torch.no_grad():
+        policy.log_std.copy_(torch.tensor(log_std))
+    obs, actions, adv = torch.randn(20, 4), torch.rand(20, 3) - 0.5, torch.randn(20)
+    out = policy.net(obs).detach().requires_grad_()  # the MLP's output: the tape's boundary
+    mean_net = policy.net
+    policy.net = torch.nn.Identity()  # log_prob(out) = the density given the MLP's output
+    ref_loss, ref_w = awr_loss(policy.log_prob(out, actions), adv, beta=2.0)
+    ref = torch.autograd.grad(ref_loss, [out, policy.log_std])
+    policy.net = mean_net
+    loss, w, g_out, g_log_std = iql.actor_loss_grads(policy, out.detach(), actions, adv, 2.0)
+    torch.testing.assert_close(loss, ref_loss.detach())
+    assert torch.equal(w, ref_w)
+    torch.testing.assert_close(g_out, ref[0])
+    torch.testing.assert_close(g_log_std, ref[1])
+    assert (g_log_std[2] == 0.0) == (log_std[2] > 2.0)  # no gradient outside the clamp
 
 
 def buffer_and_batch(ds: Dataset, nets: Nets, batch_size: int = 64):
@@ -115,9 +150,12 @@ def buffer_and_batch(ds: Dataset, nets: Nets, batch_size: int = 64):
     return buf, buf.sample(batch_size)
 
 
-def value_grads(nets: Nets, batch, args) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    losses = iql_losses(nets, batch, args)
-    return losses, torch.autograd.grad(losses["v"], list(nets.value.parameters()))
+def losses_and_grads(nets: Nets, batch, args, net: str = "value"):
+    """Learner.gradients on one batch: the losses {v, q, pi} and the gradients of one net."""
+    args.batch_size = len(batch["obs"])
+    stats = Learner(nets, args).gradients(batch)
+    losses = dict(zip(("v", "q", "pi"), stats[:3]))
+    return losses, [p.grad.clone() for p in getattr(nets, net).parameters()]
 
 
 def perturb(module: torch.nn.Module, seed: int) -> None:
@@ -133,17 +171,17 @@ def test_value_target_reads_the_target_critic_and_never_the_policy():
     perturb(nets.q_target, 1)  # target and online critic differ
     _, batch = buffer_and_batch(ds, nets)
     args = Args(dataset="x")
-    base, base_grads = value_grads(nets, batch, args)
+    base, base_grads = losses_and_grads(nets, batch, args)
     for changed in ("policy", "q"):  # neither may move V's loss or gradient
         moved = small_nets()
         moved.q_target.load_state_dict(nets.q_target.state_dict())
         perturb(getattr(moved, changed), 2)
-        losses, grads = value_grads(moved, batch, args)
+        losses, grads = losses_and_grads(moved, batch, args)
         assert torch.equal(losses["v"], base["v"]), changed
         assert all(torch.equal(a, b) for a, b in zip(grads, base_grads)), changed
     moved = small_nets()
     perturb(moved.q_target, 3)  # another target critic: V's loss and the AWR weights move
-    losses, _ = value_grads(moved, batch, args)
+    losses, _ = losses_and_grads(moved, batch, args)
     assert not torch.equal(losses["v"], base["v"])
     assert not torch.equal(losses["pi"], base["pi"])
     assert torch.equal(losses["q"], base["q"])  # Q regresses onto r + gamma V(s'), not Q_targ
@@ -162,13 +200,14 @@ def test_q_loss_bootstraps_timeouts_through_the_buffer():
         y = batch["rewards"] + args.gamma * torch.tensor([0.0, 1.0]) * next_v
         expected = (nets.q(batch["obs_actions"]) - y).square().mean()
     assert ds.timeouts[199] and not ds.terminals[199]
-    assert iql_losses(nets, batch, args)["q"].item() == pytest.approx(expected.item(), rel=1e-6)
+    losses, _ = losses_and_grads(nets, batch, args, "q")
+    assert losses["q"].item() == pytest.approx(expected.item(), rel=1e-6)
 
 
 def test_polyak_update_moves_the_target_a_fraction_towards_q():
     ds = rollout_dataset(steps=200)
     nets = small_nets()
-    args = Args(dataset="x", polyak=0.05)
+    args = Args(dataset="x", polyak=0.05, batch_size=32)
     learner = Learner(nets, args)
     buf = OfflineBuffer.from_dataset(ds, normalize_obs=True)
     old_target = [p.clone() for p in nets.q_target.parameters()]
@@ -184,7 +223,10 @@ def test_polyak_update_moves_the_target_a_fraction_towards_q():
 def test_bc_trains_the_same_actor_as_beta_zero_bit_for_bit_and_leaves_the_critics():
     ds = rollout_dataset(steps=200)
     actors = []
-    for args in (Args(dataset="x", bc=True), Args(dataset="x", beta=0.0)):
+    for args in (
+        Args(dataset="x", bc=True, batch_size=32),
+        Args(dataset="x", beta=0.0, batch_size=32),
+    ):
         nets = small_nets()
         value_before = [p.clone() for p in nets.value.parameters()]
         learner = Learner(nets, args)
@@ -202,7 +244,7 @@ class ReferenceIQL:
     """The IQL update written plainly, as CORL's algorithms/offline/iql.py: separate nn.Linear
     Q heads, torch.distributions.Normal, per-tensor torch.optim.Adam, a per-tensor Polyak
     update; the same initial weights as `nets`. Guards Learner.step's restructured fast path
-    (batched twin heads, flat parameters, fused Adam, one backward)."""
+    (tapes with the backward written out, flat parameters, fused Adam)."""
 
     def __init__(self, nets: Nets, args: Args) -> None:
         self.args = args
@@ -251,7 +293,9 @@ def test_learner_step_matches_a_plain_reference_implementation_over_steps():
     ds.terminals[::5] = True  # some terminals (Pendulum has none): the bootstrap mask counts
     nets = small_nets(seed=7)
     perturb(nets.q_target, 4)  # target and online critic differ from the start
-    args = Args(dataset="x", beta=10.0, tau=0.8, polyak=0.1, actor_lr=1e-3, critic_lr=2e-3)
+    args = Args(
+        dataset="x", beta=10.0, tau=0.8, polyak=0.1, actor_lr=1e-3, critic_lr=2e-3, batch_size=64
+    )
     reference = ReferenceIQL(nets, args)
     learner = Learner(nets, args)
     buf = OfflineBuffer.from_dataset(ds, normalize_obs=True, seed=3)
