@@ -264,11 +264,11 @@ class Learner:
         alone with --bc) and return the step's STATS. All three losses read the nets as they
         are before the step; the value target and the advantage read the TARGET critic, the
         policy enters only the actor loss."""
-        args, policy, s, sa = self.args, self.nets.policy, batch["obs"], batch["obs_actions"]
+        args, s, sa = self.args, batch["obs"], batch["obs_actions"]
         if args.bc:  # beta 0 with A = 0: w = 1, -mean(log pi)
-            adv = torch.zeros(len(s))
-            loss_pi, *_ = self._actor(policy, batch, adv, 0.0)
-            return torch.zeros(len(STATS)).index_fill_(0, torch.tensor([2]), loss_pi)
+            stats = torch.zeros(len(STATS))
+            stats[2], _ = self._actor(batch, torch.zeros(len(s)), 0.0)
+            return stats
         q_target = torch.minimum(*(tape.forward(sa) for tape in self.target_tapes)).squeeze(-1)
         next_v = self.next_v_tape.forward(batch["next_obs"]).squeeze(-1)
         v = self.v_tape.forward(s).squeeze(-1)
@@ -279,7 +279,7 @@ class Learner:
         for k, tape in enumerate(self.q_tapes):
             tape.backward(g_q[k, :, None])
         adv = q_target - v
-        loss_pi, w = self._actor(policy, batch, adv, args.beta)
+        loss_pi, w = self._actor(batch, adv, args.beta)
         return torch.stack(
             [
                 value_loss(q_target, v, args.tau),
@@ -293,8 +293,9 @@ class Learner:
             ]
         )
 
-    def _actor(self, policy: TanhGaussianActor, batch, adv: torch.Tensor, beta: float):
+    def _actor(self, batch, adv: torch.Tensor, beta: float):
         """The actor's AWR loss and weights; its gradient into .grad."""
+        policy = self.nets.policy
         out = self.pi_tape.forward(batch["obs"])
         loss, w, g_out, g_log_std = actor_loss_grads(policy, out, batch["actions"], adv, beta)
         self.pi_tape.backward(g_out)
