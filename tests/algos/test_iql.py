@@ -222,7 +222,7 @@ def test_polyak_update_moves_the_target_a_fraction_towards_q():
 
 def test_bc_trains_the_same_actor_as_beta_zero_bit_for_bit_and_leaves_the_critics():
     ds = rollout_dataset(steps=200)
-    actors = []
+    actors, losses = [], []
     for args in (
         Args(dataset="x", bc=True, batch_size=32),
         Args(dataset="x", beta=0.0, batch_size=32),
@@ -236,7 +236,9 @@ def test_bc_trains_the_same_actor_as_beta_zero_bit_for_bit_and_leaves_the_critic
         moved = not all(torch.equal(a, b) for a, b in zip(value_before, nets.value.parameters()))
         assert moved == (not args.bc)
         actors.append([p.clone() for p in nets.policy.parameters()])
+        losses.append(learner.pop_stats(20)["train/actor_loss"])  # the logged -mean(log pi)
     assert all(torch.equal(a, b) for a, b in zip(*actors))
+    assert losses[0] == losses[1] and losses[0] != 0.0
     assert not torch.equal(actors[0][0], small_nets().policy.net[0].weight)  # it learned
 
 
