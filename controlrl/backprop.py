@@ -3,7 +3,7 @@ a buffer allocated once, the backward writes every parameter gradient in place i
 parameters' .grad (views of an optimiser's flat gradient, controlrl.nets.flatten_parameters).
 
 Why: an IQL step is ~15 matrix products of 256 x 256 at this CPU's rate plus ~250 small ops;
-under autograd the small ops and fresh activation tensors (cache-cold, from malloc) cost ~10%
+under autograd the small ops and fresh activation tensors (cache-cold, from malloc) cost ~8%
 of the step, which buffers reused every step and no graph avoid (paper_figures/bench_iql.py).
 The products are the ones autograd runs (x W + b forward; x^T g, g W^T backward), so the
 numbers equal autograd's up to float rounding (tests/controlrl/test_backprop.py)."""
