@@ -1,7 +1,10 @@
 """Many (algorithm, env, seed) runs: each a separate process running the algorithm's own script.
 
-The sweep directory holds sweep.json (the configuration and every run's status: queued, running,
-done, failed with the tail of its log) and runs/<algo>/<env>/seed<n>/ (each run's own directory).
+The sweep directory holds sweep.json (the configuration, every run's status: queued, running,
+done, failed with the tail of its log, and the driver's pid, host, state and heartbeat),
+runs/<algo>/<env>/seed<n>/ (each run's own directory), state/<algo>/<env>/seed<n>.json (what
+each run says about itself while it lives: started, heartbeat, node, attempt), sweep.lock (held
+by the driver) and sweep.marker (a token each node checks to prove it sees the same directory).
 Re-running the same sweep skips finished runs and resumes killed ones from their checkpoints.
 Backends: a local pool of worker threads, each driving one subprocess (default, no dependency),
 or Ray (`pip install .[ray]`), where the same task function runs under ray.remote.
@@ -9,13 +12,17 @@ or Ray (`pip install .[ray]`), where the same task function runs under ray.remot
 
 from __future__ import annotations
 
+import fcntl
 import json
+import math
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,10 +30,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ALGOS_DIR = ROOT / "algos"
 STATUSES = ("queued", "running", "done", "failed")
+RUN_STATES = ("running", "done", "failed")  # what a run's own state file says
+DRIVER_STATES = ("running", "finished", "interrupted")
+HEARTBEAT_S = 5.0  # the driver and every run rewrite their heartbeat this often
+STALE_S = 30.0  # a heartbeat older than this belongs to a process that is gone
+CONNECT_TIMEOUT_S = 30.0  # joining a Ray cluster
+MAX_SEEDS = 10_000
+MAX_TIMESTEPS = 10**12
+MAX_WORKERS = 1024
+LOCK_NAME, MARKER_NAME = "sweep.lock", "sweep.marker"
+OWN_FILES = {LOCK_NAME, MARKER_NAME}  # what a sweep writes before sweep.json
 
 
 class SweepError(ValueError):
     """Bad sweep input; the message names the problem."""
+
+
+class SweepTimeout(SweepError):
+    """A Ray cluster did not answer in time (the connecting thread may still be stuck)."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +61,7 @@ class Task:
     run_dir: str
     script: str
     extra: tuple[str, ...] = ()
+    state: str = ""  # the run's own state file (status, heartbeat, node), "" for none
 
     @property
     def run_id(self) -> str:
@@ -80,15 +102,24 @@ def write_rows(path: str | Path, rows: list[dict], fields=None) -> None:
 
 
 def check_config(config: SweepConfig, algos_dir: Path = ALGOS_DIR) -> None:
-    """Raise SweepError for an unknown algorithm or env id or a non-positive count."""
+    """Raise SweepError for an unknown algorithm or env id, a repeated entry or a count out of
+    range."""
     from envs import UnknownEnvError, check_env_id
 
     if config.seeds <= 0:
         raise SweepError(f"--seeds must be > 0, got {config.seeds}")
+    if config.seeds > MAX_SEEDS:
+        raise SweepError(f"--seeds must be <= {MAX_SEEDS}, got {config.seeds}")
     if config.total_timesteps <= 0:
         raise SweepError(f"--total-timesteps must be > 0, got {config.total_timesteps}")
+    if config.total_timesteps > MAX_TIMESTEPS:
+        raise SweepError(f"--total-timesteps must be <= 1e12, got {config.total_timesteps}")
     if not config.algos or not config.envs:
         raise SweepError("--algos and --envs must each name at least one entry")
+    for flag, names in (("--algos", config.algos), ("--envs", config.envs)):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:  # two workers would share one run directory
+            raise SweepError(f"{flag} names {', '.join(twice)} more than once")
     known = sorted(p.stem for p in algos_dir.glob("*.py") if not p.stem.startswith("_"))
     for algo in config.algos:
         if algo not in known:
@@ -101,45 +132,100 @@ def check_config(config: SweepConfig, algos_dir: Path = ALGOS_DIR) -> None:
 
 
 def plan(config: SweepConfig, out: Path, algos_dir: Path = ALGOS_DIR) -> list[Task]:
-    """Every (algo, env, seed) of the sweep, seeds numbered 1..n."""
-    return [
-        Task(
-            algo,
-            env_id,
-            seed,
-            config.total_timesteps,
-            str(out / "runs" / algo / env_id.replace(":", "_") / f"seed{seed}"),
-            str(algos_dir / f"{algo}.py"),
-            tuple(config.extra),
-        )
-        for algo in config.algos
-        for env_id in config.envs
-        for seed in range(1, config.seeds + 1)
-    ]
+    """Every (algo, env, seed) of the sweep, seeds numbered 1..n, with absolute paths."""
+    out, algos_dir = Path(out).expanduser().resolve(), Path(algos_dir).expanduser().resolve()
+    tasks = []
+    for algo in config.algos:
+        for env_id in config.envs:
+            tag = env_id.replace(":", "_")
+            for seed in range(1, config.seeds + 1):
+                tasks.append(
+                    Task(
+                        algo,
+                        env_id,
+                        seed,
+                        config.total_timesteps,
+                        str(out / "runs" / algo / tag / f"seed{seed}"),
+                        str(algos_dir / f"{algo}.py"),
+                        tuple(config.extra),
+                        str(out / "state" / algo / tag / f"seed{seed}.json"),
+                    )
+                )
+    return tasks
 
 
 def is_done(run_dir: Path) -> bool:
     """A run is finished once it wrote its final evaluation."""
-    return (run_dir / "final_eval.json").exists()
+    return (Path(run_dir) / "final_eval.json").exists()
 
 
-def run_task(task: Task, log_tail_lines: int = 20) -> dict:
+def _write_json(path: Path, data: dict) -> None:
+    """Atomic: readers on any node see the old or the new file, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+def read_run_state(path: str | Path) -> dict | None:
+    """A run's own record (status, started, heartbeat, node, attempt, start_step), or None."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("status") not in RUN_STATES:
+        return None
+    if not all(_is_number(data.get(k)) for k in ("started", "heartbeat", "start_step")):
+        return None
+    return data
+
+
+def _node_problem(task: Task, marker: tuple[str, str], node: str) -> str:
+    """Why this node cannot run the task (empty if it can): the sweep directory must be the one
+    the driver wrote its marker into, and the checkout must sit at the driver's path."""
+    path, token = marker
+    try:
+        seen = Path(path).read_text().strip()
+    except OSError:
+        seen = None
+    if seen != token:
+        what = "is missing" if seen is None else "belongs to another sweep"
+        return (
+            f"--out {Path(path).parent} is not shared with node {node}: the driver's marker "
+            f"{Path(path).name} {what} there; put --out on a file system every node mounts"
+        )
+    if not Path(task.script).exists():
+        return f"{task.script} does not exist on node {node}: every node needs the same checkout"
+    return ""
+
+
+def run_task(
+    task: Task,
+    log_tail_lines: int = 20,
+    marker: tuple[str, str] | None = None,
+    node: str | None = None,
+) -> dict:
     """Run (or resume) one task to completion in a subprocess; the same function for every backend.
 
-    Returns {"run_id", "status": "done"|"failed", "returncode", "error", "seconds"}.
+    With `marker` (path, token) the task first checks that it sees the driver's sweep directory
+    and refuses otherwise (status "refused"). While the run lives, its state file
+    (task.state) says so, with a heartbeat; at the end it holds the outcome.
+    Returns {"run_id", "status": "done"|"failed"|"refused", "returncode", "error", "seconds",
+    "node", "attempt", "start_step"}.
     """
     run_dir = Path(task.run_dir)
     start = time.time()
+    node = node or socket.gethostname()
+    result = {"run_id": task.run_id, "node": node, "attempt": 0, "start_step": 0}
+    problem = _node_problem(task, marker, node) if marker is not None else ""
+    if problem:
+        return {**result, "status": "refused", "returncode": -1, "error": problem, "seconds": 0.0}
     if is_done(run_dir):
-        return {
-            "run_id": task.run_id,
-            "status": "done",
-            "returncode": 0,
-            "error": "",
-            "seconds": 0.0,
-        }
+        return {**result, "status": "done", "returncode": 0, "error": "", "seconds": 0.0}
+    start_step = 0
     if (run_dir / "checkpoints" / "latest.pt").exists():
         cmd = [sys.executable, task.script, "--resume", str(run_dir)]
+        start_step = _last_step(run_dir)
     else:
         if run_dir.exists():  # killed before its first checkpoint: nothing worth keeping
             shutil.rmtree(run_dir)
@@ -157,13 +243,28 @@ def run_task(task: Task, log_tail_lines: int = 20) -> dict:
             "--no-progress",
             *task.extra,
         ]
+    state_path = Path(task.state) if task.state else None
+    previous = read_run_state(state_path) if state_path else None
+    attempt = (previous or {}).get("attempt", 0) + 1 if previous else 1
+    state = {
+        "status": "running",
+        "started": start,
+        "heartbeat": start,
+        "node": node,
+        "host": socket.gethostname(),
+        "pid": None,
+        "attempt": attempt,
+        "start_step": start_step,
+    }
     log_path = run_dir.parent / f"{run_dir.name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    # the run imports this checkout's packages, whatever is installed or the working directory
+    pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"), "PYTHONPATH": pythonpath}
     with log_path.open("a") as log:
         log.write(f"$ {' '.join(cmd)}\n")
         log.flush()
-        env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             cmd,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -171,17 +272,34 @@ def run_task(task: Task, log_tail_lines: int = 20) -> dict:
             env=env,
             preexec_fn=_die_with_parent,
         )
+        state["pid"] = proc.pid
+        while True:
+            if state_path:
+                _write_json(state_path, state)
+            try:
+                proc.wait(timeout=HEARTBEAT_S)
+                break
+            except subprocess.TimeoutExpired:
+                state["heartbeat"] = time.time()
     ok = proc.returncode == 0 and is_done(run_dir)
     error = ""
     if not ok:
         lines = log_path.read_text(errors="replace").splitlines()
         error = "\n".join(lines[-log_tail_lines:])
+    now = time.time()
+    state.update(
+        status="done" if ok else "failed", heartbeat=now, ended=now, returncode=proc.returncode
+    )
+    if state_path:
+        _write_json(state_path, state)
     return {
-        "run_id": task.run_id,
-        "status": "done" if ok else "failed",
+        **result,
+        "status": state["status"],
         "returncode": proc.returncode,
         "error": error,
-        "seconds": time.time() - start,
+        "seconds": now - start,
+        "attempt": attempt,
+        "start_step": start_step,
     }
 
 
@@ -195,79 +313,336 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-class StatusFile:
-    """sweep.json: the configuration and per-run status; written atomically, under a lock."""
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
-    def __init__(self, out: Path, config: SweepConfig) -> None:
-        self.path = out / "sweep.json"
+
+def _is_str_list(value) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _status_problem(data) -> str:
+    """What is wrong with a parsed sweep.json (empty if nothing)."""
+    if not isinstance(data, dict):
+        return f"expected a JSON object, got a {type(data).__name__}"
+    for key in ("config", "runs"):
+        if key not in data:
+            return f"missing key '{key}'"
+    config, runs = data["config"], data["runs"]
+    if not isinstance(config, dict):
+        return "'config' is not an object"
+    for key, ok in (
+        ("algos", _is_str_list),
+        ("envs", _is_str_list),
+        ("extra", _is_str_list),
+        ("seeds", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+        ("total_timesteps", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    ):
+        if key not in config:
+            return f"missing key 'config.{key}'"
+        if not ok(config[key]):
+            return f"'config.{key}' has the wrong type ({type(config[key]).__name__})"
+    if not isinstance(runs, dict):
+        return "'runs' is not an object"
+    for run_id, run in runs.items():
+        if not isinstance(run, dict):
+            return f"run '{run_id}' is not an object"
+        if len(run_id.split("/")) != 3:
+            return f"run id '{run_id}' is not <algo>/<env>/seed<n>"
+        if run.get("status") not in STATUSES:
+            return f"run '{run_id}' has status {run.get('status')!r} (allowed: {STATUSES})"
+        for key in ("started", "ended", "seconds", "start_step"):
+            if key in run and not _is_number(run[key]):
+                return f"'{run_id}.{key}' is not a number"
+        if "error" in run and not isinstance(run["error"], str):
+            return f"'{run_id}.error' is not a string"
+    driver = data.get("driver")
+    if driver is not None:
+        if not isinstance(driver, dict):
+            return "'driver' is not an object"
+        if driver.get("state") not in DRIVER_STATES:
+            return f"'driver.state' is {driver.get('state')!r} (allowed: {DRIVER_STATES})"
+        for key in ("pid", "heartbeat", "slots"):
+            if not _is_number(driver.get(key)):
+                return f"'driver.{key}' is not a number"
+        if not isinstance(driver.get("host"), str):
+            return "'driver.host' is not a string"
+    return ""
+
+
+def load_status(out: Path) -> dict:
+    """sweep.json of `out`, checked; SweepError (one line naming the file) if it is not one."""
+    path = Path(out) / "sweep.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SweepError(f"{path} is not a readable sweep file ({detail})") from None
+    problem = _status_problem(data)
+    if problem:
+        raise SweepError(f"{path} is not a valid sweep file: {problem}")
+    return data
+
+
+class OutLock:
+    """An exclusive lock on a sweep directory, held by the driver for the life of the sweep.
+
+    flock on `<out>/sweep.lock`: the kernel drops it when its holder dies, so a lock left by a
+    dead process is simply taken over; the file names the holder for the refusal message."""
+
+    def __init__(self, out: Path) -> None:
+        self.path = Path(out) / LOCK_NAME
+        self.fd: int | None = None
+
+    def acquire(self, wait_s: float = 2.0, record: bool = True) -> OutLock:
+        """Take the lock (waiting up to wait_s for a passing reader) or raise SweepError."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.time() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.time() >= deadline:
+                    holder = self.holder()
+                    os.close(fd)
+                    raise SweepError(
+                        f"{self.path.parent} is in use by another sweep (pid "
+                        f"{holder.get('pid', '?')} on {holder.get('host', '?')}); wait for it "
+                        "to end or use another --out"
+                    ) from None
+                time.sleep(0.1)
+        if record:
+            os.ftruncate(fd, 0)
+            os.pwrite(
+                fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode(), 0
+            )
+        self.fd = fd
+        return self
+
+    def holder(self) -> dict:
+        """Who wrote the lock file last ({} if nobody or unreadable)."""
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def held_by_other(self) -> bool:
+        """Whether a live process holds the lock (checked without waiting)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # also drops a shared lock taken above
+
+    def release(self) -> None:
+        """Drop the lock."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def driver_alive(out: Path, data: dict) -> bool:
+    """Whether the sweep's driver still runs: it holds the lock on `out`, or it runs on another
+    host (whose lock this file system may not show) and its heartbeat is recent."""
+    driver = data.get("driver")
+    if not driver or driver.get("state") != "running":
+        return False
+    if OutLock(out).held_by_other():
+        return True
+    other_host = driver.get("host") != socket.gethostname()
+    return other_host and time.time() - driver["heartbeat"] < STALE_S
+
+
+def repair(out: Path) -> dict:
+    """sweep.json with a dead driver's `running` replaced: the sweep marked interrupted, its
+    runs queued (a rerun resumes them). Written back under the lock; returns the data."""
+    out = Path(out)
+    data = load_status(out)
+    driver = data.get("driver")
+    if not driver or driver.get("state") != "running" or driver_alive(out, data):
+        return data
+    lock = OutLock(out)
+    try:
+        lock.acquire(wait_s=0.0, record=False)
+    except (SweepError, OSError):
+        return data  # a sweep just started, or the directory is read-only: report unrepaired
+    try:
+        data = load_status(out)
+        if data.get("driver", {}).get("state") == "running":
+            data["driver"]["state"] = "interrupted"
+            for run in data["runs"].values():
+                if run["status"] == "running":
+                    run["status"] = "queued"
+            _write_json(out / "sweep.json", data)
+    except OSError:
+        pass
+    finally:
+        lock.release()
+    return data
+
+
+class StatusFile:
+    """sweep.json: the configuration, per-run status and the driver's record (pid, host,
+    state, heartbeat, slots); written atomically, under a lock."""
+
+    def __init__(self, out: Path, config: SweepConfig, driver: dict | None = None) -> None:
+        self.path = Path(out) / "sweep.json"
         self.lock = threading.Lock()
-        out.mkdir(parents=True, exist_ok=True)
-        self.data = {"config": asdict(config), "runs": {}}
+        Path(out).mkdir(parents=True, exist_ok=True)
+        self.data: dict = {"config": asdict(config), "runs": {}}
         if self.path.exists():  # check_out_dir made sure the configuration is the same
-            self.data["runs"] = json.loads(self.path.read_text())["runs"]
+            self.data["runs"] = load_status(Path(out))["runs"]
+        if driver is not None:
+            self.data["driver"] = driver
 
     def set(self, run_id: str, **fields) -> None:
+        """Update one run's record and write the file."""
         with self.lock:
             self.data["runs"].setdefault(run_id, {}).update(fields)
-            tmp = self.path.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(self.data, indent=1))
-            os.replace(tmp, self.path)
+            _write_json(self.path, self.data)
+
+    def set_driver(self, **fields) -> None:
+        """Update the driver's record and write the file."""
+        with self.lock:
+            self.data.setdefault("driver", {}).update(fields)
+            _write_json(self.path, self.data)
 
 
 def check_out_dir(out: Path, config: SweepConfig) -> None:
     """Raise SweepError if `out` holds a sweep with another configuration (or is not a sweep)."""
-    status = out / "sweep.json"
-    if status.exists():
-        saved = json.loads(status.read_text())
-        if saved.get("config") != asdict(config):
+    out = Path(out)
+    if (out / "sweep.json").exists():
+        saved = load_status(out)
+        if saved["config"] != asdict(config):
             raise SweepError(
                 f"{out} belongs to a different sweep configuration "
-                f"({saved.get('config')}); use another --out"
+                f"({saved['config']}); use another --out"
             )
-    elif out.exists() and any(out.iterdir()):
+    elif out.exists() and not out.is_dir():
+        raise SweepError(f"--out {out} is a file; use another --out")
+    elif out.exists() and any(p.name not in OWN_FILES for p in out.iterdir()):
         raise SweepError(f"{out} exists and is not a sweep directory; use another --out")
+
+
+def check_resources(workers: int | None, cpus_per_run: float, gpus_per_run: float) -> None:
+    """Raise SweepError for a count or resource request out of range."""
+    if workers is not None and not 0 < workers <= MAX_WORKERS:
+        raise SweepError(f"--workers must be in 1..{MAX_WORKERS}, got {workers}")
+    if not (_is_number(cpus_per_run) and 0 < cpus_per_run <= 1024):
+        raise SweepError(f"--cpus-per-run must be in (0, 1024], got {cpus_per_run}")
+    if not (_is_number(gpus_per_run) and 0 <= gpus_per_run <= 64):
+        raise SweepError(f"--gpus-per-run must be in [0, 64], got {gpus_per_run}")
 
 
 def run_sweep(
     config: SweepConfig,
     out: Path,
     backend: str = "local",
-    workers: int = 2,
+    workers: int | None = 2,
     address: str | None = None,
     algos_dir: Path = ALGOS_DIR,
     on_update: Callable[[dict], None] | None = None,
+    cpus_per_run: float = 1.0,
+    gpus_per_run: float = 0.0,
 ) -> dict[str, dict]:
-    """Run every task not yet done; returns the final status of every run."""
-    check_config(config, algos_dir)
-    check_out_dir(out, config)
-    status = StatusFile(out, config)
-    tasks = plan(config, out, algos_dir)
-    for task in tasks:
-        if is_done(Path(task.run_dir)):
-            status.set(task.run_id, status="done")
-        else:
-            status.set(task.run_id, status="queued", error="")
-    todo = [t for t in tasks if not is_done(Path(t.run_dir))]
+    """Run every task not yet done; returns the final status of every run.
 
-    def finished(result: dict) -> None:
-        status.set(
-            result["run_id"],
-            status=result["status"],
-            error=result["error"],
-            returncode=result["returncode"],
-            seconds=result["seconds"],
-            ended=time.time(),
-        )
-        if on_update:
-            on_update(result)
-
-    if backend == "local":
-        _run_local(todo, workers, status, finished)
-    elif backend == "ray":
-        _run_ray(todo, workers, address, status, finished)
-    else:
+    `out` is resolved against the working directory here, so every run, log and node sees the
+    same absolute paths. workers: runs at once (local: the pool size, default 2; Ray: at most
+    this many in flight, None for as many as the cluster's resources allow).
+    """
+    out = Path(out).expanduser().resolve()
+    algos_dir = Path(algos_dir).expanduser().resolve()
+    if backend not in ("local", "ray"):
         raise SweepError(f"--backend must be 'local' or 'ray', got {backend!r}")
-    return status.data["runs"]
+    check_config(config, algos_dir)
+    check_resources(workers, cpus_per_run, gpus_per_run)
+    if backend == "local":
+        if address:
+            raise SweepError("--address needs --backend ray")
+        if (cpus_per_run, gpus_per_run) != (1.0, 0.0):
+            raise SweepError("--cpus-per-run and --gpus-per-run need --backend ray")
+        workers = workers or 2
+    check_out_dir(out, config)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        lock = OutLock(out).acquire()
+    except OSError as exc:
+        raise SweepError(f"--out {out}: {exc.strerror or exc}") from None
+    stop = threading.Event()
+    status = None
+    try:
+        check_out_dir(out, config)  # again under the lock: another sweep may just have begun
+        slots = workers
+        if backend == "ray":
+            slots = ray_init(address, workers or 0, cpus_per_run, gpus_per_run)
+        marker = (str(out / MARKER_NAME), uuid.uuid4().hex)
+        tmp = out / f"{MARKER_NAME}.{os.getpid()}.tmp"
+        tmp.write_text(marker[1])
+        os.replace(tmp, marker[0])
+        status = StatusFile(
+            out,
+            config,
+            driver={
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "state": "running",
+                "started": time.time(),
+                "heartbeat": time.time(),
+                "backend": backend,
+                "slots": slots,
+            },
+        )
+        tasks = plan(config, out, algos_dir)
+        for task in tasks:
+            if is_done(Path(task.run_dir)):
+                status.set(task.run_id, status="done")
+            else:
+                status.set(task.run_id, status="queued", error="")
+        todo = [t for t in tasks if not is_done(Path(t.run_dir))]
+
+        def beat() -> None:
+            while not stop.wait(HEARTBEAT_S):
+                status.set_driver(heartbeat=time.time())
+
+        threading.Thread(target=beat, daemon=True).start()
+
+        def finished(result: dict) -> None:
+            status.set(
+                result["run_id"],
+                status=result["status"],
+                error=result["error"],
+                returncode=result["returncode"],
+                seconds=result["seconds"],
+                start_step=result.get("start_step", 0),
+                node=result.get("node", ""),
+                ended=time.time(),
+            )
+            if on_update:
+                on_update(result)
+
+        if backend == "local":
+            _run_local(todo, workers, status, finished)
+        else:
+            _run_ray(todo, workers, cpus_per_run, gpus_per_run, marker, status, finished)
+        status.set_driver(state="finished", heartbeat=time.time())
+        return status.data["runs"]
+    finally:
+        stop.set()
+        if status is not None and status.data["driver"]["state"] == "running":
+            try:
+                status.set_driver(state="interrupted", heartbeat=time.time())
+            except OSError:
+                pass
+        lock.release()
 
 
 def _run_local(todo: list[Task], workers: int, status: StatusFile, finished) -> None:
@@ -291,91 +666,256 @@ def _run_local(todo: list[Task], workers: int, status: StatusFile, finished) -> 
         list(pool.map(one, todo))
 
 
-def ray_init(address: str | None, workers: int) -> None:
-    """Join a cluster at `address`, or start a local instance bound to loopback only."""
-    if not address:
-        # Ray otherwise picks the machine's network address as the node IP even when told
-        # 127.0.0.1; with this (read at import) it uses loopback, as on a laptop.
+def _address_host_port(address: str) -> tuple[str, int]:
+    """('host', port) of HOST:PORT or ray://HOST:PORT; SweepError if it is neither."""
+    rest = address.removeprefix("ray://")
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SweepError(f"--address must be HOST:PORT (or 'auto'), got {address!r}")
+    return host.strip("[]"), int(port)
+
+
+def _quiet(call: Callable[[], None], timeout_s: float, what: str) -> None:
+    """Run `call` in a thread with Ray's native stderr lines captured; SweepTimeout after
+    timeout_s (a stuck Ray connection retries forever, printing a warning every few seconds)."""
+    import tempfile
+
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            call()
+        except BaseException as exc:  # re-raised in the caller's thread
+            errors.append(exc)
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            thread = threading.Thread(target=target, daemon=True)
+            thread.start()
+            thread.join(timeout_s)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+    if thread.is_alive():
+        raise SweepTimeout(f"{what}: no answer within {timeout_s:.0f} s")
+    if errors:
+        exc = errors[0]
+        detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise SweepError(f"{what}: {detail}") from None
+
+
+def ray_init(
+    address: str | None,
+    workers: int,
+    cpus_per_run: float = 1.0,
+    gpus_per_run: float = 0.0,
+    timeout_s: float = CONNECT_TIMEOUT_S,
+) -> int:
+    """Join a cluster at `address`, or start a local instance bound to loopback only.
+
+    Returns how many runs can run at once (what the nodes' CPUs and GPUs fit, capped by
+    workers when > 0); SweepError when no node fits one run or the cluster does not answer.
+    """
+    if address and address != "auto":
+        host, port = _address_host_port(address)
+        try:  # a closed or unroutable address makes ray.init retry forever
+            socket.create_connection((host, port), timeout=min(timeout_s, 5.0)).close()
+        except OSError as exc:
+            raise SweepError(
+                f"--address {address}: no Ray cluster answers there ({exc.strerror or exc})"
+            ) from None
+    else:
+        host = "127.0.0.1"
+    if host in ("127.0.0.1", "localhost", "::1"):
+        # Ray otherwise replaces 127.0.0.1 by the machine's network address as the node IP and
+        # listens on every interface; with this (read at import) it stays on loopback
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     import ray
 
-    if ray.is_initialized():
-        return
-    if address:
-        ray.init(address=address, log_to_driver=False)
-    else:
-        ray.init(
-            num_cpus=workers,
-            include_dashboard=False,
-            log_to_driver=False,
-            _node_ip_address="127.0.0.1",
+    if not ray.is_initialized():
+        if address:
+            _quiet(
+                lambda: ray.init(address=address, log_to_driver=False),
+                timeout_s,
+                f"--address {address}",
+            )
+        else:
+            ray.init(
+                num_cpus=max(1, math.ceil((workers or 2) * cpus_per_run)),
+                num_gpus=math.ceil((workers or 2) * gpus_per_run) if gpus_per_run else None,
+                include_dashboard=False,
+                log_to_driver=False,
+                _node_ip_address="127.0.0.1",
+            )
+    fits = 0
+    for n in ray.nodes():
+        if n.get("Alive"):
+            res = n.get("Resources", {})
+            per_node = int(res.get("CPU", 0) // cpus_per_run)
+            if gpus_per_run:
+                per_node = min(per_node, int(res.get("GPU", 0) // gpus_per_run))
+            fits += per_node
+    if fits == 0:
+        want = f"{cpus_per_run:g} CPU" + (f" and {gpus_per_run:g} GPU" if gpus_per_run else "")
+        raise SweepError(
+            f"no node of the Ray cluster has {want} free for one run "
+            "(--cpus-per-run, --gpus-per-run)"
         )
+    return min(fits, workers) if workers else fits
 
 
-def _run_ray(todo: list[Task], workers: int, address: str | None, status, finished) -> None:
+def _ray_task(task: Task, marker: tuple[str, str]) -> dict:
+    """run_task on a Ray node: the node's id goes into the run's record."""
     import ray
 
-    ray_init(address, workers)
-    remote = ray.remote(num_cpus=1, max_retries=0)(run_task)
-    pending = {}
-    for task in todo:
-        pending[remote.remote(task)] = task
-        status.set(task.run_id, status="running", started=time.time())
-    while pending:
-        ready, _ = ray.wait(list(pending), num_returns=1)
-        for ref in ready:
-            task = pending.pop(ref)
-            try:
-                result = ray.get(ref)
-            except Exception as exc:
-                result = {
-                    "run_id": task.run_id,
-                    "status": "failed",
-                    "returncode": -1,
-                    "error": f"{type(exc).__name__}: {exc}",
-                    "seconds": 0.0,
-                }
-            finished(result)
+    return run_task(task, marker=marker, node=ray.get_runtime_context().get_node_id())
+
+
+def result_problem(task: Task, result: dict) -> str:
+    """Why the driver cannot accept a run's result (empty if it can): the node refused the
+    task, or the run finished where the driver cannot see its results."""
+    if result["status"] == "refused":
+        return result["error"]
+    if result["status"] == "done" and not is_done(Path(task.run_dir)):
+        return (
+            f"{task.run_id} finished on node {result.get('node')} but {task.run_dir} has no "
+            "final_eval.json here: --out must be on a file system every node mounts"
+        )
+    return ""
+
+
+def _run_ray(
+    todo: list[Task],
+    workers: int | None,
+    cpus_per_run: float,
+    gpus_per_run: float,
+    marker: tuple[str, str],
+    status: StatusFile,
+    finished,
+) -> None:
+    import ray
+
+    # max_retries: a run whose worker or node dies is started once more (it resumes from its
+    # checkpoint); an exception raised by run_task itself is not retried
+    remote = ray.remote(
+        num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=1, retry_exceptions=False
+    )(_ray_task)
+    queue = list(todo)
+    limit = workers or len(todo)
+    pending: dict = {}
+    try:
+        while queue or pending:
+            while queue and len(pending) < limit:
+                task = queue.pop(0)
+                pending[remote.remote(task, marker)] = task
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=HEARTBEAT_S)
+            for ref in ready:
+                task = pending.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except Exception as exc:  # lost twice, or the task could not start
+                    lines = str(exc).strip().splitlines() or [""]
+                    result = {
+                        "run_id": task.run_id,
+                        "status": "failed",
+                        "returncode": -1,
+                        "error": f"{type(exc).__name__}: {lines[0]}",
+                        "seconds": 0.0,
+                    }
+                problem = result_problem(task, result)
+                if problem:
+                    raise SweepError(problem)
+                finished(result)
+            # what each pending run says about itself: started (on which node, which attempt)
+            for task in pending.values():
+                state = read_run_state(task.state)
+                run = status.data["runs"].get(task.run_id, {})
+                fresh = state and time.time() - state["heartbeat"] < STALE_S
+                if fresh and state["status"] == "running" and run.get("status") != "running":
+                    status.set(
+                        task.run_id,
+                        status="running",
+                        started=state["started"],
+                        node=state.get("node", ""),
+                        attempt=state.get("attempt", 1),
+                    )
+                elif not fresh and run.get("status") == "running":
+                    status.set(task.run_id, status="queued")  # lost with its node; retried
+    finally:
+        for ref in pending:
+            ray.cancel(ref, force=True)
 
 
 def summarize(out: Path) -> dict:
-    """Counts per status and an ETA from finished runs' durations and running runs' progress."""
-    data = json.loads((out / "sweep.json").read_text())
+    """Counts per status, the driver's state and an ETA from what the runs report.
+
+    A run counts as running only while its own state file says so with a recent heartbeat
+    and the driver lives; the ETA spreads the remaining steps over the runs that can run at once.
+    """
+    out = Path(out)
+    data = load_status(out)
     runs = data["runs"]
-    counts = {s: sum(r.get("status") == s for r in runs.values()) for s in STATUSES}
+    alive = driver_alive(out, data)
+    driver = data.get("driver") or {}
+    state = "running" if alive else driver.get("state", "unknown")
+    if state == "running":  # its driver is gone without saying so
+        state = "interrupted"
     total_steps = data["config"]["total_timesteps"]
     now = time.time()
+    shown: dict[str, str] = {}
     rates = []  # seconds per env step, measured on runs in progress or finished
     remaining_steps = 0.0
     for run_id, run in runs.items():
         algo, env_tag, seed = run_id.split("/")
-        run_dir = out / "runs" / algo / env_tag.replace(":", "_") / seed
+        tag = env_tag.replace(":", "_")
+        run_dir = out / "runs" / algo / tag / seed
+        own = read_run_state(out / "state" / algo / tag / f"{seed}.json")
+        if run["status"] in ("done", "failed"):
+            shown[run_id] = run["status"]
+            done_steps = total_steps - run.get("start_step", 0)
+            if run["status"] == "done" and run.get("seconds") and done_steps > 0:
+                rates.append(run["seconds"] / done_steps)
+            continue
+        running = (
+            alive
+            and own is not None
+            and own["status"] == "running"
+            and now - own["heartbeat"] < STALE_S
+        )
+        shown[run_id] = "running" if running else "queued"
         step = _last_step(run_dir)
-        if run.get("status") == "done":
-            if run.get("seconds"):
-                rates.append(run["seconds"] / total_steps)
-            continue
-        if run.get("status") == "failed":
-            continue
-        remaining_steps += total_steps - step
-        if run.get("status") == "running" and step > 0 and run.get("started"):
-            rates.append((now - run["started"]) / max(step, 1))
-    workers = max(counts["running"], 1)
-    eta = (remaining_steps * sum(rates) / len(rates) / workers) if rates else None
+        remaining_steps += max(total_steps - step, 0)
+        if running and step > own["start_step"]:
+            rates.append((now - own["started"]) / (step - own["start_step"]))
+    counts = {s: sum(v == s for v in shown.values()) for s in STATUSES}
+    unfinished = counts["queued"] + counts["running"]
+    slots = max(int(driver.get("slots") or 1), counts["running"], 1)
+    eta = None
+    if not unfinished:
+        eta = 0.0 if rates else None
+    elif alive and rates:
+        eta = remaining_steps * sum(rates) / len(rates) / min(slots, unfinished)
     return {
         "counts": counts,
         "total": len(runs),
         "eta_seconds": eta,
-        "failed": {k: v.get("error", "") for k, v in runs.items() if v.get("status") == "failed"},
+        "state": state,
+        "driver": driver,
+        "runs": shown,
+        "failed": {k: v.get("error", "") for k, v in runs.items() if v["status"] == "failed"},
     }
 
 
 def _last_step(run_dir: Path) -> int:
-    metrics = run_dir / "metrics.csv"
-    if not metrics.exists():
+    metrics = Path(run_dir) / "metrics.csv"
+    try:
+        lines = metrics.read_text(errors="replace").splitlines()
+    except OSError:
         return 0
-    lines = metrics.read_text().splitlines()
     try:
         return int(float(lines[-1].split(",", 1)[0])) if len(lines) > 1 else 0
-    except ValueError:
+    except (ValueError, OverflowError):
         return 0
