@@ -552,6 +552,7 @@ def run_sweep(
     on_update: Callable[[dict], None] | None = None,
     cpus_per_run: float = 1.0,
     gpus_per_run: float = 0.0,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
 ) -> dict[str, dict]:
     """Run every task not yet done; returns the final status of every run.
 
@@ -572,6 +573,9 @@ def run_sweep(
             raise SweepError("--cpus-per-run and --gpus-per-run need --backend ray")
         workers = workers or 2
     check_out_dir(out, config)
+    slots = workers
+    if backend == "ray":  # before anything is written: a wrong address leaves no trace
+        slots = ray_init(address, workers or 0, cpus_per_run, gpus_per_run, connect_timeout_s)
     try:
         out.mkdir(parents=True, exist_ok=True)
         lock = OutLock(out).acquire()
@@ -581,9 +585,6 @@ def run_sweep(
     status = None
     try:
         check_out_dir(out, config)  # again under the lock: another sweep may just have begun
-        slots = workers
-        if backend == "ray":
-            slots = ray_init(address, workers or 0, cpus_per_run, gpus_per_run)
         marker = (str(out / MARKER_NAME), uuid.uuid4().hex)
         tmp = out / f"{MARKER_NAME}.{os.getpid()}.tmp"
         tmp.write_text(marker[1])
@@ -860,8 +861,8 @@ def summarize(out: Path) -> dict:
     runs = data["runs"]
     alive = driver_alive(out, data)
     driver = data.get("driver") or {}
-    state = "running" if alive else driver.get("state", "unknown")
-    if state == "running":  # its driver is gone without saying so
+    state = driver.get("state", "unknown")
+    if state == "running" and not alive:  # its driver is gone without saying so
         state = "interrupted"
     total_steps = data["config"]["total_timesteps"]
     now = time.time()

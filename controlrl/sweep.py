@@ -2,7 +2,8 @@
 
     python -m controlrl.sweep --algos ppo --envs Hopper-v5,HalfCheetah-v5 --seeds 5 \\
         --total-timesteps 1e6 [--backend local|ray] [--workers N] [--address HOST:PORT] \\
-        [--cpus-per-run C] [--gpus-per-run G] [--out DIR] [-- extra algo flags]
+        [--cpus-per-run C] [--gpus-per-run G] [--connect-timeout S] \\
+        [--out DIR] [-- extra algo flags]
     python -m controlrl.sweep status DIR
 """
 
@@ -119,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--address", default=None, help="Ray cluster to join (ray backend)")
     parser.add_argument("--cpus-per-run", type=_amount, default=1.0, help="ray backend")
     parser.add_argument("--gpus-per-run", type=_amount, default=0.0, help="ray backend")
+    parser.add_argument(
+        "--connect-timeout", type=_amount, default=30.0, help="seconds to join --address"
+    )
     parser.add_argument("--out", type=Path, default=None, help="default runs/sweeps/<algos>_<envs>")
     parser.add_argument("--algos-dir", type=Path, default=ALGOS_DIR, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -147,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             on_update=report,
             cpus_per_run=args.cpus_per_run,
             gpus_per_run=args.gpus_per_run,
+            connect_timeout_s=args.connect_timeout,
         )
     except SweepTimeout as exc:
         # the thread that tried to connect may never return: leave without waiting for it
