@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -159,6 +160,8 @@ def test_killed_sweep_resumes_every_run_exactly_once(tmp_path):
     status = json.loads((out / "sweep.json").read_text())["runs"]
     assert any(v["status"] != "done" for v in status.values()), "sweep finished before the kill"
     time.sleep(0.5)  # the runs die with their sweep (PDEATHSIG)
+    summary = experiment.summarize(out)  # the dead driver's "running" is not believed
+    assert summary["state"] == "interrupted" and summary["counts"]["running"] == 0
     subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, timeout=300)
     status = json.loads((out / "sweep.json").read_text())["runs"]
     assert all(v["status"] == "done" for v in status.values()), status
@@ -210,3 +213,233 @@ def test_write_rows_fields_order_and_float_format(tmp_path):
     ]
     write_rows(tmp_path / "first.csv", rows)  # default: the first row's keys, in order
     assert (tmp_path / "first.csv").read_text().splitlines()[0] == "b,a,n"
+
+
+def test_relative_out_from_any_working_directory(tmp_path, fake_algos, monkeypatch):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    argv = ["--algos", "ok", "--envs", "CartPole-v1", "--seeds", "2", "--out", "rel"]
+    assert sweep.main([*argv, "--algos-dir", str(fake_algos)]) == 0
+    runs = json.loads((elsewhere / "rel" / "sweep.json").read_text())["runs"]
+    assert {v["status"] for v in runs.values()} == {"done"}
+    for seed in (1, 2):
+        assert (elsewhere / "rel" / "runs" / "ok" / "CartPole-v1" / f"seed{seed}").is_dir()
+    assert not (ROOT / "rel").exists()
+
+
+def test_second_sweep_on_one_out_is_refused_and_stale_lock_taken_over(tmp_path, fake_algos, capsys):
+    out = tmp_path / "sweep"
+    argv = ["--algos", "ok", "--envs", "CartPole-v1", "--seeds", "1", "--out", str(out)]
+    argv += ["--algos-dir", str(fake_algos)]
+    out.mkdir()
+    holder = subprocess.Popen(  # another process holding the lock, as a running sweep does
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from controlrl.experiment import OutLock; "
+            f"OutLock({str(out)!r}).acquire(); print('held', flush=True); time.sleep(60)",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert sweep.main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"in use by another sweep (pid {holder.pid} " in err[0], err
+        assert not (out / "sweep.json").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    # the holder is dead: its lock file stays, naming it, and is taken over
+    assert str(holder.pid) in (out / "sweep.lock").read_text()
+    assert sweep.main(argv) == 0
+    assert json.loads((out / "sweep.lock").read_text())["pid"] == os.getpid()
+
+
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        ("{not json", "not a readable sweep file"),
+        ("[1, 2]", "expected a JSON object, got a list"),
+        ('{"runs": {}}', "missing key 'config'"),
+        (
+            '{"config": {"algos": ["ok"], "envs": ["CartPole-v1"], "seeds": 1, "extra": [],'
+            ' "total_timesteps": "100"}, "runs": {}}',
+            "'config.total_timesteps' has the wrong type",
+        ),
+        (
+            '{"config": {"algos": ["ok"], "envs": ["CartPole-v1"], "seeds": 1, "extra": [],'
+            ' "total_timesteps": 100}, "runs": {"ok/CartPole-v1/seed1": {"status": "odd"}}}',
+            "has status 'odd'",
+        ),
+    ],
+)
+def test_corrupt_sweep_json_is_one_line_in_sweep_and_status(
+    content, fragment, tmp_path, fake_algos, capsys
+):
+    out = tmp_path / "sweep"
+    out.mkdir()
+    (out / "sweep.json").write_text(content)
+    argv = ["--algos", "ok", "--envs", "CartPole-v1", "--seeds", "1", "--total-timesteps", "100"]
+    for args in (
+        [*argv, "--out", str(out), "--algos-dir", str(fake_algos)],
+        ["status", str(out)],
+    ):
+        code = sweep.main(args)
+        assert code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and fragment in err[0] and "sweep.json" in err[0], err
+    assert (out / "sweep.json").read_text() == content  # left as it was
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--total-timesteps", "nan"],
+        ["--algos", "ok", "--envs", "CartPole-v1", "--total-timesteps", "inf"],
+        ["--algos", "ok", "--envs", "CartPole-v1", "--seeds", "1e400"],
+        ["--algos", "ok", "--envs", "CartPole-v1", "--seeds", "2.5"],
+        ["--algos", "ok", "--envs", "CartPole-v1", "--unknown-flag"],
+        ["--algos", "ok", "--envs", "CartPole-v1", "--backend", "dask"],
+        ["--algos", "ok", "--envs", "CartPole-v1", "--cpus-per-run", "nan"],
+        ["--algos", "ok", "--envs", "CartPole-v1", "--workers"],
+        ["status"],
+        ["status", "a", "b"],
+    ],
+)
+def test_every_parse_error_is_one_line_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        sweep.main(argv)
+    assert exc.value.code == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "error:" in err[0] and not captured.out, captured
+
+
+@pytest.mark.parametrize(
+    "flags, fragment",
+    [
+        (["--seeds", "100000"], "--seeds must be <= 10000"),
+        (["--workers", "0"], "--workers must be in 1..1024"),
+        (["--address", "127.0.0.1:1"], "--address needs --backend ray"),
+        (["--gpus-per-run", "1"], "need --backend ray"),
+        (["--backend", "ray", "--address", "nonsense"], "must be HOST:PORT"),
+    ],
+)
+def test_bad_values_refused_before_anything_starts(flags, fragment, tmp_path, fake_algos, capsys):
+    out = tmp_path / "sweep"
+    argv = ["--algos", "ok", "--envs", "CartPole-v1", "--out", str(out)]
+    assert sweep.main([*argv, "--algos-dir", str(fake_algos), *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and fragment in err[0], err
+    assert not out.exists()
+
+
+def test_unreachable_address_fails_at_once_in_one_line(tmp_path, fake_algos):
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # nothing listens there now
+    cmd = [sys.executable, "-m", "controlrl.sweep", "--algos", "ok", "--envs", "CartPole-v1"]
+    cmd += ["--backend", "ray", "--address", f"127.0.0.1:{port}", "--out", str(tmp_path / "o")]
+    start = time.time()
+    res = subprocess.run(
+        [*cmd, "--algos-dir", str(fake_algos)], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert res.returncode == 2 and time.time() - start < 30
+    assert res.stderr.strip().splitlines() == [
+        f"error: --address 127.0.0.1:{port}: no Ray cluster answers there (Connection refused)"
+    ]
+    assert not (tmp_path / "o").exists()
+
+
+def test_node_that_does_not_see_the_sweep_directory_refuses(tmp_path, fake_algos):
+    config = experiment.SweepConfig(["ok"], ["CartPole-v1"], 1, 100)
+    (task,) = experiment.plan(config, tmp_path / "out", fake_algos)
+    marker = tmp_path / "out" / "sweep.marker"
+    marker.parent.mkdir()
+    for written in (None, "another-sweeps-token"):
+        if written:
+            marker.write_text(written)
+        result = experiment.run_task(task, marker=(str(marker), "token"), node="n2")
+        assert result["status"] == "refused" and "not shared with node n2" in result["error"]
+        assert experiment.result_problem(task, result) == result["error"]
+        assert not Path(task.run_dir).exists() and not Path(task.state).exists()
+    marker.write_text("token")
+    result = experiment.run_task(task, marker=(str(marker), "token"), node="n2")
+    assert result["status"] == "done" and experiment.result_problem(task, result) == ""
+    state = experiment.read_run_state(task.state)
+    assert (state["status"], state["node"], state["attempt"]) == ("done", "n2", 1)
+    # a run reported done whose results the driver cannot see: results on another disk
+    (Path(task.run_dir) / "final_eval.json").unlink()
+    assert "every node mounts" in experiment.result_problem(task, result)
+
+
+def _fake_sweep(out: Path, driver_state: str = "running") -> None:
+    """A sweep.json of 4 runs (1 done, 2 with state files, 1 queued) and their files."""
+    now = time.time()
+    config = {"algos": ["ok"], "envs": ["CartPole-v1"], "seeds": 4, "total_timesteps": 1000}
+    config["extra"] = []
+    runs = {f"ok/CartPole-v1/seed{s}": {"status": "queued"} for s in range(1, 5)}
+    runs["ok/CartPole-v1/seed1"] = {"status": "done", "seconds": 100.0, "start_step": 0}
+    runs["ok/CartPole-v1/seed2"]["status"] = "running"  # the driver's word, not the run's
+    driver = {"pid": os.getpid(), "host": socket.gethostname(), "state": driver_state}
+    driver.update(heartbeat=now, slots=2)
+    out.mkdir(parents=True)
+    (out / "sweep.json").write_text(json.dumps({"config": config, "runs": runs, "driver": driver}))
+    for seed, (status, beat, step) in {
+        2: ("running", now, 600),
+        3: ("running", now - 300, 200),
+    }.items():
+        state = {"status": status, "started": now - 50, "heartbeat": beat, "start_step": 100}
+        path = out / "state" / "ok" / "CartPole-v1" / f"seed{seed}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**state, "node": "n", "attempt": 1}))
+        run_dir = out / "runs" / "ok" / "CartPole-v1" / f"seed{seed}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "metrics.csv").write_text(f"step,x\n{step},0\n")
+
+
+def test_status_counts_what_runs_say_and_eta(tmp_path):
+    out = tmp_path / "sweep"
+    _fake_sweep(out)
+    holder = subprocess.Popen(  # the live driver holds the lock
+        [
+            sys.executable,
+            "-c",
+            "import time; from controlrl.experiment import OutLock; "
+            f"OutLock({str(out)!r}).acquire(); print('held', flush=True); time.sleep(60)",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        s = experiment.summarize(out)
+        assert s["state"] == "running"
+        # seed2 runs (fresh heartbeat); seed3's heartbeat is stale: lost, waiting for a retry
+        assert s["runs"] == {
+            "ok/CartPole-v1/seed1": "done",
+            "ok/CartPole-v1/seed2": "running",
+            "ok/CartPole-v1/seed3": "queued",
+            "ok/CartPole-v1/seed4": "queued",
+        }
+        # rates: seed1 100 s / 1000 steps, seed2 50 s / 500 steps -> 0.1 s per step; left:
+        # 400 + 800 + 1000 steps over min(2 slots, 3 unfinished) -> 110 s
+        assert s["eta_seconds"] == pytest.approx(110.0, rel=0.02)
+        assert experiment.repair(out)["driver"]["state"] == "running"  # alive: untouched
+    finally:
+        holder.kill()
+        holder.wait()
+    # the driver is gone: status says interrupted, repairs sweep.json, no ETA
+    s = experiment.summarize(out)
+    assert s["state"] == "interrupted" and s["counts"]["running"] == 0
+    assert s["eta_seconds"] is None
+    assert sweep.main(["status", str(out)]) == 0
+    data = json.loads((out / "sweep.json").read_text())
+    assert data["driver"]["state"] == "interrupted"
+    assert data["runs"]["ok/CartPole-v1/seed2"]["status"] == "queued"
