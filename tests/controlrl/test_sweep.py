@@ -323,6 +323,7 @@ def test_every_parse_error_is_one_line_exit_2(argv, capsys):
     "flags, fragment",
     [
         (["--seeds", "100000"], "--seeds must be <= 10000"),
+        (["--envs", "CartPole-v1,CartPole-v1"], "--envs names CartPole-v1 more than once"),
         (["--workers", "0"], "--workers must be in 1..1024"),
         (["--address", "127.0.0.1:1"], "--address needs --backend ray"),
         (["--gpus-per-run", "1"], "need --backend ray"),
