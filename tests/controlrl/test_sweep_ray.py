@@ -305,6 +305,15 @@ def test_workers_and_cpus_per_run_reach_ray(cluster, tmp_path, slow_algos):
         most = max(most, sum(s["status"] == "running" for s in states(out).values()))
         time.sleep(0.05)
     assert proc.returncode == 0 and most == 1, (proc.stdout.read(), most)
+    # half a CPU per run: two runs at once on each one-CPU node
+    half = tmp_path / "half"
+    cmd = driver_cmd(cluster.address, half, slow_algos, 4, 12, "--cpus-per-run", "0.5")
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=driver_env(), stdout=subprocess.PIPE, text=True)
+    most = 0
+    while proc.poll() is None:
+        most = max(most, sum(s["status"] == "running" for s in states(half).values()))
+        time.sleep(0.05)
+    assert proc.returncode == 0 and most > 2, (proc.stdout.read(), most)
     # no node has 2 CPUs: refused in one line before anything is written
     big = tmp_path / "big"
     cmd = driver_cmd(cluster.address, big, slow_algos, 1, 4, "--cpus-per-run", "2")
