@@ -258,7 +258,7 @@ def test_killed_node_has_its_run_retried_and_finished(cluster, tmp_path, slow_al
 
 def test_killed_driver_is_reported_interrupted_and_rerun_resumes(cluster, tmp_path, slow_algos):
     out = tmp_path / "sweep"
-    cmd = driver_cmd(cluster.address, out, slow_algos, 2, 20, step_seconds=0.2)
+    cmd = driver_cmd(cluster.address, out, slow_algos, 2, 60, step_seconds=0.2)
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=driver_env(), stdout=subprocess.DEVNULL)
     wait_for(
         lambda: (
@@ -270,6 +270,15 @@ def test_killed_driver_is_reported_interrupted_and_rerun_resumes(cluster, tmp_pa
     )
     running = experiment.summarize(out)
     assert running["state"] == "running" and running["counts"]["running"] == 2
+    # the driver copies what the runs say into sweep.json as it polls (every few seconds)
+    wait_for(
+        lambda: (
+            {v["status"] for v in json.loads((out / "sweep.json").read_text())["runs"].values()}
+            == {"running"}
+        ),
+        20,
+        "sweep.json to say running",
+    )
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     pids = [s["pid"] for s in states(out).values()]
@@ -292,7 +301,7 @@ def test_killed_driver_is_reported_interrupted_and_rerun_resumes(cluster, tmp_pa
     rerun = subprocess.run(cmd, cwd=tmp_path, env=driver_env(), capture_output=True, timeout=240)
     assert rerun.returncode == 0, rerun.stderr
     for s in (1, 2):
-        assert steps_of(out, s) == list(range(1, 21)), s
+        assert steps_of(out, s) == list(range(1, 61)), s
     assert all(st["attempt"] == 2 and st["start_step"] > 0 for st in states(out).values())
 
 
