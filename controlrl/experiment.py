@@ -736,6 +736,12 @@ def ray_init(
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     import ray
 
+    if host in ("127.0.0.1", "localhost", "::1"):
+        from ray._private import ray_constants
+
+        # ray imported before the variable was set: the constant it read decides, so set it
+        # (services reads it at each call)
+        ray_constants.ENABLE_RAY_CLUSTER = os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] != "0"
     if not ray.is_initialized():
         if address:
             _quiet(

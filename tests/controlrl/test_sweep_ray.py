@@ -104,12 +104,15 @@ def assert_loopback_only(pids: list[int]) -> None:
 
 @pytest.fixture(scope="module")
 def cluster():
-    pytest.importorskip("ray")
     pytest.importorskip("psutil")
     with pytest.MonkeyPatch.context() as mp:
         for k, v in LOOPBACK_ENV.items():  # read by Ray at import and by every node it starts
             mp.setenv(k, v)
+        pytest.importorskip("ray")
+        from ray._private import ray_constants
         from ray.cluster_utils import Cluster
+
+        mp.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)  # if ray was imported before
 
         c = Cluster(
             initialize_head=True,
