@@ -29,6 +29,8 @@ from controlrl import stats
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "paper_figures" / "out"
 LEDGER = ROOT / "paper_figures" / "CLAIMS.md"
+README = ROOT / "README.md"
+BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
 ALPHA = 0.05
 FIXPO_PAPER = (
     "Guaranteed Trust Region Optimization via Two-Phase KL Penalization (Zentner et al. 2023)"
@@ -60,7 +62,9 @@ def read(name: str) -> list[dict[str, str]]:
     """Rows of a committed CSV of paper_figures/out/; a missing file is an error naming it."""
     path = OUT / name
     if not path.exists():
-        raise FileNotFoundError(f"claims.py: the ledger reads {path.relative_to(ROOT)}, missing")
+        raise FileNotFoundError(
+            f"claims.py: the ledger reads paper_figures/out/{name}, which is missing"
+        )
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
 
@@ -882,14 +886,39 @@ def markdown(rows: list[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def readme_block(rows: list[Row]) -> str:
+    """What README.md shows between its claims markers: the verdict counts and the link."""
+    c = counts(rows)
+    parts = [f"{c.get(v, 0)} {v}" for v in (HOLDS, FAILS, INCONCLUSIVE, NOT_RUN, CANNOT)]
+    return (
+        f"{BEGIN}\nVerdicts on the papers' claims, with their statistics, in the claims ledger "
+        f"[`paper_figures/CLAIMS.md`](paper_figures/CLAIMS.md) ({len(rows)} rows: "
+        + ", ".join(parts)
+        + f").\n{END}"
+    )
+
+
+def with_block(readme: str, block: str) -> str:
+    """README text with the marked block replaced; an error if the markers are missing."""
+    start, end = readme.find(BEGIN), readme.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"README.md lacks the {BEGIN} ... {END} markers of the claims counts")
+    return readme[:start] + block + readme[end + len(END) :]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare instead of writing")
     parser.add_argument("--ledger", type=Path, default=LEDGER)
     parser.add_argument("--csv", type=Path, default=OUT / "claims.csv")
+    parser.add_argument("--readme", type=Path, default=README)
     args = parser.parse_args(argv)
     rows = all_rows()
-    outputs = {args.ledger: markdown(rows), args.csv: csv_text(rows)}
+    outputs = {
+        args.ledger: markdown(rows),
+        args.csv: csv_text(rows),
+        args.readme: with_block(args.readme.read_text(), readme_block(rows)),
+    }
     if args.check:
         stale = [p for p, text in outputs.items() if not p.exists() or p.read_text() != text]
         for p in stale:
