@@ -9,7 +9,7 @@ filtered ratios have lower variance than per-step ratios, without the sequence r
 
     python paper_figures/ratio_filters.py --train   # the committed figure: runs what is missing
     python paper_figures/ratio_filters.py           # replots the runs under --sweep-dir
-    python paper_figures/ratio_filters.py --toy --train --sweep-dir /tmp/s --out /tmp/f  # seconds
+    python paper_figures/ratio_filters.py --toy --train --sweep-dir runs/s --out runs/f  # seconds
 
 Staleness k (the x axis): the update of iteration i uses the rollout of iteration i - k, whose
 log-probs, advantages (GAE with the critic of that time) and normalised observations are those

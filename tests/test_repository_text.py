@@ -229,5 +229,6 @@ def test_a_planted_path_is_reported_with_file_and_line(tmp_path: Path) -> None:
 
 
 def test_tracked_files_hold_no_machine_path_scratch_or_issue_number() -> None:
-    hits = repository_problems(REPO, skip=PENDING_REWRITE)
+    this_file = str(Path(__file__).resolve().relative_to(REPO))  # its examples are what it seeks
+    hits = repository_problems(REPO, skip=PENDING_REWRITE | {this_file})
     assert not hits, f"{len(hits)} hits in tracked files:\n" + "\n".join(hits)
