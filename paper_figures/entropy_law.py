@@ -1,4 +1,4 @@
-r"""E12, the entropy law on continuous control: return against policy entropy along the training
+r"""The entropy law on continuous control: return against policy entropy along the training
 curves of Gaussian PPO (algos/ppo.py, CleanRL's defaults) and GRPO (algos/grpo.py, groups of
 episodes from one start state) on one MuJoCo task, and the fit R = -a exp(H) + b of Cui et al.
 2025, "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models" (arXiv

@@ -1,4 +1,4 @@
-r"""E13: per-step vs sequence vs KPO-filtered importance ratios under stale data on one MuJoCo
+r"""Per-step vs sequence vs KPO-filtered importance ratios under stale data on one MuJoCo
 task. PPO-clip (algos/ppo.py's loss and defaults) whose every update uses the rollout collected
 k iterations earlier, with the ratio of --ratio (controlrl/ratios.py): step (PPO's per-step
 ratio), sequence (the product over the episode), sequence_mean (its geometric mean, GSPO, Zheng

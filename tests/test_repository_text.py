@@ -1,5 +1,6 @@
 """Tracked files speak to users about the project only: no absolute file-system path of the
-machine that made them, no 'scratch', no 'issue <number>'.
+machine that made them, no 'scratch', no 'issue <number>', no id of a catalogue users cannot
+read ('T-RET5', 'E12': a docstring names the statement and its paper instead).
 
 Every file `git ls-files` lists is read: text files line by line (code, docs, committed CSVs with
 their command columns), PNGs through their text chunks (tEXt, zTXt, iTXt: where an image keeps
@@ -49,6 +50,8 @@ ABSOLUTE_PATH = re.compile(
 ALLOWED_PATHS = frozenset({"/dev/null", "/bin/sh", "/bin/bash", "/usr/bin/env"})
 SCRATCH = re.compile(r"scratch", re.IGNORECASE)
 ISSUE_NUMBER = re.compile(r"\bissues?[\s#:-]*\d+", re.IGNORECASE)
+# ids of a catalogue no user can read (T-RET5, T-G2, E12): name the statement and its paper
+CATALOGUE_ID = re.compile(r"\bT-[A-Z]+\d+\b|\bE\d{1,2}\b")
 
 
 def line_problems(line: str, *, paths: bool = True) -> list[str]:
@@ -60,6 +63,7 @@ def line_problems(line: str, *, paths: bool = True) -> list[str]:
                 hits.append(f"absolute path: {m.group(0)}")
     hits += [f"'scratch': {m.group(0)}" for m in SCRATCH.finditer(line)]
     hits += [f"issue number: {m.group(0)}" for m in ISSUE_NUMBER.finditer(line)]
+    hits += [f"catalogue id: {m.group(0)}" for m in CATALOGUE_ID.finditer(line)]
     return hits
 
 
@@ -165,6 +169,13 @@ def test_scratch_and_issue_numbers_are_found() -> None:
         assert any(h.startswith("issue number") for h in line_problems(line)), line
     assert line_problems("an issue with numbers, 12 of them") == []
     assert line_problems("reissue 3") == []
+
+
+def test_catalogue_ids_are_found() -> None:
+    for line in ("(T-RET5, lambda = 1)", "T-G1..T-G6", "the entropy law (E12)", "E7:"):
+        assert any(h.startswith("catalogue id") for h in line_problems(line)), line
+    for line in ("# noqa: E402, E731", "lr 1E5, 3e-4", "TPO-G2 arm", "KL-T1x", "SE12"):
+        assert line_problems(line) == [], line
 
 
 def _png(chunks: list[tuple[bytes, bytes]]) -> bytes:
