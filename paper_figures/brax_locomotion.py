@@ -438,7 +438,7 @@ def table(rows: list[dict]) -> list[dict]:
 
 
 def verdict(rows: list[dict], env: str, trainer: str = "ours") -> dict:
-    """The issue's must-hold on one env: `trainer`'s mean return at the budget is no worse than
+    """The figure's verdict on one env: `trainer`'s mean return at the budget is no worse than
     brax's, i.e. at least brax's mean or within brax's seeds' spread (>= its lowest seed)."""
     ret = {
         t: [r["return_at_budget"] for r in rows if r["env"] == env and r["trainer"] == t]
