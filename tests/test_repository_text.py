@@ -100,6 +100,8 @@ def tracked_files(root: Path) -> list[str]:
 
 def file_problems(root: Path, name: str) -> list[str]:
     """Every hit in one tracked file, as 'file:line: kind: text' ('file:png:' for PNG chunks)."""
+    if not (root / name).is_file():  # deleted in the work tree (or a submodule): nothing to read
+        return []
     data = (root / name).read_bytes()
     if name.lower().endswith(".png"):
         return [f"{name}:png: {hit}" for text in png_texts(data) for hit in line_problems(text)]
