@@ -54,12 +54,12 @@ class Session:
         self.resume_state: dict | None = None
         # a run killed before its first checkpoint has config.json and maybe metrics rows but
         # nothing to continue from: resuming it starts it again from step 0 (rows dropped)
-        self.restart_from_zero = False
+        self.restart_from_scratch = False
         if args.resume is not None:  # read before anything is started or written
             path = self.checkpoint_path(args.resume)
-            self.restart_from_zero = not path.exists()
+            self.restart_from_scratch = not path.exists()
             try:
-                if not self.restart_from_zero:
+                if not self.restart_from_scratch:
                     self.resume_state = checkpoint.load(path, ("step",))
             except checkpoint.CheckpointError as exc:
                 fail(str(exc))
@@ -94,7 +94,7 @@ class Session:
                 fail(f"cannot resume from {self.args.resume}: {exc}")
             self.start_iteration, self.step = int(state["iteration"]), int(state["step"])
         args = self.args
-        if self.restart_from_zero:  # the same run from step 0: its rows would come twice
+        if self.restart_from_scratch:  # the same run from step 0: its rows would come twice
             for name in ("metrics.csv", "timing.csv"):
                 (self.run_dir / name).unlink(missing_ok=True)
             shutil.rmtree(self.run_dir / "tb", ignore_errors=True)
@@ -106,7 +106,7 @@ class Session:
             args.tensorboard,
             args.progress,
         )
-        if self.restart_from_zero:
+        if self.restart_from_scratch:
             self.write(f"no checkpoint in {self.run_dir} yet: starting it again from step 0")
         every = args.eval_every
         self.next_eval = (self.step // every + 1) * every if every else None

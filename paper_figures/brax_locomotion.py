@@ -4,7 +4,7 @@ for those tasks (google/brax notebooks/training.ipynb, the `train_fn` table; PPO
 et al. 2017, Brax as in Freeman et al. 2021, arXiv:2106.13281), scaled down to a 2-core CPU.
 
     python paper_figures/brax_locomotion.py                    # 2 envs x 3 trainers x 3 seeds
-    python paper_figures/brax_locomotion.py --toy --out runs/l # tiny budget, for the test
+    python paper_figures/brax_locomotion.py --toy --out /tmp/l # tiny budget, for the test
 
 Brax's published settings (training.ipynb) and what this script runs:
 
@@ -438,7 +438,7 @@ def table(rows: list[dict]) -> list[dict]:
 
 
 def verdict(rows: list[dict], env: str, trainer: str = "ours") -> dict:
-    """The figure's verdict on one env: `trainer`'s mean return at the budget is no worse than
+    """The issue's must-hold on one env: `trainer`'s mean return at the budget is no worse than
     brax's, i.e. at least brax's mean or within brax's seeds' spread (>= its lowest seed)."""
     ret = {
         t: [r["return_at_budget"] for r in rows if r["env"] == env and r["trainer"] == t]

@@ -8,11 +8,11 @@ each measures ~3 s of training: on a shared 2-core machine the load changes betw
 its per-seed cost ratios spread 0.99-1.29 on an idle machine. Here both trainers run in the same
 process, seconds apart, in rounds whose order alternates, so that a change of load hits both.
 
-What it measures. For each seed and round: Brax's trainer trains from a fresh start with that seed
+What it measures. For each seed and round: Brax's trainer trains from scratch with that seed
 (brax_ppo_race.brax_worker, unchanged) and reports the wall time of every training epoch
 ('training/walltime', its jitted epochs, evaluations excluded); then (or first, every other
-round) algos/ppo_brax.py's main() trains from a fresh start with the same seed and settings in a
-new run directory, and its timing.csv gives rollout + update seconds per iteration (compiling and
+round) algos/ppo_brax.py's main() trains from scratch with the same seed and settings in a fresh
+run directory, and its timing.csv gives rollout + update seconds per iteration (compiling and
 evaluations excluded). Both run the same env steps, split into the same epochs (brax's
 num_evals - 1 epochs of whole training steps; ours groups its iterations, one per brax training
 step, the same way). The first epoch is dropped on both sides (brax compiles its training epoch
@@ -28,7 +28,7 @@ ones 0.48-0.68 s (paper_figures/README.md). --cpu -1 measures unpinned (both tra
 use both cores, as XLA:CPU's thread pool does for large kernels).
 
     python paper_figures/brax_parity.py                      # 3 seeds x 3 rounds, ~10 min
-    python paper_figures/brax_parity.py --toy --out runs/p   # tiny budget, for the test
+    python paper_figures/brax_parity.py --toy --out /tmp/p   # tiny budget, for the test
 """
 
 from __future__ import annotations

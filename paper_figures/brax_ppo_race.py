@@ -55,7 +55,7 @@ the newest JAX that still has it, so brax's trainer runs here as released, unpat
 older pmap path, a config option, so that its training epoch compiles once: see brax_worker).
 
     python paper_figures/brax_ppo_race.py                      # 3 seeds, ~5 min on 2 cores
-    python paper_figures/brax_ppo_race.py --toy --out runs/r   # tiny budget, for the test
+    python paper_figures/brax_ppo_race.py --toy --out /tmp/r   # tiny budget, for the test
 """
 
 from __future__ import annotations

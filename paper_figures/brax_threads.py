@@ -9,7 +9,7 @@ small kernels between the cores; with larger networks and batches the second thr
     python paper_figures/brax_threads.py --name ant -- --env-id brax:ant --brax-pipeline spring \\
         --num-envs 256 --num-steps 80 --update-epochs 4 --hidden-sizes 32 32 32 32 \\
         --critic-hidden-sizes 256 256 256 256 256 --activation swish --policy tanh_normal
-    python paper_figures/brax_threads.py --toy --out runs/t               # tiny, for the test
+    python paper_figures/brax_threads.py --toy --out /tmp/t               # tiny, for the test
 
 Each worker builds ppo_brax.make_functions, runs --warmup untimed iterations (compiling and
 leaving the start of training), then --iterations timed ones; a repeat runs both modes, the

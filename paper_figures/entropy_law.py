@@ -1,4 +1,4 @@
-r"""The entropy law on continuous control: return against policy entropy along the training
+r"""E12, the entropy law on continuous control: return against policy entropy along the training
 curves of Gaussian PPO (algos/ppo.py, CleanRL's defaults) and GRPO (algos/grpo.py, groups of
 episodes from one start state) on one MuJoCo task, and the fit R = -a exp(H) + b of Cui et al.
 2025, "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models" (arXiv
@@ -7,7 +7,7 @@ ceiling at H = 0 is b - a).
 
     python paper_figures/entropy_law.py --train    # the committed figure: runs what is missing
     python paper_figures/entropy_law.py            # refits and replots the runs under --sweep-dir
-    python paper_figures/entropy_law.py --toy --train --sweep-dir runs/s --out runs/f   # seconds
+    python paper_figures/entropy_law.py --toy --train --sweep-dir /tmp/s --out /tmp/f   # seconds
 
 Data: every iteration of every run's metrics.csv gives one point (H, R): H = train/entropy (the
 Gaussian's entropy per step, sum(log_std) + d/2 log(2 pi e); PPO logs its mean over the

@@ -1,4 +1,4 @@
-r"""Per-step vs sequence vs KPO-filtered importance ratios under stale data on one MuJoCo
+r"""E13: per-step vs sequence vs KPO-filtered importance ratios under stale data on one MuJoCo
 task. PPO-clip (algos/ppo.py's loss and defaults) whose every update uses the rollout collected
 k iterations earlier, with the ratio of --ratio (controlrl/ratios.py): step (PPO's per-step
 ratio), sequence (the product over the episode), sequence_mean (its geometric mean, GSPO, Zheng
@@ -9,7 +9,7 @@ filtered ratios have lower variance than per-step ratios, without the sequence r
 
     python paper_figures/ratio_filters.py --train   # the committed figure: runs what is missing
     python paper_figures/ratio_filters.py           # replots the runs under --sweep-dir
-    python paper_figures/ratio_filters.py --toy --train --sweep-dir runs/s --out runs/f  # seconds
+    python paper_figures/ratio_filters.py --toy --train --sweep-dir /tmp/s --out /tmp/f  # seconds
 
 Staleness k (the x axis): the update of iteration i uses the rollout of iteration i - k, whose
 log-probs, advantages (GAE with the critic of that time) and normalised observations are those

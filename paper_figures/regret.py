@@ -8,7 +8,7 @@ regret_slopes.csv (log-log slope over the top two octaves [K/4, K], fitted on lo
 each octave weighs the same, with a bootstrap CI over seeds) to --out.
 
     python paper_figures/regret.py                 # full: K = 2^16, 4 seeds (~7 min, 1 core)
-    python paper_figures/regret.py --toy --out runs/fig   # seconds
+    python paper_figures/regret.py --toy --out /tmp/fig   # seconds
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ mu = (1 - alpha) pi + alpha nu for an independent random policy nu. Writes
 retrace_contraction.png and retrace_contraction.csv to --out.
 
     python paper_figures/retrace_contraction.py            # full: 50 MDPs (~10 s)
-    python paper_figures/retrace_contraction.py --toy --out runs/fig
+    python paper_figures/retrace_contraction.py --toy --out /tmp/fig
 """
 
 from __future__ import annotations

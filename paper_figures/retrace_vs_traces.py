@@ -17,7 +17,7 @@ is missing; without it the panel plots what exists).
 
     python paper_figures/retrace_vs_traces.py                  # panel A; B from existing runs
     python paper_figures/retrace_vs_traces.py --train          # B: 5 configs x 3 seeds x 100k
-    python paper_figures/retrace_vs_traces.py --toy --out runs/fig [--train]   # seconds
+    python paper_figures/retrace_vs_traces.py --toy --out /tmp/fig [--train]   # seconds
 
 Writes <out>/retrace_vs_traces.png, retrace_vs_traces.csv (panel A: per alpha, kind and update
 the error's median, 10% and 90% over seeds and the expected update's error),

@@ -19,7 +19,7 @@ figure.
 
 To rerun one algorithm only and keep the others' committed results:
 
-    python paper_figures/trust_region_family.py --train --algos fixpo --out runs/fixpo ...
+    python paper_figures/trust_region_family.py --train --algos fixpo --out /tmp/fixpo ...
     python paper_figures/trust_region_family.py --keep-committed ...   # same --sweep-dir
 
 --keep-committed takes every algorithm of --algos that has no finished run under --sweep-dir
