@@ -31,8 +31,6 @@ REPO = Path(__file__).resolve().parents[1]
 # test then reads every tracked file.
 PENDING_REWRITE = frozenset(
     {
-        "README.md",
-        "paper_figures/README.md",
         "paper_figures/out/bench_iql.csv",
         "paper_figures/out/bench_iql_eval.csv",
         "paper_figures/out/bench_iql_eval_tapes.csv",
