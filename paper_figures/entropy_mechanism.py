@@ -18,7 +18,7 @@ eta u) has mean exactly eta d1, so the remainder dH + Cov(log pi, eta u) measure
 the first order's sampling noise removed (a control variate): its mean is set against eta^2 d2.
 
     python paper_figures/entropy_mechanism.py              # committed: 20,000 batches per row
-    python paper_figures/entropy_mechanism.py --toy --out /tmp/fig    # a second
+    python paper_figures/entropy_mechanism.py --toy --out runs/toy_fig  # a second
 
 Two bandits, K = 10 arms, logits spread over [1.5, -1.5]: "aligned" (the likely arms pay more:
 Cov > 0, entropy falls) and "anti-aligned" (the likely arms pay less: entropy rises).

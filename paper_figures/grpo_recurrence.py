@@ -21,7 +21,7 @@ advantage summed over a group's successes; E[X_n | p_{n-1}] = c_G(p_{n-1}) exact
 mean field of the sampled runs: it predicts the drift exactly, the mean PoS only to first order.
 
     python paper_figures/grpo_recurrence.py             # committed: 1000 seeds, 200 iterations
-    python paper_figures/grpo_recurrence.py --toy --out /tmp/fig   # a second
+    python paper_figures/grpo_recurrence.py --toy --out runs/toy_fig   # a second
 
 Writes grpo_recurrence.csv (per setting, G and groups per iteration: the one-step logit change
 against c_G(p_ref) / (beta1 + beta2); the final PoS against the finite-G recurrence's p_N; the
