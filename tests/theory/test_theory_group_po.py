@@ -730,6 +730,11 @@ def test_lower_fixed_point_is_unstable_for_beta1_zero_and_small_p_ref():
         for beta2 in np.geomspace(1.0001 * b_star, 100.0, 300):
             low, _ = gp.grpo_pos_fixed_points(p_ref, beta2, "mean_std")
             assert -1 < gp.grpo_fixed_point_multiplier(low, 0.0, beta2, "mean_std") < 1
+    # the upper root: sinh(L*/2) > beta2 there, a multiplier above 1 whatever beta1
+    for p_ref, beta2 in ((0.361, 3.0), (0.005, 2.0), (0.0101, 0.5)):
+        _, up = gp.grpo_pos_fixed_points(p_ref, beta2, "mean_std")
+        for beta1 in (0.0, 1.0, 10.0):
+            assert gp.grpo_fixed_point_multiplier(up, beta1, beta2, "mean_std") > 1
     l_ref = gp.logit(0.005)
     low, high = gp.grpo_pos_fixed_points(0.005, 2.0, "mean_std")
     assert gp.grpo_fixed_point_multiplier(low, 0.0, 2.0, "mean_std") < -1
