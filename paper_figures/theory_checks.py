@@ -114,6 +114,11 @@ STATEMENTS: dict[str, list[str] | str] = {
         GP + "test_grpo_fixed_points_of_the_catalog",
         GP + "test_fixed_point_exceeds_p_ref_and_its_threshold",
         GP + "test_small_beta1_can_overshoot_an_existing_fixed_point",
+        GP + "test_group_weight_is_the_expected_update_scale",
+        GP + "test_group_weight_tends_to_the_population_weight",
+        GP + "test_finite_group_recurrence_and_its_fixed_points",
+        GP + "test_fixed_point_multiplier_is_the_derivative_of_one_step",
+        GP + "test_lower_fixed_point_is_unstable_for_beta1_zero_and_small_p_ref",
     ],
     "T-G2": [
         GP + "test_zero_variance_groups_by_enumeration",

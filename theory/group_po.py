@@ -79,7 +79,8 @@ def astarpo_bias_asymptote(pi_ref: np.ndarray, r: np.ndarray, beta: float, n: in
 # Verifiable Rewards: GRPO's Effective Loss, Dynamics, and Success Amplification", arXiv
 # 2503.06639): pi_n = argmax E_pi[A] - beta1 KL(pi || pi_{n-1}) - beta2 KL(pi || pi_ref), its
 # "mirror + reference" variant, with population statistics and the std's epsilon at 0. The
-# existence threshold of the fixed point (grpo_fixed_point_threshold) is our derivation.
+# existence threshold of the fixed point (grpo_fixed_point_threshold), the stability of the
+# roots (grpo_fixed_point_multiplier) and the finite-group recurrence are our derivations.
 # ---------------------------------------------------------------------------------------------
 
 
@@ -127,14 +128,26 @@ def grpo_iterate_objective(
 
 
 def grpo_pos_recurrence(
-    p_ref: float, beta1: float, beta2: float, scale: str, steps: int
+    p_ref: float,
+    beta1: float,
+    beta2: float,
+    scale: str,
+    steps: int,
+    G: int | None = None,
+    eps: float = 0.0,
 ) -> np.ndarray:
     """p_0 = p_ref, ..., p_steps from the closed form: pi_n = pi_ref exp(c_n r) / Z, so logit(p_n)
-    = logit(p_ref) + c_n with c_n = (beta1 c_{n-1} + a(p_{n-1})) / (beta1 + beta2) [steps + 1]."""
+    = logit(p_ref) + c_n with c_n = (beta1 c_{n-1} + w(p_{n-1})) / (beta1 + beta2) [steps + 1];
+    w = a(p), the population weight (G None, the paper's), or c_G(p), the expected update of a
+    group of G (grpo_group_weight), the mean field of sampled GRPO."""
     l_ref, c = logit(p_ref), 0.0
     out = [p_ref]
     for _ in range(steps):  # the recurrence itself
-        c = (beta1 * c + grpo_advantage_weight(out[-1], scale)) / (beta1 + beta2)
+        if G is None:
+            w = grpo_advantage_weight(out[-1], scale)
+        else:
+            w = grpo_group_weight(float(l_ref + c), G, scale, eps)[0]
+        c = (beta1 * c + w) / (beta1 + beta2)
         out.append(float(1.0 / (1.0 + np.exp(-(l_ref + c)))))
         if out[-1] == 1.0:  # PoS at 1 in floating point: a(1) is infinite
             out += [1.0] * (steps + 1 - len(out))
@@ -142,16 +155,37 @@ def grpo_pos_recurrence(
     return np.array(out)
 
 
-def grpo_pos_fixed_points(p_ref: float, beta2: float, scale: str) -> list[float]:
-    """The PoS p* of every fixed point of the recurrence (independent of beta1), increasing:
-    mean only, logit(p*) = logit(p_ref) + 1/beta2 (always one); mean and std, the roots of
-    beta2 (L - L_ref) = 2 cosh(L / 2): two (the lower stable) or none."""
+def grpo_pos_fixed_points(
+    p_ref: float, beta2: float, scale: str, G: int | None = None, eps: float = 0.0
+) -> list[float]:
+    """The PoS p* of every fixed point of the recurrence (independent of beta1), increasing.
+
+    Population (G None): mean only, logit(p*) = logit(p_ref) + 1/beta2 (always one, stable);
+    mean and std, the roots of beta2 (L - L_ref) = 2 cosh(L / 2): two or none. The upper root is
+    always unstable; the lower one is not always stable (grpo_fixed_point_multiplier): with
+    beta1 = 0 and p_ref below grpo_lower_root_instability_p_ref() ~ 0.0100 it is unstable for
+    beta2 on an interval around 1 (the recurrence then oscillates or escapes to 1).
+    Group of G: mean only, logit(p*) = logit(p_ref) + (G - 1) / (G beta2); mean and std, the
+    roots of beta2 (L - L_ref) = c_G(p): c_G is bounded by (G - 1) / sqrt(G), so at least one
+    root exists for every beta2 > 0 (found by a sign scan: a tangent double root is missed)."""
     check_scale(scale)
     if not beta2 > 0:
         return []
     l_ref = logit(p_ref)
     if scale == "mean":
-        return [float(1.0 / (1.0 + np.exp(-(l_ref + 1.0 / beta2))))]
+        shift = 1.0 if G is None else (G - 1) / G
+        return [float(1.0 / (1.0 + np.exp(-(l_ref + shift / beta2))))]
+    if G is not None:
+        bound = (G - 1) / math.sqrt(G)
+
+        def group_gap(L):
+            return beta2 * (L - l_ref) - grpo_group_weight(L, G, scale, eps)[0]
+
+        grid = np.linspace(l_ref, l_ref + bound / beta2 + 1.0, 4001)
+        gaps = beta2 * (grid - l_ref) - grpo_group_weights(grid, G, scale, eps)[0]
+        crossings = np.flatnonzero((gaps[:-1] < 0) != (gaps[1:] < 0))  # gaps[0] = -c_G < 0
+        roots = [brentq(group_gap, grid[i], grid[i + 1], xtol=1e-14) for i in crossings]
+        return [float(1.0 / (1.0 + np.exp(-L))) for L in roots]
 
     def gap(L):
         return 2.0 * math.cosh(L / 2.0) - beta2 * (L - l_ref)
@@ -162,6 +196,31 @@ def grpo_pos_fixed_points(p_ref: float, beta2: float, scale: str) -> list[float]
     low = brentq(gap, l_ref, l_min, xtol=1e-14)
     high = brentq(gap, l_min, l_min + 2.0 * math.log(4.0 * (beta2 + 1.0)) + 50.0, xtol=1e-14)
     return [float(1.0 / (1.0 + np.exp(-L))) for L in (low, high)]
+
+
+def grpo_fixed_point_multiplier(
+    p_star: float, beta1: float, beta2: float, scale: str, G: int | None = None, eps: float = 0.0
+) -> float:
+    """d c_n / d c_{n-1} at a fixed point: (beta1 + dw/dL(L*)) / (beta1 + beta2), with w the
+    weight of grpo_pos_recurrence (population: dw/dL = sinh(L/2), 0 for mean only); the fixed
+    point is locally stable iff |multiplier| < 1 (a multiplier below -1: period doubling)."""
+    check_scale(scale)
+    L = float(logit(p_star))
+    if scale == "mean":
+        slope = 0.0
+    elif G is None:
+        slope = math.sinh(L / 2.0)
+    else:
+        slope = grpo_group_weight(L, G, scale, eps)[1]
+    return (beta1 + slope) / (beta1 + beta2)
+
+
+def grpo_lower_root_instability_p_ref() -> float:
+    """The p_ref below which population mean-and-std GRPO with beta1 = 0 has, for some beta2, an
+    unstable lower fixed point: at the boundary the multiplier sinh(L*/2) / beta2 is -1, i.e.
+    L* = -2 asinh(beta2) and -L_ref = 2 asinh(beta2) + 2 sqrt(1 + beta2^2) / beta2, whose
+    minimum over beta2 is at beta2 = 1: p_ref = sigmoid(-(2 asinh(1) + 2 sqrt(2))) ~ 0.01004."""
+    return 1.0 / (1.0 + math.exp(2.0 * math.asinh(1.0) + 2.0 * math.sqrt(2.0)))
 
 
 def grpo_fixed_point_threshold(p_ref: float) -> float:
@@ -309,6 +368,44 @@ def grpo_gradient_scale(J: float, G: int, eps: float = 0.0) -> float:
             return np.where((succ == 0) | (succ == G), 0.0, (r - m) / (std + eps))
 
     return float(weight @ (adv(1.0, s + 1) - adv(0.0, s)))
+
+
+def grpo_group_weight(L: float, G: int, scale: str, eps: float = 0.0) -> tuple[float, float]:
+    """(c_G, dc_G/dL) at log-odds L = logit(J): the exact expected update scale of a group of G
+    (mean only: (G - 1) / G; mean and std: grpo_gradient_scale) and its derivative, computed in
+    log-odds so that J near 0 or 1 stays finite: with binomial weights w_s over the other G - 1
+    pulls, dw_s / dL = w_s (s - (G - 1) J)."""
+    c, slope = grpo_group_weights(np.array([L], dtype=float), G, scale, eps)
+    return float(c[0]), float(slope[0])
+
+
+def grpo_group_weights(
+    L: np.ndarray, G: int, scale: str, eps: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """grpo_group_weight at every log-odds of a 1-D array [n] -> ([n], [n])."""
+    check_scale(scale)
+    L = np.asarray(L, dtype=float)
+    if scale == "mean":
+        return np.full(L.shape, (G - 1) / G), np.zeros(L.shape)
+    s = np.arange(G)  # successes among the other G - 1 pulls
+    log_j = -np.logaddexp(0.0, -L)[:, None]  # [n, 1]
+    log_1mj = -np.logaddexp(0.0, L)[:, None]
+    log_comb = gammaln(G) - gammaln(s + 1) - gammaln(G - s)
+    # xlogy-style: a zero count times log 0 (J exactly 0 or 1) is 0, not NaN
+    with np.errstate(invalid="ignore"):  # the NaN of 0 * -inf is replaced here
+        log_w = log_comb + np.where(s > 0, s * log_j, 0.0)
+        log_w = log_w + np.where(G - 1 - s > 0, (G - 1 - s) * log_1mj, 0.0)
+    weight = np.exp(log_w)  # [n, G]
+
+    def adv(r, succ):
+        m = succ / G
+        std = np.sqrt(m * (1 - m) * G / (G - 1))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where((succ == 0) | (succ == G), 0.0, (r - m) / (std + eps))
+
+    gain = adv(1.0, s + 1) - adv(0.0, s)  # [G]
+    J = np.exp(log_j)
+    return weight @ gain, (weight * (s - (G - 1) * J)) @ gain
 
 
 def exact_moments(prob: np.ndarray, grads: np.ndarray) -> tuple[np.ndarray, float]:

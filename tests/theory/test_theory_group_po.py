@@ -5,7 +5,10 @@ KL optimum: the KL-regularised optimum vs SLSQP on the simplex; JitRL's additive
 GRPO's success dynamics (Mroueh 2025): exact iterates (mean / mean+std, KL to previous and
     reference) vs scipy per iterate on a 12-armed categorical; the fixed points of the
     probability-of-success recurrence (0.409, 0.524, none at beta2 0.5); beta1 sets the speed
-    only; the existence threshold (beta2* ~ 1.200 at p_ref 0.361).
+    only; the existence threshold (beta2* ~ 1.200 at p_ref 0.361). At a group of G: c_G by
+    enumeration, -> 2 cosh(L/2) like 1/G, bounded, so a fixed point for every beta2 > 0.
+    Stability: the multiplier (beta1 + w'(L*)) / (beta1 + beta2); the lower root is unstable
+    for beta1 = 0 and p_ref < 0.01004 on a beta2 interval (a finding).
 Zero-variance groups: p^G + (1-p)^G by enumeration and Monte Carlo; zero advantages.
 Rollout allocation: marginal gains non-increasing from G = 1 (not from 0: a finding); greedy ==
     brute force.
@@ -591,3 +594,172 @@ def test_small_beta1_can_overshoot_an_existing_fixed_point():
     for beta1 in (10.0, 100.0):
         pos = gp.grpo_pos_recurrence(0.01, beta1, beta2, "mean_std", 20000)
         assert np.all(pos < high) and pos[-1] == pytest.approx(low, abs=1e-9)
+
+
+# ---------------------------------------------------------------------------------------------
+# GRPO's success recurrence at a finite group size, and the stability of its fixed points
+# ---------------------------------------------------------------------------------------------
+
+
+def _two_arm_scale_by_sequences(J, G, scale, eps):
+    """c_G by enumerating all 2^G reward sequences of a two-arm (success / failure) policy with
+    the numpy twin of controlrl.group: E[(1/G) sum_i A_i d log pi(y_i) / dL] / (dJ / dL)."""
+    seqs = np.array(list(itertools.product([0.0, 1.0], repeat=G)))
+    prob = np.prod(np.where(seqs == 1, J, 1 - J), axis=1)
+    adv = gp.group_advantages(seqs, scale, eps)
+    score = seqs - J  # d log pi(y) / dL for pi = (J, 1 - J), J = sigmoid(L)
+    return float(prob @ np.mean(adv * score, axis=1)) / (J * (1 - J))
+
+
+@pytest.mark.parametrize("G", [2, 3, 5, 8])
+def test_group_weight_is_the_expected_update_scale(G):
+    """c_G(J) of grpo_group_weight against every sequence of G rewards (mean and std, mean
+    only), against grpo_gradient_scale, and its log-odds derivative against finite differences."""
+    for J in (0.03, 0.361, 0.8):
+        L = gp.logit(J)
+        for eps in (0.0, 1e-4):
+            c, slope = gp.grpo_group_weight(L, G, "mean_std", eps)
+            assert c == pytest.approx(_two_arm_scale_by_sequences(J, G, "mean_std", eps), rel=1e-12)
+            assert c == pytest.approx(gp.grpo_gradient_scale(J, G, eps), rel=1e-12)
+            h = 1e-5
+            fd = (
+                gp.grpo_group_weight(L + h, G, "mean_std", eps)[0]
+                - gp.grpo_group_weight(L - h, G, "mean_std", eps)[0]
+            ) / (2 * h)
+            assert slope == pytest.approx(fd, abs=1e-8)
+        mean_c, mean_slope = gp.grpo_group_weight(L, G, "mean")
+        assert mean_c == pytest.approx(_two_arm_scale_by_sequences(J, G, "mean", 0.0), rel=1e-12)
+        assert mean_c == (G - 1) / G and mean_slope == 0.0
+    # G = 2: the one informative group (one success) gives A = +-1/sqrt(2): c_2 = 1/sqrt(2), flat
+    if G == 2:
+        for J in (0.01, 0.5, 0.97):
+            c, slope = gp.grpo_group_weight(gp.logit(J), 2, "mean_std")
+            assert c == pytest.approx(1 / math.sqrt(2), abs=1e-15) and abs(slope) < 1e-15
+    # bounded by (G - 1) / sqrt(G), its value as J -> 0 (one success in the group), unlike a(J)
+    c_edge = gp.grpo_group_weight(-40.0, G, "mean_std")[0]
+    assert c_edge == pytest.approx((G - 1) / math.sqrt(G), rel=1e-12)
+    ps = np.linspace(0.001, 0.999, 199)
+    assert max(gp.grpo_group_weight(gp.logit(p), G, "mean_std")[0] for p in ps) <= c_edge + 1e-12
+
+
+def test_group_weight_tends_to_the_population_weight():
+    """c_G -> 2 cosh(L / 2) = 1 / sqrt(J (1 - J)) from below, the gap shrinking like 1 / G; stays
+    finite (no warning) at log-odds whose J rounds to 1."""
+    for J in (0.05, 0.361, 0.7):
+        L = gp.logit(J)
+        gaps = [
+            1 - gp.grpo_group_weight(L, G, "mean_std")[0] / (2 * math.cosh(L / 2))
+            for G in (16, 64, 256, 1024, 4096)
+        ]
+        assert np.all(np.diff(gaps) < 0) and 0 < gaps[-1] < 1e-3
+        assert gaps[-1] * 4096 == pytest.approx(gaps[-2] * 1024, rel=0.02)  # O(1/G)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        c, slope = gp.grpo_group_weight(60.0, 8, "mean_std")
+        # J exactly 0 or 1: a zero count times log 0 is 0 (the one-failure / one-success group)
+        edges = [gp.grpo_group_weight(L, 8, "mean_std") for L in (math.inf, -math.inf)]
+    assert c == pytest.approx(7 / math.sqrt(8), rel=1e-12) and abs(slope) < 1e-20
+    for c_edge, slope_edge in edges:
+        assert c_edge == pytest.approx(7 / math.sqrt(8), rel=1e-12) and slope_edge == 0.0
+
+
+def test_finite_group_recurrence_and_its_fixed_points():
+    """The finite-G recurrence is c_n = (beta1 c_{n-1} + c_G(p_{n-1})) / (beta1 + beta2); its fixed
+    points solve beta2 (L - L_ref) = c_G and exist for every beta2 > 0, also where the
+    population recurrence has none (p_ref 0.361, beta2 0.5: the PoS runs to 1 there)."""
+    p_ref, beta1, beta2, G = 0.361, 1.0, 3.0, 8
+    pos = gp.grpo_pos_recurrence(p_ref, beta1, beta2, "mean_std", 30, G, 1e-4)
+    c, want = 0.0, [p_ref]
+    for _ in range(30):
+        c = (beta1 * c + gp.grpo_gradient_scale(want[-1], G, 1e-4)) / (beta1 + beta2)
+        want.append(1 / (1 + math.exp(-(gp.logit(p_ref) + c))))
+    np.testing.assert_allclose(pos, want, atol=1e-14)
+    assert gp.grpo_pos_fixed_points(p_ref, 0.5, "mean_std") == []
+    for G in (2, 4, 8, 16):
+        for beta2 in (0.5, 3.0):
+            (p_star,) = gp.grpo_pos_fixed_points(p_ref, beta2, "mean_std", G)
+            L = gp.logit(p_star)
+            c_g = gp.grpo_group_weight(L, G, "mean_std")[0]
+            assert beta2 * (L - gp.logit(p_ref)) == pytest.approx(c_g, rel=1e-12)
+            assert p_star > p_ref
+            mult = gp.grpo_fixed_point_multiplier(p_star, 0.0, beta2, "mean_std", G)
+            assert abs(mult) < 1
+            assert gp.grpo_pos_recurrence(p_ref, 0.0, beta2, "mean_std", 400, G)[-1] == (
+                pytest.approx(p_star, abs=1e-10)
+            )
+        # mean only: logit(p*) = logit(p_ref) + (G - 1) / (G beta2)
+        (p_mean,) = gp.grpo_pos_fixed_points(p_ref, 3.0, "mean", G)
+        assert gp.logit(p_mean) == pytest.approx(gp.logit(p_ref) + (G - 1) / (G * 3.0), abs=1e-12)
+    # the finite-G fixed point rises towards the population one with G
+    fps = [gp.grpo_pos_fixed_points(p_ref, 3.0, "mean_std", G)[0] for G in (2, 4, 8, 16, 256)]
+    (low, _) = gp.grpo_pos_fixed_points(p_ref, 3.0, "mean_std")
+    assert np.all(np.diff(fps) > 0) and fps[-1] < low and low - fps[-1] < 2e-3
+
+
+def _one_step(c, l_ref, beta1, beta2, G=None):
+    """One step of the recurrence on c (population weight 2 cosh(L/2), or c_G)."""
+    L = l_ref + c
+    w = 2 * math.cosh(L / 2) if G is None else gp.grpo_group_weight(L, G, "mean_std")[0]
+    return (beta1 * c + w) / (beta1 + beta2)
+
+
+def test_fixed_point_multiplier_is_the_derivative_of_one_step():
+    for p_ref, beta1, beta2, G in ((0.361, 0.0, 3.0, None), (0.005, 1.0, 2.0, None),
+                                   (0.005, 0.0, 2.0, 16), (0.361, 2.0, 0.5, 4)):  # fmt: skip
+        l_ref = gp.logit(p_ref)
+        p_star = gp.grpo_pos_fixed_points(p_ref, beta2, "mean_std", G)[0]
+        c_star = gp.logit(p_star) - l_ref
+        assert _one_step(c_star, l_ref, beta1, beta2, G) == pytest.approx(c_star, abs=1e-10)
+        h = 1e-6
+        fd = (_one_step(c_star + h, l_ref, beta1, beta2, G)
+              - _one_step(c_star - h, l_ref, beta1, beta2, G)) / (2 * h)  # fmt: skip
+        mult = gp.grpo_fixed_point_multiplier(p_star, beta1, beta2, "mean_std", G)
+        assert mult == pytest.approx(fd, abs=1e-7)
+
+
+def test_lower_fixed_point_is_unstable_for_beta1_zero_and_small_p_ref():
+    """Finding against the catalogued "the lower root is stable" and the paper's local convergence: the
+    multiplier of the lower root is sinh(L*/2) / beta2 at beta1 = 0, below -1 for beta2 near 1
+    once p_ref < sigmoid(-(2 asinh 1 + 2 sqrt 2)) = 0.01004. Unstable regime: p_ref 0.005,
+    beta2 2 ends in a 2-cycle, beta2 1 escapes to 1; stable regime: beta1 = 1 there, any beta2
+    above the threshold at p_ref 0.0101 or 0.361, or a group of 16 in place of the population."""
+    p_crit = gp.grpo_lower_root_instability_p_ref()
+    assert p_crit == pytest.approx(0.0100391, abs=1e-7)
+    low, _ = gp.grpo_pos_fixed_points(p_crit, 1.0, "mean_std")
+    assert gp.grpo_fixed_point_multiplier(low, 0.0, 1.0, "mean_std") == pytest.approx(-1, abs=1e-9)
+    for p_ref in (0.0101, 0.361):  # above it: stable for every beta2 with a fixed point
+        b_star = gp.grpo_fixed_point_threshold(p_ref)
+        for beta2 in np.geomspace(1.0001 * b_star, 100.0, 300):
+            low, _ = gp.grpo_pos_fixed_points(p_ref, beta2, "mean_std")
+            assert -1 < gp.grpo_fixed_point_multiplier(low, 0.0, beta2, "mean_std") < 1
+    # the upper root: sinh(L*/2) > beta2 there, a multiplier above 1 whatever beta1
+    for p_ref, beta2 in ((0.361, 3.0), (0.005, 2.0), (0.0101, 0.5)):
+        _, up = gp.grpo_pos_fixed_points(p_ref, beta2, "mean_std")
+        for beta1 in (0.0, 1.0, 10.0):
+            assert gp.grpo_fixed_point_multiplier(up, beta1, beta2, "mean_std") > 1
+    l_ref = gp.logit(0.005)
+    low, high = gp.grpo_pos_fixed_points(0.005, 2.0, "mean_std")
+    assert gp.grpo_fixed_point_multiplier(low, 0.0, 2.0, "mean_std") < -1
+    # unstable: a start 1e-6 off the fixed point moves away; from p_ref, a 2-cycle around it
+    c_star = gp.logit(low) - l_ref
+    c = c_star + 1e-6
+    for _ in range(200):  # |multiplier| ~ 1.05: 1e-6 grows past 1e-3
+        c = _one_step(c, l_ref, 0.0, 2.0)
+    assert abs(c - c_star) > 1e-3
+    pos = gp.grpo_pos_recurrence(0.005, 0.0, 2.0, "mean_std", 4000)
+    assert abs(pos[-1] - pos[-3]) < 1e-9 and abs(pos[-1] - pos[-2]) > 0.1
+    assert min(pos[-2:]) < low < max(pos[-2:]) < high
+    low1, _ = gp.grpo_pos_fixed_points(0.005, 1.0, "mean_std")
+    assert gp.grpo_fixed_point_multiplier(low1, 0.0, 1.0, "mean_std") < -1
+    assert gp.grpo_pos_recurrence(0.005, 0.0, 1.0, "mean_std", 4000)[-1] == 1.0
+    # stable: the mirror term damps it (multiplier (beta1 + sinh) / (beta1 + beta2))
+    assert -1 < gp.grpo_fixed_point_multiplier(low, 1.0, 2.0, "mean_std") < 0
+    assert gp.grpo_pos_recurrence(0.005, 1.0, 2.0, "mean_std", 4000)[-1] == (
+        pytest.approx(low, abs=1e-10)
+    )
+    # a group of 16: c_G is flat where a(p) is steep, the lower root is stable and reached
+    (low16,) = gp.grpo_pos_fixed_points(0.005, 2.0, "mean_std", 16)
+    assert -1 < gp.grpo_fixed_point_multiplier(low16, 0.0, 2.0, "mean_std", 16) < 0
+    assert gp.grpo_pos_recurrence(0.005, 0.0, 2.0, "mean_std", 400, 16)[-1] == (
+        pytest.approx(low16, abs=1e-10)
+    )
