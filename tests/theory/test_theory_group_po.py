@@ -718,7 +718,7 @@ def test_fixed_point_multiplier_is_the_derivative_of_one_step():
 
 
 def test_lower_fixed_point_is_unstable_for_beta1_zero_and_small_p_ref():
-    """Finding against the catalogued "the lower root is stable" and the paper's local convergence: the
+    """Finding against "the lower root is stable" and the paper's local convergence: the
     multiplier of the lower root is sinh(L*/2) / beta2 at beta1 = 0, below -1 for beta2 near 1
     once p_ref < sigmoid(-(2 asinh 1 + 2 sqrt 2)) = 0.01004. Unstable regime: p_ref 0.005,
     beta2 2 ends in a 2-cycle, beta2 1 escapes to 1; stable regime: beta1 = 1 there, any beta2
