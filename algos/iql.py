@@ -1,7 +1,11 @@
 """IQL, Implicit Q-Learning (Kostrikov, Nair, Levine, "Offline Reinforcement Learning with
-Implicit Q-Learning", ICLR 2022), offline, with optional online fine-tuning, and its
-behaviour cloning baseline (--bc). Defaults of tinkoff-ai/CORL algorithms/offline/iql.py (D4RL
-locomotion); the actor follows ikostrikov/implicit_q_learning (policy.py, learner.py).
+Implicit Q-Learning", ICLR 2022, arXiv 2110.06169), offline, with optional online fine-tuning,
+and its behaviour cloning baseline (--bc). IQL never queries Q at actions outside the dataset:
+V is fitted by expectile regression onto Q of the dataset's actions (an upper expectile
+approximates the best in-support action's value), Q onto r + gamma V(s'), and the policy is
+extracted by advantage-weighted regression onto the dataset's actions. Defaults of
+tinkoff-ai/CORL algorithms/offline/iql.py (D4RL locomotion); the actor follows
+ikostrikov/implicit_q_learning (policy.py, learner.py; the losses as in critic.py, actor.py).
 
     python algos/iql.py --dataset PATH_OR_ID --total-timesteps 1000000 --seed 1
 
@@ -9,19 +13,17 @@ locomotion); the actor follows ikostrikov/implicit_q_learning (policy.py, learne
 (envs.offline). Counting is in gradient steps: --total-timesteps is the number of gradient
 steps in all (offline plus --online-steps), one iteration (one metrics.csv row) is --log-every
 of them, and --eval-every and the progress bar count them too. Each step: V by expectile
-regression onto min(Q1, Q2) of the TARGET critic, both Q heads onto r + gamma (1 - terminal)
-V(s'), the actor by advantage-weighted regression, then the Polyak target update; all three
-losses use the networks as they were before the step (CORL's order; the original steps V first
-and uses the new V for the actor and Q targets). Logs (config.json, metrics.csv, timing.csv,
-tb/, checkpoints/): train/v_loss, q_loss, actor_loss, v_mean, q_mean, adv_mean, weight_mean,
-weight_clip_frac (weights at the clip 100), actor_lr; eval/return and, when the dataset has
-reference scores, eval/normalized_score (D4RL's 0-100 scale); with --online-steps, the
-train/episode_* of the online episodes. Deterministic evaluation: the tanh-bounded mean action.
-
-The update runs without autograd: each net's forward and backward are written out on buffers
-reused every step (controlrl/backprop.py), each loss's gradient with respect to its net's output
-beside the loss below; equal to autograd's up to float rounding (tests/algos/test_iql.py), ~8%
-less CPU per step (README, IQL speed).
+regression onto min(Q1, Q2) of the TARGET critic (value_loss), both Q heads onto
+r + gamma (1 - terminal) V(s') (q_loss), the actor by advantage-weighted regression (awr_loss),
+one autograd backward of the three, one Adam step per net, then the Polyak target update; all
+three losses use the networks as they were before the step (CORL's order; the original steps V
+first and uses the new V for the actor and Q targets). The loss functions below are what the
+optimisers minimise: edit one and training changes. Logs (config.json, metrics.csv,
+timing.csv, tb/, checkpoints/): train/v_loss, q_loss, actor_loss, v_mean, q_mean, adv_mean,
+weight_mean, weight_clip_frac (weights at the clip 100), actor_lr; eval/return and, when the
+dataset has reference scores, eval/normalized_score (D4RL's 0-100 scale); with --online-steps,
+the train/episode_* of the online episodes. Deterministic evaluation: the tanh-bounded mean
+action.
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ import numpy as np
 import torch
 
 import envs
-from controlrl.backprop import MLPTape
 from controlrl.buffers import OfflineBuffer
 from controlrl.cli import (
     ArgError,
@@ -52,7 +53,7 @@ from controlrl.cli import (
 from controlrl.diagnostics import check_finite
 from controlrl.evaluate import evaluate
 from controlrl.losses import expectile_loss
-from controlrl.nets import LOG_2PI, TanhGaussianActor, TwinQ, ValueNet, flatten_parameters
+from controlrl.nets import TanhGaussianActor, TwinQ, ValueNet, flatten_parameters
 from controlrl.rollout import Episode
 from controlrl.seeding import eval_seed, reset_seed
 from controlrl.session import Session, Timer
@@ -68,13 +69,6 @@ def value_loss(q_target: torch.Tensor, v: torch.Tensor, tau: float) -> torch.Ten
     return expectile_loss(q_target.detach() - v, tau)
 
 
-def value_loss_grad(q_target: torch.Tensor, v: torch.Tensor, tau: float) -> torch.Tensor:
-    """d value_loss / d v [B]: -2 |tau - 1(u < 0)| u / B with u = q_target - v."""
-    u = q_target - v
-    weight = (tau - (u < 0).to(u.dtype)).abs_()
-    return weight.mul_(u).mul_(-2.0 / u.shape[0])
-
-
 def td_target(
     rewards: torch.Tensor, dones: torch.Tensor, next_v: torch.Tensor, gamma: float
 ) -> torch.Tensor:
@@ -88,11 +82,6 @@ def q_loss(q: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return (q - y).square().mean()
 
 
-def q_loss_grad(q: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """d q_loss / d q [2, B]: 2 (q - y) / (2 B)."""
-    return (q - y).mul_(2.0 / q.numel())
-
-
 def awr_loss(
     logp: torch.Tensor, adv: torch.Tensor, beta: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -100,35 +89,6 @@ def awr_loss(
     detached; beta = 0 gives w = 1, plain behaviour cloning. Returns (loss, w)."""
     w = torch.exp(beta * adv.detach()).clamp(max=EXP_ADV_MAX)
     return -(w * logp).mean(), w
-
-
-def actor_loss_grads(
-    policy: TanhGaussianActor,
-    out: torch.Tensor,
-    actions: torch.Tensor,
-    adv: torch.Tensor,
-    beta: float,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """awr_loss of policy.log_prob from the actor MLP's output `out` [B, A], with its weights
-    and gradients: (loss, w, dL/d out [B, A], dL/d log_std [A]). With m = max_action,
-    l = clamp(log_std), mean = m tanh(out), e = (a - mean) exp(-l):
-    log pi = -sum e^2 / 2 - sum l - const, dL/d log pi = -w / B, so
-    dL/d out = -(w / B) e exp(-l) m (1 - tanh(out)^2) and
-    dL/d log_std = -sum_b (w / B) (e^2 - 1) where log_std is inside the clamp, else 0."""
-    t = torch.tanh(out)
-    max_action = policy.max_action
-    log_std = policy.log_std.detach()
-    clamped = log_std.clamp(policy.log_std_min, policy.log_std_max)
-    inv_std = torch.exp(-clamped)
-    e = (actions - t * max_action) * inv_std
-    e2 = e.square()
-    logp = e2.sum(-1).mul_(-0.5) - clamped.sum() - 0.5 * LOG_2PI * e.shape[-1]
-    loss, w = awr_loss(logp, adv, beta)
-    c = w.mul(-1.0 / w.shape[0])[:, None]  # dL/d log pi [B, 1]
-    g_out = (e * inv_std).mul_(c).mul_(max_action).mul_(t.square().neg_().add_(1.0))
-    inside = (log_std >= policy.log_std_min) & (log_std <= policy.log_std_max)
-    g_log_std = e2.sub_(1.0).mul_(c).sum(0).mul_(inside)
-    return loss, w, g_out, g_log_std
 
 
 @dataclass
@@ -230,25 +190,19 @@ class Nets:
 
 
 class Learner:
-    """One Adam per net, each over one flat parameter (fused), and the flat target critic. A
-    gradient step runs the nets on tapes (controlrl.backprop: forward and backward written
-    out, buffers reused), takes each loss's gradient with respect to its net's output as
-    written beside the loss above, backpropagates it, then three fused Adam steps, one lerp."""
+    """One Adam per net, each over one flat parameter (fused), and the flat target critic: a
+    gradient step is the three losses above, one autograd backward of their sum, three fused
+    Adam steps and one Polyak lerp."""
 
     def __init__(self, nets: Nets, args: Args) -> None:
         self.nets, self.args = nets, args
         self.opt_pi = adam(nets.policy, lr=args.actor_lr, eps=1e-8)  # torch/optax default eps
         self.opt_q = adam(nets.q, lr=args.critic_lr, eps=1e-8)
         self.opt_v = adam(nets.value, lr=args.value_lr, eps=1e-8)
+        self.trained = (self.opt_pi,) if args.bc else (self.opt_pi, self.opt_q, self.opt_v)
         self.target_flat = flatten_parameters(nets.q_target)
         self.q_flat = params_of(self.opt_q)[0]
         self.stats = torch.zeros(len(STATS))
-        n = args.batch_size  # tapes after flattening: they write into the flat gradients
-        self.pi_tape = MLPTape.of_sequential(nets.policy.net, n)
-        self.v_tape = MLPTape.of_sequential(nets.value.net, n)
-        self.next_v_tape = MLPTape.of_sequential(nets.value.net, n)  # V(s'): forward only
-        self.q_tapes = [MLPTape.of_twin_head(nets.q, k, n) for k in range(2)]
-        self.target_tapes = [MLPTape.of_twin_head(nets.q_target, k, n) for k in range(2)]
 
     def optimizers(self) -> dict:
         """The optimisers under their checkpoint names."""
@@ -258,61 +212,55 @@ class Learner:
             "v_optimizer": self.opt_v,
         }
 
-    @torch.no_grad()
     def gradients(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Write this minibatch's gradient into every trained parameter's .grad (the actor's
-        alone with --bc) and return the step's STATS. All three losses read the nets as they
-        are before the step; the value target and the advantage read the TARGET critic, the
-        policy enters only the actor loss."""
-        args, s, sa = self.args, batch["obs"], batch["obs_actions"]
+        """Backpropagate this minibatch's losses into every trained parameter's .grad (the
+        actor's alone with --bc) and return the step's STATS. All three losses read the nets as
+        they are before the step; the value target and the advantage read the TARGET critic,
+        the policy enters only the actor loss. The nets share no parameter, so one backward of
+        the sum gives each net the gradient of its own loss."""
+        args, nets = self.args, self.nets
+        for opt in self.trained:
+            opt.zero_grad(set_to_none=False)  # in place: the parameters' .grad are views
+        logp = nets.policy.log_prob(batch["obs"], batch["actions"])
         if args.bc:  # beta 0 with A = 0: w = 1, -mean(log pi)
+            loss_pi, _ = awr_loss(logp, torch.zeros_like(logp), 0.0)
+            loss_pi.backward()
             stats = torch.zeros(len(STATS))
-            stats[2], _ = self._actor(batch, torch.zeros(len(s)), 0.0)
+            stats[2] = loss_pi.detach()
             return stats
-        q_target = torch.minimum(*(tape.forward(sa) for tape in self.target_tapes)).squeeze(-1)
-        next_v = self.next_v_tape.forward(batch["next_obs"]).squeeze(-1)
-        v = self.v_tape.forward(s).squeeze(-1)
-        self.v_tape.backward(value_loss_grad(q_target, v, args.tau)[:, None])
-        y = td_target(batch["rewards"], batch["dones"], next_v, args.gamma)
-        q = torch.stack([tape.forward(sa).squeeze(-1) for tape in self.q_tapes])  # [2, B]
-        g_q = q_loss_grad(q, y)
-        for k, tape in enumerate(self.q_tapes):
-            tape.backward(g_q[k, :, None])
+        with torch.no_grad():
+            q_target = nets.q_target(batch["obs_actions"]).amin(0)  # [B] (amin: no argmin kept)
+            next_v = nets.value(batch["next_obs"])
+        v = nets.value(batch["obs"])
+        loss_v = value_loss(q_target, v, args.tau)
+        q = nets.q(batch["obs_actions"])  # [2, B]
+        loss_q = q_loss(q, td_target(batch["rewards"], batch["dones"], next_v, args.gamma))
         adv = q_target - v
-        loss_pi, w = self._actor(batch, adv, args.beta)
-        return torch.stack(
-            [
-                value_loss(q_target, v, args.tau),
-                q_loss(q, y),
-                loss_pi,
-                v.mean(),
-                q.mean(),
-                adv.mean(),
-                w.mean(),
-                (w >= EXP_ADV_MAX).float().mean(),
-            ]
-        )
-
-    def _actor(self, batch, adv: torch.Tensor, beta: float):
-        """The actor's AWR loss and weights; its gradient into .grad."""
-        policy = self.nets.policy
-        out = self.pi_tape.forward(batch["obs"])
-        loss, w, g_out, g_log_std = actor_loss_grads(policy, out, batch["actions"], adv, beta)
-        self.pi_tape.backward(g_out)
-        policy.log_std.grad.copy_(g_log_std)
-        return loss, w
+        loss_pi, w = awr_loss(logp, adv, args.beta)
+        (loss_v + loss_q + loss_pi).backward()
+        with torch.no_grad():
+            return torch.stack(
+                [
+                    loss_v,
+                    loss_q,
+                    loss_pi,
+                    v.mean(),
+                    q.mean(),
+                    adv.mean(),
+                    w.mean(),
+                    (w >= EXP_ADV_MAX).float().mean(),
+                ]
+            )
 
     def step(self, batch: dict[str, torch.Tensor], actor_lr: float) -> None:
         """One gradient step of all three nets (the actor alone with --bc) and the target."""
         self.opt_pi.param_groups[0]["lr"] = actor_lr
         self.stats += self.gradients(batch)
-        if self.args.bc:
-            self.opt_pi.step()
-            return
-        for opt in (self.opt_pi, self.opt_q, self.opt_v):
+        for opt in self.trained:
             opt.step()
-        with torch.no_grad():
-            self.target_flat.lerp_(self.q_flat, self.args.polyak)
+        if not self.args.bc:
+            with torch.no_grad():
+                self.target_flat.lerp_(self.q_flat, self.args.polyak)
 
     def pop_stats(self, steps: int) -> dict[str, float]:
         """Means of the statistics over the last `steps` steps (one sync), then reset."""

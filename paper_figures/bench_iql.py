@@ -60,6 +60,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PEER = ROOT / "paper_figures" / "peers" / "d3rlpy_iql.py"
 CONTENDERS = ("ours", "d3rlpy")
 D3RLPY_VENV = Path("~/.cache/controlrl/venvs/d3rlpy").expanduser()
+D3RLPY_PLACEHOLDER = "$D3RLPY_VENV/bin/python"  # the CSV's command names no machine's paths
 SYNTHETIC = dict(rows=1_000_000, obs_dim=17, act_dim=6, episode=1000)  # HalfCheetah's sizes
 FIELDS = [  # CSV columns; controlrl.bench's 'command' comes last
     *"contender repeat slot seed dataset env_id updates warmup threads".split(),
@@ -208,11 +209,43 @@ def contenders(args: argparse.Namespace, repeat: int) -> list[bench.Contender]:
     ]
 
 
+def portable(path: str | Path) -> str:
+    """A path as a CSV cell: relative to the repository inside it, else the file's name."""
+    path = Path(path)
+    if not path.is_absolute():
+        return str(path)
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return path.name
+
+
+def public_command(argv: list[str]) -> str:
+    """The command line for the CSV: --d3rlpy-python as $D3RLPY_VENV/bin/python, --dataset and
+    --out through portable(), so the command column holds no absolute path of this machine."""
+    out, argv = [], list(argv)
+    while argv:
+        arg = argv.pop(0)
+        flag, eq, value = arg.partition("=")
+        if flag in ("--d3rlpy-python", "--dataset", "--out"):
+            if not eq:
+                out.append(flag)
+                if not argv:
+                    break
+                value = argv.pop(0)
+            value = D3RLPY_PLACEHOLDER if flag == "--d3rlpy-python" else portable(value)
+            out.append(f"{flag}={value}" if eq else value)
+        else:
+            out.append(arg)
+    command = bench.command_line("paper_figures/bench_iql.py", out)
+    return command.replace(f"'{D3RLPY_PLACEHOLDER}'", D3RLPY_PLACEHOLDER)  # the shell expands it
+
+
 def row(run: bench.Run, score=None) -> dict:
     """One CSV row; score maps a return to a normalised score (None: not known)."""
     cfg = run.contender.config
     out = {k: cfg[k] for k in ("contender", "seed", "updates", "warmup", "threads", "env_id")}
-    out |= dict(repeat=run.repeat, slot=run.slot, dataset=cfg["dataset"])
+    out |= dict(repeat=run.repeat, slot=run.slot, dataset=portable(cfg["dataset"]))
     out |= dict(eval_episodes=cfg["eval_episodes"], process_s=run.wall_s, status=run.status)
     if run.ok:
         out |= {k: v for k, v in run.result.items() if k in FIELDS}
@@ -380,7 +413,7 @@ def dataset_and_env(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> list[dict]:
     args = parse_args(argv)
     dataset_and_env(args)
-    command = bench.command_line("paper_figures/bench_iql.py", argv)
+    command = public_command(sys.argv[1:] if argv is None else argv)
     score = scorer(args.dataset) if args.eval else None
     rows: list[dict] = []
     t_start = time.perf_counter()

@@ -111,40 +111,6 @@ def test_q_target_masks_terminals_only():
     assert q_loss(q, y).item() == pytest.approx(y.square().mean().item())
 
 
-def test_written_out_gradients_equal_autograd_of_the_losses():
-    # the gradients Learner.gradients backpropagates, against autograd of the loss definitions
-    gen = torch.Generator().manual_seed(0)
-    q_t, v = torch.randn(2, 50, generator=gen).unbind(0)
-    v = v.requires_grad_()
-    (ref,) = torch.autograd.grad(iql.value_loss(q_t, v, 0.8), v)
-    torch.testing.assert_close(iql.value_loss_grad(q_t, v.detach(), 0.8), ref)
-    q = torch.randn(2, 50, generator=gen, requires_grad=True)
-    y = torch.randn(50, generator=gen)
-    (ref,) = torch.autograd.grad(q_loss(q, y), q)
-    torch.testing.assert_close(iql.q_loss_grad(q.detach(), y), ref)
-
-
-@pytest.mark.parametrize("log_std", [[0.3, -1.0, 1.5], [-6.0, 2.0, 2.5]])  # in, at, out clamp
-def test_actor_gradients_equal_autograd_of_awr_on_log_prob(log_std):
-    torch.manual_seed(0)
-    policy = iql.TanhGaussianActor(4, 3, (8,), torch.tensor([1.0, 2.0, 0.5]))
-    with torch.no_grad():
-        policy.log_std.copy_(torch.tensor(log_std))
-    obs, actions, adv = torch.randn(20, 4), torch.rand(20, 3) - 0.5, torch.randn(20)
-    out = policy.net(obs).detach().requires_grad_()  # the MLP's output: the tape's boundary
-    mean_net = policy.net
-    policy.net = torch.nn.Identity()  # log_prob(out) = the density given the MLP's output
-    ref_loss, ref_w = awr_loss(policy.log_prob(out, actions), adv, beta=2.0)
-    ref = torch.autograd.grad(ref_loss, [out, policy.log_std])
-    policy.net = mean_net
-    loss, w, g_out, g_log_std = iql.actor_loss_grads(policy, out.detach(), actions, adv, 2.0)
-    torch.testing.assert_close(loss, ref_loss.detach())
-    assert torch.equal(w, ref_w)
-    torch.testing.assert_close(g_out, ref[0])
-    torch.testing.assert_close(g_log_std, ref[1])
-    assert (g_log_std[2] == 0.0) == (log_std[2] > 2.0)  # no gradient outside the clamp
-
-
 def buffer_and_batch(ds: Dataset, nets: Nets, batch_size: int = 64):
     buf = OfflineBuffer.from_dataset(ds, normalize_obs=True, seed=0)
     return buf, buf.sample(batch_size)
@@ -220,6 +186,47 @@ def test_polyak_update_moves_the_target_a_fraction_towards_q():
         assert torch.allclose(t, 0.95 * t_old + 0.05 * q, atol=1e-7)
 
 
+def trained_nets(args: Args, steps: int) -> Nets:
+    """small_nets after `steps` Learner steps on fixed minibatches of a Pendulum dataset."""
+    nets = small_nets(seed=5)
+    learner = Learner(nets, args)
+    buf = OfflineBuffer.from_dataset(rollout_dataset(steps=200), normalize_obs=True, seed=2)
+    for _ in range(steps):
+        learner.step(buf.sample(32), args.actor_lr)
+    return nets
+
+
+def same(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    return all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+
+
+VALUE_LOSS, AWR_LOSS = iql.value_loss, iql.awr_loss
+LOSS_EDITS = {  # the edited public loss, the net it trains, and the flags the edit amounts to
+    "value_loss": (lambda q_t, v, tau: VALUE_LOSS(q_t, v, 0.9), "value", dict(tau=0.9)),
+    "q_loss": (lambda q, y: (q - y).abs().mean(), "q", None),  # L1 instead of the MSE
+    "awr_loss": (lambda logp, adv, beta: AWR_LOSS(logp, adv, 2 * beta), "policy", dict(beta=6.0)),
+}
+
+
+@pytest.mark.parametrize("name", list(LOSS_EDITS))
+def test_editing_a_loss_function_changes_training(name, monkeypatch):
+    # the loss functions are the training signal: after one step an edited loss has moved its
+    # own net differently and no other; value_loss and awr_loss edited train, over 3 steps,
+    # every net exactly as the flag (tau, beta) that the edit amounts to
+    edited_loss, trained, flags = LOSS_EDITS[name]
+    args = Args(dataset="x", batch_size=32)
+    with monkeypatch.context() as m:
+        m.setattr(iql, name, edited_loss)
+        edited = [trained_nets(args, steps) for steps in (1, 3)]
+    plain = trained_nets(args, 1)
+    for net in ("policy", "q", "value"):
+        assert same(getattr(edited[0], net), getattr(plain, net)) == (net != trained), net
+    if flags is not None:
+        flagged = trained_nets(Args(**vars(args) | flags), 3)
+        assert all(same(getattr(edited[1], n), getattr(flagged, n)) for n in vars(flagged))
+        assert not same(getattr(flagged, trained), getattr(trained_nets(args, 3), trained))
+
+
 def test_bc_trains_the_same_actor_as_beta_zero_bit_for_bit_and_leaves_the_critics():
     ds = rollout_dataset(steps=200)
     actors, losses = [], []
@@ -246,7 +253,7 @@ class ReferenceIQL:
     """The IQL update written plainly, as CORL's algorithms/offline/iql.py: separate nn.Linear
     Q heads, torch.distributions.Normal, per-tensor torch.optim.Adam, a per-tensor Polyak
     update; the same initial weights as `nets`. Guards Learner.step's restructured fast path
-    (tapes with the backward written out, flat parameters, fused Adam)."""
+    (batched Q heads, flat parameters, fused Adam, one backward of the summed losses)."""
 
     def __init__(self, nets: Nets, args: Args) -> None:
         self.args = args

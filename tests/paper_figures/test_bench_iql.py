@@ -105,6 +105,7 @@ def test_ours_contender_reads_its_timing_csv(tmp_path):
     cpu_s = float(row["cpu_s"])
     assert 0 < cpu_s <= update_s * 1.05 and float(row["updates_per_cpu_s"]) == 20 / cpu_s
     assert np.isfinite(float(row["eval_return"]))
+    assert row["dataset"] == "tiny.hdf5" and str(tmp_path) not in row["command"]
 
 
 @pytest.mark.slow
@@ -205,6 +206,20 @@ def test_synthetic_file_has_d4rl_layout(tmp_path):
         data["next_observations"][:-1][inside], data["observations"][1:][inside]
     )
     assert not np.allclose(data["next_observations"][9], data["observations"][10])
+
+
+def test_csv_cells_name_no_absolute_path(tmp_path):
+    """The command column says $D3RLPY_VENV/bin/python for d3rlpy's python and repository-relative
+    paths (or file names outside the repository) for --dataset and --out, either flag form."""
+    out = ROOT / "paper_figures" / "out" / "b.csv"
+    argv = ["--d3rlpy-python", str(tmp_path / "venv" / "bin" / "python"), "--updates", "5000",
+            f"--dataset={tmp_path / 'h.hdf5'}", "--out", str(out)]  # fmt: skip
+    assert bench_iql.public_command(argv) == (
+        "python paper_figures/bench_iql.py --d3rlpy-python $D3RLPY_VENV/bin/python --updates 5000"
+        " --dataset=h.hdf5 --out paper_figures/out/b.csv"
+    )
+    assert bench_iql.portable(ROOT / "runs" / "x.hdf5") == "runs/x.hdf5"
+    assert bench_iql.portable("hopper-medium-v5-s0") == "hopper-medium-v5-s0"  # an id: kept
 
 
 def test_dataset_may_be_a_generated_id(tmp_path, monkeypatch):
