@@ -31,11 +31,6 @@ REPO = Path(__file__).resolve().parents[1]
 # test then reads every tracked file.
 PENDING_REWRITE = frozenset(
     {
-        "paper_figures/out/bench_iql.csv",
-        "paper_figures/out/bench_iql_eval.csv",
-        "paper_figures/out/bench_iql_eval_tapes.csv",
-        "paper_figures/out/bench_iql_loaded.csv",
-        "paper_figures/out/bench_iql_rerun.csv",
         *(
             f"paper_figures/{name}.py"
             for name in (
