@@ -76,10 +76,24 @@ class GaussianPolicy(nn.Module):
 
     def sample(self, obs: torch.Tensor) -> torch.Tensor:
         """Sampled actions [B, act_dim]."""
-        mean = fast_forward(self._modules["mean"], obs)
+        return self.sample_from(self.sample_inputs(obs))
+
+    def sample_inputs(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """What sample_from draws from: (mean [B, act_dim], log_std [act_dim])."""
+        return fast_forward(self._modules["mean"], obs), self._parameters["log_std"]
+
+    @staticmethod
+    def sample_from(
+        inputs: tuple[torch.Tensor, torch.Tensor], generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        """mean + std * noise, the noise from `generator` (None: torch's global stream)."""
+        mean, log_std = inputs
+        if generator is None:
+            noise = torch.randn_like(mean)
+        else:
+            noise = torch.randn(mean.shape, dtype=mean.dtype, generator=generator)
         # in place on the fresh noise: the products and sums of mean + std * noise, same bits
-        noise = torch.randn_like(mean)
-        return noise.mul_(self._parameters["log_std"].exp()).add_(mean)
+        return noise.mul_(log_std.exp()).add_(mean)
 
     def mode(self, obs: torch.Tensor) -> torch.Tensor:
         """Deterministic action (the mean)."""
@@ -125,8 +139,17 @@ class CategoricalPolicy(nn.Module):
 
     def sample(self, obs: torch.Tensor) -> torch.Tensor:
         """Sampled action indices [B]."""
-        probs = torch.softmax(fast_forward(self.logits, obs), -1)
-        return torch.multinomial(probs, 1).squeeze(-1)
+        return self.sample_from(self.sample_inputs(obs))
+
+    def sample_inputs(self, obs: torch.Tensor) -> torch.Tensor:
+        """What sample_from draws from: the logits [B, K]."""
+        return fast_forward(self._modules["logits"], obs)
+
+    @staticmethod
+    def sample_from(logits: torch.Tensor, generator: torch.Generator | None = None):
+        """Action indices [B] drawn from softmax(logits) with `generator` (None: global)."""
+        probs = torch.softmax(logits, -1)
+        return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
     def mode(self, obs: torch.Tensor) -> torch.Tensor:
         """Most likely action [B]."""
