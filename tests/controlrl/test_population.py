@@ -118,7 +118,7 @@ def test_seed_k_of_a_population_is_seed_k_alone(case, tmp_path, recorded_actions
 
 def test_a_seed_does_not_depend_on_the_other_seeds(tmp_path, monkeypatch):
     module, argv = CASES["grpo-seq-kalman"]
-    argv = [*argv, "--seed", "0", "--num-seeds", "3"]
+    argv = [*argv, "--seed", "0", "--num-seeds", "3", "--max-grad-norm", "0.05"]  # clipping acts
     train(module, tmp_path / "a", *argv)
     adam = module.adam
 
