@@ -76,23 +76,22 @@ class GaussianPolicy(nn.Module):
 
     def sample(self, obs: torch.Tensor) -> torch.Tensor:
         """Sampled actions [B, act_dim]."""
-        return self.sample_from(self.sample_inputs(obs))
+        inputs = self.sample_inputs(obs)
+        return self.sample_with(inputs, self.draw_noise(torch.empty_like(inputs[0])))
 
     def sample_inputs(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """What sample_from draws from: (mean [B, act_dim], log_std [act_dim])."""
+        """What a sample is made of besides its noise: (mean [B, act_dim], log_std [act_dim])."""
         return fast_forward(self._modules["mean"], obs), self._parameters["log_std"]
 
     @staticmethod
-    def sample_from(
-        inputs: tuple[torch.Tensor, torch.Tensor], generator: torch.Generator | None = None
-    ) -> torch.Tensor:
-        """mean + std * noise, the noise from `generator` (None: torch's global stream)."""
+    def draw_noise(out: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Fill out (the mean's shape) with N(0, 1) noise from generator (None: torch's)."""
+        return out.normal_(generator=generator)
+
+    @staticmethod
+    def sample_with(inputs: tuple[torch.Tensor, torch.Tensor], noise: torch.Tensor):
+        """mean + std * noise (in place on the noise: the products and sums, same bits)."""
         mean, log_std = inputs
-        if generator is None:
-            noise = torch.randn_like(mean)
-        else:
-            noise = torch.randn(mean.shape, dtype=mean.dtype, generator=generator)
-        # in place on the fresh noise: the products and sums of mean + std * noise, same bits
         return noise.mul_(log_std.exp()).add_(mean)
 
     def mode(self, obs: torch.Tensor) -> torch.Tensor:
@@ -139,17 +138,23 @@ class CategoricalPolicy(nn.Module):
 
     def sample(self, obs: torch.Tensor) -> torch.Tensor:
         """Sampled action indices [B]."""
-        return self.sample_from(self.sample_inputs(obs))
+        logits = self.sample_inputs(obs)
+        return self.sample_with(logits, self.draw_noise(torch.empty_like(logits)))
 
     def sample_inputs(self, obs: torch.Tensor) -> torch.Tensor:
-        """What sample_from draws from: the logits [B, K]."""
+        """What a sample is made of besides its noise: the logits [B, K]."""
         return fast_forward(self._modules["logits"], obs)
 
     @staticmethod
-    def sample_from(logits: torch.Tensor, generator: torch.Generator | None = None):
-        """Action indices [B] drawn from softmax(logits) with `generator` (None: global)."""
-        probs = torch.softmax(logits, -1)
-        return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    def draw_noise(out: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Fill out (the logits' shape) with Exp(1) noise from generator (None: torch's)."""
+        return out.exponential_(1, generator=generator)
+
+    @staticmethod
+    def sample_with(logits: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """argmax of softmax(logits) / noise: a draw from softmax(logits) given Exp(1) noise,
+        torch.multinomial(probs, 1)'s own method (the same draws from the same stream)."""
+        return (torch.softmax(logits, -1) / noise).argmax(-1)
 
     def mode(self, obs: torch.Tensor) -> torch.Tensor:
         """Most likely action [B]."""

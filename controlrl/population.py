@@ -40,6 +40,7 @@ import functools
 import json
 import math
 import os
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,12 +52,15 @@ from controlrl import diagnostics
 from controlrl.cli import require
 from controlrl.group import zero_variance_mask
 from controlrl.group_rollout import GroupCollector, GroupRollout
-from controlrl.logger import _CsvLog, truncate_csv
+from controlrl.logger import _CsvLog, _fmt, truncate_csv
 from controlrl.nets import make_policy
 from controlrl.normalize import ObsNormalizer
 from controlrl.seeding import eval_seed, reset_seed
 from controlrl.session import Session, Timer
 
+# the stacked parameters are column slices of one [S, P] tensor, their gradients the same
+# slices of its gradient: torch says so once per run, and it costs nothing measurable here
+warnings.filterwarnings("ignore", message="grad and param do not obey the gradient layout")
 CI_MIN_SEEDS = 5  # intervals from at least this many seeds (fewer: the columns stay empty)
 BASE_BYTES = 1 << 29  # the process itself: torch, numpy, the interpreter
 
@@ -206,12 +210,21 @@ class PopulationPolicy(nn.Module):
         self.generators: list[torch.Generator] = []
         self._bound: torch.Tensor | None = None  # a seed's row, in a vmapped loss
         self._plain = False  # S = 1 in a loss: the template's own call, unbatched tensors
-        if self.num_seeds == 1:  # the template itself is the seed: views of row 0, as flat Adam's
-            offset = 0
-            for (_, p), n in zip(named, self.sizes):
-                p.data = self.flat.data[0, offset : offset + n].view_as(p)
-                p.grad = self.flat.grad[0, offset : offset + n].view_as(p)
-                offset += n
+        # every parameter stacked over seeds [S, *shape] as views of flat (their gradients views
+        # of its gradient): vmap slices them per seed, backward adds into flat.grad in place
+        self._leaves: list[torch.Tensor] = []
+        offset = 0
+        for (_, p), shape, n in zip(named, self.shapes, self.sizes):
+            cols = slice(offset, offset + n)
+            if self.num_seeds == 1:  # the template itself is the seed, as flat Adam's views
+                p.data = self.flat.data[0, cols].view_as(p)
+                p.grad = self.flat.grad[0, cols].view_as(p)
+            else:
+                leaf = nn.Parameter(torch.empty(0))
+                leaf.data = self.flat.data[:, cols].view(-1, *shape)
+                leaf.grad = self.flat.grad[:, cols].view(-1, *shape)
+                self._leaves.append(leaf)
+            offset += n
 
     @classmethod
     def build(cls, policies: list[nn.Module], constant_obs: bool = False) -> PopulationPolicy:
@@ -231,6 +244,8 @@ class PopulationPolicy(nn.Module):
     def requires_grad_(self, requires_grad: bool = True) -> PopulationPolicy:
         self.flat.requires_grad_(requires_grad)
         self.template.requires_grad_(requires_grad)
+        for leaf in self._leaves:
+            leaf.requires_grad_(requires_grad)
         return self
 
     def population_adam(self, lr: float, eps: float) -> PopulationAdam:
@@ -238,17 +253,9 @@ class PopulationPolicy(nn.Module):
         return PopulationAdam(self, lr, eps)
 
     # -- calling the template with one seed's or every seed's parameters
-    def _row_params(self, row: torch.Tensor) -> dict[str, torch.Tensor]:
-        out, offset = {}, 0
-        for name, shape, n in zip(self.names, self.shapes, self.sizes):
-            out["policy." + name] = row[offset : offset + n].view(shape)
-            offset += n
-        return out
-
-    def _seed_call(self, row: torch.Tensor, name: str, *args):
-        return functional_call(
-            self._caller, self._row_params(row), (name, self.constant_obs, *args)
-        )
+    def _seed_call(self, params: tuple[torch.Tensor, ...], name: str, *args):
+        named = {"policy." + n: p for n, p in zip(self.names, params)}
+        return functional_call(self._caller, named, (name, self.constant_obs, *args))
 
     def per_seed(self, name: str, *args, **constants):
         """template.<name>(*args, **constants) of every seed: args [S, ...] -> outputs [S, ...];
@@ -263,7 +270,7 @@ class PopulationPolicy(nn.Module):
         if self.constant_obs:
             _check_constant(args[0])
         fn = functools.partial(self._call_row, name, tuple(constants.values()))
-        return vmap(fn)(self.flat, *args)
+        return vmap(fn)(tuple(self._leaves), *args)
 
     def _call_row(self, name, constants, row, *args):
         return self._seed_call(row, name, *args, *constants)
@@ -280,26 +287,34 @@ class PopulationPolicy(nn.Module):
         if self.constant_obs:
             _check_constant(mb["obs"])
 
-        def one(row, mb, idx):
-            self._bound = row
+        def one(params, mb, idx):
+            self._bound = params
             try:
                 loss, stats = loss_fn(mb, idx)
             finally:
                 self._bound = None
             return loss, {k: torch.as_tensor(v) for k, v in stats.items()}
 
-        return vmap(one)(self.flat, mb, idx)
+        return vmap(one)(tuple(self._leaves), mb, idx)
 
     # -- the policy interface of the group path, seed-batched
     def sample(self, obs: torch.Tensor) -> torch.Tensor:
         """Actions of obs [S * N, d] (seed-major rows), each seed's drawn from its generator."""
-        S = self.num_seeds
-        inputs = self.per_seed("sample_inputs", obs.reshape(S, -1, *obs.shape[1:]))
-        draw = type(self.template).sample_from
-        actions = [
-            draw(_tree(inputs, lambda t, k=k: t[k]), g) for k, g in enumerate(self.generators)
-        ]
-        return torch.stack(actions).reshape(obs.shape[0], *actions[0].shape[1:])
+        S, cls = self.num_seeds, type(self.template)
+        x = obs.reshape(S, -1, *obs.shape[1:])
+        N = x.shape[1]
+        if self.constant_obs:  # one row per seed, broadcast against the noise below
+            _check_constant(x)
+            x = x[:, :1]
+        inputs = self.per_seed("sample_inputs", x)
+        first = inputs[0] if isinstance(inputs, tuple) else inputs  # [S, N or 1, ...]
+        # a per-seed parameter among the inputs (a log-std [S, a]) broadcasts over the rows
+        inputs = _tree(inputs, lambda t: t if t.ndim == first.ndim else t.unsqueeze(1))
+        noise = torch.empty((S, N, *first.shape[2:]), dtype=first.dtype)
+        for k, generator in enumerate(self.generators):  # each seed's draws, its own stream
+            cls.draw_noise(noise[k], generator)
+        actions = cls.sample_with(inputs, noise)
+        return actions.reshape(obs.shape[0], *actions.shape[2:])
 
     def mode(self, obs: torch.Tensor) -> torch.Tensor:
         """Deterministic actions of obs [S * N, d] (seed-major rows)."""
@@ -331,6 +346,11 @@ class PopulationPolicy(nn.Module):
         rows = [state[name].reshape(self.num_seeds, -1) for name in self.names]
         with torch.no_grad():
             self.flat.copy_(torch.cat(rows, 1))  # in place: the views and Adam's rows stay
+
+
+def _rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """x[k, idx[k]] for every seed k: x [S, R, ...], idx [S, B] -> [S, B, ...]."""
+    return torch.take_along_dim(x, idx.reshape(*idx.shape, *[1] * (x.ndim - 2)), dim=1)
 
 
 def _tree(out, fn):
@@ -410,7 +430,6 @@ class PopulationAdam:
         target_kl = getattr(args, "target_kl", None)
         skip = torch.zeros(S, dtype=torch.bool) if skip is None else skip.reshape(S)
         active = ~skip
-        seed_rows = torch.arange(S).unsqueeze(1)
         logged: dict[str, list[torch.Tensor]] = {}
         masks: list[torch.Tensor] = []
         steps = torch.zeros(S, dtype=torch.int64)
@@ -424,7 +443,7 @@ class PopulationAdam:
                 ]
             )
             for idx in perms.split(mb_size, dim=1):  # [S, mb]
-                mb = {k: v[seed_rows, idx] for k, v in batch.items()}
+                mb = {k: _rows(v, idx) for k, v in batch.items()}
                 if norm_adv:
                     adv = mb["advantages"]
                     mb["advantages"] = (
@@ -610,12 +629,13 @@ class PopulationRun(Session):
         and every seed's torch generator, continuing that seed's stream from there."""
         policies = []
         for seed in self.seeds:
-            torch.manual_seed(seed)
+            # torch.manual_seed's CPU part (its lazy accelerator seeding costs ~3 ms a call)
+            torch.default_generator.manual_seed(seed)
             policies.append(make_policy(self.obs_space, self.act_space, hidden_sizes))
             generator = torch.Generator()
             generator.set_state(torch.get_rng_state())
             self.generators.append(generator)
-        torch.manual_seed(self.args.seed)
+        torch.default_generator.manual_seed(self.args.seed)
         constant = bool(getattr(self.envs, "constant_observation", False))
         policy = PopulationPolicy.build(policies, constant_obs=constant)
         policy.generators = self.generators
@@ -688,10 +708,21 @@ class PopulationRun(Session):
             columns["eval/return"] = evaluate().tolist()
             self.next_eval += self.args.eval_every
         logger = self.logger
-        for k, seed in enumerate(self.seeds):
+        text = [[_fmt(v) for v in column] for column in columns.values()]
+        if logger.metrics.fields is None:  # the header, with the first row
             logger.metrics.write(
-                {"step": self.step, "seed": seed, **{n: c[k] for n, c in columns.items()}}
+                {
+                    "step": self.step,
+                    "seed": self.seeds[0],
+                    **dict(zip(columns, [c[0] for c in columns.values()])),
+                }
             )
+            text = [t[1:] for t in text]
+        seeds = self.seeds[S - len(text[0]) :]
+        lines = [f"{self.step},{s}," + ",".join(r) for s, r in zip(seeds, zip(*text))]
+        if lines:  # one write for every seed's row
+            logger.metrics.file.write("\n".join(lines) + "\n")
+            logger.metrics.file.flush()
         row = {"step": self.step, "seeds": S}
         for name, column in columns.items():
             mean, lo, hi = self.interval(np.asarray(column, np.float64))
