@@ -6,6 +6,7 @@ the batched bandit draws each seed's stream; bad --num-seeds exits 2 with one li
 from __future__ import annotations
 
 import csv
+import json
 
 import numpy as np
 import pytest
@@ -73,6 +74,8 @@ def test_one_seed_population_is_the_single_run_to_the_byte(case, tmp_path):
     single = (tmp_path / "single" / "metrics.csv").read_text()
     header, body = rows(tmp_path / "pop" / "metrics.csv")
     assert "\n".join(",".join(r) for r in [header, *body]) + "\n" == single
+    final = [json.loads((tmp_path / d / "final_eval.json").read_text()) for d in ("single", "pop")]
+    assert final[1]["eval_return_per_seed"] == [final[0]["eval_return_mean"]]
 
 
 @pytest.fixture
