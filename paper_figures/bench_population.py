@@ -2,7 +2,7 @@
 seeds as separate processes through the sweep runner (controlrl.experiment), side by side.
 
     python paper_figures/bench_population.py                       # the committed CSV
-    python paper_figures/bench_population.py --toy --out /tmp/b    # seconds
+    python paper_figures/bench_population.py --toy --out runs/bench_toy    # seconds
 
 Contenders, each in its own fresh process (controlrl.bench), for every (algorithm, bandit):
   population-S   one process: algos/<algo>.py --num-seeds S --seed 1, for each S of --sizes

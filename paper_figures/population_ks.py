@@ -4,7 +4,7 @@ suite's settings: a population of --population seeds (one process, --num-seeds) 
 Kolmogorov-Smirnov test (scipy.stats.ks_2samp, two-sided, exact where scipy can).
 
     python paper_figures/population_ks.py                       # the committed CSVs
-    python paper_figures/population_ks.py --toy --out /tmp/ks   # seconds
+    python paper_figures/population_ks.py --toy --out runs/ks_toy   # seconds
 
 Final success of a seed = mean of train/episode_return over its last --final-window samples,
 over the bandit's optimal expected reward (paper_figures/bandit_suite.py's definition). The
