@@ -82,6 +82,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.toy:
         args.samples, args.population, args.singles, args.final_window = 512, 6, 5, 256
         extra += ["--hidden-sizes", "16"]
+        toy_dir = ROOT / "runs" / "population_ks_toy"  # never the full-size runs
+        if args.sweep_dir == p.get_default("sweep_dir"):
+            args.sweep_dir = toy_dir / "sweep"
+        if args.population_dir == p.get_default("population_dir"):
+            args.population_dir = toy_dir
+        if args.paired_dir == p.get_default("paired_dir"):
+            args.paired_dir = toy_dir / "none"
     from controlrl.experiment import SweepConfig, run_sweep
     from envs import bandits
 
