@@ -116,6 +116,8 @@ def main(argv: list[str] | None = None) -> None:
         args.skip_big["bandit:sequence-reverse-2-6"] = args.max_sequence_seeds
     if args.toy:
         args.sizes, args.separate = [1, 4], 2
+        if args.work_dir == p.get_default("work_dir"):  # never the full-size runs
+            args.work_dir = ROOT / "runs" / "bench_population_toy"
         args.samples = {k: 512 for k in SAMPLES}
     rows = []
     for contender, cell in contenders(args):
