@@ -5,6 +5,11 @@ to a frozen reference policy (the initial one).
     python algos/grpo.py --env-id bandit:bernoulli-10 --total-timesteps 100000 --num-envs 256
     python algos/grpo.py --env-id bandit:sequence-reverse-2-6 --group-size 16 --kl-coef 0
     python algos/grpo.py --env-id Hopper-v5 --num-envs 32 --group-size 8 --ratio kalman
+    python algos/grpo.py --env-id bandit:bernoulli-10 --num-seeds 1000 --seed 0   # 1000 seeds
+
+--num-seeds S trains seeds --seed .. --seed + S - 1 in one process, the seed a batch dimension
+(bandit: ids; controlrl/population.py): one run directory, metrics.csv with a seed column,
+aggregate.csv with the mean and 95% t-interval over seeds per iteration.
 
 Groups (controlrl/group_rollout.py): G consecutive envs share a context (bandits: G pulls for
 the same context, or G answers to the same prompt) or a start state (Gymnasium: G envs reset
@@ -59,8 +64,7 @@ from controlrl.cli import (
 )
 from controlrl.group import group_advantages, zero_variance_mask
 from controlrl.group_rollout import GroupRollout, require_group_flags
-from controlrl.group_training import GroupRun
-from controlrl.nets import make_policy
+from controlrl.population import PopulationArgs, group_run, require_population_flags
 from controlrl.ratios import EpisodeRatios, episode_starts, filtered_log_ratio
 from controlrl.update import adam, kalman_noises, minibatch_update
 
@@ -70,7 +74,7 @@ UPDATE_STATS = ("loss", "policy_loss", "kl_penalty", "approx_kl", "clip_frac")
 
 
 @dataclass
-class Args(RatioArgs, CommonArgs):
+class Args(PopulationArgs, RatioArgs, CommonArgs):
     num_envs: int = 64
     """parallel environments: num_envs / group_size groups per iteration"""
     group_size: int = 8
@@ -111,6 +115,7 @@ class Args(RatioArgs, CommonArgs):
     def validate(self) -> None:
         super().validate()
         require_group_flags(self)
+        require_population_flags(self)
         require_positive(
             self,
             "learning_rate",
@@ -178,15 +183,16 @@ def grpo_loss(
 
 
 def loss_weights(valid: torch.Tensor, agg: str, max_steps: int) -> torch.Tensor:
-    """Per-step weights [T, N] of valid [T, N] (steps in the loss) for --loss-agg: weights sum
-    to 1 (the means) or to the steps per sequence (the token-sum forms)."""
+    """Per-step weights [..., T, N] of valid [..., T, N] (steps in the loss) for --loss-agg:
+    weights sum to 1 (the means) or to the steps per sequence (the token-sum forms), over each
+    [T, N] (each seed of a population)."""
     if agg not in LOSS_AGGS:
         raise ValueError(f"agg = {agg!r}, expected one of {LOSS_AGGS}")
     mask = valid.to(torch.float32)
-    lengths = mask.sum(0)  # [N] steps of each sequence in the loss
-    sequences = (lengths > 0).sum().clamp_min(1)
+    lengths = mask.sum(-2, keepdim=True)  # [..., 1, N] steps of each sequence in the loss
+    sequences = (lengths > 0).sum(-1, keepdim=True).clamp_min(1)
     if agg == "token-mean":
-        return mask / mask.sum().clamp_min(1.0)
+        return mask / mask.sum((-2, -1), keepdim=True).clamp_min(1.0)
     if agg == "seq-mean-token-mean":
         return mask / (lengths.clamp_min(1.0) * sequences)
     if agg == "seq-mean-token-sum":
@@ -220,37 +226,41 @@ class RolloutRatios:
 def grpo_batch(
     rollout: GroupRollout, old_logp: torch.Tensor, ref_policy, args: Args
 ) -> tuple[dict[str, torch.Tensor], RolloutRatios, float]:
-    """The rollout's rows [T * N] for the update (obs, actions, logprobs, ref_logprobs,
-    advantages, weights), its ratios and the fraction of groups kept in the loss."""
+    """The rollout's rows [..., T * N] for the update (obs, actions, logprobs, ref_logprobs,
+    advantages, weights), its ratios and the fraction of groups kept in the loss [...]; the
+    leading axes are a population's seeds (none for a single run)."""
     T, N = rollout.valid.shape
-    scores = rollout.scores()  # [N / G, G]
-    adv = group_advantages(scores, ADV_SCALES[args.adv_norm]).reshape(-1)  # [N]
-    keep = torch.ones(scores.shape[0], dtype=torch.bool)
+    scores = rollout.scores()  # [..., N / G, G]
+    adv = group_advantages(scores, ADV_SCALES[args.adv_norm]).flatten(-2)  # [..., N]
+    keep = torch.ones(scores.shape[:-1], dtype=torch.bool)
     if args.filter_zero_variance:
         keep = ~zero_variance_mask(scores)
-    valid = torch.from_numpy(rollout.valid) & keep.repeat_interleave(args.group_size)
+    keep_steps = keep.repeat_interleave(args.group_size, -1).unsqueeze(-2)  # [..., 1, N]
+    valid = torch.from_numpy(rollout.valid) & keep_steps
     obs, actions = rollout.flat_obs(), rollout.flat_actions()
     with torch.no_grad():
         ref_logp = ref_policy.log_prob_at(ref_policy.dist_params(obs), actions)
     batch = {
         "obs": obs,
         "actions": actions,
-        "logprobs": old_logp.reshape(-1),
+        "logprobs": old_logp.flatten(-2),
         "ref_logprobs": ref_logp,
-        "advantages": adv.to(torch.float32).expand(T, N).reshape(-1),
-        "weights": loss_weights(valid, args.loss_agg, args.max_episode_steps).reshape(-1),
+        "advantages": adv.to(torch.float32).unsqueeze(-2).expand(*adv.shape[:-1], T, N),
+        "weights": loss_weights(valid, args.loss_agg, args.max_episode_steps).flatten(-2),
     }
+    batch["advantages"] = batch["advantages"].flatten(-2)
     ratios = RolloutRatios(args.ratio, rollout.ended, **kalman_noises(args))
-    return batch, ratios, float(keep.float().mean())
+    return batch, ratios, keep.float().mean(-1)
 
 
 def update(policy, optimizer, batch: dict[str, torch.Tensor], ratios, args: Args) -> dict:
     """update_epochs x num_minibatches Adam steps on the GRPO loss (skipped, NaN statistics,
     when no group is left in the loss); each minibatch's weights are scaled by rows / minibatch
     rows, so that it is an unbiased estimate of the whole rollout's loss."""
-    if not bool((batch["weights"] > 0).any()):
+    empty = ~(batch["weights"] > 0).any(-1)  # [] ([S]: per seed of a population)
+    if bool(empty.all()):
         return {**{k: float("nan") for k in UPDATE_STATS}, "grad_steps": 0}
-    rows = batch["obs"].shape[0]
+    rows = batch["weights"].shape[-1]
     eps, beta = args.clip_coef, args.kl_coef
 
     def loss_fn(mb: dict[str, torch.Tensor], idx: torch.Tensor):
@@ -261,21 +271,23 @@ def update(policy, optimizer, batch: dict[str, torch.Tensor], ratios, args: Args
             logp, mb["logprobs"], ratio, mb["advantages"], mb["ref_logprobs"], weight, eps, beta
         )
 
-    return minibatch_update(optimizer, batch, loss_fn, args, after_epoch=ratios.after_epoch)
+    return minibatch_update(
+        optimizer, batch, loss_fn, args, after_epoch=ratios.after_epoch, skip=empty
+    )
 
 
 def main(args: Args) -> None:
-    run = GroupRun(args)
-    policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)
+    run = group_run(args)  # --num-seeds: a PopulationRun, every seed at once
+    policy = run.make_policy(args.hidden_sizes)
     ref_policy = copy.deepcopy(policy).requires_grad_(False)  # before adam flattens policy's
     optimizer = adam(policy, lr=args.learning_rate)
 
     def update_fn(rollout: GroupRollout, old_logp: torch.Tensor) -> dict:
         batch, ratios, kept = grpo_batch(rollout, old_logp, ref_policy, args)
         valid = torch.from_numpy(rollout.valid).reshape(-1)
-        kl_ref = k3(batch["logprobs"], batch["ref_logprobs"])[valid].mean()
+        kl_ref = k3(batch["logprobs"], batch["ref_logprobs"])[..., valid].mean(-1)
         stats = update(policy, optimizer, batch, ratios, args)
-        return {"kl_ref": float(kl_ref), "kept_frac": kept, **stats}
+        return {"kl_ref": kl_ref, "kept_frac": kept, **stats}
 
     run.train(
         update_fn, policy, ratio_eps=args.clip_coef, ref_policy=ref_policy, optimizer=optimizer

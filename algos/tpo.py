@@ -6,6 +6,11 @@ epochs. No ratios, no clipping, no critic, no KL penalty.
     python algos/tpo.py --env-id bandit:bernoulli-10 --total-timesteps 100000 --num-envs 256
     python algos/tpo.py --env-id bandit:sequence-reverse-2-6 --group-size 16
     python algos/tpo.py --env-id bandit:bimodal              # continuous actions
+    python algos/tpo.py --env-id bandit:bernoulli-10 --num-seeds 1000 --seed 0   # 1000 seeds
+
+--num-seeds S trains seeds --seed .. --seed + S - 1 in one process, the seed a batch dimension
+(bandit: ids; controlrl/population.py): one run directory, metrics.csv with a seed column,
+aggregate.csv with the mean and 95% t-interval over seeds per iteration.
 
 Groups and episodes are GRPO's (controlrl/group_rollout.py: G envs share a context or a start
 state, whole episodes, score = summed raw reward). Over a group of G outputs:
@@ -31,15 +36,19 @@ import torch
 
 from controlrl.cli import CommonArgs, parse, require, require_positive, require_sizes
 from controlrl.group_rollout import GroupRollout, require_group_flags
-from controlrl.group_training import GroupRun
-from controlrl.nets import make_policy
+from controlrl.population import (
+    PopulationArgs,
+    group_run,
+    masked_mean,
+    require_population_flags,
+)
 from controlrl.update import adam, minibatch_update
 
 STD_FLOOR = 1e-6  # below it a group's scores count as equal (reference's tpo_skill)
 
 
 @dataclass
-class Args(CommonArgs):
+class Args(PopulationArgs, CommonArgs):
     num_envs: int = 64
     """parallel environments: num_envs / group_size groups per iteration"""
     group_size: int = 8
@@ -66,6 +75,7 @@ class Args(CommonArgs):
     def validate(self) -> None:
         super().validate()
         require_group_flags(self)
+        require_population_flags(self)
         require_positive(
             self,
             "eta",
@@ -116,30 +126,34 @@ def tpo_loss(group_logits: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor,
     return loss, {"loss": loss.detach(), "target_kl": target_kl}
 
 
-def group_major(x: torch.Tensor, group_size: int) -> torch.Tensor:
-    """[T, N, ...] -> [N / G, T, G, ...]: a group's steps together, for minibatches of groups."""
-    T, N = x.shape[:2]
-    return x.reshape(T, N // group_size, group_size, *x.shape[2:]).transpose(0, 1)
+def group_major(x: torch.Tensor, group_size: int, lead: int = 0) -> torch.Tensor:
+    """[*L, T, N, ...] -> [*L, N / G, T, G, ...] (L: `lead` leading axes, a population's
+    seeds): a group's steps together, for minibatches of groups."""
+    T, N = x.shape[lead : lead + 2]
+    x = x.reshape(*x.shape[:lead], T, N // group_size, group_size, *x.shape[lead + 2 :])
+    return x.transpose(lead, lead + 1)
 
 
 def tpo_batch(rollout: GroupRollout, old_logp: torch.Tensor, args: Args) -> dict:
-    """Group-major tensors for the update: obs, actions, logprobs (old), valid [N/G, T, G, ...]
-    and the targets q [N/G, G], built here once from the rollout's log-probs."""
-    valid = torch.from_numpy(rollout.valid)
-    old_seq = torch.where(valid, old_logp, 0.0).sum(0).reshape(-1, args.group_size)  # [N/G, G]
-    G = args.group_size
+    """Group-major tensors for the update: obs, actions, logprobs (old), valid [..., N/G, T, G,
+    ...] and the targets q [..., N/G, G], built here once from the rollout's log-probs (the
+    leading axes are a population's seeds, none for a single run)."""
+    valid = torch.from_numpy(rollout.valid).expand(old_logp.shape)  # [..., T, N]
+    G, lead = args.group_size, old_logp.ndim - 2
+    old_seq = torch.where(valid, old_logp, 0.0).sum(-2).unflatten(-1, (-1, G))  # [..., N/G, G]
     return {
-        "obs": group_major(torch.from_numpy(rollout.obs), G),
-        "actions": group_major(torch.from_numpy(rollout.actions), G),
-        "logprobs": group_major(old_logp, G),
-        "valid": group_major(valid, G),
+        "obs": group_major(torch.from_numpy(rollout.obs), G, lead),
+        "actions": group_major(torch.from_numpy(rollout.actions), G, lead),
+        "logprobs": group_major(old_logp, G, lead),
+        "valid": group_major(valid, G, lead),
         "q": tpo_target(old_seq.double(), rollout.scores(), args.eta).to(torch.float32),
     }
 
 
 def update(policy, optimizer, batch: dict[str, torch.Tensor], args: Args) -> dict:
     """update_epochs x num_minibatches (of groups) Adam steps on the cross-entropy to q."""
-    obs_shape, act_shape = batch["obs"].shape[3:], batch["actions"].shape[3:]
+    lead = batch["valid"].ndim  # [..., N/G, T, G]: the feature axes come after
+    obs_shape, act_shape = batch["obs"].shape[lead:], batch["actions"].shape[lead:]
 
     def loss_fn(mb: dict[str, torch.Tensor], idx: torch.Tensor):
         B, T, G = mb["valid"].shape
@@ -151,16 +165,16 @@ def update(policy, optimizer, batch: dict[str, torch.Tensor], args: Args) -> dic
         seq_logp = torch.where(valid, logp, 0.0).sum(1)  # [B, G] sequence log-probs
         loss, stats = tpo_loss(seq_logp, mb["q"])
         with torch.no_grad():
-            log_ratio = (logp - mb["logprobs"])[valid]
-            stats["approx_kl"] = (log_ratio.exp() - 1 - log_ratio).mean()
+            log_ratio = logp - mb["logprobs"]
+            stats["approx_kl"] = masked_mean(log_ratio.exp() - 1 - log_ratio, valid)
         return loss, stats
 
     return minibatch_update(optimizer, batch, loss_fn, args)
 
 
 def main(args: Args) -> None:
-    run = GroupRun(args)
-    policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)
+    run = group_run(args)  # --num-seeds: a PopulationRun, every seed at once
+    policy = run.make_policy(args.hidden_sizes)
     optimizer = adam(policy, lr=args.learning_rate)
     run.train(
         lambda rollout, old_logp: update(

@@ -74,12 +74,33 @@ def policy_shift(
 ) -> dict[str, float]:
     """How far an update moved the policy on the batch: KL(old || new) per state (mean, max) and
     the ratio statistics of ratio_stats, from one batched forward pass."""
+    return {
+        k: float(v) for k, v in shift_stats(policy, obs, actions, old_logp, old_params, eps).items()
+    }
+
+
+def shift_stats(
+    policy: torch.nn.Module,
+    obs: torch.Tensor,
+    actions: torch.Tensor,
+    old_logp: torch.Tensor,
+    old_params: Params,
+    eps: float,
+) -> dict[str, torch.Tensor]:
+    """policy_shift's statistics as tensors, each reduced over the rows (the last axis of
+    old_logp [..., B]): any leading axes are kept (the seeds of a population)."""
     with torch.no_grad():
         params = policy.dist_params(obs)  # one forward for the KL and the ratios
         kl = per_state_kl(old_params, params)
         logp = policy.log_prob_at(params, actions)
-        stats = ratio_stats(torch.exp(logp - old_logp), eps)
-    return {"kl_mean": float(kl.mean()), "kl_max": float(kl.max()), **stats}
+        deviation = (torch.exp(logp - old_logp) - 1).abs()
+    return {
+        "kl_mean": kl.mean(-1),
+        "kl_max": kl.amax(-1),
+        "ratio_dev_frac": (deviation > eps).float().mean(-1),
+        "ratio_dev_max": deviation.amax(-1),
+        "ratio_dev_mean": deviation.mean(-1),
+    }
 
 
 def explained_variance(values: np.ndarray, returns: np.ndarray) -> float:

@@ -74,35 +74,43 @@ class GroupRollout:
     returns: np.ndarray  # [N] float64: summed raw reward of each env's episode
     lengths: np.ndarray  # [N] int64: steps of each env's episode
     group_size: int
+    # a population's rollout (controlrl.population): obs, actions, returns and lengths carry
+    # these leading axes ([S, T, N, ...], [S, N]); valid and ended are the same for every seed
+    lead: tuple[int, ...] = ()
 
     @property
     def num_steps(self) -> int:
         return self.valid.shape[0]
 
     def scores(self) -> torch.Tensor:
-        """Episode returns per group [N / G, G] (float64)."""
-        return torch.from_numpy(self.returns).reshape(-1, self.group_size)
+        """Episode returns per group [..., N / G, G] (float64)."""
+        return torch.from_numpy(self.returns).reshape(*self.lead, -1, self.group_size)
 
     def flat_obs(self) -> torch.Tensor:
-        """Observations [T * N, *obs_shape], row t * N + n (no copy)."""
-        return torch.from_numpy(self.obs).reshape(-1, *self.obs.shape[2:])
+        """Observations [..., T * N, *obs_shape], row t * N + n (no copy)."""
+        return self._flat(self.obs)
 
     def flat_actions(self) -> torch.Tensor:
-        """Actions [T * N, *act_shape], row t * N + n (no copy)."""
-        return torch.from_numpy(self.actions).reshape(-1, *self.actions.shape[2:])
+        """Actions [..., T * N, *act_shape], row t * N + n (no copy)."""
+        return self._flat(self.actions)
+
+    def _flat(self, x: np.ndarray) -> torch.Tensor:
+        k = len(self.lead)
+        return torch.from_numpy(x).reshape(*self.lead, -1, *x.shape[k + 2 :])
 
     def log_probs(self, policy) -> tuple[torch.Tensor, torch.Tensor, diagnostics.Params]:
-        """log pi(a_t|s_t) and the policy's entropy at every step [T, N], and its distribution
-        parameters on the T * N rows (diagnostics.dist_params), from one batched forward."""
-        T, N = self.valid.shape
+        """log pi(a_t|s_t) and the policy's entropy at every step [..., T, N], and its
+        distribution parameters on the T * N rows (diagnostics.dist_params), from one batched
+        forward."""
+        *T, N = self.lead + self.valid.shape
         params = diagnostics.dist_params(policy, self.flat_obs())
         with torch.no_grad():
-            logp = policy.log_prob_at(params, self.flat_actions()).reshape(T, N)
+            logp = policy.log_prob_at(params, self.flat_actions()).reshape(*T, N)
             if isinstance(params, tuple):  # diagonal Gaussian: sum of log-std + const
                 entropy = (params[1] + 0.5 * (1.0 + LOG_2PI)).sum(-1)
             else:
                 entropy = -(params.exp() * params).sum(-1)
-        return logp, entropy.reshape(T, N), params
+        return logp, entropy.reshape(*T, N), params
 
     def episode_stats(self) -> dict[str, float]:
         """train/episode_return and train/episode_length (means over the N episodes) and

@@ -3,7 +3,7 @@ normaliser, GroupCollector, the per-iteration metrics every group method logs, e
 Built from the algorithm's Args alone (env flags plus group_size, max_episode_steps, norm_obs).
 
     run = GroupRun(args)
-    policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)
+    policy = run.make_policy(args.hidden_sizes)
     run.train(lambda rollout, old_logp: update(...), policy, ratio_eps, optimizer=optimizer)
 
 An iteration is one GroupRollout of whole episodes (controlrl/group_rollout.py), so its size
@@ -27,6 +27,7 @@ from controlrl.cli import CommonArgs
 from controlrl.evaluate import evaluate
 from controlrl.group import zero_variance_fraction
 from controlrl.group_rollout import GroupCollector, GroupRollout, make_group_envs
+from controlrl.nets import make_policy
 from controlrl.normalize import ObsNormalizer
 from controlrl.seeding import eval_seed, reset_seed
 from controlrl.session import Session, Timer
@@ -50,6 +51,10 @@ class GroupRun(Session):
             self.envs, args.group_size, self.obs_normalizer, args.max_episode_steps
         )
 
+    def make_policy(self, hidden_sizes: tuple[int, ...]) -> torch.nn.Module:
+        """The policy for the run's spaces (controlrl.nets.make_policy)."""
+        return make_policy(self.obs_space, self.act_space, hidden_sizes)
+
     def train(self, update_fn: UpdateFn, policy, ratio_eps: float, **stateful) -> float:
         """The loop, then the final evaluation (returned). Each iteration: collect a rollout
         (reset seed from the seed and the iteration, so a resumed run repeats the same
@@ -72,6 +77,7 @@ class GroupRun(Session):
             timer.lap("rollout_s")
             with self.guard():
                 stats = update_fn(rollout, old_logp)
+            stats = {k: float(v) if isinstance(v, torch.Tensor) else v for k, v in stats.items()}
             rows = torch.from_numpy(np.flatnonzero(rollout.valid.reshape(-1)))
             stats.update(
                 diagnostics.policy_shift(

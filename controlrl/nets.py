@@ -76,10 +76,23 @@ class GaussianPolicy(nn.Module):
 
     def sample(self, obs: torch.Tensor) -> torch.Tensor:
         """Sampled actions [B, act_dim]."""
-        mean = fast_forward(self._modules["mean"], obs)
-        # in place on the fresh noise: the products and sums of mean + std * noise, same bits
-        noise = torch.randn_like(mean)
-        return noise.mul_(self._parameters["log_std"].exp()).add_(mean)
+        inputs = self.sample_inputs(obs)
+        return self.sample_with(inputs, self.draw_noise(torch.empty_like(inputs[0])))
+
+    def sample_inputs(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """What a sample is made of besides its noise: (mean [B, act_dim], log_std [act_dim])."""
+        return fast_forward(self._modules["mean"], obs), self._parameters["log_std"]
+
+    @staticmethod
+    def draw_noise(out: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Fill out (the mean's shape) with N(0, 1) noise from generator (None: torch's)."""
+        return out.normal_(generator=generator)
+
+    @staticmethod
+    def sample_with(inputs: tuple[torch.Tensor, torch.Tensor], noise: torch.Tensor):
+        """mean + std * noise (in place on the noise: the products and sums, same bits)."""
+        mean, log_std = inputs
+        return noise.mul_(log_std.exp()).add_(mean)
 
     def mode(self, obs: torch.Tensor) -> torch.Tensor:
         """Deterministic action (the mean)."""
@@ -125,8 +138,23 @@ class CategoricalPolicy(nn.Module):
 
     def sample(self, obs: torch.Tensor) -> torch.Tensor:
         """Sampled action indices [B]."""
-        probs = torch.softmax(fast_forward(self.logits, obs), -1)
-        return torch.multinomial(probs, 1).squeeze(-1)
+        logits = self.sample_inputs(obs)
+        return self.sample_with(logits, self.draw_noise(torch.empty_like(logits)))
+
+    def sample_inputs(self, obs: torch.Tensor) -> torch.Tensor:
+        """What a sample is made of besides its noise: the logits [B, K]."""
+        return fast_forward(self._modules["logits"], obs)
+
+    @staticmethod
+    def draw_noise(out: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Fill out (the logits' shape) with Exp(1) noise from generator (None: torch's)."""
+        return out.exponential_(1, generator=generator)
+
+    @staticmethod
+    def sample_with(logits: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """argmax of softmax(logits) / noise: a draw from softmax(logits) given Exp(1) noise,
+        torch.multinomial(probs, 1)'s own method (the same draws from the same stream)."""
+        return (torch.softmax(logits, -1) / noise).argmax(-1)
 
     def mode(self, obs: torch.Tensor) -> torch.Tensor:
         """Most likely action [B]."""

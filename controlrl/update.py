@@ -37,7 +37,11 @@ def adam(*modules: torch.nn.Module, lr: float, eps: float = 1e-5, flat: bool = T
     rounding. Use flat=False where a step must leave some parameters untouched (FixPO's fixup
     steps the actor alone: a fused flat Adam would move the critic with its momentum).
     The flat one is controlrl.optim.FlatAdam: torch's fused Adam without torch.optim's import
-    of torch._dynamo (~1.4 s per process), bit-identical to torch.optim.Adam(fused=True)."""
+    of torch._dynamo (~1.4 s per process), bit-identical to torch.optim.Adam(fused=True).
+    A population's policy (controlrl.population) gets its per-seed Adam."""
+    population_adam = getattr(modules[0], "population_adam", None) if modules else None
+    if population_adam is not None:
+        return population_adam(lr=lr, eps=eps)
     if flat:
         return FlatAdam(flatten_parameters(*modules), lr=lr, eps=eps)
     return torch.optim.Adam([p for m in modules for p in m.parameters()], lr=lr, eps=eps)
@@ -97,6 +101,7 @@ def minibatch_update(
     after_step: Callable[[], None] | None = None,
     after_epoch: Callable[[int], None] | None = None,
     ratios: EpisodeRatios | None = None,
+    skip: torch.Tensor | None = None,
 ) -> dict[str, float]:
     """args.update_epochs x args.num_minibatches optimiser steps on loss_fn; returns the reduced
     statistics and grad_steps. mb holds the rows idx of every batch entry, with
@@ -105,7 +110,14 @@ def minibatch_update(
     whose last minibatch has approx_kl above it (CleanRL). after_step() runs after every step,
     after_epoch(epoch) after every epoch, after ratios.refresh() (the rollout_ratios the loss
     uses: the next epoch's reference log-ratios). Raises NonFiniteError if a statistic or a
-    parameter is NaN or inf."""
+    parameter is NaN or inf.
+
+    A population's optimiser (controlrl.population) runs the same loop for every seed at once,
+    loss_fn vmapped over the seeds; skip [S] marks seeds that take no step this update (a
+    single run skips before calling)."""
+    population_update = getattr(optimizer, "population_update", None)
+    if population_update is not None:
+        return population_update(batch, loss_fn, args, after_step, after_epoch, ratios, skip)
     size = batch["obs"].shape[0]
     mb_size = size // args.num_minibatches
     norm_adv = getattr(args, "norm_adv", False)

@@ -149,9 +149,14 @@ class BanditVectorEnv(gym.vector.VectorEnv):
         self.action_space = gym.vector.utils.batch_space(single_action_space, num_envs)
         self.metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
         self._rng: np.random.Generator | None = None
+        # every observation the same (one context): a population's policy runs on one row
+        self.constant_observation = False
         self._rows = np.arange(num_envs)
         self._ended = np.ones(num_envs, bool)
         self._running = np.zeros(num_envs, bool)
+
+    # one generator for the whole batch; make_population's envs get one per seed instead
+    _make_rng = staticmethod(np.random.default_rng)
 
     def _draw_groups(self, num_groups: int) -> np.ndarray:
         """Contexts of num_groups groups [num_groups, ...] (drawn from self._rng)."""
@@ -171,7 +176,7 @@ class BanditVectorEnv(gym.vector.VectorEnv):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         if seed is not None or self._rng is None:
-            self._rng = np.random.default_rng(seed)
+            self._rng = self._make_rng(seed)
         contexts = None
         if options and "contexts" in options:
             contexts = np.asarray(options["contexts"])
@@ -223,6 +228,7 @@ class DiscreteBandit(BanditVectorEnv):
         self.optimal_reward = float(means.max(1).mean())
         space = gym.spaces.Discrete(self.num_arms)
         super().__init__(name, num_envs, self.num_contexts, space, group_size, copy)
+        self.constant_observation = self.num_contexts == 1
         self.contexts = np.zeros(num_envs, np.int64)
         self._obs = np.ones((num_envs, 1), np.float32)
 
@@ -272,6 +278,7 @@ class ContinuousBandit(BanditVectorEnv):
         self.optimal_reward = 1.0
         space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
         super().__init__(name, num_envs, 1, space, group_size, copy)
+        self.constant_observation = True
         self.contexts = np.zeros(num_envs, np.int64)
         self._obs = np.ones((num_envs, 1), np.float32)
 
@@ -339,3 +346,51 @@ def make(
     from envs.sequence_bandit import SequenceBandit
 
     return SequenceBandit(name, num_envs, kind.split("-")[1], *params, **kw)
+
+
+class SeedStreams:
+    """S numpy generators behind one Generator-like object: a draw of n = S * m values (or rows)
+    is S draws of m, one from each seed's own generator, concatenated in seed order. A
+    population's bandit (make_population) draws through it, so that the envs of seed k see
+    exactly the stream a bandit reset with seed k alone would see."""
+
+    def __init__(self, seeds) -> None:
+        self.generators = [np.random.default_rng(s) for s in seeds]
+
+    def _split(self, size) -> tuple[int, ...]:
+        shape = (size,) if np.isscalar(size) else tuple(size)
+        if shape[0] % len(self.generators):
+            raise ValueError(f"size {size}: the first axis must split over {len(self.generators)}")
+        return (shape[0] // len(self.generators), *shape[1:])
+
+    def random(self, size) -> np.ndarray:
+        """U[0, 1) draws, size[0] split over the seeds."""
+        part = self._split(size)
+        return np.concatenate([g.random(part) for g in self.generators])
+
+    def standard_normal(self, size) -> np.ndarray:
+        """N(0, 1) draws, size[0] split over the seeds."""
+        part = self._split(size)
+        return np.concatenate([g.standard_normal(part) for g in self.generators])
+
+    def integers(self, low, high, size) -> np.ndarray:
+        """Integers in [low, high), size[0] split over the seeds."""
+        part = self._split(size)
+        return np.concatenate([g.integers(low, high, part) for g in self.generators])
+
+
+def make_population(
+    name: str, num_seeds: int, num_envs: int, group_size: int = 1, instance: int = 0
+) -> gym.vector.VectorEnv:
+    """The bandit `name` batched over num_seeds x num_envs envs (env k * num_envs + n is env n
+    of seed k; one numpy pass per step for all of them): reset(seed=[s_0, ..., s_{S-1}]) gives
+    seed k its own generator default_rng(s_k), drawing what make(name, num_envs, ...) reset with
+    s_k would draw. Every seed faces the same instance, as every single run does."""
+    if num_seeds < 1:
+        raise ValueError(f"num_seeds must be >= 1, got {num_seeds}")
+    env = make(name, num_seeds * num_envs, group_size=group_size, instance=instance)
+    env.num_seeds = num_seeds
+    env._make_rng = lambda seeds: SeedStreams(
+        [seeds] * num_seeds if seeds is None or np.isscalar(seeds) else seeds
+    )
+    return env

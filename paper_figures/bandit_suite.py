@@ -32,13 +32,14 @@ Success of an iteration = its rollout's mean episode return (train/episode_retur
 metrics.csv) divided by the bandit's optimal expected reward, exact from envs/bandits.py's truth
 (optimal_reward; 0.935 for bernoulli-10's instance, 1 for sparse and sequence bandits): 1 is the
 best policy. Samples are episodes: pulls, or answers of L tokens on a sequence bandit (its env
-steps / L). Every (bandit, method) is one sweep (controlrl.experiment) of --seeds seeds under
-<sweep-dir>/<bandit>/<method>/; curves are means with 95% bootstrap CIs over seeds.
+steps / L). Every GRPO-family and TPO (bandit, method) is one population run of --seeds seeds
+(--num-seeds, controlrl/population.py: all seeds trained at once, seed k exactly the run
+--seed k) under <sweep-dir>/<bandit>/<method>/population/; every PPO one is a sweep
+(controlrl.experiment) of --ppo-seeds runs under <sweep-dir>/<bandit>/ppo/ (PPO has no
+population path). Curves are means with 95% bootstrap CIs over seeds.
 
-Committed budget (the defaults): 4 bandits, 4-6 methods each (19 sweeps), 10 seeds, 10,240
-(bernoulli-10) or 20,480 samples per run: 190 runs of 5-9 s each, most of it process start (torch's
-import and Adam's import of torch._dynamo, ~3.5 s of CPU); 21.4 min wall with --workers 1 at
-nice -n 10 on 2 cores shared with training jobs (load average 7-8), 2026-12-01.
+Default budget: 4 bandits, 4-6 methods each (19 cells), 200 seeds per GRPO-family and TPO cell
+and 10 per PPO cell, 10,240 (bernoulli-10) or 20,480 samples per seed.
 
 Writes <out>/bandit_suite.png, bandit_suite.csv (one row per finished run: final success = mean
 over its last --final-window samples, mean success over the run, samples until success first
@@ -85,8 +86,12 @@ RUN_FIELDS = ("bandit", "method", "algo", "seed", "samples", "optimal_reward", "
 RUN_FIELDS += ("mean_success", "samples_to_half", "entropy_first", "entropy_last")
 RUN_FIELDS += ("entropy_rise_frac", "zero_variance_frac", "clip_frac")
 TOY = {"bandits": "bandit:bernoulli-10", "samples": "512", "methods": "pg,grpo,tpo", "seeds": 1}
+TOY["ppo_seeds"] = 1
 TOY["num_envs"] = 64
 TOY_FLAGS = ["--hidden-sizes", "16", "--eval-episodes", "1"]
+
+
+POPULATION_ALGOS = ("grpo", "tpo")  # the algorithms with --num-seeds
 
 
 def bandit_truth(env_id: str) -> dict:
@@ -131,6 +136,7 @@ def configs(args) -> list[dict]:
                     extra=extra,
                     samples=samples,
                     steps=samples * truth["length"],
+                    population=algo in POPULATION_ALGOS,
                     **truth,
                 )  # fmt: skip
             )
@@ -141,11 +147,36 @@ def sweep_dir(args, c: dict) -> Path:
     return args.sweep_dir / c["bandit"].removeprefix("bandit:") / c["method"]
 
 
+def train_population(args, c: dict) -> None:
+    """One population run of args.seeds seeds (1..seeds) for the cell, unless finished."""
+    import shutil
+    import subprocess
+    import time
+
+    run_dir = sweep_dir(args, c) / "population"
+    if (run_dir / "final_eval.json").exists():
+        return
+    shutil.rmtree(run_dir, ignore_errors=True)  # unfinished: started again
+    cmd = [sys.executable, str(ROOT / "algos" / f"{c['algo']}.py"), "--env-id", c["bandit"]]
+    cmd += ["--total-timesteps", str(c["steps"]), *c["extra"], "--no-progress"]
+    cmd += ["--seed", "1", "--num-seeds", str(args.seeds), "--run-dir", str(run_dir)]
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    status = "done" if done.returncode == 0 else f"failed (exit {done.returncode})"
+    print(f"[{status}] {c['bandit']} {c['method']} {args.seeds} seeds in one run "
+          f"{time.perf_counter() - t0:.1f} s", flush=True)  # fmt: skip
+    if done.returncode:
+        print(done.stderr[-2000:], file=sys.stderr)
+
+
 def train(args, cfgs: list[dict]) -> None:
     from controlrl.experiment import SweepConfig, run_sweep
 
     for c in cfgs:
-        config = SweepConfig([c["algo"]], [c["bandit"]], args.seeds, c["steps"], c["extra"])
+        if c["population"]:
+            train_population(args, c)
+            continue
+        config = SweepConfig([c["algo"]], [c["bandit"]], args.ppo_seeds, c["steps"], c["extra"])
         runs = run_sweep(
             config,
             sweep_dir(args, c),
@@ -164,7 +195,28 @@ def read_columns(run_dir: Path) -> dict[str, np.ndarray]:
     """metrics.csv as float columns (empty cells NaN)."""
     with (run_dir / "metrics.csv").open() as f:
         rows = list(csv.DictReader(f))
+    return _columns(rows)
+
+
+def _columns(rows: list[dict]) -> dict[str, np.ndarray]:
     return {k: np.array([float(r[k]) if r[k] != "" else np.nan for r in rows]) for k in rows[0]}
+
+
+def seed_columns(c: dict, args) -> list[tuple[int, dict[str, np.ndarray]]]:
+    """(seed, metrics columns) of every finished run of a cell: a population's seeds, or the
+    sweep's runs."""
+    if c["population"]:
+        run_dir = sweep_dir(args, c) / "population"
+        if not (run_dir / "final_eval.json").exists():
+            return []
+        with (run_dir / "metrics.csv").open() as f:
+            by_seed: dict[int, list[dict]] = {}
+            for r in csv.DictReader(f):
+                by_seed.setdefault(int(r.pop("seed")), []).append(r)
+        return [(seed, _columns(rows)) for seed, rows in sorted(by_seed.items())]
+    base = sweep_dir(args, c) / "runs" / c["algo"] / c["bandit"].replace(":", "_")
+    done = sorted(base.glob("seed*/final_eval.json"), key=lambda p: p.parent.name)
+    return [(int(d.parent.name.removeprefix("seed")), read_columns(d.parent)) for d in done]
 
 
 def success_curve(columns: dict[str, np.ndarray], length: int, optimal: float):
@@ -196,10 +248,7 @@ def collect(args, cfgs: list[dict]) -> list[dict]:
     """Per finished run: its CSV row and its curves."""
     runs = []
     for c in cfgs:
-        base = sweep_dir(args, c) / "runs" / c["algo"] / c["bandit"].replace(":", "_")
-        for done in sorted(base.glob("seed*/final_eval.json"), key=lambda p: p.parent.name):
-            seed = int(done.parent.name.removeprefix("seed"))
-            columns = read_columns(done.parent)
+        for seed, columns in seed_columns(c, args):
             samples, success = success_curve(columns, c["length"], c["optimal"])
             nan = np.full(len(samples), np.nan)
             curves = {
@@ -292,8 +341,8 @@ def plot(args, cfgs: list[dict], runs: list[dict]) -> None:
         axes[1, 0].set_ylabel("policy entropy per step (nats)")
         axes[2, 0].set_ylabel("fraction of zero-variance groups")
         fig.suptitle(
-            f"Bandit suite: mean and 95% bootstrap CI over {args.seeds} seeds, "
-            f"{args.num_envs} samples per update, groups of 8",
+            f"Bandit suite: mean and 95% bootstrap CI over {args.seeds} seeds "
+            f"({args.ppo_seeds} for PPO), {args.num_envs} samples per update, groups of 8",
             fontsize=10,
         )
         fig.tight_layout()
@@ -308,7 +357,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--samples", default=SAMPLES, help="samples per run, one per bandit or one for all"
     )
     p.add_argument("--methods", default=",".join(METHODS), help=f"some of {', '.join(METHODS)}")
-    p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--seeds", type=int, default=200, help="seeds per GRPO-family or TPO cell")
+    p.add_argument("--ppo-seeds", type=int, default=10, help="seeds per PPO cell (one run each)")
     p.add_argument("--num-envs", type=int, default=256, help="samples per update (all methods)")
     p.add_argument("--final-window", type=int, default=1280, help="samples of final_success")
     p.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "bandit_suite")
@@ -351,7 +401,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--methods: unknown {bad}, expected some of {list(METHODS)}")
     if args.num_envs % 8:
         p.error(f"--num-envs must be a multiple of the group size 8, got {args.num_envs}")
-    for name in ("seeds", "num_envs", "workers", "final_window"):
+    for name in ("seeds", "ppo_seeds", "num_envs", "workers", "final_window"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     return args

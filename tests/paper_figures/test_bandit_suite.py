@@ -54,9 +54,9 @@ def test_toy_run_writes_png_and_csvs_from_the_runs(tmp_path):
     curves = list(csv.DictReader((out / "bandit_suite_curves.csv").open()))
     assert list(curves[0]) == ["bandit", "method", "seed", "samples", "success", "entropy",
                                "zero_var"]  # fmt: skip
-    for row in rows:
-        run = sweep / "bernoulli-10" / row["method"] / "runs" / row["algo"] / "bandit_bernoulli-10"
-        metrics = _metrics(run / "seed1")
+    for row in rows:  # every method here is a population run (of one seed at toy size)
+        run = sweep / "bernoulli-10" / row["method"] / "population"
+        metrics = [m for m in _metrics(run) if m.pop("seed") == "1"]
         mine = [c for c in curves if c["method"] == row["method"]]
         assert [int(c["samples"]) for c in mine] == list(range(64, 513, 64))
         assert [int(m["step"]) for m in metrics] == list(range(64, 513, 64))

@@ -1,0 +1,176 @@
+"""Seeds per second of a population run (--num-seeds S, controlrl/population.py) against the same
+seeds as separate processes through the sweep runner (controlrl.experiment), side by side.
+
+    python paper_figures/bench_population.py                       # the committed CSV
+    python paper_figures/bench_population.py --toy --out runs/bench_toy    # seconds
+
+Contenders, each in its own fresh process (controlrl.bench), for every (algorithm, bandit):
+  population-S   one process: algos/<algo>.py --num-seeds S --seed 1, for each S of --sizes
+  separate-n     --separate seeds 1..n, one process each through run_sweep (--workers at once)
+Both run the bandit suite's settings (paper_figures/bandit_suite.py): 256 samples per update,
+groups of 8, the algorithm's defaults, 10,240 samples on bernoulli-10 and 20,480 on
+sequence-reverse-2-6, --eval-every 0 (the final evaluation only), no TensorBoard. A
+contender's time is its process wall clock, start-up included (for the separate side, the
+whole sweep); per_seed_s is that over its seeds (the separate side's per-seed time stands for
+any number of seeds, as its runs are independent), and speedup = separate per_seed_s /
+population per_seed_s. cpu_s is the CPU time of the contender's processes (its children's for
+the sweep), peak_rss_mb the largest resident set of one of its processes. One repeat: a
+population of 1000 takes minutes, the separate side about as long for 32 seeds.
+
+Writes <out>/bench_population.csv (one row per contender) and prints the speed-ups.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import resource
+import shutil
+import sys
+from pathlib import Path
+
+from controlrl import bench
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = {"bandit:bernoulli-10": 10240, "bandit:sequence-reverse-2-6": 20480}
+LENGTH = {"bandit:bernoulli-10": 1, "bandit:sequence-reverse-2-6": 6}  # steps per sample
+SETTINGS = ["--num-envs", "256", "--eval-every", "0", "--no-tensorboard", "--no-progress"]
+FIELDS = [
+    *"contender algo bandit seeds samples status wall_s per_seed_s speedup".split(),
+    *"cpu_s cpu_per_seed_s peak_rss_mb".split(),
+]
+
+
+def population_worker(algo: str, env_id: str, steps: int, seeds: int, run_dir: str) -> dict:
+    """In the contender's process: one population of `seeds` seeds (from 1)."""
+    from controlrl.cli import parse
+
+    module = importlib.import_module(f"algos.{algo}")
+    shutil.rmtree(run_dir, ignore_errors=True)
+    argv = ["--env-id", env_id, "--total-timesteps", str(steps), *SETTINGS]
+    argv += ["--seed", "1", "--num-seeds", str(seeds), "--run-dir", run_dir]
+    module.main(parse(module.Args, argv))
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024}
+
+
+def separate_worker(algo: str, env_id: str, steps: int, seeds: int, out: str, workers: int):
+    """In the contender's process: seeds 1..seeds, one process each, through run_sweep."""
+    from controlrl.experiment import SweepConfig, run_sweep
+
+    shutil.rmtree(out, ignore_errors=True)  # a finished run would be skipped, not timed
+    config = SweepConfig([algo], [env_id], seeds, steps, SETTINGS)
+    runs = run_sweep(config, Path(out), workers=workers)
+    failed = [k for k, v in runs.items() if v["status"] != "done"]
+    if failed:
+        raise RuntimeError(f"failed runs: {failed}")
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024}
+
+
+def contenders(args) -> list[tuple[bench.Contender, dict]]:
+    me = str(Path(__file__).resolve())
+    out = []
+    for algo in args.algos:
+        for env_id in args.bandits:
+            steps = args.samples.get(env_id, SAMPLES[env_id]) * LENGTH[env_id]
+            cell = {"algo": algo, "bandit": env_id, "samples": steps // LENGTH[env_id]}
+            work = args.work_dir / algo / env_id.removeprefix("bandit:")
+            sizes = [
+                s for s in args.sizes if env_id not in args.skip_big or s <= args.skip_big[env_id]
+            ]
+            for s in sizes:
+                config = dict(algo=algo, env_id=env_id, steps=steps, seeds=s)
+                config["run_dir"] = str(work / f"population{s}")
+                c = bench.Contender(f"population-{s}", f"{me}:population_worker", config)
+                out.append((c, {**cell, "seeds": s}))
+            config = dict(algo=algo, env_id=env_id, steps=steps, seeds=args.separate)
+            config |= {"out": str(work / "separate"), "workers": args.workers}
+            c = bench.Contender(f"separate-{args.separate}", f"{me}:separate_worker", config)
+            out.append((c, {**cell, "seeds": args.separate}))
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--algos", default="grpo,tpo")
+    p.add_argument("--bandits", default=",".join(SAMPLES))
+    p.add_argument("--sizes", default="1,32,1000", help="population sizes S")
+    p.add_argument("--separate", type=int, default=32, help="seeds of the separate side")
+    p.add_argument("--workers", type=int, default=2, help="processes at once on that side")
+    p.add_argument(
+        "--max-sequence-seeds",
+        type=int,
+        default=None,
+        help="largest population on the sequence bandit (default: every size)",
+    )
+    p.add_argument("--work-dir", type=Path, default=ROOT / "runs" / "bench_population")
+    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--toy", action="store_true", help="tiny sizes (tests)")
+    args = p.parse_args(argv)
+    args.algos, args.bandits = args.algos.split(","), args.bandits.split(",")
+    args.sizes = [int(s) for s in args.sizes.split(",")]
+    args.samples = {}
+    args.skip_big = {}
+    if args.max_sequence_seeds is not None:
+        args.skip_big["bandit:sequence-reverse-2-6"] = args.max_sequence_seeds
+    if args.toy:
+        args.sizes, args.separate = [1, 4], 2
+        if args.work_dir == p.get_default("work_dir"):  # never the full-size runs
+            args.work_dir = ROOT / "runs" / "bench_population_toy"
+        args.samples = {k: 512 for k in SAMPLES}
+    rows = []
+    for contender, cell in contenders(args):
+        run = bench.run_one(contender)
+        result = run.result
+        row = {
+            "contender": contender.name,
+            **cell,
+            "status": run.status,
+            "wall_s": run.wall_s,
+            "per_seed_s": run.wall_s / cell["seeds"],
+            "cpu_s": result.get("cpu_s", float("nan")),
+            "cpu_per_seed_s": result.get("cpu_s", float("nan")) / cell["seeds"],
+            "peak_rss_mb": result.get("peak_rss_mb", float("nan")),
+        }
+        rows.append(row)
+        print(
+            f"[{run.status}] {cell['algo']} {cell['bandit']} {contender.name}: "
+            f"{run.wall_s:.1f} s wall, {row['cpu_s']:.1f} s CPU, {row['per_seed_s']:.3f} s/seed, "
+            f"peak RSS {row['peak_rss_mb']:.0f} MB",
+            flush=True,
+        )
+        if not run.ok:
+            print(run.log[-2000:], file=sys.stderr)
+    for row in rows:  # separate per-seed time over population per-seed time, per cell
+        sep = [
+            r
+            for r in rows
+            if r["algo"] == row["algo"]
+            and r["bandit"] == row["bandit"]
+            and r["contender"].startswith("separate")
+            and r["status"] == "ok"
+        ]
+        row["speedup"] = (
+            sep[0]["per_seed_s"] / row["per_seed_s"]
+            if sep and row["contender"].startswith("population")
+            else ""
+        )
+    args.out.mkdir(parents=True, exist_ok=True)
+    command = bench.command_line("paper_figures/bench_population.py", argv)
+    bench.write_csv(
+        args.out / "bench_population.csv",
+        [{k: r.get(k, "") for k in FIELDS} for r in rows],
+        command,
+    )
+    for r in rows:
+        if r["speedup"] != "":
+            print(
+                f"{r['algo']} {r['bandit']} S={r['seeds']}: {r['per_seed_s']:.3f} s/seed, "
+                f"{r['speedup']:.1f}x the separate processes' per-seed throughput"
+            )
+    print(f"wrote {args.out / 'bench_population.csv'}; command: {command}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""Do population runs learn like single runs? Final success of GRPO on bernoulli-10 at the bandit
+suite's settings: a population of --population seeds (one process, --num-seeds) against
+--singles seeds run one process each through the sweep runner, seeds disjoint; two-sample
+Kolmogorov-Smirnov test (scipy.stats.ks_2samp, two-sided, exact where scipy can).
+
+    python paper_figures/population_ks.py                       # the committed CSVs
+    python paper_figures/population_ks.py --toy --out runs/ks_toy   # seconds
+
+Final success of a seed = mean of train/episode_return over its last --final-window samples,
+over the bandit's optimal expected reward (paper_figures/bandit_suite.py's definition). The
+singles are seeds 1..n (sweep seeds); the population is seeds --population-seed onwards. A
+finished sweep under --sweep-dir is reused (controlrl.experiment skips finished runs), e.g. the
+separate side of paper_figures/bench_population.py. Where the population covers seeds 1..n too
+(--paired-dir, a population of seeds from 1), the same seeds are compared one to one: the
+largest difference in final success (the same learner; rounding only).
+
+Writes <out>/population_ks.csv (one row per seed: source, seed, final_success) and
+population_ks_summary.csv (seeds of each side, mean and sample SD of each, KS statistic, p).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from controlrl import bench
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = "bandit:bernoulli-10"
+SETTINGS = ["--num-envs", "256", "--eval-every", "0", "--no-tensorboard", "--no-progress"]
+
+
+def final_success(rows: list[dict], window: int, optimal: float) -> float:
+    """Mean return over the rows of the last `window` samples, over the optimum."""
+    steps = np.array([float(r["step"]) for r in rows])
+    ret = np.array([float(r["train/episode_return"]) for r in rows])
+    return float(ret[steps > steps[-1] - window].mean() / optimal)
+
+
+def read_rows(path: Path) -> list[dict]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def per_seed(rows: list[dict]) -> dict[int, list[dict]]:
+    out: dict[int, list[dict]] = {}
+    for r in rows:
+        out.setdefault(int(r["seed"]), []).append(r)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--algo", default="grpo")
+    p.add_argument("--samples", type=int, default=10240)
+    p.add_argument("--population", type=int, default=200, help="seeds of the population")
+    p.add_argument("--population-seed", type=int, default=1001, help="its first seed")
+    p.add_argument("--singles", type=int, default=32, help="seeds run one process each")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--final-window", type=int, default=1280, help="samples of final success")
+    p.add_argument(
+        "--sweep-dir",
+        type=Path,
+        default=ROOT / "runs" / "bench_population" / "grpo" / "bernoulli-10" / "separate",
+    )
+    p.add_argument("--population-dir", type=Path, default=ROOT / "runs" / "population_ks")
+    p.add_argument(
+        "--paired-dir",
+        type=Path,
+        default=ROOT / "runs" / "bench_population" / "grpo" / "bernoulli-10" / "population1000",
+        help="a finished population from seed 1 (skipped when absent)",
+    )
+    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--toy", action="store_true")
+    args = p.parse_args(argv)
+    extra = list(SETTINGS)
+    if args.toy:
+        args.samples, args.population, args.singles, args.final_window = 512, 6, 5, 256
+        extra += ["--hidden-sizes", "16"]
+        toy_dir = ROOT / "runs" / "population_ks_toy"  # never the full-size runs
+        if args.sweep_dir == p.get_default("sweep_dir"):
+            args.sweep_dir = toy_dir / "sweep"
+        if args.population_dir == p.get_default("population_dir"):
+            args.population_dir = toy_dir
+        if args.paired_dir == p.get_default("paired_dir"):
+            args.paired_dir = toy_dir / "none"
+    from controlrl.experiment import SweepConfig, run_sweep
+    from envs import bandits
+
+    optimal = float(bandits.make(ENV.removeprefix("bandit:"), 1).optimal_reward)
+    config = SweepConfig([args.algo], [ENV], args.singles, args.samples, extra)
+    runs = run_sweep(config, args.sweep_dir, workers=args.workers)
+    base = args.sweep_dir / "runs" / args.algo / ENV.replace(":", "_")
+    singles = {
+        seed: final_success(
+            read_rows(base / f"seed{seed}" / "metrics.csv"), args.final_window, optimal
+        )
+        for seed in range(1, args.singles + 1)
+        if runs.get(f"{args.algo}/{ENV}/seed{seed}", {}).get("status", "done") == "done"
+        and (base / f"seed{seed}" / "final_eval.json").exists()
+    }
+    pop_dir = args.population_dir / f"{args.algo}_seed{args.population_seed}_n{args.population}"
+    if not (pop_dir / "final_eval.json").exists():
+        import shutil
+
+        shutil.rmtree(pop_dir, ignore_errors=True)
+        cmd = [sys.executable, str(ROOT / "algos" / f"{args.algo}.py"), "--env-id", ENV]
+        cmd += ["--total-timesteps", str(args.samples), *extra, "--run-dir", str(pop_dir)]
+        cmd += ["--seed", str(args.population_seed), "--num-seeds", str(args.population)]
+        subprocess.run(cmd, check=True)
+    population = {
+        seed: final_success(rows, args.final_window, optimal)
+        for seed, rows in per_seed(read_rows(pop_dir / "metrics.csv")).items()
+    }
+    from scipy import stats
+
+    a, b = np.array(list(population.values())), np.array(list(singles.values()))
+    ks = stats.ks_2samp(a, b)
+    summary = {
+        "algo": args.algo,
+        "bandit": ENV,
+        "samples": args.samples,
+        "population_seeds": a.size,
+        "population_first_seed": args.population_seed,
+        "single_seeds": b.size,
+        "population_mean": float(a.mean()),
+        "population_sd": float(a.std(ddof=1)),
+        "single_mean": float(b.mean()),
+        "single_sd": float(b.std(ddof=1)),
+        "ks_statistic": float(ks.statistic),
+        "ks_p": float(ks.pvalue),
+        "paired_seeds": 0,
+        "paired_max_abs_diff": "",
+    }
+    if (args.paired_dir / "final_eval.json").exists():
+        paired = per_seed(read_rows(args.paired_dir / "metrics.csv"))
+        common = [s for s in singles if s in paired]
+        diffs = [
+            abs(final_success(paired[s], args.final_window, optimal) - singles[s]) for s in common
+        ]
+        summary |= {"paired_seeds": len(common), "paired_max_abs_diff": max(diffs, default="")}
+    args.out.mkdir(parents=True, exist_ok=True)
+    command = bench.command_line("paper_figures/population_ks.py", argv)
+    rows = [{"source": "population", "seed": s, "final_success": v} for s, v in population.items()]
+    rows += [{"source": "single", "seed": s, "final_success": v} for s, v in singles.items()]
+    bench.write_csv(args.out / "population_ks.csv", rows, command)
+    bench.write_csv(args.out / "population_ks_summary.csv", [summary], command)
+    print(
+        f"final success, mean (sample SD): population {a.mean():.4f} ({a.std(ddof=1):.4f}, "
+        f"n={a.size}), single runs {b.mean():.4f} ({b.std(ddof=1):.4f}, n={b.size}); "
+        f"two-sample KS D = {ks.statistic:.3f}, p = {ks.pvalue:.3f}"
+    )
+    if summary["paired_seeds"]:
+        print(
+            f"same seeds, population vs alone ({summary['paired_seeds']}): largest difference "
+            f"in final success {summary['paired_max_abs_diff']:.2e}"
+        )
+    print(f"wrote {args.out / 'population_ks'}.csv, _summary.csv; command: {command}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""Population runs (controlrl/population.py): S = 1 is the single run to the byte; seed k of a
+population is `--seed k` alone up to rounding (parameters after each update, the actions it
+samples) and does not depend on the other seeds; a killed population resumes bit for bit;
+the batched bandit draws each seed's stream; bad --num-seeds exits 2 with one line."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import envs
+from algos import grpo, tpo
+from controlrl import checkpoint
+from controlrl.cli import parse
+from controlrl.group_rollout import GroupCollector
+from envs import bandits
+
+QUIET = ["--no-tensorboard", "--no-progress", "--eval-every", "0", "--eval-episodes", "2"]
+SMALL = ["--hidden-sizes", "8", "--num-envs", "16", "--group-size", "4"]
+CASES = {  # algo module, flags: a sequence bandit (per-row forward) and a one-context one
+    "grpo-seq-kalman": (
+        grpo,
+        [
+            "--env-id",
+            "bandit:sequence-reverse-2-3",
+            "--ratio",
+            "kalman",
+            "--total-timesteps",
+            "240",
+        ],
+    ),
+    "grpo-ctx-filter": (
+        grpo,
+        [
+            "--env-id",
+            "bandit:contextual-4-5",
+            "--num-minibatches",
+            "2",
+            "--filter-zero-variance",
+            "--total-timesteps",
+            "80",
+        ],
+    ),  # fmt: skip
+    "tpo-bernoulli": (tpo, ["--env-id", "bandit:bernoulli-10", "--total-timesteps", "80"]),
+    "tpo-bimodal": (tpo, ["--env-id", "bandit:bimodal", "--total-timesteps", "80"]),
+}
+
+
+def train(module, run_dir, *argv):
+    module.main(parse(module.Args, [*argv, *SMALL, *QUIET, "--run-dir", str(run_dir)]))
+
+
+def rows(path, seed=None):
+    """metrics.csv's rows as lists of strings (one seed's, without the seed column)."""
+    with path.open() as f:
+        reader = csv.reader(f)
+        header = next(reader)
+        if "seed" not in header:
+            return header, list(reader)
+        col = header.index("seed")
+        kept = [r for r in reader if seed is None or int(r[col]) == seed]
+        return header[:col] + header[col + 1 :], [r[:col] + r[col + 1 :] for r in kept]
+
+
+@pytest.mark.parametrize("case", ["grpo-seq-kalman", "tpo-bernoulli"])
+def test_one_seed_population_is_the_single_run_to_the_byte(case, tmp_path):
+    module, argv = CASES[case]
+    train(module, tmp_path / "single", *argv, "--seed", "3")
+    train(module, tmp_path / "pop", *argv, "--seed", "3", "--num-seeds", "1")
+    single = (tmp_path / "single" / "metrics.csv").read_text()
+    header, body = rows(tmp_path / "pop" / "metrics.csv")
+    assert "\n".join(",".join(r) for r in [header, *body]) + "\n" == single
+    final = [json.loads((tmp_path / d / "final_eval.json").read_text()) for d in ("single", "pop")]
+    assert final[1]["eval_return_per_seed"] == [final[0]["eval_return_mean"]]
+
+
+@pytest.fixture
+def recorded_actions(monkeypatch):
+    """Every rollout's actions [T, envs], in collection order."""
+    seen = []
+    collect = GroupCollector.collect
+
+    def recording(self, act, seed):
+        rollout = collect(self, act, seed)
+        seen.append(rollout.actions.copy())
+        return rollout
+
+    monkeypatch.setattr(GroupCollector, "collect", recording)
+    return seen
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_seed_k_of_a_population_is_seed_k_alone(case, tmp_path, recorded_actions):
+    module, argv = CASES[case]
+    S, k, N = 3, 1, 16
+    keep = ["--checkpoint-every", "1", "--keep-checkpoints"]
+    train(module, tmp_path / "pop", *argv, *keep, "--seed", "4", "--num-seeds", str(S))
+    pop_actions = list(recorded_actions)
+    recorded_actions.clear()
+    train(module, tmp_path / "single", *argv, *keep, "--seed", str(4 + k))
+    assert len(pop_actions) == len(recorded_actions) >= 3
+    for a, b in zip(pop_actions, recorded_actions):
+        np.testing.assert_array_equal(a[:, k * N : (k + 1) * N], b)  # the same actions sampled
+    kept = sorted((tmp_path / "single" / "checkpoints").glob("step_*.pt"))[:3]
+    for path in kept:  # the parameters after each of the first 3 updates
+        mine = checkpoint.load(tmp_path / "pop" / "checkpoints" / path.name)["policy"]
+        alone = checkpoint.load(path)["policy"]
+        a = torch.cat([mine[name][k].reshape(-1) for name in alone])
+        b = torch.cat([value.reshape(-1) for value in alone.values()])
+        err = (a - b).abs().max() / b.abs().max()  # relative to the parameter vector's scale
+        assert err <= 1e-5, (path.name, float(err))
+    _, mine = rows(tmp_path / "pop" / "metrics.csv", seed=4 + k)
+    _, alone = rows(tmp_path / "single" / "metrics.csv")
+    ret = 1  # train/episode_return: the same actions and rewards give the same mean exactly
+    assert [r[ret] for r in mine] == [r[ret] for r in alone]
+
+
+def test_a_seed_does_not_depend_on_the_other_seeds(tmp_path, monkeypatch):
+    module, argv = CASES["grpo-seq-kalman"]
+    argv = [*argv, "--seed", "0", "--num-seeds", "3", "--max-grad-norm", "0.05"]  # clipping acts
+    train(module, tmp_path / "a", *argv)
+    adam = module.adam
+
+    def perturbed(policy, lr):
+        optimizer = adam(policy, lr=lr)
+        optimizer.lrs[0] = 10 * lr  # seed 0 alone learns faster
+        return optimizer
+
+    monkeypatch.setattr(module, "adam", perturbed)
+    train(module, tmp_path / "b", *argv)
+    for seed in (1, 2):
+        assert rows(tmp_path / "a" / "metrics.csv", seed) == rows(
+            tmp_path / "b" / "metrics.csv", seed
+        )
+    assert rows(tmp_path / "a" / "metrics.csv", 0) != rows(tmp_path / "b" / "metrics.csv", 0)
+    pa, pb = (
+        checkpoint.load(d / "checkpoints" / "latest.pt")["policy"]
+        for d in (tmp_path / "a", tmp_path / "b")
+    )
+    for name in pa:
+        assert torch.equal(pa[name][1:], pb[name][1:])
+        assert not torch.equal(pa[name][0], pb[name][0])
+
+
+def test_killed_population_resumes_bit_for_bit_with_aggregate_intervals(tmp_path):
+    module, argv = CASES["tpo-bernoulli"]
+    argv = [*argv, "--total-timesteps", "96", "--seed", "2", "--num-seeds", "5"]
+    argv += ["--checkpoint-every", "2", "--keep-checkpoints"]
+    train(module, tmp_path / "a", *argv)
+    a, b = tmp_path / "a", tmp_path / "b"
+    (b / "checkpoints").mkdir(parents=True)
+    for name in ("config.json", "metrics.csv", "aggregate.csv"):
+        (b / name).write_bytes((a / name).read_bytes())
+    (b / "checkpoints" / "latest.pt").write_bytes(
+        (a / "checkpoints" / "step_000000032.pt").read_bytes()
+    )
+    module.main(parse(module.Args, ["--resume", str(b)]))
+    for name in ("metrics.csv", "aggregate.csv"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    with (a / "aggregate.csv").open() as f:
+        agg = list(csv.DictReader(f))
+    with (a / "metrics.csv").open() as f:
+        per_seed = list(csv.DictReader(f))
+    assert len(agg) == 6 and len(per_seed) == 30 and agg[0]["seeds"] == "5"
+    last = [float(r["train/entropy"]) for r in per_seed if r["step"] == agg[-1]["step"]]
+    mean, lo, hi = (float(agg[-1][f"train/entropy{s}"]) for s in ("", "_lo", "_hi"))
+    assert mean == pytest.approx(np.mean(last)) and lo < mean < hi
+    # the t-interval of 5 seeds: t_{0.975, 4} = 2.776 standard errors either side
+    assert hi - mean == pytest.approx(2.776 * np.std(last, ddof=1) / np.sqrt(5), rel=1e-3)
+
+
+@pytest.mark.parametrize("name", ["contextual-4-5", "sequence-reverse-2-3", "gaussian-3"])
+def test_population_bandit_gives_each_seed_its_single_stream(name):
+    S, N, G = 3, 8, 4
+    pop = bandits.make_population(name, S, N, G)
+    alone = [envs.make(f"bandit:{name}", N, 0, group_size=G) for _ in range(S)]
+    seeds = [11, 5, 11]  # seeds 0 and 2 share a seed: the same stream twice
+    obs = pop.reset(seed=seeds)[0].reshape(S, N, -1)
+    single = [env.reset(seed=s)[0] for env, s in zip(alone, seeds)]
+    rng = np.random.default_rng(0)
+    rewards = []
+    for _ in range(7):
+        np.testing.assert_array_equal(obs, np.stack(single))
+        actions = rng.integers(0, pop.single_action_space.n, (1, N)).repeat(S, 0)
+        out = pop.step(actions.reshape(-1))
+        outs = [env.step(a) for env, a in zip(alone, actions)]
+        rewards.append(out[1].reshape(S, N))
+        np.testing.assert_array_equal(rewards[-1], np.stack([o[1] for o in outs]))
+        obs, single = out[0].reshape(S, N, -1), [o[0] for o in outs]
+    rewards = np.stack(rewards, 1)  # [S, steps, N]: same actions, each seed's own draws
+    assert np.array_equal(rewards[0], rewards[2]) and not np.array_equal(rewards[0], rewards[1])
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["--num-seeds", "0"], "--num-seeds must be >= 1, got 0"),
+        (["--num-seeds", "4", "--env-id", "CartPole-v1"], "--num-seeds needs a bandit: env id"),
+        (["--num-seeds", "1000000000"], "--num-seeds 1000000000: about"),
+        (
+            ["--num-seeds", "2", "--ratio", "sequence", "--num-minibatches", "2"],
+            "--num-seeds with --ratio sequence needs --num-minibatches 1",
+        ),
+    ],
+)
+def test_bad_num_seeds_exit_2_with_one_line(argv, fragment, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        parse(
+            grpo.Args, ["--env-id", "bandit:bernoulli-10", *argv, "--run-dir", str(tmp_path / "r")]
+        )
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and fragment in err[0], err
+    assert not (tmp_path / "r").exists()

@@ -1,0 +1,60 @@
+"""The population benchmark and the population-vs-single KS check (paper_figures/
+bench_population.py, population_ks.py) end to end at toy size."""
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*argv):
+    done = subprocess.run(
+        [sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_bench_toy_times_populations_and_separate_runs(tmp_path):
+    out = _run(
+        "paper_figures/bench_population.py", "--toy", "--algos", "grpo",
+        "--bandits", "bandit:bernoulli-10", "--out", str(tmp_path / "out"),
+        "--work-dir", str(tmp_path / "work"),
+    )  # fmt: skip
+    assert "command: python paper_figures/bench_population.py --toy" in out
+    rows = list(csv.DictReader((tmp_path / "out" / "bench_population.csv").open()))
+    assert [(r["contender"], r["seeds"], r["status"]) for r in rows] == [
+        ("population-1", "1", "ok"),
+        ("population-4", "4", "ok"),
+        ("separate-2", "2", "ok"),
+    ]
+    for r in rows:
+        assert float(r["per_seed_s"]) == pytest.approx(float(r["wall_s"]) / int(r["seeds"]))
+        assert float(r["peak_rss_mb"]) > 50
+    sep = float(rows[2]["per_seed_s"])
+    assert float(rows[1]["speedup"]) == pytest.approx(sep / float(rows[1]["per_seed_s"]))
+    pop = tmp_path / "work" / "grpo" / "bernoulli-10" / "population4" / "metrics.csv"
+    assert sum(1 for _ in pop.open()) == 1 + 4 * 2  # header, 4 seeds x 2 iterations of 256
+
+
+@pytest.mark.slow
+def test_ks_toy_compares_disjoint_seeds(tmp_path):
+    out = _run(
+        "paper_figures/population_ks.py", "--toy", "--out", str(tmp_path / "out"),
+        "--sweep-dir", str(tmp_path / "sweep"), "--population-dir", str(tmp_path / "pop"),
+        "--paired-dir", str(tmp_path / "none"),
+    )  # fmt: skip
+    assert "two-sample KS" in out
+    (summary,) = csv.DictReader((tmp_path / "out" / "population_ks_summary.csv").open())
+    assert summary["population_seeds"] == "6" and summary["single_seeds"] == "5"
+    assert 0 <= float(summary["ks_p"]) <= 1
+    rows = list(csv.DictReader((tmp_path / "out" / "population_ks.csv").open()))
+    seeds = {r["source"]: set() for r in rows}
+    for r in rows:
+        seeds[r["source"]].add(int(r["seed"]))
+    assert seeds == {"population": set(range(1001, 1007)), "single": set(range(1, 6))}
