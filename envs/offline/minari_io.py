@@ -233,9 +233,15 @@ def _spaces(dataset: Dataset) -> tuple[gym.spaces.Box, gym.spaces.Box, object]:
     return obs_space, act_space, spec
 
 
-def write_minari(dataset: Dataset, path: str | Path, dataset_id: str | None = None) -> Path:
+def write_minari(
+    dataset: Dataset,
+    path: str | Path,
+    dataset_id: str | None = None,
+    tmp_parent: str | Path | None = None,
+) -> Path:
     """Write `dataset` as a Minari hdf5 dataset directory `path` (path/data/...), built in a
-    temp directory and renamed into place. Needs s'[i] == s[i + 1] inside each episode (a
+    temp directory (in tmp_parent, default path's parent; same file system) and renamed into
+    place. Needs s'[i] == s[i + 1] inside each episode (a
     Minari episode stores T + 1 observations); ValueError otherwise. Our metadata goes under
     the 'controlrl' key of metadata.json, the reference scores under minari's own keys."""
     path = Path(path)
@@ -255,7 +261,9 @@ def write_minari(dataset: Dataset, path: str | Path, dataset_id: str | None = No
             )
     obs_space, act_space, spec = _spaces(dataset)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent))
+    tmp_dir = Path(tmp_parent) if tmp_parent is not None else path.parent
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=path.name + ".", suffix=".tmp", dir=tmp_dir))
     try:
         storage = MinariStorage.new(
             tmp / "data", observation_space=obs_space, action_space=act_space, env_spec=spec
