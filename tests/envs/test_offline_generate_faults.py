@@ -62,17 +62,16 @@ def test_a_missing_minari_copy_is_written_by_the_rerun_and_temporaries_do_not_br
 def test_a_minari_copy_being_written_is_outside_minaris_root(tmp_path, monkeypatch):
     """A kill mid-write leaves the half-built copy where it is: minari must not see it."""
     minari = pytest.importorskip("minari")
+    collector = pytest.importorskip("minari.data_collector")
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
-    import minari.data_collector
-
     seen = []
-    real = minari.data_collector.EpisodeBuffer
+    real = collector.EpisodeBuffer
 
     def episode(**columns):  # an episode being written: what minari lists meanwhile
         seen.append(sorted(minari.list_local_datasets()))
         return real(**columns)
 
-    monkeypatch.setattr(minari.data_collector, "EpisodeBuffer", episode)
+    monkeypatch.setattr(collector, "EpisodeBuffer", episode)
     small_random(tmp_path)
     assert seen and all(listed == [] for listed in seen)
     assert f"controlrl/{NAME}-v0" in minari.list_local_datasets()
