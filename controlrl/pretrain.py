@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from controlrl import checkpoint
+from controlrl import checkpoint, rundir
 from controlrl.buffers import OfflineBuffer
 from controlrl.cli import ArgError, fail, require
 
@@ -172,6 +172,7 @@ def start_from_clone(
         fail(f"--dataset: obs x action shapes {shape} do not fit {args.env_id}")
     if normalizer is not None:
         normalizer.load_state_dict(dataset_normalizer_state(dataset.observations))
-    pretrain(net, loss_fn, dataset, normalizer, args, path.parent / "pretrain.csv")
-    meta = {**meta, "env_id": args.env_id}
-    save_pretrained(path, kind, net, normalizer, args, shape_flags, **meta)
+    with rundir.on_disk_fault(run.run_dir):  # a full or read-only disk: one line, exit 1
+        pretrain(net, loss_fn, dataset, normalizer, args, path.parent / "pretrain.csv")
+        meta = {**meta, "env_id": args.env_id}
+        save_pretrained(path, kind, net, normalizer, args, shape_flags, **meta)

@@ -94,6 +94,7 @@ def holder_pid(lock: Path) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+@pytest.mark.slow  # two generator processes and a PPO process start
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG")
 def test_a_killed_generator_leaves_no_behaviour_run_and_a_second_one_is_refused(tmp_path):
     cmd = [sys.executable, "-m", "envs.offline", "generate", "--env", "Pendulum-v1",
