@@ -203,11 +203,15 @@ class CommonArgs:
             f"is not supported for {split_id(self.env_id)[0]}: ids (Gymnasium and dmc: only)",
         )
         if self.run_dir is not None and self.resume is None:
+            from controlrl.rundir import holder
+
+            pid = holder(self.run_dir)
+            live = f" (running now: pid {pid})" if pid else ""
             require(
                 not (Path(self.run_dir) / "config.json").exists(),
                 "run_dir",
-                f"{self.run_dir} already holds a run; continue it with --resume {self.run_dir} "
-                "or choose another directory",
+                f"{self.run_dir} already holds a run{live}; continue it with --resume "
+                f"{self.run_dir} or choose another directory",
             )
 
 

@@ -62,6 +62,22 @@ def lock(run_dir: str | Path) -> None:
     _HELD[key] = fd
 
 
+def holder(run_dir: str | Path) -> str | None:
+    """The pid of the live process holding run_dir's lock ('?' if unreadable), None when no
+    process holds it; takes nothing."""
+    try:
+        fd = os.open(Path(run_dir) / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _holder(fd)
+    finally:
+        os.close(fd)
+    return None
+
+
 def unlock(run_dir: str | Path) -> None:
     """Release this process's lock of run_dir (no-op when it holds none)."""
     fd = _HELD.pop(os.path.realpath(Path(run_dir) / LOCK_NAME), None)

@@ -113,6 +113,9 @@ def test_a_second_run_or_resume_is_refused_naming_the_holder_then_a_dead_ones_lo
             assert exc.value.code == 2
             line = one_line_error(capsys)
             assert f"pid {holder.pid}" in line and "in use" in line, line
+        # a plain second run on the directory: refused by validate(), the live pid named
+        line = refused(["--run-dir", str(run_dir)], capsys)
+        assert "already holds a run" in line and f"pid {holder.pid}" in line, line
         rows = (run_dir / "metrics.csv").read_text()
     finally:
         holder.kill()
