@@ -34,12 +34,15 @@ def load(path: str | Path, required: tuple[str, ...] = ()) -> dict:
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"checkpoint {path} is empty (0 bytes): not a controlrl checkpoint")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for truncated or foreign files
+        lines = str(exc).strip().splitlines()  # some carry no message at all
+        detail = f"{type(exc).__name__}: {lines[0][:120]}" if lines else type(exc).__name__
         raise CheckpointError(
-            f"checkpoint {path} is corrupt or not a controlrl checkpoint "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
+            f"checkpoint {path} is corrupt, truncated or not a controlrl checkpoint ({detail})"
         ) from None
     if not isinstance(state, dict):
         raise CheckpointError(f"checkpoint {path} does not hold a dict")

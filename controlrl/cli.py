@@ -7,6 +7,8 @@ import dataclasses
 import json
 import math
 import sys
+import types
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -201,28 +203,119 @@ class CommonArgs:
             f"is not supported for {split_id(self.env_id)[0]}: ids (Gymnasium and dmc: only)",
         )
         if self.run_dir is not None and self.resume is None:
+            from controlrl.rundir import holder
+
+            pid = holder(self.run_dir)
+            live = f" (running now: pid {pid})" if pid else ""
             require(
                 not (Path(self.run_dir) / "config.json").exists(),
                 "run_dir",
-                f"{self.run_dir} already holds a run; continue it with --resume {self.run_dir} "
-                "or choose another directory",
+                f"{self.run_dir} already holds a run{live}; continue it with --resume "
+                f"{self.run_dir} or choose another directory",
             )
 
 
+_NO_VALUE = object()
+
+
+def _config_value(value, hint):
+    """value (from JSON) as the type hint of an Args field wants it; _NO_VALUE if it is not one:
+    bool, int (not bool), float (an int too), str, None, Literal[...], tuple[X, ...] (a list)
+    and unions of those."""
+    origin, members = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        for member in members:
+            got = _config_value(value, member)
+            if got is not _NO_VALUE:
+                return got
+        return _NO_VALUE
+    if origin is Literal:
+        ok = any(type(value) is type(m) and value == m for m in members)
+        return value if ok else _NO_VALUE
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            return _NO_VALUE
+        if len(members) == 2 and members[1] is Ellipsis:
+            wanted = [members[0]] * len(value)
+        elif len(members) == len(value):
+            wanted = list(members)
+        else:
+            return _NO_VALUE
+        items = [_config_value(v, h) for v, h in zip(value, wanted)]
+        return _NO_VALUE if any(v is _NO_VALUE for v in items) else tuple(items)
+    if hint is type(None):
+        return None if value is None else _NO_VALUE
+    if hint is bool:
+        return value if isinstance(value, bool) else _NO_VALUE
+    if hint is int:
+        return value if isinstance(value, int) and not isinstance(value, bool) else _NO_VALUE
+    if hint is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return float(value) if ok else _NO_VALUE
+    if hint is str:
+        return value if isinstance(value, str) else _NO_VALUE
+    return value if isinstance(value, hint) else _NO_VALUE  # any other class: as it is
+
+
+def _type_name(hint) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+def _json_name(value) -> str:
+    if value is None:
+        return "null"
+    kinds = {bool: "a boolean", int: "a number", float: "a number", str: "a string"}
+    kinds.update({list: "a list", dict: "an object"})
+    return f"{kinds.get(type(value), type(value).__name__)} ({json.dumps(value)[:40]})"
+
+
+def _saved_values(cls: type[T], saved, config_path: Path) -> dict:
+    """The flag values of a config.json, checked against cls: a JSON object with 'algo' (this
+    script's name) and 'args' (every field of cls, each of its type; no other key). ArgError
+    naming the key at fault."""
+    where = f"--resume: {config_path}"
+    if not isinstance(saved, dict):
+        raise ArgError(f"{where} holds {_json_name(saved).split(' (')[0]}, not a JSON object")
+    algo = Path(sys.modules[cls.__module__].__file__).stem  # "ppo", also when run as __main__
+    if "algo" not in saved:
+        raise ArgError(f"{where} [algo] missing: cannot tell which algorithm wrote the run")
+    if saved["algo"] != algo:
+        raise ArgError(f"{where} [algo]: that run is {str(saved['algo'])[:40]!r}, not {algo!r}")
+    values = saved.get("args", _NO_VALUE)
+    if not isinstance(values, dict):
+        got = "missing" if values is _NO_VALUE else f"is {_json_name(values)}"
+        raise ArgError(f"{where} [args] {got}, expected a JSON object of flags")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - fields)
+    if unknown:
+        raise ArgError(f"{where} [args.{unknown[0]}]: not a flag of {algo}")
+    out = {}
+    for name in sorted(fields - {"resume", "run_dir"}):  # those two are the resumed directory
+        if name not in values:
+            raise ArgError(f"{where} [args.{name}] missing")
+        got = _config_value(values[name], hints[name])
+        if got is _NO_VALUE:
+            raise ArgError(
+                f"{where} [args.{name}] is {_json_name(values[name])}, expected "
+                f"{_type_name(hints[name])}"
+            )
+        out[name] = got
+    return out
+
+
 def _load_resume_config(cls: type[T], args: T) -> T:
+    """cls built from the config.json of the --resume directory, checked against cls (one line
+    naming the key at fault), its checkpoint checked to load."""
     run_dir = Path(args.resume)
     config_path = run_dir / "config.json"
     if not config_path.is_file():
         raise ArgError(f"--resume {run_dir}: no config.json there (not a run directory)")
     try:
         saved = json.loads(config_path.read_text())
-    except json.JSONDecodeError as exc:
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ArgError(f"--resume {run_dir}: config.json is corrupt ({exc})") from None
-    algo = Path(sys.modules[cls.__module__].__file__).stem  # "ppo", also when run as __main__
-    if saved.get("algo") not in (None, algo):
-        raise ArgError(f"--resume {run_dir}: that run is '{saved.get('algo')}', not '{algo}'")
-    names = {f.name for f in dataclasses.fields(cls)}
-    values = {k: v for k, v in saved.get("args", {}).items() if k in names}
+    values = _saved_values(cls, saved, config_path)
     resumed = cls(**{**values, "resume": str(run_dir), "run_dir": str(run_dir)})
     latest = run_dir / "checkpoints" / "latest.pt"
     try:

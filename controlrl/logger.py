@@ -9,6 +9,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from controlrl.rundir import write_text_atomic
+
 
 def default_run_dir(algo: str, env_id: str, seed: int) -> Path:
     """runs/<algo>/<env>__seed<seed>__<timestamp>."""
@@ -31,7 +33,7 @@ def truncate_csv(path: Path, max_step: int) -> None:
         if int(float(line.split(",", 1)[0])) > max_step:
             break
         kept.append(line)
-    path.write_text("".join(kept))
+    write_text_atomic(path, "".join(kept))  # a full disk keeps the rows as they were
 
 
 class _CsvLog:
@@ -76,8 +78,8 @@ class RunLogger:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         config_path = self.run_dir / "config.json"
-        if not config_path.exists():
-            config_path.write_text(json.dumps(config, indent=2, default=str) + "\n")
+        if not config_path.exists():  # written whole: a full disk must not leave a 0-byte file
+            write_text_atomic(config_path, json.dumps(config, indent=2, default=str) + "\n")
         if start_step > 0:
             truncate_csv(self.run_dir / "metrics.csv", start_step)
             truncate_csv(self.run_dir / "timing.csv", start_step)

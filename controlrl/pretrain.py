@@ -10,7 +10,7 @@ loss: the caller passes both.
 
 start_from_clone pre-trains (the normaliser set to dataset_normalizer_state, then pretrain,
 save_pretrained) or loads (load_pretrained, load_into) --pretrained or a resumed run's own
-file.
+file; a resumed run that had no checkpoint yet restarts from step 0 and pre-trains again.
 
 pretrained.pt holds "kind" (what wrote it: a training checkpoint or another algorithm's file is
 refused), whatever else the writer adds (its env id, ...), "config" (the values of the flags the
@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from controlrl import checkpoint
+from controlrl import checkpoint, rundir
 from controlrl.buffers import OfflineBuffer
 from controlrl.cli import ArgError, fail, require
 
@@ -159,7 +159,10 @@ def start_from_clone(
     if normalizer is not None:
         normalizer.frozen = True
     path = Path(run.run_dir) / "pretrained.pt"
-    resumed = args.resume is not None and path.exists()  # the resumed run's own clone
+    # a resumed run's own clone; a run killed before its first checkpoint starts again from
+    # step 0 and so pre-trains again: the same draws, the same clone, the run byte for byte
+    restart = getattr(run, "restart_from_scratch", False)
+    resumed = args.resume is not None and path.exists() and not restart
     source = args.pretrained or (str(path) if resumed else None)
     if source is not None:
         load_into(net, normalizer, load_pretrained(source, kind))
@@ -169,6 +172,7 @@ def start_from_clone(
         fail(f"--dataset: obs x action shapes {shape} do not fit {args.env_id}")
     if normalizer is not None:
         normalizer.load_state_dict(dataset_normalizer_state(dataset.observations))
-    pretrain(net, loss_fn, dataset, normalizer, args, path.parent / "pretrain.csv")
-    meta = {**meta, "env_id": args.env_id}
-    save_pretrained(path, kind, net, normalizer, args, shape_flags, **meta)
+    with rundir.on_disk_fault(run.run_dir):  # a full or read-only disk: one line, exit 1
+        pretrain(net, loss_fn, dataset, normalizer, args, path.parent / "pretrain.csv")
+        meta = {**meta, "env_id": args.env_id}
+        save_pretrained(path, kind, net, normalizer, args, shape_flags, **meta)

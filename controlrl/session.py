@@ -14,6 +14,9 @@ step, the iteration and the torch RNG state, and is written atomically. --resume
 and drops the rows logged after the checkpoint; a run directory without a checkpoint yet (killed
 before the first) starts again from step 0 with its config.json, its rows dropped. What the
 envs do on resume is the caller's (training.Run: fresh episodes, see rollout.Collector.reset).
+The session holds the run directory's lock from its construction to finish() (controlrl.rundir:
+a second run or resume of the directory is refused naming this pid); a full or read-only disk
+stops the run with one line (exit 1), the last good checkpoint left in place.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from controlrl import checkpoint
+from controlrl import checkpoint, rundir
 from controlrl.cli import CommonArgs, config_dict, fail
 from controlrl.diagnostics import NonFiniteError
 from controlrl.logger import RunLogger, default_run_dir
@@ -52,6 +55,10 @@ class Session:
         torch.set_num_threads(args.torch_threads)
         seed_everything(args.seed, args.torch_deterministic)
         self.resume_state: dict | None = None
+        self.steps_per_iteration = steps_per_iteration
+        self.num_iterations = args.total_timesteps // steps_per_iteration
+        self.run_dir = Path(args.run_dir or default_run_dir(self.algo, args.env_id, args.seed))
+        self._take_run_dir()
         # a run killed before its first checkpoint has config.json and maybe metrics rows but
         # nothing to continue from: resuming it starts it again from step 0 (rows dropped)
         self.restart_from_scratch = False
@@ -63,14 +70,39 @@ class Session:
                     self.resume_state = checkpoint.load(path, ("step",))
             except checkpoint.CheckpointError as exc:
                 fail(str(exc))
-        self.steps_per_iteration = steps_per_iteration
-        self.num_iterations = args.total_timesteps // steps_per_iteration
-        self.run_dir = Path(args.run_dir or default_run_dir(self.algo, args.env_id, args.seed))
         self.stateful: dict = {}
         self.logger: RunLogger | None = None
         self.step = 0
         self.start_iteration = 0
         self.next_eval: int | None = None
+
+    def _take_run_dir(self) -> None:
+        """Hold the run directory's lock for the life of the process (a second run or resume
+        of it is refused naming this pid), then remove the temp files a killed writer left."""
+        try:
+            rundir.lock(self.run_dir)
+        except rundir.RunDirBusy as exc:
+            fail(str(exc))
+        except OSError as exc:
+            print(f"error: {rundir.disk_fault(exc, self.run_dir)}", file=sys.stderr)
+            raise SystemExit(1) from None
+        if self.args.run_dir is not None and self.args.resume is None:
+            # checked again under the lock: a run that started and ended since validate()
+            if (self.run_dir / "config.json").exists():
+                rundir.unlock(self.run_dir)
+                fail(
+                    f"--run-dir {self.run_dir} already holds a run; continue it with --resume "
+                    f"{self.run_dir} or choose another directory"
+                )
+        with rundir.on_disk_fault(self.run_dir):
+            rundir.remove_stale_temporaries(self.run_dir)
+
+    def release(self) -> None:
+        """Close the logger's files and give the run directory's lock back."""
+        if self.logger is not None:
+            with contextlib.suppress(OSError):
+                self.logger.close()
+        rundir.unlock(self.run_dir)
 
     @staticmethod
     def checkpoint_path(run_dir: str | Path) -> Path:
@@ -94,18 +126,19 @@ class Session:
                 fail(f"cannot resume from {self.args.resume}: {exc}")
             self.start_iteration, self.step = int(state["iteration"]), int(state["step"])
         args = self.args
-        if self.restart_from_scratch:  # the same run from step 0: its rows would come twice
-            for name in ("metrics.csv", "timing.csv"):
-                (self.run_dir / name).unlink(missing_ok=True)
-            shutil.rmtree(self.run_dir / "tb", ignore_errors=True)
-        self.logger = RunLogger(
-            self.run_dir,
-            config_dict(args, self.algo),
-            args.total_timesteps,
-            self.step,
-            args.tensorboard,
-            args.progress,
-        )
+        with rundir.on_disk_fault(self.run_dir, self.release):
+            if self.restart_from_scratch:  # the same run from step 0: its rows would come twice
+                for name in ("metrics.csv", "timing.csv"):
+                    (self.run_dir / name).unlink(missing_ok=True)
+                shutil.rmtree(self.run_dir / "tb", ignore_errors=True)
+            self.logger = RunLogger(
+                self.run_dir,
+                config_dict(args, self.algo),
+                args.total_timesteps,
+                self.step,
+                args.tensorboard,
+                args.progress,
+            )
         if self.restart_from_scratch:
             self.write(f"no checkpoint in {self.run_dir} yet: starting it again from step 0")
         every = args.eval_every
@@ -132,7 +165,7 @@ class Session:
         try:
             yield
         except NonFiniteError as exc:
-            self.logger.close()
+            self.release()
             print(
                 f"error: {exc}; the last good checkpoint stays in {self.run_dir}", file=sys.stderr
             )
@@ -152,9 +185,10 @@ class Session:
         if self.eval_due() and evaluate is not None:
             metrics.update(eval_metrics(evaluate()))
             self.next_eval += self.args.eval_every
-        self.logger.log(self.step, metrics, timing)
-        if iteration % self.args.checkpoint_every == 0 or iteration == self.num_iterations:
-            self.save_checkpoint(iteration)
+        with rundir.on_disk_fault(self.run_dir, self.release):
+            self.logger.log(self.step, metrics, timing)
+            if iteration % self.args.checkpoint_every == 0 or iteration == self.num_iterations:
+                self.save_checkpoint(iteration)
 
     def eval_due(self) -> bool:
         """Whether self.step has reached the next evaluation."""
@@ -184,14 +218,18 @@ class Session:
         results = eval_metrics(evaluate())
         final = results["eval/return"]
         extra = {f"eval_{k[5:]}": v for k, v in results.items() if k != "eval/return"}
-        (self.run_dir / "final_eval.json").write_text(
-            json.dumps({"step": self.step, "eval_return_mean": final, **extra}) + "\n"
-        )
+        with rundir.on_disk_fault(self.run_dir, self.release):
+            rundir.write_text_atomic(
+                self.run_dir / "final_eval.json",
+                json.dumps({"step": self.step, "eval_return_mean": final, **extra}) + "\n",
+            )
         self.write(
             f"final evaluation ({self.args.eval_episodes} episodes, normaliser frozen): "
             f"{final:.1f}   run dir: {self.run_dir}"
         )
-        self.logger.close()
+        with rundir.on_disk_fault(self.run_dir, self.release):
+            self.logger.close()
+        rundir.unlock(self.run_dir)
         return final
 
 

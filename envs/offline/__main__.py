@@ -155,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         except GenerationError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
+        except OSError as exc:  # a full or read-only disk: what is on it stays as it was
+            where = f" {exc.filename}" if exc.filename else ""
+            print(f"error: cannot write{where}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
         data = load(path)
         ret = data.metadata.get("policy_return_mean")
         print(f"wrote {path}: {len(data)} transitions, behaviour return {ret:.1f}")

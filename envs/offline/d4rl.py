@@ -77,20 +77,56 @@ def open_hdf5(path: Path):
         ) from None
 
 
-def read_array(h5file, key: str, path: Path) -> np.ndarray:
-    """The numeric or bool array at `key`; DatasetError for a missing key, a group, an object,
-    string, compound or reference dtype (never read: h5py would hand back Python objects), or
-    a read failure (a truncated file)."""
+def link_kind(group, name: str) -> str | None:
+    """'hard', 'soft', 'external' or None (no such link) for group's member `name`, from the
+    link alone: nothing it points to is opened (an external link to a FIFO would block)."""
     import h5py
 
-    if key not in h5file:
-        raise DatasetError(path, key, "missing")
-    try:
-        node = h5file[key]
-    except Exception as exc:  # a damaged object header: h5py raises KeyError, OSError, ...
-        raise DatasetError(path, key, f"cannot be opened ({first_line(exc)})") from None
+    link = group.get(name, getlink=True)
+    if link is None:
+        return None
+    if isinstance(link, h5py.ExternalLink):
+        return "external"
+    return "soft" if isinstance(link, h5py.SoftLink) else "hard"
+
+
+def _refuse_link(kind: str, path: Path, key: str) -> None:
+    if kind == "external":
+        raise DatasetError(path, key, "is an external link to another file: refused (only data "
+                           "stored in the file itself is read)")  # fmt: skip
+    if kind == "soft":
+        raise DatasetError(path, key, "is a soft link: refused (only plain datasets are read)")
+
+
+def dataset_node(h5file, key: str, path: Path):
+    """The h5py.Dataset at `key`, checked from metadata alone before any of it is read: every
+    link on the way a plain (hard) link, no external or soft link, not a virtual dataset (its
+    data would come from other files), a numeric or bool dtype (object, string, compound,
+    opaque and reference data refused: h5py would hand back Python objects). DatasetError
+    names the file and the key."""
+    import h5py
+
+    parts = key.split("/")
+    node = h5file
+    for i, part in enumerate(parts):
+        where = "/".join(parts[: i + 1])
+        if not isinstance(node, h5py.Group):
+            raise DatasetError(path, where, "missing (its parent is not a group)")
+        try:
+            kind = link_kind(node, part)
+            if kind is None:
+                raise DatasetError(path, key, "missing")
+            _refuse_link(kind, path, where)
+            node = node[part]
+        except DatasetError:
+            raise
+        except Exception as exc:  # a damaged object header: h5py raises KeyError, OSError, ...
+            raise DatasetError(path, where, f"cannot be opened ({first_line(exc)})") from None
     if not isinstance(node, h5py.Dataset):
         raise DatasetError(path, key, "is a group, expected an array")
+    if node.is_virtual:
+        raise DatasetError(path, key, "is a virtual dataset (data mapped from other files): "
+                           "refused")  # fmt: skip
     if node.dtype.kind not in "biuf":
         raise DatasetError(
             path,
@@ -98,10 +134,52 @@ def read_array(h5file, key: str, path: Path) -> np.ndarray:
             f"has dtype {node.dtype} (kind '{node.dtype.kind}'): only numeric and bool arrays "
             "are read; object, string and pickled data are refused",
         )
+    return node
+
+
+def read_node(node, key: str, path: Path) -> np.ndarray:
+    """The whole array of a node dataset_node checked; DatasetError on a read failure."""
     try:
         return node[()]
     except Exception as exc:  # truncated or corrupt data blocks
         raise DatasetError(path, key, f"cannot be read ({first_line(exc)})") from None
+
+
+def read_array(h5file, key: str, path: Path) -> np.ndarray:
+    """The numeric or bool array at `key`, checked first as dataset_node does."""
+    return read_node(dataset_node(h5file, key, path), key, path)
+
+
+def memory_bytes() -> int:
+    """This machine's physical memory in bytes (0 when unknown)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return 0
+
+
+def check_fits(rows: int, columns: int, path: Path, key: str) -> None:
+    """Refuse a dataset whose declared arrays (rows x columns values, read and then copied as
+    float32) would not fit in this machine's memory, before any of it is read."""
+    need, have = 2 * 4 * rows * columns, memory_bytes()
+    if have and need > have:
+        raise DatasetError(
+            path,
+            key,
+            f"declares {rows} rows ({need / 2**30:.1f} GiB to load), more than this machine's "
+            f"{have / 2**30:.1f} GiB of memory",
+        )
+
+
+def _declared(node, path: Path, key: str, ndim: int) -> tuple[int, ...]:
+    """node's shape as the loader will use it ([N, 1] flags and rewards as [N]), checked to
+    have ndim dims, from metadata alone."""
+    shape = tuple(node.shape or ())
+    if ndim == 1 and len(shape) == 2 and shape[1] == 1:
+        shape = shape[:1]
+    if len(shape) != ndim:
+        raise DatasetError(path, key, f"must have {ndim} dims, got shape {tuple(node.shape)}")
+    return shape
 
 
 def _as_float32(arr: np.ndarray, path: Path, key: str, ndim: int) -> np.ndarray:
@@ -144,28 +222,86 @@ def successors(
 SPECIAL_ATTRS = ("env_id", "ref_min_score", "ref_max_score")
 
 
-def _metadata(h5file, h5py) -> tuple[dict, dict]:
+def _attr_text_or_number(h5file, name: str, h5py):
+    """A root attribute's value when it is a scalar string or number, read only after its
+    dtype and shape say so; None for anything else (opaque, pickled, compound, arrays)."""
+    aid = h5file.attrs.get_id(name)
+    dtype = aid.dtype
+    if aid.shape not in ((), None) or (
+        dtype.kind not in "biufS" and h5py.check_string_dtype(dtype) is None
+    ):
+        return None
+    return h5file.attrs[name]
+
+
+def _special(h5file, h5py, path: Path) -> dict:
+    """The env_id (text) and ref_min_score / ref_max_score (finite numbers) attributes; one of
+    another type (opaque or pickled bytes, an array) is named invalid, its bytes not shown."""
+    special = {}
+    for name in SPECIAL_ATTRS:
+        if name not in h5file.attrs:
+            continue
+        value = _attr_text_or_number(h5file, name, h5py)
+        dtype = h5file.attrs.get_id(name).dtype
+        if name == "env_id":
+            if isinstance(value, bytes):
+                try:
+                    value = value.decode("utf-8")
+                except UnicodeDecodeError:
+                    value = None
+            if not isinstance(value, str) or not value.isprintable():
+                raise DatasetError(
+                    path, name, f"attribute is invalid (dtype {dtype}): expected printable text"
+                )
+        else:
+            ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+                value, (bool, np.bool_)
+            )
+            if not ok or not np.isfinite(float(value)):
+                raise DatasetError(
+                    path, name, f"attribute is invalid (dtype {dtype}): expected a finite number"
+                )
+        special[name] = value
+    return special
+
+
+def _metadata(h5file, h5py, path: Path) -> tuple[dict, dict]:
     """(metadata, special): metadata_json and the other scalar root attributes, plus D4RL's
-    scalar metadata/* entries (e.g. metadata/algorithm; arrays there, policy weights, are
-    skipped); special: the env_id / ref score attributes."""
+    scalar metadata/* entries (e.g. metadata/algorithm; arrays there, policy weights, and
+    links out of the file are skipped); special: the env_id / ref score attributes, checked."""
     meta: dict = {}
-    special = {k: h5file.attrs[k] for k in SPECIAL_ATTRS if k in h5file.attrs}
-    for name, value in h5file.attrs.items():
+    special = _special(h5file, h5py, path)
+    for name in h5file.attrs:
         if name in SPECIAL_ATTRS:
+            continue
+        value = _attr_text_or_number(h5file, name, h5py)
+        if value is None:
             continue
         if name == "metadata_json":
             try:
                 meta.update(json.loads(value))
             except (TypeError, ValueError):
                 pass
-        elif isinstance(value, (str, bytes, int, float, np.number, np.bool_)):
-            meta[name] = value.decode() if isinstance(value, bytes) else value
-    group = h5file.get("metadata")
+        else:
+            meta[name] = value.decode(errors="replace") if isinstance(value, bytes) else value
+    if link_kind(h5file, "metadata") != "hard":
+        return meta, special
+    group = h5file["metadata"]
     if isinstance(group, h5py.Group):
-        for name, node in group.items():
-            if isinstance(node, h5py.Dataset) and node.shape == () and node.dtype.kind in "biufS":
+        for name in group:
+            if link_kind(group, name) != "hard":
+                continue
+            node = group[name]
+            if (
+                isinstance(node, h5py.Dataset)
+                and not node.is_virtual
+                and node.shape == ()
+                and node.dtype.kind in "biufS"
+            ):
                 value = node[()]
-                meta[f"d4rl/{name}"] = value.decode() if isinstance(value, bytes) else value.item()
+                meta[f"d4rl/{name}"] = (
+                    value.decode(errors="replace") if isinstance(value, bytes) else value.item()
+                )
     return meta, special
 
 
@@ -182,14 +318,29 @@ def read_hdf5(path: str | Path, env_id: str | None = None) -> Dataset:
         raise DatasetError(path, None, "no such file")
     h5py = _h5py(path)
     with open_hdf5(path) as h5file:
-        raw = {key: read_array(h5file, key, path) for key in REQUIRED}
-        has_next = "next_observations" in h5file
-        if has_next:
-            raw["next_observations"] = read_array(h5file, "next_observations", path)
-        meta, special = _metadata(h5file, h5py)
+        has_next = link_kind(h5file, "next_observations") is not None
+        keys = (*REQUIRED, "next_observations") if has_next else REQUIRED
+        nodes = {key: dataset_node(h5file, key, path) for key in keys}
+        ndims = {"observations": 2, "actions": 2, "next_observations": 2}
+        shapes = {key: _declared(node, path, key, ndims.get(key, 1)) for key, node in nodes.items()}
+        m = shapes["observations"][0]
+        for key, shape in shapes.items():  # from metadata, before any array is read
+            if shape[0] != m:
+                raise DatasetError(path, key, f"has {shape[0]} rows, observations has {m}")
+        if has_next and shapes["next_observations"] != shapes["observations"]:
+            raise DatasetError(
+                path,
+                "next_observations",
+                f"shape {shapes['next_observations']} != {shapes['observations']}",
+            )
+        if m == 0:
+            raise DatasetError(path, "observations", "has no rows")
+        columns = sum(int(np.prod(shape[1:])) for shape in shapes.values())
+        check_fits(m, columns, path, "observations")
+        raw = {key: read_node(node, key, path) for key, node in nodes.items()}
+        meta, special = _metadata(h5file, h5py, path)
 
     obs = _as_float32(raw["observations"], path, "observations", 2)
-    m = len(obs)
     arrays = {
         "observations": obs,
         "actions": _as_float32(raw["actions"], path, "actions", 2),
@@ -201,23 +352,20 @@ def read_hdf5(path: str | Path, env_id: str | None = None) -> Dataset:
         arrays["next_observations"] = _as_float32(
             raw["next_observations"], path, "next_observations", 2
         )
-    for key, arr in arrays.items():
-        if len(arr) != m:
-            raise DatasetError(path, key, f"has {len(arr)} rows, observations has {m}")
-    if has_next and arrays["next_observations"].shape != obs.shape:
-        raise DatasetError(
-            path, "next_observations", f"shape {arrays['next_observations'].shape} != {obs.shape}"
-        )
-    if m == 0:
-        raise DatasetError(path, "observations", "has no rows")
     if not has_next:
         next_obs, keep = successors(obs, arrays["terminals"], arrays["timeouts"])
+        if not keep.any():
+            raise DatasetError(
+                path,
+                "timeouts",
+                f"no usable transition: each of the {m} rows ends a timed-out episode (or the "
+                "file) and the file has no next_observations to bootstrap from",
+            )
         arrays["next_observations"] = next_obs
         arrays = {key: arr[keep] for key, arr in arrays.items()}
         meta["dropped_rows"] = int(m - keep.sum())
 
-    file_env = special.get("env_id", b"")
-    file_env = file_env.decode() if isinstance(file_env, bytes) else str(file_env)
+    file_env = special.get("env_id", "")
     name = d4rl_env_name(path.stem) or d4rl_env_name(file_env)
     if env_id is None:
         env_id = file_env

@@ -22,6 +22,12 @@ The recipe (D4RL, Fu et al. 2020, with our PPO in place of SAC):
 - medium-expert: the medium and the expert datasets (each --steps rows) concatenated.
 Rollouts sample the stochastic policy (as D4RL), observation normaliser frozen at the
 snapshot's statistics; stored actions are the clipped ones the env executed.
+
+Faults: the behaviour run is its own process group, killed with the generator (on Linux the
+kernel kills it when the generator dies, SIGKILL included: PR_SET_PDEATHSIG); a generator
+holds a lock on the behaviour run it trains and on the dataset it writes (a second one is
+refused naming the first's pid); each output (HDF5, Minari copy) is built under a temporary
+name and renamed into place, and a rerun writes whichever is missing.
 """
 
 from __future__ import annotations
@@ -62,11 +68,63 @@ from envs.offline.store import (
 
 REPO = Path(__file__).resolve().parents[2]
 PPO_SCRIPT = REPO / "algos" / "ppo.py"
+PARTIAL = ".partial"  # <out>/.partial: locks and Minari copies being written
 SEED_OFFSETS = {"random": 101, "medium": 202, "expert": 303, "ref_random": 404, "ref_expert": 505}
 
 
 class GenerationError(RuntimeError):
     """The behaviour run failed, or a flag cannot be served."""
+
+
+def lock_dir(folder: Path, name: str = "generate.lock") -> int:
+    """An exclusive flock on folder/name (created), this pid written in it; the fd holds it
+    until closed or this process dies. GenerationError names the holder's pid."""
+    import fcntl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+        os.close(fd)
+        raise GenerationError(
+            f"{folder} is in use by another generator (pid {holder}); wait for it to end"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _die_with_parent(parent: int):
+    """A preexec_fn for the behaviour run: on Linux the kernel sends it SIGKILL when the
+    generator dies (prctl PR_SET_PDEATHSIG), however the generator dies. libc is looked up
+    here, before the fork: the child only makes the call."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+    import signal
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    pr_set_pdeathsig, sigkill = 1, int(signal.SIGKILL)
+
+    def preexec() -> None:
+        prctl(pr_set_pdeathsig, sigkill, 0, 0, 0)
+        if os.getppid() != parent:  # the generator died before prctl took effect
+            os._exit(1)
+
+    return preexec
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the behaviour run's process group (its own session: it and its children)."""
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def recipe_command(
@@ -133,6 +191,14 @@ def train_behaviour(
 ):
     """Run (or resume, or reuse) the PPO behaviour run in `run`; returns its behaviour.json
     (scored again, without training, when it was scored over another number of episodes)."""
+    lock = lock_dir(run)  # one generator per behaviour run: a second would train it twice
+    try:
+        return _train_behaviour(run, env_id, seed, budget, ppo_args, progress, score_episodes)
+    finally:
+        os.close(lock)
+
+
+def _train_behaviour(run, env_id, seed, budget, ppo_args, progress, score_episodes):
     info_path = run / "behaviour.json"
     if info_path.exists():
         info = json.loads(info_path.read_text())
@@ -147,7 +213,16 @@ def train_behaviour(
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     bar = tqdm(total=budget, unit="step", desc=f"PPO {env_id} s{seed}", disable=not progress)
     with open(run / "ppo.log", "ab") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        # its own process group, killed with it; and killed by the kernel if we are
+        proc = subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=REPO,
+            start_new_session=True,
+            preexec_fn=_die_with_parent(os.getpid()),
+        )
         try:  # polling only moves the bar: PPO keeps every checkpoint itself, none is missed
             while True:
                 finished = proc.poll() is not None
@@ -158,7 +233,7 @@ def train_behaviour(
                     break
                 time.sleep(0.2)
         except BaseException:
-            proc.kill()
+            _kill_group(proc)
             raise
         finally:
             bar.close()
@@ -351,8 +426,58 @@ def generate(
     if ppo_args:
         name += "-x" + hashlib.sha1(ppo_args.encode()).hexdigest()[:8]
     path = hdf5_path(out, name)
-    if path.exists() and not force:
-        return path
+    partial = out / PARTIAL
+    lock = lock_dir(partial, f"{name}.lock")  # one writer per dataset
+    try:
+        _remove_stale(out, partial, name)
+        wants_minari = minari and _has_minari()
+        if path.exists() and not force:
+            if wants_minari and not minari_path(out, name).exists():  # killed between the two
+                _write_minari_copy(read_hdf5(path), out, name)
+            return path
+        return _generate(
+            env_id, kind, out, name, path, steps, seed, ppo_budget, ppo_args, medium_fraction,
+            num_envs, wants_minari, progress, force, score_episodes,
+        )  # fmt: skip
+    finally:
+        os.close(lock)
+
+
+def _remove_stale(out: Path, partial: Path, name: str) -> None:
+    """The temporaries a killed writer of dataset `name` left: its HDF5 temp file, its Minari
+    temp directories (in .partial/, and beside the dataset where earlier generators built
+    them, which made minari.list_local_datasets() raise)."""
+    import shutil
+
+    for tmp in out.glob(f"{name}.hdf5.*.tmp"):
+        tmp.unlink(missing_ok=True)
+    target = minari_path(out, name)
+    for folder in (partial, target.parent):
+        for tmp in folder.glob(f"{target.name}.*.tmp"):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write_minari_copy(data: Dataset, out: Path, name: str) -> None:
+    """The Minari copy of a dataset, built in <out>/.partial (outside Minari's dataset root)
+    and renamed into place; an older copy is moved aside first, then removed."""
+    import shutil
+
+    from envs.offline.minari_io import write_minari
+
+    target = minari_path(out, name)
+    partial = out / PARTIAL
+    if target.exists():
+        old = partial / f"{target.name}.old.tmp"
+        shutil.rmtree(old, ignore_errors=True)
+        target.rename(old)
+        shutil.rmtree(old, ignore_errors=True)
+    write_minari(data, target, f"{MINARI_NAMESPACE}/{name}-v0", tmp_parent=partial)
+
+
+def _generate(
+    env_id, kind, out, name, path, steps, seed, ppo_budget, ppo_args, medium_fraction,
+    num_envs, minari, progress, force, score_episodes,
+) -> Path:  # fmt: skip
     meta = {
         "env_id": env_id,
         "kind": kind,
@@ -430,14 +555,8 @@ def generate(
         source=str(path),
     )
     write_hdf5(data, path)
-    if minari and _has_minari():
-        import shutil
-
-        from envs.offline.minari_io import write_minari
-
-        target_dir = minari_path(out, name)
-        shutil.rmtree(target_dir, ignore_errors=True)
-        write_minari(data, target_dir, f"{MINARI_NAMESPACE}/{name}-v0")
+    if minari:
+        _write_minari_copy(data, out, name)
     return path
 
 

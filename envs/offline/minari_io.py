@@ -21,7 +21,9 @@ import numpy as np
 
 from envs.offline.d4rl import (
     D4RL_REF_SCORES,
+    check_fits,
     d4rl_env_name,
+    dataset_node,
     json_default,
     open_hdf5,
     read_array,
@@ -82,11 +84,50 @@ def _check_layout(path: Path) -> tuple[Path, dict]:
     return data, meta
 
 
+def _refuse_links_out(h5file, main: Path) -> None:
+    """Walk every link of the file without following any: external and soft links, and virtual
+    datasets, are refused (minari reads whatever an episode holds, infos included)."""
+    import h5py
+
+    def visit(name: str, link) -> tuple[str, str] | None:  # not None: stop there
+        if isinstance(link, h5py.ExternalLink):
+            return name, "is an external link to another file: refused"
+        if isinstance(link, h5py.SoftLink):
+            return name, "is a soft link: refused"
+        node = h5file[name]
+        if isinstance(node, h5py.Dataset) and node.is_virtual:
+            return name, "is a virtual dataset (data from other files): refused"
+        return None
+
+    found = h5file.visititems_links(visit)  # an exception raised in visit would be mangled
+    if found is not None:
+        raise DatasetError(main, *found)
+
+
 def _prescan(main: Path, episodes: int) -> None:
-    """Open every episode's five arrays with the same checks as a D4RL file (dtype: numeric or
-    bool only, nothing that h5py would hand back as Python objects) before minari reads them,
-    so a bad file fails naming the key, e.g. [episode_3/rewards]."""
+    """Check every episode from metadata before anything is read (links, dtype: numeric or bool
+    only, row counts: T + 1 observations for T actions, rewards and flags; the total size
+    against memory), then read its five arrays with the same checks as a D4RL file, so a bad
+    file fails naming the key, e.g. [episode_3/rewards], before minari reads it."""
     with open_hdf5(main) as h5file:
+        _refuse_links_out(h5file, main)
+        rows = columns = 0
+        for i in range(episodes):
+            nodes = {k: dataset_node(h5file, f"episode_{i}/{k}", main) for k in EPISODE_KEYS}
+            t = nodes["actions"].shape[0] if nodes["actions"].shape else 0
+            for key, node in nodes.items():
+                want = t + 1 if key == "observations" else t
+                got = node.shape[0] if node.shape else 0
+                if got != want:
+                    raise DatasetError(
+                        main, f"episode_{i}/{key}", f"has {got} rows, expected {want}"
+                    )
+            rows += t
+            columns = max(columns, sum(int(np.prod(n.shape[1:])) for n in nodes.values()))
+        check_fits(rows, columns + 1, main, "episode_0/observations")
+        if rows == 0:
+            raise DatasetError(main, "episode_0/actions", "no usable transition: every episode "
+                               "has 0 steps")  # fmt: skip
         for i in range(episodes):
             for key in EPISODE_KEYS:
                 read_array(h5file, f"episode_{i}/{key}", main)
@@ -192,9 +233,15 @@ def _spaces(dataset: Dataset) -> tuple[gym.spaces.Box, gym.spaces.Box, object]:
     return obs_space, act_space, spec
 
 
-def write_minari(dataset: Dataset, path: str | Path, dataset_id: str | None = None) -> Path:
+def write_minari(
+    dataset: Dataset,
+    path: str | Path,
+    dataset_id: str | None = None,
+    tmp_parent: str | Path | None = None,
+) -> Path:
     """Write `dataset` as a Minari hdf5 dataset directory `path` (path/data/...), built in a
-    temp directory and renamed into place. Needs s'[i] == s[i + 1] inside each episode (a
+    temp directory (in tmp_parent, default path's parent; same file system) and renamed into
+    place. Needs s'[i] == s[i + 1] inside each episode (a
     Minari episode stores T + 1 observations); ValueError otherwise. Our metadata goes under
     the 'controlrl' key of metadata.json, the reference scores under minari's own keys."""
     path = Path(path)
@@ -214,7 +261,9 @@ def write_minari(dataset: Dataset, path: str | Path, dataset_id: str | None = No
             )
     obs_space, act_space, spec = _spaces(dataset)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent))
+    tmp_dir = Path(tmp_parent) if tmp_parent is not None else path.parent
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=path.name + ".", suffix=".tmp", dir=tmp_dir))
     try:
         storage = MinariStorage.new(
             tmp / "data", observation_space=obs_space, action_space=act_space, env_spec=spec

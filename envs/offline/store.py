@@ -6,7 +6,10 @@ downloaded: a dataset is a local file or directory, or one the generator wrote i
         minari/controlrl/hopper-medium-v5-s0-v0/data/...     the same as a Minari dataset
         behaviour/Hopper-v5-s0-b1000000/                      the PPO behaviour run:
             behaviour.json, ppo.log, ppo/ (its run dir; ppo/checkpoints/step_<step>.pt are
-            the snapshots, one per iteration; runs of the earlier generator: snapshots/)
+            the snapshots, one per iteration; runs of the earlier generator: snapshots/),
+            generate.lock (held by the generator training or scoring it)
+        .partial/                                             per-dataset locks, and Minari
+            copies being written (outside Minari's root: a half-built one is never listed)
 
 Generated ids read <env>-<kind>-v<env version>-s<seed> (hopper-medium-v5-s0), with -n<steps>,
 -b<PPO budget> and -e<scoring episodes> appended when those differ from the defaults: everything

@@ -363,3 +363,49 @@ def test_bad_datasets_and_checkpoints_are_refused_with_one_line(dataset_file, tm
 )
 def test_bad_numbers_are_refused(argv, flag, dataset_file, capsys):
     assert flag in refuse(["--dataset", dataset_file, *argv], capsys)
+
+
+def test_a_run_killed_before_its_first_checkpoint_restarts_byte_for_byte(
+    dataset_file, tmp_path, monkeypatch
+):
+    """Killed after pre-training and its rows but before its first checkpoint, --resume starts
+    the run again from step 0 and pre-trains again (the same draws): metrics.csv, pretrain.csv
+    and the final checkpoint equal the uninterrupted run's."""
+    from controlrl.session import Session
+
+    argv = ["--dataset", dataset_file, "--policy", "diffusion", *TINY]  # BC draws noise
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    dppo.main(parse(Args, [*argv, "--run-dir", str(whole)]))
+
+    class Killed(Exception):
+        pass
+
+    def die(self, iteration):
+        raise Killed
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Session, "save_checkpoint", die)  # the first checkpoint: after iteration 2
+        with pytest.raises(Killed):
+            dppo.main(parse(Args, [*argv, "--run-dir", str(killed)]))
+    assert (killed / "pretrained.pt").exists() and len(steps_of(killed)) == 2
+    assert not (killed / "checkpoints" / "latest.pt").exists()
+    dppo.main(parse(Args, ["--resume", str(killed)]))
+    for name in ("metrics.csv", "pretrain.csv"):
+        assert (killed / name).read_bytes() == (whole / name).read_bytes(), name
+    a, b = (checkpoint.load(d / "checkpoints" / "latest.pt") for d in (whole, killed))
+    assert same(a, b)
+
+
+def steps_of(run_dir) -> list[str]:
+    return (run_dir / "metrics.csv").read_text().splitlines()[1:]
+
+
+def same(a, b) -> bool:
+    """Nested dicts, lists and tensors equal bit for bit."""
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor):
+        return a.dtype == b.dtype and torch.equal(a, b)
+    return a == b

@@ -1,5 +1,6 @@
 """ppo.py's command line: --help, and one clear line with exit code 2 for bad input."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -8,7 +9,7 @@ import pytest
 
 from algos.ppo import Args
 from controlrl import checkpoint
-from controlrl.cli import parse
+from controlrl.cli import config_dict, parse
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,13 +49,14 @@ def test_bad_flags_fail_before_anything_starts(argv, fragment, capsys, tmp_path)
 def test_missing_and_corrupt_checkpoints_on_resume(capsys, tmp_path):
     run_dir = tmp_path / "run"
     (run_dir / "checkpoints").mkdir(parents=True)
-    (run_dir / "config.json").write_text('{"algo": "ppo", "args": {"env_id": "Hopper-v5"}}')
+    config = config_dict(Args(env_id="Hopper-v5"), "ppo")
+    (run_dir / "config.json").write_text(json.dumps(config))
     # no checkpoint yet (killed before the first): accepted, it restarts from step 0
     assert parse(Args, ["--resume", str(run_dir)]).resume == str(run_dir)
     (run_dir / "checkpoints" / "latest.pt").write_bytes(b"not a checkpoint")
     assert "corrupt" in parse_error(["--resume", str(run_dir)], capsys)
     checkpoint.save(run_dir / "checkpoints" / "latest.pt", {"step": 0})
-    (run_dir / "config.json").write_text('{"algo": "spo", "args": {}}')
+    (run_dir / "config.json").write_text(json.dumps({**config, "algo": "spo"}))
     assert "that run is 'spo'" in parse_error(["--resume", str(run_dir)], capsys)
 
 
