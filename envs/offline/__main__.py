@@ -20,9 +20,7 @@ from envs.offline.store import DEFAULT_PPO_BUDGET, DEFAULT_STEPS, KINDS, data_ro
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(
-        prog="python -m envs.offline", description=__doc__.split("\n")[0]
-    )
+    parser = ArgumentParser(prog="python -m envs.offline", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="train a behaviour policy (PPO) and roll it out")
     gen.add_argument("--env", required=True, help="Gymnasium id with Box actions, e.g. Hopper-v5")
