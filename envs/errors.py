@@ -65,4 +65,4 @@ class ArgumentParser(argparse.ArgumentParser):
             hint = closest_flags(name, flags) if name.startswith("-") else ""
             message = f"unrecognized argument {first}{hint}"
         line = " ".join(message.split())  # argparse's messages hold no newline, but be sure
-        self.exit(2, f"error: {self.prog}: {line}\n")
+        self.exit(2, f"error: {line}\n")
