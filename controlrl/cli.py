@@ -11,6 +11,7 @@ import io
 import json
 import math
 import os
+import re
 import sys
 import typing
 from dataclasses import dataclass
@@ -404,14 +405,22 @@ def _one_line(event: tyro_errors.ParseErrorEvent, argv: list[str], cls: type) ->
 
 
 def _squash_box(text: str) -> str:
-    """The first line of text inside one of tyro's error boxes (the fallback where an error
-    reached tyro's own printer), without the box drawing."""
+    """The message of one of tyro's error boxes as one line (the fallback where an error
+    reached tyro's own printer): the paragraph after the title, without the box drawing."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)  # colours, where tyro thinks it has a terminal
+    paragraphs: list[list[str]] = [[]]
     for line in text.splitlines():
-        inner = line.strip().strip("│╭╮╰╯─ ").strip()
-        if inner and not inner.startswith(("For full helptext", "Argument helptext")):
-            if not line.lstrip().startswith("╭"):
-                return inner
-    return "bad command line; see --help"
+        inner = line.strip().strip("│╭╮╰╯ ").strip()
+        if not inner.strip("─-"):  # a rule (or the box's edge): the paragraph ends
+            paragraphs.append([])
+            continue
+        if line.lstrip().startswith("╭"):  # a boxed title: its own paragraph
+            paragraphs += [[inner.strip("─ ")], []]
+            continue
+        paragraphs[-1].append(inner)
+    found = [" ".join(p) for p in paragraphs if p]
+    message = found[1] if len(found) > 1 else (found or ["bad command line; see --help"])[0]
+    return " ".join(message.split())
 
 
 def cli(cls: type[T], argv: list[str] | None = None, description: str | None = None) -> T:

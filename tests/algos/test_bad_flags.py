@@ -125,6 +125,16 @@ def test_choice_flags_are_found():
     assert {"vectorization", "brax_pipeline"} <= set(choice_flags(load("ppo")))
 
 
+def test_an_error_that_escapes_the_hook_still_prints_one_line(monkeypatch, capsys):
+    """Should tyro report an error without its hook, the box it prints is squashed to its
+    first line of text."""
+    import contextlib
+
+    monkeypatch.setattr(controlrl.cli.tyro_errors, "on_parse_error", contextlib.nullcontext)
+    err = refuse(load("grpo"), ["--adv-norm", "foo"], capsys)
+    assert "invalid choice 'foo' for argument '--adv-norm'" in err
+
+
 def test_tuple_flags_say_what_they_take(capsys):
     err = refuse(load("ppo"), ["--hidden-sizes", "a", "b"], capsys)
     assert "--hidden-sizes expects integers separated by spaces, got 'a b'" in err
