@@ -1,7 +1,8 @@
 """FPO, Flow Policy Optimization (McAllister, Ge, Yi, Kim, Weber, Choi, Feng, Kanazawa 2025, "Flow
-Matching Policy Gradients", arXiv 2507.21053): a flow-matching policy trained from scratch with
-PPO-clip on a likelihood-free ratio built from conditional flow-matching (CFM) losses. Defaults of
-akanazawa/fpo playground/src/flow_policy/fpo.py where they apply to this CleanRL-style loop.
+Matching Policy Gradients", arXiv 2507.21053): a flow-matching policy, trained from a random
+initialisation with PPO-clip on a likelihood-free ratio built from conditional flow-matching (CFM)
+losses. Defaults of akanazawa/fpo playground/src/flow_policy/fpo.py where they apply to this
+CleanRL-style loop.
 
     python algos/fpo.py --env-id Hopper-v5 --total-timesteps 1000000 --seed 1
     python algos/fpo.py --env-id bandit:bimodal --num-envs 64 --num-steps 8

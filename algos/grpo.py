@@ -28,18 +28,15 @@ policy to the reference over the rollout), train/kept_frac (groups in the loss),
 loss, policy_loss, kl_penalty, approx_kl, clip_frac, grad_steps, and the policy shift over the
 rollout (kl_mean, kl_max, ratio_dev_*).
 
-Speed (100k bandit samples in under 10 s, arms and groups batched), timed with `time` on this
-2-core machine (2026-12-01 11:26, two niced training jobs on the cores; nice -5), process start
-included, 3 runs each:
+Speed: every env of a rollout (all arms, all groups) goes through one batched forward pass per
+step, so a bandit run costs process start plus the 64-64 MLP's forward and backward passes.
+Process start is mostly torch's import: the optimiser is controlrl.optim.FlatAdam, which does not
+import torch._dynamo as torch.optim does, and gradients are clipped by
+controlrl.update.clip_grad_norm, without clip_grad_norm_'s per-call grouping.
 
-    python algos/grpo.py --env-id bandit:bernoulli-10 --total-timesteps 100000 --num-envs 256
-        --no-tensorboard --no-progress --eval-every 0
-
-took 3.9-4.2 s wall (3.6-3.9 s CPU); at the default 64 envs (4x the updates) 8.9-9.3 s (8.3-8.7
-s CPU). Process start is about 1.3 s of it (torch's import; torch.optim's import of
-torch._dynamo, another 1.4 s, is avoided by controlrl.optim.FlatAdam; torch's clip_grad_norm_'s
-per-call grouping, ~0.1 ms a step, by controlrl.update.clip_grad_norm). The rest goes to the
-64-64 MLP's forward and backward passes, four per rollout.
+Reference: the group advantage and the clipped, k3-penalised loss as the GRPO baseline of
+JeanKaddour/tpo (src/tpo/algorithms.py, grpo_loss); loss-aggregation modes as
+volcengine/verl (verl/trainer/ppo/core_algos.py, agg_loss).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""PPO on Brax with the policy, the rollout and the update in JAX (two jitted calls per
-iteration), for when the torch path of algos/ppo.py is too slow: on Brax the torch path crosses
-to the host on every env step, while here a whole rollout is one lax.scan over the vmapped brax
-step (paper_figures/brax_ppo_race.py measures both against Brax's own trainer).
+"""PPO (Schulman et al. 2017, "Proximal Policy Optimization Algorithms") on Brax with the policy,
+the rollout and the update in JAX (two jitted calls per iteration), for when the torch path of
+algos/ppo.py is too slow: on Brax the torch path crosses to the host on every env step, while here a
+whole rollout is one lax.scan over the vmapped brax step (paper_figures/brax_ppo_race.py measures
+both against Brax's own trainer).
 
     python algos/ppo_brax.py --env-id brax:ant --total-timesteps 5000000 --seed 1
 

@@ -1,5 +1,6 @@
-"""SPO, Simple Policy Optimization (Xie et al. 2024/2025): PPO with the clip replaced by a
-quadratic penalty whose per-sample optimum lies exactly on the trust-region boundary 1 +- eps.
+"""SPO (Xie et al. 2024, "Simple Policy Optimization", arXiv 2401.16025): PPO with the clip
+replaced by a quadratic penalty whose per-sample optimum lies exactly on the trust-region
+boundary 1 +- eps.
 
     python algos/spo.py --env-id Hopper-v5 --total-timesteps 1000000 --seed 1
     python algos/spo.py --env-id Hopper-v5 --hidden-sizes 64 64     # the reference's 3-layer net

@@ -1,6 +1,7 @@
-"""TRPO (Schulman et al. 2015): natural-gradient policy steps inside a KL trust region, with a
-backtracking line search, and a critic fitted by minibatch regression. Reference: sb3-contrib
-`sb3_contrib/trpo/trpo.py`, with rl-baselines3-zoo `hyperparams/trpo.yml`'s MuJoCo settings.
+"""TRPO (Schulman et al. 2015, "Trust Region Policy Optimization"): natural-gradient policy steps
+inside a KL trust region, with a backtracking line search, and a critic fitted by minibatch
+regression. Reference: sb3-contrib `sb3_contrib/trpo/trpo.py`, with rl-baselines3-zoo
+`hyperparams/trpo.yml`'s MuJoCo settings.
 
     python algos/trpo.py --env-id Hopper-v5 --total-timesteps 1000000 --seed 1
 

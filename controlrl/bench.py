@@ -42,7 +42,7 @@ class Contender:
     config: Mapping[str, Any] = field(default_factory=dict)  # keyword arguments of the function
     timeout: float | None = None  # seconds; past it the process group is killed
     env: Mapping[str, str] = field(default_factory=dict)  # added to os.environ for its process
-    cwd: str | None = None  # default: a fresh scratch directory per run
+    cwd: str | None = None  # default: a fresh temporary directory per run
     poll: Callable[[], None] | None = None  # called every POLL_S while its process runs
 
 
@@ -88,25 +88,25 @@ def rotation(items: Sequence, repeat: int) -> list:
     return list(items[k:]) + list(items[:k])
 
 
-def _command(contender: Contender, scratch: Path) -> list[str]:
+def _command(contender: Contender, workdir: Path) -> list[str]:
     if not isinstance(contender.worker, str):
         return list(contender.worker)
     module, sep, function = contender.worker.rpartition(":")
     if not sep or not module or not function:
         raise ValueError(f"worker {contender.worker!r} is not 'module:function'")
-    if module.endswith(".py"):  # resolved here: the child runs in its scratch directory
+    if module.endswith(".py"):  # resolved here: the child runs in its own temporary directory
         module = str(Path(module).resolve())
-    (scratch / "config.json").write_text(json.dumps(dict(contender.config)))
-    return [sys.executable, "-m", "controlrl.bench", f"{module}:{function}", str(scratch)]
+    (workdir / "config.json").write_text(json.dumps(dict(contender.config)))
+    return [sys.executable, "-m", "controlrl.bench", f"{module}:{function}", str(workdir)]
 
 
 def run_one(contender: Contender, repeat: int = 0, slot: int = 0) -> Run:
     """Run one contender in a fresh process and wait for it (or its timeout)."""
     with tempfile.TemporaryDirectory(prefix=f"bench_{contender.name}_") as tmp:
-        scratch = Path(tmp)
-        cmd = _command(contender, scratch)
+        workdir = Path(tmp)
+        cmd = _command(contender, workdir)
         env = {**os.environ, **contender.env}
-        with (scratch / "output.log").open("w+") as log:
+        with (workdir / "output.log").open("w+") as log:
             launched, t0 = time.time(), time.perf_counter()
             # own session: a timeout kills the worker's children too (e.g. a JAX or Ray pool)
             proc = subprocess.Popen(
@@ -122,7 +122,7 @@ def run_one(contender: Contender, repeat: int = 0, slot: int = 0) -> Run:
             log.seek(0)
             tail = log.read()[-LOG_TAIL:]
         result: dict = {}
-        result_path = scratch / "result.json"
+        result_path = workdir / "result.json"
         if status == "ok" and isinstance(contender.worker, str):
             if result_path.exists():
                 result = json.loads(result_path.read_text())
@@ -205,9 +205,34 @@ def cpu_timer(timer_cls: type) -> type:
     return CpuTimer
 
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def portable_word(word: str) -> str:
+    """One command-line word, shell-quoted, its absolute path written to read the same on any
+    machine: relative to the repository root inside the repository, from ~ (or $HOME after
+    '--flag=') inside the home directory; other words as given."""
+    flag, eq, value = word.partition("=") if word.startswith("-") else ("", "", word)
+    if not eq:
+        flag, value = "", word
+    if os.path.isabs(value):
+        paths = (Path(os.path.normpath(value)), Path(value).resolve())  # as typed, links resolved
+        for path in paths:
+            if path.is_relative_to(REPO_ROOT):
+                return shlex.quote(flag + eq + str(path.relative_to(REPO_ROOT)))
+        home = Path.home()
+        for path in paths:
+            if home != Path("/") and path.is_relative_to(home):
+                rest = shlex.quote(str(path.relative_to(home)))
+                return shlex.quote(flag + eq) + '"$HOME"/' + rest if eq else "~/" + rest
+    return shlex.quote(word)
+
+
 def command_line(script: str, argv: Sequence[str] | None) -> str:
-    """The command that made an output: `python <script> <args>` (sys.argv's when argv is None)."""
-    return shlex.join(["python", script, *(sys.argv[1:] if argv is None else argv)])
+    """The command that made an output: `python <script> <args>` (sys.argv's when argv is None),
+    its absolute paths made portable (portable_word), so a committed CSV names no machine path."""
+    words = ["python", script, *(sys.argv[1:] if argv is None else argv)]
+    return " ".join(portable_word(w) for w in words)
 
 
 def write_csv(path: str | Path, rows: Sequence[Mapping[str, Any]], command: str) -> None:
@@ -251,11 +276,11 @@ def _load(spec: str) -> Callable[..., Any]:
     return getattr(mod, function)
 
 
-def _child(spec: str, scratch: str) -> None:
+def _child(spec: str, workdir: str) -> None:
     """In the contender's process: call the worker with its config, write its result."""
-    config = json.loads((Path(scratch) / "config.json").read_text())
+    config = json.loads((Path(workdir) / "config.json").read_text())
     result = _load(spec)(**config)
-    (Path(scratch) / "result.json").write_text(json.dumps(result or {}))
+    (Path(workdir) / "result.json").write_text(json.dumps(result or {}))
 
 
 if __name__ == "__main__":

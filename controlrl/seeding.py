@@ -24,7 +24,7 @@ def seed_everything(seed: int, torch_deterministic: bool = True) -> None:
 def set_deterministic(mode: bool) -> None:
     """torch.use_deterministic_algorithms(mode, warn_only=True) without its import of
     torch._inductor (to set Inductor's flag, which only torch.compile reads): that import costs
-    ~1.5 s of every process start (seconds more on a loaded machine). When Inductor is already
+    ~1.5 s of every process start. When Inductor is already
     loaded, or torch lacks the C setter, the public call does both."""
     setter = getattr(torch._C, "_set_deterministic_algorithms", None)
     if setter is None or "torch._inductor" in sys.modules:

@@ -8,8 +8,8 @@ Names (K arms, C contexts, V tokens in the vocabulary, L tokens per answer):
   bernoulli-K           K arms; reward 1 with probability means[k], means ~ U(0, 1)
   gaussian-K            K arms; reward ~ N(means[k], 1), means ~ N(0, 1)
   sparse-K              one good arm among K: reward 1 on it, 0 on every other arm (the one-hot
-                        bandit of TPO's section 3.1 with K = 100; sparse-1000 for the catalog's
-                        claim)
+                        bandit of TPO's section 3.1 with K = 100; sparse-1000 for its abstract's
+                        sparse-reward claim)
   contextual-C-K        C contexts, K Bernoulli arms each, context one-hot in the observation and
                         drawn uniformly per episode; ceil(C/4) contexts are "hard": every arm
                         fails except one that succeeds with probability 1/2, so a uniform policy

@@ -18,7 +18,7 @@ buffer stays valid); actions go to the device in one transfer per step.
 paper_figures/bench_brax.py's worker hung with every thread waiting): its CPU LAPACK kernels split
 a batch over XLA:CPU's intra-op thread pool and block until the pieces are done, from inside that
 same pool. mjx factorises the mass matrix and the Newton solver's Hessian with a batched Cholesky
-(jax.scipy.linalg.cho_factor -> lapack_spotrf_ffi); once every pool thread (2 on a 2-core machine)
+(jax.scipy.linalg.cho_factor -> lapack_spotrf_ffi); once every pool thread (one per core)
 waits inside such a kernel, nothing is left to run the pieces. Native stacks (gdb) of the hung
 process: both 'tf_XLAEigen' threads in lapack_spotrf_ffi -> jax::ParallelBatchMap ->
 BlockingCounter::Wait, no CPU used. Smallest reproduction: jax.jit(jax.vmap(mjx.step)) on brax's
@@ -70,7 +70,7 @@ def configured_jax():
 # docstring). In jax's jaxlib/cpu/lapack_kernels.cc the batch split (ParallelBatchMap) came with
 # "Add support for parallelizing lapack invocations on the batch dimension" (0.10.0 to 0.11.0)
 # and left open-source builds with "Don't try to parallelize LAPACK kernels in opensource builds"
-# (2026-07-21, after 0.11.0 of 2026-07-16). GetLapackBatchChunkSize there splits a batch only
+# (after 0.11.0, so in 0.11.1). GetLapackBatchChunkSize there splits a batch only
 # when it carries at least kMinWorkPerTask = 200,000 FLOP, a Cholesky counting n^3 / 3 a matrix.
 LAPACK_POOL_SPLIT = ((0, 10, 0), (0, 11, 1))  # [first with the split, first without it)
 LAPACK_MIN_WORK = 200_000

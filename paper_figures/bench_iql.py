@@ -152,7 +152,7 @@ def _ours(cfg: dict) -> dict:
 
 
 def _d3rlpy(cfg: dict) -> dict:
-    out_path = Path.cwd() / "d3rlpy_result.json"  # the bench's scratch directory of this run
+    out_path = Path.cwd() / "d3rlpy_result.json"  # the bench's own temporary directory for this run
     argv = [cfg["d3rlpy_python"], str(PEER), "--dataset", cfg["dataset"], "--out", str(out_path)]
     argv += ["--updates", str(cfg["updates"]), "--warmup", str(cfg["warmup"])]
     argv += ["--seed", str(cfg["seed"]), "--threads", str(cfg["threads"])]

@@ -16,7 +16,14 @@ import numpy as np
 
 from envs.errors import ArgumentParser
 from envs.offline.errors import DatasetError
-from envs.offline.store import DEFAULT_PPO_BUDGET, DEFAULT_STEPS, KINDS, data_root, load
+from envs.offline.store import (
+    DEFAULT_PPO_BUDGET,
+    DEFAULT_SCORE_EPISODES,
+    DEFAULT_STEPS,
+    KINDS,
+    data_root,
+    load,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,8 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "--score-episodes",
         type=int,
-        default=100,
-        help="episodes behind each reference return (random, expert) (default 100)",
+        default=DEFAULT_SCORE_EPISODES,
+        help=f"episodes behind each reference return (random, expert) (default"
+        f" {DEFAULT_SCORE_EPISODES}; another count is part of the id: -e<count>)",
     )
     gen.add_argument("--no-minari", action="store_true", help="skip the Minari copy")
     gen.add_argument("--no-progress", action="store_true", help="no progress bars")

@@ -52,6 +52,7 @@ from envs.offline.dataset import Dataset
 from envs.offline.rollout import Roller
 from envs.offline.store import (
     DEFAULT_PPO_BUDGET,
+    DEFAULT_SCORE_EPISODES,
     DEFAULT_STEPS,
     MINARI_NAMESPACE,
     dataset_name,
@@ -69,14 +70,23 @@ class GenerationError(RuntimeError):
 
 
 def recipe_command(
-    env_id: str, kind: str, steps: int, seed: int, budget: int, ppo_args: str
+    env_id: str,
+    kind: str,
+    steps: int,
+    seed: int,
+    budget: int,
+    ppo_args: str,
+    score_episodes: int = DEFAULT_SCORE_EPISODES,
 ) -> str:
     """The command that rebuilds a dataset."""
     cmd = (
         f"python -m envs.offline generate --env {env_id} --kind {kind} --steps {steps} "
         f"--seed {seed} --ppo-budget {budget}"
     )
-    return cmd + (f" --ppo-args {shlex.quote(ppo_args)}" if ppo_args else "")
+    cmd += f" --ppo-args {shlex.quote(ppo_args)}" if ppo_args else ""
+    if score_episodes != DEFAULT_SCORE_EPISODES:
+        cmd += f" --score-episodes {score_episodes}"
+    return cmd
 
 
 def behaviour_dir(root: Path, env_id: str, seed: int, budget: int, ppo_args: str) -> Path:
@@ -119,7 +129,7 @@ def train_behaviour(
     budget: int,
     ppo_args: str,
     progress: bool,
-    score_episodes: int = 100,
+    score_episodes: int = DEFAULT_SCORE_EPISODES,
 ):
     """Run (or resume, or reuse) the PPO behaviour run in `run`; returns its behaviour.json
     (scored again, without training, when it was scored over another number of episodes)."""
@@ -332,12 +342,12 @@ def generate(
     minari: bool = True,
     progress: bool = True,
     force: bool = False,
-    score_episodes: int = 100,
+    score_episodes: int = DEFAULT_SCORE_EPISODES,
 ) -> Path:
     """Write <out>/<id>.hdf5 (and the Minari copy) for one kind; returns the HDF5 path. An
     existing file is kept unless force."""
     out = Path(out).expanduser()
-    name = dataset_name(env_id, kind, seed, steps, ppo_budget)
+    name = dataset_name(env_id, kind, seed, steps, ppo_budget, score_episodes)
     if ppo_args:
         name += "-x" + hashlib.sha1(ppo_args.encode()).hexdigest()[:8]
     path = hdf5_path(out, name)
@@ -347,8 +357,7 @@ def generate(
         "env_id": env_id,
         "kind": kind,
         "seed": seed,
-        "recipe": recipe_command(env_id, kind, steps, seed, ppo_budget, ppo_args)
-        + (f" --score-episodes {score_episodes}" if score_episodes != 100 else ""),
+        "recipe": recipe_command(env_id, kind, steps, seed, ppo_budget, ppo_args, score_episodes),
         "generator": "controlrl envs/offline/generate.py",
         "versions": _versions(),
     }

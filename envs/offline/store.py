@@ -8,8 +8,10 @@ downloaded: a dataset is a local file or directory, or one the generator wrote i
             behaviour.json, ppo.log, ppo/ (its run dir; ppo/checkpoints/step_<step>.pt are
             the snapshots, one per iteration; runs of the earlier generator: snapshots/)
 
-Generated ids read <env>-<kind>-v<env version>-s<seed> (hopper-medium-v5-s0), with -n<steps>
-and -b<PPO budget> appended when those differ from the defaults.
+Generated ids read <env>-<kind>-v<env version>-s<seed> (hopper-medium-v5-s0), with -n<steps>,
+-b<PPO budget> and -e<scoring episodes> appended when those differ from the defaults: everything
+that changes a file's contents is in its id (the scoring episodes set the reference returns, and
+through the expert return the medium snapshot), so one id names one file.
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ from envs.offline.minari_io import read_minari
 KINDS = ("random", "medium", "medium-replay", "expert", "medium-expert")
 DEFAULT_STEPS = 1_000_000  # transitions per policy, as D4RL's medium and expert datasets
 DEFAULT_PPO_BUDGET = 1_000_000
+DEFAULT_SCORE_EPISODES = 100  # episodes behind the reference returns (minari's default count)
 MINARI_NAMESPACE = "controlrl"
 _ID = re.compile(
     r"^(?P<env>[a-z0-9]+)-(?P<kind>" + "|".join(KINDS) + r")-v(?P<version>\d+)-s(?P<seed>\d+)"
-    r"(-n(?P<steps>\d+))?(-b(?P<budget>\d+))?$"
+    r"(-n(?P<steps>\d+))?(-b(?P<budget>\d+))?(-e(?P<episodes>\d+))?$"
 )
 
 
@@ -48,6 +51,7 @@ def dataset_name(
     seed: int,
     steps: int = DEFAULT_STEPS,
     ppo_budget: int = DEFAULT_PPO_BUDGET,
+    score_episodes: int = DEFAULT_SCORE_EPISODES,
 ) -> str:
     """The generated id: 'hopper-medium-v5-s0' for Hopper-v5 (suffixes for non-defaults)."""
     name, _, version = env_id.rpartition("-v")
@@ -58,6 +62,8 @@ def dataset_name(
         out += f"-n{steps}"
     if ppo_budget != DEFAULT_PPO_BUDGET and kind != "random":
         out += f"-b{ppo_budget}"
+    if score_episodes != DEFAULT_SCORE_EPISODES and kind != "random":
+        out += f"-e{score_episodes}"
     return out
 
 
@@ -87,6 +93,8 @@ def generate_hint(name: str) -> str:
         cmd += f" --steps {match['steps']}"
     if match["budget"]:
         cmd += f" --ppo-budget {match['budget']}"
+    if match["episodes"]:
+        cmd += f" --score-episodes {match['episodes']}"
     return f"; generate it: {cmd}"
 
 

@@ -42,7 +42,7 @@ def setup(seed: int, lr: float, discrete: bool = False, n: int = 256):
 
 @pytest.fixture(autouse=True)
 def one_thread():
-    """Small MLPs: one torch thread is fastest, and much faster on a loaded machine."""
+    """Small MLPs: one torch thread is fastest."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

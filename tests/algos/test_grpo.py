@@ -2,8 +2,9 @@
 objective (all-equal groups give exactly zero gradient; k3 is >= 0 and unbiased for
 KL(pi_theta || pi_ref); at theta = theta_old, beta = 0 the gradient is the group-normalised
 REINFORCE gradient; the population update on a one-hot bandit is sqrt(p / (1 - p)) (e_y - pi)),
-T-G2 through the algorithm (the logged zero-variance fraction matches p^G + (1 - p)^G per
-context), learning on bernoulli-10 and the sequence bandit, --resume, bad flags."""
+zero-variance groups through the algorithm (the logged zero-variance fraction matches
+p^G + (1 - p)^G per context), learning on bernoulli-10 and the sequence bandit, --resume, bad
+flags."""
 
 from __future__ import annotations
 
@@ -318,9 +319,9 @@ def bandit_policy(state, obs_dim, num_arms, hidden=(64, 64)):
 
 @pytest.mark.parametrize("G", [2, 5])
 def test_logged_zero_variance_fraction_is_p_to_the_G_plus_q_to_the_G(G, tmp_path):
-    """T-G2 through the algorithm on contextual-4-10 (one hard context): per context c the
-    success probability p_c = pi(.|c) . means[c] is known, so the logged fraction's mean must be
-    mean_c p_c^G + (1 - p_c)^G within a 4-sigma binomial interval. The step size is tiny so p_c
+    """Zero-variance groups through the algorithm on contextual-4-10 (one hard context): per context
+    c the success probability p_c = pi(.|c) . means[c] is known, so the logged fraction's mean must
+    be mean_c p_c^G + (1 - p_c)^G within a 4-sigma binomial interval. The step size is tiny so p_c
     stays at its initial value (this is a logging check, not a learning one)."""
     import envs
 
@@ -371,11 +372,11 @@ def test_learns_bernoulli_10_to_near_its_optimum(tmp_path):
 
 
 def test_entropy_falls_monotonically_with_one_update_per_rollout(tmp_path):
-    """T-E2 (Cui et al. 2025, arXiv 2505.22617): on-policy GRPO on a 100-arm bandit with a unique
-    best arm (bernoulli-100). With one update per rollout (DeepSeekMath's setting) the policy's
-    entropy never rises (to float32 rounding) and R = -a e^H + b fits the (rollout reward,
-    entropy) pairs with R^2 > 0.9. Finding: with the default 4 epochs per rollout the entropy
-    still falls overall, but not monotonically: about a third of the iterations raise it
+    """Monotone entropy collapse (Cui et al. 2025, arXiv 2505.22617): on-policy GRPO on a 100-arm
+    bandit with a unique best arm (bernoulli-100). With one update per rollout (DeepSeekMath's
+    setting) the policy's entropy never rises (to float32 rounding) and R = -a e^H + b fits the
+    (rollout reward, entropy) pairs with R^2 > 0.9. Finding: with the default 4 epochs per rollout
+    the entropy still falls overall, but not monotonically: about a third of the iterations raise it
     (0.34 and 0.42 in two runs, rises up to 0.27 nats)."""
     argv = ["--env-id", "bandit:bernoulli-100", "--num-envs", "256", "--total-timesteps", "30000"]
     for epochs in (1, 4):

@@ -539,7 +539,7 @@ def medium_replay_dataset(tmp_path, env_id: str, ppo_steps: int, seed: int, ever
 
 
 def loader():
-    """envs.offline's load and write_hdf5 (the loader part of this issue, merged beside iql)."""
+    """envs.offline's load and write_hdf5."""
     import envs.offline
 
     if not hasattr(envs.offline, "load") or not hasattr(envs.offline, "write_hdf5"):

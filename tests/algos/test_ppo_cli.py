@@ -34,11 +34,12 @@ def parse_error(argv, capsys) -> str:
         (["--num-minibatches", "7"], "must divide the batch num_steps * num_envs = 2048"),
         (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
         (["--total-timesteps", "100"], "must be >= one batch"),
-        (["--resume", "/nonexistent/run"], "no config.json"),
+        (["--resume", "{tmp}/absent"], "no config.json"),  # a directory that does not exist
     ],
 )
 def test_bad_flags_fail_before_anything_starts(argv, fragment, capsys, tmp_path):
     run_dir = tmp_path / "run"
+    argv = [a.format(tmp=tmp_path) for a in argv]
     line = parse_error([*argv, "--run-dir", str(run_dir)], capsys)
     assert fragment in line
     assert not run_dir.exists()

@@ -1,5 +1,5 @@
 """TPO (Kaddour 2026, "Target Policy Optimization"; JeanKaddour/tpo src/tpo/algorithms.py): the
-gradient on the group logits is p - q (T-G6) and vanishes at the target; equal scores give
+gradient on the group logits is p - q and vanishes at the target; equal scores give
 q = p_old and no gradient at theta_old; q maximises q.u - eta KL(q || p_old); the one-hot
 K = 10 bandit's coefficient beta(0.1) = 0.73; the population std and the 1e-6 floor of the
 scores; q built from sequence log-probs and log-densities; learning on bernoulli-10 and on the
@@ -142,7 +142,7 @@ def test_batch_targets_use_sequence_log_probs_and_log_densities():
 @pytest.mark.parametrize("lr, epochs", [(1e-2, 120), (3e-2, 100)])
 def test_update_fits_the_policy_to_the_target(lr, epochs):
     """Many epochs on one rollout: KL(q || p_theta) over the groups goes to ~0 (the minimiser of
-    the cross-entropy is the target), at either learning rate (T-G6). The arms of a group are
+    the cross-entropy is the target), at either learning rate. The arms of a group are
     distinct: a repeated arm has one logit for two targets, which merge (theory/group_po.py)."""
     torch.manual_seed(5)
     policy = CategoricalPolicy(3, 6, (32,))
@@ -246,7 +246,7 @@ def test_gymnasium_continuous_smoke(tmp_path):
 
 @pytest.mark.slow
 def test_sparse_1000_tpo_and_grpo_need_about_the_same_samples(tmp_path):
-    """T-G6's sparse claim (TPO abstract: much better than PG/GRPO under sparse reward) on
+    """TPO's sparse-reward claim (its abstract: much better than PG/GRPO under sparse reward) on
     sparse-1000 (one good arm of 1000), 256 envs in groups of 8, defaults otherwise. Finding: it
     does not hold here. The samples until a rollout's success rate first exceeds 0.5, TPO over
     GRPO, were 0.97, 0.98, 0.73, 0.90, 0.95, 1.07, 1.08 for seeds 1-7 (mean 0.95; GRPO

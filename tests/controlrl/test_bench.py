@@ -1,7 +1,11 @@
-"""controlrl.bench: rotation, isolation of failures, paired ratios, CSV round trip."""
+"""controlrl.bench: rotation, isolation of failures, paired ratios, CSV round trip, portable
+command lines."""
 
 import math
+import os
+import shlex
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -159,3 +163,39 @@ def test_cpu_timer_adds_each_laps_cpu_seconds():
     assert timer.laps["time/update_s"] == 0.0
     assert 0.04 <= timer.laps["time/update_cpu"] < 5.0
     assert 0.0 <= timer.laps["time/rollout_cpu"] < 0.04
+
+
+def test_command_line_writes_no_machine_path(tmp_path, monkeypatch):
+    """Absolute paths inside the repository come out relative to its root, those in the home
+    directory from ~ ($HOME after '--flag='); the shell reads the same words back."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    root = bench.REPO_ROOT
+    argv = [
+        "--out",
+        str(root / "paper_figures" / "out" / "a b.csv"),
+        f"--work-dir={root / 'runs' / 'x'}",
+        "--d3rlpy-python",
+        str(home / ".cache" / "venv" / "bin" / "python"),
+        f"--data={home / 'd e.hdf5'}",
+        str(tmp_path / "elsewhere"),
+        "--seeds",
+        "1,2",
+    ]
+    command = bench.command_line("paper_figures/x.py", argv)
+    assert command == (
+        "python paper_figures/x.py --out 'paper_figures/out/a b.csv' --work-dir=runs/x"
+        " --d3rlpy-python ~/.cache/venv/bin/python --data=\"$HOME\"/'d e.hdf5' "
+        f"{tmp_path / 'elsewhere'} --seeds 1,2"
+    )
+    echoed = subprocess.run(
+        ["bash", "-c", 'printf "%s\\n" ' + command.removeprefix("python ")],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "HOME": str(home)},
+    ).stdout.splitlines()
+    expected = ["paper_figures/x.py", *argv]
+    expected[2:4] = ["paper_figures/out/a b.csv", "--work-dir=runs/x"]  # the repository's paths
+    assert echoed == expected
+    assert shlex.split(bench.command_line("x.py", ["--out", str(root)]))[-1] == "."

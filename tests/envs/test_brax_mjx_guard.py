@@ -101,7 +101,7 @@ def test_the_guard_reads_the_installed_jaxlib(monkeypatch):
 
 def fake_mjx_env(nv):
     """What the guard reads of a brax env (backend, sys.nv) and what the adapter's constructor
-    reads (sizes), without building an mjx model (seconds each on this machine)."""
+    reads (sizes), without building an mjx model (seconds each)."""
     sys_ = SimpleNamespace(nv=nv)
     return SimpleNamespace(backend="mjx", sys=sys_, observation_size=17, action_size=6)
 

@@ -17,6 +17,7 @@ from envs.offline import (  # noqa: E402
     write_minari,
 )
 from envs.offline.d4rl import successors, umask_mode  # noqa: E402
+from envs.offline.store import dataset_name  # noqa: E402
 
 ARRAYS = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
 
@@ -190,4 +191,21 @@ def test_generated_id_resolves_to_the_cache(tmp_path, monkeypatch):
     assert str(info.value).endswith(
         "generate it: python -m envs.offline generate --env HalfCheetah-v5 --kind expert "
         "--seed 2 --steps 5000"
+    )
+
+
+def test_every_generator_setting_that_changes_a_file_is_in_its_id(tmp_path, monkeypatch):
+    """Steps, PPO budget and scoring episodes (the reference returns, and through the expert
+    return the medium snapshot) each get a suffix off their defaults; the id's hint gives them
+    back as generator flags."""
+    assert dataset_name("Hopper-v5", "medium-replay", 0) == "hopper-medium-replay-v5-s0"
+    name = dataset_name("Hopper-v5", "medium-replay", 0, 5000, 20_000, score_episodes=10)
+    assert name == "hopper-medium-replay-v5-s0-n5000-b20000-e10"
+    assert dataset_name("Hopper-v5", "random", 0, score_episodes=10) == "hopper-random-v5-s0"
+    monkeypatch.setenv("CONTROLRL_DATA", str(tmp_path))
+    with pytest.raises(DatasetError, match="no generated dataset of that id") as info:
+        load(name)
+    assert str(info.value).endswith(
+        "generate it: python -m envs.offline generate --env Hopper-v5 --kind medium-replay "
+        "--seed 0 --steps 5000 --ppo-budget 20000 --score-episodes 10"
     )

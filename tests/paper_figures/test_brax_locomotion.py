@@ -1,5 +1,5 @@
 """paper_figures/brax_locomotion.py: Brax's published settings scaled and mapped onto
-algos/ppo_brax.py's flags, the summary and the must-hold verdict, the resumable sweep, and (slow)
+algos/ppo_brax.py's flags, the summary and the verdict, the resumable sweep, and (slow)
 the whole script at toy size."""
 
 import csv

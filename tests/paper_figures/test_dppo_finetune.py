@@ -34,7 +34,7 @@ def random_hopper_dataset(steps: int) -> Dataset:
     return Dataset(*f32, np.asarray(cols[4]), np.asarray(cols[5]), "Hopper-v5")
 
 
-@pytest.mark.slow  # 4 runs + 2 clone evaluations: ~17 s of CPU, ~30 s on the loaded 2 cores
+@pytest.mark.slow  # 4 runs + 2 clone evaluations: ~17 s of CPU
 def test_dppo_finetune_toy(tmp_path):
     data = write_hdf5(random_hopper_dataset(200), tmp_path / "tiny-hop.hdf5")
     sweep, out = tmp_path / "sweep", tmp_path / "out"

@@ -60,11 +60,11 @@ def test_on_policy_all_traces_but_tree_backup_agree():
     assert errs["retrace"][-1] < 0.05 * errs["retrace"][0]
 
 
-def test_tabular_panel_summary_on_the_chain():
+def test_tabular_panel_summary_on_the_chain(tmp_path):
     """The figure's chain at toy size: what the README row reports. IS's target variance far
     above Retrace's off-policy; uncorrected Q(lambda)'s expected rule diverges at alpha = 0.9
     only; Retrace's converges everywhere and is faster than tree backup near on-policy."""
-    args = fig.parse(["--toy", "--out", "/unused"])
+    args = fig.parse(["--toy", "--out", str(tmp_path)])  # nothing written
     curves, summary = fig.tabular(args)
     assert len(curves) == 3 * 4 * (args.updates + 1)
     row = {(r["alpha"], r["kind"]): r for r in summary}

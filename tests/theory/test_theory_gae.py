@@ -60,7 +60,7 @@ def test_wrong_value_biases_gradient_except_at_lambda_one():
         )
 
 
-# --- T-GAE3 in exact distribution: every trajectory of a tiny finite-horizon MDP enumerated ---
+# --- GAE's bias with a wrong value (exact at lambda = 1 only), every trajectory enumerated ---
 
 LAMS = [0.0, 0.25, 0.5, 0.75, 0.9, 1.0]
 
@@ -101,7 +101,7 @@ def test_wrong_value_bias_exact_by_enumeration():
         e[-1] = 0.0  # the terminal value is known
         for lam in LAMS:
             mean_true_v, _ = _gae_moments(mdp, pi, V, lam)
-            assert np.linalg.norm(mean_true_v - true_grad) < 1e-12  # T-GAE2, every lambda
+            assert np.linalg.norm(mean_true_v - true_grad) < 1e-12  # true V: unbiased, any lambda
             bias = np.linalg.norm(_gae_moments(mdp, pi, V + e, lam)[0] - true_grad)
             if lam == 1.0:
                 assert bias < 1e-12  # the error is only a state baseline

@@ -1,19 +1,21 @@
-"""theory/group_po.py: the seeds catalog's T-K1, T-G1..T-G6, T-E1 and T-C1 statements, exactly.
+"""theory/group_po.py's statements, exactly (each function there cites the paper it checks).
 
-T-K1 KL-regularised optimum vs SLSQP on the simplex; JitRL's additive logits; A*-PO's estimate
-     biased downward, shrinking like its delta-method asymptote.
-T-G1 GRPO's exact iterates (mean / mean+std, KL to previous and reference) vs scipy per iterate
-     on a 12-armed categorical; the catalog's fixed points (0.409, 0.524, none at beta2 0.5);
-     beta1 sets the speed only; the existence threshold (beta2* ~ 1.200 at p_ref 0.361).
-T-G2 zero-variance groups: p^G + (1-p)^G by enumeration and Monte Carlo; zero advantages.
-T-G3 marginal gains non-increasing from G = 1 (not from 0: a finding); greedy == brute force.
-T-G4 RLOO and constant baselines unbiased; the including-self mean shrinks by (G-1)/G; GRPO's
-     expected gradient is exactly c_G(J) grad J, c_G(J) sqrt(J(1-J)) -> 1 from below.
-T-G5 the optimal baseline minimises the variance; equality iff ||g||^2 and R are uncorrelated.
-T-G6 TPO's logit gradient p - q; fitting reaches q on a sampled set of distinct arms for every
-     stable learning rate (with repeated arms, the merged target: a finding); beta(0.1) = 0.73.
-T-E1 the first-order entropy change -Cov(log pi, dz) has an O(eta^2) error.
-T-C1 guidance never lowers the optimality probability: d/dw E[f] = Cov(f, log f) >= 0.
+KL optimum: the KL-regularised optimum vs SLSQP on the simplex; JitRL's additive logits; A*-PO's
+    estimate biased downward, shrinking like its delta-method asymptote.
+GRPO's success dynamics (Mroueh 2025): exact iterates (mean / mean+std, KL to previous and
+    reference) vs scipy per iterate on a 12-armed categorical; the fixed points of the
+    probability-of-success recurrence (0.409, 0.524, none at beta2 0.5); beta1 sets the speed
+    only; the existence threshold (beta2* ~ 1.200 at p_ref 0.361).
+Zero-variance groups: p^G + (1-p)^G by enumeration and Monte Carlo; zero advantages.
+Rollout allocation: marginal gains non-increasing from G = 1 (not from 0: a finding); greedy ==
+    brute force.
+Group estimators: RLOO and constant baselines unbiased; the including-self mean shrinks by
+    (G-1)/G; GRPO's expected gradient is exactly c_G(J) grad J, c_G(J) sqrt(J(1-J)) -> 1 from below.
+Optimal baseline: it minimises the variance; equality iff ||g||^2 and R are uncorrelated.
+TPO: the logit gradient p - q; fitting reaches q on a sampled set of distinct arms for every
+    stable learning rate (with repeated arms, the merged target: a finding); beta(0.1) = 0.73.
+Entropy (Cui et al. 2025): the first-order change -Cov(log pi, dz) has an O(eta^2) error.
+Guidance (CFGRL): it never lowers the optimality probability: d/dw E[f] = Cov(f, log f) >= 0.
 """
 
 import itertools
@@ -30,7 +32,7 @@ from theory import group_po as gp
 from theory import policy_opt as po
 
 # ---------------------------------------------------------------------------------------------
-# T-K1
+# KL-regularised optimum: closed form, JitRL, A*-PO
 # ---------------------------------------------------------------------------------------------
 
 
@@ -90,7 +92,7 @@ def test_astarpo_estimate_is_biased_down_and_converges():
 
 
 # ---------------------------------------------------------------------------------------------
-# T-G1
+# GRPO's probability-of-success dynamics
 # ---------------------------------------------------------------------------------------------
 
 
@@ -126,7 +128,7 @@ def test_grpo_iterates_match_numerical_maximisation(scale, beta1, beta2):
     assert pos[-1] > 0.361 + 0.02
 
 
-def test_grpo_fixed_points_of_the_catalog():
+def test_grpo_fixed_points_of_the_recurrence():
     # mean + std, p_ref 0.361: beta2 10 -> 0.409, beta2 3 -> 0.524, beta2 0.5 -> none (PoS -> 1)
     (p10, _), (p3, _) = (gp.grpo_pos_fixed_points(0.361, b, "mean_std") for b in (10.0, 3.0))
     assert round(p10, 3) == 0.409 and round(p3, 3) == 0.524
@@ -170,7 +172,7 @@ def test_fixed_point_exceeds_p_ref_and_its_threshold():
 
 
 # ---------------------------------------------------------------------------------------------
-# T-G2
+# Zero-variance groups
 # ---------------------------------------------------------------------------------------------
 
 
@@ -210,7 +212,7 @@ def test_zero_variance_frequency_by_monte_carlo():
 
 
 # ---------------------------------------------------------------------------------------------
-# T-G3
+# Rollout allocation
 # ---------------------------------------------------------------------------------------------
 
 
@@ -243,7 +245,7 @@ def test_greedy_allocation_equals_brute_force():
 
 
 # ---------------------------------------------------------------------------------------------
-# T-G4, T-G5
+# Group estimators' bias and variance, the optimal baseline
 # ---------------------------------------------------------------------------------------------
 
 
@@ -327,7 +329,7 @@ def test_optimal_baseline_minimises_variance():
 
 
 # ---------------------------------------------------------------------------------------------
-# T-G6
+# TPO's cross-entropy fit
 # ---------------------------------------------------------------------------------------------
 
 
@@ -383,7 +385,7 @@ def test_population_updates_on_a_one_hot_bandit():
 
 
 # ---------------------------------------------------------------------------------------------
-# T-E1, T-C1
+# First-order entropy change, classifier-free guidance
 # ---------------------------------------------------------------------------------------------
 
 
@@ -576,8 +578,8 @@ def test_grpo_iterate_with_small_or_no_reference_kl(beta1, beta2):
 
 
 def test_small_beta1_can_overshoot_an_existing_fixed_point():
-    """Finding against T-G1's "reaches its fixed point when one exists" (and "beta1 sets the
-    speed only"): at p_ref 0.01, beta2 = 1.05 beta2*, the first step from a(p_ref) ~ 10 jumps
+    """Finding against "the recurrence reaches its fixed point when one exists" (and "beta1 sets
+    the speed only"): at p_ref 0.01, beta2 = 1.05 beta2*, the first step from a(p_ref) ~ 10 jumps
     past the upper, unstable fixed point and the PoS runs to 1 for beta1 <= 1; beta1 = 10
     damps the step and reaches the lower one. What holds: convergence from p_ref below the
     lower root needs no overshoot past the upper one."""

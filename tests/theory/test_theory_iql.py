@@ -63,7 +63,7 @@ def test_in_sample_value_iteration():
         assert np.all(v_in <= V + 1e-9)
 
 
-# --- T-IQL3: policy extraction by advantage-weighted NLL ---
+# --- IQL's policy extraction by advantage-weighted NLL: pi ~ mu_hat exp(beta A) ---
 
 
 def _extraction_data(seed, S=6, A=4, n=300):

@@ -1,16 +1,16 @@
-"""theory/kl_optima.py: the seeds catalog's T-K2..T-K5 and T-C3, exactly.
+"""theory/kl_optima.py's closed forms of KL-regularised RL, exactly (papers cited there).
 
-T-K3 REBEL's least squares over all pairs is solved by the mirror-descent step pi_t exp(eta r)/Z
-     (scipy minimisation over the logits; any full-support pair weighting).
-T-K4 (the claim, for a regularised-gap regression) off-policy pairs from any mu reach pi*.
-T-K5 DPO's population loss (Bradley-Terry labels from r, all pairs) has the tabular optimum
-     pi*; with quadratic logits EXO (reverse KL) seeks the better mode and DPO spreads, flatter
-     even than the forward-KL fit (a finding on the direction).
-T-K2 VIMPO: along every root-to-leaf path of a tree, R - beta sum log(pi*/pi_ref) = V*(root),
-     so its variance is 0 for pi* and > 0 for other policies.
-T-C3 control as inference: with deterministic dynamics the soft-optimal policy's trajectory
-     distribution is proportional to exp(sum r / alpha); with stochastic dynamics the exact
-     posterior is optimistic (Q_post >= Q_soft) and differs from soft value iteration.
+REBEL: its least squares over all pairs is solved by the mirror-descent step pi_t exp(eta r)/Z
+    (scipy minimisation over the logits; any full-support pair weighting).
+CoPG (the claim, for a regularised-gap regression): off-policy pairs from any mu reach pi*.
+DPO vs EXO: DPO's population loss (Bradley-Terry labels from r, all pairs) has the tabular
+    optimum pi*; with quadratic logits EXO (reverse KL) seeks the better mode and DPO spreads,
+    flatter even than the forward-KL fit (a finding on the direction).
+VIMPO's implied value: along every root-to-leaf path of a tree, R - beta sum log(pi*/pi_ref) =
+    V*(root), so its variance is 0 for pi* and > 0 for other policies.
+Control as inference: with deterministic dynamics the soft-optimal policy's trajectory
+    distribution is proportional to exp(sum r / alpha); with stochastic dynamics the exact
+    posterior is optimistic (Q_post >= Q_soft) and differs from soft value iteration.
 """
 
 import numpy as np
@@ -41,7 +41,7 @@ def test_rebel_regression_solves_to_the_mirror_descent_step():
 
 
 def test_off_policy_pairs_recover_the_regularised_optimum():
-    """T-K4's claim (CoPG: off-policy pairs from any mu, no importance weights, reach pi*), for
+    """CoPG's claim (off-policy pairs from any mu, no importance weights, reach pi*), for
     the regression of regularised reward gaps r - beta log(pi / pi_ref) on pairs from mu, i.e.
     rebel_loss anchored at pi_ref with eta = 1 / beta. CoPG's own estimator is not checked."""
     rng = np.random.default_rng(6)

@@ -1,5 +1,5 @@
-"""theory/max_at_k.py (the seeds catalog's T-G7): the exact max@k and its gradient against brute
-force and finite differences; both group estimators are unbiased (exact expectation over every
+"""theory/max_at_k.py: the exact max@k (the expected best of k draws) and its gradient against
+brute force and finite differences; both group estimators are unbiased (exact expectation over every
 group of k draws, tied rewards included); pass@k is the binary case."""
 
 import itertools

@@ -214,7 +214,8 @@ def test_tpo_target_maximises_regularised_objective():
     np.testing.assert_allclose(po.tpo_target(p_old, np.zeros(6), eta), p_old)
 
 
-# --- T-BPO1 (iii) and (iv) (Ao et al. 2026, "Bounded Ratio Reinforcement Learning") ---
+# --- BPO's lower bound and its PPO / CEM limits (Ao et al. 2026, "Bounded Ratio Reinforcement
+# Learning") ---
 
 
 def test_asymmetric_target_is_the_lp_optimum():

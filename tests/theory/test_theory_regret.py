@@ -94,8 +94,8 @@ def test_optimistic_po_sqrt_rate_smoke():
 
 def _sqrt_order(regs: np.ndarray, K: int) -> tuple[bool, str]:
     """Slope over the upper two octaves [K/4, K] on log-spaced K, bootstrap 95% CI over seeds,
-    and Reg/sqrt(K) at K/4, K/2, K. O(sqrt K): CI below 0.55 (T-REG2's "<= about 0.55") and
-    Reg/sqrt(K) no longer rising."""
+    and Reg/sqrt(K) at K/4, K/2, K. O(sqrt K): CI below 0.55 (the adversarial regime's "<= about
+    0.55") and Reg/sqrt(K) no longer rising."""
     g = rg.log_grid(K // 4, K)
     slope, lo, hi = rg.bootstrap_slope_ci(g, regs[:, g - 1], K // 4, K, np.random.default_rng(0))
     m = regs.mean(0)
@@ -129,8 +129,8 @@ def _sublinear(reg: np.ndarray, K: int) -> bool:
     return reg[-1] / K < 0.9 * reg[K // 2 - 1] / (K // 2) and _top_octave_slope(reg, K) < 0.85
 
 
-def test_delayed_feedback_t_reg3():
-    """T-REG3: feedback (trajectory and rewards) arrives d episodes late. Random 5x3x5, c_b = 0.1,
+def test_delayed_feedback():
+    """Feedback (trajectory and rewards) arrives d episodes late. Random 5x3x5, c_b = 0.1,
     K = 2^12, 2 seeds. Measured: naive regret 3142 (d = 0), 3180 (64), 3464 (512): grows with d
     and stays sublinear. FINDING: "delay-adapted PO <= naive PO" fails here: with d = 512 the
     delay-adapted step (Delayed OPPO's eta tuned to K + D, 1/sqrt(1 + d) = 1/22.6 of naive's)
@@ -205,8 +205,8 @@ def test_shallow_lock_without_bonus_is_not_linear():
 
 
 @pytest.mark.slow
-def test_delayed_feedback_t_reg3_long():
-    """T-REG3 at K = 2^14, 3 seeds. Measured: naive 5261 (d = 0), 5330 (100), 5914 (1000),
+def test_delayed_feedback_long():
+    """Delayed feedback at K = 2^14, 3 seeds. Measured: naive 5261 (d = 0), 5330 (100), 5914 (1000),
     top-octave slopes 0.33, 0.32, 0.22. FINDING (as in the fast test): delay-adapted 11560
     (d = 100, slope 0.70) and 14916 (d = 1000, slope 0.90, zero learner 16466): worse than
     naive by 2.2x and 2.5x. (Switching rewards, K = 2^12, d = 100: naive 2802, adapted 3239.)"""

@@ -112,7 +112,7 @@ def test_control_reaches_q_star(lam):
     np.testing.assert_allclose(rt.traces(pi, mu, lam, "retrace"), rt.traces(pi, mu, lam, "watkins"))
 
 
-# --- T-RET5: the sampled online target (Munos et al. 2016, eq. 3) ---
+# --- Retrace's sampled online target (Munos et al. 2016, eq. 3) averages to (R Q)(x, a) ---
 
 
 def _paths(seed, n, length=60):

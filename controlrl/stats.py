@@ -1,0 +1,219 @@
+"""Statistics over seeds, the one place figures and the claims ledger take them from.
+
+Conventions (what every table and verdict of the repository states):
+- spread is the sample standard deviation (ddof = 1), called "sample SD";
+- an interval is computed only from >= 5 seeds (MIN_SEEDS); with fewer, the min-max range is
+  reported and called a range;
+- seeds that pair (same seed, same data, two methods) are compared per seed: the mean of the
+  differences, an exact sign-flip permutation test, and the smallest mean difference the
+  experiment could detect (paired t, two-sided alpha 0.05, power 0.8);
+- IQM and the stratified bootstrap follow rliable (google-research/rliable, rliable/metrics.py
+  `aggregate_iqm` = scipy.stats.trim_mean(x, 0.25) over all runs and tasks; rliable/library.py
+  `StratifiedBootstrap`: runs resampled with replacement within each task, percentile interval).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize
+from scipy import stats as sps
+
+MIN_SEEDS = 5
+"""Fewest seeds an interval is computed from; below it the range is reported."""
+
+
+def sample_sd(values) -> float:
+    """Sample standard deviation (ddof = 1); nan for fewer than two values."""
+    x = np.asarray(values, np.float64).ravel()
+    return float(x.std(ddof=1)) if x.size >= 2 else math.nan
+
+
+def _percentile_interval(stats: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray]:
+    alpha = (1 - ci) / 2
+    lo, hi = np.quantile(stats, [alpha, 1 - alpha], axis=0)
+    return lo, hi
+
+
+def bootstrap_ci(
+    samples, n_boot: int = 2000, ci: float = 0.95, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean over axis 0 of [seeds, points] and its percentile bootstrap interval over seeds.
+
+    Refuses fewer than MIN_SEEDS seeds: use `band` where a range is acceptable."""
+    samples = np.asarray(samples, np.float64)
+    if samples.shape[0] < MIN_SEEDS:
+        raise ValueError(f"an interval needs >= {MIN_SEEDS} seeds, got {samples.shape[0]}")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, samples.shape[0], size=(n_boot, samples.shape[0]))
+    lo, hi = _percentile_interval(samples[idx].mean(axis=1), ci)  # [n_boot, points] -> [points]
+    return samples.mean(axis=0), lo, hi
+
+
+def band(samples, n_boot: int = 2000, ci: float = 0.95, seed: int = 0):
+    """(mean, lo, hi, kind) over axis 0 of [seeds, points]: the bootstrap interval from
+    >= MIN_SEEDS seeds, else the min-max range; kind names which ("95% CI" or "range")."""
+    samples = np.asarray(samples, np.float64)
+    if samples.shape[0] >= MIN_SEEDS:
+        mean, lo, hi = bootstrap_ci(samples, n_boot, ci, seed)
+        return mean, lo, hi, f"{ci:.0%} CI"
+    return samples.mean(axis=0), samples.min(axis=0), samples.max(axis=0), "range"
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A statistic over seeds with its spread and its interval (or range, below MIN_SEEDS)."""
+
+    n: int
+    mean: float
+    sd: float  # sample SD
+    lo: float
+    hi: float
+    kind: str  # "95% CI" or "range"
+
+    def text(self, fmt: str = ".3g") -> str:
+        """'mean (sample SD sd; 95% CI lo to hi; n seeds)' with the interval's kind named."""
+        sd = "n/a" if math.isnan(self.sd) else format(self.sd, fmt)
+        return (
+            f"{self.mean:{fmt}} (sample SD {sd}; {self.kind} {self.lo:{fmt}} to {self.hi:{fmt}};"
+            f" n={self.n})"
+        )
+
+
+def summarize(values, n_boot: int = 10000, ci: float = 0.95, seed: int = 0) -> Summary:
+    """Mean, sample SD and the percentile-bootstrap interval of the mean (range below 5 seeds)."""
+    x = np.asarray(values, np.float64).ravel()
+    if x.size == 0:
+        raise ValueError("no values to summarize")
+    mean, lo, hi, kind = band(x[:, None], n_boot, ci, seed)
+    return Summary(int(x.size), float(mean[0]), sample_sd(x), float(lo[0]), float(hi[0]), kind)
+
+
+def sign_flip_p(diffs, n_perm: int = 20000, seed: int = 0) -> float:
+    """Two-sided p of the paired sign-flip permutation test on the mean difference (exact
+    enumeration of all 2^n sign patterns up to n = 16, else n_perm random patterns)."""
+    d = np.asarray(diffs, np.float64).ravel()
+    observed = abs(d.mean())
+    if d.size <= 16:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=d.size)))
+    else:
+        signs = np.random.default_rng(seed).choice((1.0, -1.0), size=(n_perm, d.size))
+    extreme = np.abs(signs @ d) / d.size >= observed - 1e-12 * max(1.0, observed)
+    if d.size <= 16:
+        return float(np.mean(extreme))
+    return float((np.sum(extreme) + 1) / (n_perm + 1))  # the observed signs count once
+
+
+def detectable_paired(sd_diff: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float:
+    """Smallest true mean difference a two-sided paired t-test on n pairs with this SD of the
+    differences detects with the given power (noncentral t, exact)."""
+    if n < 2 or not np.isfinite(sd_diff):
+        return math.nan
+    if sd_diff == 0:
+        return 0.0
+    df = n - 1
+    t_crit = sps.t.ppf(1 - alpha / 2, df)
+
+    def missing_power(nc: float) -> float:
+        reject = sps.nct.sf(t_crit, df, nc) + sps.nct.cdf(-t_crit, df, nc)
+        return reject - power
+
+    hi = 1.0
+    while missing_power(hi) < 0:  # bracket the root; nct is nan far out, where n is tiny
+        hi *= 2
+        if hi > 64 or not np.isfinite(missing_power(hi)):
+            return math.nan
+    nc = optimize.brentq(missing_power, 0.0, hi)
+    return float(nc * sd_diff / math.sqrt(n))
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Per-seed differences a - b: their summary, the sign-flip p and the detectable effect."""
+
+    diff: Summary
+    p: float
+    detectable: float
+
+    def text(self, fmt: str = ".3g") -> str:
+        """One line for a table: the mean difference, its interval, p and the detectable effect."""
+        return (
+            f"diff {self.diff.text(fmt)}; sign-flip p={self.p:.3g};"
+            f" detectable {self.detectable:{fmt}}"
+        )
+
+
+def paired(a, b, n_boot: int = 10000, seed: int = 0) -> Paired:
+    """Compare two methods on the same seeds (a[i] and b[i] share seed i)."""
+    a = np.asarray(a, np.float64).ravel()
+    b = np.asarray(b, np.float64).ravel()
+    if a.shape != b.shape:
+        raise ValueError(f"paired comparison needs the same seeds: {a.size} vs {b.size} values")
+    d = a - b
+    summary = summarize(d, n_boot, seed=seed)
+    return Paired(summary, sign_flip_p(d, seed=seed), detectable_paired(summary.sd, d.size))
+
+
+def detectable_two_sample(
+    sd_a: float, n_a: int, sd_b: float, n_b: int, alpha: float = 0.05, power: float = 0.8
+) -> float:
+    """Smallest true difference of means a two-sided Welch test detects with the given power
+    (normal approximation with Welch's degrees of freedom in the t quantiles)."""
+    if min(n_a, n_b) < 2:
+        return math.nan
+    va, vb = sd_a**2 / n_a, sd_b**2 / n_b
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return 0.0
+    df = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
+    return float((sps.t.ppf(1 - alpha / 2, df) + sps.t.ppf(power, df)) * se)
+
+
+def permutation_p(a, b, n_perm: int = 20000, seed: int = 0) -> float:
+    """Two-sided p of the two-sample permutation test on the difference of means."""
+    a = np.asarray(a, np.float64).ravel()
+    b = np.asarray(b, np.float64).ravel()
+    pooled = np.concatenate([a, b])
+    observed = abs(a.mean() - b.mean())
+    rng = np.random.default_rng(seed)
+    perms = np.argsort(rng.random((n_perm, pooled.size)), axis=1)
+    shuffled = pooled[perms]
+    diffs = np.abs(shuffled[:, : a.size].mean(1) - shuffled[:, a.size :].mean(1))
+    # the observed labelling counts as one permutation (p is never 0)
+    return float((np.sum(diffs >= observed - 1e-12 * max(1.0, observed)) + 1) / (n_perm + 1))
+
+
+def iqm(scores) -> float:
+    """Interquartile mean of all scores [runs, tasks]: mean of the middle 50% (trimming
+    floor(n/4) from each end, as scipy.stats.trim_mean(x, 0.25) and rliable do)."""
+    x = np.sort(np.asarray(scores, np.float64).ravel())
+    cut = int(0.25 * x.size)
+    return float(x[cut : x.size - cut].mean())
+
+
+def stratified_resamples(runs: int, tasks: int, n_boot: int, seed: int = 0) -> np.ndarray:
+    """Run indices [n_boot, runs, tasks], drawn with replacement independently per task."""
+    return np.random.default_rng(seed).integers(0, runs, size=(n_boot, runs, tasks))
+
+
+def stratified_bootstrap_ci(
+    scores, statistic: Callable, n_boot: int = 2000, ci: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
+    """(statistic, lo, hi) over [runs, tasks] scores, resampling runs within each task."""
+    scores = np.asarray(scores, np.float64)
+    runs, tasks = scores.shape
+    idx = stratified_resamples(runs, tasks, n_boot, seed)
+    resampled = scores[idx, np.arange(tasks)]  # [n_boot, runs, tasks]
+    values = np.array([statistic(r) for r in resampled])
+    lo, hi = _percentile_interval(values, ci)
+    return float(statistic(scores)), float(lo), float(hi)
+
+
+def performance_profile(scores, taus) -> np.ndarray:
+    """Fraction of runs with score > tau, averaged over tasks, for each tau ([runs, tasks])."""
+    scores = np.asarray(scores, np.float64)
+    return (scores[None] > np.asarray(taus)[:, None, None]).mean(axis=1).mean(axis=1)
