@@ -61,8 +61,10 @@ from controlrl.cli import (
     require,
     require_batch,
     require_finite,
+    require_minibatch_memory,
     require_nonnegative,
     require_positive,
+    require_seed,
     require_sizes,
     require_unit_interval,
 )
@@ -176,7 +178,7 @@ class Args(CommonArgs):
 
     def validate(self) -> None:
         require_finite(self)
-        require_nonnegative(self, "seed")
+        require_seed(self)
         require_positive(self, "pretrain_batch_size", "pretrain_lr", "pretrain_min_lr")
         require_positive(self, "denoising_steps", "ft_denoising_steps", "time_dim")
         require_positive(self, "min_sampling_std", "min_logprob_std", "denoised_clip", "randn_clip")
@@ -222,6 +224,9 @@ class Args(CommonArgs):
         else:
             require(self.dataset is not None, "dataset", "is required unless --pretrained")
             dataset = load_dataset(self.dataset)
+            dims = dataset.observations.shape[1], dataset.actions.shape[1]
+            hidden = self.hidden_sizes
+            require_minibatch_memory("pretrain_batch_size", self.pretrain_batch_size, *dims, hidden)
             require(
                 bool(self.env_id or dataset.env_id), "env_id", "is needed: the dataset names none"
             )

@@ -45,8 +45,10 @@ from controlrl.cli import (
     parse,
     require,
     require_finite,
+    require_minibatch_memory,
     require_nonnegative,
     require_positive,
+    require_seed,
     require_sizes,
     require_unit_interval,
 )
@@ -142,7 +144,8 @@ class Args(CommonArgs):
 
     def validate(self) -> None:
         require_finite(self)
-        require_nonnegative(self, "seed", "online_steps", "beta")
+        require_seed(self)
+        require_nonnegative(self, "online_steps", "beta")
         require_positive(self, "total_timesteps", "log_every", "batch_size")
         require_positive(self, "actor_lr", "value_lr", "critic_lr")
         require(0 < self.tau < 1, "tau", f"must be in (0, 1), got {self.tau}")
@@ -160,10 +163,15 @@ class Args(CommonArgs):
             f"must be <= --total-timesteps ({self.total_timesteps}), got {self.online_steps}",
         )
         require(self.dataset is not None, "dataset", "is required (a file, directory or id)")
+        dims, rows = (1, 1), self.online_steps  # from below, until the dataset is loaded
         if self.env_id is None:  # the dataset's: load it now (kept for main)
             dataset = load_dataset(self.dataset)
             require(bool(dataset.env_id), "env_id", f"is needed: {dataset.source} names no env")
             self.env_id = dataset.env_id
+            dims = dataset.observations.shape[1], dataset.actions.shape[1]
+            rows += len(dataset)
+        require_minibatch_memory("online_steps", rows, *dims, what="the replay buffer")
+        require_minibatch_memory("batch_size", self.batch_size, *dims, self.hidden_sizes)
         super().validate()
 
 

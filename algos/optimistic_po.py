@@ -48,6 +48,7 @@ from typing import Literal
 
 import numpy as np
 
+from controlrl.cli import SEED_MAX, available_memory, cli
 from theory.mdp import TabularMDP, combination_lock, evaluate_finite, random_mdp, value_iteration
 
 
@@ -100,8 +101,13 @@ class Args:
 def validate(args: Args) -> None:
     """Exit with status 2 and a one-line message naming the first bad flag."""
     checks = [
-        ("--seed", args.seed >= 0, "an integer >= 0", args.seed),
-        ("--mdp-seed", args.mdp_seed >= 0, "an integer >= 0", args.mdp_seed),
+        ("--seed", 0 <= args.seed <= SEED_MAX, f"an integer in [0, {SEED_MAX}]", args.seed),
+        (
+            "--mdp-seed",
+            0 <= args.mdp_seed <= SEED_MAX,
+            f"an integer in [0, {SEED_MAX}]",
+            args.mdp_seed,
+        ),
         ("--S", args.S >= 2, "an integer >= 2", args.S),
         ("--A", args.A >= 2, "an integer >= 2", args.A),
         ("--H", args.H >= 1, "an integer >= 1", args.H),
@@ -126,6 +132,21 @@ def validate(args: Args) -> None:
         if not ok:
             print(f"error: {flag} must be {allowed} (got {value})", file=sys.stderr)
             raise SystemExit(2)
+    need, free = memory_needed(args), available_memory()
+    if free is not None and need > free:
+        print(
+            f"error: --S {args.S} --A {args.A} --H {args.H} --episodes {args.episodes} need at "
+            f"least {need / 2**30:.1f} GiB (four [H, S, A, S] arrays, three of K), more than the "
+            f"{free / 2**30:.1f} GiB of memory available",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+
+
+def memory_needed(args: Args) -> int:
+    """Bytes run() allocates at least: four float64 [H, S, A, S] arrays (the true P, its
+    cumulative sums, the transition counts, the empirical P_hat) and three per episode."""
+    return 8 * (4 * args.H * args.S * args.A * args.S + 3 * args.episodes)
 
 
 def make_instance(args: Args) -> tuple[TabularMDP, np.ndarray | None]:
@@ -308,6 +329,4 @@ def main(args: Args) -> Path:
 
 
 if __name__ == "__main__":
-    import tyro
-
-    main(tyro.cli(Args))
+    main(cli(Args, description=__doc__))

@@ -46,6 +46,7 @@ from controlrl.cli import (
     fail,
     parse,
     require,
+    require_memory,
     require_nonnegative,
     require_positive,
     require_sizes,
@@ -175,6 +176,15 @@ class Args(CommonArgs):
             "total_timesteps",
             f"must be >= --log-every ({self.log_every}), got {self.total_timesteps}",
         )
+        steps = self.total_timesteps // self.log_every * self.log_every  # the env steps run
+        require(
+            self.learning_starts < steps,
+            "learning_starts",
+            f"must be < the env steps run ({steps}: --total-timesteps in whole --log-every), "
+            f"got {self.learning_starts}: no update would run",
+        )
+        # the buffer's rows hold at least an observation, an action and 4 numbers (float32)
+        require_memory("buffer_size", 4 * 6 * self.buffer_size, "the replay buffer")
         super().validate()
         require(
             self.vectorization == "sync",

@@ -1,11 +1,17 @@
 """Common flags of every algorithm script, tyro parsing, validation before anything runs (and
-the --dataset an offline script validates, loaded once)."""
+the --dataset an offline script validates, loaded once). Every parse error is one line on
+stderr and exit status 2: tyro's through its parse-error hook (cli), argparse's through
+ArgumentParser (the figure scripts)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 import math
+import os
+import re
 import sys
 import types
 import typing
@@ -14,8 +20,12 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 import tyro
+from tyro import _errors as tyro_errors  # tyro's parse-error hook; tyro is pinned exactly
 
 from controlrl import checkpoint
+from envs.errors import ArgumentParser, closest_flags
+
+__all__ = ["ArgumentParser", "ArgError", "CommonArgs", "cli", "fail", "parse", "require"]
 
 T = TypeVar("T", bound="CommonArgs")
 
@@ -52,12 +62,19 @@ def require_unit_interval(args, *names: str) -> None:
 
 
 def require_batch(args, num_steps: int, num_minibatches: int = 1) -> int:
-    """num_steps * num_envs must split into minibatches and fit in total_timesteps; returns it."""
+    """num_steps * num_envs must split into minibatches (of >= 2 rows where advantages are
+    normalised per minibatch, args.norm_adv) and fit in total_timesteps; returns it."""
     batch = num_steps * args.num_envs
     require(
         batch % num_minibatches == 0,
         "num_minibatches",
         f"must divide the batch num_steps * num_envs = {batch}, got {num_minibatches}",
+    )
+    require(
+        not getattr(args, "norm_adv", False) or batch // num_minibatches >= 2,
+        "num_minibatches",
+        f"must leave minibatches of >= 2 rows (advantages are normalised per minibatch; "
+        f"batch {batch}), got {num_minibatches}; or add --no-norm-adv",
     )
     require(
         args.total_timesteps >= batch,
@@ -75,6 +92,48 @@ def require_finite(args) -> None:
         for v in values:
             if isinstance(v, float):
                 require(math.isfinite(v), f.name, f"must be finite, got {v}")
+
+
+SEED_MAX = 2**32 - 1  # numpy's legacy seed range (np.random.seed, dm_control's RandomState)
+
+
+def require_seed(args, *names: str) -> None:
+    """Every named seed flag (default: seed) lies in [0, SEED_MAX]."""
+    for name in names or ("seed",):
+        value = getattr(args, name)
+        require(0 <= value <= SEED_MAX, name, f"must be in [0, {SEED_MAX}], got {value}")
+
+
+def available_memory() -> int | None:
+    """Bytes of memory the machine can still give a process (MemAvailable); None if unknown."""
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        with open("/proc/meminfo") as f:
+            line = next(line for line in f if line.startswith("MemAvailable:"))
+        return int(line.split()[1]) * 1024
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return None
+
+
+def require_memory(flag: str, nbytes: float, what: str) -> None:
+    """Refuse --flag when what it allocates (nbytes, an estimate from below) exceeds the memory
+    the machine has available: a one-line refusal instead of swapping the machine away."""
+    free = available_memory()
+    require(
+        free is None or nbytes <= free,
+        flag,
+        f"needs at least {nbytes / 2**30:.1f} GiB for {what}, more than the "
+        f"{(free or 0) / 2**30:.1f} GiB of memory available",
+    )
+
+
+def require_minibatch_memory(
+    flag: str, rows: int, obs_dim: int, act_dim: int, hidden_sizes=(), what: str = "a minibatch"
+) -> None:
+    """Refuse --flag when `rows` transitions (obs, action, next obs, reward, done as float32)
+    and, for a minibatch, their activations through the hidden layers cannot fit in memory."""
+    per_row = 4 * (2 * obs_dim + act_dim + 2 + sum(hidden_sizes or ()))
+    require_memory(flag, rows * per_row, f"{what} of {rows} rows")
 
 
 def require_sizes(args, *names: str) -> None:
@@ -178,29 +237,47 @@ class CommonArgs:
 
     def validate(self) -> None:
         """Check every flag; raise ArgError naming the first bad one."""
-        from envs import UnknownEnvError, check_env_id
+        from envs import (
+            UnknownEnvError,
+            check_env_id,
+            check_supported,
+            missing_render_package,
+            renders,
+            split_id,
+        )
 
         require_finite(self)
-        require_nonnegative(self, "seed")
+        require_seed(self)
         require_positive(
             self,
             "total_timesteps",
             "num_envs",
             "checkpoint_every",
             "eval_episodes",
+        )
+        cpus = os.cpu_count() or 1
+        require(
+            1 <= self.torch_threads <= cpus,
             "torch_threads",
+            f"must be in [1, {cpus}] (the CPUs of this machine), got {self.torch_threads}",
         )
         require_nonnegative(self, "eval_every")
         try:
             check_env_id(self.env_id)
+            check_supported(self.env_id)
         except UnknownEnvError as exc:
             raise ArgError(f"--env-id: {exc}") from None
-        from envs import renders, split_id
-
         require(
             not self.capture_video or renders(self.env_id),
             "capture_video",
             f"is not supported for {split_id(self.env_id)[0]}: ids (Gymnasium and dmc: only)",
+        )
+        missing = missing_render_package(self.env_id) if self.capture_video else None
+        require(
+            missing is None,
+            "capture_video",
+            f"needs {missing} to render {self.env_id}, which is not installed "
+            "(pip install -e . installs it)",
         )
         if self.run_dir is not None and self.resume is None:
             from controlrl.rundir import holder
@@ -326,10 +403,145 @@ def _load_resume_config(cls: type[T], args: T) -> T:
     return resumed
 
 
+class _ParseError(Exception):
+    """A tyro parse failure, already worded as one line."""
+
+
+def _flags(cls: type) -> dict[str, bool]:
+    """Every flag tyro makes of the dataclass cls -> whether it is a switch (takes no value)."""
+    hints = typing.get_type_hints(cls)
+    flags: dict[str, bool] = {}
+    for f in dataclasses.fields(cls):
+        flag = "--" + f.name.replace("_", "-")
+        switch = hints.get(f.name) is bool
+        flags[flag] = switch
+        if switch:
+            flags["--no-" + f.name.replace("_", "-")] = True
+    return flags
+
+
+def _values_after(flag: str, argv: list[str]) -> str:
+    """The tokens given to flag on the command line (up to the next flag), space-joined."""
+    for token in argv:
+        if token.startswith(flag + "="):
+            return token[len(flag) + 1 :]
+    if flag not in argv:
+        return ""
+    rest = argv[argv.index(flag) + 1 :]
+    values = []
+    for token in rest:
+        if token.startswith("--"):
+            break
+        values.append(token)
+    return " ".join(values)
+
+
+def _expects(metavar: str) -> str:
+    """'an integer' for INT, 'integers' for [INT [INT ...]], 'a string or None' for
+    {None}|STR: tyro's metavar in words."""
+    words = {"INT": "an integer", "FLOAT": "a number", "STR": "a string", "{None}": "None"}
+    plural = {"INT": "integers", "FLOAT": "numbers", "STR": "strings"}
+    if metavar.startswith("["):  # a variable-length tuple: "[INT [INT ...]]"
+        inner = metavar.strip("[]. ").split()[0]
+        return f"{plural.get(inner, inner)} separated by spaces"
+    parts = [words.get(p, p) for p in metavar.split("|")]
+    return " or ".join(parts)
+
+
+def _choices(argument, fallback: tuple[str, ...]) -> str:
+    """The allowed values of a choice flag, in their declared order ({a,b} metavar)."""
+    metavar = str(argument.lowered.metavar or "")
+    if metavar.startswith("{") and metavar.endswith("}"):
+        return ", ".join(metavar[1:-1].split(","))
+    return ", ".join(fallback)
+
+
+def _unrecognized(tokens: list[str], argv: list[str], flags: dict[str, bool]) -> str:
+    """One line for tokens tyro did not recognise: the unknown flag and the closest known
+    ones, or the stray value and the switch it follows."""
+    for token in tokens:
+        if not token.startswith("-"):
+            continue
+        name = token.partition("=")[0]
+        return f"unknown flag {name}{closest_flags(name, flags)}"
+    token = tokens[0]
+    position = argv.index(token) if token in argv else -1
+    before = argv[position - 1] if position > 0 else ""
+    if flags.get(before):
+        return f"{before} is a switch and takes no value, got {token!r}"
+    return f"unexpected argument {token!r} (every value follows its --flag)"
+
+
+def _one_line(event: tyro_errors.ParseErrorEvent, argv: list[str], cls: type) -> str:
+    """One line, naming the flag and what it accepts, for a tyro parse-error event."""
+    argument = getattr(event, "argument", None)
+    flag = argument.display_name() if argument is not None else ""
+    if isinstance(event, tyro_errors.InvalidChoice):
+        return f"{flag} must be one of {_choices(argument, event.choices)}, got {event.value!r}"
+    if isinstance(event, tyro_errors.UnrecognizedArgs):
+        return _unrecognized(event.tokens, argv, _flags(cls))
+    if isinstance(event, tyro_errors.InstantiationFailure):
+        if argument is None:
+            return event.message.splitlines()[0] if event.message else "bad command line"
+        got = _values_after(flag, argv)
+        return f"{flag} expects {_expects(str(argument.lowered.metavar))}, got {got!r}"
+    if isinstance(event, tyro_errors.BadValue):
+        metavar = str(argument.lowered.metavar)
+        if event.reason == "too_few_values":
+            return f"{flag} needs a value: {_expects(metavar)}"
+        return f"{flag} takes no value, got {event.offending_value!r}"
+    if isinstance(event, tyro_errors.MissingArgs):
+        names = ", ".join(a.arg.display_name() for a in event.missing_arguments)
+        return f"missing required flag(s): {names}"
+    return f"bad command line ({type(event).__name__}); see --help"
+
+
+def _squash_box(text: str) -> str:
+    """The message of one of tyro's error boxes as one line (the fallback where an error
+    reached tyro's own printer): the paragraph after the title, without the box drawing."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)  # colours, where tyro thinks it has a terminal
+    paragraphs: list[list[str]] = [[]]
+    for line in text.splitlines():
+        inner = line.strip().strip("│╭╮╰╯ ").strip()
+        if not inner.strip("─-"):  # a rule (or the box's edge): the paragraph ends
+            paragraphs.append([])
+            continue
+        if line.lstrip().startswith("╭"):  # a boxed title: its own paragraph
+            paragraphs += [[inner.strip("─ ")], []]
+            continue
+        paragraphs[-1].append(inner)
+    found = [" ".join(p) for p in paragraphs if p]
+    message = found[1] if len(found) > 1 else (found or ["bad command line; see --help"])[0]
+    return " ".join(message.split())
+
+
+def cli(cls: type[T], argv: list[str] | None = None, description: str | None = None) -> T:
+    """tyro.cli(cls) whose every parse error (unknown flag, wrong type, bad choice, missing
+    value) is one line on stderr naming the flag, exit status 2: no box, no traceback."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+
+    def hook(event: tyro_errors.ParseErrorEvent) -> None:
+        raise _ParseError(_one_line(event, argv, cls))
+
+    captured = io.StringIO()  # what tyro prints on stderr: a box if an error escaped the hook
+    try:
+        with tyro_errors.on_parse_error(hook), contextlib.redirect_stderr(captured):
+            args = tyro.cli(cls, args=argv, description=description)
+    except _ParseError as exc:
+        fail(str(exc))
+    except SystemExit as exc:
+        if exc.code == 2:
+            fail(_squash_box(captured.getvalue()))
+        sys.stderr.write(captured.getvalue())
+        raise
+    sys.stderr.write(captured.getvalue())
+    return args
+
+
 def parse(cls: type[T], argv: list[str] | None = None) -> T:
     """Parse the command line into cls with tyro, then validate; exit 2 with one line on error."""
     doc = sys.modules[cls.__module__].__doc__
-    args = tyro.cli(cls, args=argv, description=doc)
+    args = cli(cls, argv, description=doc)
     try:
         if args.resume is not None:
             args = _load_resume_config(cls, args)

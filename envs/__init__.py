@@ -14,7 +14,16 @@ import gymnasium as gym
 from envs import bandits, brax, dmc, envpool, gym_mujoco
 from envs.errors import UnknownEnvError
 
-__all__ = ["UnknownEnvError", "check_env_id", "eval_num_envs", "make", "renders", "split_id"]
+__all__ = [
+    "UnknownEnvError",
+    "check_env_id",
+    "check_supported",
+    "eval_num_envs",
+    "make",
+    "missing_render_package",
+    "renders",
+    "split_id",
+]
 
 BACKENDS = {"gym": gym_mujoco, "brax": brax, "dmc": dmc, "envpool": envpool, "bandit": bandits}
 
@@ -34,6 +43,21 @@ def check_env_id(env_id: str) -> None:
         known = ", ".join(sorted(BACKENDS))
         raise UnknownEnvError(f"unknown env backend '{backend}' in '{env_id}' (available: {known})")
     BACKENDS[backend].check_id(name)
+
+
+def check_supported(env_id: str) -> None:
+    """Raise UnknownEnvError if the algorithm scripts cannot serve the known id env_id (a
+    package not installed, observations that are not a flat Box); the other backends' ids are
+    all served."""
+    backend, name = split_id(env_id)
+    if backend == "gym":
+        gym_mujoco.check_supported(name)
+
+
+def missing_render_package(env_id: str) -> str | None:
+    """The package recording videos of env_id needs and this install lacks, or None."""
+    backend, name = split_id(env_id)
+    return gym_mujoco.missing_render_package(name) if backend == "gym" else None
 
 
 def make(

@@ -79,6 +79,10 @@ KINDS: dict[str, tuple[tuple[str, int], ...]] = {
     "sequence-reverse": (("V", 2), ("L", 1)),
     "sequence-summod": (("V", 2), ("L", 1)),
 }
+# the largest parameters an id may ask for: arm tables and observation widths stay megabytes,
+# not a request that allocates the machine away (bernoulli-1000000000)
+MAXIMA = {"K": 100_000, "C": 100_000, "V": 10_000, "L": 1_000}
+MAX_CELLS = 1_000_000  # contexts x arms, vocabulary x length: the table / observation width
 FORMS = tuple("-".join([kind, *(p for p, _ in params)]) for kind, params in KINDS.items())
 EXAMPLES = (
     "bernoulli-10",
@@ -108,6 +112,13 @@ def parse(name: str) -> tuple[str, tuple[int, ...]]:
         for (pname, low), value in zip(params, values, strict=True):
             if value < low:
                 raise UnknownEnvError(f"bandit:{name}: {pname} must be >= {low}, got {value}")
+            if value > MAXIMA[pname]:
+                raise UnknownEnvError(
+                    f"bandit:{name}: {pname} must be <= {MAXIMA[pname]}, got {value}"
+                )
+        if len(values) == 2 and math.prod(values) > MAX_CELLS:
+            names = " x ".join(p for p, _ in params)
+            raise UnknownEnvError(f"bandit:{name}: {names} must be <= {MAX_CELLS}")
         return kind, values
     close = difflib.get_close_matches(name, EXAMPLES, n=3, cutoff=0.5)
     hint = f"; closest: {', '.join(close)}" if close else ""

@@ -70,7 +70,7 @@ class DMCEnv(gym.Env):
         super().reset(seed=seed)
         if seed is not None:
             # the task draws its initial state from this RandomState
-            self._env.task.random.seed(seed)
+            self._env.task.random.seed(seed % 2**32)  # RandomState takes 32 bits
         ts = self._env.reset()
         return self._flat(ts.observation), {}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Any
 
@@ -9,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from envs.errors import check_known
+from envs.errors import UnknownEnvError, check_known
 
 # headless offscreen rendering (videos) by default; MuJoCo reads this when it first renders
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -18,6 +19,37 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 def check_id(name: str) -> None:
     """Raise if `name` is not a registered Gymnasium id, naming the closest ones."""
     check_known(name, lambda: gym.registry, "gym", form=" (Gymnasium)")
+
+
+def check_supported(name: str) -> None:
+    """Raise UnknownEnvError if the algorithm scripts cannot serve the registered id `name`:
+    its package is not installed (Box2D's), it is deprecated, its observations are not a flat
+    Box (FrozenLake's Discrete, Blackjack's Tuple, CarRacing's image) or its actions neither a
+    Box nor Discrete. Builds the env once to read its spaces; steps nothing."""
+    try:
+        env = gym.make(name)
+    except gym.error.Error as exc:  # DependencyNotInstalled, DeprecatedEnv, ...
+        line = " ".join(str(exc).split())
+        raise UnknownEnvError(f"'{name}' cannot be made here: {line}") from None
+    obs_space, act_space = env.observation_space, env.action_space
+    env.close()
+    if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
+        raise UnknownEnvError(
+            f"'{name}' has {obs_space} observations; the scripts take flat Box observations"
+        )
+    if not isinstance(act_space, gym.spaces.Box | gym.spaces.Discrete):
+        raise UnknownEnvError(
+            f"'{name}' has {act_space} actions; the scripts take Box or Discrete actions"
+        )
+
+
+def missing_render_package(name: str) -> str | None:
+    """The package that rendering `name` needs and this install lacks (pygame for classic
+    control, toy text and Box2D; MuJoCo ids render without it), or None."""
+    entry = gym.spec(name).entry_point
+    if isinstance(entry, str) and ".mujoco" in entry:
+        return None
+    return "pygame" if importlib.util.find_spec("pygame") is None else None
 
 
 class LeanSyncVectorEnv(SyncVectorEnv):

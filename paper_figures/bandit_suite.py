@@ -59,6 +59,7 @@ from pathlib import Path
 
 import numpy as np
 
+from controlrl.cli import ArgumentParser
 from controlrl.experiment import write_rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -351,7 +352,7 @@ def plot(args, cfgs: list[dict], runs: list[dict]) -> None:
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bandits", default=BANDITS, help="bandit: ids, comma-separated")
     p.add_argument(
         "--samples", default=SAMPLES, help="samples per run, one per bandit or one for all"

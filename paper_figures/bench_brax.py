@@ -30,7 +30,6 @@ loop is not a configuration anyone would run).
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from pathlib import Path
@@ -38,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from controlrl import bench
+from controlrl.cli import ArgumentParser
 
 ROOT = Path(__file__).resolve().parents[1]
 GYM_IDS = {"ant": "Ant-v5", "halfcheetah": "HalfCheetah-v5"}
@@ -234,7 +234,7 @@ def plot(rows: list[dict], path: Path, command: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out" / "bench_brax.csv")
     p.add_argument("--envs", default="ant,halfcheetah")
     p.add_argument("--pipelines", default="spring,positional,generalized,mjx")

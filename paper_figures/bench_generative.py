@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 from controlrl import bench
+from controlrl.cli import ArgumentParser
 
 CONTENDERS = ("ppo", "fpo", "fpo_ppo_update", "dppo", "dppo_ppo_nets")
 ALGO = {
@@ -160,7 +161,7 @@ def summarize(rows: list[dict]) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--out", default="paper_figures/out/bench_generative.csv", help="CSV to write")

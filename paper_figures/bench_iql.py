@@ -55,6 +55,7 @@ import time
 from pathlib import Path
 
 from controlrl import bench
+from controlrl.cli import ArgumentParser
 
 ROOT = Path(__file__).resolve().parents[1]
 PEER = ROOT / "paper_figures" / "peers" / "d3rlpy_iql.py"
@@ -323,7 +324,7 @@ def scorer(dataset: Path):
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--out", default="paper_figures/out/bench_iql.csv", help="CSV to write")

@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 
 from controlrl import bench
+from controlrl.cli import ArgumentParser
 
 ALGOS = ("ppo", "spo", "bpo", "trpo")
 CONTENDERS = ("ours", "sb3", "floor")
@@ -333,7 +334,7 @@ def summarize(runs: list[bench.Run], warmup: int) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--out", default="paper_figures/out/bench_ppo.csv", help="CSV to write")

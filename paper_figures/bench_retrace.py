@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 from controlrl import bench
+from controlrl.cli import ArgumentParser
 
 CONTENDERS = ("ours", "sb3")
 SETTINGS = dict(hidden_sizes=[256, 256], batch_size=256, learning_rate=3e-4, gamma=0.99)
@@ -214,7 +215,7 @@ def summarize(rows: list[dict]) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--out", default="paper_figures/out/bench_retrace.csv", help="CSV to write")

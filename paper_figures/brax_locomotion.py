@@ -94,6 +94,7 @@ import time
 from pathlib import Path
 
 from controlrl import bench
+from controlrl.cli import ArgumentParser
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "paper_figures"))  # the race script's curve readers
@@ -138,7 +139,7 @@ TARGETS = {"ant": 2000.0, "halfcheetah": 1000.0}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--envs", default="ant,halfcheetah", help="comma-separated brax env names")
     p.add_argument("--pipeline", default="spring", help="brax physics pipeline, both trainers")
     p.add_argument("--seeds", default="1,2,3", help="comma-separated seeds")

@@ -43,6 +43,7 @@ import tempfile
 from pathlib import Path
 
 from controlrl import bench
+from controlrl.cli import ArgumentParser
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "paper_figures"))  # the race's settings, brax worker and flags
@@ -50,7 +51,7 @@ import brax_ppo_race as race  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog="Every other flag is brax_ppo_race.py's (--env, --num-envs, --seeds, ...).",
     )

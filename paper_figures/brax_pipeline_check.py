@@ -13,13 +13,14 @@ learn it: found by paper_figures/brax_ppo_race.py (PPO plateaus at ~90 on 'sprin
 
 from __future__ import annotations
 
-import argparse
 import csv
 import shlex
 import sys
 from pathlib import Path
 
 import numpy as np
+
+from controlrl.cli import ArgumentParser
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,7 +49,7 @@ def episode_lengths(pipeline: str, num_envs: int, controller: str, seed: int) ->
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures/out/brax_pipeline_check.csv")
     p.add_argument("--pipelines", default="spring,positional,generalized,mjx")
     p.add_argument("--num-envs", type=int, default=8)

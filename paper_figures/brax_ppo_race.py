@@ -72,6 +72,7 @@ import time
 from pathlib import Path
 
 from controlrl import bench
+from controlrl.cli import ArgumentParser
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAINERS = ("brax", "ours", "ours_jax")  # ours_jax: algos/ppo_brax.py (JAX rollout + update)
@@ -83,7 +84,7 @@ SETTINGS += ("max_grad_norm", "hidden_sizes", "critic_hidden_sizes", "activation
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--env", default="inverted_pendulum", help="brax env name")
     p.add_argument(
         "--pipeline", default="positional", help="brax physics pipeline (spring cannot balance)"

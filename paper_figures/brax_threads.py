@@ -19,7 +19,6 @@ inverted_pendulum settings, brax_ppo_race.py).
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -27,6 +26,7 @@ import time
 from pathlib import Path
 
 from controlrl import bench
+from controlrl.cli import ArgumentParser
 
 ROOT = Path(__file__).resolve().parents[1]
 RACE = "--env-id brax:inverted_pendulum --brax-pipeline positional --num-envs 64 --num-steps 32"
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
     ours = argv[argv.index("--") + 1 :] if "--" in argv else []
     own = argv[: argv.index("--")] if "--" in argv else argv
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
     p.add_argument("--name", default="race", help="CSV: brax_threads_<name>.csv")
     p.add_argument("--warmup", type=int, default=20, help="untimed iterations per process")

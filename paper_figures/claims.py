@@ -14,7 +14,6 @@ experiment would detect with power 0.8. Rows of experiments not run here say why
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from controlrl import stats
+from envs.errors import ArgumentParser  # the one-line parser, without torch
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "paper_figures" / "out"
@@ -988,7 +988,7 @@ def with_block(readme: str, block: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare instead of writing")
     parser.add_argument("--ledger", type=Path, default=LEDGER)
     parser.add_argument("--csv", type=Path, default=OUT / "claims.csv")

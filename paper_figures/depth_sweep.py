@@ -15,7 +15,6 @@ common plumbing. One sweep per (depth, algorithm):
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from controlrl import plots
+from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +47,7 @@ def flags(algo: str, depth: int, critic_too: bool = False) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--algos", default="ppo,spo")
     p.add_argument("--envs", default="Hopper-v5,Walker2d-v5")
     p.add_argument("--depths", default="2,4,7", help=f"comma-separated, from {sorted(NETS)}")

@@ -24,7 +24,6 @@ evaluation; bottom row: training episodes.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import sys
@@ -33,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from controlrl import experiment, plots
+from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -264,7 +264,7 @@ def summary(runs: list[dict]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument(
         "--datasets",
         default="hopper-medium-v5-s0,walker2d-medium-v5-s0",

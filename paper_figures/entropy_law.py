@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from controlrl.cli import ArgumentParser
 from controlrl.experiment import write_rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -224,7 +225,7 @@ def plot(args, runs: list[dict], fit_rows: list[dict]) -> None:
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--env-id", default="Hopper-v5", help="a Gymnasium MuJoCo id (Box actions)")
     p.add_argument("--methods", default=",".join(METHODS), help=f"some of {', '.join(METHODS)}")
     p.add_argument("--seeds", type=int, default=3)

@@ -26,7 +26,6 @@ checkpoint), _hist.csv (the final actions' histogram per run, 40 bins on [-1, 1]
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import sys
@@ -36,6 +35,7 @@ import numpy as np
 import torch
 
 from controlrl import checkpoint, experiment, plots
+from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, run_sweep
 from controlrl.nets import GaussianPolicy
 
@@ -265,7 +265,7 @@ def report(result: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bandit-seeds", type=int, default=5)
     p.add_argument("--bandit-steps", type=int, default=61_440)
     p.add_argument("--bandit-checkpoint-every", type=int, default=10, help="iterations")

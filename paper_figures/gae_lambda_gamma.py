@@ -12,7 +12,6 @@ killed figure run resumes where it stopped. Writes <out>/gae_lambda_gamma.png an
 
 from __future__ import annotations
 
-import argparse
 import csv
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from controlrl import plots
+from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +29,7 @@ GAMMAS = (0.95, 0.99, 0.995)
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--env-id", default="Hopper-v5")
     p.add_argument("--total-timesteps", type=int, default=200_000)
     p.add_argument("--seeds", type=int, default=3)

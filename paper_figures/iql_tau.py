@@ -25,7 +25,6 @@ eval/normalized_score along its steps: the plotted curves).
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import subprocess
@@ -35,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from controlrl import experiment, plots
+from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, run_sweep
 from envs.offline.store import DEFAULT_PPO_BUDGET, DEFAULT_STEPS, data_root, dataset_name
 
@@ -234,7 +234,7 @@ def plot(args, runs: list[dict], table: list[tuple]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--envs", default="Hopper-v5", help="Gymnasium ids, comma-separated")
     p.add_argument("--kinds", default="medium,medium-replay", help="dataset kinds, comma-separated")
     p.add_argument("--taus", default="0.5,0.7,0.9")

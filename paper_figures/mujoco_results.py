@@ -16,7 +16,6 @@ the last `--final-window` env steps; "final_eval_return" the deterministic evalu
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from controlrl import plots
+from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,7 +68,7 @@ def sweep_groups(
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--algo", choices=sorted(ALGOS), default="ppo")
     p.add_argument("--sweeps-root", type=Path, default=ROOT / "runs" / "sweeps")
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")

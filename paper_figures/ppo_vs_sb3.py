@@ -19,7 +19,6 @@ weight of the value loss (see SIDES).
 
 from __future__ import annotations
 
-import argparse
 import csv
 import itertools
 import json
@@ -29,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from controlrl import plots
+from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,7 +92,7 @@ def compare(a: np.ndarray, b: np.ndarray) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--train", action="store_true", help="run missing runs first (two sweeps)")
     p.add_argument("--env-id", default="HalfCheetah-v5")
     p.add_argument("--seeds", type=int, default=10)

@@ -22,7 +22,6 @@ less than wall time; `--clock wall` uses perf_counter.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
@@ -32,6 +31,7 @@ import torch
 
 import envs
 from controlrl.buffers import RolloutBuffer
+from controlrl.cli import ArgumentParser
 from controlrl.nets import GaussianPolicy, fast_forward
 from controlrl.normalize import ObsNormalizer, RewardScaler
 from controlrl.rollout import Collector
@@ -129,7 +129,7 @@ def measure(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env-id", default="HalfCheetah-v5")
     parser.add_argument("--envs-list", default="1,8")
     parser.add_argument("--steps", type=int, default=1000, help="vector steps per timed chunk")

@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from controlrl.cli import ArgumentParser
 from controlrl.experiment import write_rows
 
 if TYPE_CHECKING:  # torch is imported where it is used: --help and bad flags stay fast
@@ -414,7 +415,7 @@ def plot(args, table: list[dict]) -> None:
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--env-id", default="Hopper-v5", help="a Gymnasium MuJoCo id (Box actions)")
     p.add_argument("--kinds", default=",".join(KINDS), help=f"some of {', '.join(KINDS)}")
     p.add_argument("--staleness", default="0,2,8", help="k values, iterations (>= 0)")

@@ -24,6 +24,7 @@ import numpy as np
 
 from algos.optimistic_po import Args as RunArgs
 from algos.optimistic_po import run
+from controlrl.cli import cli
 from theory.regret import bootstrap_slope_ci, log_grid
 
 
@@ -133,6 +134,4 @@ def plot(curves: dict, grid: np.ndarray, path: Path, slope: dict) -> None:
 
 
 if __name__ == "__main__":
-    import tyro
-
-    main(tyro.cli(Args))
+    main(cli(Args))

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from controlrl.cli import cli
 from theory.mdp import random_mdp, random_policy
 from theory.retrace import contraction_factor, operator, traces
 
@@ -114,6 +115,4 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
-    import tyro
-
-    main(tyro.cli(Args))
+    main(cli(Args))

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from controlrl.cli import ArgumentParser
 from controlrl.experiment import write_rows
 from theory.mdp import chain
 from theory.retrace import (
@@ -384,7 +385,7 @@ def plot(args, curves: list[dict], summary: list[dict], runs: list[dict]) -> Non
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
     p.add_argument("--toy", action="store_true", help="seconds-sized run (tests, make figures)")
     g = p.add_argument_group("panel A (tabular)")

@@ -10,13 +10,14 @@ passed; paper_figures/claims.py turns it into the ledger's theory rows.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+from envs.errors import ArgumentParser  # the one-line parser, without torch
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "paper_figures" / "out" / "theory_checks.csv"
@@ -210,7 +211,7 @@ def rows(outcome: dict[str, str]) -> list[dict[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT, help="CSV to write")
     args = parser.parse_args(argv)
     nodes = [t for tests in STATEMENTS.values() if isinstance(tests, list) for t in tests]

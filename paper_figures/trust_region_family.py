@@ -28,7 +28,6 @@ from the CSVs already in --out (its rows, and its curves where the curves CSV ha
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import sys
@@ -38,6 +37,7 @@ import numpy as np
 
 import envs
 from controlrl import plots
+from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -217,7 +217,7 @@ def normalised_scores(rows, algos, env_ids) -> tuple[dict[str, np.ndarray], list
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--algos", default=default_algos(), help="comma-separated algorithm scripts")
     p.add_argument("--envs", default=ENVS)
     p.add_argument("--seeds", type=int, default=5)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from envs.errors import ArgumentParser
 from envs.offline.errors import DatasetError
 from envs.offline.store import (
     DEFAULT_PPO_BUDGET,
@@ -26,9 +27,7 @@ from envs.offline.store import (
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m envs.offline", description=__doc__.split("\n")[0]
-    )
+    parser = ArgumentParser(prog="python -m envs.offline", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="train a behaviour policy (PPO) and roll it out")
     gen.add_argument("--env", required=True, help="Gymnasium id with Box actions, e.g. Hopper-v5")
@@ -86,8 +85,8 @@ def _check(args: argparse.Namespace) -> str | None:
         return f"--num-envs must be >= 1, got {args.num_envs}"
     if not 0 < args.medium_fraction < 1:
         return f"--medium-fraction must be in (0, 1), got {args.medium_fraction}"
-    if args.seed < 0:
-        return f"--seed must be >= 0, got {args.seed}"
+    if not 0 <= args.seed <= 2**32 - 1:  # numpy's legacy seed range (controlrl.cli.SEED_MAX)
+        return f"--seed must be in [0, {2**32 - 1}], got {args.seed}"
     from envs import UnknownEnvError, check_env_id, split_id
 
     try:
