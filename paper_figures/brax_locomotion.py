@@ -84,6 +84,7 @@ its work dir and is skipped the next time (--fresh starts over).
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import os
@@ -94,10 +95,9 @@ import time
 from pathlib import Path
 
 from controlrl import bench
+from paper_figures.brax_ppo_race import parse_brax, parse_ours
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "paper_figures"))  # the race script's curve readers
-from brax_ppo_race import parse_brax, parse_ours  # noqa: E402
 
 TRAINERS = ("brax", "ours", "ours_gaussian")
 # ours runs Brax's published policy (make_ppo_networks' tanh_normal); ours_gaussian the
@@ -156,6 +156,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per trainer process")
     p.add_argument("--fresh", action="store_true", help="rerun finished runs too")
     p.add_argument("--toy", action="store_true", help="tiny sizes, one seed (for the test)")
+    p.add_argument(
+        "--plot-only",
+        action="store_true",
+        help="redraw the PNG from --out's brax_locomotion_curves.csv (no training)",
+    )
     args = p.parse_args(argv)
     if args.toy:
         args.seeds, args.scale, args.total_timesteps = "1", 512, 2560
@@ -461,7 +466,83 @@ def verdict(rows: list[dict], env: str, trainer: str = "ours") -> dict:
     }
 
 
-def plot(args, results: dict, path: Path) -> None:
+def standing_returns(env: str, pipeline: str, episodes: int, seed: int = 0) -> list[float]:
+    """Returns of `episodes` episodes of the zero-action policy (the body standing still), each
+    from its own reset key, EPISODE_LENGTH steps or until the env ends it: what a trainer earns
+    without moving (ant: healthy reward 1 per step, no control cost)."""
+    from envs.brax import configured_jax
+
+    jax = configured_jax()
+    import jax.numpy as jnp
+    from brax import envs as brax_envs
+
+    e = brax_envs.get_environment(env, backend=pipeline)
+    zero = jnp.zeros(e.action_size)
+
+    def episode(key):
+        def step(carry, _):
+            state, alive, total = carry
+            state = e.step(state, zero)
+            return (state, alive * (1.0 - state.done), total + alive * state.reward), None
+
+        carry = (e.reset(key), jnp.float32(1.0), jnp.float32(0.0))
+        return jax.lax.scan(step, carry, None, length=EPISODE_LENGTH)[0][2]
+
+    keys = jax.random.split(jax.random.PRNGKey(seed), episodes)
+    return [float(r) for r in jax.jit(jax.vmap(episode))(keys)]
+
+
+def standing(args, command: str) -> dict[str, float]:
+    """{env: mean standing return} from brax_locomotion_standing.csv in --out, the envs it lacks
+    computed by standing_returns (one row per episode) and the CSV rewritten."""
+    path = args.out / "brax_locomotion_standing.csv"
+    rows = bench.read_csv(path) if path.exists() else []
+    have = {(r["env"], r["pipeline"]) for r in rows}
+    missing = [e for e in args.env_names if (e, args.pipeline) not in have]
+    for env in missing:
+        for k, ret in enumerate(standing_returns(env, args.pipeline, args.eval_episodes)):
+            rows.append({"env": env, "pipeline": args.pipeline, "episode": k, "return": ret})
+    if missing:
+        cols = ("env", "pipeline", "episode", "return")
+        old = [r for r in rows if "command" in r]
+        new = [r for r in rows if "command" not in r]
+        # rows kept keep the command that made them; new rows get this one
+        with path.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=[*cols, "command"], extrasaction="ignore")
+            w.writeheader()
+            w.writerows(old)
+            w.writerows({**r, "command": command} for r in new)
+    return {
+        env: statistics.mean(
+            r["return"] for r in rows if r["env"] == env and r["pipeline"] == args.pipeline
+        )
+        for env in args.env_names
+    }
+
+
+def load_results(path: Path) -> dict:
+    """{(env, trainer, seed): {"points": [...]}} from a brax_locomotion_curves.csv."""
+    results: dict = {}
+    for r in bench.read_csv(path):
+        point = {k: r[k] for k in ("step", "wall_s", "train_s", "return")}
+        results.setdefault((r["env"], r["trainer"], r["seed"]), {"points": []})["points"].append(
+            point
+        )
+    return results
+
+
+def plot(args, results: dict, path: Path, standing: dict[str, float] | None = None) -> None:
+    """figure(), written to `path` (no software or machine path in the PNG's metadata)."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(args, results, standing)
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+
+def figure(args, results: dict, standing: dict[str, float] | None = None):
+    """Evaluation return against env steps and against wall clock, one row per env; the
+    return of standing still (zero action) drawn as a reference, the return axis from 0."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -498,13 +579,23 @@ def plot(args, results: dict, path: Path) -> None:
                         marker=".",
                         label=f"{labels[trainer]} (mean of {len(runs)})",
                     )
+        for ax in row:
+            if standing and env in standing:
+                ax.axhline(
+                    standing[env],
+                    color="0.3",
+                    ls="--",
+                    lw=1,
+                    label=f"standing still, zero action ({standing[env]:.0f})",
+                )
+            # from 0: a few percent around the standing return must not look like a ranking
+            ax.set_ylim(bottom=min(0.0, ax.get_ylim()[0]))
         row[0].set_xlabel("env steps")
-        row[1].set_xlabel("wall-clock s since launch (start-up, compiles, evaluations in)")
-        row[0].set_ylabel(f"eval return, {env} ({args.pipeline})")
-        row[0].legend(fontsize=8, loc="upper left")
+        row[1].set_xlabel("wall-clock seconds since launch (compiles, evaluations in)")
+        row[0].set_ylabel(f"evaluation return, {env} ({args.pipeline})")
+        row[0].legend(fontsize=8, loc="best")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
 def _fmt(x) -> str:
@@ -523,6 +614,15 @@ def main(argv: list[str] | None = None) -> None:
             f"ours --num-steps {rollout_steps(s)}; {total} steps, evaluation every {eval_every}",
             flush=True,
         )
+    if args.plot_only:
+        results = load_results(args.out / "brax_locomotion_curves.csv")
+        keys = list(results)
+        args.env_names = [e for e in args.env_names if any(k[0] == e for k in keys)]
+        args.trainer_names = [t for t in args.trainer_names if any(k[1] == t for k in keys)]
+        args.seed_list = list(dict.fromkeys(k[2] for k in keys))
+        plot(args, results, args.out / "brax_locomotion.png", standing(args, command))
+        print(f"wrote {args.out}/brax_locomotion.png")
+        return
     results = sweep(args)
     rows = summarise(results, TARGETS)
     bench.write_csv(args.out / "brax_locomotion.csv", rows, command)
@@ -532,7 +632,7 @@ def main(argv: list[str] | None = None) -> None:
         for p in res["points"]
     ]
     bench.write_csv(args.out / "brax_locomotion_curves.csv", curves, command)
-    plot(args, results, args.out / "brax_locomotion.png")
+    plot(args, results, args.out / "brax_locomotion.png", standing(args, command))
 
     cols = "env trainer seed return_at_budget train_sps train_to_target_s wall_to_target_s wall_s"
     cols = [*cols.split(), "status"]
@@ -558,7 +658,10 @@ def main(argv: list[str] | None = None) -> None:
                 f"({v['brax_min']:.1f}-{v['brax_max']:.1f}); no worse than brax: "
                 f"{'met' if v['met'] else 'not met'}"
             )
-    print(f"wrote {args.out}/brax_locomotion.csv, _table.csv, _curves.csv, brax_locomotion.png")
+    print(
+        f"wrote {args.out}/brax_locomotion.csv, _table.csv, _curves.csv, _standing.csv, "
+        "brax_locomotion.png"
+    )
     print(f"command: {command}")
 
 

@@ -38,15 +38,13 @@ import csv
 import json
 import os
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
 from controlrl import bench
+from paper_figures import brax_ppo_race as race  # the race's settings, brax worker and flags
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "paper_figures"))  # the race's settings, brax worker and flags
-import brax_ppo_race as race  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -39,7 +39,6 @@ def worker(mode: str, flags: list[str], warmup: int, iterations: int) -> dict:
     """In its own process: pin (or not) before JAX starts, then time ppo_brax iterations."""
     if mode == "pinned":
         os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
-    sys.path.insert(0, str(ROOT))
     from brax import envs as brax_envs
 
     from algos import ppo_brax as pb

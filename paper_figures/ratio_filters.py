@@ -76,8 +76,6 @@ if TYPE_CHECKING:  # torch is imported where it is used: --help and bad flags st
     import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: algos/ is imported as a package
-    sys.path.insert(0, str(ROOT))
 
 KINDS = ("step", "sequence", "sequence_mean", "kalman")
 LABELS = {"step": "per-step (PPO)", "sequence": "sequence (product)",
