@@ -28,6 +28,31 @@ STYLE = {
 }
 
 
+# metrics.csv columns as an axis names them; column_label() words any other column
+COLUMN_LABELS = {
+    "train/episode_return": "training episode return",
+    "train/episode_length": "training episode length (steps)",
+    "train/episodes": "training episodes finished",
+    "train/entropy": "policy entropy (nats)",
+    "train/explained_variance": "value explained variance",
+    "train/learning_rate": "learning rate",
+    "eval/return": "evaluation return (deterministic policy)",
+    "eval/normalized_score": "evaluation score (D4RL-normalised)",
+    "time/sps": "env steps per second",
+}
+
+
+def column_label(column: str) -> str:
+    """A human-readable axis label for a metrics.csv column ("train/kl_max" -> "kl max
+    (training)"), the known ones from COLUMN_LABELS."""
+    if column in COLUMN_LABELS:
+        return COLUMN_LABELS[column]
+    group, _, name = column.rpartition("/")
+    words = name.replace("_", " ")
+    where = {"train": "training", "eval": "evaluation", "time": "timing"}.get(group, group)
+    return f"{words} ({where})" if where else words
+
+
 def read_metrics(run_dir: Path, column: str) -> tuple[np.ndarray, np.ndarray]:
     """(steps, values) of one metrics.csv column, rows where it is NaN dropped."""
     with (Path(run_dir) / "metrics.csv").open() as f:
@@ -125,8 +150,11 @@ def plot_regret(ax, episodes: np.ndarray, regrets: dict[str, np.ndarray], sqrt_r
     ax.set_ylabel("cumulative regret")
 
 
-def plot_aggregates(axes, scores: dict[str, np.ndarray], taus: np.ndarray) -> None:
-    """Two panels: IQM with stratified-bootstrap 95% CI per method, and performance profiles."""
+def plot_aggregates(
+    axes, scores: dict[str, np.ndarray], taus: np.ndarray, normalisation: str = ""
+) -> None:
+    """Two panels: IQM with stratified-bootstrap 95% CI per method, and performance profiles;
+    `normalisation` (e.g. "0 = random policy, 1 = best algorithm") goes into both axis labels."""
     ax_iqm, ax_prof = axes
     names = list(scores)
     for i, name in enumerate(names):
@@ -134,8 +162,9 @@ def plot_aggregates(axes, scores: dict[str, np.ndarray], taus: np.ndarray) -> No
         ax_iqm.errorbar(value, i, xerr=[[value - lo], [hi - value]], fmt="o", capsize=3)
         ax_prof.plot(taus, performance_profile(scores[name], taus), label=name)
     ax_iqm.set_yticks(range(len(names)), names)
-    ax_iqm.set_xlabel("IQM of normalised score")
-    ax_prof.set_xlabel("normalised score tau")
+    how = f"\n({normalisation})" if normalisation else ""
+    ax_iqm.set_xlabel(f"IQM of normalised score{how}")
+    ax_prof.set_xlabel(f"normalised score tau{how}")
     ax_prof.set_ylabel("fraction of runs > tau")
     ax_prof.legend(fontsize=7)
 
@@ -183,11 +212,11 @@ def main(argv: list[str] | None = None) -> None:
         for ax, (env_id, groups) in zip(axes[0], sorted(by_env.items())):
             plot_curves(ax, groups, args.smooth)
             ax.set_title(env_id)
-            ax.set_ylabel(args.column)
+            ax.set_ylabel(column_label(args.column))
             ax.legend(loc="lower right")
         fig.tight_layout()
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(args.out)
+        fig.savefig(args.out, metadata={"Software": None})
     print(f"wrote {args.out}")
 
 

@@ -291,8 +291,13 @@ def main(argv: list[str] | None = None) -> None:
         axes[0][0].legend(fontsize=6, loc="upper left")
         for ax in axes[0][len(env_ids) :]:
             ax.axis("off")
-        plots.plot_aggregates(axes[1][:2], scores, np.linspace(0, 1.2, 49))
-        axes[1][0].set_title("IQM, normalised final return", fontsize=8)
+        plots.plot_aggregates(
+            axes[1][:2],
+            scores,
+            np.linspace(0, 1.2, 49),
+            "0 = random policy,\n1 = best algorithm's mean (per env)",
+        )
+        axes[1][0].set_title("IQM of the final training return, normalised", fontsize=8)
         for ax, (col, label) in zip(
             axes[1][2:],
             [
@@ -317,7 +322,7 @@ def main(argv: list[str] | None = None) -> None:
             fontsize=9,
         )
         fig.tight_layout()
-        fig.savefig(args.out / "trust_region_family.png", dpi=80)
+        fig.savefig(args.out / "trust_region_family.png", dpi=80, metadata={"Software": None})
 
     print("mean final training return over seeds (normalised IQM below)")
     for env_id in env_ids:
