@@ -7,7 +7,7 @@ fraction of zero-variance groups of GRPO and TPO against samples.
 
     python paper_figures/bandit_suite.py --train     # the committed figure: runs what is missing
     python paper_figures/bandit_suite.py             # plots the runs under --sweep-dir
-    python paper_figures/bandit_suite.py --toy --train --sweep-dir /tmp/s --out /tmp/f  # seconds
+    python paper_figures/bandit_suite.py --toy --train --sweep-dir runs/toy/s --out runs/toy/f
 
 Methods (every one 256 envs, i.e. 256 samples per update, Adam at 1e-3; groups of G = 8):
   pg          algos/grpo.py --adv-norm mean --update-epochs 1 --kl-coef 0: one gradient step per
@@ -36,9 +36,8 @@ steps / L). Every (bandit, method) is one sweep (controlrl.experiment) of --seed
 <sweep-dir>/<bandit>/<method>/; curves are means with 95% bootstrap CIs over seeds.
 
 Committed budget (the defaults): 4 bandits, 4-6 methods each (19 sweeps), 10 seeds, 10,240
-(bernoulli-10) or 20,480 samples per run: 190 runs of 5-9 s each, most of it process start (torch's
-import and Adam's import of torch._dynamo, ~3.5 s of CPU); 21.4 min wall with --workers 1 at
-nice -n 10 on 2 cores shared with training jobs (load average 7-8), 2026-12-01.
+(bernoulli-10) or 20,480 samples per run: 190 runs, most of each one's time the process start
+(torch's import and Adam's import of torch._dynamo).
 
 Writes <out>/bandit_suite.png, bandit_suite.csv (one row per finished run: final success = mean
 over its last --final-window samples, mean success over the run, samples until success first

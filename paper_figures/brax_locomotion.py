@@ -4,7 +4,8 @@ for those tasks (google/brax notebooks/training.ipynb, the `train_fn` table; PPO
 et al. 2017, Brax as in Freeman et al. 2021, arXiv:2106.13281), scaled down to a 2-core CPU.
 
     python paper_figures/brax_locomotion.py                    # 2 envs x 3 trainers x 3 seeds
-    python paper_figures/brax_locomotion.py --toy --out /tmp/l # tiny budget, for the test
+    python paper_figures/brax_locomotion.py --plot-only        # redraw from the committed CSVs
+    python paper_figures/brax_locomotion.py --toy --out runs/toy/brax_locomotion  # tiny budget
 
 Brax's published settings (training.ipynb) and what this script runs:
 
@@ -33,11 +34,16 @@ training step (batch_size x num_minibatches x unroll_length env steps) is 20,480
 instead of 327,680 on both tasks, each of the 32 minibatches holds 640 samples instead of
 10,240, and every other setting, the number of unrolls per env per training step included,
 stays as published. The budget is --total-timesteps env steps per run: default 409,600 (20
-training steps, about 1/120 of the published 50M), chosen from short runs of each trainer here
-(200k steps, 2 shared cores under a load of 5-7: brax ~2.6k training steps/s on ant and ~1.8k
-on halfcheetah, ours ~3.4k and ~1.5-2k, plus 1-2 min of start-up and compiles per cold run) so
-that the 12 runs of brax and ours_gaussian fit in about an hour: they took 55 min at nice 5, the
-load falling from ~7 to ~1.5 (results and findings: paper_figures/README.md, Locomotion on Brax).
+training steps, about 1/120 of the published 50M), sized so that the 18 runs (2 envs x 3 trainers
+x 3 seeds) fit a 2-core CPU (results: paper_figures/README.md, Locomotion on Brax).
+
+The figure: evaluation return against env steps and against wall clock, per seed (thin) and
+the mean over seeds, on return axes from 0, with each env's standing return as a dashed line:
+the mean return of the zero-action policy over --eval-episodes 1000-step episodes from their
+own reset keys (standing_returns, a deterministic rollout; brax_locomotion_standing.csv). Brax's
+ant (brax/envs/ant.py) pays a healthy reward of 1 per step while its torso height stays in
+[0.2, 1.0], a control cost 0.5 |a|^2 and the forward velocity, so an ant that stands still earns
+~1000 per episode: a return near that line is no locomotion.
 
 Ours is mapped one to one: --num-envs = num_envs, --num-steps = unroll_length x batch_size x
 num_minibatches / num_envs (one rollout = one brax training step: ant 80, halfcheetah 160),
@@ -51,13 +57,10 @@ NormalTanhDistribution: the policy net outputs loc and scale for each action, st
 softplus(scale) + 0.001, raw samples stored and their log-probs taken with the tanh Jacobian,
 entropy estimated from one sample per state, deterministic action tanh(loc)),
 --episode-length 1000. A third contender, ours_gaussian, is the same with --policy gaussian
-(what ours ran before it had Brax's policy: a state-independent log-std, analytic entropy,
-actions clipped to [-1, 1]). All trainers evaluate the deterministic policy on --eval-episodes
+(CleanRL's Gaussian: a state-independent log-std, analytic entropy, actions clipped to
+[-1, 1]). All trainers evaluate the deterministic policy on --eval-episodes
 episodes at the same env steps (brax's num_evals), on the same physics pipeline (--pipeline,
-default spring: 3x the env steps/s of positional on ant and halfcheetah here,
-paper_figures/out/bench_brax.csv; brax and ours_gaussian learn halfcheetah on it, every run
-passing 1,000 by 410k steps, while on ant neither leaves the ~1,000 of standing at that budget,
-so spring's fitness for ant is not shown by this sweep).
+default spring, the fastest pipeline on ant and halfcheetah: paper_figures/out/bench_brax.csv).
 
 Differences that remain (one trainer has no switch for them):
 - init: LeCun-uniform on every layer (brax) vs orthogonal, gain sqrt 2 in hidden layers and
@@ -101,7 +104,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 TRAINERS = ("brax", "ours", "ours_gaussian")
 # ours runs Brax's published policy (make_ppo_networks' tanh_normal); ours_gaussian the
-# CleanRL-style Gaussian that ours ran before --policy existed
+# CleanRL-style Gaussian
 POLICY = {"ours": "tanh_normal", "ours_gaussian": "gaussian"}
 # google/brax notebooks/training.ipynb, the `train_fn` table (ppo.train keyword arguments)
 PUBLISHED = {
@@ -443,7 +446,7 @@ def table(rows: list[dict]) -> list[dict]:
 
 
 def verdict(rows: list[dict], env: str, trainer: str = "ours") -> dict:
-    """The issue's must-hold on one env: `trainer`'s mean return at the budget is no worse than
+    """The parity claim on one env: `trainer`'s mean return at the budget is no worse than
     brax's, i.e. at least brax's mean or within brax's seeds' spread (>= its lowest seed)."""
     ret = {
         t: [r["return_at_budget"] for r in rows if r["env"] == env and r["trainer"] == t]

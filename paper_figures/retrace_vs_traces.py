@@ -13,11 +13,17 @@ Q = Q^pi (theory.retrace.target_moments), mean over (x, a).
 
 Panel B, MuJoCo: learning curves of algos/retrace.py with each --trace on one task against
 algos/ppo.py, through controlrl.experiment sweeps under --sweep-dir/<config>/ (--train runs what
-is missing; without it the panel plots what exists).
+is missing; without it the panel plots what exists), and per config its finished runs' final
+evaluation beside their run-average evaluation (the mean over all evaluations of the run): one
+--eval-episodes evaluation at the end is noisy, the run average is the sample efficiency.
 
     python paper_figures/retrace_vs_traces.py                  # panel A; B from existing runs
     python paper_figures/retrace_vs_traces.py --train          # B: 5 configs x 3 seeds x 100k
-    python paper_figures/retrace_vs_traces.py --toy --out /tmp/fig [--train]   # seconds
+    python paper_figures/retrace_vs_traces.py --plot-only      # redraw from the CSVs in --out
+    python paper_figures/retrace_vs_traces.py --toy --out runs/toy/retrace [--train]   # seconds
+
+The committed panel B: --train --total-timesteps 30000 (3 seeds, evaluation every 5,000 steps
+over 5 episodes).
 
 Writes <out>/retrace_vs_traces.png, retrace_vs_traces.csv (panel A: per alpha, kind and update
 the error's median, 10% and 90% over seeds and the expected update's error),

@@ -1,4 +1,5 @@
-"""The trust-region family side by side: PPO, TRPO, SPO, FixPO, BPO on MuJoCo (v5), learning
+"""The trust-region family side by side: PPO (Schulman et al. 2017), TRPO (Schulman et al. 2015),
+SPO (Xie et al. 2024), FixPO (Zentner et al. 2023), BPO (Ao et al. 2026) on MuJoCo (v5), learning
 curves with bootstrap CIs, an IQM aggregate, and the diagnostics that tell them apart (per-state
 KL, ratio deviation |r - 1|, FixPO's fixup share).
 
@@ -17,9 +18,11 @@ of the normalised final return, 95% stratified-bootstrap CI). Normalised score p
 mean return of a uniformly random policy, 1 = the best algorithm's mean final return in this
 figure.
 
-To rerun one algorithm only and keep the others' committed results:
+The committed figure: --train --seeds 5 --total-timesteps 49152; redrawn from its CSVs alone with
+--keep-committed --seeds 5 --total-timesteps 49152 --sweep-dir runs/none (a directory without
+runs). To rerun one algorithm only and keep the others' committed results:
 
-    python paper_figures/trust_region_family.py --train --algos fixpo --out /tmp/fixpo ...
+    python paper_figures/trust_region_family.py --train --algos fixpo --out runs/fixpo ...
     python paper_figures/trust_region_family.py --keep-committed ...   # same --sweep-dir
 
 --keep-committed takes every algorithm of --algos that has no finished run under --sweep-dir

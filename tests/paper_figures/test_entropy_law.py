@@ -1,4 +1,4 @@
-"""The entropy-law figure (paper_figures/entropy_law.py, E12): the fit of R = -a exp(H) + b on
+"""The entropy-law figure (paper_figures/entropy_law.py): the fit of R = -a exp(H) + b on
 points of known law, the pooled and early-half fits, the toy run end to end (its CSV points are
 the runs' own metrics.csv rows), and bad flags."""
 

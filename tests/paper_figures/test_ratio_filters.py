@@ -1,4 +1,4 @@
-"""The ratio-filters figure (paper_figures/ratio_filters.py, E13): the gradient statistics, the
+"""The ratio-filters figure (paper_figures/ratio_filters.py): the gradient statistics, the
 collapse criterion, the toy run end to end (the staleness queue: k = 0 updates on the data its
 policy collected, k = 1 on older data), and bad flags. Priming EpisodeRatios with stale
 log-ratios: tests/controlrl/test_ratios.py."""
