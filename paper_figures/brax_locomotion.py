@@ -502,19 +502,15 @@ def standing(args, command: str) -> dict[str, float]:
     rows = bench.read_csv(path) if path.exists() else []
     have = {(r["env"], r["pipeline"]) for r in rows}
     missing = [e for e in args.env_names if (e, args.pipeline) not in have]
-    for env in missing:
+    for env in missing:  # rows already there keep the command that made them
         for k, ret in enumerate(standing_returns(env, args.pipeline, args.eval_episodes)):
-            rows.append({"env": env, "pipeline": args.pipeline, "episode": k, "return": ret})
+            row = {"env": env, "pipeline": args.pipeline, "episode": k, "return": ret}
+            rows.append(row | {"command": command})
     if missing:
-        cols = ("env", "pipeline", "episode", "return")
-        old = [r for r in rows if "command" in r]
-        new = [r for r in rows if "command" not in r]
-        # rows kept keep the command that made them; new rows get this one
         with path.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=[*cols, "command"], extrasaction="ignore")
+            w = csv.DictWriter(f, fieldnames=["env", "pipeline", "episode", "return", "command"])
             w.writeheader()
-            w.writerows(old)
-            w.writerows({**r, "command": command} for r in new)
+            w.writerows(rows)
     return {
         env: statistics.mean(
             r["return"] for r in rows if r["env"] == env and r["pipeline"] == args.pipeline
