@@ -8,10 +8,10 @@ each measures a few seconds of training, so a change of the machine's load betwe
 its per-seed cost ratios. Here both trainers run in the same process, seconds apart, in rounds
 whose order alternates, so that a change of load hits both.
 
-What it measures. For each seed and round: Brax's trainer trains from scratch with that seed
+What it measures. For each seed and round: Brax's trainer trains anew with that seed
 (brax_ppo_race.brax_worker, unchanged) and reports the wall time of every training epoch
 ('training/walltime', its jitted epochs, evaluations excluded); then (or first, every other
-round) algos/ppo_brax.py's main() trains from scratch with the same seed and settings in a fresh
+round) algos/ppo_brax.py's main() trains anew with the same seed and settings in a fresh
 run directory, and its timing.csv gives rollout + update seconds per iteration (compiling and
 evaluations excluded). Both run the same env steps, split into the same epochs (brax's
 num_evals - 1 epochs of whole training steps; ours groups its iterations, one per brax training
