@@ -5,7 +5,6 @@ python -m controlrl.plots RUN_DIR [RUN_DIR ...] --out curve.png [--column train/
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import math
@@ -18,6 +17,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from envs.errors import ArgumentParser  # noqa: E402  (one-line parse errors)
+
 STYLE = {
     "figure.dpi": 100,
     "axes.grid": True,
@@ -26,6 +27,31 @@ STYLE = {
     "axes.spines.top": False,
     "axes.spines.right": False,
 }
+
+
+# metrics.csv columns as an axis names them; column_label() words any other column
+COLUMN_LABELS = {
+    "train/episode_return": "training episode return",
+    "train/episode_length": "training episode length (steps)",
+    "train/episodes": "training episodes finished",
+    "train/entropy": "policy entropy (nats)",
+    "train/explained_variance": "value explained variance",
+    "train/learning_rate": "learning rate",
+    "eval/return": "evaluation return (deterministic policy)",
+    "eval/normalized_score": "evaluation score (D4RL-normalised)",
+    "time/sps": "env steps per second",
+}
+
+
+def column_label(column: str) -> str:
+    """A human-readable axis label for a metrics.csv column ("train/kl_max" -> "kl max
+    (training)"), the known ones from COLUMN_LABELS."""
+    if column in COLUMN_LABELS:
+        return COLUMN_LABELS[column]
+    group, _, name = column.rpartition("/")
+    words = name.replace("_", " ")
+    where = {"train": "training", "eval": "evaluation", "time": "timing"}.get(group, group)
+    return f"{words} ({where})" if where else words
 
 
 def read_metrics(run_dir: Path, column: str) -> tuple[np.ndarray, np.ndarray]:
@@ -125,8 +151,11 @@ def plot_regret(ax, episodes: np.ndarray, regrets: dict[str, np.ndarray], sqrt_r
     ax.set_ylabel("cumulative regret")
 
 
-def plot_aggregates(axes, scores: dict[str, np.ndarray], taus: np.ndarray) -> None:
-    """Two panels: IQM with stratified-bootstrap 95% CI per method, and performance profiles."""
+def plot_aggregates(
+    axes, scores: dict[str, np.ndarray], taus: np.ndarray, normalisation: str = ""
+) -> None:
+    """Two panels: IQM with stratified-bootstrap 95% CI per method, and performance profiles;
+    `normalisation` (e.g. "0 = random policy, 1 = best algorithm") goes into both axis labels."""
     ax_iqm, ax_prof = axes
     names = list(scores)
     for i, name in enumerate(names):
@@ -134,8 +163,9 @@ def plot_aggregates(axes, scores: dict[str, np.ndarray], taus: np.ndarray) -> No
         ax_iqm.errorbar(value, i, xerr=[[value - lo], [hi - value]], fmt="o", capsize=3)
         ax_prof.plot(taus, performance_profile(scores[name], taus), label=name)
     ax_iqm.set_yticks(range(len(names)), names)
-    ax_iqm.set_xlabel("IQM of normalised score")
-    ax_prof.set_xlabel("normalised score tau")
+    how = f"\n({normalisation})" if normalisation else ""
+    ax_iqm.set_xlabel(f"IQM of normalised score{how}")
+    ax_prof.set_xlabel(f"normalised score tau{how}")
     ax_prof.set_ylabel("fraction of runs > tau")
     ax_prof.legend(fontsize=7)
 
@@ -168,7 +198,7 @@ def run_label(run_dir: Path) -> tuple[str, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dirs", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, required=True, help="PNG to write")
     parser.add_argument("--column", default="train/episode_return")
@@ -183,11 +213,11 @@ def main(argv: list[str] | None = None) -> None:
         for ax, (env_id, groups) in zip(axes[0], sorted(by_env.items())):
             plot_curves(ax, groups, args.smooth)
             ax.set_title(env_id)
-            ax.set_ylabel(args.column)
+            ax.set_ylabel(column_label(args.column))
             ax.legend(loc="lower right")
         fig.tight_layout()
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(args.out)
+        fig.savefig(args.out, metadata={"Software": None})
     print(f"wrote {args.out}")
 
 

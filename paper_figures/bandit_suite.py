@@ -7,7 +7,7 @@ fraction of zero-variance groups of GRPO and TPO against samples.
 
     python paper_figures/bandit_suite.py --train     # the committed figure: runs what is missing
     python paper_figures/bandit_suite.py             # plots the runs under --sweep-dir
-    python paper_figures/bandit_suite.py --toy --train --sweep-dir /tmp/s --out /tmp/f  # seconds
+    python paper_figures/bandit_suite.py --toy --train --sweep-dir runs/toy/s --out runs/toy/f
 
 Methods (every one 256 envs, i.e. 256 samples per update, Adam at 1e-3; groups of G = 8):
   pg          algos/grpo.py --adv-norm mean --update-epochs 1 --kl-coef 0: one gradient step per

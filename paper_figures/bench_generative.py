@@ -24,8 +24,8 @@ iteration, each otherwise with its own defaults (those of its reference):
 Times come from each run's timing.csv (time/rollout_s + time/update_s per iteration, wall and
 process CPU; start-up, pre-training, logging, checkpoints and evaluation excluded); the first
 --warmup iterations are dropped. Reported: env steps per second of wall and of CPU time, and
-the ratios <algo>/ppo paired within each repeat, median (min-max) over repeats (the target of
-issue 16: >= 0.4).
+the ratios <algo>/ppo paired within each repeat, median (min-max) over repeats (what a generative
+policy's sampling and ratio cost per env step, against a Gaussian's).
 """
 
 from __future__ import annotations

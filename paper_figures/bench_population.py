@@ -22,7 +22,6 @@ Writes <out>/bench_population.csv (one row per contender) and prints the speed-u
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import resource
 import shutil
@@ -30,6 +29,7 @@ import sys
 from pathlib import Path
 
 from controlrl import bench
+from controlrl.cli import ArgumentParser
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = {"bandit:bernoulli-10": 10240, "bandit:sequence-reverse-2-6": 20480}
@@ -92,7 +92,7 @@ def contenders(args) -> list[tuple[bench.Contender, dict]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--algos", default="grpo,tpo")
     p.add_argument("--bandits", default=",".join(SAMPLES))
     p.add_argument("--sizes", default="1,32,1000", help="population sizes S")

@@ -4,7 +4,8 @@ for those tasks (google/brax notebooks/training.ipynb, the `train_fn` table; PPO
 et al. 2017, Brax as in Freeman et al. 2021, arXiv:2106.13281), scaled down to a 2-core CPU.
 
     python paper_figures/brax_locomotion.py                    # 2 envs x 3 trainers x 3 seeds
-    python paper_figures/brax_locomotion.py --toy --out /tmp/l # tiny budget, for the test
+    python paper_figures/brax_locomotion.py --plot-only        # redraw from the committed CSVs
+    python paper_figures/brax_locomotion.py --toy --out runs/toy/brax_locomotion  # tiny budget
 
 Brax's published settings (training.ipynb) and what this script runs:
 
@@ -33,11 +34,16 @@ training step (batch_size x num_minibatches x unroll_length env steps) is 20,480
 instead of 327,680 on both tasks, each of the 32 minibatches holds 640 samples instead of
 10,240, and every other setting, the number of unrolls per env per training step included,
 stays as published. The budget is --total-timesteps env steps per run: default 409,600 (20
-training steps, about 1/120 of the published 50M), chosen from short runs of each trainer here
-(200k steps, 2 shared cores under a load of 5-7: brax ~2.6k training steps/s on ant and ~1.8k
-on halfcheetah, ours ~3.4k and ~1.5-2k, plus 1-2 min of start-up and compiles per cold run) so
-that the 12 runs of brax and ours_gaussian fit in about an hour: they took 55 min at nice 5, the
-load falling from ~7 to ~1.5 (results and findings: paper_figures/README.md, Locomotion on Brax).
+training steps, about 1/120 of the published 50M), sized so that the 18 runs (2 envs x 3 trainers
+x 3 seeds) fit a 2-core CPU (results: paper_figures/README.md, Locomotion on Brax).
+
+The figure: evaluation return against env steps and against wall clock, per seed (thin) and
+the mean over seeds, on return axes from 0, with each env's standing return as a dashed line:
+the mean return of the zero-action policy over --eval-episodes 1000-step episodes from their
+own reset keys (standing_returns, a deterministic rollout; brax_locomotion_standing.csv). Brax's
+ant (brax/envs/ant.py) pays a healthy reward of 1 per step while its torso height stays in
+[0.2, 1.0], a control cost 0.5 |a|^2 and the forward velocity, so an ant that stands still earns
+~1000 per episode: a return near that line is no locomotion.
 
 Ours is mapped one to one: --num-envs = num_envs, --num-steps = unroll_length x batch_size x
 num_minibatches / num_envs (one rollout = one brax training step: ant 80, halfcheetah 160),
@@ -51,13 +57,10 @@ NormalTanhDistribution: the policy net outputs loc and scale for each action, st
 softplus(scale) + 0.001, raw samples stored and their log-probs taken with the tanh Jacobian,
 entropy estimated from one sample per state, deterministic action tanh(loc)),
 --episode-length 1000. A third contender, ours_gaussian, is the same with --policy gaussian
-(what ours ran before it had Brax's policy: a state-independent log-std, analytic entropy,
-actions clipped to [-1, 1]). All trainers evaluate the deterministic policy on --eval-episodes
+(CleanRL's Gaussian: a state-independent log-std, analytic entropy, actions clipped to
+[-1, 1]). All trainers evaluate the deterministic policy on --eval-episodes
 episodes at the same env steps (brax's num_evals), on the same physics pipeline (--pipeline,
-default spring: 3x the env steps/s of positional on ant and halfcheetah here,
-paper_figures/out/bench_brax.csv; brax and ours_gaussian learn halfcheetah on it, every run
-passing 1,000 by 410k steps, while on ant neither leaves the ~1,000 of standing at that budget,
-so spring's fitness for ant is not shown by this sweep).
+default spring, the fastest pipeline on ant and halfcheetah: paper_figures/out/bench_brax.csv).
 
 Differences that remain (one trainer has no switch for them):
 - init: LeCun-uniform on every layer (brax) vs orthogonal, gain sqrt 2 in hidden layers and
@@ -84,6 +87,7 @@ its work dir and is skipped the next time (--fresh starts over).
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import os
@@ -95,14 +99,13 @@ from pathlib import Path
 
 from controlrl import bench
 from controlrl.cli import ArgumentParser
+from paper_figures.brax_ppo_race import parse_brax, parse_ours
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "paper_figures"))  # the race script's curve readers
-from brax_ppo_race import parse_brax, parse_ours  # noqa: E402
 
 TRAINERS = ("brax", "ours", "ours_gaussian")
 # ours runs Brax's published policy (make_ppo_networks' tanh_normal); ours_gaussian the
-# CleanRL-style Gaussian that ours ran before --policy existed
+# CleanRL-style Gaussian
 POLICY = {"ours": "tanh_normal", "ours_gaussian": "gaussian"}
 # google/brax notebooks/training.ipynb, the `train_fn` table (ppo.train keyword arguments)
 PUBLISHED = {
@@ -157,6 +160,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per trainer process")
     p.add_argument("--fresh", action="store_true", help="rerun finished runs too")
     p.add_argument("--toy", action="store_true", help="tiny sizes, one seed (for the test)")
+    p.add_argument(
+        "--plot-only",
+        action="store_true",
+        help="redraw the PNG from --out's brax_locomotion_curves.csv (no training)",
+    )
     args = p.parse_args(argv)
     if args.toy:
         args.seeds, args.scale, args.total_timesteps = "1", 512, 2560
@@ -439,7 +447,7 @@ def table(rows: list[dict]) -> list[dict]:
 
 
 def verdict(rows: list[dict], env: str, trainer: str = "ours") -> dict:
-    """The issue's must-hold on one env: `trainer`'s mean return at the budget is no worse than
+    """The parity claim on one env: `trainer`'s mean return at the budget is no worse than
     brax's, i.e. at least brax's mean or within brax's seeds' spread (>= its lowest seed)."""
     ret = {
         t: [r["return_at_budget"] for r in rows if r["env"] == env and r["trainer"] == t]
@@ -462,7 +470,79 @@ def verdict(rows: list[dict], env: str, trainer: str = "ours") -> dict:
     }
 
 
-def plot(args, results: dict, path: Path) -> None:
+def standing_returns(env: str, pipeline: str, episodes: int, seed: int = 0) -> list[float]:
+    """Returns of `episodes` episodes of the zero-action policy (the body standing still), each
+    from its own reset key, EPISODE_LENGTH steps or until the env ends it: what a trainer earns
+    without moving (ant: healthy reward 1 per step, no control cost)."""
+    from envs.brax import configured_jax
+
+    jax = configured_jax()
+    import jax.numpy as jnp
+    from brax import envs as brax_envs
+
+    e = brax_envs.get_environment(env, backend=pipeline)
+    zero = jnp.zeros(e.action_size)
+
+    def episode(key):
+        def step(carry, _):
+            state, alive, total = carry
+            state = e.step(state, zero)
+            return (state, alive * (1.0 - state.done), total + alive * state.reward), None
+
+        carry = (e.reset(key), jnp.float32(1.0), jnp.float32(0.0))
+        return jax.lax.scan(step, carry, None, length=EPISODE_LENGTH)[0][2]
+
+    keys = jax.random.split(jax.random.PRNGKey(seed), episodes)
+    return [float(r) for r in jax.jit(jax.vmap(episode))(keys)]
+
+
+def standing(args, command: str) -> dict[str, float]:
+    """{env: mean standing return} from brax_locomotion_standing.csv in --out, the envs it lacks
+    computed by standing_returns (one row per episode) and the CSV rewritten."""
+    path = args.out / "brax_locomotion_standing.csv"
+    rows = bench.read_csv(path) if path.exists() else []
+    have = {(r["env"], r["pipeline"]) for r in rows}
+    missing = [e for e in args.env_names if (e, args.pipeline) not in have]
+    for env in missing:  # rows already there keep the command that made them
+        for k, ret in enumerate(standing_returns(env, args.pipeline, args.eval_episodes)):
+            row = {"env": env, "pipeline": args.pipeline, "episode": k, "return": ret}
+            rows.append(row | {"command": command})
+    if missing:
+        with path.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=["env", "pipeline", "episode", "return", "command"])
+            w.writeheader()
+            w.writerows(rows)
+    return {
+        env: statistics.mean(
+            r["return"] for r in rows if r["env"] == env and r["pipeline"] == args.pipeline
+        )
+        for env in args.env_names
+    }
+
+
+def load_results(path: Path) -> dict:
+    """{(env, trainer, seed): {"points": [...]}} from a brax_locomotion_curves.csv."""
+    results: dict = {}
+    for r in bench.read_csv(path):
+        point = {k: r[k] for k in ("step", "wall_s", "train_s", "return")}
+        results.setdefault((r["env"], r["trainer"], r["seed"]), {"points": []})["points"].append(
+            point
+        )
+    return results
+
+
+def plot(args, results: dict, path: Path, standing: dict[str, float] | None = None) -> None:
+    """figure(), written to `path` (no software or machine path in the PNG's metadata)."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(args, results, standing)
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+
+def figure(args, results: dict, standing: dict[str, float] | None = None):
+    """Evaluation return against env steps and against wall clock, one row per env; the
+    return of standing still (zero action) drawn as a reference, the return axis from 0."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -499,13 +579,23 @@ def plot(args, results: dict, path: Path) -> None:
                         marker=".",
                         label=f"{labels[trainer]} (mean of {len(runs)})",
                     )
+        for ax in row:
+            if standing and env in standing:
+                ax.axhline(
+                    standing[env],
+                    color="0.3",
+                    ls="--",
+                    lw=1,
+                    label=f"standing still, zero action ({standing[env]:.0f})",
+                )
+            # from 0: a few percent around the standing return must not look like a ranking
+            ax.set_ylim(bottom=min(0.0, ax.get_ylim()[0]))
         row[0].set_xlabel("env steps")
-        row[1].set_xlabel("wall-clock s since launch (start-up, compiles, evaluations in)")
-        row[0].set_ylabel(f"eval return, {env} ({args.pipeline})")
-        row[0].legend(fontsize=8, loc="upper left")
+        row[1].set_xlabel("wall-clock seconds since launch (compiles, evaluations in)")
+        row[0].set_ylabel(f"evaluation return, {env} ({args.pipeline})")
+        row[0].legend(fontsize=8, loc="best")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
 def _fmt(x) -> str:
@@ -524,6 +614,15 @@ def main(argv: list[str] | None = None) -> None:
             f"ours --num-steps {rollout_steps(s)}; {total} steps, evaluation every {eval_every}",
             flush=True,
         )
+    if args.plot_only:
+        results = load_results(args.out / "brax_locomotion_curves.csv")
+        keys = list(results)
+        args.env_names = [e for e in args.env_names if any(k[0] == e for k in keys)]
+        args.trainer_names = [t for t in args.trainer_names if any(k[1] == t for k in keys)]
+        args.seed_list = list(dict.fromkeys(k[2] for k in keys))
+        plot(args, results, args.out / "brax_locomotion.png", standing(args, command))
+        print(f"wrote {args.out}/brax_locomotion.png")
+        return
     results = sweep(args)
     rows = summarise(results, TARGETS)
     bench.write_csv(args.out / "brax_locomotion.csv", rows, command)
@@ -533,7 +632,7 @@ def main(argv: list[str] | None = None) -> None:
         for p in res["points"]
     ]
     bench.write_csv(args.out / "brax_locomotion_curves.csv", curves, command)
-    plot(args, results, args.out / "brax_locomotion.png")
+    plot(args, results, args.out / "brax_locomotion.png", standing(args, command))
 
     cols = "env trainer seed return_at_budget train_sps train_to_target_s wall_to_target_s wall_s"
     cols = [*cols.split(), "status"]
@@ -559,7 +658,10 @@ def main(argv: list[str] | None = None) -> None:
                 f"({v['brax_min']:.1f}-{v['brax_max']:.1f}); no worse than brax: "
                 f"{'met' if v['met'] else 'not met'}"
             )
-    print(f"wrote {args.out}/brax_locomotion.csv, _table.csv, _curves.csv, brax_locomotion.png")
+    print(
+        f"wrote {args.out}/brax_locomotion.csv, _table.csv, _curves.csv, _standing.csv, "
+        "brax_locomotion.png"
+    )
     print(f"command: {command}")
 
 

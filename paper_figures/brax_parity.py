@@ -1,17 +1,17 @@
 """Training compute per env step of algos/ppo_brax.py against Brax's own PPO trainer (google/brax
 brax/training/agents/ppo/train.py), the two alternated in ONE process: the successor of
-brax_ppo_race.py's train clock for the parity question (issue: "<= 1.0x Brax's trainer at
-matched settings, median over >= 3 seeds").
+brax_ppo_race.py's train clock for the parity claim (ours' training compute per env step at most
+Brax's trainer's at matched settings, median over >= 3 seeds).
 
 Why a second script. The race runs every trainer in its own process, one after the other, and
-each measures ~3 s of training: on a shared 2-core machine the load changes between runs, and
-its per-seed cost ratios spread 0.99-1.29 on an idle machine. Here both trainers run in the same
-process, seconds apart, in rounds whose order alternates, so that a change of load hits both.
+each measures a few seconds of training, so a change of the machine's load between runs enters
+its per-seed cost ratios. Here both trainers run in the same process, seconds apart, in rounds
+whose order alternates, so that a change of load hits both.
 
-What it measures. For each seed and round: Brax's trainer trains from scratch with that seed
+What it measures. For each seed and round: Brax's trainer trains anew with that seed
 (brax_ppo_race.brax_worker, unchanged) and reports the wall time of every training epoch
 ('training/walltime', its jitted epochs, evaluations excluded); then (or first, every other
-round) algos/ppo_brax.py's main() trains from scratch with the same seed and settings in a fresh
+round) algos/ppo_brax.py's main() trains anew with the same seed and settings in a fresh
 run directory, and its timing.csv gives rollout + update seconds per iteration (compiling and
 evaluations excluded). Both run the same env steps, split into the same epochs (brax's
 num_evals - 1 epochs of whole training steps; ours groups its iterations, one per brax training
@@ -22,13 +22,13 @@ seeds. Settings: those of brax_ppo_race.py (the same flags; see its docstring fo
 matched and what cannot be), with --rounds and --cpu added.
 
 One CPU. By default the process (and with it every JAX thread) is pinned to one CPU, so that the
-wall time of an epoch is its compute and the other core's load does not enter: on the shared
-2-core machine, unpinned epochs of the same work spread 0.52-1.43 s under a load of ~3, pinned
-ones 0.48-0.68 s (paper_figures/README.md). --cpu -1 measures unpinned (both trainers may then
-use both cores, as XLA:CPU's thread pool does for large kernels).
+wall time of an epoch is its compute and the other core's load does not enter (unpinned epochs
+of the same work spread far wider: paper_figures/README.md, out/brax_parity_unpinned_*.csv).
+--cpu -1 measures unpinned (both trainers may then use both cores, as XLA:CPU's thread pool
+does for large kernels).
 
-    python paper_figures/brax_parity.py                      # 3 seeds x 3 rounds, ~10 min
-    python paper_figures/brax_parity.py --toy --out /tmp/p   # tiny budget, for the test
+    python paper_figures/brax_parity.py                      # 3 seeds x 3 rounds
+    python paper_figures/brax_parity.py --toy --out runs/toy/brax_parity   # tiny budget
 """
 
 from __future__ import annotations
@@ -38,16 +38,14 @@ import csv
 import json
 import os
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
 from controlrl import bench
 from controlrl.cli import ArgumentParser
+from paper_figures import brax_ppo_race as race  # the race's settings, brax worker and flags
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "paper_figures"))  # the race's settings, brax worker and flags
-import brax_ppo_race as race  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -54,8 +54,8 @@ brax 0.14.2 calls jax.device_put_replicated, which jax 0.10 removed: the brax ex
 the newest JAX that still has it, so brax's trainer runs here as released, unpatched (on JAX's
 older pmap path, a config option, so that its training epoch compiles once: see brax_worker).
 
-    python paper_figures/brax_ppo_race.py                      # 3 seeds, ~5 min on 2 cores
-    python paper_figures/brax_ppo_race.py --toy --out /tmp/r   # tiny budget, for the test
+    python paper_figures/brax_ppo_race.py                      # 3 seeds x 3 trainers
+    python paper_figures/brax_ppo_race.py --toy --out runs/toy/brax_ppo_race   # tiny budget
 """
 
 from __future__ import annotations

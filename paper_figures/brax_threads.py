@@ -1,15 +1,16 @@
 """algos/ppo_brax.py's iteration (rollout + update + the fetch of its scalars) pinned to one CPU
 against unpinned, each in its own fresh process: wall and CPU seconds per iteration at given
-ppo_brax.py settings. It measures what brax_parity.py found: pinned to one CPU, ppo_brax.py's
-epochs take 0.50 s at the race settings, unpinned 0.70-0.75 s, because XLA:CPU sizes its
-intra-op thread pool by the CPUs a process may use, and two threads pass ppo_brax.py's many
-small kernels between the cores; with larger networks and batches the second thread pays.
+ppo_brax.py settings. It checks what brax_parity.py found, that ppo_brax.py's epochs at the
+race settings are faster pinned to one CPU than unpinned (out/brax_threads_race.csv,
+out/brax_threads_ant.csv): XLA:CPU sizes its intra-op thread pool by the CPUs a process may
+use, and two threads pass ppo_brax.py's many small kernels between the cores; with larger
+networks and batches the second thread pays.
 
     python paper_figures/brax_threads.py                                  # the race's settings
     python paper_figures/brax_threads.py --name ant -- --env-id brax:ant --brax-pipeline spring \\
         --num-envs 256 --num-steps 80 --update-epochs 4 --hidden-sizes 32 32 32 32 \\
         --critic-hidden-sizes 256 256 256 256 256 --activation swish --policy tanh_normal
-    python paper_figures/brax_threads.py --toy --out /tmp/t               # tiny, for the test
+    python paper_figures/brax_threads.py --toy --out runs/toy/brax_threads  # tiny, for the test
 
 Each worker builds ppo_brax.make_functions, runs --warmup untimed iterations (compiling and
 leaving the start of training), then --iterations timed ones; a repeat runs both modes, the
@@ -39,7 +40,6 @@ def worker(mode: str, flags: list[str], warmup: int, iterations: int) -> dict:
     """In its own process: pin (or not) before JAX starts, then time ppo_brax iterations."""
     if mode == "pinned":
         os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
-    sys.path.insert(0, str(ROOT))
     from brax import envs as brax_envs
 
     from algos import ppo_brax as pb

@@ -1,6 +1,6 @@
-"""SPO vs PPO as the networks get deeper (SPO paper: SPO's advantage grows with depth while PPO's
-ratio deviation |r - 1| grows): final return and ratio deviation against the number of hidden
-layers.
+"""SPO vs PPO as the networks get deeper (Xie et al., "Simple Policy Optimization": SPO's advantage
+grows with depth while PPO's ratio deviation |r - 1| grows): final return and ratio deviation
+against the number of hidden layers.
 
     python paper_figures/depth_sweep.py --train     # sweeps what is missing, then plots
     python paper_figures/depth_sweep.py             # plots the sweeps under --sweep-dir

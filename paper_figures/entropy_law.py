@@ -1,4 +1,4 @@
-r"""E12, the entropy law on continuous control: return against policy entropy along the training
+r"""The entropy law on continuous control: return against policy entropy along the training
 curves of Gaussian PPO (algos/ppo.py, CleanRL's defaults) and GRPO (algos/grpo.py, groups of
 episodes from one start state) on one MuJoCo task, and the fit R = -a exp(H) + b of Cui et al.
 2025, "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models" (arXiv
@@ -7,7 +7,7 @@ ceiling at H = 0 is b - a).
 
     python paper_figures/entropy_law.py --train    # the committed figure: runs what is missing
     python paper_figures/entropy_law.py            # refits and replots the runs under --sweep-dir
-    python paper_figures/entropy_law.py --toy --train --sweep-dir /tmp/s --out /tmp/f   # seconds
+    python paper_figures/entropy_law.py --toy --train --sweep-dir runs/toy/s --out runs/toy/f
 
 Data: every iteration of every run's metrics.csv gives one point (H, R): H = train/entropy (the
 Gaussian's entropy per step, sum(log_std) + d/2 log(2 pi e); PPO logs its mean over the
@@ -22,9 +22,7 @@ run's iterations, evaluated at the entropy of the last quarter, against the retu
 there.
 
 Committed budget (the defaults): Hopper-v5, 3 seeds x 300,000 steps of PPO (1 env, 2,048 steps
-x 10 epochs per iteration) and of GRPO (64 envs, groups of 8): 6 runs, 11.8 CPU-minutes in all,
-51 min wall with --workers 1 at nice 10 on 2 cores shared with other jobs (load average 4-11),
-2026-12-01.
+x 10 epochs per iteration) and of GRPO (64 envs, groups of 8): 6 runs.
 
 Writes <out>/entropy_law.png, entropy_law.csv (per run and iteration: method, seed, step,
 entropy, return) and entropy_law_fits.csv (per method pooled, and per run: a, b, R^2, the

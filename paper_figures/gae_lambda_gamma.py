@@ -1,5 +1,6 @@
-"""Final return of the GAE paper's algorithm over a grid of lambda x gamma (the paper's Fig. 2/3
-experiment, at a budget that runs here): one heat map of the mean over seeds, with the seed
+"""Final return of the GAE paper's algorithm (algos/gae.py; Schulman et al. 2015, "High-Dimensional
+Continuous Control Using Generalized Advantage Estimation") over a grid of lambda x gamma (the
+paper's Fig. 2/3 experiment, at a small budget): one heat map of the mean over seeds, with the seed
 spread in the CSV.
 
     python paper_figures/gae_lambda_gamma.py                       # Hopper-v5, 200k steps, 3 seeds

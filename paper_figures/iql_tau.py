@@ -15,7 +15,7 @@ Every configuration (dataset x {bc, iql tau...}, and iql --online-tau with --onl
 --online-kind) is one sweep of algos/iql.py under <sweep-dir>/<dataset>/<config>/, seeds 1..N.
 Counting is in gradient steps (algos/iql.py --total-timesteps): --steps offline, plus
 --online-steps (one env step each) for the offline-to-online run. Default budget: 100k gradient
-steps x 3 seeds per configuration (CORL / the paper: 1M), about 10-20 min of one core per run.
+steps x 3 seeds per configuration (CORL / the paper: 1M).
 
 --envs runs the same configurations on each env's datasets. Writes <out>/<name>.png (--name,
 default iql_tau), <name>.csv (one row per finished run: its final_eval.json's

@@ -20,7 +20,6 @@ population_ks_summary.csv (seeds of each side, mean and sample SD of each, KS st
 
 from __future__ import annotations
 
-import argparse
 import csv
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from controlrl import bench
+from controlrl.cli import ArgumentParser
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "bandit:bernoulli-10"
@@ -55,7 +55,7 @@ def per_seed(rows: list[dict]) -> dict[int, list[dict]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--algo", default="grpo")
     p.add_argument("--samples", type=int, default=10240)
     p.add_argument("--population", type=int, default=200, help="seeds of the population")

@@ -1,4 +1,4 @@
-r"""E13: per-step vs sequence vs KPO-filtered importance ratios under stale data on one MuJoCo
+r"""Per-step vs sequence vs KPO-filtered importance ratios under stale data on one MuJoCo
 task. PPO-clip (algos/ppo.py's loss and defaults) whose every update uses the rollout collected
 k iterations earlier, with the ratio of --ratio (controlrl/ratios.py): step (PPO's per-step
 ratio), sequence (the product over the episode), sequence_mean (its geometric mean, GSPO, Zheng
@@ -9,7 +9,7 @@ filtered ratios have lower variance than per-step ratios, without the sequence r
 
     python paper_figures/ratio_filters.py --train   # the committed figure: runs what is missing
     python paper_figures/ratio_filters.py           # replots the runs under --sweep-dir
-    python paper_figures/ratio_filters.py --toy --train --sweep-dir /tmp/s --out /tmp/f  # seconds
+    python paper_figures/ratio_filters.py --toy --train --sweep-dir runs/toy/s --out runs/toy/f
 
 Staleness k (the x axis): the update of iteration i uses the rollout of iteration i - k, whose
 log-probs, advantages (GAE with the critic of that time) and normalised observations are those
@@ -46,9 +46,7 @@ more than 1 nat from the first iteration (the Gaussian's std shrunk e^(1/3) ~ 1.
 dimension on Hopper).
 
 Committed budget (the defaults): Hopper-v5, 4 kinds x k in {0, 2, 8} x 3 seeds = 36 runs of
-61,440 steps (30 iterations of 2,048 steps, CleanRL's 10 epochs x 32 minibatches), about 1.1 s
-of CPU per iteration: 21.8 CPU-minutes, 50 min wall with --workers 2 at nice 10 on 2 cores
-shared with other jobs (load average 4-11), 2026-12-01.
+61,440 steps (30 iterations of 2,048 steps, CleanRL's 10 epochs x 32 minibatches).
 
 Writes <out>/ratio_filters.png, ratio_filters.csv (one row per run: means over its updates,
 final and best return, entropy first and last, collapsed), ratio_filters_curves.csv (per run and
@@ -77,8 +75,6 @@ if TYPE_CHECKING:  # torch is imported where it is used: --help and bad flags st
     import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: algos/ is imported as a package
-    sys.path.insert(0, str(ROOT))
 
 KINDS = ("step", "sequence", "sequence_mean", "kalman")
 LABELS = {"step": "per-step (PPO)", "sequence": "sequence (product)",

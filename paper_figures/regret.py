@@ -1,4 +1,6 @@
-"""Cumulative regret of optimistic PO (algos/optimistic_po.py) vs K on log-log axes.
+"""Cumulative regret of optimistic PO (algos/optimistic_po.py; Shani, Efroni, Rosenberg, Mannor,
+ICML 2020, "Optimistic Policy Optimization with Bandit Feedback": regret of order sqrt(K)) vs K
+on log-log axes.
 
 Panels: (a) random 5x3x5 MDP, bonus scales c_b in {1, 0.3, 0.1, 0.03}, with a sqrt(K) reference:
 the theory constant saturates the truncation and looks linear, small c_b shows the sqrt(K) rate;
@@ -7,8 +9,8 @@ bonus off vs on. Writes regret.png, regret.csv (mean regret at log-spaced K) and
 regret_slopes.csv (log-log slope over the top two octaves [K/4, K], fitted on log-spaced K so that
 each octave weighs the same, with a bootstrap CI over seeds) to --out.
 
-    python paper_figures/regret.py                 # full: K = 2^16, 4 seeds (~7 min, 1 core)
-    python paper_figures/regret.py --toy --out /tmp/fig   # seconds
+    python paper_figures/regret.py                 # full: K = 2^16, 4 seeds
+    python paper_figures/regret.py --toy --out runs/toy/regret   # seconds
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """Contraction factor of the exact off-policy operators (theory/retrace.py) vs lambda and vs the
-pi/mu mismatch, for Retrace, importance sampling, tree backup and uncorrected Q(lambda).
+pi/mu mismatch, for Retrace, importance sampling, tree backup and uncorrected Q(lambda) (Munos,
+Stepleton, Harutyunyan, Bellemare 2016, "Safe and Efficient Off-Policy Reinforcement Learning":
+Retrace contracts for any mu, with factor at most gamma).
 
 The factor is sup_Q ||R Q - Q^pi|| / ||Q - Q^pi|| (max absolute row sum of the operator matrix),
 averaged (and maximised) over random 5-state, 3-action MDPs with gamma = 0.9. Left: factor vs
@@ -7,8 +9,8 @@ lambda at mismatch alpha = 0.5; right: factor vs alpha at lambda = 1, where
 mu = (1 - alpha) pi + alpha nu for an independent random policy nu. Writes
 retrace_contraction.png and retrace_contraction.csv to --out.
 
-    python paper_figures/retrace_contraction.py            # full: 50 MDPs (~10 s)
-    python paper_figures/retrace_contraction.py --toy --out /tmp/fig
+    python paper_figures/retrace_contraction.py            # full: 50 MDPs
+    python paper_figures/retrace_contraction.py --toy --out runs/toy/retrace_contraction
 """
 
 from __future__ import annotations

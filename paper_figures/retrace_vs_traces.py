@@ -13,11 +13,17 @@ Q = Q^pi (theory.retrace.target_moments), mean over (x, a).
 
 Panel B, MuJoCo: learning curves of algos/retrace.py with each --trace on one task against
 algos/ppo.py, through controlrl.experiment sweeps under --sweep-dir/<config>/ (--train runs what
-is missing; without it the panel plots what exists).
+is missing; without it the panel plots what exists), and per config its finished runs' final
+evaluation beside their run-average evaluation (the mean over all evaluations of the run): one
+--eval-episodes evaluation at the end is noisy, the run average is the sample efficiency.
 
     python paper_figures/retrace_vs_traces.py                  # panel A; B from existing runs
     python paper_figures/retrace_vs_traces.py --train          # B: 5 configs x 3 seeds x 100k
-    python paper_figures/retrace_vs_traces.py --toy --out /tmp/fig [--train]   # seconds
+    python paper_figures/retrace_vs_traces.py --plot-only      # redraw from the CSVs in --out
+    python paper_figures/retrace_vs_traces.py --toy --out runs/toy/retrace [--train]   # seconds
+
+The committed panel B: --train --total-timesteps 30000 (3 seeds, evaluation every 5,000 steps
+over 5 episodes).
 
 Writes <out>/retrace_vs_traces.png, retrace_vs_traces.csv (panel A: per alpha, kind and update
 the error's median, 10% and 90% over seeds and the expected update's error),
@@ -300,9 +306,61 @@ def write_mujoco(out: Path, runs: list[dict]) -> None:
                     )
 
 
+def read_rows(path: Path) -> list[dict]:
+    """Rows of a CSV written by write_rows, numbers parsed back (names kept as text)."""
+    from controlrl.bench import read_csv
+
+    return read_csv(path)
+
+
+def load_mujoco(out: Path) -> list[dict]:
+    """Panel B's runs as write_mujoco left them in `out`: rows and eval / train curves."""
+    path = out / "retrace_vs_traces_mujoco.csv"
+    if not path.exists():
+        return []
+    points: dict[tuple, list] = {}
+    for r in read_rows(out / "retrace_vs_traces_mujoco_curves.csv"):
+        points.setdefault((r["config"], r["seed"], r["column"]), []).append((r["step"], r["value"]))
+    runs = []
+    for row in read_rows(path):
+        run = {"row": row}
+        for column in ("eval", "train"):
+            pts = points.get((row["config"], row["seed"], column), [])
+            run[column] = tuple(np.array([p[i] for p in pts], float) for i in (0, 1))
+        runs.append(run)
+    return runs
+
+
 # ---------------------------------------------------------------------------------------------
 # figure
 # ---------------------------------------------------------------------------------------------
+
+
+def plot_final_vs_average(ax, runs: list[dict], episodes: int) -> None:
+    """Per config, the finished runs' final evaluation and their run-average evaluation (the
+    mean over all evaluations of the run) side by side: dots per seed, a bar at their mean."""
+    finished = [r["row"] for r in runs if r["row"]["status"] == "finished"]
+    labels = list(dict.fromkeys(r["row"]["config"] for r in runs))
+    width = 0.38
+    keys = (
+        ("final_eval_return", f"final evaluation (the last, {episodes} episodes)", -width / 2),
+        ("mean_eval_return", "run average (mean over all evaluations)", width / 2),
+    )
+    for key, name, dx in keys:
+        per = [[r[key] for r in finished if r["config"] == c] for c in labels]
+        means = [float(np.mean(v)) if v else np.nan for v in per]
+        bars = ax.bar(np.arange(len(labels)) + dx, means, width * 0.9, alpha=0.5, label=name)
+        for i, v in enumerate(per):
+            ax.plot([i + dx] * len(v), v, "o", ms=3, color=bars.patches[0].get_facecolor()[:3])
+    ticks = []
+    for c in labels:
+        n_bad = sum(r["row"]["config"] == c and r["row"]["status"] != "finished" for r in runs)
+        ticks.append(f"{c.removeprefix('retrace-')}" + f"\n({n_bad} diverged)" * bool(n_bad))
+    ax.set_xticks(range(len(labels)), ticks, fontsize=7)
+    ax.set_ylabel("evaluation return (finished runs)")
+    ax.set_title("final vs run-average evaluation, bar: mean, dots: seeds", fontsize=8)
+    if labels:
+        ax.legend(fontsize=7)
 
 
 def plot(args, curves: list[dict], summary: list[dict], runs: list[dict]) -> None:
@@ -341,11 +399,12 @@ def plot(args, curves: list[dict], summary: list[dict], runs: list[dict]) -> Non
         ax.set_xticks(range(n), [rf"$\alpha$ = {a:g}" for a in args.alphas])
         ax.set_yscale("log")
         ax.set_title(r"target variance at $Q^\pi$ (exact, mean over (x, a))", fontsize=8)
-        ax_eval = fig.add_subplot(grid[1, : (n + 1) // 2])
-        ax_train = fig.add_subplot(grid[1, (n + 1) // 2 :])
+        ax_eval = fig.add_subplot(grid[1, 0])
+        ax_train = fig.add_subplot(grid[1, 1])
+        plot_final_vs_average(fig.add_subplot(grid[1, 2:]), runs, args.eval_episodes)
         labels = list(dict.fromkeys(r["row"]["config"] for r in runs))
         for ax, key, ylabel in (
-            (ax_eval, "eval", "eval return (deterministic)"),
+            (ax_eval, "eval", "evaluation return (deterministic policy)"),
             (ax_train, "train", "training episode return"),
         ):
             finished = [r for r in runs if r["row"]["status"] == "finished"]
@@ -380,7 +439,7 @@ def plot(args, curves: list[dict], summary: list[dict], runs: list[dict]) -> Non
             fontsize=9,
         )
         fig.tight_layout()
-        fig.savefig(args.out / "retrace_vs_traces.png", dpi=80)
+        fig.savefig(args.out / "retrace_vs_traces.png", dpi=80, metadata={"Software": None})
         plt.close(fig)
 
 
@@ -413,6 +472,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     g.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "retrace")
     g.add_argument("--train", action="store_true", help="run the missing MuJoCo runs first")
     g.add_argument("--workers", type=int, default=1, help="runs at once when training")
+    p.add_argument(
+        "--plot-only",
+        action="store_true",
+        help="redraw the PNG from the CSVs in --out (panel A's and panel B's), computing nothing",
+    )
     args = p.parse_args(argv)
     if args.toy:  # toy sizes replace the defaults, not what was given on the command line
         from controlrl import experiment
@@ -442,6 +506,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.plot_only:
+        curves = read_rows(args.out / "retrace_vs_traces.csv")
+        summary = read_rows(args.out / "retrace_vs_traces_summary.csv")
+        runs = load_mujoco(args.out)
+        # the title states the settings the CSVs were made with
+        args.tab_seeds = summary[0]["seeds"]
+        args.total_timesteps = max((r["row"]["steps"] for r in runs), default=0)
+        plot(args, curves, summary, runs)
+        print(f"wrote {args.out / 'retrace_vs_traces.png'}")
+        return
     curves, summary = tabular(args)
     write_rows(args.out / "retrace_vs_traces.csv", curves)
     write_rows(args.out / "retrace_vs_traces_summary.csv", summary)

@@ -1,4 +1,5 @@
-"""The trust-region family side by side: PPO, TRPO, SPO, FixPO, BPO on MuJoCo (v5), learning
+"""The trust-region family side by side: PPO (Schulman et al. 2017), TRPO (Schulman et al. 2015),
+SPO (Xie et al. 2024), FixPO (Zentner et al. 2023), BPO (Ao et al. 2026) on MuJoCo (v5), learning
 curves with bootstrap CIs, an IQM aggregate, and the diagnostics that tell them apart (per-state
 KL, ratio deviation |r - 1|, FixPO's fixup share).
 
@@ -17,9 +18,11 @@ of the normalised final return, 95% stratified-bootstrap CI). Normalised score p
 mean return of a uniformly random policy, 1 = the best algorithm's mean final return in this
 figure.
 
-To rerun one algorithm only and keep the others' committed results:
+The committed figure: --train --seeds 5 --total-timesteps 49152; redrawn from its CSVs alone with
+--keep-committed --seeds 5 --total-timesteps 49152 --sweep-dir runs/none (a directory without
+runs). To rerun one algorithm only and keep the others' committed results:
 
-    python paper_figures/trust_region_family.py --train --algos fixpo --out /tmp/fixpo ...
+    python paper_figures/trust_region_family.py --train --algos fixpo --out runs/fixpo ...
     python paper_figures/trust_region_family.py --keep-committed ...   # same --sweep-dir
 
 --keep-committed takes every algorithm of --algos that has no finished run under --sweep-dir
@@ -291,8 +294,13 @@ def main(argv: list[str] | None = None) -> None:
         axes[0][0].legend(fontsize=6, loc="upper left")
         for ax in axes[0][len(env_ids) :]:
             ax.axis("off")
-        plots.plot_aggregates(axes[1][:2], scores, np.linspace(0, 1.2, 49))
-        axes[1][0].set_title("IQM, normalised final return", fontsize=8)
+        plots.plot_aggregates(
+            axes[1][:2],
+            scores,
+            np.linspace(0, 1.2, 49),
+            "0 = random policy,\n1 = best algorithm's mean (per env)",
+        )
+        axes[1][0].set_title("IQM of the final training return, normalised", fontsize=8)
         for ax, (col, label) in zip(
             axes[1][2:],
             [
@@ -317,7 +325,7 @@ def main(argv: list[str] | None = None) -> None:
             fontsize=9,
         )
         fig.tight_layout()
-        fig.savefig(args.out / "trust_region_family.png", dpi=80)
+        fig.savefig(args.out / "trust_region_family.png", dpi=80, metadata={"Software": None})
 
     print("mean final training return over seeds (normalised IQM below)")
     for env_id in env_ids:

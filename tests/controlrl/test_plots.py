@@ -88,3 +88,34 @@ def test_final_return_weights_by_episode_count(tmp_path):
     (tmp_path / "metrics.csv").write_text("\n".join(rows) + "\n")
     assert plots.final_return(tmp_path, window=250) == (10.0 * 3 + 20.0) / 4  # steps 200..400
     assert plots.final_return(tmp_path, window=50) == 20.0
+
+
+def test_axis_labels_are_words_not_column_names(tmp_path):
+    """The learning-curve CLI labels its axis in words (a known column from COLUMN_LABELS, any
+    other one worded), and the IQM panels state the normalisation they were given."""
+    import matplotlib.pyplot as plt
+
+    assert plots.column_label("train/episode_return") == "training episode return"
+    assert plots.column_label("eval/return") == "evaluation return (deterministic policy)"
+    assert plots.column_label("train/kl_max") == "kl max (training)"
+    assert plots.column_label("losses/q_loss") == "q loss (losses)"
+    assert plots.column_label("step") == "step"
+    run = tmp_path / "r0"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"algo": "ppo", "args": {"env_id": "X-v0"}}))
+    rows = ["step,eval/return"] + [f"{s},{s * 0.1}" for s in range(1, 20)]
+    (run / "metrics.csv").write_text("\n".join(rows) + "\n")
+    labels = []
+    real = plt.Axes.set_ylabel
+    try:
+        plt.Axes.set_ylabel = lambda ax, text, **kw: labels.append(text) or real(ax, text, **kw)
+        plots.main([str(run), "--out", str(tmp_path / "c.png"), "--column", "eval/return"])
+    finally:
+        plt.Axes.set_ylabel = real
+    assert labels == ["evaluation return (deterministic policy)"]
+    fig, axes = plt.subplots(1, 2)
+    scores = {"a": np.array([[0.5, 1.0], [0.7, 0.9]]), "b": np.array([[0.1, 0.2], [0.3, 0.2]])}
+    plots.plot_aggregates(axes, scores, np.linspace(0, 1, 5), "0 = random, 1 = best algorithm")
+    assert axes[0].get_xlabel() == "IQM of normalised score\n(0 = random, 1 = best algorithm)"
+    assert axes[1].get_xlabel().endswith("(0 = random, 1 = best algorithm)")
+    plt.close(fig)

@@ -124,6 +124,69 @@ def test_summary_rows_and_verdict():
     assert fig.verdict(fig.summarise(results, {"ant": 1000.0}), "ant")["met"] is None
 
 
+def test_figure_starts_at_zero_with_the_standing_reference(tmp_path):
+    """Returns that stay a few percent around the standing return (ant) are drawn on an axis
+    from 0 with the standing return as a dashed, labelled line on both panels; an env whose
+    curves dip below 0 keeps its lower limit."""
+    args = fig.parse_args(["--envs", "ant,halfcheetah", "--seeds", "1,2", "--out", str(tmp_path)])
+    results = {}
+    for t in fig.TRAINERS:
+        for s in (1, 2):
+            results[("ant", t, s)] = _res([990 + s, 1020 - s, 1040])
+            results[("halfcheetah", t, s)] = _res([-50.0 * s, 300, 900])
+    f = fig.figure(args, results, {"ant": 1000.5, "halfcheetah": -1.0})
+    (ant_steps, ant_wall), (hc_steps, _) = f.axes[:2], f.axes[2:4]
+    for ax in (ant_steps, ant_wall):
+        assert ax.get_ylim()[0] == 0.0 and ax.get_ylim()[1] > 1040
+        ref = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+        assert len(ref) == 1 and list(ref[0].get_ydata()) == [1000.5, 1000.5]
+    assert "standing still, zero action (1000)" in [
+        t.get_text() for t in ant_steps.get_legend().get_texts()
+    ]
+    assert hc_steps.get_ylim()[0] < -100
+    assert ant_steps.get_ylabel() == "evaluation return, ant (spring)"
+
+
+def test_plot_only_redraws_from_the_csvs(tmp_path, monkeypatch):
+    """--plot-only reads the curves CSV back into the sweep's results and the standing returns
+    from brax_locomotion_standing.csv (its mean per env); an env the CSV lacks is computed and
+    appended, the rows already there keeping their command."""
+    results = {("ant", "brax", 1): _res([990, 1010]), ("ant", "ours", 1): _res([995, 1030])}
+    curves = [{"env": e, "trainer": t, "seed": s, **p} for (e, t, s), r in results.items()
+              for p in r["points"]]  # fmt: skip
+    fig.bench.write_csv(tmp_path / "brax_locomotion_curves.csv", curves, "python make")
+    assert fig.load_results(tmp_path / "brax_locomotion_curves.csv") == {
+        k: {"points": r["points"]} for k, r in results.items()
+    }
+    rows = [{"env": "ant", "pipeline": "spring", "episode": k, "return": r}
+            for k, r in enumerate([998.0, 1004.0])]  # fmt: skip
+    fig.bench.write_csv(tmp_path / "brax_locomotion_standing.csv", rows, "python earlier")
+    computed = []
+    monkeypatch.setattr(
+        fig, "standing_returns", lambda env, pipe, n: computed.append(env) or [float(n), 0.0]
+    )
+    drawn = {}
+    monkeypatch.setattr(fig, "plot", lambda a, r, path, st: drawn.update(st=st, r=r))
+    fig.main(["--plot-only", "--out", str(tmp_path)])
+    assert computed == [] and drawn["st"] == {"ant": 1001.0}
+    assert drawn["r"] == fig.load_results(tmp_path / "brax_locomotion_curves.csv")
+    args = fig.parse_args(["--envs", "ant,halfcheetah", "--out", str(tmp_path)])
+    assert fig.standing(args, "python now") == {"ant": 1001.0, "halfcheetah": 8.0}
+    assert computed == ["halfcheetah"]
+    again = fig.bench.read_csv(tmp_path / "brax_locomotion_standing.csv")
+    assert [r["command"] for r in again] == ["python earlier"] * 2 + ["python now"] * 2
+
+
+@pytest.mark.slow  # compiles one brax episode scan (~20 s)
+def test_standing_ant_earns_its_healthy_reward():
+    """The zero-action ant stays healthy for the whole episode: healthy reward 1 per step, no
+    control cost, ~0 forward reward, so ~1000 over 1000 steps."""
+    pytest.importorskip("brax")
+    returns = fig.standing_returns("ant", "spring", 4)
+    assert len(returns) == 4 and all(990 < r < 1010 for r in returns)
+    assert len(set(returns)) == 4  # each episode from its own reset key
+
+
 def test_sweep_skips_finished_runs(tmp_path, monkeypatch):
     """A run with result.json is loaded, not run again; the others run (in rotated order per
     seed and env, ours with --policy tanh_normal, ours_gaussian with gaussian) and leave their

@@ -148,3 +148,66 @@ def test_collect_keeps_diverged_runs_marked_and_leaves_running_ones_out(tmp_path
     assert rows[1]["mean_eval_return"] == 200.0 and rows[1]["last_train_return"] == 100.0
     note = fig.diverged_note(runs, "retrace-tree_backup")
     assert note == ", diverged (non-finite losses): seed 2 at 2,000 steps"
+
+
+def _runs():
+    """Two configs: three finished seeds and one diverged (no final evaluation)."""
+    runs = []
+    for config, seed, status, final, evals in (
+        ("retrace-retrace", 1, "finished", 900.0, [100.0, 200.0, 900.0]),
+        ("retrace-retrace", 2, "finished", 500.0, [100.0, 300.0, 500.0]),
+        ("ppo", 1, "finished", 300.0, [200.0, 250.0, 300.0]),
+        ("ppo", 2, "diverged", float("nan"), [50.0]),
+    ):
+        row = dict(config=config, algo=config.split("-")[0], trace="", env_id="Hopper-v5")
+        row |= dict(seed=seed, status=status, steps=1000 * len(evals), final_eval_return=final)
+        row |= dict(mean_eval_return=float(np.mean(evals)), last_train_return=1.0)
+        steps = np.arange(1, len(evals) + 1) * 1000.0
+        runs.append({"row": row, "eval": (steps, np.array(evals)), "train": (steps, steps / 10)})
+    return runs
+
+
+def test_final_and_run_average_evaluation_drawn_side_by_side():
+    """Panel B's summary: per config a bar at the finished seeds' mean final evaluation and one
+    at their mean run-average evaluation (mean over all evaluations), both labelled; the
+    diverged seed is left out and named under its config."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    f, ax = plt.subplots()
+    fig.plot_final_vs_average(ax, _runs(), 5)
+    final, average = ax.containers
+    assert [b.get_height() for b in final] == [700.0, 300.0]
+    assert [b.get_height() for b in average] == pytest.approx([(400 + 300) / 2, 250.0])
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == [
+        "final evaluation (the last, 5 episodes)",
+        "run average (mean over all evaluations)",
+    ]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["retrace", "ppo\n(1 diverged)"]
+    plt.close(f)
+
+
+def test_plot_only_redraws_from_the_committed_csvs(tmp_path, monkeypatch):
+    """--plot-only reads panel A's CSVs and panel B's runs back as write_mujoco wrote them and
+    computes nothing; the title's budget is the runs' longest."""
+    runs = _runs()
+    fig.write_mujoco(tmp_path, runs)
+    back = fig.load_mujoco(tmp_path)
+    assert [r["row"] for r in back][:3] == [r["row"] for r in runs][:3]
+    assert np.isnan(back[3]["row"]["final_eval_return"])
+    for a, b in zip(back, runs):
+        for column in ("eval", "train"):
+            np.testing.assert_allclose(a[column][0], b[column][0])
+            np.testing.assert_allclose(a[column][1], b[column][1])
+    fig.write_rows(tmp_path / "retrace_vs_traces.csv", [{"alpha": 0.1, "kind": "is", "update": 0}])
+    fig.write_rows(tmp_path / "retrace_vs_traces_summary.csv", [{"kind": "is", "seeds": 7}])
+    monkeypatch.setattr(fig, "tabular", lambda args: pytest.fail("panel A recomputed"))
+    drawn = {}
+    monkeypatch.setattr(fig, "plot", lambda a, c, s, r: drawn.update(args=a, c=c, s=s, r=r))
+    fig.main(["--plot-only", "--out", str(tmp_path)])
+    assert drawn["c"] == [{"alpha": 0.1, "kind": "is", "update": 0}]
+    assert len(drawn["r"]) == 4 and drawn["args"].tab_seeds == 7
+    assert drawn["args"].total_timesteps == 3000
