@@ -1,4 +1,4 @@
-"""Learning curves with bootstrap CIs, IQM and performance profiles, regret curves: one style.
+"""Learning curves with their bands over seeds (controlrl.stats), IQM, profiles, regret: one style.
 
 python -m controlrl.plots RUN_DIR [RUN_DIR ...] --out curve.png [--column train/episode_return]
 """
@@ -17,7 +17,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from controlrl.stats import (  # noqa: E402  (the one statistics module; re-exported here)
+    band,
+    iqm,
+    iqm_band,
+    performance_profile,
+    stratified_bootstrap_ci,
+)
 from envs.errors import ArgumentParser  # noqa: E402  (one-line parse errors)
+
+__all__ = ["band", "iqm", "iqm_band", "performance_profile", "stratified_bootstrap_ci"]
 
 STYLE = {
     "figure.dpi": 100,
@@ -88,48 +97,6 @@ def smooth(values: np.ndarray, window: int) -> np.ndarray:
     return (c[idx] - c[lo]) / (idx - lo)
 
 
-def bootstrap_ci(
-    samples: np.ndarray, n_boot: int = 2000, ci: float = 0.95, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean over axis 0 of [seeds, points] and the percentile bootstrap CI over seeds."""
-    samples = np.asarray(samples, np.float64)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, samples.shape[0], size=(n_boot, samples.shape[0]))
-    means = samples[idx].mean(axis=1)  # [n_boot, points]
-    alpha = (1 - ci) / 2
-    lo, hi = np.quantile(means, [alpha, 1 - alpha], axis=0)
-    return samples.mean(axis=0), lo, hi
-
-
-def iqm(scores: np.ndarray) -> float:
-    """Interquartile mean of all scores [runs, tasks]: mean of the middle 50% (trimming
-    floor(n/4) from each end, as scipy.stats.trim_mean(x, 0.25) and rliable do)."""
-    x = np.sort(np.asarray(scores, np.float64).ravel())
-    cut = int(0.25 * x.size)
-    return float(x[cut : x.size - cut].mean())
-
-
-def stratified_bootstrap_ci(
-    scores: np.ndarray, statistic, n_boot: int = 2000, ci: float = 0.95, seed: int = 0
-) -> tuple[float, float, float]:
-    """(statistic, lo, hi) over [runs, tasks] scores, resampling runs within each task."""
-    scores = np.asarray(scores, np.float64)
-    runs, tasks = scores.shape
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, runs, size=(n_boot, runs, tasks))
-    resampled = scores[idx, np.arange(tasks)]  # [n_boot, runs, tasks]
-    stats = np.array([statistic(r) for r in resampled])
-    alpha = (1 - ci) / 2
-    lo, hi = np.quantile(stats, [alpha, 1 - alpha])
-    return float(statistic(scores)), float(lo), float(hi)
-
-
-def performance_profile(scores: np.ndarray, taus: np.ndarray) -> np.ndarray:
-    """Fraction of runs with score > tau, averaged over tasks, for each tau ([runs, tasks])."""
-    scores = np.asarray(scores, np.float64)
-    return (scores[None] > np.asarray(taus)[:, None, None]).mean(axis=1).mean(axis=1)
-
-
 def normalize_scores(scores: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     """(score - low) / (high - low) per task column, e.g. random and reference returns."""
     return (np.asarray(scores, np.float64) - low) / (np.asarray(high) - np.asarray(low))
@@ -138,8 +105,10 @@ def normalize_scores(scores: np.ndarray, low: np.ndarray, high: np.ndarray) -> n
 def plot_regret(ax, episodes: np.ndarray, regrets: dict[str, np.ndarray], sqrt_ref: bool = True):
     """Cumulative regret [seeds, K] per label on log-log axes, with a sqrt(K) reference."""
     for label, runs in regrets.items():
-        mean, lo, hi = bootstrap_ci(np.atleast_2d(runs))
-        (line,) = ax.plot(episodes, mean, label=label)
+        mean, lo, hi, kind = band(np.atleast_2d(runs))
+        (line,) = ax.plot(
+            episodes, mean, label=f"{label} (n={np.atleast_2d(runs).shape[0]}, {kind})"
+        )
         ax.fill_between(episodes, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
     if sqrt_ref:
         top = max(np.atleast_2d(r).mean(0)[-1] for r in regrets.values())
@@ -154,13 +123,17 @@ def plot_regret(ax, episodes: np.ndarray, regrets: dict[str, np.ndarray], sqrt_r
 def plot_aggregates(
     axes, scores: dict[str, np.ndarray], taus: np.ndarray, normalisation: str = ""
 ) -> None:
-    """Two panels: IQM with stratified-bootstrap 95% CI per method, and performance profiles;
-    `normalisation` (e.g. "0 = random policy, 1 = best algorithm") goes into both axis labels."""
+    """Two panels: IQM per method with its stratified-bootstrap 95% CI (from 5 runs per task),
+    and performance profiles; `normalisation` (e.g. "0 = random policy, 1 = best algorithm")
+    goes into both axis labels."""
     ax_iqm, ax_prof = axes
     names = list(scores)
     for i, name in enumerate(names):
-        value, lo, hi = stratified_bootstrap_ci(scores[name], iqm)
-        ax_iqm.errorbar(value, i, xerr=[[value - lo], [hi - value]], fmt="o", capsize=3)
+        value, lo, hi, _ = iqm_band(scores[name])
+        if np.isnan(lo):  # fewer than 5 runs per task: the IQM alone
+            ax_iqm.plot(value, i, "o")
+        else:
+            ax_iqm.errorbar(value, i, xerr=[[value - lo], [hi - value]], fmt="o", capsize=3)
         ax_prof.plot(taus, performance_profile(scores[name], taus), label=name)
     ax_iqm.set_yticks(range(len(names)), names)
     how = f"\n({normalisation})" if normalisation else ""
@@ -179,14 +152,15 @@ def aligned(curves: list[tuple[np.ndarray, np.ndarray]], points: int = 100):
 
 
 def plot_curves(ax, groups: dict[str, list[tuple[np.ndarray, np.ndarray]]], smooth_window=1):
-    """Mean and 95% bootstrap CI band per label on one axis."""
+    """Mean and its band per label on one axis: the 95% bootstrap CI from >= 5 seeds, the range
+    below (the legend says which)."""
     for label, curves in groups.items():
         curves = [(s, smooth(v, smooth_window)) for s, v in curves if len(s)]
         if not curves:
             continue
         grid, data = aligned(curves)
-        mean, lo, hi = bootstrap_ci(data)
-        (line,) = ax.plot(grid, mean, label=f"{label} (n={len(curves)})")
+        mean, lo, hi, kind = band(data)
+        (line,) = ax.plot(grid, mean, label=f"{label} (n={len(curves)}, {kind})")
         ax.fill_between(grid, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
     ax.set_xlabel("environment steps")
 

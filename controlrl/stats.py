@@ -203,14 +203,27 @@ def stratified_resamples(runs: int, tasks: int, n_boot: int, seed: int = 0) -> n
 def stratified_bootstrap_ci(
     scores, statistic: Callable, n_boot: int = 2000, ci: float = 0.95, seed: int = 0
 ) -> tuple[float, float, float]:
-    """(statistic, lo, hi) over [runs, tasks] scores, resampling runs within each task."""
+    """(statistic, lo, hi) over [runs, tasks] scores, resampling runs within each task (refuses
+    fewer than MIN_SEEDS runs per task)."""
     scores = np.asarray(scores, np.float64)
     runs, tasks = scores.shape
+    if runs < MIN_SEEDS:
+        raise ValueError(f"an interval needs >= {MIN_SEEDS} runs per task, got {runs}")
     idx = stratified_resamples(runs, tasks, n_boot, seed)
     resampled = scores[idx, np.arange(tasks)]  # [n_boot, runs, tasks]
     values = np.array([statistic(r) for r in resampled])
     lo, hi = _percentile_interval(values, ci)
     return float(statistic(scores)), float(lo), float(hi)
+
+
+def iqm_band(scores, n_boot: int = 2000, ci: float = 0.95, seed: int = 0):
+    """(IQM, lo, hi, kind) of [runs, tasks] scores: the stratified-bootstrap interval from
+    >= MIN_SEEDS runs per task; below, no interval (lo = hi = nan, kind "no interval")."""
+    scores = np.asarray(scores, np.float64)
+    if scores.shape[0] < MIN_SEEDS:
+        return iqm(scores), math.nan, math.nan, "no interval"
+    value, lo, hi = stratified_bootstrap_ci(scores, iqm, n_boot, ci, seed)
+    return value, lo, hi, f"{ci:.0%} CI"
 
 
 def performance_profile(scores, taus) -> np.ndarray:

@@ -286,7 +286,7 @@ def summary(runs: list[dict]) -> list[dict]:
     for (bandit, method), rows in groups.items():
         row = {"bandit": bandit, "method": method, "seeds": len(rows)}
         for key in ("final_success", "mean_success"):
-            mean, lo, hi = plots.bootstrap_ci(np.array([[r[key]] for r in rows]))
+            mean, lo, hi = plots.band(np.array([[r[key]] for r in rows]))[:3]
             row |= {key: float(mean[0]), f"{key}_lo": float(lo[0]), f"{key}_hi": float(hi[0])}
         reached = [r["samples_to_half"] for r in rows if r["samples_to_half"] >= 0]
         row["reached_half"] = len(reached)

@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
                         and (env_id is None or r["env_id"] == env_id)
                     ]
                     if vals:
-                        mean, lo, hi = plots.bootstrap_ci(np.array(vals)[:, None])
+                        mean, lo, hi = plots.band(np.array(vals)[:, None])[:3]
                         xs.append(depth + 0.08 * (i - 0.5))
                         means.append(mean[0])
                         los.append(mean[0] - lo[0])

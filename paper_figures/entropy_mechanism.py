@@ -204,6 +204,6 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 if __name__ == "__main__":
-    import tyro
+    from controlrl.cli import cli
 
-    main(tyro.cli(Args))
+    main(cli(Args))

@@ -225,6 +225,6 @@ def plot(curves, settings, sizes, group_counts, steps, path: Path) -> None:
 
 
 if __name__ == "__main__":
-    import tyro
+    from controlrl.cli import cli
 
-    main(tyro.cli(Args))
+    main(cli(Args))

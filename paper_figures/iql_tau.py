@@ -182,7 +182,7 @@ def summary(runs: list[dict]) -> list[tuple]:
         )
     rows = []
     for (name, label), scores in groups.items():
-        mean, lo, hi = plots.bootstrap_ci(np.array(scores)[:, None])
+        mean, lo, hi = plots.band(np.array(scores)[:, None])[:3]
         rows.append((name, label, float(mean[0]), float(lo[0]), float(hi[0]), len(scores)))
     return rows
 

@@ -340,7 +340,7 @@ def summary(runs: list[dict]) -> list[dict]:
         for key in MEANS:
             values = np.array([[r[key]] for r in rows if np.isfinite(r[key])])
             if len(values):
-                mean, lo, hi = plots.bootstrap_ci(values)
+                mean, lo, hi = plots.band(values)[:3]
                 row |= {key: float(mean[0]), f"{key}_lo": float(lo[0]), f"{key}_hi": float(hi[0])}
             else:
                 row |= dict.fromkeys((key, f"{key}_lo", f"{key}_hi"), float("nan"))

@@ -551,7 +551,7 @@ def main(argv: list[str] | None = None) -> None:
                 if not rows:
                     cells.append("-")
                     continue
-                m, lo, hi = plots.bootstrap_ci(np.array([[r[key]] for r in rows]))
+                m, lo, hi = plots.band(np.array([[r[key]] for r in rows]))[:3]
                 cells.append(f"{m[0]:.0f} [{lo[0]:.0f}, {hi[0]:.0f}]")
             print(f"  {label}: {', '.join(cells)} (n={len(rows)}{diverged_note(runs, label)})")
     else:

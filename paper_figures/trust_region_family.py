@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> None:
     scores, ref = normalised_scores(rows, algos, env_ids)
     iqm_rows = []
     for algo in algos:
-        value, lo, hi = plots.stratified_bootstrap_ci(scores[algo], plots.iqm)
+        value, lo, hi, _ = plots.iqm_band(scores[algo])
         iqm_rows.append({"algo": algo, "iqm": value, "ci_lo": lo, "ci_hi": hi})
     args.out.mkdir(parents=True, exist_ok=True)
     for name, table in (("", rows), ("_iqm", iqm_rows)):

@@ -3,26 +3,22 @@
 import json
 
 import numpy as np
+import pytest
 
 from controlrl import plots
 
 
-def test_bootstrap_ci_brackets_the_mean_and_shrinks_with_seeds():
+def test_band_is_an_interval_from_five_seeds_and_a_range_below():
     rng = np.random.default_rng(0)
     few = rng.normal(0, 1, size=(3, 5))
     many = rng.normal(0, 1, size=(300, 5))
-    for data in (few, many):
-        mean, lo, hi = plots.bootstrap_ci(data)
-        np.testing.assert_allclose(mean, data.mean(0))
-        assert np.all(lo <= mean) and np.all(mean <= hi)
-    _, lo_f, hi_f = plots.bootstrap_ci(few)
-    _, lo_m, hi_m = plots.bootstrap_ci(many)
-    assert np.all(hi_m - lo_m < hi_f - lo_f)
+    mean, lo, hi, kind = plots.band(few)
+    assert kind == "range"
+    np.testing.assert_array_equal((lo, hi), (few.min(0), few.max(0)))
+    mean, lo, hi, kind = plots.band(many)
+    assert kind == "95% CI" and np.all(lo <= mean) and np.all(mean <= hi)
     # for many seeds the CI is close to mean +- 1.96 sd / sqrt(n)
-    np.testing.assert_allclose(hi_m - lo_m, 2 * 1.96 * many.std(0) / np.sqrt(300), rtol=0.15)
-    const = np.ones((4, 3))
-    _, lo, hi = plots.bootstrap_ci(const)
-    np.testing.assert_array_equal(lo, hi)
+    np.testing.assert_allclose(hi - lo, 2 * 1.96 * many.std(0) / np.sqrt(300), rtol=0.15)
 
 
 def test_smooth_and_align():
@@ -51,28 +47,7 @@ def test_cli_writes_png(tmp_path):
     assert out.stat().st_size > 5000
 
 
-def test_iqm_hand_computed():
-    assert plots.iqm(np.arange(1, 9)) == 4.5  # middle 50% of 1..8 is 3, 4, 5, 6
-    assert plots.iqm(np.array([[1.0, 100.0], [2.0, 3.0]])) == 2.5  # drops 1 and 100
-    assert plots.iqm(np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 1000.0])) == 4.5  # trims 2 each end
-
-
-def test_stratified_bootstrap_resamples_within_tasks():
-    # each task has one constant value per run: every resample has the same IQM
-    scores = np.array([[1.0, 5.0], [1.0, 5.0], [1.0, 5.0]])
-    assert plots.stratified_bootstrap_ci(scores, np.mean) == (3.0, 3.0, 3.0)
-    # two runs per task, one task: the resampled mean takes 3 values with probs 1/4, 1/2, 1/4
-    scores = np.array([[0.0], [1.0]])
-    value, lo, hi = plots.stratified_bootstrap_ci(scores, np.mean, n_boot=4000, ci=0.5)
-    assert value == 0.5 and lo == 0.5 and hi == 0.5  # the middle half is the value 0.5
-    value, lo, hi = plots.stratified_bootstrap_ci(scores, np.mean, n_boot=4000, ci=0.9)
-    assert (lo, hi) == (0.0, 1.0)
-
-
-def test_performance_profile_and_normalisation():
-    scores = np.array([[0.1, 0.9], [0.5, 0.6]])  # runs x tasks
-    prof = plots.performance_profile(scores, np.array([0.0, 0.3, 0.55, 1.0]))
-    np.testing.assert_allclose(prof, [1.0, 0.75, 0.5, 0.0])
+def test_normalisation():
     norm = plots.normalize_scores(np.array([[10.0, 0.0]]), np.array([0.0, -10]), np.array([20, 10]))
     np.testing.assert_allclose(norm, [[0.5, 0.5]])
 
@@ -107,14 +82,19 @@ def test_axis_labels_are_words_not_column_names(tmp_path):
     (run / "metrics.csv").write_text("\n".join(rows) + "\n")
     labels = []
     real = plt.Axes.set_ylabel
-    try:
-        plt.Axes.set_ylabel = lambda ax, text, **kw: labels.append(text) or real(ax, text, **kw)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(
+            plt.Axes,
+            "set_ylabel",
+            lambda ax, text, **kw: labels.append(text) or real(ax, text, **kw),
+        )
         plots.main([str(run), "--out", str(tmp_path / "c.png"), "--column", "eval/return"])
-    finally:
-        plt.Axes.set_ylabel = real
     assert labels == ["evaluation return (deterministic policy)"]
     fig, axes = plt.subplots(1, 2)
-    scores = {"a": np.array([[0.5, 1.0], [0.7, 0.9]]), "b": np.array([[0.1, 0.2], [0.3, 0.2]])}
+    scores = {
+        "a": np.linspace(0.5, 1.0, 10).reshape(5, 2),
+        "b": np.linspace(0, 0.3, 10).reshape(5, 2),
+    }
     plots.plot_aggregates(axes, scores, np.linspace(0, 1, 5), "0 = random, 1 = best algorithm")
     assert axes[0].get_xlabel() == "IQM of normalised score\n(0 = random, 1 = best algorithm)"
     assert axes[1].get_xlabel().endswith("(0 = random, 1 = best algorithm)")

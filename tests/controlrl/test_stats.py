@@ -104,9 +104,24 @@ def test_stratified_bootstrap_pinned_to_rliables_scheme():
     ]
     np.testing.assert_allclose((lo, hi), np.percentile(by_hand, [2.5, 97.5]), atol=4e-16)
     assert (value, lo, hi) == pytest.approx((0.48333333, 0.43319444, 0.52791667), abs=1e-8)
-    # one task, runs 0 and 1: resampled means 0, 0.5, 1 with probabilities 1/4, 1/2, 1/4
-    value, lo, hi = stats.stratified_bootstrap_ci(np.array([[0.0], [1.0]]), np.mean, 4000, 0.5)
-    assert (value, lo, hi) == (0.5, 0.5, 0.5)
+    # one task, runs 0,0,0,1,1,1: the resampled mean is k/6 with k ~ Binomial(6, 1/2), whose
+    # quartiles are 2 and 4 (P(k <= 1) = 7/64, P(k <= 2) = 22/64, P(k <= 4) = 57/64)
+    value, lo, hi = stats.stratified_bootstrap_ci(
+        np.array([[0.0]] * 3 + [[1.0]] * 3), np.mean, 4000, 0.5
+    )
+    assert (value, lo, hi) == pytest.approx((0.5, 1 / 3, 2 / 3))
+    with pytest.raises(ValueError, match=">= 5 runs"):
+        stats.stratified_bootstrap_ci(SCORES[:4], stats.iqm)
+
+
+def test_iqm_band_gives_no_interval_below_five_runs():
+    value, lo, hi, kind = stats.iqm_band(SCORES[:4])
+    assert kind == "no interval" and np.isnan(lo) and np.isnan(hi)
+    assert value == stats.iqm(SCORES[:4])
+    value, lo, hi, kind = stats.iqm_band(SCORES, n_boot=200)
+    assert kind == "95% CI" and (value, lo, hi) == stats.stratified_bootstrap_ci(
+        SCORES, stats.iqm, 200
+    )
 
 
 def test_performance_profile():

@@ -95,7 +95,9 @@ def holder_pid(lock: Path) -> int | None:
 
 
 @pytest.mark.slow  # two generator processes and a PPO process start
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="procfs and PR_SET_PDEATHSIG are Linux")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="procfs and PR_SET_PDEATHSIG are Linux"
+)
 def test_a_killed_generator_leaves_no_behaviour_run_and_a_second_one_is_refused(tmp_path):
     cmd = [sys.executable, "-m", "envs.offline", "generate", "--env", "Pendulum-v1",
            "--kind", "expert", "--steps", "100", "--ppo-budget", "1000000", "--no-minari",
