@@ -517,7 +517,7 @@ def regret_rows() -> list[Row]:
 
 
 def bandit_rows() -> list[Row]:
-    rows = read("bandit_suite.csv")
+    rows = read("bandit_suite_200.csv")
 
     def final(bandit, method):
         return {
@@ -573,7 +573,7 @@ def bandit_rows() -> list[Row]:
                 stat,
                 verdict,
                 det,
-                "bandit_suite.csv",
+                "bandit_suite_200.csv",
             )
         )
     rises = np.array(
@@ -598,7 +598,7 @@ def bandit_rows() -> list[Row]:
             s.text(".3g"),
             HOLDS if rises.max() == 0 else FAILS,
             "n/a",
-            "bandit_suite.csv",
+            "bandit_suite_200.csv",
         )
     )
     return out

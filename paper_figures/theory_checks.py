@@ -96,7 +96,7 @@ STATEMENTS: dict[str, list[str] | str] = {
     "T-REG1": "the testbed's tabular learner is optimistic PO (Shani et al. 2020), whose guarantee "
     "is sqrt(K); the best-of-both-worlds learner with a Tsallis regulariser is not implemented",
     "T-REG2": [RG + "test_optimistic_po_sqrt_rate"],
-    "T-REG3": [RG + "test_delayed_feedback_t_reg3"],
+    "T-REG3": [RG + "test_delayed_feedback"],
     "T-REG4": "no dynamic (backward-in-time) policy-gradient learner is implemented yet",
     "T-REG5": [PO + "test_npg_monotone_to_optimum"],
     "T-K1": [
@@ -112,7 +112,7 @@ STATEMENTS: dict[str, list[str] | str] = {
     ],
     "T-G1": [
         GP + "test_grpo_iterates_match_numerical_maximisation",
-        GP + "test_grpo_fixed_points_of_the_catalog",
+        GP + "test_grpo_fixed_points_of_the_recurrence",
         GP + "test_fixed_point_exceeds_p_ref_and_its_threshold",
         GP + "test_small_beta1_can_overshoot_an_existing_fixed_point",
         GP + "test_group_weight_is_the_expected_update_scale",
@@ -170,7 +170,9 @@ def run_tests(nodes: list[str]) -> dict[str, str]:
             "slow or not slow",
             f"--junitxml={report}",
         ]
-        subprocess.run([*cmd, *nodes], cwd=ROOT, capture_output=True, text=True)
+        proc = subprocess.run([*cmd, *nodes], cwd=ROOT, capture_output=True, text=True)
+        if "ERROR: not found" in proc.stderr:  # a renamed test: name it instead of failing all
+            raise SystemExit(f"theory_checks.py: {proc.stderr.strip().splitlines()[0]}")
         outcome = {n: "missing" for n in nodes}
         if not report.exists():
             return outcome
