@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from controlrl.rundir import write_text_atomic
+
 ROOT = Path(__file__).resolve().parents[1]
 ALGOS_DIR = ROOT / "algos"
 STATUSES = ("queued", "running", "done", "failed")
@@ -162,9 +164,7 @@ def is_done(run_dir: Path) -> bool:
 def _write_json(path: Path, data: dict) -> None:
     """Atomic: readers on any node see the old or the new file, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=1))
 
 
 def read_run_state(path: str | Path) -> dict | None:
@@ -586,9 +586,7 @@ def run_sweep(
     try:
         check_out_dir(out, config)  # again under the lock: another sweep may just have begun
         marker = (str(out / MARKER_NAME), uuid.uuid4().hex)
-        tmp = out / f"{MARKER_NAME}.{os.getpid()}.tmp"
-        tmp.write_text(marker[1])
-        os.replace(tmp, marker[0])
+        write_text_atomic(out / MARKER_NAME, marker[1])
         status = StatusFile(
             out,
             config,
