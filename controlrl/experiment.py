@@ -12,7 +12,6 @@ or Ray (`pip install .[ray]`), where the same task function runs under ray.remot
 
 from __future__ import annotations
 
-import fcntl
 import json
 import math
 import os
@@ -27,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from controlrl.rundir import write_text_atomic
+from controlrl.rundir import flock_holder, take_flock, write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 ALGOS_DIR = ROOT / "algos"
@@ -396,26 +395,14 @@ class OutLock:
 
     def acquire(self, wait_s: float = 2.0, record: bool = True) -> OutLock:
         """Take the lock (waiting up to wait_s for a passing reader) or raise SweepError."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.time() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.time() >= deadline:
-                    holder = self.holder()
-                    os.close(fd)
-                    raise SweepError(
-                        f"{self.path.parent} is in use by another sweep (pid "
-                        f"{holder.get('pid', '?')} on {holder.get('host', '?')}); wait for it "
-                        "to end or use another --out"
-                    ) from None
-                time.sleep(0.1)
-        if record:
-            os.ftruncate(fd, 0)
-            os.pwrite(
-                fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode(), 0
+        payload = json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode()
+        fd = take_flock(self.path, payload if record else None, wait_s)
+        if fd is None:
+            holder = self.holder()
+            raise SweepError(
+                f"{self.path.parent} is in use by another sweep (pid "
+                f"{holder.get('pid', '?')} on {holder.get('host', '?')}); wait for it "
+                "to end or use another --out"
             )
         self.fd = fd
         return self
@@ -430,17 +417,7 @@ class OutLock:
 
     def held_by_other(self) -> bool:
         """Whether a live process holds the lock (checked without waiting)."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except OSError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            return False
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)  # also drops a shared lock taken above
+        return flock_holder(self.path) is not None
 
     def release(self) -> None:
         """Drop the lock."""

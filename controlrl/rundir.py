@@ -14,6 +14,7 @@ import fcntl
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,12 +26,54 @@ class RunDirBusy(Exception):
     """Another live process holds the run directory's lock."""
 
 
-def _holder(fd: int) -> str:
-    """The pid written in a lock file, or '?' when it cannot be read yet."""
+def take_flock(path: str | Path, payload: bytes | None = None, wait_s: float = 0.0) -> int | None:
+    """Open `path` (created) and take its exclusive flock, waiting up to wait_s for a holder
+    to let go; then write payload into it (when given). The fd, which holds the lock until it is
+    closed, or None when another live process holds it. The one lock primitive of run
+    directories and sweep directories."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    deadline = time.monotonic() + wait_s
     try:
-        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    return None
+                time.sleep(0.1)
+        if payload is not None:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, payload, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def flock_holder(path: str | Path) -> str | None:
+    """The text of lock file `path` while a live process holds its lock ('' if unreadable),
+    None when nobody holds it; takes nothing."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
-        return "?"
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        try:
+            return os.pread(fd, 4096, 0).decode("utf-8", "replace")
+        except OSError:
+            return ""
+    finally:
+        os.close(fd)  # also drops a shared lock taken above
+    return None
+
+
+def _pid(text: str | None) -> str:
+    """The pid a run lock file holds, or '?' when it cannot be read yet."""
+    text = (text or "").strip()
     return text if text.isdigit() else "?"
 
 
@@ -44,38 +87,20 @@ def lock(run_dir: str | Path) -> None:
     key = os.path.realpath(path)
     if key in _HELD:
         os.close(_HELD.pop(key))
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = _holder(fd)
-        os.close(fd)
+    fd = take_flock(path, f"{os.getpid()}\n".encode())
+    if fd is None:
         raise RunDirBusy(
-            f"{run_dir} is in use by another run (pid {holder}); wait for it to end or choose "
-            "another directory"
-        ) from None
-    except BaseException:
-        os.close(fd)
-        raise
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            f"{run_dir} is in use by another run (pid {_pid(flock_holder(path))}); wait for it "
+            "to end or choose another directory"
+        )
     _HELD[key] = fd
 
 
 def holder(run_dir: str | Path) -> str | None:
     """The pid of the live process holding run_dir's lock ('?' if unreadable), None when no
     process holds it; takes nothing."""
-    try:
-        fd = os.open(Path(run_dir) / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return _holder(fd)
-    finally:
-        os.close(fd)
-    return None
+    text = flock_holder(Path(run_dir) / LOCK_NAME)
+    return None if text is None else _pid(text)
 
 
 def unlock(run_dir: str | Path) -> None:
