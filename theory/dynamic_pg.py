@@ -77,7 +77,7 @@ def dynamic_pg(
     total = 0
     for h in range(H - 1, -1, -1):
         Q_h = mdp.R[h] + mdp.P[h] @ V_next  # [S, A] with the trained future
-        for it in range(max_iter + 1):
+        for it in range(max_iter + 1):  # noqa: B007 (it counts the steps, read below)
             pi_h = softmax(theta[h])
             V_h = np.sum(pi_h * Q_h, axis=-1)
             if np.max(Q_h.max(axis=-1) - V_h) <= eps / H:

@@ -33,9 +33,20 @@ def _episodes(mdp, pi, n, rng) -> Dataset:
 
 
 def _concat(*ds: Dataset) -> Dataset:
-    return Dataset(*(np.concatenate([getattr(d, k) for d in ds]) for k in (
-        "observations", "actions", "rewards", "next_observations", "terminals", "timeouts"
-    )), env_id="tabular")
+    return Dataset(
+        *(
+            np.concatenate([getattr(d, k) for d in ds])
+            for k in (
+                "observations",
+                "actions",
+                "rewards",
+                "next_observations",
+                "terminals",
+                "timeouts",
+            )
+        ),
+        env_id="tabular",
+    )
 
 
 def test_saco_and_tq_on_a_deterministic_mdp():
@@ -60,10 +71,10 @@ def test_saco_and_tq_on_a_deterministic_mdp():
     # the paper's picture: random data explores most and exploits least, expert data the reverse
     assert saco(random_d, replay) > saco(noisy, replay) > saco(expert, replay)
     assert tq(random_d, v_min, v_max) < tq(noisy, v_min, v_max) < tq(expert, v_min, v_max)
-    assert abs(tq(random_d, v_min, v_max)) < 0.2
+    assert abs(tq(random_d, v_min, v_max)) < 0.2  # the random policy's own return maps to 0
     # the normalisation is affine: ref_min maps to 0, ref_max to 1, whatever their values
     assert tq(noisy, episode_returns(noisy).mean(), v_max) == pytest.approx(0.0, abs=1e-12)
-    assert tq(expert, -v_max, v_max) == pytest.approx(1.0, abs=1e-6)  # the random policy's own return maps to 0
+    assert tq(expert, -v_max, v_max) == pytest.approx(1.0, abs=1e-6)
 
 
 def test_rounding_merges_jitter_and_bad_references_are_refused():
@@ -72,9 +83,13 @@ def test_rounding_merges_jitter_and_bad_references_are_refused():
     jitter = base + rng.uniform(-1e-4, 1e-4, size=base.shape).astype(np.float32)
     obs = np.concatenate([base, jitter])
     d = Dataset(
-        observations=obs[:, :2], actions=obs[:, 2:], rewards=np.zeros(100, np.float32),
-        next_observations=obs[:, :2], terminals=np.zeros(100, bool),
-        timeouts=np.arange(100) % 10 == 9, env_id="x",
+        observations=obs[:, :2],
+        actions=obs[:, 2:],
+        rewards=np.zeros(100, np.float32),
+        next_observations=obs[:, :2],
+        terminals=np.zeros(100, bool),
+        timeouts=np.arange(100) % 10 == 9,
+        env_id="x",
     )
     assert unique_pairs(d) == 100 and unique_pairs(d, decimals=2) <= 55
     with pytest.raises(ValueError, match="distinct ref_min and ref_max"):

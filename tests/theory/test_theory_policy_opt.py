@@ -349,7 +349,11 @@ def test_bpo_improvement_is_eps_times_the_median_spread():
             assert gain == pytest.approx(bound, abs=1e-12) and bound > 0
     # Q constant in the action at every state (rewards and transitions ignore the action): B = 0
     flat = M.TabularMDP(
-        P=np.repeat(mdp.P[:, :1], 3, axis=1), R=np.repeat(mdp.R[:, :1], 3, axis=1),
-        rho0=mdp.rho0, gamma=mdp.gamma,
+        P=np.repeat(mdp.P[:, :1], 3, axis=1),
+        R=np.repeat(mdp.R[:, :1], 3, axis=1),
+        rho0=mdp.rho0,
+        gamma=mdp.gamma,
     )
-    assert po.bpo_improvement(flat, M.random_policy(flat, rng), 0.3) == pytest.approx((0, 0), abs=1e-12)
+    assert po.bpo_improvement(flat, M.random_policy(flat, rng), 0.3) == pytest.approx(
+        (0, 0), abs=1e-12
+    )

@@ -18,7 +18,7 @@ def test_log_q_tends_to_log_at_first_order():
         q = 1.0 + h
         # ln_q x = ln x - (q - 1) (ln x)^2 / 2 + O((q - 1)^2)
         first = (ts.log_q(x, q) - np.log(x)) / (q - 1)
-        np.testing.assert_allclose(first, -np.log(x) ** 2 / 2, rtol=0.05, atol=1e-6)
+        np.testing.assert_allclose(first, -(np.log(x) ** 2) / 2, rtol=0.05, atol=1e-6)
     for q in [0.3, 0.7, 1.5]:
         np.testing.assert_allclose(ts.exp_q(ts.log_q(x, q), q), x, rtol=1e-12)
     assert ts.log_q(0.0, 0.5) == pytest.approx(-2.0)  # ln_q(0) = -1 / (1 - q), finite below 1
@@ -46,7 +46,9 @@ def test_tsallis_greedy_maximises_the_regularised_objective(q):
 
         def neg(p, Q=Q):
             p = np.clip(p, 0.0, None)
-            return -(p @ Q - tau * np.sum(np.where(p > 0, p * ts.log_q(np.where(p > 0, p, 1), q), 0)))
+            return -(
+                p @ Q - tau * np.sum(np.where(p > 0, p * ts.log_q(np.where(p > 0, p, 1), q), 0))
+            )
 
         res = minimize(
             neg,
