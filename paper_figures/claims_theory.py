@@ -45,7 +45,7 @@ def regret_polylog_row(read) -> Row:
         f"{100 * FIT_WELL:.0f}%)",
         verdict,
         detectable,
-        "regret_polylog.csv",
+        "regret_polylog.csv: paper_figures/regret_polylog.py",
     )
 
 
@@ -58,7 +58,8 @@ def dynamic_pg_row(read) -> Row:
     ratio = [float(r["ratio"]) for r in sub]
     gap = [int(r["simultaneous_iterations"]) - int(r["dynamic_iterations"]) for r in sub]
     first = next(h for h, x in zip(H, ratio) if x > 1)
-    holds = failed == 0 and ratio[-1] > 1 and np.all(np.diff(gap) > 0)
+    rises = 1 + next((i for i, d in enumerate(np.diff(ratio)) if d <= 0), len(H) - 1)
+    holds = failed == 0 and ratio[-1] > 1 > ratio[0] and gap[-1] > max(gap[:-1])
     return Row(
         "T-REG4",
         "Beyond Stationarity: Convergence Analysis of Stochastic Softmax Policy Gradient "
@@ -71,10 +72,11 @@ def dynamic_pg_row(read) -> Row:
         "exact",
         "n/a (deterministic)",
         "simultaneous / dynamic iterations to eps-optimality",
-        f"ratio {ratio[0]:.2f} at H = {H[0]} rising to {max(ratio):.2f} "
-        f"(H = {H[int(np.argmax(ratio))]}), {ratio[-1]:.2f} at H = {H[-1]}; dynamic fewer from "
-        f"H = {first}; the difference in iterations grows with H at every step; "
-        f"{passed} of {passed + failed} exact tests pass",
+        f"ratio {ratio[0]:.2f} at H = {H[0]}, rising at every step to {ratio[rises - 1]:.2f} "
+        f"at H = {H[rises - 1]}, {ratio[-1]:.2f} at H = {H[-1]}; dynamic fewer from "
+        f"H = {first}; simultaneous minus dynamic iterations {gap[0]:,} at H = {H[0]}, "
+        f"{gap[-1]:,} at H = {H[-1]} (its largest); {passed} of {passed + failed} exact tests "
+        "pass",
         HOLDS if holds else FAILS,
         "exact",
         "dynamic_pg.csv, theory_checks.csv: " + tests,

@@ -28,16 +28,9 @@ from algos.optimistic_po import Args as RunArgs
 from algos.optimistic_po import run
 from controlrl.experiment import write_rows
 from envs.errors import ArgumentParser  # the one-line parser
-from theory.regret import fit_log, log_grid, octave_slopes
+from theory.regret import fit_log, fit_sqrt, log_grid, octave_slopes
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def fit_sqrt(K: np.ndarray, reg: np.ndarray) -> tuple[float, float, float]:
-    """Least-squares fit reg ~ a + c sqrt(K); returns (a, c, RMSE)."""
-    x = np.sqrt(np.asarray(K, dtype=float))
-    c, a = np.polyfit(x, reg, 1)
-    return float(a), float(c), float(np.sqrt(np.mean((reg - a - c * x) ** 2)))
 
 
 def seed_row(seed: int, K: int, c_b: float) -> tuple[dict, list[dict]]:

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from theory.regret import fit_sqrt
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -31,7 +33,7 @@ def test_dynamic_pg_toy(tmp_path):
 
 def test_fit_sqrt_recovers_a_sqrt_curve():
     K = np.arange(100, 5000)
-    a, c, rmse = _load("regret_polylog").fit_sqrt(K, 3.0 + 2.0 * np.sqrt(K))
+    a, c, rmse = fit_sqrt(K, 3.0 + 2.0 * np.sqrt(K))
     assert (a, c, rmse) == pytest.approx((3.0, 2.0, 0.0), abs=1e-8)
 
 
