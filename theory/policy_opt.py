@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
-from theory.mdp import TabularMDP, evaluate, occupancy, policy_matrices
+from theory.mdp import TabularMDP, evaluate, expected_return, occupancy, policy_matrices
 
 # ---------------------------------------------------------------------------------------------
 # softmax policies, divergences
@@ -277,3 +277,28 @@ def bpo_lower_bound(
     eta0 = float(mdp.rho0 @ V)
     parts = {"eta0": eta0, "gain": gain, "loss": loss, "penalty": penalty}
     return eta0 + gain - loss - penalty, parts
+
+
+def weighted_median(pi0: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """mu(s): the pi0-weighted median of Q(s, .), the Q of the action where the pi0 mass, summed
+    from the best action down, first reaches 1/2 (BRRL's threshold), per leading index."""
+    order = np.argsort(-q, axis=-1, kind="stable")
+    mass = np.cumsum(np.take_along_axis(pi0, order, axis=-1), axis=-1)
+    first = np.argmax(mass >= 0.5 - 1e-15, axis=-1)[..., None]
+    return np.take_along_axis(np.take_along_axis(q, order, axis=-1), first, axis=-1)[..., 0]
+
+
+def bpo_improvement(mdp: TabularMDP, pi0: np.ndarray, eps: float) -> tuple[float, float]:
+    """(eta(pi*) - eta(pi0), eps B) for pi* = bpo_target(pi0, Q, eps), with
+    B = sum_s rho_{pi*}(s) E_{a~pi0} |Q(s, a) - mu(s)| >= 0 (mu the weighted median).
+
+    BRRL's Theorem 4.2 states eta(pi*) >= eta(pi0) + eps B, B >= 0 and positive whenever pi0 has
+    a nonzero median advantage. This B follows from the performance-difference identity:
+    sum_a pi* A = sum_a (pi* - pi0)(Q - mu) = eps E_pi0 |Q - mu|, since pi*/pi0 is 1 + eps above mu,
+    1 - eps below, and the action at mu contributes 0; so the two numbers are equal.
+    """
+    V0, Q = evaluate(mdp, pi0)
+    target = bpo_target(pi0, Q, eps)
+    gain = float(expected_return(mdp, target) - mdp.rho0 @ V0)
+    spread = np.sum(pi0 * np.abs(Q - weighted_median(pi0, Q)[:, None]), axis=-1)
+    return gain, float(eps * occupancy(mdp, target) @ spread)

@@ -1,4 +1,4 @@
-"""Regret of a sequence of policies and rate fitting (log-log slope, a + b log K)."""
+"""Regret of a sequence of policies and rate fitting (log-log slope, a + b log K, a + c sqrt K)."""
 
 from __future__ import annotations
 
@@ -61,6 +61,14 @@ def fit_log(K: np.ndarray, reg: np.ndarray) -> tuple[float, float, float]:
     resid = y - (a + b * x)
     r2 = 1.0 - resid.var() / y.var() if y.var() > 0 else 1.0
     return float(a), float(b), float(r2)
+
+
+def fit_sqrt(K: np.ndarray, reg: np.ndarray) -> tuple[float, float, float]:
+    """Least-squares fit reg ~ a + c sqrt(K); returns (a, c, RMSE)."""
+    x = np.sqrt(np.asarray(K, dtype=float))
+    y = np.asarray(reg, dtype=float)
+    c, a = np.polyfit(x, y, 1)
+    return float(a), float(c), float(np.sqrt(np.mean((y - a - c * x) ** 2)))
 
 
 def bootstrap_slope_ci(

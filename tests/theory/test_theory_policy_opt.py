@@ -336,3 +336,24 @@ def test_bpo_lower_bound_holds_for_random_fits():
 def test_bad_ratio_bounds_are_refused(c_low, c_high):
     with pytest.raises(ValueError, match="need 0 <= c_low <= 1 <= c_high"):
         po.bounded_ratio_target(np.full(3, 1 / 3), np.arange(3.0), c_low, c_high)
+
+
+def test_bpo_improvement_is_eps_times_the_median_spread():
+    """BRRL's Theorem 4.2 form: eta(pi*) - eta(pi0) = eps B >= 0, B the occupancy-weighted
+    E_pi0 |Q - median|; B = 0 exactly when no visited state has a nonzero median advantage."""
+    rng, mdp = _setup(60)
+    for eps in [0.05, 0.2, 0.5]:
+        for _ in range(20):
+            pi0 = M.random_policy(mdp, rng)
+            gain, bound = po.bpo_improvement(mdp, pi0, eps)
+            assert gain == pytest.approx(bound, abs=1e-12) and bound > 0
+    # Q constant in the action at every state (rewards and transitions ignore the action): B = 0
+    flat = M.TabularMDP(
+        P=np.repeat(mdp.P[:, :1], 3, axis=1),
+        R=np.repeat(mdp.R[:, :1], 3, axis=1),
+        rho0=mdp.rho0,
+        gamma=mdp.gamma,
+    )
+    assert po.bpo_improvement(flat, M.random_policy(flat, rng), 0.3) == pytest.approx(
+        (0, 0), abs=1e-12
+    )
