@@ -6,6 +6,10 @@ Built from the algorithm's Args alone (env flags plus group_size, max_episode_st
     policy = run.make_policy(args.hidden_sizes)
     run.train(lambda rollout, old_logp: update(...), policy, ratio_eps, optimizer=optimizer)
 
+ratio_eps is the clip range the logged ratio_dev_frac counts r outside of: one eps, the pair
+(eps_low, eps_high) of an asymmetric clip, or None (the default) for a method without a ratio
+range, which then logs no ratio_dev_frac.
+
 An iteration is one GroupRollout of whole episodes (controlrl/group_rollout.py), so its size
 in env steps varies with the episodes' lengths: the run stops after the first iteration that
 reaches total_timesteps (a checkpoint is always written then). Metrics of every iteration:
@@ -55,7 +59,9 @@ class GroupRun(Session):
         """The policy for the run's spaces (controlrl.nets.make_policy)."""
         return make_policy(self.obs_space, self.act_space, hidden_sizes)
 
-    def train(self, update_fn: UpdateFn, policy, ratio_eps: float, **stateful) -> float:
+    def train(
+        self, update_fn: UpdateFn, policy, ratio_eps: diagnostics.Eps = None, **stateful
+    ) -> float:
         """The loop, then the final evaluation (returned). Each iteration: collect a rollout
         (reset seed from the seed and the iteration, so a resumed run repeats the same
         episodes), the rollout policy's log-probs [T, N] in one pass, update_fn(rollout,
