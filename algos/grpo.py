@@ -240,6 +240,12 @@ def clip_range(args: Args) -> tuple[float, float]:
     return low, high
 
 
+def advantage_of(args: Args):
+    """The estimator of --adv-norm, scores [..., B, G] -> advantages [..., B, G] (an estimator
+    with constants of its own gets them from its flags here, functools.partial)."""
+    return ADVANTAGES[args.adv_norm]
+
+
 def objective_of(args: Args) -> Objective:
     """The parts the flags choose."""
     low, high = clip_range(args)
@@ -303,7 +309,7 @@ def grpo_batch(
     if args.kl_in == "reward" and args.kl_coef:
         kl = episode_kl(old_logp, ref_logp.reshape(old_logp.shape), valid_steps, args.kl_estimator)
         shaped = shaped - args.kl_coef * kl.double().reshape(scores.shape)
-    adv = ADVANTAGES[args.adv_norm](shaped)
+    adv = advantage_of(args)(shaped)
     if args.drop_negatives:
         adv = drop_negatives(adv)
     adv = adv.flatten(-2)  # [..., N]
@@ -352,6 +358,7 @@ def update(policy, optimizer, batch: dict[str, torch.Tensor], ratios, args: Args
             ref_logp=mb["ref_logprobs"],
             weight=mb["weights"] * (rows / idx.numel()),
             noise=mb.get("noise"),
+            is_weight=mb.get("is_weights"),  # a train-inference mismatch correction's weights
         )
         return grpo_loss(tokens, objective)
 

@@ -60,13 +60,20 @@ class GroupRun(Session):
         return make_policy(self.obs_space, self.act_space, hidden_sizes)
 
     def train(
-        self, update_fn: UpdateFn, policy, ratio_eps: diagnostics.Eps = None, **stateful
+        self,
+        update_fn: UpdateFn,
+        policy,
+        ratio_eps: diagnostics.Eps = None,
+        sample: Callable | None = None,
+        **stateful,
     ) -> float:
         """The loop, then the final evaluation (returned). Each iteration: collect a rollout
         (reset seed from the seed and the iteration, so a resumed run repeats the same
         episodes), the rollout policy's log-probs [T, N] in one pass, update_fn(rollout,
         old_logp) -> stats under the NaN guard, the policy shift, log and checkpoint.
-        Checkpoints hold policy, the normaliser and **stateful."""
+        Checkpoints hold policy, the normaliser and **stateful. sample (default policy.sample)
+        draws the rollout's actions: a behaviour policy other than the one trained (a
+        train-inference mismatch); old_logp stays the trained policy's."""
         if self.obs_normalizer is not None:
             stateful["obs_normalizer"] = self.obs_normalizer
         total = self.args.total_timesteps
@@ -75,7 +82,7 @@ class GroupRun(Session):
                 break
             timer = Timer()
             rollout = self.collector.collect(
-                policy.sample, seed=reset_seed(self.args.seed, iteration)
+                sample or policy.sample, seed=reset_seed(self.args.seed, iteration)
             )
             steps = int(rollout.lengths.sum())
             self.step += steps

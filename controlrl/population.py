@@ -657,9 +657,15 @@ class PopulationRun(Session):
         return iterations
 
     def train(
-        self, update_fn, policy: PopulationPolicy, ratio_eps: diagnostics.Eps = None, **stateful
+        self,
+        update_fn,
+        policy: PopulationPolicy,
+        ratio_eps: diagnostics.Eps = None,
+        sample=None,
+        **stateful,
     ) -> float:
-        """GroupRun.train for every seed at once; returns the mean final evaluation."""
+        """GroupRun.train for every seed at once (sample: seed-batched, as policy.sample);
+        returns the mean final evaluation."""
         stateful["generators"] = SeedGenerators(self.generators)
         if self.obs_normalizer is not None:
             stateful["obs_normalizer"] = self.obs_normalizer
@@ -669,7 +675,7 @@ class PopulationRun(Session):
                 break
             timer = Timer()
             seeds = [reset_seed(s, iteration) for s in self.seeds]
-            rollout = self.collector.collect(policy.sample, seeds)
+            rollout = self.collector.collect(sample or policy.sample, seeds)
             steps = int(rollout.lengths[0].sum())
             self.step += steps
             old_logp, entropy, old_params = rollout.log_probs(policy)  # [S, T, N]
