@@ -175,3 +175,38 @@ def test_flags_build_the_objective_and_the_logged_clip_range():
     assert (o.kl, o.kl_coef, o.kl_in) == ("k3", 0.04, "loss")
     assert grpo.clip_range(args) == (0.2, 0.28)  # run.train's ratio_eps: ratio_dev_frac's range
     assert grpo.clip_range(grpo.Args(clip_coef=0.1)) == (0.1, 0.1)
+
+
+def test_negatives_off_reaches_the_batch():
+    torch.manual_seed(0)
+    policy = CategoricalPolicy(3, 4, (8,))
+    returns = [1.0, 0.0, 0.0, 1.0, 0.5, 0.0, 1.0, 0.0]
+    rollout = rollout_of(policy, [1] * 8, returns, 4)
+    batch, _ = batch_of(rollout, policy, policy, drop_negatives=True)
+    want = group_advantages(torch.tensor(returns).double().reshape(2, 4)).clamp_min(0)
+    torch.testing.assert_close(batch["advantages"].double(), want.reshape(-1).float().double())
+
+
+@pytest.mark.parametrize("population", [False, True])
+def test_a_behaviour_sampler_draws_the_rollout_and_no_ratio_range_logs_no_dev_frac(
+    population, tmp_path
+):
+    """run.train(..., sample=...) collects with that sampler; ratio_eps None (the default)
+    leaves ratio_dev_frac out of metrics.csv and keeps ratio_dev_max."""
+    from controlrl.population import group_run
+
+    argv = ["--env-id", "bandit:bernoulli-10", "--total-timesteps", "32", *SMALL, *QUIET]
+    argv += ["--num-seeds", "2"] if population else []
+    args = parse(grpo.Args, [*argv, "--run-dir", str(tmp_path / "run")])
+    run = group_run(args)
+    policy = run.make_policy(args.hidden_sizes)
+    calls = []
+
+    def sample(obs):
+        calls.append(obs.shape[0])
+        return policy.sample(obs)
+
+    run.train(lambda rollout, old_logp: {}, policy, sample=sample)
+    assert calls == [16 * (2 if population else 1)] * 2
+    header = (tmp_path / "run" / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert "train/ratio_dev_max" in header and "train/ratio_dev_frac" not in header
