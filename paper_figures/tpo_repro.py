@@ -27,8 +27,9 @@ token reversal of section 3.6 with the zero-variance masking ablation of section
      beta_GRPO = sqrt(p / (1 - p)), beta_TPO = p (lam - 1) / (1 - p + lam p), lam =
      exp(K / sqrt(K - 1))) at every step of every seed, and the paper's quoted numbers (lam ~ 28,
      beta at p = 0.1: TPO 0.73, DG 0.09, GRPO 0.33) against ours.
-   Seeds: --tabular-seeds (200; the paper 100), numpy default_rng(seed) per seed for the
-   initial logits and the pulls (every method the same seed).
+   Seeds: --tabular-seeds (200) single-context and --multi-seeds (100) multi-context runs (the
+   paper 100 each), numpy default_rng(seed) per seed for the initial logits and the pulls
+   (every method the same seed).
 
 2. The same two bandits with our network implementations (what differs from the paper: a
    64-64 tanh MLP policy and Adam 1e-3 with 4 epochs and gradient clip 1.0 instead of logit
@@ -48,7 +49,7 @@ token reversal of section 3.6 with the zero-variance masking ablation of section
    [prompt | answer so far | position] observation instead of a 2-layer causal transformer; Adam
    1e-3 (clip 1.0) instead of Muon 1e-3; our GRPO's KL is to the initial policy (the reference's
    to the rollout snapshot); the masking ablation at the main setting (paper: L = 8, K = 32,
-   B = 256); budget --seq-updates updates (100; the paper 2000 episodes) and 30 seeds (paper 20;
+   B = 256); budget --seq-updates updates (60; the paper 2000 episodes) and 30 seeds (paper 20;
    the population runs' CPU cost, not their seeds, sets the budget); PPO and DG not run (no
    population path; 30 processes per cell do not fit the CPU budget). Error: 1 - the rollout's
    exact-match rate (the paper's training-batch error).
@@ -125,13 +126,18 @@ class Args:
     """tiny run for tests: 3 tabular seeds and short runs; one network cell per bandit and one
     L = 3 token-reversal cell, 2 seeds, 3 updates each"""
     tabular_seeds: int = 200
-    """seeds per tabular method (the paper 100)"""
+    """seeds per method on the single-context bandit (the paper 100)"""
+    multi_seeds: int = 100
+    """seeds per method on the multi-context bandit (the paper 100; exact updates, the seed
+    only draws the initial logits)"""
     net_seeds: int = 200
     """seeds per network bandit cell (population runs)"""
     seq_seeds: int = 30
     """seeds per token-reversal cell (population runs)"""
-    seq_updates: int = 100
+    seq_updates: int = 60
     """updates per token-reversal run (the paper 2000 episodes)"""
+    reuse_tabular: bool = False
+    """read the tabular CSVs already under --out instead of recomputing them"""
 
 
 # ---------------------------------------------------------------- tabular, the paper's setting
@@ -326,12 +332,14 @@ def summary_rows(setting: str, method: str, seeds: list[int], curves: dict) -> l
 
 def tabular(args: Args, out: Path) -> dict:
     """Both tabular bandits: CSVs, and the mean curves for the figure."""
-    seeds = list(range(3 if args.toy else args.tabular_seeds))
+    torch.set_num_threads(1)  # small tensors: one thread is as fast and wastes nothing
+    s_seeds = list(range(3 if args.toy else args.tabular_seeds))
+    m_seeds = list(range(3 if args.toy else args.multi_seeds))
     s_steps, m_steps = (20, 30) if args.toy else (SINGLE["steps"], MULTI["steps"])
     rows, curve_rows, devs, curves = [], [], {}, {}
-    for setting, methods, run, steps in (
-        ("single K=100", SINGLE_METHODS, run_single, s_steps),
-        ("multi N=100 K=10", MULTI_METHODS, run_multi, m_steps),
+    for setting, methods, run, steps, seeds in (
+        ("single K=100", SINGLE_METHODS, run_single, s_steps, s_seeds),
+        ("multi N=100 K=10", MULTI_METHODS, run_multi, m_steps, m_seeds),
     ):
         for m in methods:
             c = run(m, seeds, steps)
@@ -358,6 +366,17 @@ def tabular(args: Args, out: Path) -> dict:
     write_rows(out / "tpo_repro_tabular_curves.csv", curve_rows)
     write_rows(out / "tpo_repro_exact.csv", exact_rows(devs))
     return curves
+
+
+def read_tabular(out: Path) -> dict:
+    """The mean curves of tpo_repro_tabular_curves.csv, as tabular() returns them."""
+    curves: dict = {}
+    with open(out / "tpo_repro_tabular_curves.csv", newline="") as f:
+        for r in csv.DictReader(f):
+            err, mis = curves.setdefault((r["setting"], r["method"]), ([], []))
+            err.append(float(r["mean_error"]))
+            mis.append(float(r["mean_misalignment"]))
+    return {k: (np.array(e), np.array(m)) for k, (e, m) in curves.items()}
 
 
 # ---------------------------------------------------------------- population runs
@@ -522,7 +541,7 @@ def main(args: Args) -> None:
     """Tabular runs, then the population cells (trained with --train), CSVs and figure."""
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    tab = tabular(args, out)
+    tab = read_tabular(out) if args.reuse_tabular else tabular(args, out)
     rows, curve_rows, runs = [], [], {}
     for c in cells(args):
         if args.train:
