@@ -881,6 +881,7 @@ def theory_rows() -> list[Row]:
 def all_rows() -> list[Row]:
     """Every ledger row, experiments E1-E18 first, then the theory statements."""
     from paper_figures.claims_tpo import rows as tpo_rows  # it imports this module
+
     rows = (
         trust_region_rows()
         + depth_rows()
