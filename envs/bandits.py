@@ -10,6 +10,10 @@ Names (K arms, C contexts, V tokens in the vocabulary, L tokens per answer):
   sparse-K              one good arm among K: reward 1 on it, 0 on every other arm (the one-hot
                         bandit of TPO's section 3.1 with K = 100; sparse-1000 for its abstract's
                         sparse-reward claim)
+  onehot-C-K            C contexts, K arms each, context one-hot in the observation and drawn
+                        uniformly per episode; one correct arm per context (drawn uniformly):
+                        reward 1 on it, 0 on every other arm (TPO's multi-context bandit of
+                        section 3.2 is C = 100, K = 10)
   contextual-C-K        C contexts, K Bernoulli arms each, context one-hot in the observation and
                         drawn uniformly per episode; ceil(C/4) contexts are "hard": every arm
                         fails except one that succeeds with probability 1/2, so a uniform policy
@@ -74,6 +78,7 @@ KINDS: dict[str, tuple[tuple[str, int], ...]] = {
     "gaussian": (("K", 2),),
     "sparse": (("K", 2),),
     "contextual": (("C", 1), ("K", 2)),
+    "onehot": (("C", 1), ("K", 2)),
     "continuous": (),
     "bimodal": (),
     "sequence-reverse": (("V", 2), ("L", 1)),
@@ -89,6 +94,7 @@ EXAMPLES = (
     "gaussian-10",
     "sparse-1000",
     "contextual-16-10",
+    "onehot-100-10",
     "continuous",
     "bimodal",
     "sequence-reverse-2-8",
@@ -351,6 +357,11 @@ def make(
         means[hard] = 0.0
         means[hard, rng.integers(0, k, int(hard.sum()))] = HARD_GOOD_P
         return DiscreteBandit(name, num_envs, means, hard=hard, **kw)
+    if kind == "onehot":
+        c, k = params
+        means = np.zeros((c, k))
+        means[np.arange(c), rng.integers(0, k, c)] = 1.0
+        return DiscreteBandit(name, num_envs, means, **kw)
     if kind in ("continuous", "bimodal"):
         modes = (0.5,) if kind == "continuous" else (-0.5, 0.5)
         return ContinuousBandit(name, num_envs, modes, **kw)

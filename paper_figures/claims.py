@@ -880,6 +880,8 @@ def theory_rows() -> list[Row]:
 
 def all_rows() -> list[Row]:
     """Every ledger row, experiments E1-E18 first, then the theory statements."""
+    from paper_figures.claims_tpo import rows as tpo_rows  # it imports this module
+
     rows = (
         trust_region_rows()
         + depth_rows()
@@ -891,6 +893,7 @@ def all_rows() -> list[Row]:
         + regret_rows()
         + not_run_rows()[:2]
         + bandit_rows()
+        + tpo_rows()
         + entropy_law_rows()
         + ratio_filter_rows()
         + not_run_rows()[2:]

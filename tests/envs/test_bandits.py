@@ -23,6 +23,7 @@ SHAPES = {
     "gaussian-10": (1, 10, 1),
     "sparse-1000": (1, 1000, 1),
     "contextual-16-10": (16, 10, 1),
+    "onehot-100-10": (100, 10, 1),
     "continuous": (1, None, 1),
     "bimodal": (1, None, 1),
     "sequence-reverse-2-8": (2 * 8 + 2 * 8 + 8, 2, 8),  # prompt, answer so far, position
@@ -74,7 +75,7 @@ def test_same_seed_same_stream(name):
         return np.concatenate(out)
 
     np.testing.assert_array_equal(run(3), run(3))
-    if name.split("-")[0] in ("bernoulli", "gaussian", "contextual") or "reverse" in name:
+    if name.split("-")[0] in ("bernoulli", "gaussian", "contextual", "onehot") or "reverse" in name:
         # rewards or contexts are random: another seed, the same actions, another stream
         assert not np.array_equal(run(3), run(4))
 
@@ -109,6 +110,22 @@ def test_sparse_bandit_has_exactly_one_good_arm():
     np.testing.assert_array_equal(vec.expected_reward(np.arange(1000)), means)
     other = envs.make("bandit:sparse-1000", 1, 0, instance=1).means[0]
     assert np.argmax(other) != np.argmax(means)
+
+
+def test_onehot_bandit_has_one_correct_arm_per_context():
+    """TPO's multi-context bandit: reward 1 exactly on each context's correct arm."""
+    vec = envs.make("bandit:onehot-100-10", 1000, seed=0)
+    assert vec.means.shape == (100, 10) and vec.optimal_reward == 1.0
+    np.testing.assert_array_equal((vec.means == 1).sum(1), 1)
+    np.testing.assert_array_equal((vec.means == 0).sum(1), 9)
+    assert len(np.unique(vec.means.argmax(1))) > 1  # not one arm for every context
+    contexts = np.repeat(np.arange(100), 10)
+    reward = pull(vec, np.tile(np.arange(10), 100), contexts)
+    np.testing.assert_array_equal(reward, vec.means.ravel())
+    obs, *_ = vec.step(np.zeros(1000, np.int64))
+    drawn = obs.argmax(1)  # the next episodes' contexts, drawn uniformly
+    np.testing.assert_array_equal(obs.sum(1), 1.0)
+    assert len(np.unique(drawn)) > 90 and abs(drawn.mean() - 49.5) < 5
 
 
 def test_bimodal_modes_are_equally_good_and_well_separated():
