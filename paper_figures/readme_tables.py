@@ -1,0 +1,610 @@
+"""The numbers README.md and paper_figures/README.md quote, rendered from the committed CSVs.
+
+Each README holds generated blocks:
+
+    <!-- table:<name> -->
+    ...text written by TABLES[<name>](read)...
+    <!-- table:end -->
+
+`python paper_figures/claims.py` rewrites every block from its function; `--check` fails naming
+each block whose text differs from what its CSVs give, and a block without a function (or a
+function whose block is gone) is an error. A function takes `read` (claims.read: the rows of one
+committed CSV of paper_figures/out/, a missing file an error naming it) and returns the block's
+markdown. Statistics come from controlrl.stats: "mean (range)" is the mean and the min-max over
+seeds below 5 seeds; from 5 seeds on, "mean [lo, hi]" is the 95% percentile-bootstrap interval
+of the mean over seeds.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import textwrap
+from collections import defaultdict
+from collections.abc import Callable
+
+import numpy as np
+
+from controlrl import stats
+
+Read = Callable[[str], list[dict[str, str]]]
+TABLES: dict[str, Callable[[Read], str]] = {}
+BLOCK = re.compile(r"<!-- table:(?P<name>[\w.-]+) -->\n(?P<body>.*?)<!-- table:end -->", re.S)
+END = "<!-- table:end -->"
+
+
+def table(name: str):
+    """Register the function that renders block `name`."""
+
+    def register(fn: Callable[[Read], str]) -> Callable[[Read], str]:
+        if name in TABLES:
+            raise ValueError(f"two functions render the README block table:{name}")
+        TABLES[name] = fn
+        return fn
+
+    return register
+
+
+def render(text: str, read: Read, where: str) -> tuple[str, list[str]]:
+    """`text` with every generated block rewritten, and the names of the blocks that changed."""
+    changed: list[str] = []
+
+    def one(m: re.Match) -> str:
+        name = m["name"]
+        if name not in TABLES:
+            raise ValueError(
+                f"{where}: block table:{name} has no function in paper_figures/readme_tables.py"
+            )
+        body = TABLES[name](read).rstrip("\n") + "\n"
+        if body != m["body"]:
+            changed.append(name)
+        return f"<!-- table:{name} -->\n{body}{END}"
+
+    return BLOCK.sub(one, text), changed
+
+
+def names_in(text: str) -> list[str]:
+    """The block names a README holds, in order."""
+    return [m["name"] for m in BLOCK.finditer(text)]
+
+
+# --- formatting -------------------------------------------------------------------------------
+
+
+def f(x: float, spec: str = ",.0f") -> str:
+    """One number; "-0" printed as "0"."""
+    s = format(float(x), spec)
+    return s[1:] if re.fullmatch(r"-0[.,0]*", s) else s
+
+
+def g(x: float, digits: int = 2) -> str:
+    """`digits` significant digits below 1,000; whole numbers with separators from 1,000."""
+    x = float(x)
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.{digits}g}"
+
+
+def span(lo: float, hi: float, spec: str) -> str:
+    """'lo-hi', or 'lo to hi' where a minus sign would make the dash ambiguous."""
+    a, b = f(lo, spec), f(hi, spec)
+    return f"{a} to {b}" if a.startswith("-") or b.startswith("-") else f"{a}-{b}"
+
+
+def spread(values, spec: str = ",.0f") -> str:
+    """'mean (min-max)' below 5 seeds, 'mean [lo, hi]' (95% bootstrap CI of the mean) from 5."""
+    x = np.asarray(list(values), np.float64)
+    if x.size == 0:
+        raise ValueError("no values")
+    mean, lo, hi, kind = stats.band(x[:, None])
+    if kind == "range":
+        return f"{f(mean[0], spec)} ({span(lo[0], hi[0], spec)})"
+    return f"{f(mean[0], spec)} [{f(lo[0], spec)}, {f(hi[0], spec)}]"
+
+
+def para(text: str) -> str:
+    """A prose paragraph wrapped at 100 columns, as the READMEs are."""
+    return textwrap.fill(text, 100, break_long_words=False, break_on_hyphens=False)
+
+
+def kind(n: int) -> str:
+    """What `spread` shows for n seeds."""
+    return "mean (range)" if n < stats.MIN_SEEDS else "mean [95% bootstrap CI]"
+
+
+def med_range(values, spec: str) -> str:
+    """'median (min-max)' of a few repeats."""
+    x = np.asarray(list(values), np.float64)
+    return f"{f(np.median(x), spec)} ({span(x.min(), x.max(), spec)})"
+
+
+def rows_where(rows: list[dict[str, str]], **match) -> list[dict[str, str]]:
+    """The rows whose columns equal `match` (compared as strings); an error if none."""
+    out = [r for r in rows if all(r[k] == str(v) for k, v in match.items())]
+    if not out:
+        raise ValueError(f"no CSV row with {match}")
+    return out
+
+
+def col(rows, name: str) -> list[float]:
+    """A column as floats."""
+    return [float(r[name]) for r in rows]
+
+
+def one(rows, **match) -> dict[str, str]:
+    """The single row matching `match`."""
+    found = rows_where(rows, **match)
+    if len(found) != 1:
+        raise ValueError(f"{len(found)} CSV rows with {match}, expected one")
+    return found[0]
+
+
+def md(header: list[str], body: list[list[str]], align: list[str] | None = None) -> str:
+    """A markdown table."""
+    align = align or ["---"] * len(header)
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(r) + " |" for r in body]
+    return "\n".join(lines)
+
+
+def nseeds(rows) -> int:
+    """The number of distinct seeds; an error if the groups of a table differ in it."""
+    return len({r["seed"] for r in rows})
+
+
+def uniform_n(groups: list[list]) -> int:
+    """The common size of the groups (a caption states one seed count)."""
+    sizes = {len(g) for g in groups}
+    if len(sizes) != 1:
+        raise ValueError(f"groups of different sizes {sorted(sizes)}")
+    return sizes.pop()
+
+
+def paired_ratio(rows, metric: str, ours: str, theirs: str, **match) -> list[float]:
+    """ours / theirs per repeat (rows of one `repeat` pair)."""
+    by = defaultdict(dict)
+    for r in rows_where(rows, **match):
+        by[r["repeat"]][r["contender"]] = float(r[metric])
+    return [v[ours] / v[theirs] for _, v in sorted(by.items()) if ours in v and theirs in v]
+
+
+def sign(x: float) -> str:
+    return "+" if x > 0 else ""
+
+
+def isnan(s: str) -> bool:
+    return s == "" or math.isnan(float(s))
+
+
+# --- README.md ---------------------------------------------------------------------------------
+
+PUBLISHED = {  # (algo, env) -> who published the reference column's number, and how
+    ("ppo", "Hopper-v5"): "CleanRL (v4, train)",
+    ("ppo", "HalfCheetah-v5"): "CleanRL",
+    ("ppo", "Walker2d-v5"): "CleanRL",
+    ("trpo", "Hopper-v5"): "RL Zoo (v3, eval)",
+    ("trpo", "HalfCheetah-v5"): "RL Zoo",
+    ("trpo", "Walker2d-v5"): "RL Zoo",
+    ("ppo", "dmc:cheetah-run"): "CleanRL at 8M",
+    ("ppo", "dmc:walker-walk"): "CleanRL at 8M",
+}
+
+
+def learning_body(read: Read, files: list[str]) -> tuple[str, int]:
+    """algo | env | train | final evaluation | published, from the mujoco_results.py CSVs."""
+    body, groups = [], []
+    for name in files:
+        rows = read(name)
+        for algo, env in dict.fromkeys((r["algo"], r["env_id"]) for r in rows):
+            g = rows_where(rows, algo=algo, env_id=env)
+            groups.append(g)
+            ref = {r["reference"] for r in g}
+            if len(ref) != 1:
+                raise ValueError(f"{name}: {algo} {env} has several references")
+            body.append(
+                [
+                    algo.upper(),
+                    env,
+                    spread(col(g, "final_train_return")),
+                    spread(col(g, "final_eval_return")),
+                    f"{PUBLISHED[(algo, env)]}: {f(float(ref.pop()))}",
+                ]
+            )
+    n = uniform_n(groups)
+    return md(["algo", "env", "train", "final evaluation", "published"], body), n
+
+
+@table("learning")
+def learning(read: Read) -> str:
+    files = ["ppo_mujoco.csv", "trpo_mujoco.csv", "ppo_dmc.csv"]
+    text, n = learning_body(read, files)
+    steps = {r["steps"] for name in files for r in read(name)}
+    steps = max(map(int, steps))
+    return (
+        para(
+            f"**Learning at {round(steps, -5) / 1e6:g}M steps** (`{'`, `'.join(files)}`;"
+            f" {kind(n)} over {n} seeds; train = mean training return over the last 20,480 steps,"
+            " final evaluation = deterministic episodes at the end, normaliser frozen):"
+        )
+        + "\n\n"
+        + text
+    )
+
+
+BENCH_ROWS = [  # label, CSV, filter, ours / theirs contenders, rate column, rate format
+    ("SB3 PPO, 1 env, env steps/s", "bench_ppo.csv", {"algo": "ppo", "num_envs": 1}, "sb3", "sps",
+     ",.0f"),
+    ("SB3 PPO, 8 envs", "bench_ppo.csv", {"algo": "ppo", "num_envs": 8}, "sb3", "sps", ",.0f"),
+    ("sb3-contrib TRPO, 2 envs", "bench_trpo.csv", {"num_envs": 2}, "sb3", "sps", ",.0f"),
+    ("sb3-contrib TRPO, 8 envs", "bench_trpo.csv", {"num_envs": 8}, "sb3", "sps", ",.0f"),
+    ("SB3 SAC (Retrace actor-critic), updates/s", "bench_retrace.csv", {}, "sb3", "updates_per_s",
+     ".1f"),
+    ("d3rlpy 2.8.1 IQL, updates per CPU second", "bench_iql.csv", {}, "d3rlpy",
+     "updates_per_cpu_s", ".1f"),
+]  # fmt: skip
+
+
+@table("speed")
+def speed(read: Read) -> str:
+    body, repeats = [], set()
+    for label, name, match, theirs, metric, spec in BENCH_ROWS:
+        rows = rows_where(read(name), **match)
+        ours = col(rows_where(rows, contender="ours"), metric)
+        other = col(rows_where(rows, contender=theirs), metric)
+        ratio = paired_ratio(rows, metric, "ours", theirs)
+        repeats.add(len(ratio))
+        body.append(
+            [label, f"`{name}`", f(np.median(ours), spec), f(np.median(other), spec),
+             med_range(ratio, ".2f")]
+        )  # fmt: skip
+    n = "/".join(str(r) for r in sorted(repeats))
+    return (
+        para(
+            f"**Speed** (each contender in its own process, order rotated, {n} repeats; rates:"
+            " median, ratios: median (range) paired per repeat; HalfCheetah-v5 sizes, identical"
+            " settings, 1 torch thread):"
+        )
+        + "\n\n"
+        + md(["ours vs", "CSV", "ours", "theirs", "ours / theirs"], body,
+             ["---", "---", "---:", "---:", "---:"])
+    )  # fmt: skip
+
+
+@table("brax")
+def brax(read: Read) -> str:
+    bench = read("bench_brax.csv")
+    adapter = rows_where(bench, backend="brax adapter", status="ok")
+    ratios = col(adapter, "ratio_to_raw")
+    configs = {(r["env"], r["pipeline"]) for r in adapter}
+    envs = sorted(int(r["num_envs"]) for r in adapter)
+    parity = read("brax_parity.csv")
+    per_seed = parity_per_seed(parity)
+    loco = read("brax_locomotion_table.csv")
+    ant = rows_where(loco, env="ant")
+    cheetah = rows_where(loco, env="halfcheetah")
+    ant_reached = sum(int(r["seeds_at_target"]) for r in ant)
+    steps = {r["steps"] for r in loco}
+    return para(
+        "**Brax** (`bench_brax.csv`, `brax_parity.csv`, `brax_locomotion_table.csv`): the adapter"
+        f" runs at {span(min(ratios), max(ratios), '.2f')} of the raw jitted Brax step"
+        f" ({len(configs)} env x pipeline configurations, {envs[0]} to {envs[-1]} envs);"
+        " `ppo_brax.py` over Brax's own PPO trainer, training time per env step in one process"
+        f" pinned to one CPU: {f(np.median(per_seed), '.3f')} (median of {len(per_seed)} seeds'"
+        f" medians). Locomotion with Brax's published settings at {f(int(steps.pop()))} steps:"
+        f" {ant_reached} of {sum(int(r['seeds']) for r in ant)} ant runs reach a return of"
+        f" {f(float(ant[0]['target']))} (none walks); on halfcheetah"
+        f" {sum(int(r['seeds_at_target']) for r in cheetah)} of"
+        f" {sum(int(r['seeds']) for r in cheetah)} runs pass {f(float(cheetah[0]['target']))},"
+        " with trainers not separated at 3 seeds (`paper_figures/README.md`)."
+    )
+
+
+def parity_per_seed(rows) -> list[float]:
+    """Per seed, the median over rounds of ours / Brax training time per env step."""
+    by = defaultdict(dict)
+    for r in rows:
+        if r["trainer"] == "ours_jax":
+            by[r["seed"]][r["round"]] = float(r["ours_over_brax"])
+    return [float(np.median(list(v.values()))) for _, v in sorted(by.items())]
+
+
+OFFLINE_ENVS = ["Hopper-v5", "HalfCheetah-v5", "Walker2d-v5"]
+OFFLINE_KINDS = ["medium", "medium-replay", "medium-expert"]
+
+
+@table("offline")
+def offline(read: Read) -> str:
+    rows = read("iql_vs_bc.csv")
+    body, groups = [], []
+    for env in OFFLINE_ENVS:
+        cells = []
+        for k in OFFLINE_KINDS:
+            bc = rows_where(rows, env=env, kind=k, method="bc")
+            iql = rows_where(rows, env=env, kind=k, method="iql", tau="0.7")
+            groups += [bc, iql]
+            cells.append(
+                f"{f(np.mean(col(bc, 'final_normalized_score')), '.1f')} / "
+                f"{f(np.mean(col(iql, 'final_normalized_score')), '.1f')}"
+            )
+        body.append([env.split("-")[0].lower(), *cells])
+    n = uniform_n(groups)
+    steps = {r["steps"] for r in rows}
+    ev = read("bench_iql_eval.csv")
+    sides = {c: col(rows_where(ev, contender=c), "normalized_score") for c in ("ours", "d3rlpy")}
+    n_ev = uniform_n(list(sides.values()))
+    updates = {r["updates"] for r in ev}
+    return (
+        para(
+            f"**Offline** (`iql_vs_bc.csv`: generated datasets, {f(int(steps.pop()))} gradient"
+            f" steps, final normalised score of deterministic episodes, mean over {n} seeds, BC /"
+            " IQL with tau 0.7):"
+        )
+        + "\n\n"
+        + md(["env", *OFFLINE_KINDS], body)
+        + "\n\n"
+        + para(
+            f"IQL against d3rlpy's on hopper-medium-v5-s0 at {f(int(updates.pop()))} updates"
+            f" (`bench_iql_eval.csv`, {kind(n_ev)} over {n_ev} seeds):"
+            f" {spread(sides['ours'], '.1f')}"
+            f" vs {spread(sides['d3rlpy'], '.1f')}."
+        )
+    )
+
+
+TRUST_REGION_ORDER = ["bpo", "fixpo", "ppo", "trpo", "spo"]
+NAMES = {"bpo": "BPO", "fixpo": "FixPO", "ppo": "PPO", "trpo": "TRPO", "spo": "SPO", "pg": "PG",
+         "grpo": "GRPO", "tpo": "TPO"}  # fmt: skip
+
+
+@table("trust-region")
+def trust_region(read: Read) -> str:
+    iqm = {r["algo"]: r for r in read("trust_region_family_iqm.csv")}
+    runs = read("trust_region_family.csv")
+    envs = {r["env_id"] for r in runs}
+    n = uniform_n([rows_where(runs, algo=a, env_id=e) for a in iqm for e in envs])
+    steps = {r["steps"] for r in runs}
+    order = sorted(iqm, key=lambda a: -float(iqm[a]["iqm"]))
+    parts = [
+        f"{NAMES[a]} {f(float(iqm[a]['iqm']), '.2f')} [{f(float(iqm[a]['ci_lo']), '.2f')},"
+        f" {f(float(iqm[a]['ci_hi']), '.2f')}]"
+        for a in order
+    ]
+    return para(
+        f"**Trust-region family** (`trust_region_family_iqm.csv`: {len(envs)} MuJoCo envs x {n}"
+        f" seeds x {f(int(steps.pop()))} steps; IQM of the final training return normalised per"
+        " env (0 = uniform random policy, 1 = the best algorithm's mean), 95% stratified-bootstrap"
+        " CI): " + ", ".join(parts) + "."
+    )
+
+
+BANDITS = ["bandit:bernoulli-10", "bandit:sparse-1000", "bandit:contextual-16-10",
+           "bandit:sequence-reverse-2-6"]  # fmt: skip
+
+
+@table("bandits")
+def bandits(read: Read) -> str:
+    rows = read("bandit_suite_summary.csv")
+    methods = ["pg", "ppo", "grpo", "tpo"]
+    body, ns = [], set()
+    for b in BANDITS:
+        cells = []
+        for m in methods:
+            r = one(rows, bandit=b, method=m)
+            ns.add(r["seeds"])
+            cells.append(f(float(r["final_success"]), ".3f"))
+        body.append([b.split(":", 1)[1], *cells])
+    return (
+        para(
+            f"**Bandits** (`bandit_suite_summary.csv`: {'/'.join(sorted(ns))} seeds, final"
+            " success = return over the last 1,280 samples / the bandit's optimum, mean over"
+            " seeds; at 200 seeds: `paper_figures/README.md`):"
+        )
+        + "\n\n"
+        + md(["bandit", *(NAMES[m] for m in methods)], body, ["---"] + ["---:"] * len(methods))
+    )
+
+
+@table("population")
+def population(read: Read) -> str:
+    rows = read("bench_population.csv")
+    parts = []
+    for r in rows:
+        if (
+            r["status"] != "ok"
+            or not r["contender"].startswith("population-")
+            or isnan(r["speedup"])
+        ):
+            continue
+        if int(r["seeds"]) != max(int(q["seeds"]) for q in rows):
+            continue
+        parts.append(
+            f"{r['algo']} on {r['bandit'].split(':', 1)[1]}: {f(int(r['seeds']))} seeds in"
+            f" {f(float(r['wall_s']), '.0f')} s wall ({f(float(r['per_seed_s']), '.3f')} s per"
+            f" seed, {f(float(r['speedup']), '.0f')}x the separate processes' rate per seed), peak"
+            f" RSS {f(float(r['peak_rss_mb']), '.0f')} MB"
+        )
+    if not parts:
+        raise ValueError("bench_population.csv has no population row with a speed-up")
+    return para("Measured (`bench_population.csv`, one repeat): " + "; ".join(parts) + ".")
+
+
+# --- paper_figures/README.md ---------------------------------------------------------------------
+
+TRACE_KINDS = {"retrace": "Retrace", "is": "IS", "tree_backup": "tree backup",
+               "q_lambda": "uncorrected Q(lambda)"}  # fmt: skip
+
+
+@table("retrace-contraction")
+def retrace_contraction(read: Read) -> str:
+    rows = read("retrace_contraction.csv")
+    at = {k: one(rows, sweep="lambda", kind=k, x="1.0000") for k in TRACE_KINDS}
+    cells = [f"{f(float(r['mean_factor']), '.3g')} (max {f(float(r['max_factor']), '.3g')})"
+             for r in at.values()]  # fmt: skip
+    n = {r["n_mdps"] for r in rows}.pop()
+    gamma = float(rows[0]["gamma"])
+    q = [r for r in rows if r["sweep"] == "lambda" and r["kind"] == "q_lambda"]
+    first = min(float(r["x"]) for r in q if float(r["mean_factor"]) > 1)
+    worst = one(rows, sweep="mismatch", kind="q_lambda", x="1.0000")
+    contracting = [
+        TRACE_KINDS[k] for k in TRACE_KINDS
+        if max(float(r["max_factor"]) for r in rows if r["kind"] == k) <= gamma + 1e-9
+    ]  # fmt: skip
+    return (
+        para(f"`out/retrace_contraction.csv` ({n} MDPs), at lambda 1 and mismatch alpha 0.5 (mean"
+             " over MDPs, max):") + "\n\n"
+        + md(["kind", *TRACE_KINDS.values()], [["factor", *cells]], ["---"] + ["---:"] * 4)
+        + "\n\n"
+        + para(
+            f"Verdict: {', '.join(contracting)} contract (factor at most gamma = {gamma:g}) at"
+            " every lambda and mismatch of the sweep; uncorrected Q(lambda) does not (mean factor"
+            f" above 1 from lambda {first:g} at alpha 0.5, max"
+            f" {f(float(worst['max_factor']), '.2f')}"
+            " at alpha 1). IS's expected operator contracts; its cost is the variance of its"
+            " sampled targets (next figure)."
+        )
+    )  # fmt: skip
+
+
+@table("retrace-traces")
+def retrace_traces(read: Read) -> str:
+    rows = read("retrace_vs_traces_summary.csv")
+    alphas = sorted({r["alpha"] for r in rows}, key=float)
+    kinds = dict(TRACE_KINDS, q_lambda="Q(lambda)")
+    seeds = {r["seeds"] for r in rows}
+
+    def cells(kind: str, column: str, spec: str | None) -> str:
+        v = [float(one(rows, alpha=a, kind=kind)[column]) for a in alphas]
+        return " / ".join(g(x) if spec is None else f(x, spec) for x in v)
+
+    body = [
+        [name, cells(k, "expected_rate", ".3f"), cells(k, "target_var_mean", None),
+         cells(k, "err_final_median", None)]
+        for k, name in kinds.items()
+    ]  # fmt: skip
+    hi = alphas[-1]
+    is_hi = one(rows, alpha=hi, kind="is")
+    q_hi = one(rows, alpha=hi, kind="q_lambda")
+    lo = alphas[0]
+    tb, rt = one(rows, alpha=lo, kind="tree_backup"), one(rows, alpha=lo, kind="retrace")
+    return (
+        para(
+            f"Panel A, `out/retrace_vs_traces_summary.csv` (per alpha {' / '.join(alphas)}; rate ="
+            " spectral radius of the expected update; target variance: mean over (x, a); error ="
+            f" median over {seeds.pop()} seeds of the error over the last 10% of updates):"
+        )
+        + "\n\n"
+        + md(["kind", "expected rate", "exact target variance", "error"], body)
+        + "\n\n"
+        + para(
+            f"IS's sampled variance at alpha {hi} is {f(float(is_hi['sample_var_mean']), ',.0f')}"
+            f" against the exact {f(float(is_hi['target_var_mean']), ',.1f')}: the tail is too"
+            f" heavy to estimate from sampled paths. Q(lambda) diverges at alpha {hi} (expected"
+            f" rate {f(float(q_hi['expected_rate']), '.3f')}; {q_hi['diverged']} of"
+            f" {q_hi['seeds']} seeds diverged). Tree backup needs more expected updates to the"
+            f" tolerance than Retrace at alpha {lo} ({tb['expected_updates_to_tol']} vs"
+            f" {rt['expected_updates_to_tol']}) but ends with the lower sampled error. Verdict:"
+            " the predictions hold on the chain (Retrace converges at every mismatch; IS has the"
+            " largest variance; Q(lambda) diverges far off-policy)."
+        )
+    )
+
+
+MUJOCO_TRACES = [("retrace-retrace", "retrace.py `--trace retrace`"),
+                 ("retrace-is", "retrace.py `--trace is`"),
+                 ("retrace-q_lambda", "retrace.py `--trace q_lambda`"),
+                 ("retrace-tree_backup", "retrace.py `--trace tree_backup`"),
+                 ("ppo", "ppo.py")]  # fmt: skip
+
+
+@table("retrace-mujoco")
+def retrace_mujoco(read: Read) -> str:
+    rows = read("retrace_vs_traces_mujoco.csv")
+    body, ns = [], set()
+    for config, label in MUJOCO_TRACES:
+        g = rows_where(rows, config=config)
+        ns.add(len(g))
+        ok = [r for r in g if r["status"] == "finished"]
+        bad = [r for r in g if r["status"] != "finished"]
+        steps = {r["steps"] for r in ok}
+        if config == "ppo":
+            label += f", {f(int(steps.pop()))} steps"
+
+        def s(column: str, ok: list = ok) -> str:
+            if len(ok) == 1:
+                return f"{f(float(ok[0][column]))} (one seed)"
+            return spread(col(ok, column)) if ok else "-"
+
+        status = f"{len(ok)} finished"
+        if bad:
+            status += (
+                f", {len(bad)} {bad[0]['status']} (steps"
+                f" {' and '.join(f(int(r['steps'])) for r in bad)})"
+            )
+        body.append([label, s("final_eval_return"), s("mean_eval_return"), status])
+    return (
+        para(
+            f"Panel B, `out/retrace_vs_traces_mujoco.csv` (mean (range) over the finished runs of"
+            f' {"/".join(map(str, sorted(ns)))} seeds; "run average" = mean of the evaluations'
+            " along the run):"
+        )
+        + "\n\n"
+        + md(["algo", "final evaluation", "run average", "status"], body)
+    )
+
+
+@table("regret")
+def regret(read: Read) -> str:
+    slopes = read("regret_slopes.csv")
+    reg = read("regret.csv")
+    body = []
+    for r in slopes:
+        final = [q for q in reg if q["setting"] == r["setting"] and q["panel"] == r["panel"]]
+        last = max(final, key=lambda q: float(q["K"]))
+        body.append([r["setting"], f(float(r["slope"]), ".2f"), f(float(last["mean_regret"]))])
+    ks = {int(r["k_min"]) for r in slopes} | {int(r["k_max"]) for r in slopes}
+    seeds = {r["seeds"] for r in slopes}
+    kmax = max(ks)
+    return (
+        para(
+            f"`out/regret_slopes.csv` (slope of log regret against log K over [{min(ks):,},"
+            f" {kmax:,}], log-spaced K; {seeds.pop()} seeds) and `out/regret.csv` (mean regret at"
+            f" K = {kmax:,}):"
+        )
+        + "\n\n"
+        + md(["setting", "slope", f"regret at K = {kmax:,}"], body, ["---", "---:", "---:"])
+    )
+
+
+@table("grpo-recurrence")
+def grpo_recurrence(read: Read) -> str:
+    rows = read("grpo_recurrence.csv")
+    picks = [("ref-kl", 2, 1), ("ref-kl", 16, 1), ("no-population-fixed-point", 16, 1),
+             ("damped-small-p_ref", 16, 16)]  # fmt: skip
+    body = []
+    for setting, g, groups in picks:
+        r = one(rows, setting=setting, G=g, groups=groups)
+        p = r["fixed_point_population"]
+        body.append([
+            f"({r['p_ref']}, {r['beta1']}, {r['beta2']})", str(g), str(groups),
+            f(float(r["final_pred"]), ".4f"),
+            f"{f(float(r['final_mean']), '.4f')} [{f(float(r['final_lo']), '.4f')},"
+            f" {f(float(r['final_hi']), '.4f')}]",
+            "none" if isnan(p) else f(float(p), ".4f"),
+        ])  # fmt: skip
+    seeds = {r["seeds"] for r in rows}
+    return (
+        para(
+            "Final PoS, mean over seeds with its 95% bootstrap CI (`out/grpo_recurrence.csv`,"
+            f" {seeds.pop()} seeds per row), a few rows:"
+        )
+        + "\n\n"
+        + md(
+            [
+                "(p_ref, beta1, beta2)",
+                "G",
+                "groups",
+                "recurrence",
+                "sampled mean [95% CI]",
+                "population p*",
+            ],
+            body,
+        )  # fmt: skip
+    )
