@@ -612,3 +612,199 @@ def grpo_recurrence(read: Read) -> str:
             body,
         )  # fmt: skip
     )
+
+
+@table("mujoco")
+def mujoco(read: Read) -> str:
+    text, n = learning_body(read, ["ppo_mujoco.csv", "trpo_mujoco.csv"])
+    return f"`out/ppo_mujoco.csv`, `out/trpo_mujoco.csv`, {kind(n)} over {n} seeds:\n\n" + text
+
+
+@table("dmc")
+def dmc(read: Read) -> str:
+    text, n = learning_body(read, ["ppo_dmc.csv"])
+    return f"`out/ppo_dmc.csv`, {kind(n)} over {n} seeds:\n\n" + text
+
+
+@table("gae-grid")
+def gae_grid(read: Read) -> str:
+    rows = read("gae_lambda_gamma.csv")
+    gammas = sorted({r["gamma"] for r in rows}, key=float)
+    lams = sorted({r["lambda"] for r in rows}, key=float)
+    body, groups = [], []
+    for gm in gammas:
+        cells = []
+        for lm in lams:
+            grp = rows_where(rows, gamma=gm, **{"lambda": lm})
+            groups.append(grp)
+            cells.append(f(np.mean(col(grp, "final_return"))))
+        body.append([gm, *cells])
+    n = uniform_n(groups)
+    return (
+        f"`out/gae_lambda_gamma.csv`, train return, mean over {n} seeds:\n\n"
+        + md(["gamma \\ lambda", *(f"{float(x):g}" for x in lams)], body,
+             ["---"] + ["---:"] * len(lams))
+    )  # fmt: skip
+
+
+@table("depth")
+def depth(read: Read) -> str:
+    rows = read("depth_sweep.csv")
+    depths = sorted({r["depth"] for r in rows}, key=int)
+    envs = list(dict.fromkeys(r["env_id"] for r in rows))
+    body, groups = [], []
+    for d in depths:
+        cells = []
+        for algo in ("ppo", "spo"):
+            g = rows_where(rows, algo=algo, depth=d)
+            cells.append(f(np.mean(col(g, "ratio_dev_mean")), ".3f"))
+        for algo in ("ppo", "spo"):
+            per_env = []
+            for e in envs:
+                g = rows_where(rows, algo=algo, depth=d, env_id=e)
+                groups.append(g)
+                per_env.append(f(np.mean(col(g, "final_train_return"))))
+            cells.append(" / ".join(per_env))
+        body.append([d, *cells])
+    n = uniform_n(groups)
+    names = " / ".join(e.split("-")[0] for e in envs)
+    return (
+        f"`out/depth_sweep.csv`, mean over {n} seeds:\n\n"
+        + md(["depth", "PPO mean \\|r - 1\\|", "SPO mean \\|r - 1\\|", f"PPO train: {names}",
+              f"SPO train: {names}"], body, ["---", "---:", "---:", "---", "---"])
+    )  # fmt: skip
+
+
+SUITE_METHODS = {"pg": "PG", "pg-filter": "PG + filter", "ppo": "PPO", "grpo": "GRPO",
+                 "grpo-seq": "GRPO `--ratio sequence`", "grpo-kalman": "GRPO `--ratio kalman`",
+                 "tpo": "TPO"}  # fmt: skip
+
+
+@table("bandit-suite")
+def bandit_suite(read: Read) -> str:
+    rows = read("bandit_suite_summary.csv")
+    body, ns = [], set()
+    for r in rows:
+        ns.add(r["seeds"])
+        never = r["reached_half"] == "0" or isnan(r["samples_to_half_median"])
+        body.append([
+            r["bandit"].split(":", 1)[1], SUITE_METHODS[r["method"]],
+            f"{f(float(r['final_success']), '.3f')} [{f(float(r['final_success_lo']), '.3f')},"
+            f" {f(float(r['final_success_hi']), '.3f')}]",
+            f"{f(float(r['mean_success']), '.3f')} [{f(float(r['mean_success_lo']), '.3f')},"
+            f" {f(float(r['mean_success_hi']), '.3f')}]",
+            "never" if never else f(float(r["samples_to_half_median"])),
+        ])  # fmt: skip
+    return (
+        para(
+            f"`out/bandit_suite_summary.csv` ({'/'.join(sorted(ns))} seeds, mean [95% bootstrap"
+            " CI]), `out/bandit_suite.csv` (per run):"
+        )
+        + "\n\n"
+        + md(["bandit", "method", "final success", "mean success",
+              "samples to success 0.5 (median)"], body, ["---"] * 4 + ["---:"])
+    )  # fmt: skip
+
+
+@table("bandit-200")
+def bandit_200(read: Read) -> str:
+    rows = read("bandit_suite_200.csv")
+    bandits = list(dict.fromkeys(r["bandit"] for r in rows))
+    methods = [m for m in SUITE_METHODS if any(r["method"] == m for r in rows)]
+    seeds = {m: {len([r for r in rows if r["method"] == m and r["bandit"] == b]) for b in bandits}
+             for m in methods}  # fmt: skip
+    header = ["bandit"]
+    for m in methods:
+        n = sorted(seeds[m] - {0})
+        header.append(f"{SUITE_METHODS[m]} ({'/'.join(map(str, n))} seeds)")
+    body = []
+    for b in bandits:
+        cells = [b.split(":", 1)[1]]
+        for m in methods:
+            g = [r for r in rows if r["bandit"] == b and r["method"] == m]
+            cells.append(spread(col(g, "final_success"), ".3f") if g else "")
+        body.append(cells)
+    return (
+        para(
+            "Final success, mean [95% bootstrap CI] over seeds (`out/bandit_suite_200.csv`; the"
+            " ledger's bandit rows read this file):"
+        )
+        + "\n\n"
+        + md(header, body)
+    )
+
+
+@table("iql-vs-bc")
+def iql_vs_bc(read: Read) -> str:
+    rows = read("iql_vs_bc.csv")
+    body, groups = [], []
+    for env in OFFLINE_ENVS:
+        for k in OFFLINE_KINDS:
+            bc = rows_where(rows, env=env, kind=k, method="bc")
+            iql = rows_where(rows, env=env, kind=k, method="iql", tau="0.7")
+            groups += [bc, iql]
+            body.append([
+                f"{env.split('-')[0].lower()}-{k}",
+                spread(col(bc, "final_normalized_score"), ".1f"),
+                spread(col(iql, "final_normalized_score"), ".1f"),
+            ])  # fmt: skip
+    n = uniform_n(groups)
+    return f"`out/iql_vs_bc.csv`, {kind(n)} over {n} seeds:\n\n" + md(
+        ["dataset", "BC", "IQL tau 0.7"], body
+    )
+
+
+@table("iql-tau")
+def iql_tau(read: Read) -> str:
+    rows = read("iql_tau.csv")
+    iql = {"method": "iql", "online_steps": "0"}
+    cols = [("BC", {"method": "bc"}), ("IQL tau 0.5", {**iql, "tau": "0.5"}),
+            ("tau 0.7", {**iql, "tau": "0.7"}), ("tau 0.9", {**iql, "tau": "0.9"}),
+            ("tau 0.7 + online", {"method": "iql", "tau": "0.7", "online_steps": "5000"}),
+            ]  # fmt: skip
+    body, ns = [], set()
+    for ds in dict.fromkeys(r["dataset"] for r in rows):
+        cells = [ds]
+        for _, match in cols:
+            g = [
+                r
+                for r in rows
+                if r["dataset"] == ds and all(r[k] == str(v) for k, v in match.items())
+            ]
+            if g:
+                ns.add(len(g))
+            cells.append(spread(col(g, "final_normalized_score"), ".1f") if g else "")
+        body.append(cells)
+    n = "/".join(map(str, sorted(ns)))
+    return f"`out/iql_tau.csv`, final normalised score, mean (range) over {n} seeds:\n\n" + md(
+        ["dataset", *(c for c, _ in cols)], body
+    )
+
+
+def seeds_above(read: Read, name: str, column: str) -> str:
+    """Per env, how many seeds' `column` exceed the CSV's published reference."""
+    rows = read(name)
+    parts = []
+    for env in dict.fromkeys(r["env_id"] for r in rows):
+        g = rows_where(rows, env_id=env)
+        k = sum(float(r[column]) > float(r["reference"]) for r in g)
+        parts.append(f"{env} {k} of {len(g)}")
+    return ", ".join(parts)
+
+
+@table("mujoco-verdict")
+def mujoco_verdict(read: Read) -> str:
+    return para(
+        "Seeds above the published number: PPO's train return (CleanRL's is a train return)"
+        f" {seeds_above(read, 'ppo_mujoco.csv', 'final_train_return')}; TRPO's final evaluation"
+        f" (RL Zoo's is an evaluation) {seeds_above(read, 'trpo_mujoco.csv', 'final_eval_return')}."
+    )
+
+
+@table("dmc-verdict")
+def dmc_verdict(read: Read) -> str:
+    return para(
+        "Seeds above CleanRL's published return at 8x our budget: train"
+        f" {seeds_above(read, 'ppo_dmc.csv', 'final_train_return')}; final evaluation"
+        f" {seeds_above(read, 'ppo_dmc.csv', 'final_eval_return')}."
+    )
