@@ -808,3 +808,179 @@ def dmc_verdict(read: Read) -> str:
         f" {seeds_above(read, 'ppo_dmc.csv', 'final_train_return')}; final evaluation"
         f" {seeds_above(read, 'ppo_dmc.csv', 'final_eval_return')}."
     )
+
+
+@table("trust-region-family")
+def trust_region_family(read: Read) -> str:
+    iqm = {r["algo"]: r for r in read("trust_region_family_iqm.csv")}
+    runs = read("trust_region_family.csv")
+    order = sorted(iqm, key=lambda a: -float(iqm[a]["iqm"]))
+    row1 = [f"{f(float(iqm[a]['iqm']), '.2f')} [{f(float(iqm[a]['ci_lo']), '.2f')},"
+            f" {f(float(iqm[a]['ci_hi']), '.2f')}]" for a in order]  # fmt: skip
+    row2 = [f(np.mean(col(rows_where(runs, algo=a), "ratio_dev_mean")), ".3f") for a in order]
+    row3 = [f(max(col(rows_where(runs, algo=a), "kl_max_max")), ".3f") for a in order]
+    fix = rows_where(runs, algo="fixpo")
+    share = col(fix, "fixup_share")
+    body = [
+        ["IQM of the normalised final train return [95% stratified bootstrap]"
+         " (`out/trust_region_family_iqm.csv`)", *row1],
+        ["mean \\|r - 1\\| after an update, mean over runs (`out/trust_region_family.csv`)", *row2],
+        ["largest per-state KL of any update, max over runs", *row3],
+    ]  # fmt: skip
+    return (
+        md(["", *(NAMES[a] for a in order)], body)
+        + "\n\n"
+        + para(
+            "FixPO's largest per-state KL after any update is"
+            f" {f(max(col(fix, 'kl_max_max')), '.4f')} and its fixup phase adds"
+            f" {np.mean(share):.1%} gradient steps on average (largest {max(share):.1%} per run;"
+            " the paper says < 5%). TRPO's largest per-state KL is"
+            f" {f(max(col(rows_where(runs, algo='trpo'), 'kl_max_max')), '.2f')}, against its"
+            " mean-KL radius 0.01."
+        )
+    )
+
+
+@table("brax-pipeline")
+def brax_pipeline(read: Read) -> str:
+    rows = read("brax_pipeline_check.csv")
+    body = []
+    for p in dict.fromkeys(r["pipeline"] for r in rows):
+        cells = [p]
+        for c in ("pd", "zero"):
+            r = one(rows, pipeline=p, controller=c)
+            lo, hi = int(r["min_length"]), int(r["max_length"])
+            cells.append(str(lo) if lo == hi else f"{lo}-{hi}")
+        body.append(cells)
+    n = {r["episodes"] for r in rows}.pop()
+    return (
+        f"`out/brax_pipeline_check.csv`, episode length min-max over {n} episodes (1000 ="
+        " balanced to the end):\n\n" + md(["pipeline", "PD controller", "zero action"], body)
+    )
+
+
+@table("dppo")
+def dppo(read: Read) -> str:
+    rows = read("dppo_finetune.csv")
+    body, groups = [], []
+    for ds in dict.fromkeys(r["dataset"] for r in rows):
+        cells = [ds]
+        for pol in ("diffusion", "gaussian"):
+            g = rows_where(rows, dataset=ds, policy=pol)
+            groups.append(g)
+            clone = {r["clone_return"] for r in g}
+            if len(clone) != 1:
+                raise ValueError(f"dppo_finetune.csv: several clones for {ds} {pol}")
+            cells.append(f"{f(float(clone.pop()))} -> {spread(col(g, 'final_return'))}")
+        body.append(cells)
+    n = uniform_n(groups)
+    return (
+        f"`out/dppo_finetune.csv`, final evaluation, {kind(n)} over {n} seeds, from the clone's:"
+        "\n\n" + md(["dataset", "DPPO: clone -> final", "Gaussian PPO: clone -> final"], body)
+    )
+
+
+@table("fpo")
+def fpo(read: Read) -> str:
+    bandit = read("fpo_multimodal.csv")
+    mj = read("fpo_multimodal_mujoco.csv")
+    fb, pb = rows_where(bandit, algo="fpo"), rows_where(bandit, algo="ppo")
+    left = sum(float(r["share_left"]) > float(r["share_right"]) for r in fb)
+    minority = col(fb, "minority_share")
+    fpo_share = (
+        f"0 in all {len(fb)} ({left} left, {len(fb) - left} right)"
+        if max(minority) == 0
+        else med_range(minority, ".3f")
+    )
+    steps = {r["steps"] for r in bandit}.pop()
+    fm, pm = rows_where(mj, algo="fpo"), rows_where(mj, algo="ppo")
+    body = [
+        [f"bimodal: share of samples on the less-used mode at {f(int(steps))} steps, per seed",
+         fpo_share, span(min(col(pb, "minority_share")), max(col(pb, "minority_share")), ".3f"),
+         "`out/fpo_multimodal.csv`"],
+        [f"bimodal: mean reward, {kind(len(fb))}", spread(col(fb, "mean_reward"), ".3f"),
+         spread(col(pb, "mean_reward"), ".3f"), "`out/fpo_multimodal.csv`"],
+        [f"Hopper-v5 final evaluation, {kind(len(fm))}", spread(col(fm, "final_eval_return")),
+         spread(col(pm, "final_eval_return")), "`out/fpo_multimodal_mujoco.csv`"],
+    ]  # fmt: skip
+    return md(["", "FPO", "Gaussian PPO", "CSV"], body)
+
+
+RATIO_KINDS = {"step": "per step", "sequence": "sequence", "sequence_mean": "GSPO",
+               "kalman": "KPO Kalman"}  # fmt: skip
+
+
+@table("ratio-filters")
+def ratio_filters(read: Read) -> str:
+    rows = read("ratio_filters_summary.csv")
+    ks = sorted({r["staleness"] for r in rows}, key=int)
+    seeds = {r["seeds"] for r in rows}
+
+    def cells(kind_: str, column: str, spec: str | None) -> str:
+        v = [float(one(rows, kind=kind_, staleness=k)[column]) for k in ks]
+        return " / ".join(g(x) if spec is None else f(x, spec) for x in v)
+
+    body = [[name, cells(k, "grad_rel_var", ".1f"), cells(k, "grad_cos", ".2f"),
+             cells(k, "kl_update", None), cells(k, "final_return", ",.0f")]
+            for k, name in RATIO_KINDS.items()]  # fmt: skip
+    on = {k: one(rows, kind=k, staleness=ks[0]) for k in ("step", "kalman")}
+
+    def noise(k: str) -> str:
+        r = on[k]
+        lo, hi = float(r["grad_rel_var_lo"]), float(r["grad_rel_var_hi"])
+        return f"{f(float(r['grad_rel_var']), '.1f')} ({span(lo, hi, '.1f')})"
+
+    return (
+        f"`out/ratio_filters_summary.csv`, mean over {'/'.join(sorted(seeds))} seeds, k ="
+        f" {' / '.join(ks)}:\n\n"
+        + md(["ratio", "noise / signal of the policy gradient (tr Cov / \\|mean\\|^2)",
+              "cosine to the on-policy gradient", "KL(old \\|\\| new) of an update",
+              "final return (last 5 iterations)"], body)  # fmt: skip
+        + "\n\n"
+        + para(
+            f"On-policy noise / signal, mean (range): per step {noise('step')} against Kalman"
+            f" {noise('kalman')};"
+            f" KL of an update {g(float(on['kalman']['kl_update']))} against"
+            f" {g(float(on['step']['kl_update']))}."
+        )
+    )  # fmt: skip
+
+
+@table("entropy-law")
+def entropy_law(read: Read) -> str:
+    rows = read("entropy_law_fits.csv")
+    body = []
+    for r in rows:
+        who = "pooled" if r["seed"] == "all" else f"seed {r['seed']}"
+        who = f"{r['method'].upper()}, {who}"
+        body.append([who, r["points"], f(float(r["a"]), ".1f"), f(float(r["b"])),
+                     f(float(r["r2"]), ".2f"), f(float(r["r2_linear"]), ".2f"),
+                     f"{f(float(r['late_predicted']))} / {f(float(r['late_return']))}",
+                     ])  # fmt: skip
+    pooled = one(rows, method="ppo", seed="all")
+    best = max(rows_where(rows, method="ppo"), key=lambda r: float(r["late_return"]))
+    gr = one(rows, method="grpo", seed="all")
+    return (
+        "`out/entropy_law_fits.csv`:\n\n"
+        + md(
+            [
+                "fit",
+                "points",
+                "a",
+                "b",
+                "R^2",
+                "R^2 of the line",
+                "last-quarter return: predicted from the first half / measured",
+            ],
+            body,
+            ["---"] + ["---:"] * 5 + ["---"],
+        )  # fmt: skip
+        + "\n\n"
+        + para(
+            "Verdict: the law fits PPO's curves worse than a straight line and does not predict"
+            f" its ceiling (the pooled fit's b - a = {f(float(pooled['ceiling']))} is below seed"
+            f" {best['seed']}'s last-quarter return, {f(float(best['late_return']))}). GRPO's"
+            f" entropy barely moves in 300k steps ({f(float(gr['entropy_min']), '.2f')}-"
+            f"{f(float(gr['entropy_max']), '.2f')} nats), so its fit tests nothing."
+        )
+    )
