@@ -984,3 +984,142 @@ def entropy_law(read: Read) -> str:
             f"{f(float(gr['entropy_max']), '.2f')} nats), so its fit tests nothing."
         )
     )
+
+
+@table("bench-ppo")
+def bench_ppo(read: Read) -> str:
+    specs = [("PPO (CleanRL settings)", "bench_ppo.csv", {"algo": "ppo", "num_envs": 1}),
+             ("PPO", "bench_ppo.csv", {"algo": "ppo", "num_envs": 8}),
+             ("TRPO (RL Zoo settings)", "bench_trpo.csv", {"num_envs": 2}),
+             ("TRPO", "bench_trpo.csv", {"num_envs": 8})]  # fmt: skip
+    body = []
+    for label, name, match in specs:
+        rows = rows_where(read(name), **match)
+        floor = [r for r in rows if r["contender"] == "floor"]
+        # time ours / floor = floor rate / our rate, paired per repeat
+        vs_floor = floor and med_range(
+            [1 / x for x in paired_ratio(rows, "sps", "ours", "floor")], ".2f"
+        )
+        body.append([
+            label, str(match["num_envs"]),
+            f(np.median(col(rows_where(rows, contender="ours"), "sps"))),
+            f(np.median(col(rows_where(rows, contender="sb3"), "sps"))),
+            med_range(paired_ratio(rows, "sps", "ours", "sb3"), ".2f"),
+            vs_floor if floor else "-", f"`out/{name}`",
+        ])  # fmt: skip
+    return md(["", "envs", "ours steps/s", "SB3 steps/s", "ours / SB3", "time ours / floor", "CSV"],
+              body, ["---", "---", "---:", "---:", "---", "---", "---"])  # fmt: skip
+
+
+GENERATIVE = {"ppo": "ppo.py", "fpo": "fpo.py, reference defaults",
+              "fpo_ppo_update": "fpo.py with ppo's update size (10 epochs, 64-64 critic)",
+              "dppo": "dppo.py, reference sizes (K 20, K' 10, 512x3 residual actor, 256x3 critic)",
+              "dppo_ppo_nets": "dppo.py with ppo's widths (64x3 actor, 64-64 critic; same K, K',"
+                               " 5 epochs)"}  # fmt: skip
+
+
+@table("bench-generative")
+def bench_generative(read: Read) -> str:
+    rows = read("bench_generative.csv")
+    body = []
+    for c, label in GENERATIVE.items():
+        mine = rows_where(rows, contender=c)
+        if c == "ppo":
+            cpu = wall = "1"
+        else:
+            cpu = med_range(paired_ratio(rows, "sps_cpu", c, "ppo"), ".2f")
+            wall = med_range(paired_ratio(rows, "sps", c, "ppo"), ".2f")
+        body.append([label, med_range(col(mine, "sps_cpu"), ",.0f"), cpu, wall])
+    return (
+        para(
+            "`out/bench_generative.csv`, training env steps per CPU second, median (range) over"
+            f" {len(rows_where(rows, contender='ppo'))} repeats, and the ratio to ppo.py paired"
+            " per repeat (CPU time / wall time):"
+        )
+        + "\n\n"
+        + md(
+            ["contender", "steps per CPU s", "/ ppo.py, CPU", "/ ppo.py, wall"],
+            body,
+            ["---", "---:", "---", "---"],
+        )  # fmt: skip
+    )
+
+
+@table("bench-retrace")
+def bench_retrace(read: Read) -> str:
+    body = []
+    for name in ("bench_retrace.csv", "bench_retrace_idle.csv"):
+        rows = read(name)
+        ours, sb3 = rows_where(rows, contender="ours"), rows_where(rows, contender="sb3")
+        body.append([
+            f"`out/{name}`", f"{rows[0]['updates']}, {rows[0]['warmup']}", str(len(ours)),
+            med_range(col(ours, "updates_per_s"), ".1f"),
+            med_range(col(sb3, "updates_per_s"), ".1f"),
+            med_range(paired_ratio(rows, "updates_per_s", "ours", "sb3"), ".2f"),
+            med_range(paired_ratio(rows, "updates_per_cpu_s", "ours", "sb3"), ".2f"),
+        ])  # fmt: skip
+    return md(["CSV", "updates, of which untimed", "repeats", "ours", "SB3", "ours / SB3, wall",
+               "ours / SB3, CPU"], body, ["---"] * 3 + ["---:"] * 2 + ["---"] * 2)  # fmt: skip
+
+
+@table("bench-iql")
+def bench_iql(read: Read) -> str:
+    rows = read("bench_iql.csv")
+    ours, d3 = rows_where(rows, contender="ours"), rows_where(rows, contender="d3rlpy")
+    body = [["`out/bench_iql.csv`", f(np.median(col(ours, "updates_per_cpu_s")), ".1f"),
+             f(np.median(col(d3, "updates_per_cpu_s")), ".1f"),
+             med_range(paired_ratio(rows, "updates_per_cpu_s", "ours", "d3rlpy"), ".2f"),
+             med_range(paired_ratio(rows, "updates_per_s", "ours", "d3rlpy"), ".2f")]]  # fmt: skip
+    return (
+        md(
+            [
+                "CSV",
+                "ours updates per CPU s",
+                "d3rlpy updates per CPU s",
+                "ours / d3rlpy by CPU time",
+                "by wall clock",
+            ],
+            body,
+            ["---", "---:", "---:", "---", "---"],
+        )  # fmt: skip
+        + f"\n\nMedians over the {len(ours)} repeats, ratios paired per repeat (median and range)."
+    )
+
+
+@table("bench-iql-eval")
+def bench_iql_eval(read: Read) -> str:
+    ev = read("bench_iql_eval.csv")
+    sides = {c: col(rows_where(ev, contender=c), "normalized_score") for c in ("ours", "d3rlpy")}
+    n = uniform_n(list(sides.values()))
+    return para(
+        f"Normalised final evaluation, {kind(n)} over {n} seeds: ours"
+        f" {spread(sides['ours'], '.1f')}, d3rlpy {spread(sides['d3rlpy'], '.1f')}."
+    )
+
+
+@table("ppo-vs-sb3")
+def ppo_vs_sb3(read: Read) -> str:
+    runs = read("ppo_vs_sb3.csv")
+    tests = read("ppo_vs_sb3_tests.csv")
+    metric = "final_eval_return"
+
+    def above(side: str) -> str:
+        v = sorted(col(rows_where(runs, side=side), metric))
+        hi = [x for x in v if x > 3000]
+        extra = f" ({', '.join(f(x) for x in hi)})" if hi else f" (max {f(max(v))})"
+        return f"{len(hi)} of {len(v)}{extra}"
+
+    body = [["SB3", f(np.median(col(rows_where(runs, side="SB3"), metric))), "", "", "",
+             above("SB3")]]  # fmt: skip
+    for side, label in (("controlrl", "controlrl"), ("controlrl vf_coef=1",
+                                                      "controlrl `--vf-coef 1.0`")):  # fmt: skip
+        t = one(tests, side=side, metric=metric)
+        body.append([
+            label, f(float(t["median"])),
+            f"{f(float(t['median_diff']))} [{f(float(t['median_diff_ci_lo']))},"
+            f" {f(float(t['median_diff_ci_hi']))}]",
+            f(float(t["p_mean_permutation"]), ".2f"), f(float(t["p_ks"]), ".2f"), above(side),
+        ])  # fmt: skip
+    return md(["side vs SB3", "median", "median difference", "p (means)", "p (KS)",
+               "seeds above 3000"], body,
+              ["---", "---:", "---", "---:", "---:", "---:"])  # fmt: skip
