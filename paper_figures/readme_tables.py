@@ -1196,3 +1196,157 @@ def bench_brax(read: Read) -> str:
             f" {1 - min(one_env):.0%}; from 64 envs on it disappears in the step."
         )
     )
+
+
+TRAINERS = {"brax": "Brax's PPO trainer", "ours_jax": "`algos/ppo_brax.py` (JAX)",
+            "ours": "`algos/ppo.py` (torch)"}  # fmt: skip
+
+
+@table("brax-race")
+def brax_race(read: Read) -> str:
+    rows = read("brax_ppo_race.csv")
+    ok = sum(r["status"] == "ok" and not isnan(r["step_at_target"]) for r in rows)
+    body = []
+    for t, label in TRAINERS.items():
+        g = sorted(rows_where(rows, trainer=t), key=lambda r: int(r["seed"]))
+        if t == "brax":
+            body.append([label, "1", "1"])
+            continue
+        cost = " / ".join(f(float(r["train_cost_vs_brax"]), ".2f") for r in g)
+        wall = col(g, "wall_ratio_vs_brax")
+        body.append([label, cost, span(min(wall), max(wall), ".2f")])
+    jax = rows_where(rows, trainer="ours_jax")
+    others = []
+    for name in ("brax_ppo_race_jax_only.csv", "brax_ppo_race_jax_only_2.csv",
+                 "brax_ppo_race_jax_only_3.csv"):  # fmt: skip
+        others.append(f(np.median(col(rows_where(read(name), trainer="ours_jax"),
+                                      "train_cost_vs_brax")), ".2f"))  # fmt: skip
+    ant = sorted(rows_where(read("brax_ppo_race_ant.csv"), trainer="ours_jax"),
+                 key=lambda r: int(r["seed"]))  # fmt: skip
+    return (
+        f"`out/brax_ppo_race.csv` ({ok} of {len(rows)} runs reach the target):\n\n"
+        + md(
+            [
+                "trainer",
+                "training time per env step / Brax's, per seed",
+                "wall clock to target / Brax's",
+            ],
+            body,
+        )  # fmt: skip
+        + "\n\n"
+        + para(
+            "Per-step training time in these races differs between runs of the same command: the"
+            " median of `ppo_brax.py`'s ratio is"
+            f" {f(np.median(col(jax, 'train_cost_vs_brax')), '.2f')} here, and"
+            f" {', '.join(others[:-1])} and {others[-1]} with `--trainers brax,ours_jax` in"
+            " `out/brax_ppo_race_jax_only.csv`, `out/brax_ppo_race_jax_only_2.csv` and"
+            " `out/brax_ppo_race_jax_only_3.csv`. The compute comparison is `brax_parity.py`'s. At"
+            " Brax's ant settings (`out/brax_ppo_race_ant.csv`: `--trainers brax,ours_jax --env"
+            " ant`, swish 32x4 / 256x5, reward scaling 10, 128 envs x 5 steps, 64k steps, Gaussian"
+            " policies): ratio"
+            f" {' / '.join(f(float(r['train_cost_vs_brax']), '.2f') for r in ant)}; 64k steps are"
+            " too short to compare learning."
+        )
+    )
+
+
+PARITY = [("brax_parity.csv", "`out/brax_parity.csv`", "pinned to one"),
+          ("brax_parity_unpinned_idle.csv", "`out/brax_parity_unpinned_idle.csv` (`--cpu -1`)",
+           "both"),
+          ("brax_parity_unpinned_loaded.csv", "`out/brax_parity_unpinned_loaded.csv` (`--cpu -1`,"
+           " another process on the second core)", "both")]  # fmt: skip
+
+
+def parity_stats(rows) -> tuple[list[float], list[float]]:
+    """Every round's ours / Brax ratio, and per seed the median over its rounds."""
+    ours = [r for r in rows if r["trainer"] == "ours_jax"]
+    return col(ours, "ours_over_brax"), parity_per_seed(rows)
+
+
+@table("brax-parity")
+def brax_parity(read: Read) -> str:
+    body, medians = [], []
+    for name, label, cpus in PARITY:
+        rows = read(name)
+        rounds, seeds = parity_stats(rows)
+        medians.append(np.median(seeds))
+
+        def k(t: str, rows: list = rows) -> str:
+            v = col(rows_where(rows, trainer=t), "train_sps")
+            return f"{min(v) / 1e3:.1f}-{max(v) / 1e3:.1f}k"
+
+        body.append([label, cpus, span(min(rounds), max(rounds), ".3f"),
+                     " / ".join(f(x, ".3f") for x in seeds), f(np.median(seeds), ".3f"),
+                     f"{k('ours_jax')} / {k('brax')}"])  # fmt: skip
+    return (
+        md(["CSV", "CPUs", "rounds", "per seed", "median", "ours / Brax env steps/s"], body)
+        + "\n\n"
+        + para(
+            "Verdict: per env step on one CPU `ppo_brax.py` needs"
+            f" {'no more' if medians[0] <= 1 else 'more'} training time than Brax's trainer"
+            f" (median {f(medians[0], '.3f')}); when XLA may use both cores, Brax's trainer is"
+            f" {'faster' if medians[1] > 1 else 'not faster'} ({f(medians[1], '.3f')})."
+        )
+    )
+
+
+@table("brax-threads")
+def brax_threads(read: Read) -> str:
+    body = []
+    for name in ("brax_threads_race.csv", "brax_threads_ant.csv"):
+        rows = [r for r in read(name) if r["status"] == "ok"]
+        pin, unpin = rows_where(rows, mode="pinned"), rows_where(rows, mode="unpinned")
+        scale, unit = (1e3, "s") if np.median(col(pin, "wall_ms")) > 1000 else (1.0, "ms")
+        spec = ".2f" if unit == "s" else ".1f"
+
+        def mr(rs: list, c: str, scale: float = scale, unit: str = unit, spec: str = spec) -> str:
+            return med_range([x / scale for x in col(rs, c)], spec) + f" {unit}"
+
+        by = defaultdict(dict)
+        for r in rows:
+            by[r["repeat"]][r["mode"]] = float(r["wall_ms"])
+        ratio = [v["unpinned"] / v["pinned"] for v in by.values() if len(v) == 2]
+        body.append([f"`out/{name}`", mr(pin, "wall_ms"), mr(unpin, "wall_ms"),
+                     mr(unpin, "cpu_ms"), med_range(ratio, ".2f")])  # fmt: skip
+    return md(["CSV", "pinned, wall = CPU", "unpinned, wall", "unpinned, CPU",
+               "unpinned / pinned, wall"], body)  # fmt: skip
+
+
+LOCO = {"brax": "Brax's PPO", "ours": "ppo_brax.py tanh_normal",
+        "ours_gaussian": "ppo_brax.py gaussian"}  # fmt: skip
+
+
+@table("brax-locomotion")
+def brax_locomotion(read: Read) -> str:
+    table_rows = read("brax_locomotion_table.csv")
+    runs = read("brax_locomotion.csv")
+    steps = {r["steps"] for r in table_rows}.pop()
+    body = []
+    for r in table_rows:
+        g = sorted(
+            rows_where(runs, env=r["env"], trainer=r["trainer"]), key=lambda q: int(q["seed"])
+        )
+        at = [q["step_to_target"] for q in g]
+        body.append([
+            r["env"], LOCO[r["trainer"]],
+            f"{f(float(r['return_mean']))}"
+            f" ({span(float(r['return_min']), float(r['return_max']), ',.0f')})",
+            " / ".join(f(float(q["return_at_budget"])) for q in g),
+            f"{r['seeds_at_target']} of {r['seeds']} (>= {f(float(r['target']))})",
+            "-" if all(isnan(x) for x in at)
+            else " / ".join("-" if isnan(x) else f"{float(x) / 1e3:.0f}k" for x in at),
+        ])  # fmt: skip
+    return (
+        "`out/brax_locomotion.csv` (per run), `out/brax_locomotion_table.csv`:\n\n"
+        + md(
+            [
+                "env",
+                "trainer",
+                f"final evaluation at {f(int(steps))} steps, mean (range)",
+                "per seed",
+                "seeds reaching",
+                "step reaching it, per seed",
+            ],
+            body,
+        )  # fmt: skip
+    )
