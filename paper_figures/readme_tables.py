@@ -1350,3 +1350,53 @@ def brax_locomotion(read: Read) -> str:
             body,
         )  # fmt: skip
     )
+
+
+@table("entropy-mechanism")
+def entropy_mechanism(read: Read) -> str:
+    rows = read("entropy_mechanism.csv")
+    small = min({r["eta"] for r in rows}, key=float)
+    first = [r for r in rows if r["eta"] == small]
+    inside = sum(r["first_inside"] == "1" for r in first)
+    v = one(rows, bandit="aligned", update="vanilla", B=1, eta=small)
+    nat = one(rows, bandit="anti-aligned", update="natural", B=1, eta="0.1")
+    return para(
+        "On a 10-armed softmax bandit with sampled steps (`out/entropy_mechanism.csv`, mean"
+        " entropy change with its 95% bootstrap CI over"
+        f" {f(int(v['batches']))} batches): the covariance term is inside the CI at eta ="
+        f" {float(small):g} in {inside} of {len(first)} combinations, and the gap grows as eta^2"
+        " with the exact second-order constant (vanilla, batch 1:"
+        f" {f(float(v['rem_over_eta2']), '.4f')} measured against {f(float(v['d2']), '.4f')})."
+        " Finding: the sampled step's second-order term carries a noise share that shrinks like"
+        " 1/batch, and for natural PG with single samples on the bandit whose likely arms pay"
+        " less, the entropy falls where the covariance term predicts a rise (eta 0.1:"
+        f" {f(float(nat['mean']), '.4f')}, CI {f(float(nat['lo']), '.4f')} to"
+        f" {f(float(nat['hi']), '.4f')}, against {sign(float(nat['pred_first']))}"
+        f"{f(float(nat['pred_first']), '.4f')})."
+    )
+
+
+@table("bandit-verdict")
+def bandit_verdict(read: Read) -> str:
+    rows = read("bandit_suite_summary.csv")
+    b4 = [b for b in BANDITS]
+    short = {"bandit:bernoulli-10": "bernoulli-10", "bandit:sparse-1000": "sparse",
+             "bandit:contextual-16-10": "contextual",
+             "bandit:sequence-reverse-2-6": "sequence"}  # fmt: skip
+    sp = {m: one(rows, bandit="bandit:sparse-1000", method=m) for m in ("tpo", "grpo")}
+    rise = ", ".join(
+        f"{float(one(rows, bandit=b, method='grpo')['entropy_rise_frac']):.0%} ({short[b]})"
+        for b in b4
+    )
+    pg_rise = float(one(rows, bandit="bandit:bernoulli-10", method="pg")["entropy_rise_frac"])
+    seq = {m: one(rows, bandit="bandit:sequence-reverse-2-6", method=m)
+           for m in ("grpo-kalman", "grpo", "grpo-seq")}  # fmt: skip
+    return para(
+        f"Entropy at the end on sparse-1000: TPO {f(float(sp['tpo']['entropy_last']), '.2f')}"
+        f" nats, GRPO {f(float(sp['grpo']['entropy_last']), '.2f')}. GRPO's entropy rises from one"
+        f" iteration to the next in {rise} of iterations; PG's in {pg_rise:.0%} on bernoulli-10."
+        " Clip fraction on sequence-reverse-2-6: Kalman ratio"
+        f" {g(float(seq['grpo-kalman']['clip_frac']))}, per-step"
+        f" {g(float(seq['grpo']['clip_frac']))},"
+        f" sequence {g(float(seq['grpo-seq']['clip_frac']))} (`out/bandit_suite_summary.csv`)."
+    )
