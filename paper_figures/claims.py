@@ -1,8 +1,11 @@
 """The claims ledger: each paper claim the testbed checks, the paper's setting beside ours, the
 statistic from committed CSVs, the verdict, and the smallest effect the experiment could detect.
 
-python paper_figures/claims.py           # writes paper_figures/CLAIMS.md and out/claims.csv
-python paper_figures/claims.py --check   # exit 1 if either file differs from what the CSVs give
+python paper_figures/claims.py           # writes CLAIMS.md, out/claims.csv and the README blocks
+python paper_figures/claims.py --check   # exit 1 if any of them differs from what the CSVs give
+
+The README blocks are the verdict counts of README.md and every generated table block of
+README.md and paper_figures/README.md (paper_figures/readme_tables.py renders them).
 
 It reads only committed CSVs of paper_figures/out/ (a missing one is an error) and computes every
 statistic with controlrl.stats: sample SD, intervals only from >= 5 seeds (a range below), paired
@@ -30,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "paper_figures" / "out"
 LEDGER = ROOT / "paper_figures" / "CLAIMS.md"
 README = ROOT / "README.md"
+FIGURES_README = ROOT / "paper_figures" / "README.md"
 BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
 ALPHA = 0.05
 FIXPO_PAPER = (
@@ -993,19 +997,44 @@ def with_block(readme: str, block: str) -> str:
     return readme[:start] + block + readme[end + len(END) :]
 
 
+def readme_texts(
+    rows: list[Row], readme: Path, figures_readme: Path
+) -> tuple[dict[Path, str], list[str]]:
+    """Both READMEs as the CSVs give them (claims counts and every generated table block), and
+    "<file>: table:<name>" for each block whose committed text differs."""
+    from paper_figures import readme_tables  # the README blocks; imported here, as ledger modules
+
+    texts = {readme: with_block(readme.read_text(), readme_block(rows))}
+    texts[figures_readme] = figures_readme.read_text()
+    changed, used = [], set()
+    for path, text in texts.items():
+        texts[path], names = readme_tables.render(text, read, path.name)
+        changed += [f"{path.name}: table:{n}" for n in names]
+        used |= set(readme_tables.names_in(text))
+    unused = sorted(set(readme_tables.TABLES) - used)
+    if unused:
+        raise ValueError(f"readme_tables.py renders blocks no README holds: {', '.join(unused)}")
+    return texts, changed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare instead of writing")
     parser.add_argument("--ledger", type=Path, default=LEDGER)
     parser.add_argument("--csv", type=Path, default=OUT / "claims.csv")
     parser.add_argument("--readme", type=Path, default=README)
+    parser.add_argument("--figures-readme", type=Path, default=FIGURES_README)
     args = parser.parse_args(argv)
     rows = all_rows()
-    outputs = {
-        args.ledger: markdown(rows),
-        args.csv: csv_text(rows),
-        args.readme: with_block(args.readme.read_text(), readme_block(rows)),
-    }
+    outputs = {args.ledger: markdown(rows), args.csv: csv_text(rows)}
+    try:
+        readmes, blocks = readme_texts(rows, args.readme, args.figures_readme)
+    except ValueError as e:
+        if not args.check:
+            raise
+        print(f"claims.py --check: {e}", file=sys.stderr)
+        return 1
+    outputs.update(readmes)
     if args.check:
         stale = [p for p, text in outputs.items() if not p.exists() or p.read_text() != text]
         for p in stale:
@@ -1014,6 +1043,8 @@ def main(argv: list[str] | None = None) -> int:
                 "python paper_figures/claims.py",
                 file=sys.stderr,
             )
+        for b in blocks:
+            print(f"claims.py --check: {b} differs from what its CSVs give", file=sys.stderr)
         return 1 if stale else 0
     for p, text in outputs.items():
         p.write_text(text)

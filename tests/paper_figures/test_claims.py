@@ -22,12 +22,14 @@ def claims(tmp_path, monkeypatch):
     out = tmp_path / "out"
     shutil.copytree(ROOT / "paper_figures" / "out", out)
     monkeypatch.setattr(module, "OUT", out)
-    for name in ("CLAIMS.md", "README.md"):
-        src = ROOT / ("paper_figures" if name == "CLAIMS.md" else "") / name
-        shutil.copy(src, tmp_path / name)
+    shutil.copy(ROOT / "paper_figures" / "CLAIMS.md", tmp_path / "CLAIMS.md")
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    (tmp_path / "figures").mkdir()
+    shutil.copy(ROOT / "paper_figures" / "README.md", tmp_path / "figures" / "README.md")
     module.argv = [
         "--ledger", str(tmp_path / "CLAIMS.md"), "--csv", str(out / "claims.csv"),
         "--readme", str(tmp_path / "README.md"),
+        "--figures-readme", str(tmp_path / "figures" / "README.md"),
     ]  # fmt: skip
     return module
 
@@ -86,3 +88,66 @@ def test_normalised_differences_are_per_task_min_max(claims):
     ]  # fmt: skip
     d = claims.normalised_diffs(rows, "v", "x", "y", ["A", "B"])
     np.testing.assert_allclose(d, [1.0, 0.5])
+
+
+def edit_in_block(text: str, name: str, old: str, new: str) -> str:
+    """`text` with the first `old` inside block table:<name> replaced by `new`."""
+    start = text.index(f"<!-- table:{name} -->")
+    end = text.index("<!-- table:end -->", start)
+    assert old in text[start:end], (name, old)
+    return text[:start] + text[start:end].replace(old, new, 1) + text[end:]
+
+
+@pytest.mark.parametrize(
+    "readme, block, old, new",
+    [
+        ("README.md", "learning", "3,309 (2,871-3,665)", "3,310 (2,871-3,665)"),
+        ("figures/README.md", "retrace-contraction", "0.658", "0.659"),
+    ],
+)
+def test_an_edited_number_in_a_table_block_fails_the_check_naming_the_block(
+    claims, tmp_path, capsys, readme, block, old, new
+):
+    path = tmp_path / readme
+    text = path.read_text()
+    path.write_text(edit_in_block(text, block, old, new))
+    assert claims.main([*claims.argv, "--check"]) == 1
+    assert f"table:{block} differs" in capsys.readouterr().err
+    assert claims.main(claims.argv) == 0  # rewriting restores the committed text
+    assert path.read_text() == text
+
+
+def test_a_block_without_its_function_fails_the_check(claims, monkeypatch, capsys):
+    from paper_figures import readme_tables
+
+    tables = dict(readme_tables.TABLES)
+    del tables["bandits"]
+    monkeypatch.setattr(readme_tables, "TABLES", tables)
+    assert claims.main([*claims.argv, "--check"]) == 1
+    assert "table:bandits has no function" in capsys.readouterr().err
+
+
+def test_a_function_without_its_block_fails_the_check(claims, tmp_path, capsys):
+    readme = tmp_path / "README.md"
+    text = readme.read_text()
+    start = text.index("<!-- table:speed -->")
+    end = text.index("<!-- table:end -->", start) + len("<!-- table:end -->")
+    readme.write_text(text[:start] + text[end:])
+    assert claims.main([*claims.argv, "--check"]) == 1
+    assert "speed" in capsys.readouterr().err
+
+
+def test_a_table_block_reads_its_csv(claims):
+    (claims.OUT / "bench_population.csv").unlink()
+    with pytest.raises(FileNotFoundError, match="bench_population.csv"):
+        claims.main([*claims.argv, "--check"])
+
+
+def test_spread_is_a_range_below_five_seeds_and_an_interval_from_five():
+    from paper_figures.readme_tables import kind, spread
+
+    assert spread([1.0, 2.0, 6.0], ".1f") == "3.0 (1.0-6.0)"
+    assert spread([-1.0, 2.0], ".1f") == "0.5 (-1.0 to 2.0)"
+    text = spread([1.0, 2.0, 3.0, 4.0, 5.0], ".2f")
+    assert text.startswith("3.00 [") and "-" not in text
+    assert kind(4) == "mean (range)" and kind(5) == "mean [95% bootstrap CI]"
