@@ -28,6 +28,11 @@ Names (K arms, C contexts, V tokens in the vocabulary, L tokens per answer):
                         V = 2, L = 7..10). A uniform policy succeeds w.p. V^-L.
   sequence-summod-V-L   no prompt; reward 1 iff the L tokens sum to 0 mod V (V^(L-1) answers
                         succeed; a uniform policy succeeds w.p. 1/V)
+  sequence-add-V-D      addition: the prompt is two D-digit numbers in base V (2D tokens, each
+                        number least significant digit first, leading zeros allowed), the answer
+                        the L = D + 1 digits of their sum in base V, least significant first
+                        (the last is the carry out); one right answer per prompt, so a uniform
+                        policy succeeds w.p. V^-(D+1); V = 10 is decimal addition
 
 The instance (arm means, hard contexts, the good arm) comes from np.random.default_rng(instance)
 with make(..., instance=0): every run seed faces the same bandit, and the seed given to reset
@@ -41,24 +46,31 @@ A sequence bandit's episode is L steps, one token each (per-step ratios are per 
 episode ratios per sequence); the reward comes at the last step; all envs step in lockstep.
 Observations are float32: the one-hot context (a constant [1.0] where there is one context);
 for a sequence bandit [prompt one-hot (P*V) | tokens emitted so far, one-hot (L*V) | position
-one-hot (L)] with P = L (reverse) or 0 (summod).
+one-hot (L)] with P = L (reverse), 0 (summod) or 2D (add; L = D + 1). Each rule is one class
+of envs/sequence_bandit.py, registered there under its rule name (RULES).
 
 Groups (GRPO's G samples per context): make(..., group_size=G) puts env n in group n // G; the
 G envs of a group get the same context (or prompt) at every reset and autoreset, and draw their
 rewards independently. reset(options={"contexts": c}) sets the contexts of the first episodes
-(c: [num_envs] context indices, or [num_envs, L] prompt tokens for sequence-reverse).
+(c: [num_envs] context indices, or [num_envs, P] prompt tokens for a sequence bandit).
 
 Speed: one numpy pass per step for the whole batch (about 6 us a step at 8-64 envs for
 bernoulli-10, 13-16 us for the others): 100k pulls of bernoulli-10 take 0.07 s at 8 envs.
 
-Truth, for tests and figures (all exact, none estimated):
+Truth, for tests and figures (all exact, none estimated; a script asks the env, never its id):
   optimal_reward       expected reward of the best policy (contexts uniform)
+  sequence, rule       whether an episode is an answer of tokens, and the rule that checks it
+                       (False, None for the one-step bandits)
+  length               steps per episode (1, or a sequence bandit's answer length L)
+  hard_contexts        number of hard contexts (0 but for contextual-C-K)
+  unit_rewards         every reward in [0, 1] (False for gaussian-K)
   contexts             current context index per env [N] (prompt tokens [N, P] for sequences)
   discrete bandits     means [C, K] (success probability, or Gaussian mean), hard [C] (bool),
                        expected_reward(actions, contexts)
   continuous bandits   modes, width, expected_reward(actions [n, 1])
-  sequence bandits     check(tokens [..., L], prompts [..., P]) -> bool (the vectorised reward
-                       checker), solve(prompts) -> one answer with reward 1, uniform_success
+  sequence bandits     vocab, prompt_length P, check(tokens [..., L], prompts [..., P]) -> bool
+                       (the vectorised reward checker), solve(prompts) -> one answer with
+                       reward 1, uniform_success
 """
 
 from __future__ import annotations
@@ -83,10 +95,12 @@ KINDS: dict[str, tuple[tuple[str, int], ...]] = {
     "bimodal": (),
     "sequence-reverse": (("V", 2), ("L", 1)),
     "sequence-summod": (("V", 2), ("L", 1)),
+    "sequence-add": (("V", 2), ("D", 1)),
 }
+SEQUENCE = "sequence-"  # kinds sequence-<rule>: built by envs.sequence_bandit.RULES[rule]
 # the largest parameters an id may ask for: arm tables and observation widths stay megabytes,
 # not a request that allocates the machine away (bernoulli-1000000000)
-MAXIMA = {"K": 100_000, "C": 100_000, "V": 10_000, "L": 1_000}
+MAXIMA = {"K": 100_000, "C": 100_000, "V": 10_000, "L": 1_000, "D": 1_000}
 MAX_CELLS = 1_000_000  # contexts x arms, vocabulary x length: the table / observation width
 FORMS = tuple("-".join([kind, *(p for p, _ in params)]) for kind, params in KINDS.items())
 EXAMPLES = (
@@ -99,6 +113,7 @@ EXAMPLES = (
     "bimodal",
     "sequence-reverse-2-8",
     "sequence-summod-2-8",
+    "sequence-add-2-3",
 )
 HARD_GOOD_P = 0.5  # success probability of the one good arm of a hard context
 BUMP_WIDTH = 0.1  # std of the continuous bandits' reward bump
@@ -141,6 +156,13 @@ def check_id(name: str) -> None:
 
 class BanditVectorEnv(gym.vector.VectorEnv):
     """What every bandit shares: the batch generator, groups sharing a context, spaces."""
+
+    # what the bandit is, for scripts that must not read it off its id
+    sequence = False  # True: an episode is an answer of `length` tokens, checked by `rule`
+    rule: str | None = None  # a sequence bandit's rule (envs.sequence_bandit.RULES)
+    length = 1  # steps per episode
+    hard_contexts = 0  # contexts where the uniform policy succeeds w.p. 1/(2K) (contextual-C-K)
+    unit_rewards = True  # every reward in [0, 1], so success = return / optimal_reward
 
     def __init__(
         self,
@@ -245,6 +267,8 @@ class DiscreteBandit(BanditVectorEnv):
         self.optimal_reward = float(means.max(1).mean())
         space = gym.spaces.Discrete(self.num_arms)
         super().__init__(name, num_envs, self.num_contexts, space, group_size, copy)
+        self.hard_contexts = int(self.hard.sum())
+        self.unit_rewards = not gaussian
         self.constant_observation = self.num_contexts == 1
         self.contexts = np.zeros(num_envs, np.int64)
         self._obs = np.ones((num_envs, 1), np.float32)
@@ -365,9 +389,9 @@ def make(
     if kind in ("continuous", "bimodal"):
         modes = (0.5,) if kind == "continuous" else (-0.5, 0.5)
         return ContinuousBandit(name, num_envs, modes, **kw)
-    from envs.sequence_bandit import SequenceBandit
+    from envs.sequence_bandit import RULES
 
-    return SequenceBandit(name, num_envs, kind.split("-")[1], *params, **kw)
+    return RULES[kind.removeprefix(SEQUENCE)](name, num_envs, *params, **kw)
 
 
 class SeedStreams:

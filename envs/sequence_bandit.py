@@ -1,8 +1,20 @@
-"""Verifiable-sequence bandit (RLVR in miniature): L token steps, reward 1 iff a checkable rule
-holds for the whole answer. Rules: 'reverse' (answer = the prompt reversed, exact match: the
-terminal-reward token reversal of Target Policy Optimization, Kaddour 2026, section 3.6;
-github.com/JeanKaddour/tpo) and 'summod' (no prompt; tokens sum to 0 mod V). Ids, observation
-layout and groups: envs/bandits.py."""
+"""Verifiable-sequence bandits (RLVR in miniature): an episode is an answer of L token steps, the
+reward (1 or 0, at the last step) says whether a checkable rule holds for the whole answer.
+
+One class per rule, registered under its rule name in RULES (its id: bandit:sequence-<rule>-...,
+the form in envs/bandits.py's KINDS):
+
+  ReverseBandit   'reverse', sequence-reverse-V-L: a prompt of L tokens; the answer must be the
+                  prompt reversed, exact match (the terminal-reward token reversal of Target Policy
+                  Optimization, Kaddour 2026, section 3.6; github.com/JeanKaddour/tpo)
+  SumModBandit    'summod', sequence-summod-V-L: no prompt; the L tokens must sum to 0 mod V
+  AdditionBandit  'add', sequence-add-V-D: the prompt is two D-digit numbers in base V, the
+                  answer the D + 1 digits of their sum in base V (sequence-add-10-D is decimal);
+                  every number is written least significant digit first
+
+Each class says what it is: rule, vocab, length (answer tokens per episode), prompt_length,
+optimal_reward and uniform_success (exact), check(tokens, prompts) (the vectorised reward) and
+solve(prompts) (one answer with reward 1). Observation layout and groups: envs/bandits.py."""
 
 from __future__ import annotations
 
@@ -11,56 +23,71 @@ import numpy as np
 
 from envs.bandits import BanditVectorEnv
 
-RULES = ("reverse", "summod")
+RULES: dict[str, type[SequenceBandit]] = {}  # rule name -> its class
+
+
+def register(cls: type[SequenceBandit]) -> type[SequenceBandit]:
+    """Class decorator: the rule `cls.rule` is built by `cls`."""
+    if cls.rule in RULES:
+        raise ValueError(f"sequence rule {cls.rule!r} is registered twice")
+    RULES[cls.rule] = cls
+    return cls
 
 
 class SequenceBandit(BanditVectorEnv):
     """L steps per episode, one token from a vocabulary of V each; the reward, at the last step,
     is check(answer, prompt). All envs are at the same step (episodes start together). With
     copy=False the observation handed out is updated in place by the next step of the episode:
-    the caller copies it at once (as controlrl's Collector does)."""
+    the caller copies it at once (as controlrl's Collector does). A rule subclasses it with
+    rule, shape(), check(), solve() and uniform_success."""
+
+    rule = ""  # the registered rule name
+    sequence = True
+
+    @staticmethod
+    def shape(vocab: int, size: int) -> tuple[int, int]:
+        """(prompt length P, answer length L) of the id's parameters (V, size)."""
+        raise NotImplementedError
 
     def __init__(
         self,
         name: str,
         num_envs: int,
-        rule: str,
         vocab: int,
-        length: int,
+        size: int,
         group_size: int = 1,
         copy: bool = True,
     ) -> None:
-        if rule not in RULES:
-            raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
-        self.rule, self.vocab, self.length = rule, vocab, length
-        self.prompt_length = length if rule == "reverse" else 0
+        self.vocab, self.size = vocab, size
+        self.prompt_length, self.length = self.shape(vocab, size)
         self.optimal_reward = 1.0  # every prompt has an answer: solve() gives one
-        self.uniform_success = float(vocab) ** -length if rule == "reverse" else 1.0 / vocab
         # observation: [prompt one-hot | emitted tokens one-hot | position one-hot]
         self._token_offset = self.prompt_length * vocab
-        self._pos_offset = self._token_offset + length * vocab
-        obs_dim = self._pos_offset + length
+        self._pos_offset = self._token_offset + self.length * vocab
+        obs_dim = self._pos_offset + self.length
         super().__init__(name, num_envs, obs_dim, gym.spaces.Discrete(vocab), group_size, copy)
         self.contexts = np.zeros((num_envs, self.prompt_length), np.int64)  # the prompts
-        self._tokens = np.zeros((num_envs, length), np.int64)
+        self._tokens = np.zeros((num_envs, self.length), np.int64)
         self._t = 0
         self._obs = np.zeros((num_envs, obs_dim), np.float32)
 
+    @property
+    def uniform_success(self) -> float:
+        """Success probability of the uniform policy (prompts uniform), exact."""
+        raise NotImplementedError
+
     def check(self, tokens: np.ndarray, prompts: np.ndarray | None = None) -> np.ndarray:
         """Reward of answers tokens [..., L] to prompts [..., P] (bool [...])."""
-        tokens = np.asarray(tokens)
-        if self.rule == "reverse":
-            if prompts is None:
-                raise ValueError("prompts are needed by the 'reverse' rule")
-            return np.all(tokens == np.asarray(prompts)[..., ::-1], axis=-1)
-        return tokens.sum(-1) % self.vocab == 0
+        raise NotImplementedError
 
     def solve(self, prompts: np.ndarray) -> np.ndarray:
         """One answer [..., L] with reward 1 for each prompt [..., P]."""
-        prompts = np.asarray(prompts)
-        if self.rule == "reverse":
-            return prompts[..., ::-1].copy()
-        return np.zeros((*prompts.shape[:-1], self.length), np.int64)
+        raise NotImplementedError
+
+    def _prompts(self, prompts: np.ndarray | None) -> np.ndarray:
+        if prompts is None:
+            raise ValueError(f"prompts are needed by the {self.rule!r} rule")
+        return np.asarray(prompts)
 
     def _draw_groups(self, num_groups: int) -> np.ndarray:
         return self._rng.integers(0, self.vocab, (num_groups, self.prompt_length))
@@ -97,3 +124,88 @@ class SequenceBandit(BanditVectorEnv):
         # the final observation keeps the whole answer and no position
         reward = self.check(self._tokens, self.contexts).astype(np.float64)
         return self._one_step_out(reward)
+
+
+@register
+class ReverseBandit(SequenceBandit):
+    """A prompt of L tokens; reward 1 iff the answer is the prompt reversed."""
+
+    rule = "reverse"
+
+    @staticmethod
+    def shape(vocab: int, size: int) -> tuple[int, int]:
+        """The prompt and the answer are L = size tokens each."""
+        return size, size
+
+    @property
+    def uniform_success(self) -> float:
+        """One answer of V^L succeeds."""
+        return float(self.vocab) ** -self.length
+
+    def check(self, tokens: np.ndarray, prompts: np.ndarray | None = None) -> np.ndarray:
+        """Reward of answers tokens [..., L] to prompts [..., L] (bool [...])."""
+        return np.all(np.asarray(tokens) == self._prompts(prompts)[..., ::-1], axis=-1)
+
+    def solve(self, prompts: np.ndarray) -> np.ndarray:
+        """The prompts reversed."""
+        return np.asarray(prompts)[..., ::-1].copy()
+
+
+@register
+class SumModBandit(SequenceBandit):
+    """No prompt; reward 1 iff the L tokens sum to 0 mod V."""
+
+    rule = "summod"
+
+    @staticmethod
+    def shape(vocab: int, size: int) -> tuple[int, int]:
+        """No prompt, L = size answer tokens."""
+        return 0, size
+
+    @property
+    def uniform_success(self) -> float:
+        """V^(L-1) answers of V^L succeed."""
+        return 1.0 / self.vocab
+
+    def check(self, tokens: np.ndarray, prompts: np.ndarray | None = None) -> np.ndarray:
+        """Reward of answers tokens [..., L] (the prompts, empty, are not read)."""
+        return np.asarray(tokens).sum(-1) % self.vocab == 0
+
+    def solve(self, prompts: np.ndarray) -> np.ndarray:
+        """All zeros."""
+        return np.zeros((*np.asarray(prompts).shape[:-1], self.length), np.int64)
+
+
+@register
+class AdditionBandit(SequenceBandit):
+    """Prompt: the D digits of a, then the D digits of b, in base V, least significant first;
+    reward 1 iff the D + 1 answer tokens are the digits of a + b, least significant first (the
+    last one is the carry out, 0 or 1)."""
+
+    rule = "add"
+
+    @staticmethod
+    def shape(vocab: int, size: int) -> tuple[int, int]:
+        """P = 2D prompt digits, L = D + 1 answer digits for D = size."""
+        return 2 * size, size + 1
+
+    @property
+    def uniform_success(self) -> float:
+        """Each prompt has one right answer of V^(D+1)."""
+        return float(self.vocab) ** -self.length
+
+    def check(self, tokens: np.ndarray, prompts: np.ndarray | None = None) -> np.ndarray:
+        """Reward of answers tokens [..., D+1] to prompts [..., 2D] (bool [...])."""
+        return np.all(np.asarray(tokens) == self.solve(self._prompts(prompts)), axis=-1)
+
+    def solve(self, prompts: np.ndarray) -> np.ndarray:
+        """The digits of the sum, by schoolbook addition with a carry."""
+        prompts = np.asarray(prompts)
+        a, b = prompts[..., : self.size], prompts[..., self.size :]
+        answer = np.zeros((*prompts.shape[:-1], self.length), np.int64)
+        carry = np.zeros(prompts.shape[:-1], np.int64)
+        for i in range(self.size):
+            total = a[..., i] + b[..., i] + carry
+            answer[..., i], carry = total % self.vocab, total // self.vocab
+        answer[..., self.size] = carry
+        return answer

@@ -2,11 +2,13 @@ r"""LLM-era policy optimisation on bandits whose truth is known: success (mean r
 optimum) against samples for PG, PPO, GRPO (Shao et al. 2024, DeepSeekMath, arXiv 2402.03300),
 TPO (Kaddour 2026, Target Policy Optimization; github.com/JeanKaddour/tpo) and GRPO with
 sequence (GSPO, arXiv 2507.18071) and Kalman-filtered (KPO, arXiv 2602.10609) ratios, on an easy,
-a sparse, a hard-context and a verifiable-sequence bandit; below, the policy entropy and the
-fraction of zero-variance groups of GRPO and TPO against samples.
+a sparse, a hard-context and two verifiable-sequence bandits (token reversal and addition);
+below, the policy entropy and the fraction of zero-variance groups of GRPO and TPO against
+samples.
 
     python paper_figures/bandit_suite.py --train     # the committed figure: runs what is missing
-    python paper_figures/bandit_suite.py             # plots the runs under --sweep-dir
+    python paper_figures/bandit_suite.py             # tables and figure from --sweep-dir's runs
+    python paper_figures/bandit_suite.py --replot    # the PNG from out/bandit_suite_curves.csv
     python paper_figures/bandit_suite.py --toy --train --sweep-dir runs/toy/s --out runs/toy/f
 
 Methods (every one 256 envs, i.e. 256 samples per update, Adam at 1e-3; groups of G = 8):
@@ -26,7 +28,9 @@ Methods (every one 256 envs, i.e. 256 samples per update, Adam at 1e-3; groups o
   tpo         algos/tpo.py defaults: q proportional to p_old exp(u) over the group, 4 epochs
 The two ratio variants run only on the sequence bandits: on a one-step bandit the sequence ratio
 is the per-step ratio, and the Kalman filter of a single step is exp(z / 2), a tempered ratio,
-not a filter across steps.
+not a filter across steps. What a bandit is (a sequence bandit or not, its episode length, its
+hard contexts, its optimum, whether its rewards lie in [0, 1]) is asked of the env itself
+(envs/bandits.py), never read off its id.
 
 Success of an iteration = its rollout's mean episode return (train/episode_return of the run's
 metrics.csv) divided by the bandit's optimal expected reward, exact from envs/bandits.py's truth
@@ -36,17 +40,22 @@ steps / L). Every GRPO-family and TPO (bandit, method) is one population run of 
 (--num-seeds, controlrl/population.py: all seeds trained at once, seed k exactly the run
 --seed k) under <sweep-dir>/<bandit>/<method>/population/; every PPO one is a sweep
 (controlrl.experiment) of --ppo-seeds runs under <sweep-dir>/<bandit>/ppo/ (PPO has no
-population path). Curves are means with 95% bootstrap CIs over seeds.
+population path). Every interval comes from controlrl.stats: the 95% percentile-bootstrap CI
+of the mean over seeds, from >= 5 seeds (the min-max range below, named as a range); spreads
+are sample SDs.
 
-Default budget: 4 bandits, 4-6 methods each (19 cells), 200 seeds per GRPO-family and TPO cell
-and 10 per PPO cell, 10,240 (bernoulli-10) or 20,480 samples per seed.
+Default budget: 5 bandits, 4-6 methods each (25 cells), 200 seeds per GRPO-family and TPO cell
+and 30 per PPO cell, 10,240 (bernoulli-10) or 20,480 samples per seed.
 
-Writes <out>/bandit_suite.png, bandit_suite.csv (one row per finished run: final success = mean
-over its last --final-window samples, mean success over the run, samples until success first
+Writes <out>/bandit_suite.png; bandit_suite.csv (one row per finished run, the table the claims
+ledger reads: final success = mean success over its last --final-window samples, mean success
+over the run (the area under the success curve over its length), samples until success first
 reaches 0.5, entropy first and last, fraction of iterations whose entropy rose, mean
-zero-variance fraction, mean clip fraction), bandit_suite_curves.csv (per run and iteration:
-samples, success, entropy, zero-variance fraction) and bandit_suite_summary.csv (per bandit and
-method: means with 95% bootstrap CIs over seeds).
+zero-variance fraction, mean clip fraction); bandit_suite_curves.csv (per bandit, method and
+iteration: samples, seeds, and the mean over seeds of success, entropy and zero-variance
+fraction with its band; --replot draws the PNG from it alone); bandit_suite_summary.csv (per
+bandit and method: final and mean success as mean, sample SD and band over seeds, samples to
+0.5 (median over the seeds that reach it), mean entropy and fractions, the command).
 """
 
 from __future__ import annotations
@@ -63,10 +72,9 @@ from controlrl.cli import ArgumentParser
 from controlrl.experiment import write_rows
 
 ROOT = Path(__file__).resolve().parents[1]
-BANDITS = (
-    "bandit:bernoulli-10,bandit:sparse-1000,bandit:contextual-16-10,bandit:sequence-reverse-2-6"
-)
-SAMPLES = "10240,20480,20480,20480"
+BANDITS = "bandit:bernoulli-10,bandit:sparse-1000,bandit:contextual-16-10,"
+BANDITS += "bandit:sequence-reverse-2-6,bandit:sequence-add-2-3"
+SAMPLES = "10240,20480,20480,20480,20480"
 PG = ["--adv-norm", "mean", "--update-epochs", "1", "--kl-coef", "0"]
 # method -> (label, algo, flags); ppo's --num-steps is added per bandit (its episode length)
 METHODS = {
@@ -80,9 +88,8 @@ METHODS = {
 }
 PPO_MATCHED = ["--learning-rate", "1e-3", "--no-anneal-lr"]
 SEQUENCE_ONLY = ("grpo-seq", "grpo-kalman")
-CONTEXTUAL_ONLY = ("pg-filter",)
+CONTEXTUAL_ONLY = ("pg-filter",)  # bandits with hard contexts
 LOWER_ROW = ("grpo", "tpo")  # entropy and zero-variance panels
-REFUSED = ("gaussian",)  # rewards not in [0, 1]: no success relative to an optimum
 RUN_FIELDS = ("bandit", "method", "algo", "seed", "samples", "optimal_reward", "final_success")
 RUN_FIELDS += ("mean_success", "samples_to_half", "entropy_first", "entropy_last")
 RUN_FIELDS += ("entropy_rise_frac", "zero_variance_frac", "clip_frac")
@@ -96,21 +103,31 @@ POPULATION_ALGOS = ("grpo", "tpo")  # the algorithms with --num-seeds
 
 
 def bandit_truth(env_id: str) -> dict:
-    """Episode length and optimal expected reward of a bandit id, from envs/bandits.py."""
-    from envs import bandits
+    """What the bandit is, asked of the env (envs/bandits.py), never read off its id: episode
+    length, optimal expected reward, whether it is a sequence bandit (and its rule), its
+    number of hard contexts, whether its rewards lie in [0, 1]."""
+    import envs
 
-    env = bandits.make(env_id.removeprefix("bandit:"), 1)
-    truth = {"length": int(getattr(env, "length", 1)), "optimal": float(env.optimal_reward)}
+    env = envs.make(env_id, 1, seed=0)
+    truth = {
+        "length": int(env.length),
+        "optimal": float(env.optimal_reward),
+        "sequence": bool(env.sequence),
+        "rule": env.rule,
+        "hard_contexts": int(env.hard_contexts),
+        "unit_rewards": bool(env.unit_rewards),
+    }
     env.close()
     return truth
 
 
-def applies(method: str, env_id: str) -> bool:
-    kind = env_id.removeprefix("bandit:")
+def applies(method: str, truth: dict) -> bool:
+    """Whether a method runs on a bandit: the ratio variants only where an episode has more
+    than one step, the zero-variance filter only where there are hard contexts."""
     if method in SEQUENCE_ONLY:
-        return kind.startswith("sequence-")
+        return truth["sequence"]
     if method in CONTEXTUAL_ONLY:
-        return kind.startswith("contextual-")
+        return truth["hard_contexts"] > 0
     return True
 
 
@@ -120,7 +137,7 @@ def configs(args) -> list[dict]:
     for env_id, samples in zip(args.bandits, args.samples, strict=True):
         truth = bandit_truth(env_id)
         for method in args.methods:
-            if not applies(method, env_id):
+            if not applies(method, truth):
                 continue
             label, algo, flags = METHODS[method]
             extra = ["--num-envs", str(args.num_envs), *flags]
@@ -138,7 +155,9 @@ def configs(args) -> list[dict]:
                     samples=samples,
                     steps=samples * truth["length"],
                     population=algo in POPULATION_ALGOS,
-                    **truth,
+                    length=truth["length"],
+                    optimal=truth["optimal"],
+                    sequence=truth["sequence"],
                 )  # fmt: skip
             )
     return out
@@ -263,21 +282,73 @@ def collect(args, cfgs: list[dict]) -> list[dict]:
     return runs
 
 
-def write_curves(path: Path, runs: list[dict]) -> None:
+CURVES = {"success": "success", "entropy": "entropy", "zero_var": "zero_variance_frac"}
+CURVE_FIELDS = ["bandit", "method", "samples", "seeds", "band"]
+CURVE_FIELDS += [f"{k}{e}" for k in CURVES for e in ("", "_lo", "_hi")]
+
+
+def _band(data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """controlrl.stats.band of [seeds, points], a few points at a time (the bootstrap draws the
+    same seed indices for every point, so the result is that of one call, in less memory)."""
+    from controlrl import stats
+
+    parts = [stats.band(data[:, i : i + 8]) for i in range(0, data.shape[1], 8)]
+    mean, lo, hi = (np.concatenate([p[k] for p in parts]) for k in range(3))
+    return mean, lo, hi, parts[0][3]
+
+
+def curve_table(runs: list[dict]) -> list[dict]:
+    """Per (bandit, method, iteration): samples, seeds, and the mean over seeds of success,
+    entropy and zero-variance fraction with its band (95% bootstrap CI from >= 5 seeds, the
+    min-max range below; the band column names which)."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in runs:
+        groups.setdefault((r["row"]["bandit"], r["row"]["method"]), []).append(r["curves"])
+    out = []
+    for (bandit, method), curves in groups.items():
+        samples = curves[0]["samples"]
+        if any(not np.array_equal(c["samples"], samples) for c in curves):
+            raise ValueError(f"{bandit} {method}: the seeds' runs log different sample counts")
+        columns = {}
+        for key, name in CURVES.items():
+            data = np.stack([c[name] for c in curves])  # [seeds, iterations]
+            if np.isnan(data).all():  # a column the method does not log (PPO's zero_var)
+                columns[key] = (np.full(len(samples), np.nan),) * 3
+            else:
+                *columns[key], kind = _band(data)
+        for i, n in enumerate(samples):
+            row = {"bandit": bandit, "method": method, "samples": int(n)}
+            row |= {"seeds": len(curves), "band": kind}
+            for key, (mean, lo, hi) in columns.items():
+                row |= {key: mean[i], f"{key}_lo": lo[i], f"{key}_hi": hi[i]}
+            out.append(row)
+    return out
+
+
+def write_curves(path: Path, table: list[dict]) -> None:
+    """The curve table, 5 significant digits."""
     with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["bandit", "method", "seed", "samples", "success", "entropy", "zero_var"])
-        for r in runs:
-            key = [r["row"]["bandit"], r["row"]["method"], r["row"]["seed"]]
-            cols = r["curves"]
-            for i in range(len(cols["samples"])):
-                values = [cols[k][i] for k in ("success", "entropy", "zero_variance_frac")]
-                writer.writerow([*key, int(cols["samples"][i]), *(f"{v:.5g}" for v in values)])
+        writer = csv.DictWriter(f, CURVE_FIELDS)
+        writer.writeheader()
+        for row in table:
+            writer.writerow({k: f"{v:.5g}" if isinstance(v, float) else v for k, v in row.items()})
 
 
-def summary(runs: list[dict]) -> list[dict]:
-    """Per (bandit, method): mean [95% bootstrap CI] over seeds of the per-run numbers."""
-    from controlrl import plots
+def read_curves(path: Path) -> list[dict]:
+    """The curve table back from its CSV (numbers as floats)."""
+    if not path.exists():
+        raise SystemExit(f"error: --replot needs {path} (written by a run of this script)")
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    numeric = [k for k in CURVE_FIELDS if k not in ("bandit", "method", "band")]
+    return [r | {k: float(r[k]) for k in numeric} for r in rows]
+
+
+def summary(runs: list[dict], command: str) -> list[dict]:
+    """Per (bandit, method): final and mean success, mean over seeds with its sample SD and
+    95% bootstrap CI (the range below 5 seeds; the band column names which), and the means of
+    the other per-run numbers."""
+    from controlrl import stats
 
     groups: dict[tuple, list[dict]] = {}
     for r in runs:
@@ -286,18 +357,22 @@ def summary(runs: list[dict]) -> list[dict]:
     for (bandit, method), rows in groups.items():
         row = {"bandit": bandit, "method": method, "seeds": len(rows)}
         for key in ("final_success", "mean_success"):
-            mean, lo, hi = plots.band(np.array([[r[key]] for r in rows]))[:3]
-            row |= {key: float(mean[0]), f"{key}_lo": float(lo[0]), f"{key}_hi": float(hi[0])}
+            s = stats.summarize([r[key] for r in rows])
+            row |= {key: s.mean, f"{key}_sd": s.sd, f"{key}_lo": s.lo, f"{key}_hi": s.hi}
+            row["band"] = s.kind
         reached = [r["samples_to_half"] for r in rows if r["samples_to_half"] >= 0]
         row["reached_half"] = len(reached)
         row["samples_to_half_median"] = float(np.median(reached)) if reached else float("nan")
         for key in ("entropy_last", "entropy_rise_frac", "zero_variance_frac", "clip_frac"):
             row[key] = float(np.mean([r[key] for r in rows]))
+        row["command"] = command
         out.append(row)
     return out
 
 
-def plot(args, cfgs: list[dict], runs: list[dict]) -> None:
+def plot(out: Path, table: list[dict]) -> None:
+    """The figure from the curve table: success, entropy and zero-variance fraction against
+    samples, one column per bandit, the mean over seeds and its band."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -305,49 +380,45 @@ def plot(args, cfgs: list[dict], runs: list[dict]) -> None:
 
     from controlrl import plots
 
-    n = len(args.bandits)
+    bandits = list(dict.fromkeys(r["bandit"] for r in table))
+    n = len(bandits)
     colors = {m: f"C{i}" for i, m in enumerate(METHODS)}
     with plt.rc_context(plots.STYLE):
         fig, axes = plt.subplots(3, n, figsize=(3.6 * n, 8.4), squeeze=False)
-        for j, env_id in enumerate(args.bandits):
-            mine = [r for r in runs if r["row"]["bandit"] == env_id]
-            c0 = next(c for c in cfgs if c["bandit"] == env_id)
-            unit = "answers" if c0["length"] > 1 else "pulls"
-            for row, key in enumerate(("success", "entropy", "zero_variance_frac")):
+        for j, env_id in enumerate(bandits):
+            truth = bandit_truth(env_id)
+            mine = [r for r in table if r["bandit"] == env_id]
+            unit = "answers" if truth["sequence"] else "pulls"
+            for row, key in enumerate(CURVES):
                 ax = axes[row, j]
-                for method in args.methods:
-                    if row and method not in LOWER_ROW:
+                for method in METHODS:
+                    curve = [r for r in mine if r["method"] == method]
+                    if not curve or (row and method not in LOWER_ROW):
                         continue
-                    curves = [
-                        (r["curves"]["samples"], r["curves"][key])
-                        for r in mine
-                        if r["row"]["method"] == method
-                    ]
-                    if curves:
-                        plots.plot_curves(ax, {METHODS[method][0]: curves})
-                        ax.get_lines()[-1].set_color(colors[method])
-                        ax.collections[-1].set_color(colors[method])
+                    x = [r["samples"] for r in curve]
+                    label = f"{METHODS[method][0]} (n={int(curve[0]['seeds'])}, {curve[0]['band']})"
+                    ax.plot(x, [r[key] for r in curve], color=colors[method], label=label)
+                    lo, hi = [r[f"{key}_lo"] for r in curve], [r[f"{key}_hi"] for r in curve]
+                    ax.fill_between(x, lo, hi, color=colors[method], alpha=0.2, linewidth=0)
                 ax.set_xlabel(f"samples ({unit})")
                 if row == 0:
-                    ax.set_title(
-                        f"{env_id.removeprefix('bandit:')} (optimum {c0['optimal']:.3g})",
-                        fontsize=9,
-                    )
+                    title = f"{env_id.removeprefix('bandit:')} (optimum {truth['optimal']:.3g})"
+                    ax.set_title(title, fontsize=9)
                     ax.set_ylim(-0.02, 1.05)
                 if row == 2:
                     ax.set_ylim(-0.02, 1.02)
                 if ax.get_legend_handles_labels()[0]:
                     ax.legend(fontsize=6)
-            axes[0, j].set_ylabel("success (return / optimum)") if j == 0 else None
+        axes[0, 0].set_ylabel("success (return / optimum)")
         axes[1, 0].set_ylabel("policy entropy per step (nats)")
         axes[2, 0].set_ylabel("fraction of zero-variance groups")
         fig.suptitle(
-            f"Bandit suite: mean and 95% bootstrap CI over {args.seeds} seeds "
-            f"({args.ppo_seeds} for PPO), {args.num_envs} samples per update, groups of 8",
+            "Bandit suite: success, entropy and zero-variance groups against samples; mean over"
+            " seeds and its band (legend: seeds, and 95% bootstrap CI or min-max range)",
             fontsize=10,
         )
         fig.tight_layout()
-        fig.savefig(args.out / "bandit_suite.png", dpi=60)
+        fig.savefig(out / "bandit_suite.png", dpi=60, metadata={"Software": None})
         plt.close(fig)
 
 
@@ -359,7 +430,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--methods", default=",".join(METHODS), help=f"some of {', '.join(METHODS)}")
     p.add_argument("--seeds", type=int, default=200, help="seeds per GRPO-family or TPO cell")
-    p.add_argument("--ppo-seeds", type=int, default=10, help="seeds per PPO cell (one run each)")
+    p.add_argument("--ppo-seeds", type=int, default=30, help="seeds per PPO cell (one run each)")
     p.add_argument("--num-envs", type=int, default=256, help="samples per update (all methods)")
     p.add_argument("--final-window", type=int, default=1280, help="samples of final_success")
     p.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "bandit_suite")
@@ -367,23 +438,26 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--train", action="store_true", help="run what is missing first")
     p.add_argument("--workers", type=int, default=1, help="runs at once when training")
     p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
+    p.add_argument(
+        "--replot", action="store_true", help="only the PNG, from <out>/bandit_suite_curves.csv"
+    )
     p.add_argument("extra", nargs="*", help="flags passed to every algorithm (after --)")
     args = p.parse_args(argv)
     if args.toy:  # toy sizes replace the defaults, not what was given on the command line
         from controlrl import experiment
 
         experiment.apply_toy(args, argv, TOY)
-    from envs import UnknownEnvError, check_env_id
+    from envs import UnknownEnvError, check_env_id, split_id
 
     args.bandits = args.bandits.split(",")
     for env_id in args.bandits:
-        if not env_id.startswith("bandit:"):
+        if split_id(env_id)[0] != "bandit":
             p.error(f"--bandits: {env_id!r} is not a bandit: id")
         try:
             check_env_id(env_id)
         except UnknownEnvError as exc:
             p.error(f"--bandits: {exc}")
-        if env_id.removeprefix("bandit:").split("-")[0] in REFUSED:
+        if not bandit_truth(env_id)["unit_rewards"]:
             p.error(f"--bandits: {env_id} has rewards outside [0, 1]: no success to plot")
     try:
         args.samples = [int(s) for s in args.samples.split(",")]
@@ -410,6 +484,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
+    shown = " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    command = f"python paper_figures/bandit_suite.py {shown}".strip()
+    if args.replot:  # the figure again from the committed curve table, nothing else read
+        plot(args.out, read_curves(args.out / "bandit_suite_curves.csv"))
+        print(f"wrote {args.out / 'bandit_suite.png'}; command: {command}")
+        return
     cfgs = configs(args)
     if args.train:
         train(args, cfgs)
@@ -418,23 +498,25 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
     args.out.mkdir(parents=True, exist_ok=True)
     write_rows(args.out / "bandit_suite.csv", [r["row"] for r in runs], RUN_FIELDS)
-    write_curves(args.out / "bandit_suite_curves.csv", runs)
-    table = summary(runs)
+    write_curves(args.out / "bandit_suite_curves.csv", curve_table(runs))
+    table = summary(runs, command)
     write_rows(args.out / "bandit_suite_summary.csv", table, table[0])
-    plot(args, cfgs, runs)
-    print("final success / mean success over the run, mean [95% bootstrap CI] over seeds")
+    # drawn from the CSV as written, so that --replot gives the same PNG byte for byte
+    plot(args.out, read_curves(args.out / "bandit_suite_curves.csv"))
+    print("final success / mean success over the run: mean [band] over seeds (sample SD)")
     for t in table:
         print(
             f"  {t['bandit']} {t['method']}: {t['final_success']:.3f} "
-            f"[{t['final_success_lo']:.3f}, {t['final_success_hi']:.3f}] / "
-            f"{t['mean_success']:.3f} [{t['mean_success_lo']:.3f}, {t['mean_success_hi']:.3f}]"
-            f", to 0.5 in {t['samples_to_half_median']:.0f} ({t['reached_half']}/{t['seeds']}),"
-            f" entropy rose in {t['entropy_rise_frac']:.0%} of iterations (n={t['seeds']})"
+            f"[{t['final_success_lo']:.3f}, {t['final_success_hi']:.3f}] "
+            f"(sample SD {t['final_success_sd']:.3f}) / {t['mean_success']:.3f} "
+            f"[{t['mean_success_lo']:.3f}, {t['mean_success_hi']:.3f}] ({t['band']}, "
+            f"n={t['seeds']}), to 0.5 in {t['samples_to_half_median']:.0f} "
+            f"({t['reached_half']}/{t['seeds']}), entropy rose in "
+            f"{t['entropy_rise_frac']:.0%} of iterations"
         )
-    shown = " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     print(
         f"wrote {args.out / 'bandit_suite'}.png, .csv, _curves.csv and _summary.csv; "
-        f"command: python paper_figures/bandit_suite.py {shown}"
+        f"command: {command}"
     )
 
 

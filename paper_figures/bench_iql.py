@@ -308,7 +308,8 @@ def _mean_sd(values: list[float]) -> str:
         return "-"
     if len(values) == 1:
         return f"{values[0]:.1f}"
-    return f"{statistics.mean(values):.1f} +- {statistics.stdev(values):.1f} (n={len(values)})"
+    sd = statistics.stdev(values)
+    return f"{statistics.mean(values):.1f} (sample SD {sd:.1f}, n={len(values)})"
 
 
 def scorer(dataset: Path):

@@ -520,94 +520,6 @@ def regret_rows() -> list[Row]:
     return out
 
 
-def bandit_rows() -> list[Row]:
-    rows = read("bandit_suite_200.csv")
-
-    def final(bandit, method):
-        return {
-            r["seed"]: float(r["final_success"])
-            for r in rows
-            if r["bandit"] == bandit and r["method"] == method
-        }
-
-    out = []
-    tpo_paper = "Target Policy Optimization (arXiv 2604.06159)"
-    for rid, bandit, a, b, claim, paper, setting in [
-        (
-            "E11-TPO-sparse",
-            "bandit:sparse-1000",
-            "tpo",
-            "grpo",
-            "TPO beats GRPO under sparse reward",
-            tpo_paper,
-            "transplant: our sparse-1000 bandit, not TPO's own bandits",
-        ),
-        (
-            "E11-TPO-easy",
-            "bandit:bernoulli-10",
-            "tpo",
-            "grpo",
-            "TPO matches GRPO on easy tasks (no loss)",
-            tpo_paper,
-            "transplant: our bernoulli-10 bandit",
-        ),
-        (
-            "E11-filter",
-            "bandit:contextual-16-10",
-            "pg-filter",
-            "pg",
-            "filtering zero-variance groups carries most of GRPO's benefit over plain PG",
-            "A Minimalist Approach to LLM Reasoning (arXiv 2504.11343)",
-            "transplant: contextual bandit with hard contexts",
-        ),
-    ]:
-        fa, fb = final(bandit, a), final(bandit, b)
-        d = np.array([fa[s] - fb[s] for s in sorted(fa) if s in fb])
-        stat, verdict, det = paired_verdict(d, ".3g")
-        out.append(
-            Row(
-                rid,
-                paper,
-                claim,
-                "the paper's bandits",
-                setting,
-                f"ours {int(rows[0]['samples']):,} samples per run",
-                f"{d.size} pairs",
-                f"final success rate, {a} minus {b}",
-                stat,
-                verdict,
-                det,
-                "bandit_suite_200.csv",
-            )
-        )
-    rises = np.array(
-        [
-            float(r["entropy_rise_frac"])
-            for r in rows
-            if r["bandit"] == "bandit:bernoulli-10" and r["method"] == "grpo"
-        ]
-    )
-    s = stats.summarize(rises)
-    out.append(
-        Row(
-            "E11-entropy",
-            "The Entropy Mechanism of Reinforcement Learning for Reasoning "
-            "Language Models (arXiv 2505.22617)",
-            "GRPO's policy entropy falls monotonically",
-            "LLM RL; bandit check with one update per rollout",
-            "transplant: bernoulli-10, the suite's 4 epochs per rollout",
-            f"ours {int(rows[0]['samples']):,} samples",
-            f"{rises.size}",
-            "fraction of updates that raise the entropy",
-            s.text(".3g"),
-            HOLDS if rises.max() == 0 else FAILS,
-            "n/a",
-            "bandit_suite_200.csv",
-        )
-    )
-    return out
-
-
 def entropy_law_rows() -> list[Row]:
     rows = read("entropy_law_fits.csv")
     out = []
@@ -884,6 +796,7 @@ def theory_rows() -> list[Row]:
 
 def all_rows() -> list[Row]:
     """Every ledger row, experiments E1-E18 first, then the theory statements."""
+    from paper_figures import claims_bandits  # imports this module: not at the top
     from paper_figures.claims_tpo import rows as tpo_rows  # it imports this module
 
     rows = (
@@ -896,7 +809,7 @@ def all_rows() -> list[Row]:
         + fpo_rows()
         + regret_rows()
         + not_run_rows()[:2]
-        + bandit_rows()
+        + claims_bandits.rows()
         + tpo_rows()
         + entropy_law_rows()
         + ratio_filter_rows()

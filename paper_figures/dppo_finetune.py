@@ -36,6 +36,7 @@ from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
+BAND = "95% bootstrap CI over seeds (min-max range below 5 seeds)"
 POLICIES = ("diffusion", "gaussian")
 CSV_FIELDS = ("dataset", "env", "policy", "seed", "steps", "final_return", "clone_return")
 # --toy: a tiny dataset file, tiny nets, a few hundred steps; end to end in well under a minute
@@ -240,7 +241,7 @@ def plot(args, runs: list[dict]) -> None:
             axes[0, col].set_xlabel("")
         fig.suptitle(
             "fine-tuning from behaviour clones of the same data (step 0: the clone), mean and "
-            "95% bootstrap CI over seeds",
+            f"{BAND}",
             fontsize=9,
         )
         fig.tight_layout()

@@ -39,6 +39,7 @@ from controlrl.experiment import SweepConfig, run_sweep
 from envs.offline.store import DEFAULT_PPO_BUDGET, DEFAULT_STEPS, data_root, dataset_name
 
 ROOT = Path(__file__).resolve().parents[1]
+BAND = "95% bootstrap CI over seeds (min-max range below 5 seeds)"
 CSV_FIELDS = ("env", "dataset", "kind", "method", "tau", "online_steps", "seed", "steps")
 CSV_FIELDS += ("final_normalized_score", "final_return")
 # --toy: a random-kind dataset of a few thousand rows and tiny nets, end to end in seconds
@@ -224,9 +225,8 @@ def plot(args, runs: list[dict], table: list[tuple]) -> None:
             ax_on.set_xlabel("gradient steps")
             ax_on.set_ylabel("D4RL-normalised score (eval)")
         fig.suptitle(
-            f"IQL expectile tau vs BC on {args.envs.replace(',', ', ')} datasets, mean and 95% "
-            f"bootstrap CI over "
-            f"seeds (dots: seeds)",
+            f"IQL expectile tau vs BC on {args.envs.replace(',', ', ')} datasets, mean and "
+            f"{BAND} (dots: seeds)",
             fontsize=9,
         )
         fig.tight_layout()
@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None) -> None:
     write_csvs(args.out, args.name, runs)
     table = summary(runs)
     plot(args, runs, table)
-    print("final D4RL-normalised score, mean [95% bootstrap CI] over seeds")
+    print(f"final D4RL-normalised score, mean [{BAND}]")
     for name, label, mean, lo, hi, n in table:
         print(f"  {name} {label}: {mean:.1f} [{lo:.1f}, {hi:.1f}] (n={n})")
     print(

@@ -23,11 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
-from controlrl import plots
+from controlrl import plots, stats
 from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
+BAND = "95% bootstrap CI over seeds (min-max range below 5 seeds)"
 
 SUITES = {
     "mujoco": "Hopper-v5,HalfCheetah-v5,Walker2d-v5",
@@ -168,14 +169,13 @@ def main(argv: list[str] | None = None) -> None:
             ax.set_ylabel("episode return")
             ax.legend(loc="lower right", fontsize=7)
         fig.suptitle(
-            f"{args.algo.upper()}, {args.total_timesteps:,} steps per run, mean and 95% "
-            "bootstrap CI over seeds",
+            f"{args.algo.upper()}, {args.total_timesteps:,} steps per run, mean and {BAND}",
             fontsize=9,
         )
         fig.tight_layout()
         fig.savefig(stem.with_suffix(".png"))
     print(
-        f"per env, mean +- std over seeds; the reference ({ref_label}) is "
+        f"per env, mean (sample SD) over seeds; the reference ({ref_label}) is "
         f"compared with {info['compare']}"
     )
     for env_id in env_ids:
@@ -184,8 +184,9 @@ def main(argv: list[str] | None = None) -> None:
             train = [r["final_train_return"] for r in mine]
             ev = [r["final_eval_return"] for r in mine]
             print(
-                f"  {env_id}: train {np.mean(train):.0f} +- {np.std(train):.0f}, deterministic "
-                f"eval {np.mean(ev):.0f} +- {np.std(ev):.0f} over {len(mine)} seeds; "
+                f"  {env_id}: train {np.mean(train):.0f} ({stats.sample_sd(train):.0f}), "
+                f"deterministic eval {np.mean(ev):.0f} ({stats.sample_sd(ev):.0f}) over "
+                f"{len(mine)} seeds; "
                 f"reference {ref.get(env_id, '-')}"
             )
     cmd = " ".join(argv if argv is not None else sys.argv[1:])

@@ -29,6 +29,7 @@ import numpy as np
 
 from controlrl import bench
 from controlrl.cli import ArgumentParser
+from controlrl.stats import sample_sd
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "bandit:bernoulli-10"
@@ -89,10 +90,10 @@ def main(argv: list[str] | None = None) -> None:
             args.population_dir = toy_dir
         if args.paired_dir == p.get_default("paired_dir"):
             args.paired_dir = toy_dir / "none"
+    import envs
     from controlrl.experiment import SweepConfig, run_sweep
-    from envs import bandits
 
-    optimal = float(bandits.make(ENV.removeprefix("bandit:"), 1).optimal_reward)
+    optimal = float(envs.make(ENV, 1, seed=0).optimal_reward)  # asked of the env
     config = SweepConfig([args.algo], [ENV], args.singles, args.samples, extra)
     runs = run_sweep(config, args.sweep_dir, workers=args.workers)
     base = args.sweep_dir / "runs" / args.algo / ENV.replace(":", "_")
@@ -129,9 +130,9 @@ def main(argv: list[str] | None = None) -> None:
         "population_first_seed": args.population_seed,
         "single_seeds": b.size,
         "population_mean": float(a.mean()),
-        "population_sd": float(a.std(ddof=1)),
+        "population_sd": sample_sd(a),
         "single_mean": float(b.mean()),
-        "single_sd": float(b.std(ddof=1)),
+        "single_sd": sample_sd(b),
         "ks_statistic": float(ks.statistic),
         "ks_p": float(ks.pvalue),
         "paired_seeds": 0,
@@ -151,8 +152,8 @@ def main(argv: list[str] | None = None) -> None:
     bench.write_csv(args.out / "population_ks.csv", rows, command)
     bench.write_csv(args.out / "population_ks_summary.csv", [summary], command)
     print(
-        f"final success, mean (sample SD): population {a.mean():.4f} ({a.std(ddof=1):.4f}, "
-        f"n={a.size}), single runs {b.mean():.4f} ({b.std(ddof=1):.4f}, n={b.size}); "
+        f"final success, mean (sample SD): population {a.mean():.4f} ({sample_sd(a):.4f}, "
+        f"n={a.size}), single runs {b.mean():.4f} ({sample_sd(b):.4f}, n={b.size}); "
         f"two-sample KS D = {ks.statistic:.3f}, p = {ks.pvalue:.3f}"
     )
     if summary["paired_seeds"]:

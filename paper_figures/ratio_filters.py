@@ -51,7 +51,7 @@ Committed budget (the defaults): Hopper-v5, 4 kinds x k in {0, 2, 8} x 3 seeds =
 Writes <out>/ratio_filters.png, ratio_filters.csv (one row per run: means over its updates,
 final and best return, entropy first and last, collapsed), ratio_filters_curves.csv (per run and
 iteration) and ratio_filters_summary.csv (per kind and staleness: means with 95% bootstrap CIs
-over seeds, collapse rate).
+over seeds, the min-max range below 5 seeds (controlrl.stats.band), collapse rate).
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ if TYPE_CHECKING:  # torch is imported where it is used: --help and bad flags st
     import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+BAND = "95% bootstrap CI over seeds (min-max range below 5 seeds)"
 
 KINDS = ("step", "sequence", "sequence_mean", "kalman")
 LABELS = {"step": "per-step (PPO)", "sequence": "sequence (product)",
@@ -401,8 +402,9 @@ def plot(args, table: list[dict]) -> None:
                 ax.set_yscale("log")
         axes[0, 0].legend(fontsize=7)
         fig.suptitle(
-            f"Ratio filters under stale data, PPO on {args.env_id}: mean and 95% bootstrap CI "
-            f"over {args.seeds} seeds, {args.steps:,} steps per run",
+            f"Ratio filters under stale data, PPO on {args.env_id}: mean and "
+            f"{'95% bootstrap CI' if args.seeds >= 5 else 'min-max range'} over {args.seeds} "
+            f"seeds, {args.steps:,} steps per run",
             fontsize=10,
         )
         fig.tight_layout()
@@ -465,7 +467,7 @@ def main(argv: list[str] | None = None) -> None:
     table = summary(runs)
     write_rows(args.out / "ratio_filters_summary.csv", table, table[0])
     plot(args, table)
-    print("per (kind, staleness): means over seeds [95% bootstrap CI]")
+    print(f"per (kind, staleness): means over seeds [{BAND}]")
     for t in table:
         print(
             f"  {t['kind']} k={t['staleness']}: grad variance {t['grad_var']:.3g}, "

@@ -7,7 +7,8 @@ the theory constant saturates the truncation and looks linear, small c_b shows t
 (b) stochastic vs switching (adversarial) rewards at c_b = 0.1; (c) combination locks with the
 bonus off vs on. Writes regret.png, regret.csv (mean regret at log-spaced K) and
 regret_slopes.csv (log-log slope over the top two octaves [K/4, K], fitted on log-spaced K so that
-each octave weighs the same, with a bootstrap CI over seeds) to --out.
+each octave weighs the same, with a bootstrap CI over seeds from >= 5 seeds, the range of the
+per-seed slopes below; the band column says which) to --out.
 
     python paper_figures/regret.py                 # full: K = 2^16, 4 seeds
     python paper_figures/regret.py --toy --out runs/toy/regret   # seconds
@@ -27,7 +28,8 @@ import numpy as np
 from algos.optimistic_po import Args as RunArgs
 from algos.optimistic_po import run
 from controlrl.cli import cli
-from theory.regret import bootstrap_slope_ci, log_grid
+from controlrl.stats import MIN_SEEDS
+from theory.regret import bootstrap_slope_ci, log_grid, loglog_slope
 
 
 @dataclass
@@ -81,10 +83,17 @@ def main(args: Args) -> None:
         curves[(panel, label)] = regs.mean(0)
         k_min = int(ks[0])
         rng = np.random.default_rng(0)
-        slope, lo, hi = bootstrap_slope_ci(ks, regs[:, ks - 1], k_min, K, rng, 200)
-        slopes.append((panel, label, k_min, K, seeds, slope, lo, hi))
+        if seeds >= MIN_SEEDS:
+            slope, lo, hi = bootstrap_slope_ci(ks, regs[:, ks - 1], k_min, K, rng, 200)
+            band = "95% CI"
+        else:  # no interval from fewer than 5 seeds: the range of the per-seed slopes
+            slope = loglog_slope(ks, regs[:, ks - 1].mean(0), k_min, K)
+            each = [loglog_slope(ks, r[ks - 1], k_min, K) for r in regs]
+            lo, hi, band = min(each), max(each), "range"
+        slopes.append((panel, label, k_min, K, seeds, slope, lo, hi, band))
         print(
             f"[{time.time() - t0:6.0f}s] {panel} {label}: slope {slope:.3f} [{lo:.3f}, {hi:.3f}]"
+            f" ({band})"
             f" over [{k_min}, {K}], final regret {regs.mean(0)[-1]:.1f}",
             flush=True,
         )
@@ -95,12 +104,12 @@ def main(args: Args) -> None:
             w.writerows([panel, label, int(k), f"{reg[k - 1]:.6g}", seeds] for k in grid)
     with open(out / "regret_slopes.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["panel", "setting", "k_min", "k_max", "seeds", "slope", "ci_lo", "ci_hi"])
+        w.writerow(["panel", "setting", "k_min", "k_max", "seeds", "slope", "lo", "hi", "band"])
         w.writerows(
-            [p, s, a, b, n, f"{x:.4f}", f"{lo:.4f}", f"{hi:.4f}"]
-            for p, s, a, b, n, x, lo, hi in slopes
+            [p, s, a, b, n, f"{x:.4f}", f"{lo:.4f}", f"{hi:.4f}", band]
+            for p, s, a, b, n, x, lo, hi, band in slopes
         )
-    plot(curves, grid, out / "regret.png", {(p, s): x for p, s, *_, x, _, _ in slopes})
+    plot(curves, grid, out / "regret.png", {(p, s): x for p, s, *_, x, _, _, _ in slopes})
     print("made by: " + " ".join(shlex.quote(a) for a in ["python", *sys.argv]))
 
 

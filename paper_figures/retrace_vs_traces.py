@@ -58,6 +58,7 @@ from theory.retrace import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+BAND = "95% bootstrap CI over seeds (min-max range below 5 seeds)"
 KINDS = {
     "retrace": "Retrace",
     "is": "importance sampling",
@@ -434,8 +435,7 @@ def plot(args, curves: list[dict], summary: list[dict], runs: list[dict]) -> Non
             f"A: {args.chain_states}-state chain, pi right w.p. {args.p_right}, "
             f"lambda {args.lam:g}, "
             f"{args.segment_length}-step paths, step {args.step:g}, median and 10-90% over "
-            f"{args.tab_seeds} seeds.  B: {args.total_timesteps:,} steps, mean and 95% "
-            "bootstrap CI over seeds",
+            f"{args.tab_seeds} seeds.  B: {args.total_timesteps:,} steps, mean and {BAND}",
             fontsize=9,
         )
         fig.tight_layout()

@@ -39,11 +39,12 @@ from pathlib import Path
 import numpy as np
 
 import envs
-from controlrl import plots
+from controlrl import plots, stats
 from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
+BAND = "95% bootstrap CI over seeds (min-max range below 5 seeds)"
 
 ENVS = "Hopper-v5,HalfCheetah-v5,Walker2d-v5,Swimmer-v5,InvertedPendulum-v5"
 COMMON = ["--num-envs", "1", "--num-steps", "2048", "--num-minibatches", "32"]
@@ -321,7 +322,7 @@ def main(argv: list[str] | None = None) -> None:
         note = f"; no curves on disk for {', '.join(no_curves)} (final rows only)" * bool(no_curves)
         fig.suptitle(
             f"trust-region family, {args.total_timesteps:,} steps, protocol {args.protocol}, "
-            f"mean and 95% bootstrap CI over seeds{note}",
+            f"mean and {BAND}{note}",
             fontsize=9,
         )
         fig.tight_layout()
@@ -334,7 +335,8 @@ def main(argv: list[str] | None = None) -> None:
             vals = [
                 r["final_train_return"] for r in rows if (r["algo"], r["env_id"]) == (algo, env_id)
             ]
-            cells.append(f"{algo} {np.mean(vals):.0f}+-{np.std(vals):.0f} (n={len(vals)})")
+            sd = stats.sample_sd(vals)
+            cells.append(f"{algo} {np.mean(vals):.0f} (sample SD {sd:.0f}, n={len(vals)})")
         print(f"  {env_id}: " + ", ".join(cells))
     for r in iqm_rows:
         print(f"  IQM {r['algo']}: {r['iqm']:.2f} [{r['ci_lo']:.2f}, {r['ci_hi']:.2f}]")

@@ -28,6 +28,7 @@ SHAPES = {
     "bimodal": (1, None, 1),
     "sequence-reverse-2-8": (2 * 8 + 2 * 8 + 8, 2, 8),  # prompt, answer so far, position
     "sequence-summod-2-8": (2 * 8 + 8, 2, 8),
+    "sequence-add-2-3": (2 * 2 * 3 + 2 * 4 + 4, 2, 4),  # two 3-digit numbers, a 4-digit sum
 }
 
 
@@ -60,7 +61,7 @@ def test_spaces_shapes_and_episode_length(name):
         assert terminated.all() == ends and terminated.any() == ends
         if ends:  # the final observation is the one acted on, obs already the next episode's
             assert info["_final_obs"].all() and info["final_obs"].shape == (6, obs_dim)
-        elif name.startswith("sequence"):
+        elif vec.sequence:
             assert not reward.any()  # the reward of a sequence comes at its last token
 
 
@@ -75,7 +76,8 @@ def test_same_seed_same_stream(name):
         return np.concatenate(out)
 
     np.testing.assert_array_equal(run(3), run(3))
-    if name.split("-")[0] in ("bernoulli", "gaussian", "contextual", "onehot") or "reverse" in name:
+    random = ("bernoulli", "gaussian", "contextual", "onehot", "sequence-reverse", "sequence-add")
+    if name.startswith(random):
         # rewards or contexts are random: another seed, the same actions, another stream
         assert not np.array_equal(run(3), run(4))
 
@@ -217,21 +219,33 @@ def brute_force_reward(rule, vocab, answer, prompt):
     """The rule written out, one sequence at a time."""
     if rule == "reverse":
         return all(answer[i] == prompt[len(answer) - 1 - i] for i in range(len(answer)))
+    if rule == "add":  # numbers as integers, digits least significant first
+
+        def value(digits):
+            return sum(int(d) * vocab**i for i, d in enumerate(digits))
+
+        half = len(prompt) // 2
+        return value(answer) == value(prompt[:half]) + value(prompt[half:])
     return sum(answer) % vocab == 0
 
 
 @pytest.mark.parametrize(
-    "rule, vocab, length",
-    [("reverse", 2, 3), ("reverse", 3, 2), ("summod", 2, 4), ("summod", 3, 3)],
-)
-def test_sequence_checker_and_optimum_agree_with_brute_force(rule, vocab, length):
+    "rule, vocab, size",
+    [("reverse", 2, 3), ("reverse", 3, 2), ("summod", 2, 4), ("summod", 3, 3), ("add", 2, 2),
+     ("add", 3, 2), ("add", 10, 1)],
+)  # fmt: skip
+def test_sequence_checker_and_optimum_agree_with_brute_force(rule, vocab, size):
+    vec = envs.make(f"bandit:sequence-{rule}-{vocab}-{size}", 1, seed=0)
+    length, prompt_length = vec.length, vec.prompt_length
     answers = np.array(list(itertools.product(range(vocab), repeat=length)))  # [V^L, L]
-    prompts = answers if rule == "reverse" else np.zeros((1, 0), np.int64)
+    prompts = np.array(list(itertools.product(range(vocab), repeat=prompt_length)), np.int64)
+    prompts = prompts.reshape(len(prompts), prompt_length)  # [V^P, P]; [1, 0] without a prompt
     table = np.array(
         [[brute_force_reward(rule, vocab, a, p) for a in answers] for p in prompts]
     )  # [prompts, answers]
     num = len(prompts) * len(answers)
-    vec = envs.make(f"bandit:sequence-{rule}-{vocab}-{length}", num, seed=0)
+    vec = envs.make(f"bandit:sequence-{rule}-{vocab}-{size}", num, seed=0)
+    assert vec.sequence and vec.rule == rule and vec.vocab == vocab
     np.testing.assert_array_equal(vec.check(answers[None], prompts[:, None]), table)
     assert vec.optimal_reward == table.max(1).mean() == 1.0
     assert vec.uniform_success == pytest.approx(table.mean(), rel=1e-12)
@@ -326,3 +340,51 @@ def test_the_shared_collector_consumes_a_bandit(name, length):
     assert {e.ret for e in episodes} <= {0.0, 1.0} and buffer.trunc_index == []
     ends = (np.arange(8) + 1) % length == 0
     np.testing.assert_array_equal(buffer.terminated, np.broadcast_to(ends[:, None], (8, 4)))
+
+
+def test_every_sequence_kind_is_one_registered_rule_class():
+    """envs/bandits.py's sequence-<rule> ids and envs/sequence_bandit.py's RULES are the same
+    set, each id built by its own class, which says what it is."""
+    from envs.bandits import KINDS, SEQUENCE
+    from envs.sequence_bandit import RULES, SequenceBandit, register
+
+    kinds = {k.removeprefix(SEQUENCE) for k in KINDS if k.startswith(SEQUENCE)}
+    assert kinds == set(RULES) == {"reverse", "summod", "add"}
+    for rule, cls in RULES.items():
+        vec = envs.make(f"bandit:sequence-{rule}-3-2", 2, seed=0)
+        assert type(vec) is cls and issubclass(cls, SequenceBandit) and cls.rule == rule
+        assert vec.sequence and vec.length == cls.shape(3, 2)[1] > 1
+    with pytest.raises(ValueError, match="registered twice"):
+        register(RULES["add"])
+
+
+@pytest.mark.parametrize(
+    "name, sequence, length, hard, unit",
+    [
+        ("bernoulli-10", False, 1, 0, True),
+        ("gaussian-10", False, 1, 0, False),
+        ("contextual-16-10", False, 1, 4, True),
+        ("continuous", False, 1, 0, True),
+        ("sequence-summod-2-8", True, 8, 0, True),
+        ("sequence-add-10-4", True, 5, 0, True),
+    ],
+)
+def test_a_bandit_says_what_it_is(name, sequence, length, hard, unit):
+    """What figure scripts ask instead of parsing the id."""
+    vec = envs.make(f"bandit:{name}", 1, seed=0)
+    assert (vec.sequence, vec.length, vec.hard_contexts, vec.unit_rewards) == (
+        sequence, length, hard, unit
+    )  # fmt: skip
+    assert (vec.rule is None) != sequence
+
+
+def test_addition_answers_and_uniform_success():
+    """sequence-add-10-3: 999 + 1 = 1000 and 456 + 789 = 1245, digits least significant first;
+    one right answer of 10^4, so the uniform policy succeeds w.p. 1e-4."""
+    vec = envs.make("bandit:sequence-add-10-3", 2, seed=0)
+    prompts = np.array([[9, 9, 9, 1, 0, 0], [6, 5, 4, 9, 8, 7]])
+    np.testing.assert_array_equal(vec.solve(prompts), [[0, 0, 0, 1], [5, 4, 2, 1]])
+    np.testing.assert_array_equal(vec.check([[0, 0, 0, 1], [5, 4, 2, 2]], prompts), [1, 0])
+    assert vec.uniform_success == 1e-4 and vec.prompt_length == 6
+    with pytest.raises(ValueError, match="prompts are needed"):
+        vec.check([[0, 0, 0, 1]])

@@ -1,6 +1,7 @@
 """The bandit-suite figure (paper_figures/bandit_suite.py): the toy run end to end (PNG and
-CSVs with the runs' own numbers), success normalised by each bandit's true optimum, the
-(bandit, method) plan, and bad flags."""
+CSVs with the runs' own numbers, the PNG again from the curve CSV alone), success normalised by
+each bandit's true optimum, bands over seeds from controlrl.stats, the (bandit, method) plan
+asked of the envs, and bad flags."""
 
 import csv
 import importlib.util
@@ -52,8 +53,8 @@ def test_toy_run_writes_png_and_csvs_from_the_runs(tmp_path):
         ("bandit:bernoulli-10", "tpo", "tpo", "1"),
     ]
     curves = list(csv.DictReader((out / "bandit_suite_curves.csv").open()))
-    assert list(curves[0]) == ["bandit", "method", "seed", "samples", "success", "entropy",
-                               "zero_var"]  # fmt: skip
+    assert list(curves[0]) == suite.CURVE_FIELDS
+    assert {(c["seeds"], c["band"]) for c in curves} == {("1", "range")}  # one seed: no CI
     for row in rows:  # every method here is a population run (of one seed at toy size)
         run = sweep / "bernoulli-10" / row["method"] / "population"
         metrics = [m for m in _metrics(run) if m.pop("seed") == "1"]
@@ -67,6 +68,8 @@ def test_toy_run_writes_png_and_csvs_from_the_runs(tmp_path):
         np.testing.assert_allclose([float(c["entropy"]) for c in mine], entropy, rtol=1e-4)
         zero_var = [float(m["train/zero_variance_frac"]) for m in metrics]
         np.testing.assert_allclose([float(c["zero_var"]) for c in mine], zero_var, atol=1e-4)
+        for key in ("success_lo", "success_hi"):  # the range of one seed is its value
+            np.testing.assert_allclose([float(c[key]) for c in mine], success, rtol=1e-4)
         assert float(row["optimal_reward"]) == pytest.approx(optimal, rel=1e-5)
         # final window 1280 > 512 pulls: the whole run
         assert float(row["final_success"]) == pytest.approx(success.mean(), rel=1e-5)
@@ -77,9 +80,61 @@ def test_toy_run_writes_png_and_csvs_from_the_runs(tmp_path):
         ("grpo", "1"),
         ("tpo", "1"),
     ]
-    for s, row in zip(summary, rows):  # one seed: mean = both CI ends = the run's number
+    for s, row in zip(summary, rows):  # one seed: mean = both range ends = the run's number
         for key in ("final_success", "final_success_lo", "final_success_hi"):
             assert float(s[key]) == pytest.approx(float(row["final_success"]), rel=1e-5)
+        assert s["band"] == "range" and s["final_success_sd"] == "nan"
+        assert s["command"].startswith("python paper_figures/bandit_suite.py --toy --train")
+
+    # the figure again from the committed curve table alone, with no run left to read
+    png = (out / "bandit_suite.png").read_bytes()
+    (out / "bandit_suite.png").unlink()
+    __import__("shutil").rmtree(sweep)
+    suite.main(["--replot", "--out", str(out)])
+    assert (out / "bandit_suite.png").read_bytes() == png
+
+
+def test_bands_over_seeds_are_controlrl_stats(monkeypatch):
+    """The curve and summary bands of 6 seeds are stats.band's 95% CI and stats.summarize's
+    sample SD; with 3 seeds, the range."""
+    from controlrl import stats
+
+    suite = _suite()
+    rng = np.random.default_rng(0)
+    for seeds, kind in ((6, "95% CI"), (3, "range")):
+        success = rng.random((seeds, 20))
+        runs = [
+            {
+                "row": {
+                    "bandit": "b",
+                    "method": "grpo",
+                    "final_success": s[-1],
+                    "mean_success": s.mean(),
+                    "samples_to_half": 3,
+                    "entropy_last": 1.0,
+                    "entropy_rise_frac": 0.0,
+                    "zero_variance_frac": 0.0,
+                    "clip_frac": 0.0,
+                },
+                "curves": {
+                    "samples": np.arange(20.0),
+                    "success": s,
+                    "entropy": s + 1,
+                    "zero_variance_frac": np.full(20, np.nan),
+                },
+            }  # fmt: skip
+            for s in success
+        ]
+        table = suite.curve_table(runs)
+        mean, lo, hi, band_kind = stats.band(success)
+        assert band_kind == kind and {r["band"] for r in table} == {kind}
+        np.testing.assert_allclose([r["success_lo"] for r in table], lo, rtol=1e-12)
+        np.testing.assert_allclose([r["success_hi"] for r in table], hi, rtol=1e-12)
+        np.testing.assert_allclose([r["entropy"] for r in table], mean + 1, rtol=1e-12)
+        assert np.isnan([r["zero_var_lo"] for r in table]).all()
+        (row,) = suite.summary(runs, "cmd")
+        assert row["final_success_sd"] == pytest.approx(np.std(success[:, -1], ddof=1))
+        assert row["band"] == kind and row["seeds"] == seeds
 
 
 def test_success_is_return_over_the_true_optimum_and_samples_are_episodes():
@@ -107,17 +162,22 @@ def test_success_is_return_over_the_true_optimum_and_samples_are_episodes():
 
 
 def test_default_plan():
-    """19 sweeps: pg, ppo, grpo, tpo everywhere, pg-filter on the contextual bandit, the ratio
-    variants on the sequence bandit; PPO's rollout is one episode per env."""
+    """25 sweeps: pg, ppo, grpo, tpo everywhere, pg-filter on the contextual bandit, the ratio
+    variants on the two sequence bandits; PPO's rollout is one episode per env."""
     suite = _suite()
-    cfgs = suite.configs(suite.parse([]))
+    args = suite.parse([])
+    assert (args.seeds, args.ppo_seeds) == (200, 30)
+    cfgs = suite.configs(args)
     plan = {(c["bandit"].removeprefix("bandit:"), c["method"]) for c in cfgs}
     core = {"pg", "ppo", "grpo", "tpo"}
-    bandit_ids = ("bernoulli-10", "sparse-1000", "contextual-16-10", "sequence-reverse-2-6")
+    sequences = ("sequence-reverse-2-6", "sequence-add-2-3")
+    bandit_ids = ("bernoulli-10", "sparse-1000", "contextual-16-10", *sequences)
     expected = {(b, m) for b in bandit_ids for m in core}
     expected |= {("contextual-16-10", "pg-filter")}
-    expected |= {("sequence-reverse-2-6", m) for m in ("grpo-seq", "grpo-kalman")}
-    assert plan == expected
+    expected |= {(b, m) for b in sequences for m in ("grpo-seq", "grpo-kalman")}
+    assert plan == expected and len(cfgs) == 25
+    add = next(c for c in cfgs if c["bandit"] == "bandit:sequence-add-2-3")
+    assert add["length"] == 4 and add["steps"] == 4 * 20480  # answers of 3 + 1 digits
     for c in cfgs:
         flags = c["extra"]
         assert flags[flags.index("--num-envs") + 1] == "256"
@@ -128,6 +188,22 @@ def test_default_plan():
         if c["method"].startswith("pg"):
             assert flags[flags.index("--update-epochs") + 1] == "1"
             assert ("--filter-zero-variance" in flags) == (c["method"] == "pg-filter")
+
+
+def test_the_plan_asks_the_env_what_it_is(monkeypatch):
+    """applies() reads the env's answers, not its id: an env that says it is a sequence bandit
+    gets the ratio variants, one with hard contexts the filter, whatever its name."""
+    suite = _suite()
+    seq = {"sequence": True, "hard_contexts": 0}
+    hard = {"sequence": False, "hard_contexts": 3}
+    assert suite.applies("grpo-seq", seq) and not suite.applies("grpo-seq", hard)
+    assert suite.applies("pg-filter", hard) and not suite.applies("pg-filter", seq)
+    truth = suite.bandit_truth("bandit:sequence-add-10-2")
+    assert truth["sequence"] and truth["rule"] == "add" and truth["length"] == 3
+    real = suite.bandit_truth
+    monkeypatch.setattr(suite, "bandit_truth", lambda env_id: real(env_id) | seq)
+    args = suite.parse(["--bandits", "bandit:bernoulli-10", "--samples", "512"])
+    assert "grpo-kalman" in {c["method"] for c in suite.configs(args)}
 
 
 @pytest.mark.parametrize(
