@@ -57,19 +57,34 @@ from controlrl.cli import (
     RatioArgs,
     parse,
     require,
+    require_choice,
+    require_finite,
     require_nonnegative,
     require_positive,
     require_ratio_flags,
     require_sizes,
 )
-from controlrl.group import group_advantages, zero_variance_mask
+from controlrl.group import zero_variance_mask
 from controlrl.group_rollout import GroupRollout, require_group_flags
+from controlrl.objective import (
+    ADVANTAGES,
+    KL_ESTIMATORS,
+    KL_PLACEMENTS,
+    POLICY_LOSSES,
+    Objective,
+    Tokens,
+    drop_negatives,
+    episode_kl,
+    k3,
+    loss_weights,
+    overlong_penalty,
+)
+from controlrl.objective import group_objective as grpo_loss
 from controlrl.population import PopulationArgs, group_run, require_population_flags
 from controlrl.ratios import EpisodeRatios, episode_starts, filtered_log_ratio
 from controlrl.update import adam, kalman_noises, minibatch_update
 
-ADV_SCALES = {"mean": "mean", "mean-std": "mean_std"}  # flag value -> controlrl.group scale
-LOSS_AGGS = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+__all__ = ["Args", "grpo_loss", "k3", "loss_weights", "main", "update"]
 UPDATE_STATS = ("loss", "policy_loss", "kl_penalty", "approx_kl", "clip_frac")
 
 
@@ -80,17 +95,65 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     group_size: int = 8
     """G, outputs per context / episodes per start state (DeepSeekMath 64; TPO's sequence
     tasks 8)"""
-    adv_norm: Literal["mean", "mean-std"] = "mean-std"
-    """group advantage: r - mean (Dr. GRPO) or (r - mean) / (std + 1e-4) (GRPO; TRL's unbiased
-    std and epsilon)"""
+    adv_norm: str = "mean-std"
+    """advantage estimator over each group's scores (controlrl.objective.ADVANTAGES): mean-std
+    (r - mean) / (std + 1e-4) (GRPO; TRL's unbiased std and epsilon) or mean, r - mean
+    (Dr. GRPO, GPG)"""
+    drop_negatives: bool = False
+    """advantages below 0 set to 0: RGRA's negatives-off ablation (REINFORCE with Group
+    Relative Advantage: negative samples are essential)"""
     filter_zero_variance: bool = False
     """drop groups whose returns are all equal from the loss (their KL term too; Reinforce-Rej /
     DAPO dynamic sampling); the fraction is logged either way"""
+    policy_loss: str = "clip"
+    """per-step policy loss (controlrl.objective.POLICY_LOSSES; verl's policy_loss.loss_mode):
+    clip (PPO / GRPO; DAPO with --eps-high 0.28), cispo (MiniMax-M1 arXiv 2506.13585: the
+    clipped stop-gradient ratio times A log pi; verl / TorchRL cispo), sapo (soft gate
+    (4 / tau) sigma(tau (r - 1)), arXiv 2511.20347), dpg (Delightful PG's gate sigma(A x
+    surprisal / eta), arXiv 2603.14608), reinforce (-A log pi, no ratio or clip: GPG arXiv
+    2504.02546 with --adv-norm mean --kl-coef 0, RGRA with GRPO's advantage; verl gpg),
+    clip-cov and kl-cov (the entropy mechanism, arXiv 2505.22617; verl clip_cov / kl_cov,
+    reference PRIME-RL/Entropy-Mechanism-of-RL)"""
     kl_coef: float = 0.04
-    """beta of the k3 KL penalty to the reference (the initial policy, frozen) (DeepSeekMath
+    """beta of the KL penalty to the reference (the initial policy, frozen) (DeepSeekMath
     0.04; 0 disables it, as TRL's default)"""
+    kl_estimator: str = "k3"
+    """estimator of KL(pi_theta || pi_ref) per step (controlrl.objective.KL_ESTIMATORS; k3:
+    Schulman 2020, DeepSeekMath's)"""
+    kl_in: str = "loss"
+    """where the KL enters: loss (beta k per step, GRPO) or reward (beta sum_t k of the
+    rollout policy off each episode's score before the advantage; verl's use_kl_in_reward)"""
     clip_coef: float = 0.2
-    """ratio clip eps (DeepSeekMath 0.2)"""
+    """ratio clip eps (DeepSeekMath 0.2): the range [1 - eps_low, 1 + eps_high] of clip, cispo
+    and clip-cov and of every clip statistic"""
+    eps_low: float | None = None
+    """lower clip eps (None: --clip-coef; DAPO 0.2; verl clip_ratio_low)"""
+    eps_high: float | None = None
+    """upper clip eps (None: --clip-coef; DAPO's clip-higher 0.28, arXiv 2503.14476; verl
+    clip_ratio_high)"""
+    sapo_tau_pos: float = 1.0
+    """--policy-loss sapo: gate temperature where A > 0 (SAPO 1.0)"""
+    sapo_tau_neg: float = 1.05
+    """--policy-loss sapo: gate temperature where A <= 0 (SAPO 1.05: negative tokens fade
+    faster)"""
+    dpg_eta: float = 1.0
+    """--policy-loss dpg: temperature eta of the gate sigma(A x surprisal / eta) (the paper's
+    value not checked here: 1)"""
+    cov_frac: float = 2e-4
+    """--policy-loss clip-cov / kl-cov: fraction of a minibatch's rows selected (at least one)
+    (verl clip_cov_ratio / kl_cov_ratio 2e-4)"""
+    clip_cov_lb: float = 1.0
+    """--policy-loss clip-cov: covariance lower bound of the rows it may cut (verl 1.0)"""
+    clip_cov_ub: float = 5.0
+    """--policy-loss clip-cov: covariance upper bound (verl 5.0)"""
+    kl_cov_coef: float = 1.0
+    """--policy-loss kl-cov: coefficient of |log r| on the selected rows (verl ppo_kl_coef 1.0)"""
+    overlong_max: int | None = None
+    """DAPO's soft overlong punishment (arXiv 2503.14476, eq. 13): episodes longer than
+    overlong_max - overlong_cache steps lose up to 1 from their score, linearly, 1 beyond
+    overlong_max (DAPO 20480 tokens); None: off"""
+    overlong_cache: int = 1
+    """the punishment interval L_cache of --overlong-max (DAPO 4096 of 20480)"""
     loss_agg: Literal[
         "seq-mean-token-mean", "token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"
     ] = "seq-mean-token-mean"
@@ -113,6 +176,8 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     its score; MuJoCo v5's own limit is 1000); bandit episodes have their fixed length"""
 
     def validate(self) -> None:
+        require_finite(self)  # then the parts, before the env id is checked (it builds one)
+        require_objective_flags(self)
         super().validate()
         require_group_flags(self)
         require_population_flags(self)
@@ -141,63 +206,64 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
         )
 
 
-def k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """k3 estimate of KL(pi_theta || pi_ref) at actions drawn from pi_theta: exp(d) - d - 1 with
-    d = log pi_ref - log pi_theta, >= 0 and unbiased (Schulman 2020, "Approximating KL
-    divergence"); d clamped to [-20, 20] as the TPO repo's grpo_loss."""
-    d = (ref_logp - logp).clamp(-20.0, 20.0)
-    return d.exp() - d - 1
+def require_objective_flags(args: Args) -> None:
+    """Every part's name in its registry; eps_low <= eps_high, both > 0; gate temperatures,
+    eta and the covariance fraction > 0; the overlong interval inside --overlong-max."""
+    require_choice(args, "adv_norm", ADVANTAGES)
+    require_choice(args, "policy_loss", POLICY_LOSSES)
+    require_choice(args, "kl_estimator", KL_ESTIMATORS)
+    require_choice(args, "kl_in", KL_PLACEMENTS)
+    low, high = clip_range(args)
+    require_positive(args, "clip_coef")
+    require(low > 0, "eps_low", f"must be > 0, got {low}")
+    require(high >= low, "eps_high", f"must be >= --eps-low ({low}), got {high}")
+    require_positive(args, "sapo_tau_pos", "sapo_tau_neg", "dpg_eta", "kl_cov_coef")
+    require(0 < args.cov_frac <= 1, "cov_frac", f"must be in (0, 1], got {args.cov_frac}")
+    require(
+        args.clip_cov_lb < args.clip_cov_ub,
+        "clip_cov_ub",
+        f"must be > --clip-cov-lb ({args.clip_cov_lb}), got {args.clip_cov_ub}",
+    )
+    if args.overlong_max is not None:
+        require_positive(args, "overlong_max", "overlong_cache")
+        require(
+            args.overlong_cache <= args.overlong_max,
+            "overlong_cache",
+            f"must be <= --overlong-max ({args.overlong_max}), got {args.overlong_cache}",
+        )
 
 
-def grpo_loss(
-    logp: torch.Tensor,
-    old_logp: torch.Tensor,
-    ratio: torch.Tensor,
-    adv: torch.Tensor,
-    ref_logp: torch.Tensor,
-    weight: torch.Tensor,
-    eps: float,
-    beta: float,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """GRPO objective, minimised: sum_rows weight * (-min(r A, clip(r, 1 - eps, 1 + eps) A)
-    + beta k3(pi_theta, pi_ref)); the weights carry the loss aggregation (they sum to the mean
-    over sequences and steps), 0 on padding and dropped groups. Statistics over rows with
-    weight > 0: kl_penalty (mean k3), approx_kl (k3 of KL(old || new) from the per-step
-    ratios) and clip_frac (|r - 1| > eps for the ratio used)."""
-    surrogate = torch.min(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
-    kl = k3(logp, ref_logp)
-    per_step = -surrogate + beta * kl if beta else -surrogate  # beta 0: no KL graph at all
-    loss = (weight * per_step).sum()
-    with torch.no_grad():
-        used = (weight > 0).to(logp.dtype)
-        count = used.sum().clamp_min(1.0)
-        log_ratio = logp - old_logp
-        stats = {
-            "loss": loss.detach(),
-            "policy_loss": -(weight * surrogate).sum(),
-            "kl_penalty": (used * kl).sum() / count,
-            "approx_kl": (used * (log_ratio.exp() - 1 - log_ratio)).sum() / count,
-            "clip_frac": (used * ((ratio - 1).abs() > eps).to(logp.dtype)).sum() / count,
-        }
-    return loss, stats
+def clip_range(args: Args) -> tuple[float, float]:
+    """(eps_low, eps_high) of the flags, --clip-coef where one is not given."""
+    low = args.clip_coef if args.eps_low is None else args.eps_low
+    high = args.clip_coef if args.eps_high is None else args.eps_high
+    return low, high
 
 
-def loss_weights(valid: torch.Tensor, agg: str, max_steps: int) -> torch.Tensor:
-    """Per-step weights [..., T, N] of valid [..., T, N] (steps in the loss) for --loss-agg:
-    weights sum to 1 (the means) or to the steps per sequence (the token-sum forms), over each
-    [T, N] (each seed of a population)."""
-    if agg not in LOSS_AGGS:
-        raise ValueError(f"agg = {agg!r}, expected one of {LOSS_AGGS}")
-    mask = valid.to(torch.float32)
-    lengths = mask.sum(-2, keepdim=True)  # [..., 1, N] steps of each sequence in the loss
-    sequences = (lengths > 0).sum(-1, keepdim=True).clamp_min(1)
-    if agg == "token-mean":
-        return mask / mask.sum((-2, -1), keepdim=True).clamp_min(1.0)
-    if agg == "seq-mean-token-mean":
-        return mask / (lengths.clamp_min(1.0) * sequences)
-    if agg == "seq-mean-token-sum":
-        return mask / sequences
-    return mask / (sequences * max_steps)
+def advantage_of(args: Args):
+    """The estimator of --adv-norm, scores [..., B, G] -> advantages [..., B, G] (an estimator
+    with constants of its own gets them from its flags here, functools.partial)."""
+    return ADVANTAGES[args.adv_norm]
+
+
+def objective_of(args: Args) -> Objective:
+    """The parts the flags choose."""
+    low, high = clip_range(args)
+    return Objective(
+        policy_loss=args.policy_loss,
+        eps_low=low,
+        eps_high=high,
+        kl=args.kl_estimator,
+        kl_coef=args.kl_coef,
+        kl_in=args.kl_in,
+        sapo_tau_pos=args.sapo_tau_pos,
+        sapo_tau_neg=args.sapo_tau_neg,
+        dpg_eta=args.dpg_eta,
+        cov_frac=args.cov_frac,
+        clip_cov_lb=args.clip_cov_lb,
+        clip_cov_ub=args.clip_cov_ub,
+        kl_cov_coef=args.kl_cov_coef,
+    )
 
 
 class RolloutRatios:
@@ -224,22 +290,34 @@ class RolloutRatios:
 
 
 def grpo_batch(
-    rollout: GroupRollout, old_logp: torch.Tensor, ref_policy, args: Args
+    rollout: GroupRollout, old_logp: torch.Tensor, ref_policy, args: Args, generators=None
 ) -> tuple[dict[str, torch.Tensor], RolloutRatios, float]:
     """The rollout's rows [..., T * N] for the update (obs, actions, logprobs, ref_logprobs,
-    advantages, weights), its ratios and the fraction of groups kept in the loss [...]; the
+    advantages, weights; noise for clip-cov, drawn from each seed's generator where a
+    population has them), its ratios and the fraction of groups kept in the loss [...]; the
     leading axes are a population's seeds (none for a single run)."""
     T, N = rollout.valid.shape
     scores = rollout.scores()  # [..., N / G, G]
-    adv = group_advantages(scores, ADV_SCALES[args.adv_norm]).flatten(-2)  # [..., N]
+    valid_steps = torch.from_numpy(rollout.valid)
+    obs, actions = rollout.flat_obs(), rollout.flat_actions()
+    with torch.no_grad():
+        ref_logp = ref_policy.log_prob_at(ref_policy.dist_params(obs), actions)
+    shaped = scores
+    if args.overlong_max is not None:
+        lengths = torch.from_numpy(rollout.lengths).reshape(scores.shape)
+        shaped = shaped + overlong_penalty(lengths, args.overlong_max, args.overlong_cache)
+    if args.kl_in == "reward" and args.kl_coef:
+        kl = episode_kl(old_logp, ref_logp.reshape(old_logp.shape), valid_steps, args.kl_estimator)
+        shaped = shaped - args.kl_coef * kl.double().reshape(scores.shape)
+    adv = advantage_of(args)(shaped)
+    if args.drop_negatives:
+        adv = drop_negatives(adv)
+    adv = adv.flatten(-2)  # [..., N]
     keep = torch.ones(scores.shape[:-1], dtype=torch.bool)
     if args.filter_zero_variance:
         keep = ~zero_variance_mask(scores)
     keep_steps = keep.repeat_interleave(args.group_size, -1).unsqueeze(-2)  # [..., 1, N]
-    valid = torch.from_numpy(rollout.valid) & keep_steps
-    obs, actions = rollout.flat_obs(), rollout.flat_actions()
-    with torch.no_grad():
-        ref_logp = ref_policy.log_prob_at(ref_policy.dist_params(obs), actions)
+    valid = valid_steps & keep_steps
     batch = {
         "obs": obs,
         "actions": actions,
@@ -249,27 +327,40 @@ def grpo_batch(
         "weights": loss_weights(valid, args.loss_agg, args.max_episode_steps).flatten(-2),
     }
     batch["advantages"] = batch["advantages"].flatten(-2)
+    if args.policy_loss == "clip-cov":  # its random choice of rows, fixed for the update
+        rows = batch["logprobs"].shape[-1]
+        batch["noise"] = (
+            torch.stack([torch.rand(rows, generator=g) for g in generators])
+            if generators
+            else torch.rand(rows)
+        )
     ratios = RolloutRatios(args.ratio, rollout.ended, **kalman_noises(args))
     return batch, ratios, keep.float().mean(-1)
 
 
 def update(policy, optimizer, batch: dict[str, torch.Tensor], ratios, args: Args) -> dict:
-    """update_epochs x num_minibatches Adam steps on the GRPO loss (skipped, NaN statistics,
-    when no group is left in the loss); each minibatch's weights are scaled by rows / minibatch
-    rows, so that it is an unbiased estimate of the whole rollout's loss."""
+    """update_epochs x num_minibatches Adam steps on the group objective of the flags (skipped,
+    NaN statistics, when no group is left in the loss); each minibatch's weights are scaled by
+    rows / minibatch rows, so that it is an unbiased estimate of the whole rollout's loss."""
     empty = ~(batch["weights"] > 0).any(-1)  # [] ([S]: per seed of a population)
     if bool(empty.all()):
         return {**{k: float("nan") for k in UPDATE_STATS}, "grad_steps": 0}
     rows = batch["weights"].shape[-1]
-    eps, beta = args.clip_coef, args.kl_coef
+    objective = objective_of(args)
 
     def loss_fn(mb: dict[str, torch.Tensor], idx: torch.Tensor):
         logp, _ = policy.log_prob_entropy(mb["obs"], mb["actions"], False)
-        ratio = ratios(logp, mb["logprobs"], idx)
-        weight = mb["weights"] * (rows / idx.numel())
-        return grpo_loss(
-            logp, mb["logprobs"], ratio, mb["advantages"], mb["ref_logprobs"], weight, eps, beta
+        tokens = Tokens(
+            logp=logp,
+            old_logp=mb["logprobs"],
+            ratio=ratios(logp, mb["logprobs"], idx),
+            adv=mb["advantages"],
+            ref_logp=mb["ref_logprobs"],
+            weight=mb["weights"] * (rows / idx.numel()),
+            noise=mb.get("noise"),
+            is_weight=mb.get("is_weights"),  # a train-inference mismatch correction's weights
         )
+        return grpo_loss(tokens, objective)
 
     return minibatch_update(
         optimizer, batch, loss_fn, args, after_epoch=ratios.after_epoch, skip=empty
@@ -281,16 +372,17 @@ def main(args: Args) -> None:
     policy = run.make_policy(args.hidden_sizes)
     ref_policy = copy.deepcopy(policy).requires_grad_(False)  # before adam flattens policy's
     optimizer = adam(policy, lr=args.learning_rate)
+    generators = getattr(policy, "generators", None)  # a population's per-seed streams
 
     def update_fn(rollout: GroupRollout, old_logp: torch.Tensor) -> dict:
-        batch, ratios, kept = grpo_batch(rollout, old_logp, ref_policy, args)
+        batch, ratios, kept = grpo_batch(rollout, old_logp, ref_policy, args, generators)
         valid = torch.from_numpy(rollout.valid).reshape(-1)
         kl_ref = k3(batch["logprobs"], batch["ref_logprobs"])[..., valid].mean(-1)
         stats = update(policy, optimizer, batch, ratios, args)
         return {"kl_ref": kl_ref, "kept_frac": kept, **stats}
 
     run.train(
-        update_fn, policy, ratio_eps=args.clip_coef, ref_policy=ref_policy, optimizer=optimizer
+        update_fn, policy, ratio_eps=clip_range(args), ref_policy=ref_policy, optimizer=optimizer
     )
 
 

@@ -61,6 +61,13 @@ def require_unit_interval(args, *names: str) -> None:
         require(0 <= value <= 1, name, f"must be in [0, 1], got {value}")
 
 
+def require_choice(args, name: str, choices) -> None:
+    """The named flag must be one of choices (a registry's names; listed sorted)."""
+    value = getattr(args, name)
+    names = ", ".join(sorted(choices))
+    require(value in choices, name, f"must be one of {names}, got {value!r}")
+
+
 def require_batch(args, num_steps: int, num_minibatches: int = 1) -> int:
     """num_steps * num_envs must split into minibatches (of >= 2 rows where advantages are
     normalised per minibatch, args.norm_adv) and fit in total_timesteps; returns it."""

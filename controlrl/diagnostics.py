@@ -10,7 +10,9 @@ compared with a second pass after it:
     stats |= policy_shift(policy, batch["obs"], batch["actions"], batch["logprobs"], old, eps)
 
 which gives kl_mean, kl_max (KL(old || new) per state, over the whole batch), ratio_dev_frac
-(fraction of samples with |r - 1| > eps), ratio_dev_max and ratio_dev_mean.
+(fraction of samples with r outside [1 - eps_low, 1 + eps_high]: eps one number, the pair of an
+asymmetric clip, or None where the method has no ratio range, and then no ratio_dev_frac),
+ratio_dev_max and ratio_dev_mean.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ import math
 import numpy as np
 import torch
 
+from controlrl.losses import outside_clip
+
 Params = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
+Eps = float | tuple[float, float] | None  # a clip range: symmetric, (low, high), or none
 
 
 class NonFiniteError(RuntimeError):
@@ -54,14 +59,21 @@ def index_params(params: Params, idx: torch.Tensor) -> Params:
     return params[idx]
 
 
-def ratio_stats(ratio: torch.Tensor, eps: float) -> dict[str, float]:
-    """Fraction of samples with |r - 1| > eps, max and mean |r - 1|."""
-    deviation = (ratio.detach() - 1).abs()
-    return {
-        "ratio_dev_frac": float((deviation > eps).float().mean()),
-        "ratio_dev_max": float(deviation.max()),
-        "ratio_dev_mean": float(deviation.mean()),
-    }
+def ratio_stats(ratio: torch.Tensor, eps: Eps) -> dict[str, float]:
+    """Fraction of samples outside [1 - eps_low, 1 + eps_high] (not with eps None), max and
+    mean |r - 1|."""
+    return {k: float(v) for k, v in deviation_stats(ratio.detach(), eps).items()}
+
+
+def deviation_stats(ratio: torch.Tensor, eps: Eps) -> dict[str, torch.Tensor]:
+    """ratio_stats as tensors reduced over the last axis (leading axes kept)."""
+    deviation = (ratio - 1).abs()
+    out = {}
+    if eps is not None:
+        out["ratio_dev_frac"] = outside_clip(ratio, eps).float().mean(-1)
+    out["ratio_dev_max"] = deviation.amax(-1)
+    out["ratio_dev_mean"] = deviation.mean(-1)
+    return out
 
 
 def policy_shift(
@@ -70,7 +82,7 @@ def policy_shift(
     actions: torch.Tensor,
     old_logp: torch.Tensor,
     old_params: Params,
-    eps: float,
+    eps: Eps,
 ) -> dict[str, float]:
     """How far an update moved the policy on the batch: KL(old || new) per state (mean, max) and
     the ratio statistics of ratio_stats, from one batched forward pass."""
@@ -85,7 +97,7 @@ def shift_stats(
     actions: torch.Tensor,
     old_logp: torch.Tensor,
     old_params: Params,
-    eps: float,
+    eps: Eps,
 ) -> dict[str, torch.Tensor]:
     """policy_shift's statistics as tensors, each reduced over the rows (the last axis of
     old_logp [..., B]): any leading axes are kept (the seeds of a population)."""
@@ -93,14 +105,8 @@ def shift_stats(
         params = policy.dist_params(obs)  # one forward for the KL and the ratios
         kl = per_state_kl(old_params, params)
         logp = policy.log_prob_at(params, actions)
-        deviation = (torch.exp(logp - old_logp) - 1).abs()
-    return {
-        "kl_mean": kl.mean(-1),
-        "kl_max": kl.amax(-1),
-        "ratio_dev_frac": (deviation > eps).float().mean(-1),
-        "ratio_dev_max": deviation.amax(-1),
-        "ratio_dev_mean": deviation.mean(-1),
-    }
+        ratio = torch.exp(logp - old_logp)
+    return {"kl_mean": kl.mean(-1), "kl_max": kl.amax(-1), **deviation_stats(ratio, eps)}
 
 
 def explained_variance(values: np.ndarray, returns: np.ndarray) -> float:

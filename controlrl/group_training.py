@@ -6,6 +6,10 @@ Built from the algorithm's Args alone (env flags plus group_size, max_episode_st
     policy = run.make_policy(args.hidden_sizes)
     run.train(lambda rollout, old_logp: update(...), policy, ratio_eps, optimizer=optimizer)
 
+ratio_eps is the clip range the logged ratio_dev_frac counts r outside of: one eps, the pair
+(eps_low, eps_high) of an asymmetric clip, or None (the default) for a method without a ratio
+range, which then logs no ratio_dev_frac.
+
 An iteration is one GroupRollout of whole episodes (controlrl/group_rollout.py), so its size
 in env steps varies with the episodes' lengths: the run stops after the first iteration that
 reaches total_timesteps (a checkpoint is always written then). Metrics of every iteration:
@@ -55,12 +59,21 @@ class GroupRun(Session):
         """The policy for the run's spaces (controlrl.nets.make_policy)."""
         return make_policy(self.obs_space, self.act_space, hidden_sizes)
 
-    def train(self, update_fn: UpdateFn, policy, ratio_eps: float, **stateful) -> float:
+    def train(
+        self,
+        update_fn: UpdateFn,
+        policy,
+        ratio_eps: diagnostics.Eps = None,
+        sample: Callable | None = None,
+        **stateful,
+    ) -> float:
         """The loop, then the final evaluation (returned). Each iteration: collect a rollout
         (reset seed from the seed and the iteration, so a resumed run repeats the same
         episodes), the rollout policy's log-probs [T, N] in one pass, update_fn(rollout,
         old_logp) -> stats under the NaN guard, the policy shift, log and checkpoint.
-        Checkpoints hold policy, the normaliser and **stateful."""
+        Checkpoints hold policy, the normaliser and **stateful. sample (default policy.sample)
+        draws the rollout's actions: a behaviour policy other than the one trained (a
+        train-inference mismatch); old_logp stays the trained policy's."""
         if self.obs_normalizer is not None:
             stateful["obs_normalizer"] = self.obs_normalizer
         total = self.args.total_timesteps
@@ -69,7 +82,7 @@ class GroupRun(Session):
                 break
             timer = Timer()
             rollout = self.collector.collect(
-                policy.sample, seed=reset_seed(self.args.seed, iteration)
+                sample or policy.sample, seed=reset_seed(self.args.seed, iteration)
             )
             steps = int(rollout.lengths.sum())
             self.step += steps

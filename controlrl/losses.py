@@ -23,16 +23,32 @@ def approx_kl(ratio: torch.Tensor, log_ratio: torch.Tensor) -> torch.Tensor:
     return ((ratio - 1) - log_ratio).mean()
 
 
+def clip_bounds(eps: float | tuple[float, float]) -> tuple[float, float]:
+    """(eps_low, eps_high) of one eps (symmetric) or of a pair (an asymmetric clip)."""
+    return (eps, eps) if isinstance(eps, (int, float)) else (eps[0], eps[1])
+
+
+def outside_clip(ratio: torch.Tensor, eps: float | tuple[float, float]) -> torch.Tensor:
+    """ratio outside [1 - eps_low, 1 + eps_high] (bool); for one eps, |r - 1| > eps exactly."""
+    low, high = clip_bounds(eps)
+    dev = ratio - 1
+    return (dev > high) | (-dev > low)
+
+
 def surrogate_stats(
-    ratio: torch.Tensor, log_ratio: torch.Tensor, eps: float, used: torch.Tensor | None = None
+    ratio: torch.Tensor,
+    log_ratio: torch.Tensor,
+    eps: float | tuple[float, float],
+    used: torch.Tensor | None = None,
 ) -> dict:
     """approx_kl (k3 of the per-step ratio and its log) and clip_frac (fraction of the ratio the
-    loss uses, `used`, default ratio, with |r - 1| > eps) of a minibatch, no gradient."""
+    loss uses, `used`, default ratio, outside [1 - eps_low, 1 + eps_high]; eps one number or
+    the pair) of a minibatch, no gradient."""
     used = ratio if used is None else used
     with torch.no_grad():
         return {
             "approx_kl": approx_kl(ratio, log_ratio),
-            "clip_frac": ((used - 1).abs() > eps).float().mean(),
+            "clip_frac": outside_clip(used, eps).float().mean(),
         }
 
 

@@ -415,10 +415,13 @@ class PopulationAdam:
         grad.mul_(torch.clamp(max_norm / (total + 1e-6), max=1.0).unsqueeze(1))
         return total
 
-    def population_update(self, batch, loss_fn, args, after_step, after_epoch, ratios, skip):
+    def population_update(
+        self, batch, loss_fn, args, after_step, after_epoch, ratios, skip, shuffle=True
+    ):
         """controlrl.update.minibatch_update for every seed: batch entries [S, rows, ...]; each
-        seed shuffles with its generator, steps its own Adam, stops on its own target KL; seeds
-        in skip [S] take no step (NaN statistics, 0 grad_steps). Statistics [S] per name."""
+        seed shuffles with its generator (rows in order without shuffle), steps its own Adam,
+        stops on its own target KL; seeds in skip [S] take no step (NaN statistics, 0
+        grad_steps). Statistics [S] per name."""
         from controlrl.update import normalize_advantages
 
         if ratios is not None:
@@ -438,7 +441,9 @@ class PopulationAdam:
                 break
             perms = torch.stack(
                 [
-                    torch.randperm(size, generator=g) if active[k] else torch.arange(size)
+                    torch.randperm(size, generator=g)
+                    if active[k] and shuffle
+                    else torch.arange(size)
                     for k, g in enumerate(policy.generators)
                 ]
             )
@@ -651,8 +656,16 @@ class PopulationRun(Session):
         self.aggregate = _CsvLog(path)
         return iterations
 
-    def train(self, update_fn, policy: PopulationPolicy, ratio_eps: float, **stateful) -> float:
-        """GroupRun.train for every seed at once; returns the mean final evaluation."""
+    def train(
+        self,
+        update_fn,
+        policy: PopulationPolicy,
+        ratio_eps: diagnostics.Eps = None,
+        sample=None,
+        **stateful,
+    ) -> float:
+        """GroupRun.train for every seed at once (sample: seed-batched, as policy.sample);
+        returns the mean final evaluation."""
         stateful["generators"] = SeedGenerators(self.generators)
         if self.obs_normalizer is not None:
             stateful["obs_normalizer"] = self.obs_normalizer
@@ -662,7 +675,7 @@ class PopulationRun(Session):
                 break
             timer = Timer()
             seeds = [reset_seed(s, iteration) for s in self.seeds]
-            rollout = self.collector.collect(policy.sample, seeds)
+            rollout = self.collector.collect(sample or policy.sample, seeds)
             steps = int(rollout.lengths[0].sum())
             self.step += steps
             old_logp, entropy, old_params = rollout.log_probs(policy)  # [S, T, N]

@@ -118,11 +118,14 @@ class Run(Session):
         return batch, episodes
 
     @contextlib.contextmanager
-    def update(self, policy, batch: dict[str, torch.Tensor], ratio_eps: float) -> Iterator[dict]:
+    def update(
+        self, policy, batch: dict[str, torch.Tensor], ratio_eps: diagnostics.Eps
+    ) -> Iterator[dict]:
         """Wraps the update of the batch self.collect returned: runs it under the NaN guard,
         then adds to the dict it yields how far it moved the policy over the whole batch
         (diagnostics.policy_shift from self.old_params: kl_mean, kl_max, ratio_dev_frac / _max
-        / _mean with |r - 1| > ratio_eps; not for a policy without dist_params, see collect).
+        / _mean with r outside the ratio_eps range (one eps, a (low, high) pair, or None: no
+        ratio_dev_frac); not for a policy without dist_params, see collect).
 
             with run.update(policy, batch, args.clip_coef) as stats:
                 stats.update(update(policy, value_net, optimizer, batch, args))
@@ -144,7 +147,7 @@ class Run(Session):
         update_fn: Callable[[dict[str, torch.Tensor]], dict],
         policy,
         value_net,
-        ratio_eps: float,
+        ratio_eps: diagnostics.Eps,
         optimizer=None,
         values: Callable[[torch.Tensor], torch.Tensor] | None = None,
         **stateful,

@@ -17,6 +17,7 @@ Statistics: every stat is averaged over the minibatches, except those whose name
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -102,8 +103,10 @@ def minibatch_update(
     after_epoch: Callable[[int], None] | None = None,
     ratios: EpisodeRatios | None = None,
     skip: torch.Tensor | None = None,
+    shuffle: bool = True,
 ) -> dict[str, float]:
-    """args.update_epochs x args.num_minibatches optimiser steps on loss_fn; returns the reduced
+    """args.update_epochs x args.num_minibatches optimiser steps on loss_fn (minibatches of
+    shuffled rows; in row order without shuffle); returns the reduced
     statistics and grad_steps. mb holds the rows idx of every batch entry, with
     mb["advantages"] normalised when args.norm_adv (absent: False). Gradients are clipped to
     global norm args.max_grad_norm. args.target_kl (absent or None: off) stops after an epoch
@@ -117,7 +120,9 @@ def minibatch_update(
     single run skips before calling)."""
     population_update = getattr(optimizer, "population_update", None)
     if population_update is not None:
-        return population_update(batch, loss_fn, args, after_step, after_epoch, ratios, skip)
+        return population_update(
+            batch, loss_fn, args, after_step, after_epoch, ratios, skip, shuffle
+        )
     size = batch["obs"].shape[0]
     mb_size = size // args.num_minibatches
     norm_adv = getattr(args, "norm_adv", False)
@@ -126,7 +131,8 @@ def minibatch_update(
     log: dict[str, list[torch.Tensor]] = {}
     steps = 0
     for epoch in range(args.update_epochs):
-        for idx in torch.randperm(size).split(mb_size):
+        order = torch.randperm(size) if shuffle else torch.arange(size)
+        for idx in order.split(mb_size):
             mb = {k: v[idx] for k, v in batch.items()}
             if norm_adv:
                 mb["advantages"] = normalize_advantages(mb["advantages"])
@@ -150,6 +156,30 @@ def minibatch_update(
     check_finite(out, params)
     out["grad_steps"] = steps
     return out
+
+
+@dataclass(frozen=True)
+class _OneStep:
+    max_grad_norm: float
+    update_epochs: int = 1
+    num_minibatches: int = 1
+
+
+def gradient_step(
+    optimizer,
+    batch: dict[str, torch.Tensor],
+    loss_fn: LossFn,
+    max_grad_norm: float,
+    skip: torch.Tensor | None = None,
+) -> dict[str, float]:
+    """One optimiser step on loss_fn over the whole batch (rows in order, idx = all of them),
+    for an algorithm without epochs or minibatches (REINFORCE-style): the gradient zeroed in
+    place (the flat parameters' views), backward, the global grad-norm clip, the step, the
+    finiteness check; a population's optimiser steps every seed at once (skip [S]: seeds that
+    take no step). Returns loss_fn's statistics and grad_steps."""
+    return minibatch_update(
+        optimizer, batch, loss_fn, _OneStep(max_grad_norm), skip=skip, shuffle=False
+    )
 
 
 def detached(**tensors: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -22,6 +22,7 @@ from algos.grpo import (
     k3,
     loss_weights,
     main,
+    objective_of,
     update,
 )
 from controlrl import checkpoint
@@ -30,6 +31,7 @@ from controlrl.group import group_advantages
 from controlrl.group_rollout import GroupRollout
 from controlrl.nets import CategoricalPolicy, GaussianPolicy
 from controlrl.normalize import ObsNormalizer
+from controlrl.objective import Objective, Tokens
 from controlrl.ratios import EpisodeRatios, filtered_log_ratio
 from controlrl.update import adam
 from theory.group_po import zero_variance_probability
@@ -77,14 +79,8 @@ def batch_loss(policy, batch, ratios, args, logp_shift=0.0):
     idx = torch.arange(logp.numel())
     ratio = ratios(logp, old, idx)
     return grpo_loss(
-        logp,
-        old,
-        ratio,
-        batch["advantages"],
-        batch["ref_logprobs"],
-        batch["weights"],
-        args.clip_coef,
-        args.kl_coef,
+        Tokens(logp, old, ratio, batch["advantages"], batch["ref_logprobs"], batch["weights"]),
+        objective_of(args),
     )
 
 
@@ -144,7 +140,7 @@ def test_clipped_surrogate_gradient_table(r, adv, expected):
     ratio = torch.tensor([r], dtype=torch.float64, requires_grad=True)
     zero = torch.zeros(1, dtype=torch.float64)
     adv_t, one = torch.tensor([adv], dtype=torch.float64), torch.ones(1, dtype=torch.float64)
-    loss, _ = grpo_loss(zero, zero, ratio, adv_t, zero, one, 0.2, 0.0)
+    loss, _ = grpo_loss(Tokens(zero, zero, ratio, adv_t, zero, one), Objective())
     (grad,) = torch.autograd.grad(loss, ratio)
     assert float(grad) == pytest.approx(expected, abs=1e-12)
 
@@ -257,7 +253,8 @@ def test_population_update_on_one_hot_bandit_is_sqrt_odds_times_e_y_minus_pi():
     logp = torch.log_softmax(logits, 0)
     adv = (r - p) / math.sqrt(p * (1 - p))
     loss, _ = grpo_loss(
-        logp, logp.detach(), torch.exp(logp - logp.detach()), adv, logp.detach(), pi, 0.2, 0.0
+        Tokens(logp, logp.detach(), torch.exp(logp - logp.detach()), adv, logp.detach(), pi),
+        Objective(),
     )
     (grad,) = torch.autograd.grad(-loss, logits)
     torch.testing.assert_close(grad, expected, rtol=1e-12, atol=1e-14)
@@ -266,16 +263,9 @@ def test_population_update_on_one_hot_bandit_is_sqrt_odds_times_e_y_minus_pi():
     r = (a == y).double()
     adv = group_advantages(r[None])[0]
     logp = torch.log_softmax(logits, 0)[a]
-    loss, _ = grpo_loss(
-        logp,
-        logp.detach(),
-        torch.exp(logp - logp.detach()),
-        adv,
-        logp.detach(),
-        torch.full((G,), 1 / G, dtype=torch.float64),
-        0.2,
-        0.0,
-    )
+    weight = torch.full((G,), 1 / G, dtype=torch.float64)
+    ratio = torch.exp(logp - logp.detach())
+    loss, _ = grpo_loss(Tokens(logp, logp.detach(), ratio, adv, logp.detach(), weight), Objective())
     (grad,) = torch.autograd.grad(-loss, logits)
     assert float((grad - expected).abs().max()) < 0.01 * float(expected.abs().max()) + 3e-3
     # at p = 0.1 the coefficient is 1/3 (TPO's one-hot bandit: 0.33 for GRPO)
