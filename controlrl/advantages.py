@@ -1,7 +1,8 @@
-"""Advantage estimators of a group objective: outcome rewards [..., n, G] (n groups of G outputs
-for one context each; leading axes are independent batches, e.g. a population's seeds) to
-advantages of the same shape. GRPO's and Dr. GRPO's are controlrl.group.group_advantages; the
-others are one function each below, named in ADVANTAGES for --adv-estimator.
+"""Advantage estimators of the group objective: outcome rewards [..., n, G] (n groups of G
+outputs for one context each; leading axes are independent batches, a population's seeds) to
+advantages of the same shape, registered in controlrl.objective.ADVANTAGES under their
+--adv-norm names (GRPO's mean-std and Dr. GRPO's mean are registered there, from
+controlrl.group.group_advantages). Batch-level ones reduce over the last two axes only.
 
 Reference code: volcengine/verl verl/trainer/ppo/core_algos.py (compute_rloo_outcome_advantage,
 compute_reinforce_plus_plus_outcome_advantage, ..._baseline_outcome_advantage);
@@ -13,10 +14,12 @@ from __future__ import annotations
 import torch
 
 from controlrl.group import group_advantages
+from controlrl.objective import ADVANTAGES, register
 
 BATCH = (-2, -1)  # the axes of one batch: every output of every group
 
 
+@register(ADVANTAGES, "rloo")
 def rloo(rewards: torch.Tensor) -> torch.Tensor:
     """REINFORCE leave-one-out (Ahmadian et al. 2024, "Back to Basics", arXiv 2402.14740; Kool
     et al. 2019): r_i - mean of the group's other G - 1 rewards; 0 for G = 1."""
@@ -36,6 +39,7 @@ def _batch_std(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return flat.std(-1)[..., None, None], const
 
 
+@register(ADVANTAGES, "reinforce++")
 def reinforce_pp(rewards: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
     """REINFORCE++ (Hu et al. 2025, arXiv 2501.03262): no group baseline; the rewards whitened
     over the whole batch (global normalisation), (r - mean_batch) / (std_batch + eps)."""
@@ -44,12 +48,14 @@ def reinforce_pp(rewards: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
     return torch.where(const, torch.zeros_like(out), out)
 
 
+@register(ADVANTAGES, "reinforce++-baseline")
 def reinforce_pp_baseline(rewards: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
     """REINFORCE++-baseline (same paper, for groups): r - group mean, then whitened over the
     batch."""
     return reinforce_pp(group_advantages(rewards, "mean"), eps)
 
 
+@register(ADVANTAGES, "lite-ppo")
 def lite_ppo(rewards: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
     """LitePPO (Liu et al. 2025, "Tricks or Traps?", arXiv 2508.08221): group-mean baseline,
     batch-level std, (r - mean_group) / (std_batch(r) + eps)."""
@@ -72,6 +78,7 @@ def beta_parameters(p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return alpha[..., None, None], beta[..., None, None]
 
 
+@register(ADVANTAGES, "bnpo")
 def bnpo(rewards: torch.Tensor, alpha=None, beta=None, max_weight: float = 1e6) -> torch.Tensor:
     """BNPO (Xiao et al. 2025, arXiv 2506.02864): (r - p) / Beta_pdf(p; alpha, beta), p the
     group mean, 1 / pdf clamped at max_weight as the reference code; alpha, beta from
@@ -88,23 +95,3 @@ def bnpo(rewards: torch.Tensor, alpha=None, beta=None, max_weight: float = 1e6) 
     weight = torch.exp(-log_pdf).clamp(max=max_weight)
     centred = rewards - p
     return torch.where(centred == 0, torch.zeros_like(centred), centred * weight)
-
-
-ADVANTAGES = {
-    "grpo": lambda r: group_advantages(r, "mean_std"),
-    "dr-grpo": lambda r: group_advantages(r, "mean"),
-    "rloo": rloo,
-    "reinforce++": reinforce_pp,
-    "reinforce++-baseline": reinforce_pp_baseline,
-    "lite-ppo": lite_ppo,
-    "bnpo": bnpo,
-}
-
-
-def advantages(name: str, rewards: torch.Tensor) -> torch.Tensor:
-    """ADVANTAGES[name](rewards [..., n, G]) -> [..., n, G]."""
-    if name not in ADVANTAGES:
-        raise ValueError(f"advantage estimator {name!r}, expected one of {tuple(ADVANTAGES)}")
-    if rewards.ndim < 2:
-        raise ValueError(f"rewards has shape {tuple(rewards.shape)}, expected [..., n, G]")
-    return ADVANTAGES[name](rewards)

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from controlrl import kl_estimators as kle
+from controlrl.objective import KL_ESTIMATORS, episode_kl, k3
 from theory import group_parts as parts
 
 Z = torch.tensor([0.3, -0.8, 1.1, 0.0, -0.2], dtype=torch.float64)  # pi_theta's logits
@@ -31,7 +32,7 @@ def _per_arm(name, sampler_logp=None):
         z = Z.clone().requires_grad_(True)
         logp = torch.log_softmax(z, -1)[a]
         old = sampler_logp[a] if sampler_logp is not None else logp.detach()
-        est = kle.kl_estimate(name, logp, REF[a], old)
+        est = KL_ESTIMATORS[name](logp, REF[a], old_logp=old)
         (g,) = torch.autograd.grad(est, z)
         values.append(float(est.detach()))
         grads.append(g.numpy())
@@ -49,11 +50,11 @@ def test_values_under_the_current_policy():
     assert abs(bias2) > 1e-3  # k2 is biased
     assert (v2 >= 0).all() and (v3 >= 0).all() and (v1 < 0).any()
     d = torch.linspace(-30, 30, 601, dtype=torch.float64)
-    assert (kle.k3(torch.zeros_like(d), d) >= 0).all()
+    assert (k3(torch.zeros_like(d), d) >= 0).all()
     # near p (q = p tilted slightly) k3 has the smaller variance (Schulman's point)
     near = torch.log_softmax(REF + 0.05 * Z, -1)
     qn = near.exp().numpy()
-    e1, e3 = kle.k1(near, REF).numpy(), kle.k3(near, REF).numpy()
+    e1, e3 = kle.k1(near, REF).numpy(), k3(near, REF).numpy()
     assert qn @ (e3 - qn @ e3) ** 2 < qn @ (e1 - qn @ e1) ** 2
 
 
@@ -81,18 +82,29 @@ def test_k3_unbiased_from_old_samples():
     assert abs(o @ plain_values - true) > 1e-2
     assert np.abs(o @ plain_grads - reverse).max() > 1e-2
     # on-policy (old = theta) the weight is 1: the same value as k3
-    torch.testing.assert_close(kle.k3_unbiased(OLD, REF, OLD), kle.k3(OLD, REF))
+    torch.testing.assert_close(kle.k3_unbiased(OLD, REF, OLD), k3(OLD, REF))
+    assert torch.equal(kle.k3_unbiased(OLD, REF), k3(OLD, REF))  # in the reward: theta_old
 
 
-def test_reward_penalty_and_errors():
+def test_k1_in_the_reward_sums_over_valid_steps():
     old = torch.log(torch.tensor([[0.5, 0.2], [0.4, 0.9], [0.1, 0.3]]))  # [T, N]
     ref = torch.log(torch.tensor([[0.25, 0.2], [0.8, 0.3], [0.2, 0.6]]))
     valid = torch.tensor([[True, True], [True, True], [False, True]])
-    got = kle.kl_reward_penalty("k1", old, ref, valid)
-    want = ((old - ref) * valid).sum(0)
-    torch.testing.assert_close(got, want)
-    assert not got.requires_grad
-    with pytest.raises(ValueError, match=r"^KL estimator 'k4', expected one of"):
-        kle.kl_estimate("k4", old, ref)
-    with pytest.raises(ValueError, match=r"^k3-unbiased needs old_logp"):
-        kle.kl_estimate("k3-unbiased", old, ref)
+    torch.testing.assert_close(episode_kl(old, ref, valid, "k1"), ((old - ref) * valid).sum(0))
+    assert {"k1", "k2", "k3", "k3-unbiased"} == set(KL_ESTIMATORS)
+
+
+def test_the_group_objective_passes_old_logp_to_k3_unbiased():
+    """The loss of controlrl/objective.py with --kl-estimator k3-unbiased over every arm,
+    weighted by pi_old (the exact expectation over old samples; zero advantages): its gradient
+    is grad KL(q || p)."""
+    from controlrl.objective import Objective, Tokens, group_objective
+
+    q, p = _q(), REF.exp().numpy()
+    z = Z.clone().requires_grad_(True)
+    logp = torch.log_softmax(z, -1)
+    zero = torch.zeros(K, dtype=torch.float64)
+    t = Tokens(logp, OLD, (logp - OLD).exp(), zero, REF, OLD.exp())
+    loss, _ = group_objective(t, Objective(policy_loss="reinforce", kl="k3-unbiased", kl_coef=1.0))
+    (g,) = torch.autograd.grad(loss, z)
+    np.testing.assert_allclose(g.numpy(), parts.grad_reverse_kl(q, p), atol=1e-14)

@@ -99,16 +99,30 @@ def test_perturbations_and_the_sampler_hook():
     assert torch.equal(mismatch.perturb_logits(x, "temperature", 2.0), x / 2)
     assert torch.equal(mismatch.perturb_logits(x, "bf16"), x.bfloat16().float())
     assert not torch.equal(mismatch.perturb_logits(x, "bf16"), x)
-    logits = torch.randn(2000, 4, generator=torch.Generator().manual_seed(0))
-    noise = torch.empty_like(logits).exponential_(generator=torch.Generator().manual_seed(1))
+    z = torch.randn(2000, 4, generator=torch.Generator().manual_seed(0))
+    noise = torch.empty_like(z).exponential_(generator=torch.Generator().manual_seed(1))
     with mismatch.perturbed_sampling(CategoricalPolicy, "temperature", 3.0):
-        hooked = CategoricalPolicy.sample_with(logits, noise.clone())
-    assert torch.equal(hooked, CategoricalPolicy.sample_with(logits / 3.0, noise.clone()))
-    assert not torch.equal(hooked, CategoricalPolicy.sample_with(logits, noise.clone()))
+        hooked = CategoricalPolicy.sample_with(z, noise.clone())
+    assert torch.equal(hooked, CategoricalPolicy.sample_with(z / 3.0, noise.clone()))
+    assert not torch.equal(hooked, CategoricalPolicy.sample_with(z, noise.clone()))
     with pytest.raises(RuntimeError), mismatch.perturbed_sampling(CategoricalPolicy, "bf16"):
         raise RuntimeError
-    assert CategoricalPolicy.sample_with(logits, noise.clone()).equal(
-        (torch.softmax(logits, -1) / noise).argmax(-1)
+    assert CategoricalPolicy.sample_with(z, noise.clone()).equal(
+        (torch.softmax(z, -1) / noise).argmax(-1)
+    )
+    # the sampler of a policy: its draws and its log-probabilities are the perturbed logits'
+    policy = CategoricalPolicy(3, 4, (8,))
+    obs = torch.randn(500, 3, generator=torch.Generator().manual_seed(2))
+    torch.manual_seed(5)
+    drawn = mismatch.behaviour_sampler(policy, "temperature", 0.5)(obs)
+    torch.manual_seed(5)
+    with torch.no_grad():
+        logits = policy.sample_inputs(obs)
+        want = CategoricalPolicy.sample_with(logits / 0.5, torch.empty_like(logits).exponential_())
+    assert torch.equal(drawn, want)
+    got = mismatch.behaviour_log_probs(policy, obs, drawn, "temperature", 0.5)
+    torch.testing.assert_close(
+        got, torch.log_softmax(logits / 0.5, -1).gather(-1, want[:, None])[:, 0]
     )
     with pytest.raises(ValueError, match=r"^correction 'clip', expected one of"):
         mismatch.correction_weights("clip", x, x)
