@@ -20,6 +20,16 @@ padding after the end) and no episode is ever cut by the rollout; an episode lon
 advantage is that score standardised over its group (controlrl/group.py) and the same A for
 every step (token) of the episode. No value network, no GAE, no reward scaling.
 
+The objective is made of parts (controlrl/objective.py), each chosen by a flag named as verl's
+config names it: the advantage estimator (--adv-norm, --drop-negatives), score shaping
+(--overlong-max: DAPO's soft overlong punishment), the per-step policy loss (--policy-loss:
+clip, cispo, sapo, dpg, reinforce, clip-cov, kl-cov), its clip range (--clip-coef, --eps-low,
+--eps-high, carried into clip_frac and ratio_dev_frac), the KL estimator and where it enters
+(--kl-estimator, --kl-in loss | reward), the loss aggregation and the zero-variance filter.
+Recipes: DAPO's clip-higher --eps-high 0.28; CISPO --policy-loss cispo --eps-high 0.28; GPG
+--policy-loss reinforce --adv-norm mean --kl-coef 0 --update-epochs 1; RGRA --policy-loss
+reinforce --update-epochs 1 (its ablation: --drop-negatives).
+
 Ratios (--ratio, controlrl/ratios.py): per step (token, PPO), per episode (sequence: the
 product, or GSPO's geometric mean), or KPO's causal Kalman-filtered log-ratio along the episode.
 Loss aggregation (--loss-agg, names as verl's core_algos.agg_loss): seq-mean-token-mean is the

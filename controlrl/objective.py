@@ -153,7 +153,7 @@ def sapo_loss(t: Tokens, o: Objective) -> torch.Tensor:
     """-(4 / tau) sigma(tau (r - 1)) A, tau = tau_pos where A > 0 else tau_neg: SAPO's soft
     gate (arXiv 2511.20347); its gradient is 4 sigma (1 - sigma) r A grad log pi, the policy
     gradient at r = 1, fading smoothly away from it."""
-    tau = torch.where(t.adv > 0, o.sapo_tau_pos, o.sapo_tau_neg)
+    tau = torch.full_like(t.adv, o.sapo_tau_neg).masked_fill(t.adv > 0, o.sapo_tau_pos)
     return -(4 / tau) * torch.sigmoid(tau * (t.ratio - 1)) * t.adv
 
 

@@ -121,7 +121,7 @@ def test_bad_choices_name_the_flag_and_the_allowed_values(name, capsys):
 
 
 def test_choice_flags_are_found():
-    assert choice_flags(load("grpo"))["adv_norm"] == ("mean", "mean-std")
+    assert choice_flags(load("grpo"))["loss_agg"][:2] == ("seq-mean-token-mean", "token-mean")
     assert {"vectorization", "brax_pipeline"} <= set(choice_flags(load("ppo")))
 
 
@@ -131,8 +131,8 @@ def test_an_error_that_escapes_the_hook_still_prints_one_line(monkeypatch, capsy
     import contextlib
 
     monkeypatch.setattr(controlrl.cli.tyro_errors, "on_parse_error", contextlib.nullcontext)
-    err = refuse(load("grpo"), ["--adv-norm", "foo"], capsys)
-    assert "invalid choice 'foo' for argument '--adv-norm'" in err
+    err = refuse(load("grpo"), ["--loss-agg", "foo"], capsys)
+    assert "invalid choice 'foo' for argument '--loss-agg'" in err
 
 
 def test_tuple_flags_say_what_they_take(capsys):
