@@ -3,8 +3,8 @@ the run's own final evaluation, the reference dynamics take the steps Gymnasium'
 it, and the toy run writes per-seed regrets against a reference no greater than its sources."""
 
 import csv
-import json
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -60,7 +60,7 @@ def test_toy_run(tmp_path):
         act, _ = fig.load_act(run)
         # the run's own final evaluation (its envs, seeds and frozen normaliser) is reproduced
         returns = evaluate(
-            lambda obs: torch.from_numpy(act(obs[:, 0].numpy(), obs[:, 1].numpy())),
+            lambda obs, act=act: torch.from_numpy(act(obs[:, 0].numpy(), obs[:, 1].numpy())),
             "MountainCar-v0",
             None,
             10,
