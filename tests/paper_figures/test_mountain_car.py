@@ -71,3 +71,29 @@ def test_toy_run(tmp_path):
         x0 = np.array([-0.6, -0.47, -0.4])
         ours = mc.policy_steps(act, x0, np.zeros(3))
         assert list(ours) == [gym_steps(act, x) for x in x0]
+
+
+def test_load_act_normalises_with_the_checkpoints_statistics(tmp_path):
+    fig.main(["--toy", "--seeds", "1", "--total-timesteps", "512", "--grids", "10",
+              "--starts", "2", "--switch-horizon", "20", "--out", str(tmp_path / "out"),
+              "--sweeps-root", str(tmp_path / "sweeps")])  # fmt: skip
+    run = tmp_path / "sweeps" / "mlp_512" / "runs" / "ppo" / "MountainCar-v0" / "seed1"
+    path = run / "checkpoints" / "latest.pt"
+    state = torch.load(path, weights_only=True)
+    gen = torch.Generator().manual_seed(0)
+    state["policy"] = {
+        k: 3 * torch.randn(v.shape, generator=gen) for k, v in state["policy"].items()
+    }
+    mean, var = torch.tensor([-0.3, 0.01], dtype=torch.float64), torch.tensor([0.04, 1e-4])
+    state["obs_normalizer"].update(mean=mean, var=var.double())
+    torch.save(state, path)
+    act, _ = fig.load_act(run)
+    policy = fig.make_policy(gym.make("MountainCar-v0").observation_space, gym.spaces.Discrete(3))
+    policy.load_state_dict(state["policy"])
+    rng = np.random.default_rng(0)
+    x, v = rng.uniform(-1.2, 0.6, 200), rng.uniform(-0.07, 0.07, 200)
+    obs = torch.tensor(np.stack([x, v], 1), dtype=torch.float32)
+    z = ((obs.double() - mean) / torch.sqrt(var.double() + 1e-8)).clamp(-10, 10).float()
+    want = policy.mode(z).numpy()
+    assert (want != policy.mode(obs).numpy()).any()  # the statistics matter at these states
+    np.testing.assert_array_equal(act(x, v), want)
