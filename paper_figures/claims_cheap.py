@@ -12,7 +12,9 @@ from controlrl import stats
 from paper_figures.claims import ALPHA, FAILS, HOLDS, INCONCLUSIVE, Row, paired_verdict, read
 
 MOUNTAIN_CAR = "Analytic Mountain Car solution and Chebyshev policies"
-ENTRPO = "EnTRPO: TRPO with Entropy Regularization (arXiv 2110.13373)"
+ENTRPO = (
+    "EnTRPO: Trust Region Policy Optimization Method with Entropy Regularization (arXiv 2110.13373)"
+)
 SUCCESS = "Success conditioning as a chi^2 trust region"
 
 
