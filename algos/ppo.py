@@ -76,6 +76,13 @@ class Args(RatioArgs, CommonArgs):
     tanh)"""
     critic_hidden_sizes: tuple[int, ...] | None = None
     """hidden layers of the critic (default: the same as --hidden-sizes, as CleanRL)"""
+    chebyshev_degree: int = 0
+    """0: the actor is the MLP of --hidden-sizes; d >= 1: a Chebyshev policy, logits (or mean)
+    linear in the tensor-product Chebyshev basis of degree d (the Mountain Car paper's
+    Chebyshev policies of the analytic Mountain Car solution); the critic stays an MLP"""
+    chebyshev_range: float = 3.0
+    """--chebyshev-degree with --norm-obs: the basis spans [-r, r] of the normalised observation
+    (clamped outside); with --no-norm-obs it spans the observation space's bounds"""
 
     def validate(self) -> None:
         super().validate()
@@ -84,6 +91,8 @@ class Args(RatioArgs, CommonArgs):
         require_positive(self, "clip_coef")
         require(self.target_kl is None or self.target_kl > 0, "target_kl", "must be > 0")
         require_sizes(self, "critic_hidden_sizes")
+        require(self.chebyshev_degree >= 0, "chebyshev_degree", "must be >= 0")
+        require_positive(self, "chebyshev_range")
 
 
 def ppo_loss(
@@ -122,7 +131,15 @@ def update(
 
 def main(args: Args) -> None:
     run = Run(args)
-    policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)
+    r = args.chebyshev_range  # the normalised observation's span; None: the space's bounds
+    bounds = (torch.full(run.obs_space.shape, -r), torch.full(run.obs_space.shape, r))
+    policy = make_policy(
+        run.obs_space,
+        run.act_space,
+        args.hidden_sizes,
+        chebyshev_degree=args.chebyshev_degree,
+        chebyshev_bounds=bounds if args.norm_obs else None,
+    )
     value_net = ValueNet(run.obs_dim, args.critic_hidden_sizes or args.hidden_sizes)
     optimizer = adam(policy, value_net, lr=args.learning_rate)
     run.train(

@@ -1,5 +1,5 @@
-"""Networks: orthogonal-init MLPs, Gaussian and categorical policies, value nets, IQL's twin Q
-and tanh-mean Gaussian actor."""
+"""Networks: orthogonal-init MLPs, Chebyshev-basis linear heads, Gaussian and categorical
+policies, value nets, IQL's twin Q and tanh-mean Gaussian actor."""
 
 from __future__ import annotations
 
@@ -58,6 +58,44 @@ def mlp(
     return nn.Sequential(*layers)
 
 
+class ChebyshevFeatures(nn.Module):
+    """The tensor-product Chebyshev basis of a bounded observation: each coordinate scaled to
+    [-1, 1] by the space's bounds (clamped), T_0..T_degree of each, and every product of one
+    polynomial per coordinate: (degree + 1)^d features, T_0 x ... x T_0 = 1 among them."""
+
+    def __init__(self, low, high, degree: int) -> None:
+        super().__init__()
+        low = torch.as_tensor(low, dtype=torch.float32).reshape(-1)
+        high = torch.as_tensor(high, dtype=torch.float32).reshape(-1)
+        if not (torch.isfinite(low).all() and torch.isfinite(high).all() and (high > low).all()):
+            raise ValueError("a Chebyshev basis needs finite observation bounds with high > low")
+        if degree < 1:
+            raise ValueError(f"Chebyshev degree must be >= 1, got {degree}")
+        self.register_buffer("low", low)
+        self.register_buffer("scale", 2.0 / (high - low))
+        self.degree = degree
+        self.num_features = (degree + 1) ** low.numel()
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Features [B, (degree + 1)^d] of observations [B, d]."""
+        z = ((obs - self.low) * self.scale - 1.0).clamp(-1.0, 1.0)  # [B, d]
+        polys = [torch.ones_like(z), z]
+        for _ in range(self.degree - 1):  # T_{k+1} = 2 z T_k - T_{k-1}
+            polys.append(2 * z * polys[-1] - polys[-2])
+        basis = torch.stack(polys[: self.degree + 1], -1)  # [B, d, degree + 1]
+        out = basis[:, 0]
+        for i in range(1, basis.shape[1]):  # outer product, coordinate by coordinate
+            out = (out.unsqueeze(-1) * basis[:, i].unsqueeze(-2)).flatten(1)
+        return out
+
+
+def chebyshev_net(low, high, degree: int, out_dim: int, out_gain: float = 0.01) -> nn.Sequential:
+    """A linear map of ChebyshevFeatures(low, high, degree) to out_dim outputs (orthogonal init,
+    gain out_gain as an MLP's last layer): a Chebyshev policy's logits or mean."""
+    features = ChebyshevFeatures(low, high, degree)
+    return nn.Sequential(features, layer_init(nn.Linear(features.num_features, out_dim), out_gain))
+
+
 class GaussianPolicy(nn.Module):
     """Diagonal Gaussian with a state-independent log-std parameter (initialised to
     log_std_init, 0 as CleanRL)."""
@@ -69,9 +107,13 @@ class GaussianPolicy(nn.Module):
         hidden: tuple[int, ...] = (64, 64),
         activation: type[nn.Module] = nn.Tanh,
         log_std_init: float = 0.0,
+        net: nn.Sequential | None = None,
     ) -> None:
         super().__init__()
-        self.mean = mlp([obs_dim, *hidden, act_dim], activation, out_gain=0.01)
+        # net: the mean network in place of the MLP (a Chebyshev head, chebyshev_net)
+        self.mean = (
+            net if net is not None else mlp([obs_dim, *hidden, act_dim], activation, out_gain=0.01)
+        )
         self.log_std = nn.Parameter(torch.full((act_dim,), float(log_std_init)))
 
     def sample(self, obs: torch.Tensor) -> torch.Tensor:
@@ -132,9 +174,15 @@ class CategoricalPolicy(nn.Module):
         num_actions: int,
         hidden: tuple[int, ...] = (64, 64),
         activation: type[nn.Module] = nn.Tanh,
+        net: nn.Sequential | None = None,
     ) -> None:
         super().__init__()
-        self.logits = mlp([obs_dim, *hidden, num_actions], activation, out_gain=0.01)
+        # net: the logits network in place of the MLP (a Chebyshev head, chebyshev_net)
+        self.logits = (
+            net
+            if net is not None
+            else mlp([obs_dim, *hidden, num_actions], activation, out_gain=0.01)
+        )
 
     def sample(self, obs: torch.Tensor) -> torch.Tensor:
         """Sampled action indices [B]."""
@@ -224,14 +272,24 @@ def make_policy(
     hidden: tuple[int, ...] = (64, 64),
     activation: str = "tanh",
     log_std_init: float = 0.0,
+    chebyshev_degree: int = 0,
+    chebyshev_bounds: tuple | None = None,
 ) -> nn.Module:
     """Gaussian policy for Box actions, categorical for Discrete ones (which have no log-std),
-    with hidden activation 'tanh' or 'relu'."""
+    with hidden activation 'tanh' or 'relu'; chebyshev_degree > 0: logits or mean linear in the
+    tensor-product Chebyshev basis of that degree instead, spanning chebyshev_bounds (low, high)
+    (default: the observation space's bounds)."""
     obs_dim = int(math.prod(observation_space.shape))
     act = ACTIVATIONS[activation]
-    if hasattr(action_space, "n"):
-        return CategoricalPolicy(obs_dim, int(action_space.n), hidden, act)
-    return GaussianPolicy(obs_dim, int(math.prod(action_space.shape)), hidden, act, log_std_init)
+    discrete = hasattr(action_space, "n")
+    out_dim = int(action_space.n) if discrete else int(math.prod(action_space.shape))
+    net = None
+    if chebyshev_degree:
+        low, high = chebyshev_bounds or (observation_space.low, observation_space.high)
+        net = chebyshev_net(low, high, chebyshev_degree, out_dim)
+    if discrete:
+        return CategoricalPolicy(obs_dim, out_dim, hidden, act, net)
+    return GaussianPolicy(obs_dim, out_dim, hidden, act, log_std_init, net)
 
 
 class TwinQ(nn.Module):

@@ -173,7 +173,14 @@ STATEMENTS: dict[str, list[str] | str] = {
         KL + "test_control_as_inference_with_deterministic_dynamics",
         KL + "test_control_as_inference_is_optimistic_with_stochastic_dynamics",
     ],
-    "T-C4": "the Mountain Car dynamic-programming reference is not built yet",
+    "T-C4": [
+        "tests/theory/test_theory_mountain_car.py::test_step_is_gymnasium_bit_for_bit",
+        "tests/theory/test_theory_mountain_car.py::test_value_iteration_fixed_point",
+        "tests/theory/test_theory_mountain_car.py::"
+        "test_greedy_controller_equals_exhaustive_search_near_the_goal",
+        "tests/theory/test_theory_mountain_car.py::"
+        "test_bang_bang_search_bounds_and_matches_the_grid_controller",
+    ],
     "T-C5": [
         DG + "test_saco_and_tq_on_a_deterministic_mdp",
         DG + "test_rounding_merges_jitter_and_bad_references_are_refused",

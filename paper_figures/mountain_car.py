@@ -1,0 +1,170 @@
+"""Mountain Car's optimality gap: PPO with an MLP and with a Chebyshev policy against the
+minimum steps to the goal (the analytic Mountain Car solution and Chebyshev policies paper).
+
+    python paper_figures/mountain_car.py            # 8 seeds x 2 policies, 100k steps, grid 400
+    python paper_figures/mountain_car.py --toy      # seconds: the pipeline at toy size
+
+The reference (theory/mountain_car.py): value iteration on a grid of (x, v) nodes, its greedy
+controller stepped with the exact dynamics, and an exhaustive search over full-throttle
+controllers with up to two switches; both are real trajectories, the reference is the fewer steps
+of the two from each start state. Gymnasium's start states x0 in [-0.6, -0.4], v0 = 0, evenly
+spaced. The runs are algos/ppo.py on MountainCar-v0 with the rl-baselines3-zoo PPO settings
+(16 envs x 16 steps, GAE lambda 0.98, 4 epochs, observation and reward normalisation), the actor
+an MLP (64, 64) or --chebyshev-degree; each final policy (its mode, normaliser frozen) is stepped
+from the same start states, at most 200 steps (the time limit). Regret = steps - reference steps,
+mean over the start states. Writes <out>/mountain_car.csv (per run), mountain_car_reference.csv
+(per start state: the grid controller at each resolution, the bang-bang search, the reference),
+mountain_car.png.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from controlrl import checkpoint
+from controlrl.cli import ArgumentParser
+from controlrl.experiment import SweepConfig, apply_toy, run_sweep, write_rows
+from controlrl.nets import make_policy
+from controlrl.normalize import ObsNormalizer
+from theory import mountain_car as mc
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = "MountainCar-v0"
+ZOO = [  # rl-baselines3-zoo hyperparams/ppo.yml, MountainCar-v0 (batch 64: 4 minibatches)
+    *("--num-envs", "16", "--num-steps", "16", "--gae-lambda", "0.98"),
+    *("--update-epochs", "4", "--num-minibatches", "4", "--ent-coef", "0.0"),
+]
+TOY = {"seeds": 2, "total_timesteps": 4096, "grids": "20,40", "starts": 3, "switch_horizon": 150}
+
+
+def load_act(run_dir: Path):
+    """act(x, v) -> actions of a finished ppo run: its policy's mode, normaliser frozen."""
+    saved = json.loads((run_dir / "config.json").read_text())["args"]
+    env = gym.make(ENV)
+    r = saved["chebyshev_range"]
+    shape = env.observation_space.shape
+    bounds = (torch.full(shape, -r), torch.full(shape, r)) if saved["norm_obs"] else None
+    policy = make_policy(
+        env.observation_space,
+        env.action_space,
+        tuple(saved["hidden_sizes"]),
+        chebyshev_degree=saved["chebyshev_degree"],
+        chebyshev_bounds=bounds,
+    )
+    state = checkpoint.load(Path(run_dir) / "checkpoints" / "latest.pt", ("policy",))
+    policy.load_state_dict(state["policy"])
+    normalizer = None
+    if "obs_normalizer" in state:
+        normalizer = ObsNormalizer(shape)
+        normalizer.load_state_dict(state["obs_normalizer"])
+        normalizer.frozen = True
+
+    def act(x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        obs = np.stack([x, v], 1).astype(np.float32)  # what the env hands the agent
+        if normalizer is not None:
+            obs = normalizer(obs, update=False)
+        with torch.inference_mode():
+            return policy.mode(torch.from_numpy(np.ascontiguousarray(obs))).numpy()
+
+    return act, sum(p.numel() for p in policy.parameters())
+
+
+def reference(x0: np.ndarray, grids: list[int], horizon: int) -> list[dict]:
+    """Per start state: greedy grid-controller steps at each resolution, the two-switch search,
+    and the reference (the fewer of the finest grid's and the search's)."""
+    rows = [{"x0": float(x)} for x in x0]
+    for n in grids:
+        grid = mc.Grid(n, n)
+        steps = mc.greedy_steps(mc.values(grid, tol=1e-6), grid, x0, np.zeros_like(x0))
+        for row, s in zip(rows, steps):
+            row[f"grid{n}_steps"] = int(s)
+        print(f"grid {n} x {n}: greedy steps {steps.min()}-{steps.max()}", flush=True)
+    for row in rows:
+        row["bang_bang_steps"] = mc.bang_bang_steps(row["x0"], 0.0, horizon)
+        row["reference_steps"] = min(row[f"grid{grids[-1]}_steps"], row["bang_bang_steps"])
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, default=8)
+    p.add_argument("--total-timesteps", type=int, default=100_000)
+    p.add_argument("--degree", type=int, default=3, help="Chebyshev degree per coordinate")
+    p.add_argument("--grids", default="100,200,400", help="grid resolutions, finest last")
+    p.add_argument("--starts", type=int, default=21, help="start states in [-0.6, -0.4]")
+    p.add_argument("--switch-horizon", type=int, default=200, help="bang-bang search horizon")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--toy", action="store_true", help="tiny sizes (a test of the pipeline)")
+    p.add_argument("--sweeps-root", type=Path, default=ROOT / "runs" / "sweeps" / "mountain_car")
+    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    args = p.parse_args(argv)
+    if args.toy:
+        apply_toy(args, argv, TOY)
+    grids = [int(g) for g in args.grids.split(",")]
+    x0 = np.linspace(mc.START_LOW, mc.START_HIGH, args.starts)
+    ref_rows = reference(x0, grids, args.switch_horizon)
+    ref = np.array([r["reference_steps"] for r in ref_rows])
+
+    policies = {"mlp": [], "chebyshev": ["--chebyshev-degree", str(args.degree)]}
+    rows, curves = [], {}
+    for name, flags in policies.items():
+        extra = [*ZOO, *flags, "--eval-every", "0", "--no-tensorboard", "--no-progress"]
+        config = SweepConfig(["ppo"], [ENV], args.seeds, args.total_timesteps, extra)
+        out = args.sweeps_root / f"{name}_{args.total_timesteps}"
+        runs = run_sweep(config, out, workers=args.workers)
+        for run_id, status in sorted(runs.items(), key=lambda kv: int(kv[0].rsplit("seed")[1])):
+            if status["status"] != "done":
+                raise SystemExit(f"mountain_car.py: run {run_id} {status['status']}")
+            run_dir = out / "runs" / run_id
+            act, n_params = load_act(run_dir)
+            steps = mc.policy_steps(act, x0, np.zeros_like(x0), max_steps=200)
+            curves.setdefault(name, []).append(steps)
+            final = json.loads((run_dir / "final_eval.json").read_text())["eval_return_mean"]
+            rows.append(
+                {
+                    "policy": name,
+                    "seed": int(run_id.rsplit("seed", 1)[1]),
+                    "steps": args.total_timesteps,
+                    "params": n_params,
+                    "mean_steps": float(steps.mean()),
+                    "reference_mean_steps": float(ref.mean()),
+                    "regret": float((steps - ref).mean()),
+                    "reached": float(np.mean(steps < 200)),
+                    "final_eval_return": float(final),
+                }
+            )
+            print(f"{name} {run_id}: {steps.mean():.1f} steps, regret {rows[-1]['regret']:.1f}")
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_rows(args.out / "mountain_car.csv", rows)
+    write_rows(args.out / "mountain_car_reference.csv", ref_rows)
+    import matplotlib.pyplot as plt
+
+    from controlrl import plots
+
+    with plt.rc_context(plots.STYLE):
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        ax.plot(x0, ref, "k-", lw=2, label="reference (DP / bang-bang)")
+        for name, steps in curves.items():
+            s = np.array(steps)
+            n = rows[[r["policy"] for r in rows].index(name)]["params"]
+            ax.plot(x0, s.mean(0), "o-", ms=3, label=f"PPO {name} ({n} params), mean of {len(s)}")
+        ax.set_xlabel("start position x0 (v0 = 0)")
+        ax.set_ylabel("steps to the goal (200: not reached)")
+        ax.set_title(f"Mountain Car, {args.total_timesteps:,} PPO steps per run", fontsize=9)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(args.out / "mountain_car.png")
+    cmd = " ".join(argv if argv is not None else sys.argv[1:])
+    print(f"wrote {args.out}/mountain_car.csv, _reference.csv, .png; command: python "
+          f"paper_figures/mountain_car.py {cmd}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
