@@ -762,6 +762,63 @@ def tpo_network(read: Read) -> str:
     )
 
 
+@table("mountain-car")
+def mountain_car(read: Read) -> str:
+    rows, ref = read("mountain_car.csv"), read("mountain_car_reference.csv")
+    steps = col(ref, "reference_steps")
+    body = [["reference (DP grid / bang-bang)", "-", f(np.mean(steps), ".1f"), "0", "all"]]
+    for policy, name in (("mlp", "PPO, MLP (64, 64)"), ("chebyshev", "PPO, Chebyshev")):
+        g = rows_where(rows, policy=policy)
+        body.append(
+            [
+                name,
+                f(float(g[0]["params"]), ",.0f"),
+                spread(col(g, "mean_steps"), ".1f"),
+                spread(col(g, "regret"), ".1f"),
+                f"{np.mean(col(g, 'reached')):.1%}",
+            ]
+        )
+    n = uniform_n([rows_where(rows, policy=p) for p in ("mlp", "chebyshev")])
+    return (
+        para(f"`out/mountain_car.csv` ({kind(n)} over {n} seeds; steps from the {len(ref)} start"
+             " states of `out/mountain_car_reference.csv`, a start not reached counts 200):")
+        + "\n\n"
+        + md(["policy", "parameters", "steps to the goal", "regret (steps)", "starts reached"],
+             body, ["---", "---:", "---:", "---:", "---:"])
+    )  # fmt: skip
+
+
+@table("entrpo")
+def entrpo(read: Read) -> str:
+    rows = read("entrpo_cartpole.csv")
+    body, groups = [], []
+    for v, name in (("trpo", "TRPO"), ("entrpo", "EnTRPO")):
+        g = rows_where(rows, variant=v)
+        groups.append(g)
+        body.append([name, spread(col(g, "final_eval_return"), ".0f"),
+                     spread(col(g, "mean_eval_return"), ".0f")])  # fmt: skip
+    n = uniform_n(groups)
+    return f"`out/entrpo_cartpole.csv`, {kind(n)} over {n} seeds:\n\n" + md(
+        ["variant", "final evaluation", "mean of the evaluations over the run"], body
+    )
+
+
+@table("success-conditioning")
+def success_conditioning(read: Read) -> str:
+    rows = read("success_conditioning.csv")
+    names = {"sc_exact": "exact success conditioning", "sc_sampled": "filtered BC, 64 samples",
+             "ppo": "PPO-clip (same samples)"}  # fmt: skip
+    body = []
+    for m in dict.fromkeys(r["method"] for r in rows):
+        g = rows_where(rows, method=m)
+        falls = sum(float(r["eta_after"]) < float(r["eta_before"]) for r in g)
+        body.append([names.get(m, m), f(np.mean(col(g, "rel_improvement")), ".4f"),
+                     f(np.mean(col(g, "chi2")), ".4f"), f"{falls} of {len(g)}"])  # fmt: skip
+    return "`out/success_conditioning.csv` (bandit x iteration rows), means:\n\n" + md(
+        ["operator", "relative improvement", "chi2 change", "iterations where eta falls"], body
+    )
+
+
 @table("iql-vs-bc")
 def iql_vs_bc(read: Read) -> str:
     rows = read("iql_vs_bc.csv")
