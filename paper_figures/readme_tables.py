@@ -819,6 +819,20 @@ def success_conditioning(read: Read) -> str:
     )
 
 
+@table("dynamic-pg")
+def dynamic_pg(read: Read) -> str:
+    rows = read("dynamic_pg.csv")
+    lr = max(float(r["lr"]) for r in rows)
+    sub = sorted((r for r in rows if float(r["lr"]) == lr), key=lambda r: int(r["H"]))
+    body = [[r["H"], f(int(r["simultaneous_iterations"])), f(int(r["dynamic_iterations"])),
+             f(float(r["ratio"]), ".2f")] for r in sub]  # fmt: skip
+    return (
+        f"  `out/dynamic_pg.csv` (step size {lr:g}, iterations to eps-optimality):\n\n"
+        + md(["H", "simultaneous", "dynamic", "simultaneous / dynamic"], body,
+             ["---:", "---:", "---:", "---:"])
+    )  # fmt: skip
+
+
 @table("iql-vs-bc")
 def iql_vs_bc(read: Read) -> str:
     rows = read("iql_vs_bc.csv")
