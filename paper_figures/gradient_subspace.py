@@ -36,6 +36,7 @@ iteration pair (t1, t2) the overlap and k/P (kind "overlap").
 
 from __future__ import annotations
 
+import csv
 import shlex
 import sys
 import tempfile
@@ -178,17 +179,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--toy", action="store_true", help="2 seeds, 3 short iterations")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=Path("runs/gradient_subspace"),
+        help="per-seed rows, reused when present (seeds can run in parallel)",
+    )
+    parser.add_argument(
+        "--only-seeds",
+        type=int,
+        nargs="*",
+        default=None,
+        help="compute these seeds' cached rows only, write no figure CSV",
+    )
     a = parser.parse_args(argv)
     torch.set_num_threads(1)
     if a.toy:
         seeds, iterations, analysed, pairs, steps = 2, 3, (1, 2, 3), ((1, 2), (1, 3)), 128
     else:
         seeds, iterations, analysed, pairs, steps = a.seeds, ITERATIONS, ANALYSED, PAIRS, 2048
+    cache = a.cache / ("toy" if a.toy else "full")
+    cache.mkdir(parents=True, exist_ok=True)
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for seed in range(1, seeds + 1):
-            rows += run_seed(seed, iterations, analysed, pairs, steps, Path(tmp) / f"s{seed}")
+    for seed in a.only_seeds if a.only_seeds is not None else range(1, seeds + 1):
+        part = cache / f"seed{seed}.csv"
+        if not part.exists():
+            with tempfile.TemporaryDirectory() as tmp:
+                mine = run_seed(seed, iterations, analysed, pairs, steps, Path(tmp) / "run")
+            write_rows(part, mine, FIELDS)
             print(f"seed {seed} done", flush=True)
+        with part.open(newline="") as f:
+            rows += list(csv.DictReader(f))
+    if a.only_seeds is not None:
+        return 0
     a.out.mkdir(parents=True, exist_ok=True)
     write_rows(a.out / "gradient_subspace.csv", rows, FIELDS)
     print(f"wrote {a.out / 'gradient_subspace.csv'} ({len(rows)} rows): "
