@@ -47,16 +47,16 @@ def rows(read) -> list[Row]:
         for kind, claim, metric in (
             (
                 "fraction",
-                "policy gradients lie in a low-dimensional subspace: most of the gradient's "
-                "squared norm is in the top-k eigenspace of the loss Hessian",
-                f"||P_k g||^2 / ||g||^2 minus k/P (random k-subspace), per seed mean over "
+                "policy gradients lie in a low-dimensional subspace: the top-k eigenspace of the "
+                "loss Hessian holds far more of the gradient's squared norm than a random one",
+                f"norm(P_k g)^2 / norm(g)^2 minus k/P (random k-subspace), per seed mean over "
                 f"iterations {', '.join(map(str, iters))}",
             ),
             (
                 "overlap",
                 "the gradient subspace changes slowly: the top-k Hessian eigenspaces of nearby "
                 "iterations overlap",
-                f"(1/k) sum ||P_k(t+{DT}) v_i(t)||^2 minus k/P (random subspaces), per seed mean "
+                f"(1/k) sum norm(P_k(t+{DT}) v_i(t))^2 minus k/P (random subspaces), per seed mean "
                 f"over t",
             ),
         ):
@@ -72,7 +72,7 @@ def rows(read) -> list[Row]:
                     "eigenvectors by Lanczos, long runs",
                     f"ppo.py (CleanRL defaults) on Pendulum-v1, 16 x 16 tanh {net} "
                     f"(P = {p}), exact Hessian of ppo.py's {net} loss on the whole rollout "
-                    f"batch, k = {k} ({PRIMARY_K}; 5% also in the CSV), top by |eigenvalue|",
+                    f"batch, k = {k} ({PRIMARY_K}; 5% also in the CSV), top by absolute eigenvalue",
                     f"{len(iters) and max(iters)} iterations x 2048 steps per seed (paper: up "
                     "to millions of steps)",
                     str(seeds),
