@@ -65,6 +65,7 @@ import torch
 from controlrl.cli import (
     CommonArgs,
     RatioArgs,
+    fail,
     parse,
     require,
     require_choice,
@@ -76,8 +77,11 @@ from controlrl.cli import (
 )
 from controlrl.group import zero_variance_mask
 from controlrl.group_rollout import GroupRollout, require_group_flags
+from controlrl.mismatch import PERTURBATIONS, behaviour_sampler, rollout_weights, template_class
+from controlrl.nets import CategoricalPolicy
 from controlrl.objective import (
     ADVANTAGES,
+    CORRECTIONS,
     KL_ESTIMATORS,
     KL_PLACEMENTS,
     POLICY_LOSSES,
@@ -108,7 +112,10 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     adv_norm: str = "mean-std"
     """advantage estimator over each group's scores (controlrl.objective.ADVANTAGES): mean-std
     (r - mean) / (std + 1e-4) (GRPO; TRL's unbiased std and epsilon) or mean, r - mean
-    (Dr. GRPO, GPG)"""
+    (Dr. GRPO, GPG); rloo (leave-one-out mean, arXiv 2402.14740), reinforce++ (rewards
+    whitened over the batch, arXiv 2501.03262) and reinforce++-baseline (group mean off, then
+    whitened; OpenRLHF / verl), lite-ppo (group mean, batch std, arXiv 2508.08221), bnpo (Beta
+    normalisation, arXiv 2506.02864; changyi7231/BNPO), all in controlrl/advantages.py"""
     drop_negatives: bool = False
     """advantages below 0 set to 0: RGRA's negatives-off ablation (REINFORCE with Group
     Relative Advantage: negative samples are essential)"""
@@ -129,7 +136,8 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     0.04; 0 disables it, as TRL's default)"""
     kl_estimator: str = "k3"
     """estimator of KL(pi_theta || pi_ref) per step (controlrl.objective.KL_ESTIMATORS; k3:
-    Schulman 2020, DeepSeekMath's)"""
+    Schulman 2020, DeepSeekMath's); k1, k2 and k3-unbiased (k3 times pi_theta / pi_old,
+    DeepSeek-V3.2 arXiv 2512.02556 eq. 7) in controlrl/kl_estimators.py"""
     kl_in: str = "loss"
     """where the KL enters: loss (beta k per step, GRPO) or reward (beta sum_t k of the
     rollout policy off each episode's score before the advantage; verl's use_kl_in_reward)"""
@@ -164,6 +172,22 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     overlong_max (DAPO 20480 tokens); None: off"""
     overlong_cache: int = 1
     """the punishment interval L_cache of --overlong-max (DAPO 4096 of 20480)"""
+    rollout_mismatch: str = "none"
+    """train-inference mismatch (controlrl/mismatch.py; categorical policies): the rollout is
+    drawn from a perturbed copy of the policy, temperature (logits / --rollout-temperature)
+    or bf16 (logits rounded to bfloat16), while the loss is the policy's; none: off"""
+    rollout_temperature: float = 1.25
+    """--rollout-mismatch temperature: the sampler's logit temperature"""
+    mismatch_correction: str | None = None
+    """required with --rollout-mismatch: the policy loss times w = pi_old / mu per step, none
+    (w = 1), tis (min(w, --tis-cap): truncated IS, Yao et al. 2025; verl rollout correction)
+    or mis (w on [--mis-low, --mis-high], else 0: masked IS / IcePop, arXiv 2510.18855)"""
+    tis_cap: float = 2.0
+    """--mismatch-correction tis: the cap C (verl's rollout_is_threshold 2.0)"""
+    mis_low: float = 0.5
+    """--mismatch-correction mis: lowest weight kept (IcePop's alpha 0.5)"""
+    mis_high: float = 2.0
+    """--mismatch-correction mis: highest weight kept (ours; 2, the TIS cap)"""
     loss_agg: Literal[
         "seq-mean-token-mean", "token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"
     ] = "seq-mean-token-mean"
@@ -223,6 +247,7 @@ def require_objective_flags(args: Args) -> None:
     require_choice(args, "policy_loss", POLICY_LOSSES)
     require_choice(args, "kl_estimator", KL_ESTIMATORS)
     require_choice(args, "kl_in", KL_PLACEMENTS)
+    require_mismatch_flags(args)
     low, high = clip_range(args)
     require_positive(args, "clip_coef")
     require(low > 0, "eps_low", f"must be > 0, got {low}")
@@ -241,6 +266,38 @@ def require_objective_flags(args: Args) -> None:
             "overlong_cache",
             f"must be <= --overlong-max ({args.overlong_max}), got {args.overlong_cache}",
         )
+
+
+def require_mismatch_flags(args: Args) -> None:
+    """A perturbed sampler needs a correction kind (and a correction, a sampler); BNPO's Beta
+    needs scores in [0, 1]."""
+    require_choice(args, "rollout_mismatch", PERTURBATIONS)
+    kinds = ", ".join(sorted(CORRECTIONS))
+    if args.rollout_mismatch == "none":
+        require(
+            args.mismatch_correction is None,
+            "mismatch_correction",
+            "needs --rollout-mismatch temperature or bf16 (there is no mismatch to correct)",
+        )
+    else:
+        require(
+            args.mismatch_correction is not None,
+            "mismatch_correction",
+            f"is required with --rollout-mismatch {args.rollout_mismatch}: one of {kinds}",
+        )
+        require_choice(args, "mismatch_correction", CORRECTIONS)
+    require_positive(args, "rollout_temperature", "tis_cap", "mis_low")
+    require(
+        args.mis_high > args.mis_low,
+        "mis_high",
+        f"must be > --mis-low ({args.mis_low}), got {args.mis_high}",
+    )
+    shaped = args.overlong_max is not None or (args.kl_in == "reward" and args.kl_coef > 0)
+    require(
+        not (args.adv_norm == "bnpo" and shaped),
+        "adv_norm",
+        "bnpo needs scores in [0, 1]: not with --overlong-max or --kl-in reward",
+    )
 
 
 def clip_range(args: Args) -> tuple[float, float]:
@@ -386,13 +443,25 @@ def main(args: Args) -> None:
 
     def update_fn(rollout: GroupRollout, old_logp: torch.Tensor) -> dict:
         batch, ratios, kept = grpo_batch(rollout, old_logp, ref_policy, args, generators)
+        if args.rollout_mismatch != "none":
+            batch["is_weights"] = rollout_weights(policy, rollout, batch["logprobs"], args)
         valid = torch.from_numpy(rollout.valid).reshape(-1)
         kl_ref = k3(batch["logprobs"], batch["ref_logprobs"])[..., valid].mean(-1)
         stats = update(policy, optimizer, batch, ratios, args)
         return {"kl_ref": kl_ref, "kept_frac": kept, **stats}
 
+    sample = None  # the policy's own; a perturbed copy of it under --rollout-mismatch
+    if args.rollout_mismatch != "none":
+        if template_class(policy) is not CategoricalPolicy:
+            fail("--rollout-mismatch perturbs logits: it needs a discrete action space")
+        sample = behaviour_sampler(policy, args.rollout_mismatch, args.rollout_temperature)
     run.train(
-        update_fn, policy, ratio_eps=clip_range(args), ref_policy=ref_policy, optimizer=optimizer
+        update_fn,
+        policy,
+        ratio_eps=clip_range(args),
+        sample=sample,
+        ref_policy=ref_policy,
+        optimizer=optimizer,
     )
 
 

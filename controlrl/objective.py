@@ -115,7 +115,7 @@ def overlong_penalty(lengths: torch.Tensor, max_len: int, cache: int) -> torch.T
 
 
 @register(KL_ESTIMATORS, "k3")
-def k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+def k3(logp: torch.Tensor, ref_logp: torch.Tensor, old_logp=None) -> torch.Tensor:
     """exp(d) - d - 1 with d = log pi_ref - log pi_theta, >= 0 and unbiased (Schulman 2020,
     "Approximating KL divergence"); d clamped to [-20, 20] as the TPO repo's grpo_loss."""
     d = (ref_logp - logp).clamp(-20.0, 20.0)
@@ -224,7 +224,7 @@ def group_objective(t: Tokens, o: Objective) -> tuple[torch.Tensor, dict[str, to
     policy = POLICY_LOSSES[o.policy_loss](t, o)
     if t.is_weight is not None:
         policy = t.is_weight * policy
-    kl = KL_ESTIMATORS[o.kl](t.logp, t.ref_logp)
+    kl = KL_ESTIMATORS[o.kl](t.logp, t.ref_logp, old_logp=t.old_logp)
     beta = o.kl_coef if o.kl_in == "loss" else 0.0
     per_step = policy + beta * kl if beta else policy  # beta 0: no KL graph at all
     loss = (t.weight * per_step).sum()
@@ -259,3 +259,6 @@ def loss_weights(valid: torch.Tensor, agg: str, max_steps: int) -> torch.Tensor:
     if agg == "seq-mean-token-sum":
         return mask / sequences
     return mask / (sequences * max_steps)
+
+
+from controlrl import advantages, kl_estimators, mismatch  # noqa: E402,F401  (registers)

@@ -1,0 +1,137 @@
+"""Training-inference mismatch: rollouts drawn from a perturbed copy mu of the old policy (an
+inference engine's temperature or lower-precision logits), and the importance corrections of
+the policy loss by w = pi_old(a) / mu(a), with no gradient:
+
+    none   w = 1                           biased by E_mu[g] - E_pi_old[g]
+    tis    w = min(pi_old / mu, C)         truncated IS (Yao et al. 2025, "Your Efficient RL
+                                           Framework Secretly Brings You Off-Policy RL
+                                           Training"); unbiased when no weight reaches C
+    mis    w = pi_old / mu on [low, high], masked IS / IcePop (Ling Team 2025, "Every Step
+           0 outside                       Evolves", arXiv 2510.18855): masked tokens carry
+                                           no gradient at all
+
+Registered in controlrl.objective.CORRECTIONS (--mismatch-correction); the weight multiplies
+the per-step policy loss (Tokens.is_weight). Reference code: volcengine/verl
+verl/trainer/ppo/rollout_corr_helper.py (token-level truncate and mask modes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from controlrl.objective import CORRECTIONS, register
+
+PERTURBATIONS = ("none", "temperature", "bf16")
+
+
+def perturb_logits(logits: torch.Tensor, kind: str, temperature: float = 1.0) -> torch.Tensor:
+    """The sampler's logits: logits / temperature, or logits rounded to bfloat16 and back."""
+    if kind == "none":
+        return logits
+    if kind == "temperature":
+        return logits / temperature
+    if kind == "bf16":
+        return logits.to(torch.bfloat16).to(logits.dtype)
+    raise ValueError(f"perturbation {kind!r}, expected one of {PERTURBATIONS}")
+
+
+@register(CORRECTIONS, "none")
+def no_correction(old_logp: torch.Tensor, behaviour_logp: torch.Tensor, **_) -> torch.Tensor:
+    """w = 1: the sampler's actions taken as the trained policy's."""
+    return torch.ones_like(old_logp)
+
+
+@register(CORRECTIONS, "tis")
+def tis(old_logp: torch.Tensor, behaviour_logp: torch.Tensor, cap: float, **_) -> torch.Tensor:
+    """w = min(pi_old / mu, cap), no gradient."""
+    return (old_logp - behaviour_logp).detach().exp().clamp(max=cap)
+
+
+@register(CORRECTIONS, "mis")
+def mis(
+    old_logp: torch.Tensor, behaviour_logp: torch.Tensor, low: float, high: float, **_
+) -> torch.Tensor:
+    """w = pi_old / mu where it lies in [low, high], else 0 (the token is masked), no gradient."""
+    rho = (old_logp - behaviour_logp).detach().exp()
+    return torch.where((rho >= low) & (rho <= high), rho, torch.zeros_like(rho))
+
+
+def correction_weights(
+    kind: str, old_logp: torch.Tensor, behaviour_logp: torch.Tensor, **constants: float
+) -> torch.Tensor:
+    """CORRECTIONS[kind] per sampled action from log pi_old and log mu at that action."""
+    if kind not in CORRECTIONS:
+        raise ValueError(f"correction {kind!r}, expected one of {tuple(sorted(CORRECTIONS))}")
+    return CORRECTIONS[kind](old_logp, behaviour_logp, **constants)
+
+
+@contextlib.contextmanager
+def perturbed_sampling(policy_cls: type, kind: str, temperature: float = 1.0):
+    """Within the block, policy_cls.sample_with (a categorical policy's draw from logits and
+    noise) draws from perturb_logits(logits) instead: the same noise stream, another policy."""
+    original = policy_cls.__dict__["sample_with"]
+    draw = original.__func__
+
+    def sample_with(logits: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        return draw(perturb_logits(logits, kind, temperature), noise)
+
+    policy_cls.sample_with = staticmethod(sample_with)
+    try:
+        yield
+    finally:
+        policy_cls.sample_with = original
+
+
+def template_class(policy) -> type:
+    """The class whose sample_with a policy (or a population of them) draws with."""
+    return type(getattr(policy, "template", policy))
+
+
+def behaviour_sampler(policy, kind: str, temperature: float = 1.0):
+    """policy.sample (seed-batched for a population, each seed from its own generator) drawing
+    from the perturbed logits: what run.train(..., sample=) collects the rollout with."""
+    cls = template_class(policy)
+
+    def sample(obs: torch.Tensor) -> torch.Tensor:
+        with perturbed_sampling(cls, kind, temperature):
+            return policy.sample(obs)
+
+    return sample
+
+
+def behaviour_log_probs(
+    policy, obs: torch.Tensor, actions: torch.Tensor, kind: str, temperature: float = 1.0
+) -> torch.Tensor:
+    """log mu(a|s) [..., R] of the sampler at the rollout's rows (obs [..., R, d]), no
+    gradient: the log-softmax of the same perturbed logits the sampler drew from."""
+    with torch.no_grad():
+        if hasattr(policy, "template"):  # a population: [S, R, d] -> logits [S, R, K]
+            logits = policy.per_seed("sample_inputs", obs)
+        else:
+            logits = policy.sample_inputs(obs)
+        logp = torch.log_softmax(perturb_logits(logits, kind, temperature), -1)
+        return logp.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+
+
+def rollout_weights(policy, rollout, old_logp: torch.Tensor, args) -> torch.Tensor:
+    """The --mismatch-correction weights [..., T * N] of a rollout drawn by
+    behaviour_sampler(policy, args.rollout_mismatch, ...), old_logp [..., T * N] the policy's
+    (algos/grpo.py's batch rows); float32, as the batch's other rows."""
+    mu_logp = behaviour_log_probs(
+        policy,
+        rollout.flat_obs(),
+        rollout.flat_actions(),
+        args.rollout_mismatch,
+        args.rollout_temperature,
+    )
+    w = correction_weights(
+        args.mismatch_correction,
+        old_logp,
+        mu_logp.reshape(old_logp.shape),
+        cap=args.tis_cap,
+        low=args.mis_low,
+        high=args.mis_high,
+    )
+    return w.to(torch.float32)

@@ -1,0 +1,50 @@
+"""NFT, Negative-aware Fine-Tuning (Chen et al. 2025, "Bridging Supervised Learning and
+Reinforcement Learning in Math Reasoning", arXiv 2505.18116; project page
+research.nvidia.com/labs/dir/Negative-aware-Fine-Tuning): a supervised loss on every sampled
+output. pi_theta models the positive (correct) answers; the old policy is the mixture
+pi_old = r_q pi_+ + (1 - r_q) pi_- with r_q the context's success rate, so the negative answers
+are modelled by the implicit negative policy pi_- = (pi_old - r_q pi_theta) / (1 - r_q). With
+R = pi_theta / pi_old per sample, the loss of a group is
+
+    -(1/G) sum_i omega_q [ r_i log R_i + (1 - r_i) log max((1 - r_q R_i) / (1 - r_q), floor) ]
+
+(maximum likelihood of the positives under pi_theta and of the negatives under pi_-). At
+theta = theta_old (R = 1) its gradient is omega_q / (1 - r_q) times Dr. GRPO's, so the prompt
+weight omega_q = (1 - r_q) / sigma_q gives GRPO's gradient exactly (sigma_q = 1: Dr. GRPO's),
+the paper's on-policy equivalence (seeds catalogue T-G8, tested exactly in
+tests/controlrl/test_nft.py). The floor keeps the log finite when r_q R > 1.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def nft_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    rewards: torch.Tensor,
+    omega: torch.Tensor,
+    floor: float = 1e-6,
+) -> torch.Tensor:
+    """NFT's loss of groups [..., n, G]: log-probabilities (with the graph) and old ones, binary
+    rewards and the prompt weights [..., n, 1], averaged over the groups' outputs."""
+    r_q = rewards.mean(-1, keepdim=True)
+    log_ratio = logp - old_logp
+    pos = rewards * log_ratio
+    denom = (1 - r_q).clamp_min(torch.finfo(logp.dtype).tiny)  # r_q = 1: no negatives below
+    neg_arg = ((1 - r_q * log_ratio.exp()) / denom).clamp_min(floor)
+    neg = torch.where(rewards < 1, (1 - rewards) * neg_arg.log(), torch.zeros_like(pos))
+    return -(omega * (pos + neg)).mean()
+
+
+def grpo_equivalent_weight(rewards: torch.Tensor, scale: str = "mean_std", eps: float = 1e-4):
+    """omega_q = (1 - r_q) / (std_q + eps) (scale mean_std, GRPO's unbiased std as
+    controlrl.group) or 1 - r_q (scale mean, Dr. GRPO); 0 in zero-variance groups [..., n, 1]."""
+    r_q = rewards.mean(-1, keepdim=True)
+    if scale == "mean":
+        omega = 1 - r_q
+    else:
+        omega = (1 - r_q) / (rewards.std(-1, keepdim=True) + eps)
+    flat = (rewards == rewards[..., :1]).all(-1, keepdim=True)
+    return torch.where(flat, torch.zeros_like(omega), omega)

@@ -1,0 +1,107 @@
+"""controlrl/advantages.py: each estimator's defining property, exactly. RLOO's baseline leaves
+the pull out (per-group loop) and its policy gradient is unbiased over every ordered group of a
+two-armed bandit; REINFORCE++ whitens over the batch (mean 0, std 1, one group's advantages move
+with another group's rewards, unlike GRPO's); LitePPO is Dr. GRPO over one batch-level std; BNPO
+is Dr. GRPO at alpha = beta = 1 and GRPO's (r - p) / sqrt(p (1 - p)) times B(3/2, 3/2) at 3/2,
+its Beta parameters match the batch's success-rate moments, and the numpy twin agrees."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from controlrl import advantages as adv
+from controlrl.group import group_advantages
+from controlrl.objective import ADVANTAGES
+from theory import group_parts as parts
+from theory import group_po as gp
+
+
+def _batch(seed=0, n=5, G=6):
+    gen = torch.Generator().manual_seed(seed)
+    r = torch.bernoulli(torch.full((3, n, G), 0.4, dtype=torch.float64), generator=gen)
+    r[0, 0] = 1.0  # a flat group
+    return r
+
+
+def test_rloo_leaves_the_sample_out():
+    r = _batch()
+    got = adv.rloo(r)
+    G = r.shape[-1]
+    for idx in itertools.product(range(3), range(5), range(G)):
+        others = [float(r[idx[0], idx[1], j]) for j in range(G) if j != idx[2]]
+        assert float(got[idx]) == pytest.approx(float(r[idx]) - sum(others) / (G - 1), abs=1e-12)
+    assert torch.equal(adv.rloo(r[..., :1]), torch.zeros_like(r[..., :1]))
+
+
+@pytest.mark.parametrize("G", [2, 3, 4])
+def test_rloo_policy_gradient_is_unbiased_over_every_group(G):
+    """All (2K)^G ordered groups of (arm, reward) on a 2-armed Bernoulli bandit."""
+    pi, mu = np.array([0.65, 0.35]), np.array([0.8, 0.3])
+    seqs = np.array(list(itertools.product(range(4), repeat=G)))
+    arms, r = seqs // 2, (seqs % 2).astype(float)
+    prob = np.prod(pi[arms] * np.where(r == 1, mu[arms], 1 - mu[arms]), axis=1)
+    score = np.eye(2)[arms] - pi  # [M, G, K]
+    for name, scale in (("rloo", 1.0), ("mean", (G - 1) / G)):
+        a = ADVANTAGES[name](torch.from_numpy(r)[:, None, :])[:, 0].numpy()
+        mean = prob @ np.einsum("mg,mgk->mk", a, score) / G
+        np.testing.assert_allclose(mean, scale * gp.true_gradient(pi, mu), atol=1e-14)
+
+
+def test_reinforce_pp_whitens_over_the_batch():
+    r = _batch()
+    a = ADVANTAGES["reinforce++"](r)
+    flat = a.flatten(-2)
+    torch.testing.assert_close(flat.mean(-1), torch.zeros(3, dtype=r.dtype), atol=1e-12, rtol=0)
+    std = r.flatten(-2).std(-1)
+    torch.testing.assert_close(flat.std(-1), std / (std + 1e-4))
+    # global: another group's rewards move this group's advantages (not so for GRPO's)
+    r2 = r.clone()
+    r2[1, 4] = 1 - r2[1, 4]
+    assert not torch.equal(adv.reinforce_pp(r2)[1, 0], adv.reinforce_pp(r)[1, 0])
+    assert torch.equal(group_advantages(r2)[1, 0], group_advantages(r)[1, 0])
+    base = ADVANTAGES["reinforce++-baseline"](r).flatten(-2)
+    torch.testing.assert_close(base.mean(-1), torch.zeros(3, dtype=r.dtype), atol=1e-12, rtol=0)
+    assert torch.equal(adv.reinforce_pp(torch.ones(2, 3, 4)), torch.zeros(2, 3, 4))
+
+
+def test_lite_ppo_is_group_mean_over_batch_std():
+    r = _batch()
+    ratio = ADVANTAGES["lite-ppo"](r) / group_advantages(r, "mean")
+    want = 1 / (r.flatten(-2).std(-1) + 1e-4)
+    for b in range(3):
+        vals = ratio[b][group_advantages(r, "mean")[b] != 0]
+        torch.testing.assert_close(vals, want[b].expand_as(vals))
+
+
+def test_bnpo_special_cases_and_parameters():
+    r = _batch()
+    p = r.mean(-1, keepdim=True)
+    torch.testing.assert_close(adv.bnpo(r, 1.0, 1.0), group_advantages(r, "mean"))
+    grpo_pop = torch.where(p * (1 - p) > 0, (r - p) / (p * (1 - p)).sqrt(), torch.zeros_like(r))
+    torch.testing.assert_close(adv.bnpo(r, 1.5, 1.5), math.pi / 8 * grpo_pop)  # B(3/2, 3/2)
+    # alpha, beta: Beta(a, b) with the batch's mean and (unbiased) variance of p, then 1 + a/3
+    q = torch.tensor([[0.2, 0.5, 0.4, 0.1, 0.3]], dtype=torch.float64)
+    alpha, beta = adv.beta_parameters(q)
+    a, b = 3 * (float(alpha) - 1), 3 * (float(beta) - 1)
+    assert a / (a + b) == pytest.approx(float(q.mean()))
+    assert a * b / ((a + b) ** 2 * (a + b + 1)) == pytest.approx(float(q.var()))
+    # the numpy twin (the exact-moment module's) on random batches
+    want = (r - p).numpy() * parts.bnpo_weight(p.numpy(), *parts_parameters(p))
+    np.testing.assert_allclose(ADVANTAGES["bnpo"](r).numpy(), want, atol=1e-12)
+    assert torch.equal(adv.bnpo(r[:, :1]), group_advantages(r[:, :1], "mean"))  # one group: 1, 1
+    with pytest.raises(ValueError, match=r"^bnpo needs rewards in \[0, 1\]"):
+        adv.bnpo(r * 2)
+
+
+def parts_parameters(p):
+    alpha, beta = parts.bnpo_parameters(p.squeeze(-1).numpy())
+    return alpha[..., None, None], beta[..., None, None]
+
+
+def test_registered_under_their_flag_names():
+    names = {"rloo", "reinforce++", "reinforce++-baseline", "lite-ppo", "bnpo"}
+    assert names | {"mean", "mean-std"} == set(ADVANTAGES)
+    assert ADVANTAGES["rloo"] is adv.rloo and ADVANTAGES["bnpo"] is adv.bnpo

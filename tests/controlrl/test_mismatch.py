@@ -1,0 +1,130 @@
+"""controlrl/mismatch.py, exactly on a 4-armed Bernoulli bandit whose pulls come from a sampler
+mu (pi_old's logits at temperature 1.3, or rounded to bfloat16) while the gradient is pi_old's.
+Expected REINFORCE gradients (autograd through -w (r - b) log pi per arm, summed with mu's
+weights) against theory/group_parts.py: no correction is biased by the computed amount; TIS is
+unbiased when no weight reaches the cap and biased by -sum mu (rho - C)_+ ... when one does;
+MIS gives a masked arm exactly zero gradient. Groups of G = 3 from mu with RLOO, every ordered
+group enumerated: uncorrected = the closed form, TIS uncapped = the true gradient. The sampler
+hook draws from the perturbed logits with the same noise and restores the class."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from controlrl import mismatch
+from controlrl.advantages import rloo
+from controlrl.nets import CategoricalPolicy
+from theory import group_parts as parts
+from theory import group_po as gp
+
+LOGITS = torch.tensor([1.2, 0.1, -0.6, 0.4], dtype=torch.float64)
+M = np.array([0.9, 0.2, 0.6, 0.4])  # success probability of each arm
+
+
+def _dists(kind="temperature"):
+    mu_logits = mismatch.perturb_logits(LOGITS, kind, temperature=1.3)
+    return torch.log_softmax(LOGITS, -1), torch.log_softmax(mu_logits, -1)
+
+
+def _expected_gradient(kind, b=0.3, **kw):
+    """(sum_a mu_a E_r[grad of -w (r - b) log pi(a)]) as an ascent direction, per-arm grads."""
+    old, mu_logp = _dists()
+    w = mismatch.correction_weights(kind, old, mu_logp, **kw)
+    grads = []
+    for a in range(4):
+        z = LOGITS.clone().requires_grad_(True)
+        loss = -w[a] * (float(M[a]) - b) * torch.log_softmax(z, -1)[a]
+        (g,) = torch.autograd.grad(loss, z)
+        grads.append(-g.numpy())
+    grads = np.array(grads)
+    return mu_logp.exp().numpy() @ grads, grads, w.numpy()
+
+
+def test_no_correction_is_biased_by_the_closed_form():
+    pi, mu = (d.exp().numpy() for d in _dists())
+    got, _, w = _expected_gradient("none")
+    true = gp.true_gradient(pi, M)
+    np.testing.assert_allclose(got - true, parts.mismatch_bias(pi, mu, M, w, 0.3), atol=1e-14)
+    assert np.abs(got - true).max() > 1e-2
+
+
+def test_tis_unbiased_below_the_cap_and_biased_above():
+    pi, mu = (d.exp().numpy() for d in _dists())
+    rho = pi / mu
+    got, _, w = _expected_gradient("tis", cap=float(rho.max()) + 1e-9)
+    np.testing.assert_allclose(got, gp.true_gradient(pi, M), atol=1e-14)
+    cap = float(np.sort(rho)[-2])  # the largest weight is truncated
+    got, _, w = _expected_gradient("tis", cap=cap)
+    want = -(mu * np.maximum(rho - cap, 0) * (M - 0.3)) @ (np.eye(4) - pi)
+    np.testing.assert_allclose(got - gp.true_gradient(pi, M), want, atol=1e-14)
+    assert np.abs(want).max() > 1e-3
+    np.testing.assert_allclose(w, parts.correction_weight(pi, mu, "tis", cap=cap), atol=1e-14)
+
+
+def test_mis_masks_out_of_band_arms_to_zero_gradient():
+    pi, mu = (d.exp().numpy() for d in _dists())
+    rho = pi / mu
+    low, high = 0.9, 1.1
+    masked = (rho < low) | (rho > high)
+    assert masked.any() and (~masked).any()
+    got, grads, w = _expected_gradient("mis", low=low, high=high)
+    assert (grads[masked] == 0).all() and (w[masked] == 0).all()
+    want = (pi * ~masked * (M - 0.3)) @ (np.eye(4) - pi)
+    np.testing.assert_allclose(got, want, atol=1e-14)
+
+
+def test_rloo_groups_from_the_sampler():
+    old, mu_logp = _dists("bf16")
+    pi, mu = old.exp().numpy(), mu_logp.exp().numpy()
+    assert np.abs(pi - mu).max() > 1e-4  # bfloat16 logits do move the sampler
+    G = 3
+    seqs = np.array(list(itertools.product(range(8), repeat=G)))
+    arms, r = seqs // 2, (seqs % 2).astype(float)
+    prob = np.prod(mu[arms] * np.where(r == 1, M[arms], 1 - M[arms]), axis=1)
+    a = rloo(torch.from_numpy(r)[:, None, :])[:, 0].numpy()
+    score = np.eye(4)[arms] - pi
+    for kind, want in (
+        ("none", parts.rloo_mismatch_mean(pi, mu, M)),
+        ("tis", gp.true_gradient(pi, M)),
+    ):
+        w = mismatch.correction_weights(kind, old, mu_logp, cap=1e9).numpy()[arms]
+        mean = prob @ np.einsum("mg,mgk->mk", w * a, score) / G
+        np.testing.assert_allclose(mean, want, atol=1e-14)
+
+
+def test_perturbations_and_the_sampler_hook():
+    x = torch.tensor([0.123456789, -3.3333333])
+    assert torch.equal(mismatch.perturb_logits(x, "temperature", 2.0), x / 2)
+    assert torch.equal(mismatch.perturb_logits(x, "bf16"), x.bfloat16().float())
+    assert not torch.equal(mismatch.perturb_logits(x, "bf16"), x)
+    z = torch.randn(2000, 4, generator=torch.Generator().manual_seed(0))
+    noise = torch.empty_like(z).exponential_(generator=torch.Generator().manual_seed(1))
+    with mismatch.perturbed_sampling(CategoricalPolicy, "temperature", 3.0):
+        hooked = CategoricalPolicy.sample_with(z, noise.clone())
+    assert torch.equal(hooked, CategoricalPolicy.sample_with(z / 3.0, noise.clone()))
+    assert not torch.equal(hooked, CategoricalPolicy.sample_with(z, noise.clone()))
+    with pytest.raises(RuntimeError), mismatch.perturbed_sampling(CategoricalPolicy, "bf16"):
+        raise RuntimeError
+    assert CategoricalPolicy.sample_with(z, noise.clone()).equal(
+        (torch.softmax(z, -1) / noise).argmax(-1)
+    )
+    # the sampler of a policy: its draws and its log-probabilities are the perturbed logits'
+    policy = CategoricalPolicy(3, 4, (8,))
+    obs = torch.randn(500, 3, generator=torch.Generator().manual_seed(2))
+    torch.manual_seed(5)
+    drawn = mismatch.behaviour_sampler(policy, "temperature", 0.5)(obs)
+    torch.manual_seed(5)
+    with torch.no_grad():
+        logits = policy.sample_inputs(obs)
+        want = CategoricalPolicy.sample_with(logits / 0.5, torch.empty_like(logits).exponential_())
+    assert torch.equal(drawn, want)
+    got = mismatch.behaviour_log_probs(policy, obs, drawn, "temperature", 0.5)
+    torch.testing.assert_close(
+        got, torch.log_softmax(logits / 0.5, -1).gather(-1, want[:, None])[:, 0]
+    )
+    with pytest.raises(ValueError, match=r"^correction 'clip', expected one of"):
+        mismatch.correction_weights("clip", x, x)
+    with pytest.raises(ValueError, match=r"^perturbation 'fp8', expected one of"):
+        mismatch.perturb_logits(x, "fp8")
