@@ -83,7 +83,7 @@ def test_summary_pairs_by_seed_not_by_position():
     base = {1: 0.1, 2: 0.5, 3: 0.9, 4: 0.3, 5: 0.7, 6: 0.2}
     rows = [row("grpo", s, v) for s, v in base.items()]
     rows += [row("cispo", s, base[s] + 0.01 * s) for s in (6, 5, 4, 3, 2, 1)]
-    rows += [row("cispo", 7, 5.0)]  # no GRPO partner: not in the difference
+    rows += [row("cispo", 0, 5.0)]  # no GRPO partner: not in the difference
     table = {t["objective"]: t for t in zoo.summary(rows)}
     d = stats.paired([base[s] + 0.01 * s for s in base], list(base.values()))
     assert table["cispo"]["paired_seeds"] == 6
