@@ -14,6 +14,11 @@ CSV = "objective_zoo.csv"
 BANDIT = "bandit:bernoulli-10"
 LLM = "LLM RL on reasoning tasks (the paper's models and data)"
 TRANSPLANT = "transplant: bernoulli-10 bandit, 256 pulls per update, groups of 8, Adam 1e-3"
+# a mismatch run's train/episode_return is its perturbed sampler's rollouts (both sides of the row)
+MISMATCH = (
+    "; rollouts from the policy's logits at temperature 1.25 on both sides, so the success is "
+    "the perturbed sampler's, and the greedy final evaluation is at its ceiling for both"
+)
 # id, objective, baseline, paper, claim, claim_sign (+1: objective's success above baseline's)
 CLAIMS = [
     ("Z-DAPO", "dapo-clip-higher", "grpo", "DAPO (arXiv 2503.14476)",
@@ -69,8 +74,9 @@ def rows() -> list[Row]:
             continue
         stat, verdict, det = paired_verdict(d, ".3g", claim_sign=sign)
         auc = _diffs(data, a, b, "auc").mean()
+        setting = TRANSPLANT + (MISMATCH if a.startswith("mismatch") else "")
         out.append(
-            Row(rid, paper, claim, LLM, TRANSPLANT, samples, f"{d.size} pairs",
+            Row(rid, paper, claim, LLM, setting, samples, f"{d.size} pairs",
                 f"final success (last 1,280 pulls / optimum), {a} minus {b}",
                 f"{stat}; AUC diff {auc:+.3g}", verdict, det, CSV)
         )  # fmt: skip
