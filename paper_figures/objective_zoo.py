@@ -17,9 +17,11 @@ samples divided by the bandit's optimal expected reward (envs/bandits.py), as ba
 computes it; final_eval = the run's final evaluation (the greedy policy's mean reward over
 --eval-episodes pulls, final_eval.json) over the optimum; auc = the mean over the run's
 iterations of train/episode_return over the optimum (the area under the success curve per
-sample). Per (bandit, objective): the mean, sample SD and 95% percentile-bootstrap CI over seeds
-(controlrl.stats.summarize) of each, and the paired difference objective - GRPO over the same
-seeds (controlrl.stats.paired: bootstrap CI, sign-flip p, the effect detectable at 80% power).
+sample); clip_frac = the run's mean train/clip_frac (steps whose ratio the clip cut; empty for
+a loss without one). Per (bandit, objective): the mean, sample SD and 95% percentile-bootstrap
+CI over seeds (controlrl.stats.summarize) of each, and the paired difference objective - GRPO
+over the same seeds (controlrl.stats.paired: bootstrap CI, sign-flip p, the effect detectable
+at 80% power).
 
 Writes <out>/objective_zoo.csv (one row per bandit, objective and seed) and
 <out>/objective_zoo_summary.csv (one row per bandit and objective).
@@ -97,7 +99,7 @@ OBJECTIVES = {
     ),
 }
 RUN_FIELDS = ("bandit", "objective", "seed", "samples", "optimal_reward", "final_success")
-RUN_FIELDS += ("final_eval", "auc")
+RUN_FIELDS += ("final_eval", "auc", "clip_frac")
 METRICS = ("final_success", "final_eval", "auc")
 TOY = {"bandits": "bandit:bernoulli-10", "samples": "128", "seeds": 3, "num_envs": 64}
 TOY["objectives"] = "grpo,rgra-no-negatives"
@@ -140,6 +142,10 @@ def train_cell(args, bandit: str, samples: int, objective: str) -> None:
         print(done.stderr[-2000:], file=sys.stderr)
 
 
+def _float(row: dict, key: str) -> float:
+    return float(row[key]) if row.get(key) else float("nan")
+
+
 def seed_rows(args, bandit: str, objective: str, truth: dict) -> list[dict]:
     """Per seed of a finished cell: final success, final evaluation and AUC over the optimum."""
     out = run_dir(args, bandit, objective)
@@ -147,16 +153,20 @@ def seed_rows(args, bandit: str, objective: str, truth: dict) -> list[dict]:
         return []
     final_eval = json.loads((out / "final_eval.json").read_text())
     evals = dict(zip(final_eval["seeds"], final_eval["eval_return_per_seed"], strict=True))
-    by_seed: dict[int, list[tuple[float, float]]] = {}
+    by_seed: dict[int, list[tuple[float, float, float]]] = {}
     with (out / "metrics.csv").open() as f:
         for r in csv.DictReader(f):
             if r["train/episode_return"]:
                 by_seed.setdefault(int(r["seed"]), []).append(
-                    (float(r["step"]), float(r["train/episode_return"]))
+                    (
+                        float(r["step"]),
+                        float(r["train/episode_return"]),
+                        _float(r, "train/clip_frac"),
+                    )
                 )
     rows = []
     for seed, points in sorted(by_seed.items()):
-        steps, returns = np.array(points).T
+        steps, returns, clip = np.array(points).T
         samples = steps / truth["length"]
         success = returns / truth["optimal"]
         final = success[samples > samples[-1] - args.final_window]
@@ -170,6 +180,7 @@ def seed_rows(args, bandit: str, objective: str, truth: dict) -> list[dict]:
                 "final_success": float(final.mean()),
                 "final_eval": float(evals[seed]) / truth["optimal"],
                 "auc": float(success.mean()),
+                "clip_frac": float(np.nanmean(clip)) if np.isfinite(clip).any() else float("nan"),
             }
         )
     return rows
@@ -199,6 +210,7 @@ def summary(rows: list[dict]) -> list[dict]:
             row |= {f"{key}_diff_hi": d.diff.hi, f"{key}_p": d.p}
             row[f"{key}_detectable"] = d.detectable
         row["paired_seeds"] = len(seeds) if objective != BASELINE else ""
+        row["clip_frac"] = float(np.mean([by_seed[k]["clip_frac"] for k in by_seed]))
         out.append(row)
     return out
 
