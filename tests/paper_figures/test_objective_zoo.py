@@ -78,7 +78,7 @@ def test_summary_pairs_by_seed_not_by_position():
 
     def row(objective, seed, v):
         return {"bandit": "b", "objective": objective, "seed": seed, "final_success": v,
-                "final_eval": v, "auc": v}  # fmt: skip
+                "final_eval": v, "auc": v, "clip_frac": v / 10}  # fmt: skip
 
     base = {1: 0.1, 2: 0.5, 3: 0.9, 4: 0.3, 5: 0.7, 6: 0.2}
     rows = [row("grpo", s, v) for s, v in base.items()]
@@ -91,6 +91,7 @@ def test_summary_pairs_by_seed_not_by_position():
     assert table["cispo"]["auc_diff_lo"] == pytest.approx(d.diff.lo)
     assert table["cispo"]["auc_p"] == pytest.approx(d.p)
     assert table["cispo"]["seeds"] == 7
+    assert table["grpo"]["clip_frac"] == pytest.approx(np.mean(list(base.values())) / 10)
 
 
 @pytest.mark.parametrize(
