@@ -28,7 +28,11 @@ clip, cispo, sapo, dpg, reinforce, clip-cov, kl-cov), its clip range (--clip-coe
 (--kl-estimator, --kl-in loss | reward), the loss aggregation and the zero-variance filter.
 Recipes: DAPO's clip-higher --eps-high 0.28; CISPO --policy-loss cispo --eps-high 0.28; GPG
 --policy-loss reinforce --adv-norm mean --kl-coef 0 --update-epochs 1; RGRA --policy-loss
-reinforce --update-epochs 1 (its ablation: --drop-negatives).
+reinforce --update-epochs 1 (its ablation: --drop-negatives). Estimators of
+controlrl/advantages.py (--adv-norm rloo, reinforce++, reinforce++-baseline, lite-ppo, bnpo)
+and controlrl/kl_estimators.py (--kl-estimator k1, k2, k3-unbiased); train-inference
+mismatch (controlrl/mismatch.py): --rollout-mismatch temperature | bf16 draws the rollout from
+a perturbed copy of the policy, --mismatch-correction none | tis | mis reweights its loss.
 
 Ratios (--ratio, controlrl/ratios.py): per step (token, PPO), per episode (sequence: the
 product, or GSPO's geometric mean), or KPO's causal Kalman-filtered log-ratio along the episode.
