@@ -801,6 +801,9 @@ def all_rows() -> list[Row]:
         + grpo_recurrence_rows()
         + entropy_mechanism_rows()
     )
+    from paper_figures.claims_zoo import rows as zoo_rows
+
+    rows += zoo_rows()
     from paper_figures.claims_theory import rows as theory_curve_rows
 
     measured = {r.id: r for r in theory_curve_rows(read)}
