@@ -833,6 +833,37 @@ def dynamic_pg(read: Read) -> str:
     )  # fmt: skip
 
 
+@table("objective-zoo")
+def objective_zoo(read: Read) -> str:
+    rows = read("objective_zoo_summary.csv")
+    body = []
+    for r in rows:
+
+        def ci(name, spec=".3f", r=r):
+            return (
+                f"{f(float(r[name]), spec)} [{f(float(r[name + '_lo']), spec)}, "
+                f"{f(float(r[name + '_hi']), spec)}]"
+            )
+
+        diff = (
+            ""
+            if r["final_success_diff"] == ""
+            else (
+                f"{float(r['final_success_diff']):+.3f} [{float(r['final_success_diff_lo']):+.3f},"
+                f" {float(r['final_success_diff_hi']):+.3f}]; p {g(float(r['final_success_p']))}"
+            )
+        )
+        flags = f"`{r['flags']}`" if r["flags"] else "(defaults)"
+        body.append([r["label"].replace("\n", " "), flags, ci("final_success"), ci("auc"), diff])
+    n = {r["seeds"] for r in rows}
+    return (
+        para(f"`out/objective_zoo_summary.csv` ({'/'.join(sorted(n))} seeds per row, mean [95%"
+             " bootstrap CI]; the difference to GRPO paired over the same seeds, sign-flip p):")
+        + "\n\n"
+        + md(["objective", "flags", "final success", "AUC", "final - GRPO"], body)
+    )  # fmt: skip
+
+
 @table("iql-vs-bc")
 def iql_vs_bc(read: Read) -> str:
     rows = read("iql_vs_bc.csv")
