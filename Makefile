@@ -31,7 +31,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 test: setup lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 # the slow tier also exercises the Ray backend (an optional extra)
 test-slow: setup

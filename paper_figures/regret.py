@@ -10,7 +10,7 @@ regret_slopes.csv (log-log slope over the top two octaves [K/4, K], fitted on lo
 each octave weighs the same, with a bootstrap CI over seeds from >= 5 seeds, the range of the
 per-seed slopes below; the band column says which) to --out.
 
-    python paper_figures/regret.py                 # K = 2^16, 4 seeds; the committed CSVs: --seeds 5
+    python paper_figures/regret.py --seeds 5        # the committed CSVs: K = 2^16, 5 seeds
     python paper_figures/regret.py --toy --out runs/toy/regret   # seconds
 """
 
