@@ -74,13 +74,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from algos.tpo import standardized_scores, tpo_loss, tpo_target
+from controlrl.experiment import write_rows
+from controlrl.group import group_advantages
 
-from algos.tpo import standardized_scores, tpo_loss, tpo_target  # noqa: E402
-from controlrl.experiment import write_rows  # noqa: E402
-from controlrl.group import group_advantages  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 ALPHA, ETA = 0.1, 1.0  # the reference's normalised logit step and temperature
 SINGLE = {"K": 100, "B": 100, "steps": 150}  # reference TabularSingleConfig
