@@ -13,7 +13,7 @@ from algos import grpo
 from controlrl import checkpoint
 from controlrl.cli import parse
 from controlrl.group import group_advantages
-from controlrl.group_rollout import GroupCollector, GroupRollout
+from controlrl.group_rollout import GroupRollout
 from controlrl.nets import CategoricalPolicy
 from controlrl.objective import POLICY_LOSSES, k3, overlong_penalty
 
@@ -91,20 +91,6 @@ def test_every_policy_loss_trains_a_sequence_bandit(name, tmp_path):
     last = dict(zip(cols, rows[-1].split(",")))
     assert int(last["train/grad_steps"]) == 4 and np.isfinite(float(last["train/loss"]))
     assert float(last["train/kl_mean"]) > 0  # the update moved the policy
-
-
-@pytest.fixture
-def recorded_actions(monkeypatch):
-    seen = []
-    collect = GroupCollector.collect
-
-    def recording(self, act, seed):
-        rollout = collect(self, act, seed)
-        seen.append(rollout.actions.copy())
-        return rollout
-
-    monkeypatch.setattr(GroupCollector, "collect", recording)
-    return seen
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,6 @@ import torch
 from algos import grpo
 from controlrl import checkpoint
 from controlrl.cli import parse
-from controlrl.group_rollout import GroupCollector
 
 QUIET = ["--no-tensorboard", "--no-progress", "--eval-every", "0", "--eval-episodes", "2"]
 SMALL = ["--hidden-sizes", "8", "--num-envs", "16", "--group-size", "4"]
@@ -34,20 +33,6 @@ def returns(path: Path, seed: int | None = None) -> list[str]:
     with path.open() as f:
         rows = list(csv.DictReader(f))
     return [r["train/episode_return"] for r in rows if seed is None or int(r["seed"]) == seed]
-
-
-@pytest.fixture
-def recorded_actions(monkeypatch):
-    seen = []
-    collect = GroupCollector.collect
-
-    def recording(self, act, seed):
-        rollout = collect(self, act, seed)
-        seen.append(rollout.actions.copy())
-        return rollout
-
-    monkeypatch.setattr(GroupCollector, "collect", recording)
-    return seen
 
 
 FLAGS = {

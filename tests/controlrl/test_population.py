@@ -16,7 +16,6 @@ import envs
 from algos import grpo, tpo
 from controlrl import checkpoint
 from controlrl.cli import parse
-from controlrl.group_rollout import GroupCollector
 from envs import bandits
 
 QUIET = ["--no-tensorboard", "--no-progress", "--eval-every", "0", "--eval-episodes", "2"]
@@ -76,21 +75,6 @@ def test_one_seed_population_is_the_single_run_to_the_byte(case, tmp_path):
     assert "\n".join(",".join(r) for r in [header, *body]) + "\n" == single
     final = [json.loads((tmp_path / d / "final_eval.json").read_text()) for d in ("single", "pop")]
     assert final[1]["eval_return_per_seed"] == [final[0]["eval_return_mean"]]
-
-
-@pytest.fixture
-def recorded_actions(monkeypatch):
-    """Every rollout's actions [T, envs], in collection order."""
-    seen = []
-    collect = GroupCollector.collect
-
-    def recording(self, act, seed):
-        rollout = collect(self, act, seed)
-        seen.append(rollout.actions.copy())
-        return rollout
-
-    monkeypatch.setattr(GroupCollector, "collect", recording)
-    return seen
 
 
 @pytest.mark.parametrize("case", list(CASES))
