@@ -8,12 +8,14 @@ spread in the CSV.
 
 Runs go through the sweep runner (one sweep per (lambda, gamma) cell under --sweeps-root), so a
 killed figure run resumes where it stopped. Writes <out>/gae_lambda_gamma.png and .csv.
-"final return" = episode-weighted mean training return over the last --final-window steps.
+"final return" = episode-weighted mean training return over the last --final-window steps;
+final_eval_return = the run's final deterministic evaluation (5 episodes, normaliser frozen).
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import sys
 from pathlib import Path
 
@@ -64,11 +66,9 @@ def main(argv: list[str] | None = None) -> None:
             runs = run_sweep(config, out, workers=args.workers)
             for run_id, status in sorted(runs.items()):
                 run_dir = out / "runs" / run_id
-                ret = (
-                    plots.final_return(run_dir, args.final_window)
-                    if status["status"] == "done"
-                    else float("nan")
-                )
+                done = status["status"] == "done"
+                ret = plots.final_return(run_dir, args.final_window) if done else float("nan")
+                final = json.loads((run_dir / "final_eval.json").read_text()) if done else {}
                 rows.append(
                     {
                         "env_id": args.env_id,
@@ -76,7 +76,9 @@ def main(argv: list[str] | None = None) -> None:
                         "lambda": lam,
                         "seed": run_id.rsplit("seed", 1)[1],
                         "status": status["status"],
+                        "steps": final.get("step", ""),
                         "final_return": ret,
+                        "final_eval_return": final.get("eval_return_mean", float("nan")),
                     }
                 )
                 print(

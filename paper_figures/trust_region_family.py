@@ -1,5 +1,6 @@
 """The trust-region family side by side: PPO (Schulman et al. 2017), TRPO (Schulman et al. 2015),
-SPO (Xie et al. 2024), FixPO (Zentner et al. 2023), BPO (Ao et al. 2026) on MuJoCo (v5), learning
+SPO (Xie et al. 2024), FixPO (Zentner et al. 2023), BPO (Ao et al. 2026) and DPO's discovered
+drift (Lu et al. 2022) on MuJoCo (v5), learning
 curves with bootstrap CIs, an IQM aggregate, and the diagnostics that tell them apart (per-state
 KL, ratio deviation |r - 1|, FixPO's fixup share).
 
@@ -56,6 +57,7 @@ PROTOCOLS = {
         "fixpo": COMMON,
         "bpo": [*COMMON, "--activation", "tanh", "--norm-obs", "--norm-reward", "--anneal-lr"],
         "trpo": [],
+        "dpo": COMMON,
     },
     "reference": {},
 }
@@ -64,8 +66,8 @@ CURVES = ("episode_return", "kl_max", "ratio_dev_mean", "fixup_share")  # train/
 
 
 def default_algos() -> str:
-    """ppo, trpo (once algos/trpo.py exists), spo, fixpo, bpo."""
-    names = ["ppo", "trpo", "spo", "fixpo", "bpo"]
+    """ppo, trpo, spo, fixpo, bpo, dpo (those whose script exists)."""
+    names = ["ppo", "trpo", "spo", "fixpo", "bpo", "dpo"]
     return ",".join(a for a in names if (ROOT / "algos" / f"{a}.py").exists())
 
 

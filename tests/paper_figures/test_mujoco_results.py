@@ -1,6 +1,7 @@
 """The MuJoCo results figure at toy size: sweeps, plots, writes the CSV."""
 
 import csv
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -78,6 +79,16 @@ def test_gae_lambda_gamma_toy(tmp_path):
     subprocess.run(cmd, cwd=ROOT, check=True, timeout=600)
     rows = list(csv.DictReader((tmp_path / "out" / "gae_lambda_gamma.csv").open()))
     assert len(rows) == 4 and all(r["status"] == "done" for r in rows)
+    for r in rows:  # the run's own final evaluation and its budget
+        final = json.loads(
+            next(
+                (tmp_path / "sweeps").glob(f"*gamma{r['gamma']}_lambda{r['lambda']}/runs/*/*/seed1")
+            )
+            .joinpath("final_eval.json")
+            .read_text()
+        )
+        assert float(r["final_eval_return"]) == final["eval_return_mean"]
+        assert int(r["steps"]) == final["step"] >= 512
     assert {(r["gamma"], r["lambda"]) for r in rows} == {
         ("0.9", "0.0"),
         ("0.9", "1.0"),
