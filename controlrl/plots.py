@@ -18,7 +18,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from controlrl.stats import (  # noqa: E402  (the one statistics module; re-exported here)
+    MIN_SEEDS,
     band,
+    bootstrap_ci,
     iqm,
     iqm_band,
     performance_profile,
@@ -26,7 +28,7 @@ from controlrl.stats import (  # noqa: E402  (the one statistics module; re-expo
 )
 from envs.errors import ArgumentParser  # noqa: E402  (one-line parse errors)
 
-__all__ = ["band", "iqm", "iqm_band", "performance_profile", "stratified_bootstrap_ci"]
+__all__ = ["MIN_SEEDS", "band", "iqm", "iqm_band", "performance_profile", "stratified_bootstrap_ci"]
 
 STYLE = {
     "figure.dpi": 100,
@@ -102,13 +104,63 @@ def normalize_scores(scores: np.ndarray, low: np.ndarray, high: np.ndarray) -> n
     return (np.asarray(scores, np.float64) - low) / (np.asarray(high) - np.asarray(low))
 
 
+def seeds_text(counts) -> str:
+    """'3 seeds', or '3-5 seeds' where groups differ."""
+    ns = sorted({int(n) for n in counts})
+    return f"{ns[0]} seeds" if len(ns) == 1 else f"{ns[0]}-{ns[-1]} seeds"
+
+
+def band_label(kind: str, n: int) -> str:
+    """How a legend names a band over n seeds: '95% CI (10 seeds)' or 'range (3 seeds)'."""
+    return f"{kind} ({n} seeds)"
+
+
+def band_words(counts) -> str:
+    """What the bands of groups with these seed counts are, for a title: the 95% bootstrap CI
+    from >= MIN_SEEDS seeds, the min-max range below (no interval)."""
+    ns = [int(n) for n in counts]
+    if min(ns) >= MIN_SEEDS:
+        return f"mean and 95% bootstrap CI over {seeds_text(ns)}"
+    if max(ns) < MIN_SEEDS:
+        return f"mean and min-max range over {seeds_text(ns)} (no interval below {MIN_SEEDS})"
+    below = f"min-max range below ({seeds_text(ns)})"
+    return f"mean and 95% bootstrap CI over {MIN_SEEDS}+ seeds, {below}"
+
+
+def points_words(counts) -> str:
+    """What plot_points drew for groups with these seed counts, for a title."""
+    ns = [int(n) for n in counts]
+    if min(ns) >= MIN_SEEDS:
+        return f"mean and 95% bootstrap CI over {seeds_text(ns)}, dots: seeds"
+    return f"mean over {seeds_text(ns)}, dots: seeds (no interval below {MIN_SEEDS} seeds)"
+
+
+def plot_points(
+    ax, x: float, values, color=None, spread: float = 0.0, interval: bool = True
+) -> str:
+    """Per-seed values at x: the seeds as small dots (spread over x +- spread), the mean as a
+    marker and, from >= MIN_SEEDS seeds only (and only if `interval`), its 95% bootstrap CI as
+    an error bar; returns what was drawn ("95% CI" or "no interval")."""
+    v = np.asarray(values, np.float64).ravel()
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return "no interval"
+    xs = x + (np.linspace(-spread, spread, v.size) if v.size > 1 else np.zeros(1))
+    ax.plot(xs, v, ".", color=color, ms=5, alpha=0.7)
+    if v.size < MIN_SEEDS or not interval:
+        ax.plot([x], [v.mean()], "o", color=color, ms=5)
+        return "no interval"
+    mean, lo, hi = (float(a[0]) for a in bootstrap_ci(v[:, None]))
+    ax.errorbar([x], [mean], yerr=[[mean - lo], [hi - mean]], fmt="o", color=color, capsize=3)
+    return "95% CI"
+
+
 def plot_regret(ax, episodes: np.ndarray, regrets: dict[str, np.ndarray], sqrt_ref: bool = True):
     """Cumulative regret [seeds, K] per label on log-log axes, with a sqrt(K) reference."""
     for label, runs in regrets.items():
         mean, lo, hi, kind = band(np.atleast_2d(runs))
-        (line,) = ax.plot(
-            episodes, mean, label=f"{label} (n={np.atleast_2d(runs).shape[0]}, {kind})"
-        )
+        n = np.atleast_2d(runs).shape[0]
+        (line,) = ax.plot(episodes, mean, label=f"{label}: mean, {band_label(kind, n)}")
         ax.fill_between(episodes, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
     if sqrt_ref:
         top = max(np.atleast_2d(r).mean(0)[-1] for r in regrets.values())
@@ -151,16 +203,23 @@ def aligned(curves: list[tuple[np.ndarray, np.ndarray]], points: int = 100):
     return grid, np.stack([np.interp(grid, s, v) for s, v in curves])
 
 
-def plot_curves(ax, groups: dict[str, list[tuple[np.ndarray, np.ndarray]]], smooth_window=1):
-    """Mean and its band per label on one axis: the 95% bootstrap CI from >= 5 seeds, the range
-    below (the legend says which)."""
+def plot_curves(
+    ax,
+    groups: dict[str, list[tuple[np.ndarray, np.ndarray]]],
+    smooth_window=1,
+    band_in_legend: bool = True,
+):
+    """Mean and its band per label on one axis: the 95% bootstrap CI from >= 5 seeds, the min-max
+    range below (the legend says which and over how many seeds; with band_in_legend False only
+    the seeds, and the title must say what the band is: band_words)."""
     for label, curves in groups.items():
         curves = [(s, smooth(v, smooth_window)) for s, v in curves if len(s)]
         if not curves:
             continue
         grid, data = aligned(curves)
         mean, lo, hi, kind = band(data)
-        (line,) = ax.plot(grid, mean, label=f"{label} (n={len(curves)}, {kind})")
+        what = f"mean, {band_label(kind, len(curves))}" if band_in_legend else f"n={len(curves)}"
+        (line,) = ax.plot(grid, mean, label=f"{label} ({what})")
         ax.fill_between(grid, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
     ax.set_xlabel("environment steps")
 

@@ -4,6 +4,8 @@ against the number of hidden layers.
 
     python paper_figures/depth_sweep.py --train     # sweeps what is missing, then plots
     python paper_figures/depth_sweep.py             # plots the sweeps under --sweep-dir
+    python paper_figures/depth_sweep.py --from-csv --total-timesteps 49152   # redraws the PNG
+                                                    # from <out>/depth_sweep.csv alone
 
 Depths (hidden layers, tanh): 2 = 64-64 (SPO's '3-layer' option), 4 = 128-128-64-64,
 7 = 256-256-128-128-64-64 plus one 64 (SPO's '7-layer' net is these six hidden layers and the
@@ -11,6 +13,8 @@ output layer; --depths 6 runs it exactly). Only the policy gets deeper; both cri
 as in the SPO paper (--critic-too deepens them as well); otherwise both use the family figure's
 common plumbing. One sweep per (depth, algorithm):
 <sweep-dir>/d<depth>/<algo>/. Writes <out>/depth_sweep.png and depth_sweep.csv (one row per run).
+The PNG: per depth the seeds as dots and their mean; the 95% bootstrap CI (controlrl.stats) only
+from 5 seeds on, no interval below.
 """
 
 from __future__ import annotations
@@ -59,6 +63,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--train", action="store_true", help="run missing runs first (sweeps)")
     p.add_argument("--workers", type=int, default=1, help="runs at once when training")
     p.add_argument("--critic-too", action="store_true", help="deepen the critics as well")
+    p.add_argument(
+        "--from-csv", action="store_true", help="redraw the PNG from <out>/depth_sweep.csv alone"
+    )
     p.add_argument("extra", nargs="*", help="flags passed to every algorithm script (after --)")
     args = p.parse_args(argv)
     algos, env_ids = args.algos.split(","), args.envs.split(",")
@@ -83,6 +90,45 @@ def main(argv: list[str] | None = None) -> None:
                     on_update=lambda r, d=depth: print(f"[{r['status']}] d{d} {r['run_id']}"),
                 )
 
+    if args.from_csv:
+        rows = read_rows(args.out / "depth_sweep.csv")
+        rows = [r for r in rows if (r["algo"], r["env_id"], r["depth"]) in
+                {(a, e, d) for a in algos for e in env_ids for d in depths}]  # fmt: skip
+        if not rows:
+            raise SystemExit(f"error: no rows of {algos} x {env_ids} x {depths} in depth_sweep.csv")
+    else:
+        rows = collect(args, algos, env_ids, depths)
+        if not rows:
+            raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
+        args.out.mkdir(parents=True, exist_ok=True)
+        with (args.out / "depth_sweep.csv").open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    plot(args, rows, algos, env_ids, depths)
+    report(rows, algos, env_ids, depths)
+    wrote = "" if args.from_csv else " and depth_sweep.csv"
+    print(
+        f"wrote {args.out / 'depth_sweep.png'}{wrote}; command: python "
+        f"paper_figures/depth_sweep.py {' '.join(argv if argv is not None else sys.argv[1:])}"
+    )
+
+
+def read_rows(path: Path) -> list[dict]:
+    """depth_sweep.csv's rows with numbers parsed back."""
+    if not path.exists():
+        raise SystemExit(f"error: --from-csv needs {path} (written by a run of this script)")
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        r["depth"] = int(r["depth"])
+        for key in ("final_train_return", "final_eval_return", "ratio_dev_mean"):
+            r[key] = float(r[key])
+    return rows
+
+
+def collect(args, algos: list[str], env_ids: list[str], depths: list[int]) -> list[dict]:
+    """One row per finished run under --sweep-dir."""
     rows = []
     for depth in depths:
         for algo in algos:
@@ -107,50 +153,59 @@ def main(argv: list[str] | None = None) -> None:
                             "kl_max": float(kl_max.mean()),
                         }
                     )
-    if not rows:
-        raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
-    args.out.mkdir(parents=True, exist_ok=True)
-    with (args.out / "depth_sweep.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    return rows
 
+
+def plot(args, rows: list[dict], algos: list[str], env_ids: list[str], depths: list[int]) -> None:
+    """Per env the final training return by depth, and |r - 1| over all envs: seeds as dots,
+    their mean, the 95% bootstrap CI only from 5 seeds (plots.plot_points)."""
     import matplotlib.pyplot as plt
 
     panels = [(e, "final_train_return") for e in env_ids] + [(None, "ratio_dev_mean")]
-    print("mean over seeds: final training return | mean |r - 1| after update")
     with plt.rc_context(plots.STYLE):
         fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3), squeeze=False)
+        counts = []
         for ax, (env_id, col) in zip(axes[0], panels):
             for i, algo in enumerate(algos):
-                xs, means, los, his = [], [], [], []
+                xs, means, kinds = [], [], set()
                 for depth in depths:
-                    vals = [
-                        r[col]
+                    sel = [
+                        r
                         for r in rows
                         if r["algo"] == algo
                         and r["depth"] == depth
                         and (env_id is None or r["env_id"] == env_id)
                     ]
-                    if vals:
-                        mean, lo, hi = plots.band(np.array(vals)[:, None])[:3]
-                        xs.append(depth + 0.08 * (i - 0.5))
-                        means.append(mean[0])
-                        los.append(mean[0] - lo[0])
-                        his.append(hi[0] - mean[0])
-                ax.errorbar(xs, means, yerr=[los, his], fmt="o-", capsize=3, label=algo)
+                    if not sel:
+                        continue
+                    x = depth + 0.12 * (i - 0.5)
+                    vals = [r[col] for r in sel]
+                    # pooled over envs (dots: runs): an interval needs 5 seeds in every env
+                    n = min(sum(r["env_id"] == e for r in sel) for e in {r["env_id"] for r in sel})
+                    kinds.add(plots.plot_points(ax, x, vals, f"C{i}", 0.04, n >= stats.MIN_SEEDS))
+                    counts.append(n)
+                    xs.append(x)
+                    means.append(float(np.mean(vals)))
+                what = "mean, 95% CI, dots: seeds" if kinds == {"95% CI"} else "mean, dots: seeds"
+                ax.plot(xs, means, "-", color=f"C{i}", label=f"{algo} ({what})")
             ax.set_xticks(depths)
             ax.set_xlabel("hidden layers")
-            ax.set_title(env_id or "all envs", fontsize=9)
+            ax.set_title(env_id or "all envs (dots: runs)", fontsize=9)
             ax.set_ylabel("final training return" if env_id else "mean |r - 1| after update")
             ax.legend(fontsize=7)
         fig.suptitle(
-            f"SPO vs PPO by depth, {args.total_timesteps:,} steps, mean and 95% bootstrap CI over "
-            "seeds (min-max range below 5 seeds)",
+            f"SPO vs PPO by depth, {args.total_timesteps:,} steps, {plots.points_words(counts)}",
             fontsize=9,
         )
         fig.tight_layout()
+        args.out.mkdir(parents=True, exist_ok=True)
         fig.savefig(args.out / "depth_sweep.png", dpi=80)
+        plt.close(fig)
+
+
+def report(rows: list[dict], algos: list[str], env_ids: list[str], depths: list[int]) -> None:
+    """Per env and depth: final training return, mean (sample SD) over seeds, and |r - 1|."""
+    print("mean over seeds: final training return | mean |r - 1| after update")
     for env_id in env_ids:
         for depth in depths:
             cells = []
@@ -164,10 +219,6 @@ def main(argv: list[str] | None = None) -> None:
                     sd = stats.sample_sd(ret)
                     cells.append(f"{algo} {np.mean(ret):.0f} (sample SD {sd:.0f}) | {dev:.3f}")
             print(f"  {env_id} depth {depth}: " + ", ".join(cells))
-    print(
-        f"wrote {args.out / 'depth_sweep.png'} and depth_sweep.csv; command: python "
-        f"paper_figures/depth_sweep.py {' '.join(argv if argv is not None else sys.argv[1:])}"
-    )
 
 
 if __name__ == "__main__":

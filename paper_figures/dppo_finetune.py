@@ -1,9 +1,11 @@
 r"""DPPO vs Gaussian PPO fine-tuning from behaviour clones of the same data (Ren et al., "Diffusion
 Policy Policy Optimization", arXiv 2409.00588, Gym fine-tuning figure): evaluation return
-against environment steps, per dataset, mean and 95% bootstrap CI over seeds.
+against environment steps, per dataset: the seeds (thin) and their mean with its 95% bootstrap CI
+from >= 5 seeds, the min-max range below (the legend says which).
 
     python paper_figures/dppo_finetune.py --train      # runs what is missing, then plots
     python paper_figures/dppo_finetune.py              # plots the runs under --sweep-dir
+    python paper_figures/dppo_finetune.py --replot     # the PNG from <out>/<name>*.csv alone
 
 For each dataset (--datasets: generated ids in envs.offline's cache, or D4RL-layout HDF5 paths)
 and each policy (diffusion, gaussian) one algos/dppo.py run behaviour-clones the data
@@ -24,6 +26,7 @@ evaluation; bottom row: training episodes.
 
 from __future__ import annotations
 
+import collections
 import csv
 import json
 import sys
@@ -36,7 +39,6 @@ from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
-BAND = "95% bootstrap CI over seeds (min-max range below 5 seeds)"
 POLICIES = ("diffusion", "gaussian")
 CSV_FIELDS = ("dataset", "env", "policy", "seed", "steps", "final_return", "clone_return")
 # --toy: a tiny dataset file, tiny nets, a few hundred steps; end to end in well under a minute
@@ -213,6 +215,31 @@ def write_csvs(out: Path, name: str, runs: list[dict]) -> None:
                     writer.writerow([*key, metric, int(step), f"{value:.6g}"])
 
 
+def read_csvs(out: Path, name: str) -> list[dict]:
+    """The runs as write_csvs left them in `out`: rows, eval and training curves."""
+    paths = [out / f"{name}.csv", out / f"{name}_curves.csv"]
+    for path in paths:
+        if not path.exists():
+            raise SystemExit(f"error: --replot needs {path} (written by a run of this script)")
+    points: dict[tuple, list] = {}
+    with paths[1].open() as f:
+        for r in csv.DictReader(f):
+            key = (r["dataset"], r["policy"], int(r["seed"]), r["metric"])
+            points.setdefault(key, []).append((float(r["step"]), float(r["value"])))
+    runs = []
+    with paths[0].open() as f:
+        for row in csv.DictReader(f):
+            row["seed"], row["steps"] = int(row["seed"]), int(row["steps"])
+            row["final_return"] = float(row["final_return"])
+            row["clone_return"] = float(row["clone_return"])
+            run = {"row": row}
+            for key, metric in (("curve", "eval_return"), ("train", "train_return")):
+                pts = points.get((row["dataset"], row["policy"], row["seed"], metric), [])
+                run[key] = tuple(np.array([p[i] for p in pts]) for i in (0, 1))
+            runs.append(run)
+    return runs
+
+
 def plot(args, runs: list[dict]) -> None:
     import matplotlib.pyplot as plt
 
@@ -239,13 +266,15 @@ def plot(args, runs: list[dict]) -> None:
                 ax.legend(fontsize=7)
             axes[0, col].set_title(label, fontsize=8)
             axes[0, col].set_xlabel("")
+        counts = collections.Counter((r["row"]["dataset"], r["row"]["policy"]) for r in runs)
         fig.suptitle(
-            "fine-tuning from behaviour clones of the same data (step 0: the clone), mean and "
-            f"{BAND}",
+            "fine-tuning from behaviour clones of the same data (step 0: the clone)\nthin: seeds; "
+            f"{plots.band_words(counts.values())}",
             fontsize=9,
         )
         fig.tight_layout()
         fig.savefig(args.out / f"{args.name}.png", dpi=60)
+        plt.close(fig)
 
 
 def summary(runs: list[dict]) -> list[str]:
@@ -285,8 +314,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--train", action="store_true", help="run what is missing first")
     p.add_argument("--workers", type=int, default=2, help="runs at once when training")
     p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
+    p.add_argument(
+        "--replot", action="store_true", help="only the PNG, from <out>/<name>.csv and _curves.csv"
+    )
     p.add_argument("extra", nargs="*", help="flags passed to algos/dppo.py (after --)")
     args = p.parse_args(argv)
+    if args.replot:  # the committed CSVs alone: no dataset, run or sweep is read
+        runs = read_csvs(args.out, args.name)
+        plot(args, runs)
+        print("\n".join(summary(runs)))
+        print(f"wrote {args.out / args.name}.png from its CSVs")
+        return
     if args.toy:
         experiment.apply_toy(args, argv, TOY)
     jobs = []

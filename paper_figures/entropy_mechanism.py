@@ -19,6 +19,7 @@ the first order's sampling noise removed (a control variate): its mean is set ag
 
     python paper_figures/entropy_mechanism.py              # committed: 20,000 batches per row
     python paper_figures/entropy_mechanism.py --toy --out runs/toy_fig  # a second
+    python paper_figures/entropy_mechanism.py --replot  # the PNG from the committed CSV
 
 Two bandits, K = 10 arms, logits spread over [1.5, -1.5]: "aligned" (the likely arms pay more:
 Cov > 0, entropy falls) and "anti-aligned" (the likely arms pay less: entropy rises).
@@ -68,6 +69,8 @@ class Args:
     """sampled updates per row (ignored with --toy)"""
     seed: int = 0
     """seed of the one generator all rows draw from, in order"""
+    replot: bool = False
+    """only the PNG, from <out>/entropy_mechanism.csv (nothing sampled)"""
 
 
 def entropy_hessian(z: np.ndarray) -> np.ndarray:
@@ -148,6 +151,15 @@ def run_row(bandit: str, update: str, B: int, eta: float, batches: int, rng) -> 
 
 def main(args: Args) -> None:
     """Run every (bandit, update, B, eta), write the CSV and the figure, print the command."""
+    if args.replot:
+        from controlrl.bench import read_csv
+
+        path = Path(args.out) / "entropy_mechanism.csv"
+        if not path.exists():
+            raise SystemExit(f"error: --replot needs {path} (written by a run of this script)")
+        plot(read_csv(path), path.with_suffix(".png"))
+        print(f"wrote {path.with_suffix('.png')} from {path.name}")
+        return
     if args.toy:
         batches, bandits, sizes, etas = 2000, ("aligned",), (4,), (0.03, 0.3)
     else:
@@ -190,7 +202,9 @@ def plot(rows: list[dict], path: Path) -> None:
             eta = np.array([r["eta"] for r in sel])
             gap = np.abs([r["rem_mean"] for r in sel])
             half = np.array([(r["rem_hi"] - r["rem_lo"]) / 2 for r in sel])
-            ax.errorbar(eta, gap, yerr=half, fmt=marker, ms=4, label=f"B={B} measured")
+            n = min(r["batches"] for r in sel)
+            label = f"B={B} measured, 95% CI over {n:,} batches"
+            ax.errorbar(eta, gap, yerr=half, fmt=marker, ms=4, label=label)
             ax.plot(eta, eta**2 * abs(sel[0]["d2"]), "-", lw=1, label=f"B={B}: eta^2 |d2|")
         ax.set_xscale("log")
         ax.set_yscale("log")

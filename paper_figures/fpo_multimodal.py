@@ -4,6 +4,7 @@ with two equally good, well-separated modes, and (B) evaluation return on one Mu
 
     python paper_figures/fpo_multimodal.py --train     # runs what is missing, then plots
     python paper_figures/fpo_multimodal.py             # plots the runs under --sweep-dir
+    python paper_figures/fpo_multimodal.py --replot    # the PNG from <out>/<name>*.csv alone
 
 (A) bandit:bimodal (one action in [-1, 1], reward exp(-d^2 / (2 0.1^2)), d the distance to the
 nearer of -0.5 and +0.5): algos/fpo.py and algos/ppo.py, each with its own defaults except the
@@ -253,11 +254,50 @@ def plot(args, bandit: list[dict], mujoco: list[dict]) -> None:
             ax, {a: [r["curve"] for r in mujoco if r["row"]["algo"] == a] for a in ALGOS}
         )
         ax.set_ylabel("eval return")
-        ax.set_title(f"{args.mujoco_env}: {args.mujoco_steps:,} steps, 95% CI", fontsize=8)
+        ax.set_title(f"{args.mujoco_env}: {args.mujoco_steps:,} steps", fontsize=8)
         ax.legend(fontsize=7)
-        fig.suptitle("FPO (flow policy) vs Gaussian PPO: multimodality and return", fontsize=9)
+        counts = [sum(r["row"]["algo"] == a for r in mujoco) for a in ALGOS]
+        fig.suptitle(
+            "FPO (flow policy) vs Gaussian PPO: multimodality and return (right: "
+            f"{plots.band_words(c for c in counts if c)})",
+            fontsize=9,
+        )
         fig.tight_layout()
         fig.savefig(args.out / f"{args.name}.png", dpi=args.dpi)
+
+
+def read_csvs(out: Path, name: str) -> tuple[list[dict], list[dict]]:
+    """The bandit and MuJoCo runs as write_csvs left them in `out` (the shares along training,
+    the final histogram, the evaluation curves); the sampled actions themselves are not kept."""
+    from controlrl.bench import read_csv
+
+    paths = {k: out / f"{name}{k}.csv" for k in ("", "_shares", "_hist", "_mujoco")}
+    paths["_mujoco_curves"] = out / f"{name}_mujoco_curves.csv"
+    for path in paths.values():
+        if not path.exists():
+            raise SystemExit(f"error: --replot needs {path} (written by a run of this script)")
+    shares: dict[tuple, list] = {}
+    for r in read_csv(paths["_shares"]):
+        stats_ = {k: r[k] for k in ("share_left", "share_right", "minority_share", "mean_reward")}
+        shares.setdefault((r["algo"], r["seed"]), []).append((r["step"], stats_, None))
+    hists: dict[tuple, list] = {}
+    for r in read_csv(paths["_hist"]):
+        hists.setdefault((r["algo"], r["seed"]), []).append(r["count"])
+    bandit = []
+    for row in read_csv(paths[""]):
+        row["keeps_both"] = row["keeps_both"] == "True"
+        row["collapsed"] = row["collapsed"] == "True"
+        key = (row["algo"], row["seed"])
+        bandit.append({"row": row, "along": shares[key], "hist": np.array(hists[key])})
+    points: dict[tuple, list] = {}
+    for r in read_csv(paths["_mujoco_curves"]):
+        points.setdefault((r["algo"], r["seed"]), []).append((r["step"], r["eval_return"]))
+    mujoco = []
+    for row in read_csv(paths["_mujoco"]):
+        pts = points.get((row["algo"], row["seed"]), [])
+        curve = tuple(np.array([p[i] for p in pts], float) for i in (0, 1))
+        mujoco.append({"row": row, "curve": curve})
+    return bandit, mujoco
 
 
 def report(result: dict) -> None:
@@ -283,9 +323,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--train", action="store_true", help="run what is missing first")
     p.add_argument("--workers", type=int, default=1, help="runs at once when training")
     p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
+    p.add_argument("--replot", action="store_true", help="only the PNG, from <out>/<name>*.csv")
     args = p.parse_args(argv)
     if args.toy:
         experiment.apply_toy(args, argv, TOY)
+    if args.replot:  # the committed CSVs alone: no run directory or checkpoint is read
+        bandit, mujoco = read_csvs(args.out, args.name)
+        if mujoco:  # the title states what the CSVs hold
+            args.mujoco_env = mujoco[0]["row"]["env"]
+            args.mujoco_steps = max(r["row"]["steps"] for r in mujoco)
+        plot(args, bandit, mujoco)
+        print(f"wrote {args.out / args.name}.png from its CSVs")
+        return
     if args.train:
         sweeps = [("bandit", bandit_config(args))]
         if not args.skip_mujoco:

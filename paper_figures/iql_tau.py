@@ -4,6 +4,7 @@ on the medium and medium-replay datasets, and the offline-to-online curve on one
 
     python paper_figures/iql_tau.py --train        # generates missing datasets, runs missing runs
     python paper_figures/iql_tau.py                # plots the sweeps under --sweep-dir
+    python paper_figures/iql_tau.py --replot [--name iql_vs_bc]   # the PNG from its CSVs alone
     # IQL (tau 0.7) vs BC on three envs' datasets: the README's offline results table
     python paper_figures/iql_tau.py --train --envs Hopper-v5,HalfCheetah-v5,Walker2d-v5 \
         --kinds medium,medium-replay,medium-expert --taus 0.7 --online-steps 0 --name iql_vs_bc
@@ -20,7 +21,9 @@ steps x 3 seeds per configuration (CORL / the paper: 1M).
 --envs runs the same configurations on each env's datasets. Writes <out>/<name>.png (--name,
 default iql_tau), <name>.csv (one row per finished run: its final_eval.json's
 normalised score and return, the gradient steps it ran) and <name>_curves.csv (each run's
-eval/normalized_score along its steps: the plotted curves).
+eval/normalized_score along its steps: the plotted curves). The PNG: bars at the mean over seeds,
+the seeds as dots, and the 95% bootstrap CI (controlrl.stats) only from >= 5 seeds; the online
+curve's band is that CI or, below 5 seeds, the min-max range (its legend says which).
 """
 
 from __future__ import annotations
@@ -33,13 +36,12 @@ from pathlib import Path
 
 import numpy as np
 
-from controlrl import experiment, plots
+from controlrl import experiment, plots, stats
 from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, run_sweep
 from envs.offline.store import DEFAULT_PPO_BUDGET, DEFAULT_STEPS, data_root, dataset_name
 
 ROOT = Path(__file__).resolve().parents[1]
-BAND = "95% bootstrap CI over seeds (min-max range below 5 seeds)"
 CSV_FIELDS = ("env", "dataset", "kind", "method", "tau", "online_steps", "seed", "steps")
 CSV_FIELDS += ("final_normalized_score", "final_return")
 # --toy: a random-kind dataset of a few thousand rows and tiny nets, end to end in seconds
@@ -174,8 +176,37 @@ def write_csvs(out: Path, name: str, runs: list[dict]) -> None:
                 writer.writerow([*key, int(step), f"{value:.6g}"])
 
 
+def read_csvs(out: Path, name: str) -> list[dict]:
+    """The runs as write_csvs left them in `out`: rows (labels as configs() names them) and
+    eval curves."""
+    paths = [out / f"{name}.csv", out / f"{name}_curves.csv"]
+    for path in paths:
+        if not path.exists():
+            raise SystemExit(f"error: --replot needs {path} (written by a run of this script)")
+    points: dict[tuple, list] = {}
+    with paths[1].open() as f:
+        for r in csv.DictReader(f):
+            key = (r["dataset"], r["method"], r["tau"], int(r["online_steps"]), int(r["seed"]))
+            points.setdefault(key, []).append((float(r["step"]), float(r["score"])))
+    runs = []
+    with paths[0].open() as f:
+        for row in csv.DictReader(f):
+            row["online_steps"], row["seed"] = int(row["online_steps"]), int(row["seed"])
+            row["steps"] = int(row["steps"])
+            for key in ("final_normalized_score", "final_return"):
+                row[key] = float(row[key])
+            label = "bc" if row["method"] == "bc" else f"iql_tau{row['tau']}"
+            label += f"_online{row['online_steps']}" if row["online_steps"] else ""
+            key = (row["dataset"], row["method"], row["tau"], row["online_steps"], row["seed"])
+            pts = points.get(key, [])
+            curve = tuple(np.array([p[i] for p in pts]) for i in (0, 1))
+            runs.append({"row": row, "curve": curve, "label": label})
+    return runs
+
+
 def summary(runs: list[dict]) -> list[tuple]:
-    """(dataset, label, mean, lo, hi, n) of the final normalised score, 95% bootstrap CI."""
+    """(dataset, label, mean, lo, hi, n) of the final normalised score: the 95% bootstrap CI from
+    >= 5 seeds, the min-max range below."""
     groups: dict[tuple, list[float]] = {}
     for r in runs:
         groups.setdefault((r["row"]["dataset"], r["label"]), []).append(
@@ -209,28 +240,41 @@ def plot(args, runs: list[dict], table: list[tuple]) -> None:
                 _, _, mean, lo, hi, n = hit[0]
                 x = i + (j - (len(labels) - 1) / 2) * width
                 ax_bar.bar(x, mean, width, color=f"C{j}", label=label if i == 0 else None)
-                ax_bar.errorbar(x, mean, yerr=[[mean - lo], [hi - mean]], color="k", capsize=2)
+                if n >= stats.MIN_SEEDS:  # an interval only from 5 seeds
+                    ax_bar.errorbar(x, mean, yerr=[[mean - lo], [hi - mean]], color="k", capsize=2)
                 for r in runs:  # the seeds themselves
                     if (r["row"]["dataset"], r["label"]) == (name, label):
                         ax_bar.plot(x, r["row"]["final_normalized_score"], "k.", ms=3)
         ax_bar.set_xticks(range(len(names)), names, fontsize=7, rotation=0 if online else 15)
         ax_bar.set_ylabel("final D4RL-normalised score")
-        ax_bar.set_title(f"offline, {args.steps:,} gradient steps", fontsize=8)
+        steps = max((r["row"]["steps"] for r in runs if not r["row"]["online_steps"]), default=0)
+        ax_bar.set_title(f"offline, {steps:,} gradient steps", fontsize=8)
         ax_bar.legend(fontsize=7)
         if online:
             plots.plot_curves(ax_on, {online[0]["label"]: [r["curve"] for r in online]})
-            ax_on.axvline(args.steps, color="k", ls=":", lw=1, label="online phase starts")
+            ax_on.axvline(steps, color="k", ls=":", lw=1, label="online phase starts")
             ax_on.set_title(f"offline-to-online, {online[0]['row']['dataset']}", fontsize=8)
             ax_on.legend(fontsize=7)
             ax_on.set_xlabel("gradient steps")
             ax_on.set_ylabel("D4RL-normalised score (eval)")
+        envs = ", ".join(
+            dict.fromkeys(r["row"].get("env") or r["row"]["dataset"].split("-")[0] for r in runs)
+        )
         fig.suptitle(
-            f"IQL expectile tau vs BC on {args.envs.replace(',', ', ')} datasets, mean and "
-            f"{BAND} (dots: seeds)",
+            f"IQL expectile tau vs BC on {envs} datasets, bars: "
+            f"{plots.points_words([t[5] for t in table])}",
             fontsize=9,
         )
         fig.tight_layout()
         fig.savefig(args.out / f"{args.name}.png", dpi=80)
+        plt.close(fig)
+
+
+def print_table(table: list[tuple]) -> None:
+    print("final D4RL-normalised score, mean [95% bootstrap CI from >= 5 seeds, range below]")
+    for name, label, mean, lo, hi, n in table:
+        kind = "95% CI" if n >= stats.MIN_SEEDS else "range"
+        print(f"  {name} {label}: {mean:.1f} [{kind} {lo:.1f}, {hi:.1f}] (n={n})")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -261,8 +305,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--train", action="store_true", help="generate and run what is missing first")
     p.add_argument("--workers", type=int, default=1, help="runs at once when training")
     p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
+    p.add_argument(
+        "--replot", action="store_true", help="only the PNG, from <out>/<name>.csv and _curves.csv"
+    )
     p.add_argument("extra", nargs="*", help="flags passed to algos/iql.py (after --)")
     args = p.parse_args(argv)
+    if args.replot:  # the committed CSVs alone: no dataset, run or sweep is read
+        runs = read_csvs(args.out, args.name)
+        table = summary(runs)
+        plot(args, runs, table)
+        print_table(table)
+        print(f"wrote {args.out / args.name}.png from its CSVs")
+        return
     if args.toy:  # toy sizes replace the defaults, not what was given on the command line
         experiment.apply_toy(args, argv, TOY)
         args.data_dir = args.data_dir or args.sweep_dir / "data"
@@ -280,9 +334,7 @@ def main(argv: list[str] | None = None) -> None:
     write_csvs(args.out, args.name, runs)
     table = summary(runs)
     plot(args, runs, table)
-    print(f"final D4RL-normalised score, mean [{BAND}]")
-    for name, label, mean, lo, hi, n in table:
-        print(f"  {name} {label}: {mean:.1f} [{lo:.1f}, {hi:.1f}] (n={n})")
+    print_table(table)
     print(
         f"wrote {args.out / args.name}.png, {args.name}.csv and {args.name}_curves.csv; command: "
         f"python paper_figures/iql_tau.py {' '.join(argv if argv is not None else sys.argv[1:])}"

@@ -7,8 +7,12 @@ cheetah-run and walker-walk vs CleanRL's PPO at 8M steps.
     python paper_figures/mujoco_results.py --algo trpo --train
     python paper_figures/mujoco_results.py --algo ppo --suite dmc --train
     python paper_figures/mujoco_results.py --algo ppo           # plots finished runs only
+    python paper_figures/mujoco_results.py --algo ppo --from-csv    # the PNG from the CSV alone
 
-Writes <out>/<algo>_<suite>.png and <out>/<algo>_<suite>.csv (one row per run).
+Writes <out>/<algo>_<suite>.png and <out>/<algo>_<suite>.csv (one row per run). From runs: the
+learning curves (mean and 95% bootstrap CI from >= 5 seeds, the min-max range below, the legend
+says which) and the periodic deterministic evaluations; --from-csv: what the CSV holds, each
+seed's final training and evaluation return, their mean and the CI only from >= 5 seeds.
 "final_train_return" is the episode-weighted mean return of the training episodes that ended in
 the last `--final-window` env steps; "final_eval_return" the deterministic evaluation
 (normaliser frozen) at the end of training. Per-env flags follow the reference's tuned configs.
@@ -28,7 +32,6 @@ from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
-BAND = "95% bootstrap CI over seeds (min-max range below 5 seeds)"
 
 SUITES = {
     "mujoco": "Hopper-v5,HalfCheetah-v5,Walker2d-v5",
@@ -80,6 +83,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--final-window", type=int, default=20_480)
     p.add_argument("--train", action="store_true", help="run missing runs first (a sweep)")
     p.add_argument("--workers", type=int, default=1, help="runs at once when training")
+    p.add_argument(
+        "--from-csv", action="store_true", help="the PNG from <out>/<algo>_<suite>.csv alone"
+    )
     p.add_argument("extra", nargs="*", help="flags passed to every run (after --)")
     args = p.parse_args(argv)
     env_ids = (args.envs or SUITES[args.suite]).split(",")
@@ -88,6 +94,13 @@ def main(argv: list[str] | None = None) -> None:
     ref = info.get("reference" + suffix, {})
     ref_label = info.get("reference_label" + suffix, "")
     groups_ = sweep_groups(args.algo, env_ids, args.sweeps_root, args.suite)
+    stem = args.out / f"{args.algo}_{args.suite}"
+    if args.from_csv:
+        rows = read_rows(stem.with_suffix(".csv"))
+        plot_finals(args, rows, ref, ref_label, stem.with_suffix(".png"))
+        report(args, rows, env_ids, ref, ref_label)
+        print(f"wrote {stem}.png from {stem}.csv")
+        return
     if args.train:
         for sweep_dir, envs_, extra in groups_:
             config = SweepConfig(
@@ -133,7 +146,6 @@ def main(argv: list[str] | None = None) -> None:
     if not rows:
         raise SystemExit(f"error: no finished {args.algo} runs under {args.sweeps_root}")
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"{args.algo}_{args.suite}"
     with stem.with_suffix(".csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -151,9 +163,14 @@ def main(argv: list[str] | None = None) -> None:
                 for st, v in zip(steps, values):
                     by_step.setdefault(float(st), []).append(float(v))
             xs = sorted(by_step)
-            mean = np.array([np.mean(by_step[x]) for x in xs])
-            lo = mean - np.array([min(by_step[x]) for x in xs])
-            hi = np.array([max(by_step[x]) for x in xs]) - mean
+            n = min(len(by_step[x]) for x in xs)  # the label names the fewest seeds of a point
+            kind = "95% CI" if n >= stats.MIN_SEEDS else "range"
+            mean, lo, hi = [], [], []
+            for x in xs:
+                m, low, high, _ = stats.band(np.array(by_step[x])[:, None])
+                mean.append(m[0])
+                lo.append(m[0] - low[0])
+                hi.append(high[0] - m[0])
             ax.errorbar(
                 xs,
                 mean,
@@ -161,19 +178,30 @@ def main(argv: list[str] | None = None) -> None:
                 fmt="o",
                 ms=3,
                 capsize=2,
-                label=f"{name} deterministic eval (mean, min-max)",
+                label=f"{name} deterministic eval: mean, {plots.band_label(kind, n)}",
             )
             if env_id in ref:
                 ax.axhline(ref[env_id], color="k", ls="--", lw=1, label=ref_label)
             ax.set_title(env_id)
             ax.set_ylabel("episode return")
             ax.legend(loc="lower right", fontsize=7)
+        counts = [len(c["train"]) for c in curves.values()]
         fig.suptitle(
-            f"{args.algo.upper()}, {args.total_timesteps:,} steps per run, mean and {BAND}",
+            f"{args.algo.upper()}, {args.total_timesteps:,} steps per run, "
+            f"{plots.band_words(counts)}",
             fontsize=9,
         )
         fig.tight_layout()
         fig.savefig(stem.with_suffix(".png"))
+        plt.close(fig)
+    report(args, rows, env_ids, ref, ref_label)
+    cmd = " ".join(argv if argv is not None else sys.argv[1:])
+    print(f"wrote {stem}.png and .csv; command: python paper_figures/mujoco_results.py {cmd}")
+
+
+def report(args, rows: list[dict], env_ids: list[str], ref: dict, ref_label: str) -> None:
+    """Per env: final training and evaluation return, mean (sample SD) over seeds."""
+    info = ALGOS[args.algo]
     print(
         f"per env, mean (sample SD) over seeds; the reference ({ref_label}) is "
         f"compared with {info['compare']}"
@@ -184,13 +212,57 @@ def main(argv: list[str] | None = None) -> None:
             train = [r["final_train_return"] for r in mine]
             ev = [r["final_eval_return"] for r in mine]
             print(
-                f"  {env_id}: train {np.mean(train):.0f} ({stats.sample_sd(train):.0f}), "
-                f"deterministic eval {np.mean(ev):.0f} ({stats.sample_sd(ev):.0f}) over "
-                f"{len(mine)} seeds; "
-                f"reference {ref.get(env_id, '-')}"
+                f"  {env_id}: train {np.mean(train):.0f} (sample SD {stats.sample_sd(train):.0f}), "
+                f"deterministic eval {np.mean(ev):.0f} (sample SD {stats.sample_sd(ev):.0f}) over "
+                f"{len(mine)} seeds; reference {ref.get(env_id, '-')}"
             )
-    cmd = " ".join(argv if argv is not None else sys.argv[1:])
-    print(f"wrote {stem}.png and .csv; command: python paper_figures/mujoco_results.py {cmd}")
+
+
+def read_rows(path: Path) -> list[dict]:
+    """<algo>_<suite>.csv's rows, numbers parsed back."""
+    if not path.exists():
+        raise SystemExit(f"error: --from-csv needs {path} (written by a run of this script)")
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        r["steps"] = int(r["steps"])
+        for key in ("final_train_return", "final_eval_return"):
+            r[key] = float(r[key])
+    return rows
+
+
+def plot_finals(args, rows: list[dict], ref: dict, ref_label: str, path: Path) -> None:
+    """Per env, each seed's final training and deterministic evaluation return (dots), their
+    mean, the 95% bootstrap CI only from >= 5 seeds, and the reference as a dashed line."""
+    import matplotlib.pyplot as plt
+
+    env_ids = list(dict.fromkeys(r["env_id"] for r in rows))
+    columns = (("final_train_return", "final training"), ("final_eval_return", "final eval"))
+    counts = []
+    with plt.rc_context(plots.STYLE):
+        fig, axes = plt.subplots(1, len(env_ids), figsize=(3.4 * len(env_ids), 3.3), squeeze=False)
+        for ax, env_id in zip(axes[0], env_ids):
+            mine = [r for r in rows if r["env_id"] == env_id]
+            counts.append(len(mine))
+            for j, (key, _) in enumerate(columns):
+                plots.plot_points(ax, j, [r[key] for r in mine], f"C{j}", 0.12)
+            span = [-0.6, len(columns) - 0.4]
+            if env_id in ref:  # a line the y limits take in, unlike axhline
+                ax.plot(span, [ref[env_id]] * 2, "k--", lw=1, label=ref_label)
+                ax.legend(loc="best", fontsize=7)
+            ax.set_xticks(range(len(columns)), [c[1] for c in columns])
+            ax.set_xlim(*span)
+            ax.set_title(f"{env_id} ({len(mine)} seeds)")
+            ax.set_ylabel("episode return")
+        steps = max(r["steps"] for r in rows)
+        fig.suptitle(
+            f"{args.algo.upper()}, {steps:,} steps per run: final returns\n"
+            f"{plots.points_words(counts)}",
+            fontsize=9,
+        )
+        fig.tight_layout()
+        fig.savefig(path)
+        plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ filtered ratios have lower variance than per-step ratios, without the sequence r
 
     python paper_figures/ratio_filters.py --train   # the committed figure: runs what is missing
     python paper_figures/ratio_filters.py           # replots the runs under --sweep-dir
+    python paper_figures/ratio_filters.py --replot  # the PNG from <out>/ratio_filters.csv alone
     python paper_figures/ratio_filters.py --toy --train --sweep-dir runs/toy/s --out runs/toy/f
 
 Staleness k (the x axis): the update of iteration i uses the rollout of iteration i - k, whose
@@ -51,7 +52,9 @@ Committed budget (the defaults): Hopper-v5, 4 kinds x k in {0, 2, 8} x 3 seeds =
 Writes <out>/ratio_filters.png, ratio_filters.csv (one row per run: means over its updates,
 final and best return, entropy first and last, collapsed), ratio_filters_curves.csv (per run and
 iteration) and ratio_filters_summary.csv (per kind and staleness: means with 95% bootstrap CIs
-over seeds, the min-max range below 5 seeds (controlrl.stats.band), collapse rate).
+over seeds, the min-max range below 5 seeds (controlrl.stats.band; the band column names which),
+collapse rate). The PNG: per kind the mean over seeds and the seeds as dots; the band is the
+95% bootstrap CI, drawn only from >= 5 seeds.
 """
 
 from __future__ import annotations
@@ -75,7 +78,6 @@ if TYPE_CHECKING:  # torch is imported where it is used: --help and bad flags st
     import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-BAND = "95% bootstrap CI over seeds (min-max range below 5 seeds)"
 
 KINDS = ("step", "sequence", "sequence_mean", "kalman")
 LABELS = {"step": "per-step (PPO)", "sequence": "sequence (product)",
@@ -338,6 +340,7 @@ def summary(runs: list[dict]) -> list[dict]:
     out = []
     for (kind, k), rows in groups.items():
         row = {"kind": kind, "staleness": k, "seeds": len(rows)}
+        row["band"] = "95% CI" if len(rows) >= plots.MIN_SEEDS else "range"
         for key in MEANS:
             values = np.array([[r[key]] for r in rows if np.isfinite(r[key])])
             if len(values):
@@ -363,13 +366,13 @@ def write_curves(path: Path, runs: list[dict]) -> None:
                 writer.writerow([*key, int(cols["step"][i]), *values])
 
 
-def plot(args, table: list[dict]) -> None:
+def plot(args, table: list[dict], runs: list[dict]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from controlrl import plots
+    from controlrl import plots, stats
 
     panels = [
         ("grad_var", "policy-gradient variance (tr Cov over minibatches)", True),
@@ -391,7 +394,16 @@ def plot(args, table: list[dict]) -> None:
                 x = [t["staleness"] for t in rows]
                 y = np.array([t[key] for t in rows])
                 ax.plot(x, y, "o-", color=f"C{i}", label=LABELS[kind])
-                if f"{key}_lo" in rows[0]:
+                if f"{key}_lo" not in rows[0]:
+                    continue
+                for t in rows:  # the seeds as dots; the CI only from >= 5 seeds
+                    seeds = [
+                        r["row"][key]
+                        for r in runs
+                        if (r["row"]["kind"], r["row"]["staleness"]) == (kind, t["staleness"])
+                    ]
+                    ax.plot([t["staleness"]] * len(seeds), seeds, ".", color=f"C{i}", ms=3)
+                if all(t["seeds"] >= stats.MIN_SEEDS for t in rows):
                     lo = np.array([t[f"{key}_lo"] for t in rows])
                     hi = np.array([t[f"{key}_hi"] for t in rows])
                     ax.fill_between(x, lo, hi, color=f"C{i}", alpha=0.15)
@@ -401,10 +413,11 @@ def plot(args, table: list[dict]) -> None:
             if log:
                 ax.set_yscale("log")
         axes[0, 0].legend(fontsize=7)
+        counts = [t["seeds"] for t in table]
+        what = plots.points_words(counts)
         fig.suptitle(
-            f"Ratio filters under stale data, PPO on {args.env_id}: mean and "
-            f"{'95% bootstrap CI' if args.seeds >= 5 else 'min-max range'} over {args.seeds} "
-            f"seeds, {args.steps:,} steps per run",
+            f"Ratio filters under stale data, PPO on {args.env_id}: {what}, "
+            f"{args.steps:,} steps per run",
             fontsize=10,
         )
         fig.tight_layout()
@@ -424,6 +437,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--train", action="store_true", help="run what is missing first")
     p.add_argument("--workers", type=int, default=1, help="runs at once when training")
     p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
+    p.add_argument(
+        "--replot", action="store_true", help="only the PNG, from <out>/ratio_filters.csv"
+    )
     p.add_argument("extra", nargs="*", help="flags passed to algos/ppo.py's Args (after --)")
     args = p.parse_args(argv)
     if args.toy:  # toy sizes replace the defaults, not what was given on the command line
@@ -454,8 +470,25 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def read_runs(out: Path) -> list[dict]:
+    """The runs' rows as ratio_filters.csv holds them (no curves)."""
+    from controlrl.bench import read_csv
+
+    path = out / "ratio_filters.csv"
+    if not path.exists():
+        raise SystemExit(f"error: --replot needs {path} (written by a run of this script)")
+    return [{"row": row, "curves": {}} for row in read_csv(path)]
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
+    if args.replot:  # the committed per-run CSV alone: no run directory is read
+        runs = read_runs(args.out)
+        args.kinds = [k for k in args.kinds if any(r["row"]["kind"] == k for r in runs)]
+        args.staleness = sorted({r["row"]["staleness"] for r in runs})
+        plot(args, summary(runs), runs)
+        print(f"wrote {args.out / 'ratio_filters.png'} from ratio_filters.csv")
+        return
     if args.train:
         train(args)
     runs = collect(args)
@@ -466,8 +499,8 @@ def main(argv: list[str] | None = None) -> None:
     write_curves(args.out / "ratio_filters_curves.csv", runs)
     table = summary(runs)
     write_rows(args.out / "ratio_filters_summary.csv", table, table[0])
-    plot(args, table)
-    print(f"per (kind, staleness): means over seeds [{BAND}]")
+    plot(args, table, runs)
+    print("per (kind, staleness): means over seeds [95% bootstrap CI from >= 5 seeds, range below]")
     for t in table:
         print(
             f"  {t['kind']} k={t['staleness']}: grad variance {t['grad_var']:.3g}, "

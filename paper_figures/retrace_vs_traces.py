@@ -37,6 +37,7 @@ retrace_vs_traces_mujoco.csv (one row per finished run) and retrace_vs_traces_mu
 from __future__ import annotations
 
 import argparse
+import collections
 import csv
 import json
 import shlex
@@ -58,7 +59,6 @@ from theory.retrace import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-BAND = "95% bootstrap CI over seeds (min-max range below 5 seeds)"
 KINDS = {
     "retrace": "Retrace",
     "is": "importance sampling",
@@ -416,11 +416,11 @@ def plot(args, curves: list[dict], summary: list[dict], runs: list[dict]) -> Non
                 )
                 name = f"{c}, {n_bad} diverged" if n_bad else c  # drawn: the finished runs
                 groups[name] = [r[key] for r in finished if r["row"]["config"] == c]
-            plots.plot_curves(ax, groups)
+            plots.plot_curves(ax, groups, band_in_legend=False)
             ax.set_ylabel(ylabel)
             ax.set_title(args.env_id, fontsize=9)
             if runs:
-                ax.legend(fontsize=7)
+                ax.legend(fontsize=6)
         if not runs:
             ax_eval.text(
                 0.5,
@@ -431,11 +431,15 @@ def plot(args, curves: list[dict], summary: list[dict], runs: list[dict]) -> Non
                 transform=ax_eval.transAxes,
                 fontsize=8,
             )
+        counts = collections.Counter(
+            r["row"]["config"] for r in runs if r["row"]["status"] == "finished"
+        )
+        band_b = plots.band_words(counts.values()) if counts else "no runs"
         fig.suptitle(
             f"A: {args.chain_states}-state chain, pi right w.p. {args.p_right}, "
             f"lambda {args.lam:g}, "
             f"{args.segment_length}-step paths, step {args.step:g}, median and 10-90% over "
-            f"{args.tab_seeds} seeds.  B: {args.total_timesteps:,} steps, mean and {BAND}",
+            f"{args.tab_seeds} seeds.  B: {args.total_timesteps:,} steps, {band_b}",
             fontsize=9,
         )
         fig.tight_layout()
@@ -539,7 +543,10 @@ def main(argv: list[str] | None = None) -> None:
     if runs:
         from controlrl import plots
 
-        print(f"panel B ({args.env_id}): final eval return, mean eval return, mean [95% CI]")
+        print(
+            f"panel B ({args.env_id}): final eval return, mean eval return, mean [95% bootstrap"
+            " CI from >= 5 seeds, range below]"
+        )
         for label in dict.fromkeys(r["row"]["config"] for r in runs):
             rows = [
                 r["row"]

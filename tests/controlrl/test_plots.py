@@ -99,3 +99,30 @@ def test_axis_labels_are_words_not_column_names(tmp_path):
     assert axes[0].get_xlabel() == "IQM of normalised score\n(0 = random, 1 = best algorithm)"
     assert axes[1].get_xlabel().endswith("(0 = random, 1 = best algorithm)")
     plt.close(fig)
+
+
+def test_no_interval_below_five_seeds_and_the_legend_names_the_band():
+    """plot_points draws a CI error bar only from 5 seeds; plot_curves' legend names the band
+    and its seeds; the titles' words follow the same rule."""
+    import matplotlib.pyplot as plt
+    from matplotlib.container import ErrorbarContainer
+
+    fig, ax = plt.subplots()
+    assert plots.plot_points(ax, 0, [1.0, 2.0, 3.0, 4.0]) == "no interval"
+    assert not any(isinstance(c, ErrorbarContainer) for c in ax.containers)
+    assert len(ax.lines) == 2  # the seeds' dots and the mean
+    assert plots.plot_points(ax, 1, [1.0, 2.0, 3.0, 4.0, 5.0]) == "95% CI"
+    assert sum(isinstance(c, ErrorbarContainer) for c in ax.containers) == 1
+    assert plots.plot_points(ax, 2, np.arange(6.0), interval=False) == "no interval"
+    assert sum(isinstance(c, ErrorbarContainer) for c in ax.containers) == 1
+    steps = np.arange(10.0)
+    curves = {"a": [(steps, steps + s) for s in range(3)]}
+    curves["b"] = [(steps, steps * s) for s in range(5)]
+    plots.plot_curves(ax, curves)
+    labels = [line.get_label() for line in ax.lines[-2:]]
+    assert labels == ["a (mean, range (3 seeds))", "b (mean, 95% CI (5 seeds))"]
+    plt.close(fig)
+    assert plots.band_words([3, 3]) == "mean and min-max range over 3 seeds (no interval below 5)"
+    assert plots.band_words([5, 8]).startswith("mean and 95% bootstrap CI over 5-8 seeds")
+    assert "95% CI" not in plots.points_words([4, 10]) and "no interval" in plots.points_words([4])
+    assert plots.points_words([5]) == "mean and 95% bootstrap CI over 5 seeds, dots: seeds"
