@@ -99,11 +99,12 @@ def paired_verdict(diffs: np.ndarray, fmt: str = ".3g", claim_sign: int = 1):
 def normalised_diffs(
     rows, value: str, a: str, b: str, envs, key: str = "algo", env: str = "env_id"
 ):
-    """Per (env, seed): (a - b) / (max - min of `value` over all runs on that env), pooled over
-    envs: the difference of min-max normalised scores, so that no task's scale dominates."""
+    """Per (env, seed): (a - b) / (max - min of `value` over the runs of a and b on that env),
+    pooled over envs: the difference of min-max normalised scores, so that no task's scale
+    dominates and a third algorithm added to the figure changes nothing."""
     out = []
     for e in envs:
-        every = [float(r[value]) for r in rows if r[env] == e]
+        every = [float(r[value]) for r in rows if r[env] == e and r[key] in (a, b)]
         spread = max(every) - min(every) or 1.0
         va = values(rows, value, **{key: a, env: e})
         vb = values(rows, value, **{key: b, env: e})
@@ -123,7 +124,7 @@ def trust_region_rows() -> list[Row]:
     budget = f"ours {int(steps):,} env steps per run; PPO paper 1M steps, 3 seeds"
     metric = (
         "final deterministic evaluation return, difference of min-max normalised scores (per task,"
-        " over every run of the figure)"
+        " over the runs of the two algorithms compared)"
     )
     setting = "MuJoCo locomotion at 1M steps"
     dpo_setting = "Brax locomotion tasks, Brax's PPO settings (LPO meta-trained on Brax's Ant)"
@@ -746,7 +747,7 @@ THEORY = {
     "T-K1": "KL-regularised closed form (and A*-PO's bias)",
     "T-K2": "VIMPO's path-independent implied value",
     "T-K3": "REBEL's regression is mirror descent",
-    "T-K4": "CoPG's fixed point is the KL optimum",
+    "T-K4": "off-policy pair regression anchored at pi_ref (REBEL form) recovers the KL optimum; CoPG's own estimator is not checked",
     "T-K5": "DPO = KL optimum; EXO differs in a restricted class",
     "T-G1": "GRPO's success-probability recurrence",
     "T-G2": "zero-variance groups",

@@ -350,7 +350,7 @@ def offline(read: Read) -> str:
 
 
 TRUST_REGION_ORDER = ["bpo", "fixpo", "ppo", "trpo", "spo"]
-NAMES = {"bpo": "BPO", "fixpo": "FixPO", "ppo": "PPO", "trpo": "TRPO", "spo": "SPO", "pg": "PG",
+NAMES = {"bpo": "BPO", "dpo": "DPO", "fixpo": "FixPO", "ppo": "PPO", "trpo": "TRPO", "spo": "SPO", "pg": "PG",
          "grpo": "GRPO", "tpo": "TPO"}  # fmt: skip
 
 
