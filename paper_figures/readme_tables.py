@@ -350,8 +350,8 @@ def offline(read: Read) -> str:
 
 
 TRUST_REGION_ORDER = ["bpo", "fixpo", "ppo", "trpo", "spo"]
-NAMES = {"bpo": "BPO", "dpo": "DPO", "fixpo": "FixPO", "ppo": "PPO", "trpo": "TRPO", "spo": "SPO", "pg": "PG",
-         "grpo": "GRPO", "tpo": "TPO"}  # fmt: skip
+NAMES = {"bpo": "BPO", "dpo": "DPO", "fixpo": "FixPO", "ppo": "PPO", "trpo": "TRPO", "spo": "SPO",
+         "pg": "PG", "grpo": "GRPO", "tpo": "TPO"}  # fmt: skip
 
 
 @table("trust-region")
