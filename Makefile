@@ -104,6 +104,7 @@ ifdef FULL
 	  --bandit-checkpoint-every 5 --mujoco-steps 49152 --eval-every 8192
 	$(BIN)/python paper_figures/ratio_filters.py --train --workers 2
 	$(BIN)/python paper_figures/entropy_law.py --train
+	$(BIN)/python paper_figures/entropy_law_bandit.py --train
 	$(BIN)/python paper_figures/mountain_car.py
 	$(BIN)/python paper_figures/entrpo_cartpole.py
 	$(BIN)/python paper_figures/success_conditioning.py
@@ -151,6 +152,8 @@ else
 	  --sweep-dir $(TOY_OUT)/sweeps/ratio_filters --out $(TOY_OUT)
 	$(BIN)/python paper_figures/entropy_law.py --toy --train \
 	  --sweep-dir $(TOY_OUT)/sweeps/entropy_law --out $(TOY_OUT)
+	$(BIN)/python paper_figures/entropy_law_bandit.py --toy --train \
+	  --sweep-dir $(TOY_OUT)/sweeps/entropy_law_bandit --out $(TOY_OUT)
 	$(BIN)/python paper_figures/mountain_car.py --toy --sweeps-root $(TOY_OUT)/sweeps/mountain_car \
 	  --out $(TOY_OUT)
 	$(BIN)/python paper_figures/entrpo_cartpole.py --toy --sweeps-root $(TOY_OUT)/sweeps/entrpo \
