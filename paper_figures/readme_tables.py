@@ -637,11 +637,13 @@ def gae_grid(read: Read) -> str:
         for lm in lams:
             grp = rows_where(rows, gamma=gm, **{"lambda": lm})
             groups.append(grp)
-            cells.append(f(np.mean(col(grp, "final_return"))))
+            cells.append(spread(col(grp, "final_return")))
         body.append([gm, *cells])
     n = uniform_n(groups)
+    band = "mean [95% bootstrap CI]" if n >= stats.MIN_SEEDS else "mean (range)"
     return (
-        f"`out/gae_lambda_gamma.csv`, train return, mean over {n} seeds:\n\n"
+        f"`out/gae_lambda_gamma.csv` ({rows[0]['env_id']}), mean training return over the last"
+        f" 20,480 steps, {band} over {n} seeds:\n\n"
         + md(["gamma \\ lambda", *(f"{float(x):g}" for x in lams)], body,
              ["---"] + ["---:"] * len(lams))
     )  # fmt: skip
