@@ -118,11 +118,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--arms", default=",".join(ARMS))
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--toy", action="store_true", help="tiny sizes (a test of the pipeline)")
+    p.add_argument("--replot", action="store_true", help="redraw the PNG from --out's CSVs")
     p.add_argument("--sweeps-root", type=Path, default=ROOT / "runs" / "sweeps" / "hard_starts")
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
     args = p.parse_args(argv)
     if args.toy:
         apply_toy(args, argv, TOY)
+    if args.replot:
+        replot(args.out)
+        return
     arms = args.arms.split(",")
     unknown = [a for a in arms if a not in ARMS]
     if unknown or min(args.seeds, args.demos, args.easy_starts, args.eval_starts) < 1:
@@ -191,6 +195,8 @@ def main(argv: list[str] | None = None) -> None:
                     "seed": seed,
                     "steps": args.total_timesteps,
                     "hard_starts": args.eval_starts,
+                    "demos": args.demos,
+                    "bc_steps": args.bc_steps if arm == "bc" else 0,
                     "solved_frac": float(solved.mean()),
                     "mean_steps_solved": float(steps[solved].mean()) if solved.any() else "",
                     "auc_eval_solved": float(np.mean(curve)) if len(curve) else "",
@@ -203,19 +209,39 @@ def main(argv: list[str] | None = None) -> None:
     write_rows(args.out / "hard_starts.csv", rows)
     write_rows(args.out / "hard_starts_curves.csv", curve_rows)
     write_rows(args.out / "hard_starts_reference.csv", ref_rows)
-    plot(args.out, rows, curve_rows, arms, args)
+    plot(args.out, rows, curve_rows)
     cmd = " ".join(argv if argv is not None else sys.argv[1:])
     print(f"wrote {args.out}/hard_starts.csv, _curves.csv, _reference.csv, .png; command: python "
           f"paper_figures/hard_starts.py {cmd}")  # fmt: skip
 
 
-def plot(out: Path, rows, curve_rows, arms, args) -> None:
+def replot(out: Path) -> None:
+    """hard_starts.png from <out>/hard_starts.csv and hard_starts_curves.csv alone."""
+    import csv
+
+    tables = []
+    for name in ("hard_starts.csv", "hard_starts_curves.csv"):
+        if not (out / name).exists():
+            raise SystemExit(f"hard_starts.py --replot needs {out / name}")
+        with open(out / name, newline="") as f:
+            tables.append(list(csv.DictReader(f)))
+    rows, curve_rows = tables
+    for r in rows:
+        r.update(seed=int(r["seed"]), steps=int(r["steps"]), solved_frac=float(r["solved_frac"]))
+    for r in curve_rows:
+        r.update(seed=int(r["seed"]), step=int(r["step"]), eval_solved=float(r["eval_solved"]))
+    plot(out, rows, curve_rows)
+    print(f"wrote {out}/hard_starts.png from its CSVs")
+
+
+def plot(out: Path, rows, curve_rows) -> None:
     """Left: fraction of hard starts solved against samples (each run's evaluations); right:
     the final deterministic policies' fraction of the fixed hard starts, per seed."""
     import matplotlib.pyplot as plt
 
     from controlrl import plots
 
+    arms = list(dict.fromkeys(r["arm"] for r in rows))
     with plt.rc_context(plots.STYLE):
         fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
         groups = {}
@@ -226,17 +252,18 @@ def plot(out: Path, rows, curve_rows, arms, args) -> None:
                 v = np.array([r["eval_solved"] for r in mine])
                 groups.setdefault(arm, []).append((s, v))
         plots.plot_curves(left, groups, band_in_legend=False)
-        counts = [len(c) for c in groups.values()] or [args.seeds]
         left.set_ylabel("fraction of 10 random hard starts solved")
-        left.set_title(plots.band_words(counts), fontsize=8)
+        left.set_title(plots.band_words([len(c) for c in groups.values()]), fontsize=8)
         left.legend(fontsize=7)
+        counts = []
         for i, arm in enumerate(arms):
             final = [r["solved_frac"] for r in rows if r["arm"] == arm]
+            counts.append(len(final))
             plots.plot_points(right, i, final, color=f"C{i}", spread=0.15)
         right.set_xticks(range(len(arms)), arms)
-        right.set_ylabel(f"final policy: fraction of {args.eval_starts} hard starts solved")
-        right.set_title(plots.points_words([args.seeds]), fontsize=8)
-        fig.suptitle(f"Sparse Mountain Car, {args.total_timesteps:,} PPO steps per run", fontsize=9)
+        right.set_ylabel(f"final policy: fraction of {rows[0]['hard_starts']} hard starts solved")
+        right.set_title(plots.points_words(counts), fontsize=8)
+        fig.suptitle(f"Sparse Mountain Car, {rows[0]['steps']:,} PPO steps per run", fontsize=9)
         fig.tight_layout()
         fig.savefig(out / "hard_starts.png")
         plt.close(fig)

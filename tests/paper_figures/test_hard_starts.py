@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from theory import mountain_car as mc
 
@@ -81,3 +82,18 @@ def test_toy_run(tmp_path):
     assert (out / "hard_starts.png").stat().st_size > 0
     names = {p.name for p in (tmp_path / "s" / "inputs").iterdir()}
     assert names == {"demos.npz", "pope_starts.npy", "mixed_starts.npy"}
+
+
+def test_replot_from_the_committed_csvs(tmp_path):
+    import shutil
+
+    out = ROOT / "paper_figures" / "out"
+    names = ["hard_starts.csv", "hard_starts_curves.csv"]
+    with pytest.raises(SystemExit, match="needs .*hard_starts.csv"):
+        fig.main(["--replot", "--out", str(tmp_path)])
+    for name in names:
+        shutil.copy(out / name, tmp_path / name)
+    fig.main(["--replot", "--out", str(tmp_path)])
+    assert (tmp_path / "hard_starts.png").stat().st_size > 5000
+    for name in names:
+        assert (tmp_path / name).read_bytes() == (out / name).read_bytes()
