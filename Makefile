@@ -106,6 +106,7 @@ ifdef FULL
 	$(BIN)/python paper_figures/entropy_law.py --train
 	$(BIN)/python paper_figures/entropy_law_bandit.py --train
 	$(BIN)/python paper_figures/mountain_car.py
+	$(BIN)/python paper_figures/hard_starts.py
 	$(BIN)/python paper_figures/entrpo_cartpole.py
 	$(BIN)/python paper_figures/success_conditioning.py
 else
@@ -155,6 +156,8 @@ else
 	$(BIN)/python paper_figures/entropy_law_bandit.py --toy --train \
 	  --sweep-dir $(TOY_OUT)/sweeps/entropy_law_bandit --out $(TOY_OUT)
 	$(BIN)/python paper_figures/mountain_car.py --toy --sweeps-root $(TOY_OUT)/sweeps/mountain_car \
+	  --out $(TOY_OUT)
+	$(BIN)/python paper_figures/hard_starts.py --toy --sweeps-root $(TOY_OUT)/sweeps/hard_starts \
 	  --out $(TOY_OUT)
 	$(BIN)/python paper_figures/entrpo_cartpole.py --toy --sweeps-root $(TOY_OUT)/sweeps/entrpo \
 	  --out $(TOY_OUT)

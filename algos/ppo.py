@@ -3,6 +3,7 @@ MuJoCo defaults (vwxyzjn/cleanrl cleanrl/ppo_continuous_action.py), Box and Disc
 
     python algos/ppo.py --env-id Hopper-v5 --total-timesteps 1000000 --seed 1
     python algos/ppo.py --env-id Hopper-v5 --ratio kalman    # KPO-clipped (arXiv 2602.10609)
+    python algos/ppo.py --env-id SparseMountainCar-v0 --start-states demo_states.npy  # demo resets
 
 Differences from CleanRL: timeouts bootstrap from V(final observation) (--truncation-as-terminal
 gives CleanRL's convention), the normalisers are saved in checkpoints, --ratio
@@ -29,9 +30,11 @@ from controlrl.cli import (
     require_positive,
     require_ratio_flags,
     require_sizes,
+    require_start_states,
 )
 from controlrl.losses import surrogate_stats
 from controlrl.nets import ValueNet, make_policy
+from controlrl.pretrain import behaviour_clone, load_demos
 from controlrl.training import Run
 from controlrl.update import actor_critic_loss, adam, minibatch_update, rollout_ratios
 
@@ -83,6 +86,18 @@ class Args(RatioArgs, CommonArgs):
     chebyshev_range: float = 3.0
     """--chebyshev-degree with --norm-obs: the basis spans [-r, r] of the normalised observation
     (clamped outside); with --no-norm-obs it spans the observation space's bounds"""
+    start_states: str | None = None
+    """an .npy state array [n, obs_dim]: every training episode starts from a row drawn
+    uniformly (classic-control Gymnasium ids; envs/start_states.py), evaluation from the env's
+    own starts (None: the env's own starts; POPE-style demo resets put demonstration states
+    here)"""
+    bc_demos: str | None = None
+    """an .npz of demonstrations ("obs" [n, d], "actions" [n]) to behaviour-clone before RL, a
+    short clone as TREK's (None: no cloning)"""
+    bc_steps: int = 100
+    """--bc-demos: full-batch Adam steps on -log pi(a|s) of the demonstrations"""
+    bc_lr: float = 1e-3
+    """--bc-demos: learning rate of the clone's Adam"""
 
     def validate(self) -> None:
         super().validate()
@@ -93,6 +108,10 @@ class Args(RatioArgs, CommonArgs):
         require_sizes(self, "critic_hidden_sizes")
         require(self.chebyshev_degree >= 0, "chebyshev_degree", "must be >= 0")
         require_positive(self, "chebyshev_range")
+        require_start_states(self)
+        require_positive(self, "bc_steps", "bc_lr")
+        if self.bc_demos is not None:
+            load_demos(self.bc_demos)
 
 
 def ppo_loss(
@@ -141,6 +160,9 @@ def main(args: Args) -> None:
         chebyshev_bounds=bounds if args.norm_obs else None,
     )
     value_net = ValueNet(run.obs_dim, args.critic_hidden_sizes or args.hidden_sizes)
+    if args.bc_demos is not None and args.resume is None:  # a resumed run has its clone
+        obs, actions = load_demos(args.bc_demos)
+        behaviour_clone(policy, obs, actions, args.bc_steps, args.bc_lr, run.obs_normalizer)
     optimizer = adam(policy, value_net, lr=args.learning_rate)
     run.train(
         lambda batch: update(policy, value_net, optimizer, batch, args, run.buffer.ended),

@@ -171,6 +171,25 @@ def require_ratio_flags(args) -> None:
     require_nonnegative(args, "kalman_q", "kalman_v", "kalman_p0")
 
 
+def require_start_states(args) -> None:
+    """--start-states (None: the env's own starts): an .npy state array the Gymnasium id
+    --env-id can start from (envs.start_states), with sync vectorization."""
+    if args.start_states is None:
+        return
+    from envs import split_id, start_states
+
+    require(
+        split_id(args.env_id)[0] == "gym",
+        "start_states",
+        f"needs a Gymnasium id (classic control), got {args.env_id}",
+    )
+    require(args.vectorization == "sync", "start_states", "needs --vectorization sync")
+    try:
+        start_states.check(args.env_id, start_states.load(args.start_states))
+    except ValueError as exc:
+        raise ArgError(f"--start-states: {exc}") from None
+
+
 def fail(message: str) -> None:
     """Print one line to stderr and exit with status 2 (bad input; nothing was written)."""
     print(f"error: {message}", file=sys.stderr)

@@ -176,3 +176,43 @@ def start_from_clone(
         pretrain(net, loss_fn, dataset, normalizer, args, path.parent / "pretrain.csv")
         meta = {**meta, "env_id": args.env_id}
         save_pretrained(path, kind, net, normalizer, args, shape_flags, **meta)
+
+
+def load_demos(path: str) -> tuple[np.ndarray, np.ndarray]:
+    """(observations [n, d] float32, actions [n] or [n, a]) of a demonstration .npz with keys
+    "obs" and "actions" (never unpickled); ArgError naming --bc-demos and the key at fault."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            found = {k: data[k] for k in data.files}
+    except (OSError, ValueError) as exc:
+        raise ArgError(f"--bc-demos: {path} is not a readable .npz ({exc})") from None
+    for key in ("obs", "actions"):
+        require(key in found, "bc_demos", f"{path} has no key {key!r}")
+    obs, actions = found["obs"], found["actions"]
+    require(obs.ndim == 2 and len(obs) > 0, "bc_demos", f"{path} [obs] must be [n >= 1, d]")
+    require(len(actions) == len(obs), "bc_demos", f"{path} [actions] must have {len(obs)} rows")
+    require(np.isfinite(obs).all(), "bc_demos", f"{path} [obs] holds nan or inf")
+    return obs.astype(np.float32), actions
+
+
+def behaviour_clone(
+    policy: nn.Module, obs: np.ndarray, actions: np.ndarray, steps: int, lr: float, obs_normalizer
+) -> list[float]:
+    """`steps` full-batch Adam steps (learning rate lr) on the negative log-likelihood
+    -mean log pi(a|s) of the demonstrations, a short behaviour clone before RL; the observation
+    normaliser (None: raw observations) first takes the demonstrations into its running
+    statistics. Returns the loss before each step."""
+    obs = np.asarray(obs, np.float32)
+    if obs_normalizer is not None:
+        obs = obs_normalizer(obs, update=True)
+    x = torch.as_tensor(obs, dtype=torch.float32)
+    a = torch.as_tensor(actions)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        loss = -policy.log_prob_entropy(x, a, entropy_grad=False)[0].mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses

@@ -37,6 +37,7 @@ from controlrl.rollout import Collector, Episode
 from controlrl.seeding import eval_seed, reset_seed
 from controlrl.session import Session, Timer
 from controlrl.update import anneal_lr
+from envs import start_states
 
 
 class Run(Session):
@@ -45,6 +46,10 @@ class Run(Session):
     def __init__(self, args: CommonArgs) -> None:
         super().__init__(args, steps_per_iteration=args.num_steps * args.num_envs)
         self.gamma, self.gae_lambda = args.gamma, args.gae_lambda
+        # --start-states (an algorithm's option, e.g. ppo's): the training envs' episodes start
+        # from the file's states; evaluation keeps the env's own starts
+        starts = getattr(args, "start_states", None)
+        extra = {} if starts is None else {"start_states": start_states.load(starts)}
         self.envs = envs.make(
             args.env_id,
             args.num_envs,
@@ -52,6 +57,7 @@ class Run(Session):
             args.vectorization,
             brax_pipeline=args.brax_pipeline,
             copy=False,
+            **extra,
         )
         self.obs_space = self.envs.single_observation_space
         self.act_space = self.envs.single_action_space

@@ -10,7 +10,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
+from envs import sparse_mountain_car
 from envs.errors import UnknownEnvError, check_known
+from envs.start_states import StartStates
+
+sparse_mountain_car.register()  # SparseMountainCar-v0 is a plain Gymnasium id from here on
 
 # headless offscreen rendering (videos) by default; MuJoCo reads this when it first renders
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -97,8 +101,12 @@ def make(
     vectorization: str = "sync",
     render_mode: str | None = None,
     copy: bool = True,
+    start_states: np.ndarray | None = None,
 ) -> gym.vector.VectorEnv:
     """num_envs copies of gym.make(name) with SAME_STEP autoreset.
+
+    start_states [n, obs_dim] (sync only; envs.start_states.check them first): every episode
+    starts from a row drawn uniformly (StartStates) instead of the env's own reset.
 
     Sync (Box observations): LeanSyncVectorEnv, whose per-step infos hold only final_obs and
     final_info of ended envs. copy=False returns the vector env's own observation array on each
@@ -107,8 +115,15 @@ def make(
     """
     if vectorization not in ("sync", "async"):
         raise ValueError(f"vectorization must be 'sync' or 'async', got {vectorization!r}")
+    if start_states is not None and vectorization != "sync":
+        raise ValueError("start_states needs sync vectorization")
     if vectorization == "sync":
-        env_fns = [lambda: gym.make(name, render_mode=render_mode)] * num_envs
+
+        def build() -> gym.Env:
+            env = gym.make(name, render_mode=render_mode)
+            return env if start_states is None else StartStates(env, start_states)
+
+        env_fns = [build] * num_envs
         first = env_fns[0]()  # built once here to check its observation space, then reused
         fns = [lambda: first] + env_fns[1:]
         if isinstance(first.observation_space, gym.spaces.Box):

@@ -739,12 +739,13 @@ NOT_RUN_ROWS = [  # id, paper, claim, why not run
         "body mass and friction; MuJoCo is installed, so it can run here",
     ),
     (
-        "E15",
-        "Hard-start guidance (demo resets, guided starts)",
-        "guidance expands the set of solvable hard starts",
-        "not built: no sparse hard-start task with demonstrations (e.g. sparse Mountain Car "
-        "with demos from the tested DP reference, T-C4) and none of the four guidance methods "
-        "(demo resets, short BC, gated demo injection, start allocation)",
+        "E15-gated",
+        "Hindsight-Anchored Policy Optimization (HAPO); knapsack start allocation",
+        "demonstrations injected only on failure (a gate that anneals as the policy succeeds), "
+        "and allocating rollouts across starts, guide RL further than fixed guidance",
+        "not built: E15's runs compare demo resets, a short clone and easy-start mixing with "
+        "plain PPO (rows E15-pope, E15-bc, E15-interference); the gated demonstration injection "
+        "into PPO's batch and the per-start rollout allocation are not implemented",
     ),
     (
         "E16-LPO",
@@ -870,6 +871,7 @@ def theory_rows() -> list[Row]:
 def all_rows() -> list[Row]:
     """Every ledger row, experiments E1-E18 first, then the theory statements."""
     from paper_figures import claims_bandits, claims_cheap  # they import this module
+    from paper_figures.claims_hard_starts import rows as hard_start_rows
     from paper_figures.claims_subspace import rows as subspace_rows
     from paper_figures.claims_tpo import rows as tpo_rows  # it imports this module
 
@@ -889,6 +891,7 @@ def all_rows() -> list[Row]:
         + entropy_law_bandit_rows()
         + ratio_filter_rows()
         + subspace_rows(read)
+        + hard_start_rows(read)
         + not_run_rows()[1:]
         + claims_cheap.rows()
         + grpo_recurrence_rows()

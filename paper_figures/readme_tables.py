@@ -790,6 +790,29 @@ def mountain_car(read: Read) -> str:
     )  # fmt: skip
 
 
+@table("hard-starts")
+def hard_starts(read: Read) -> str:
+    rows, ref = read("hard_starts.csv"), read("hard_starts_reference.csv")
+    names = {"ppo": "PPO, hard starts", "pope": "POPE-style demo resets",
+             "bc": "TREK-style short clone, then PPO",
+             "mixed": "PPO, easy starts mixed in"}  # fmt: skip
+    groups = [rows_where(rows, arm=a) for a in dict.fromkeys(r["arm"] for r in rows)]
+    body = [[names.get(g[0]["arm"], g[0]["arm"]), spread(col(g, "solved_frac"), ".2f"),
+             spread(col(g, "auc_eval_solved"), ".2f")] for g in groups]  # fmt: skip
+    n = uniform_n(groups)
+    demo = col(rows_where(ref, kind="demo"), "dp_steps")
+    easy = col(rows_where(ref, kind="easy"), "dp_steps")
+    return (
+        para(f"`out/hard_starts.csv` ({kind(n)} over {n} seeds, {int(rows[0]['steps']):,} env"
+             f" steps per run; the demonstrations take {f(min(demo))}-{f(max(demo))} steps, the"
+             f" easy starts {f(min(easy))}-{f(max(easy))}, `out/hard_starts_reference.csv`):")
+        + "\n\n"
+        + md(["arm", f"final policy: fraction of {rows[0]['hard_starts']} hard starts solved",
+              "mean over the run's evaluations (10 hard starts each)"], body,
+             ["---", "---:", "---:"])
+    )  # fmt: skip
+
+
 @table("entrpo")
 def entrpo(read: Read) -> str:
     rows = read("entrpo_cartpole.csv")

@@ -235,3 +235,31 @@ def test_start_from_clone_pretrains_once_then_loads_the_clone(tmp_path, capsys):
             fake_run(tmp_path / "bad", A + 1), net, mse, data, args, "toy", ()
         )
     assert exc.value.code == 2 and "--dataset: obs x action shapes" in capsys.readouterr().err
+
+
+def test_behaviour_clone_fits_the_demonstrations_on_normalised_inputs():
+    from controlrl.nets import CategoricalPolicy
+
+    rng = np.random.default_rng(0)
+    obs = np.stack([rng.uniform(-1.2, 0.6, 300), rng.uniform(-0.07, 0.07, 300)], 1)
+    actions = np.where(obs[:, 1] >= 0, 2, 0)  # the sign of a tiny velocity decides
+    torch.manual_seed(0)
+    policy = CategoricalPolicy(2, 3, (32,))
+    normalizer = ObsNormalizer((2,))
+    losses = pretrain.behaviour_clone(policy, obs, actions, 200, 1e-2, normalizer)
+    assert len(losses) == 200 and losses[0] > 1.0 > 0.3 > losses[-1]  # from ~log 3
+    # the normaliser took in the demonstrations: the policy acts on normalised observations
+    np.testing.assert_allclose(normalizer.rms.mean, obs.mean(0), atol=1e-3)
+    x = torch.from_numpy(normalizer(obs.astype(np.float32), update=False))
+    assert (policy.mode(x).numpy() == actions).mean() > 0.9
+
+
+def test_demos_files_are_checked(tmp_path):
+    np.savez(tmp_path / "ok.npz", obs=np.zeros((3, 2), np.float32), actions=np.zeros(3, int))
+    obs, actions = pretrain.load_demos(str(tmp_path / "ok.npz"))
+    assert obs.dtype == np.float32 and obs.shape == (3, 2) and actions.shape == (3,)
+    np.savez(tmp_path / "no_actions.npz", obs=np.zeros((3, 2)))
+    np.savez(tmp_path / "short.npz", obs=np.zeros((3, 2)), actions=np.zeros(2))
+    for name, words in [("no_actions", "no key 'actions'"), ("short", "3 rows"), ("none", "npz")]:
+        with pytest.raises(ArgError, match=words):
+            pretrain.load_demos(str(tmp_path / f"{name}.npz"))

@@ -1,0 +1,273 @@
+"""Hard-start guidance in sparse Mountain Car: plain PPO on the hard starts against POPE-style
+demonstration resets and a TREK-style short behaviour clone, and the ray-interference arm (hard
+starts mixed with easy ones), every arm on the same seeds.
+
+    python paper_figures/hard_starts.py            # 8 seeds x 4 arms, 102,400 steps each
+    python paper_figures/hard_starts.py --toy      # seconds: the pipeline at toy size
+
+The task is SparseMountainCar-v0 (envs/sparse_mountain_car.py): Gymnasium's Mountain Car
+dynamics, reward 1 on the step that reaches the goal and 0 otherwise, the 200-step time limit a
+truncation. Hard starts are Gymnasium's own, at rest in the valley (x0 in [-0.6, -0.4], v0 = 0),
+from where the car must swing back before it can climb; easy starts are states right of the
+valley moving right (x0 in [-0.2, 0.3], v0 = 0.045), from where pushing right arrives. The
+demonstrations are the optimal controller of the exact dynamic-programming reference
+(theory/mountain_car.py, value iteration on a --grid x --grid grid, its greedy controller stepped
+with the exact dynamics) from --demos hard starts evenly spaced in [-0.6, -0.4].
+
+Arms, all algos/ppo.py with the rl-baselines3-zoo MountainCar settings of
+paper_figures/mountain_car.py and the same seeds:
+  ppo     episodes start from the hard starts (the env's own reset)
+  pope    POPE-style demo resets: half of the episodes start from a state along a demonstration
+          (every demonstration state equally likely), half from the hard starts
+          (--start-states)
+  bc      TREK-style: --bc-steps full-batch steps of behaviour cloning on the demonstrations'
+          (state, action) pairs, then plain PPO from the hard starts (--bc-demos)
+  mixed   ray interference: half of the episodes start from the easy starts, half from the hard
+          starts (--start-states)
+
+Metric: the fraction of --eval-starts hard starts (evenly spaced in [-0.6, -0.4], v0 = 0) that
+the final deterministic policy (its mode, normaliser frozen) brings to the goal within 200 steps,
+stepped with the exact dynamics; against samples, each run's own evaluations (the mean return of
+10 deterministic episodes from Gymnasium's random hard starts = the fraction solved) every
+--eval-every steps. Writes <out>/hard_starts.csv (per arm and seed), hard_starts_curves.csv
+(per arm, seed and evaluation), hard_starts_reference.csv (per start: kind, DP steps, swings)
+and hard_starts.png.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from controlrl.cli import ArgumentParser
+from controlrl.experiment import SweepConfig, apply_toy, run_sweep, write_rows
+from controlrl.plots import read_metrics
+from paper_figures.mountain_car import ZOO, load_act
+from theory import mountain_car as mc
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = "SparseMountainCar-v0"
+HARD_LOW, HARD_HIGH = mc.START_LOW, mc.START_HIGH  # Gymnasium's reset: at rest in the valley
+EASY_LOW, EASY_HIGH, EASY_V = -0.2, 0.3, 0.045  # right of the valley, moving right
+LIMIT = 200  # the env's time limit
+ARMS = ("ppo", "pope", "bc", "mixed")
+TOY = {
+    "seeds": 2,
+    "total_timesteps": 1024,
+    "grid": 30,
+    "demos": 2,
+    "eval_starts": 3,
+    "eval_every": 512,
+    "bc_steps": 5,
+}
+
+
+def demonstrations(T: np.ndarray, grid: mc.Grid, x0: np.ndarray, max_steps: int = 1000):
+    """Per start (x0, 0): the greedy controller's trajectory (states [t, 2], actions [t]) up to
+    the step that reaches the goal; ValueError if one does not arrive in max_steps."""
+    out = []
+    for x in x0:
+        xs, vs = np.array([float(x)]), np.zeros(1)
+        states, actions = [], []
+        for _ in range(max_steps):
+            a = mc.greedy_action(T, grid, xs, vs)
+            states.append((xs[0], vs[0]))
+            actions.append(int(a[0]))
+            xs, vs, done = mc.step(xs, vs, a.astype(float))
+            if done[0]:
+                break
+        else:
+            raise ValueError(f"demonstration from x0 = {x:.3f} does not reach the goal")
+        out.append((np.array(states), np.array(actions)))
+    return out
+
+
+def swings(actions: np.ndarray) -> int:
+    """How often a demonstration reverses its push (left <-> right, pauses skipped)."""
+    pushes = actions[actions != 1]
+    return int(np.sum(pushes[1:] != pushes[:-1]))
+
+
+def start_sets(demos, n_hard: int, easy: np.ndarray) -> dict[str, np.ndarray]:
+    """The --start-states arrays: pope (demonstration states and as many hard starts, evenly
+    spaced) and mixed (easy starts and as many hard starts)."""
+    demo_states = np.concatenate([s for s, _ in demos])
+
+    def hard(n: int) -> np.ndarray:
+        return np.stack([np.linspace(HARD_LOW, HARD_HIGH, n), np.zeros(n)], 1)
+
+    return {
+        "pope": np.concatenate([demo_states, hard(len(demo_states))]),
+        "mixed": np.concatenate([easy, hard(len(easy))]),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, default=8)
+    p.add_argument("--total-timesteps", type=int, default=102_400)
+    p.add_argument("--grid", type=int, default=200, help="DP grid resolution (nodes per axis)")
+    p.add_argument("--demos", type=int, default=5, help="demonstrations (hard starts)")
+    p.add_argument("--easy-starts", type=int, default=41, help="easy starts in the mixed arm")
+    p.add_argument("--eval-starts", type=int, default=21, help="hard starts scored at the end")
+    p.add_argument("--eval-every", type=int, default=10_240, help="steps between evaluations")
+    p.add_argument("--bc-steps", type=int, default=100, help="the bc arm's clone steps")
+    p.add_argument("--arms", default=",".join(ARMS))
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--toy", action="store_true", help="tiny sizes (a test of the pipeline)")
+    p.add_argument("--replot", action="store_true", help="redraw the PNG from --out's CSVs")
+    p.add_argument("--sweeps-root", type=Path, default=ROOT / "runs" / "sweeps" / "hard_starts")
+    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    args = p.parse_args(argv)
+    if args.toy:
+        apply_toy(args, argv, TOY)
+    if args.replot:
+        replot(args.out)
+        return
+    arms = args.arms.split(",")
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown or min(args.seeds, args.demos, args.easy_starts, args.eval_starts) < 1:
+        p.error(f"--arms must be among {','.join(ARMS)}; counts >= 1")
+
+    grid = mc.Grid(args.grid, args.grid)
+    T = mc.values(grid, tol=1e-6)
+    demo_x0 = np.linspace(HARD_LOW, HARD_HIGH, args.demos)
+    demos = demonstrations(T, grid, demo_x0)
+    easy_x = np.linspace(EASY_LOW, EASY_HIGH, args.easy_starts)
+    easy = np.stack([easy_x, np.full_like(easy_x, EASY_V)], 1)
+    eval_x0 = np.linspace(HARD_LOW, HARD_HIGH, args.eval_starts)
+    ref_rows = [
+        {"kind": "demo", "x0": float(x), "v0": 0.0, "dp_steps": len(a), "swings": swings(a)}
+        for x, (_, a) in zip(demo_x0, demos)
+    ]
+    easy_steps = mc.greedy_steps(T, grid, easy[:, 0], easy[:, 1], max_steps=LIMIT + 1)
+    ref_rows += [
+        {"kind": "easy", "x0": float(x), "v0": EASY_V, "dp_steps": int(s), "swings": 0}
+        for x, s in zip(easy_x, easy_steps)
+    ]
+    print(
+        f"demonstrations: {min(len(a) for _, a in demos)}-{max(len(a) for _, a in demos)} "
+        f"steps; easy starts: DP {easy_steps.min()}-{easy_steps.max()} steps",
+        flush=True,
+    )
+
+    files = args.sweeps_root / "inputs"
+    files.mkdir(parents=True, exist_ok=True)
+    for name, states in start_sets(demos, args.eval_starts, easy).items():
+        np.save(files / f"{name}_starts.npy", states)
+    np.savez(
+        files / "demos.npz",
+        obs=np.concatenate([s for s, _ in demos]).astype(np.float32),
+        actions=np.concatenate([a for _, a in demos]),
+    )
+    flags = {
+        "ppo": [],
+        "pope": ["--start-states", str(files / "pope_starts.npy")],
+        "bc": ["--bc-demos", str(files / "demos.npz"), "--bc-steps", str(args.bc_steps)],
+        "mixed": ["--start-states", str(files / "mixed_starts.npy")],
+    }
+    common = [*ZOO, "--eval-every", str(args.eval_every), "--no-tensorboard", "--no-progress"]
+    rows, curve_rows = [], []
+    for arm in arms:
+        config = SweepConfig(["ppo"], [ENV], args.seeds, args.total_timesteps, common + flags[arm])
+        out = args.sweeps_root / f"{arm}_{args.total_timesteps}"
+        runs = run_sweep(config, out, workers=args.workers)
+        for run_id, status in sorted(runs.items(), key=lambda kv: int(kv[0].rsplit("seed")[1])):
+            if status["status"] != "done":
+                raise SystemExit(f"hard_starts.py: {arm} run {run_id} {status['status']}")
+            run_dir = out / "runs" / run_id
+            seed = int(run_id.rsplit("seed", 1)[1])
+            act, _ = load_act(run_dir)
+            steps = mc.policy_steps(act, eval_x0, np.zeros_like(eval_x0), max_steps=LIMIT + 1)
+            solved = steps <= LIMIT
+            final = json.loads((run_dir / "final_eval.json").read_text())["eval_return_mean"]
+            curve_steps, curve = read_metrics(run_dir, "eval/return")
+            curve_rows += [
+                {"arm": arm, "seed": seed, "step": int(s), "eval_solved": float(v)}
+                for s, v in zip(curve_steps, curve)
+            ]
+            rows.append(
+                {
+                    "arm": arm,
+                    "seed": seed,
+                    "steps": args.total_timesteps,
+                    "hard_starts": args.eval_starts,
+                    "demos": args.demos,
+                    "bc_steps": args.bc_steps if arm == "bc" else 0,
+                    "solved_frac": float(solved.mean()),
+                    "mean_steps_solved": float(steps[solved].mean()) if solved.any() else "",
+                    "auc_eval_solved": float(np.mean(curve)) if len(curve) else "",
+                    "final_eval_solved": float(final),
+                }
+            )
+            print(f"{arm} seed {seed}: {solved.sum()}/{solved.size} hard starts solved")
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_rows(args.out / "hard_starts.csv", rows)
+    write_rows(args.out / "hard_starts_curves.csv", curve_rows)
+    write_rows(args.out / "hard_starts_reference.csv", ref_rows)
+    plot(args.out, rows, curve_rows)
+    cmd = " ".join(argv if argv is not None else sys.argv[1:])
+    print(f"wrote {args.out}/hard_starts.csv, _curves.csv, _reference.csv, .png; command: python "
+          f"paper_figures/hard_starts.py {cmd}")  # fmt: skip
+
+
+def replot(out: Path) -> None:
+    """hard_starts.png from <out>/hard_starts.csv and hard_starts_curves.csv alone."""
+    import csv
+
+    tables = []
+    for name in ("hard_starts.csv", "hard_starts_curves.csv"):
+        if not (out / name).exists():
+            raise SystemExit(f"hard_starts.py --replot needs {out / name}")
+        with open(out / name, newline="") as f:
+            tables.append(list(csv.DictReader(f)))
+    rows, curve_rows = tables
+    for r in rows:
+        r.update(seed=int(r["seed"]), steps=int(r["steps"]), solved_frac=float(r["solved_frac"]))
+    for r in curve_rows:
+        r.update(seed=int(r["seed"]), step=int(r["step"]), eval_solved=float(r["eval_solved"]))
+    plot(out, rows, curve_rows)
+    print(f"wrote {out}/hard_starts.png from its CSVs")
+
+
+def plot(out: Path, rows, curve_rows) -> None:
+    """Left: fraction of hard starts solved against samples (each run's evaluations); right:
+    the final deterministic policies' fraction of the fixed hard starts, per seed."""
+    import matplotlib.pyplot as plt
+
+    from controlrl import plots
+
+    arms = list(dict.fromkeys(r["arm"] for r in rows))
+    with plt.rc_context(plots.STYLE):
+        fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
+        groups = {}
+        for arm in arms:
+            for seed in sorted({r["seed"] for r in curve_rows if r["arm"] == arm}):
+                mine = [r for r in curve_rows if r["arm"] == arm and r["seed"] == seed]
+                s = np.array([r["step"] for r in mine], float)
+                v = np.array([r["eval_solved"] for r in mine])
+                groups.setdefault(arm, []).append((s, v))
+        plots.plot_curves(left, groups, band_in_legend=False)
+        left.set_ylabel("fraction of 10 random hard starts solved")
+        left.set_title(plots.band_words([len(c) for c in groups.values()]), fontsize=8)
+        left.legend(fontsize=7)
+        counts = []
+        for i, arm in enumerate(arms):
+            final = [r["solved_frac"] for r in rows if r["arm"] == arm]
+            counts.append(len(final))
+            plots.plot_points(right, i, final, color=f"C{i}", spread=0.15)
+        right.set_xticks(range(len(arms)), arms)
+        right.set_ylabel(f"final policy: fraction of {rows[0]['hard_starts']} hard starts solved")
+        right.set_title(plots.points_words(counts), fontsize=8)
+        fig.suptitle(f"Sparse Mountain Car, {rows[0]['steps']:,} PPO steps per run", fontsize=9)
+        fig.tight_layout()
+        fig.savefig(out / "hard_starts.png")
+        plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
