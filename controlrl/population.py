@@ -41,6 +41,7 @@ import json
 import math
 import os
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,8 +53,8 @@ from controlrl import diagnostics
 from controlrl.cli import require
 from controlrl.group import zero_variance_mask
 from controlrl.group_rollout import GroupCollector, GroupRollout
-from controlrl.logger import _CsvLog, _fmt, truncate_csv
-from controlrl.nets import make_policy
+from controlrl.logger import _CsvLog, truncate_csv
+from controlrl.nets import CategoricalPolicy, make_policy
 from controlrl.normalize import ObsNormalizer
 from controlrl.seeding import eval_seed, reset_seed
 from controlrl.session import Session, Timer
@@ -181,11 +182,28 @@ class _Method(nn.Module):
 
         if name in ("dist_params", "sample_inputs"):
             return broadcast(getattr(cls, name)(policy, obs[..., :1, :]))
+        if name == "log_prob_entropy" and issubclass(cls, CategoricalPolicy):
+            return _categorical_one_row(policy, obs, *args[1:])
         policy.dist_params = dist_params  # what log_prob_entropy calls, for this call only
         try:
             return getattr(policy, name)(*args)
         finally:
             del policy.dist_params
+
+
+def _categorical_one_row(policy, obs, actions, *rest):
+    """CategoricalPolicy.log_prob_entropy where every row of obs [..., B, d] is the first: the
+    log-probabilities of that row [..., K], gathered at actions [..., B] (a backward into K
+    entries, not B x K), and the entropy of that row (computed once) broadcast over the B."""
+    cls = type(policy)
+    row = cls.dist_params(policy, obs[..., :1, :])  # [..., 1, K]
+    logp = row[..., 0, :].gather(-1, actions.long())
+    policy.dist_params = lambda x: row  # log_prob_entropy's entropy of the one row
+    try:
+        _, entropy = cls.log_prob_entropy(policy, obs[..., :1, :], actions[..., :1], *rest)
+    finally:
+        del policy.dist_params
+    return logp, entropy.expand(logp.shape)
 
 
 class PopulationPolicy(nn.Module):
@@ -208,6 +226,7 @@ class PopulationPolicy(nn.Module):
         object.__setattr__(self, "_caller", _Method(template))
         self.constant_obs = constant_obs and self.num_seeds > 1
         self.generators: list[torch.Generator] = []
+        self.seed_pool = SeedPool()
         self._bound: torch.Tensor | None = None  # a seed's row, in a vmapped loss
         self._plain = False  # S = 1 in a loss: the template's own call, unbatched tensors
         # every parameter stacked over seeds [S, *shape] as views of flat (their gradients views
@@ -238,6 +257,7 @@ class PopulationPolicy(nn.Module):
         )
         new.constant_obs = self.constant_obs
         new.generators = self.generators
+        new.seed_pool = self.seed_pool
         new.flat.requires_grad_(self.flat.requires_grad)
         return new
 
@@ -311,8 +331,12 @@ class PopulationPolicy(nn.Module):
         # a per-seed parameter among the inputs (a log-std [S, a]) broadcasts over the rows
         inputs = _tree(inputs, lambda t: t if t.ndim == first.ndim else t.unsqueeze(1))
         noise = torch.empty((S, N, *first.shape[2:]), dtype=first.dtype)
-        for k, generator in enumerate(self.generators):  # each seed's draws, its own stream
-            cls.draw_noise(noise[k], generator)
+        generators = self.generators
+
+        def draw(k: int) -> None:  # each seed's draws from its own stream
+            cls.draw_noise(noise[k], generators[k])
+
+        self.seed_pool.map(draw, range(S))
         actions = cls.sample_with(inputs, noise)
         return actions.reshape(obs.shape[0], *actions.shape[2:])
 
@@ -348,6 +372,32 @@ class PopulationPolicy(nn.Module):
             self.flat.copy_(torch.cat(rows, 1))  # in place: the views and Adam's rows stay
 
 
+class SeedPool:
+    """Runs a function of a seed index for many seeds: in one thread, or split into contiguous
+    chunks over torch.get_num_threads() threads (--torch-threads), so that the per-seed draws
+    from the seeds' own generators (torch releases the GIL inside them) use every thread torch
+    may use. Each seed is drawn by one thread into its own rows: the same numbers either way."""
+
+    def __init__(self) -> None:
+        self._executor: ThreadPoolExecutor | None = None
+        self._threads = 0
+
+    def map(self, fn, seeds) -> None:
+        """fn(k) for every k of seeds."""
+        seeds = list(seeds)
+        threads = min(torch.get_num_threads(), len(seeds))
+        if threads <= 1:
+            for k in seeds:
+                fn(k)
+            return
+        if self._threads != threads:
+            self._executor, self._threads = ThreadPoolExecutor(threads), threads
+        bounds = np.linspace(0, len(seeds), threads + 1).astype(int)
+        chunks = [seeds[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
+        for done in self._executor.map(lambda chunk: [fn(k) for k in chunk], chunks):
+            del done  # map re-raises a chunk's exception here
+
+
 def _rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     """x[k, idx[k]] for every seed k: x [S, R, ...], idx [S, B] -> [S, B, ...]."""
     return torch.take_along_dim(x, idx.reshape(*idx.shape, *[1] * (x.ndim - 2)), dim=1)
@@ -378,23 +428,27 @@ class PopulationAdam:
         self.exp_avg_sq = torch.zeros_like(flat.detach())
         self.steps = torch.zeros(S)  # float32, as fused Adam's
         self.param_groups = [{"lr": lr, "eps": eps, "params": [flat]}]
+        self._row_views: list[list[torch.Tensor]] | None = None
 
     def step(self, active: torch.Tensor) -> None:
-        """One Adam step of every active seed ([S] bool) from the gradient rows."""
-        flat = self.policy.flat
+        """One Adam step of every active seed ([S] bool) from the gradient rows: one fused call
+        per learning rate on the seeds' rows (each row its own tensor, so that the kernel's
+        arithmetic on a seed's elements does not depend on the other seeds)."""
         seeds = active.nonzero().flatten().tolist()
         if not seeds:
             return
         self.steps[active] += 1
+        rows = self._rows()
+        everyone = len(seeds) == self.num_seeds
         for lr in sorted({self.lrs[k] for k in seeds}):
             ks = [k for k in seeds if self.lrs[k] == lr]
+            picked = (
+                rows if everyone and len(ks) == len(seeds) else [[x[k] for k in ks] for x in rows]
+            )
             torch._fused_adam_(
-                [flat.data[k] for k in ks],
-                [flat.grad[k] for k in ks],
-                [self.exp_avg[k] for k in ks],
-                [self.exp_avg_sq[k] for k in ks],
+                *picked[:4],
                 [],
-                [self.steps[k] for k in ks],
+                picked[4],
                 amsgrad=False,
                 lr=lr,
                 beta1=0.9,
@@ -404,10 +458,37 @@ class PopulationAdam:
                 maximize=False,
             )
 
+    def _rows(self) -> list[list[torch.Tensor]]:
+        """Every seed's row of the parameter, its gradient, the two moments and its step count,
+        as lists of views built once (the tensors behind them are only written in place)."""
+        flat = self.policy.flat
+        if self._row_views is None or self._row_views[1][0]._base is not flat.grad:
+            self._row_views = [
+                list(x.unbind(0))
+                for x in (flat.data, flat.grad, self.exp_avg, self.exp_avg_sq, self.steps)
+            ]
+        return self._row_views
+
+    def permutations(self, size: int, active: torch.Tensor | None) -> torch.Tensor:
+        """torch.randperm(size) of every active seed from its generator (the others, and every
+        seed where active is None: the rows in order) [S, size]."""
+        S = self.num_seeds
+        out = torch.arange(size).repeat(S, 1)
+        if active is None:
+            return out
+        seeds = active.nonzero().flatten().tolist()
+        generators = self.policy.generators
+
+        def draw(k: int) -> None:
+            torch.randperm(size, generator=generators[k], out=out[k])
+
+        self.policy.seed_pool.map(draw, seeds)
+        return out
+
     def clip_grad_norm(self, max_norm: float) -> torch.Tensor:
         """controlrl.update.clip_grad_norm on every seed's gradient row; the norms [S]."""
         grad = self.policy.flat.grad
-        norms = torch.stack(torch._foreach_norm(list(grad.unbind(0))))  # [S]
+        norms = torch.stack(torch._foreach_norm(self._rows()[1]))  # [S], each row's own
         if self.num_seeds == 1:  # the single run's ops
             total = torch.linalg.vector_norm(norms).reshape(1)
         else:
@@ -436,19 +517,17 @@ class PopulationAdam:
         logged: dict[str, list[torch.Tensor]] = {}
         masks: list[torch.Tensor] = []
         steps = torch.zeros(S, dtype=torch.int64)
+        rows = torch.arange(size).expand(S, size)
         for epoch in range(args.update_epochs):
             if not bool(active.any()):
                 break
-            perms = torch.stack(
-                [
-                    torch.randperm(size, generator=g)
-                    if active[k] and shuffle
-                    else torch.arange(size)
-                    for k, g in enumerate(policy.generators)
-                ]
-            )
+            perms = self.permutations(size, active if shuffle else None)
             for idx in perms.split(mb_size, dim=1):  # [S, mb]
-                mb = {k: _rows(v, idx) for k, v in batch.items()}
+                if S > 1 and mb_size == size:  # every row: the rollout as it is (a
+                    idx = rows  # permutation would change only the order of summation)
+                    mb = dict(batch)
+                else:
+                    mb = {k: _rows(v, idx) for k, v in batch.items()}
                 if norm_adv:
                     adv = mb["advantages"]
                     mb["advantages"] = (
@@ -474,7 +553,7 @@ class PopulationAdam:
         out = {k: _reduce(k, torch.stack(v), torch.stack(masks)) for k, v in logged.items()}
         for v in out.values():
             v[skip] = float("nan")
-        bad = ~torch.isfinite(policy.flat.detach()).all(1)
+        bad = ~torch.isfinite(policy.flat.detach().abs().amax(1))  # NaN and inf propagate
         for v in out.values():
             bad |= ~torch.isfinite(v) & ~skip
         if bool(bad.any()):
@@ -721,7 +800,8 @@ class PopulationRun(Session):
             columns["eval/return"] = evaluate().tolist()
             self.next_eval += self.args.eval_every
         logger = self.logger
-        text = [[_fmt(v) for v in column] for column in columns.values()]
+        # controlrl.logger's _fmt of Python numbers (what _column gives) is their repr
+        text = [list(map(repr, column)) for column in columns.values()]
         if logger.metrics.fields is None:  # the header, with the first row
             logger.metrics.write(
                 {
