@@ -323,14 +323,14 @@ class PopulationPolicy(nn.Module):
             self.flat.grad.zero_()
             loss.backward()
             return
-        # autograd.grad and one copy into flat.grad: no zeroing, no accumulation into the
-        # strided per-parameter views of flat.grad
+        # autograd.grad, each gradient copied once into its view of flat.grad: no zeroing of
+        # flat.grad, no accumulation into it
         grads = torch.autograd.grad(loss, self._leaves, allow_unused=True)
-        rows = [
-            torch.zeros(self.num_seeds, n) if g is None else g.reshape(self.num_seeds, n)
-            for g, n in zip(grads, self.sizes)
-        ]
-        torch.cat(rows, 1, out=self.flat.grad)
+        for leaf, grad in zip(self._leaves, grads):
+            if grad is None:
+                leaf.grad.zero_()
+            else:
+                leaf.grad.copy_(grad)
 
     # -- the policy interface of the group path, seed-batched
     def sample(self, obs: torch.Tensor) -> torch.Tensor:
@@ -444,34 +444,56 @@ class PopulationAdam:
         self.steps = torch.zeros(S)  # float32, as fused Adam's
         self.param_groups = [{"lr": lr, "eps": eps, "params": [flat]}]
         self._row_views: list[list[torch.Tensor]] | None = None
+        # whole_rows: the fused kernel vectorises over cache lines of 16 floats and treats only
+        # a tensor's last (numel mod vector width) elements apart; with every row a multiple of
+        # 16 floats, 64-byte aligned, one call on the [S, P] tensors gives each element the
+        # bits of the per-row call (a test checks it), at a fraction of the per-tensor cost
+        self.whole_rows = S > 1 and all(
+            x.shape[1] % 16 == 0 and x.data_ptr() % 64 == 0
+            for x in (flat.detach(), flat.grad, self.exp_avg, self.exp_avg_sq)
+        )
 
     def step(self, active: torch.Tensor) -> None:
         """One Adam step of every active seed ([S] bool) from the gradient rows: one fused call
-        per learning rate on the seeds' rows (each row its own tensor, so that the kernel's
-        arithmetic on a seed's elements does not depend on the other seeds)."""
+        per learning rate on the seeds' rows, each row its own tensor (so that the kernel's
+        arithmetic on a seed's elements does not depend on the other seeds), or one call on
+        the whole [S, P] tensors where that gives the same bits (see whole_rows)."""
         seeds = active.nonzero().flatten().tolist()
         if not seeds:
             return
         self.steps[active] += 1
+        flat = self.policy.flat
+        if (
+            self.whole_rows
+            and len(seeds) == self.num_seeds
+            and len(set(self.lrs)) == 1
+            and bool((self.steps == self.steps[0]).all())
+        ):  # every seed at one learning rate and step count
+            whole = [[flat.data], [flat.grad], [self.exp_avg], [self.exp_avg_sq]]
+            return self._fused(whole, [self.steps[0]], self.lrs[0])
         rows = self._rows()
         everyone = len(seeds) == self.num_seeds
         for lr in sorted({self.lrs[k] for k in seeds}):
             ks = [k for k in seeds if self.lrs[k] == lr]
-            picked = (
-                rows if everyone and len(ks) == len(seeds) else [[x[k] for k in ks] for x in rows]
-            )
-            torch._fused_adam_(
-                *picked[:4],
-                [],
-                picked[4],
-                amsgrad=False,
-                lr=lr,
-                beta1=0.9,
-                beta2=0.999,
-                weight_decay=0.0,
-                eps=self.eps,
-                maximize=False,
-            )
+            picked = rows
+            if not (everyone and len(ks) == len(seeds)):
+                picked = [[x[k] for k in ks] for x in rows]
+            self._fused(picked[:4], picked[4], lr)
+
+    def _fused(self, tensors: list[list[torch.Tensor]], steps: list[torch.Tensor], lr: float):
+        """torch's fused Adam on [params, grads, exp_avgs, exp_avg_sqs] at lr."""
+        torch._fused_adam_(
+            *tensors,
+            [],
+            steps,
+            amsgrad=False,
+            lr=lr,
+            beta1=0.9,
+            beta2=0.999,
+            weight_decay=0.0,
+            eps=self.eps,
+            maximize=False,
+        )
 
     def _rows(self) -> list[list[torch.Tensor]]:
         """Every seed's row of the parameter, its gradient, the two moments and its step count,

@@ -5,6 +5,7 @@ the batched bandit draws each seed's stream; bad --num-seeds exits 2 with one li
 
 from __future__ import annotations
 
+import copy
 import csv
 import json
 
@@ -16,6 +17,8 @@ import envs
 from algos import grpo, tpo
 from controlrl import checkpoint
 from controlrl.cli import parse
+from controlrl.nets import CategoricalPolicy
+from controlrl.population import PopulationPolicy
 from envs import bandits
 
 QUIET = ["--no-tensorboard", "--no-progress", "--eval-every", "0", "--eval-episodes", "2"]
@@ -177,6 +180,29 @@ def test_population_bandit_gives_each_seed_its_single_stream(name):
         obs, single = out[0].reshape(S, N, -1), [o[0] for o in outs]
     rewards = np.stack(rewards, 1)  # [S, steps, N]: same actions, each seed's own draws
     assert np.array_equal(rewards[0], rewards[2]) and not np.array_equal(rewards[0], rewards[1])
+
+
+@pytest.mark.parametrize("hidden, whole", [(16, True), (9, False)])
+def test_population_adam_on_the_whole_rows_steps_each_row_to_the_bit(hidden, whole):
+    # CategoricalPolicy(3, 16, (h,)): 4 h + 17 * 16 parameters, 336 (21 cache lines of 16
+    # floats) for h = 16, 308 for h = 9 (the per-row calls then)
+    torch.manual_seed(0)
+    pop = PopulationPolicy.build([CategoricalPolicy(3, 16, (hidden,)) for _ in range(64)])
+    twin, start = copy.deepcopy(pop), pop.flat.detach().clone()
+    adam, per_row = pop.population_adam(0.01, 1e-5), twin.population_adam(0.01, 1e-5)
+    assert adam.whole_rows is whole
+    per_row.whole_rows = False
+    gen = torch.Generator().manual_seed(1)
+    everyone = torch.ones(64, dtype=torch.bool)
+    for _ in range(4):
+        grad = torch.randn(pop.flat.shape, generator=gen)
+        pop.flat.grad.copy_(grad)
+        twin.flat.grad.copy_(grad)
+        adam.step(everyone)
+        per_row.step(everyone)
+        assert torch.equal(pop.flat, twin.flat)
+        assert torch.equal(adam.exp_avg_sq, per_row.exp_avg_sq)
+    assert not torch.equal(pop.flat, start)
 
 
 @pytest.mark.parametrize(
