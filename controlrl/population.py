@@ -62,6 +62,9 @@ from controlrl.session import Session, Timer
 # the stacked parameters are column slices of one [S, P] tensor, their gradients the same
 # slices of its gradient: torch says so once per run, and it costs nothing measurable here
 warnings.filterwarnings("ignore", message="grad and param do not obey the gradient layout")
+# a population's rows of parameters are padded to whole 64-byte cache lines of floats, so that
+# one fused Adam call over all rows computes each element as a call on its row alone does
+ROW_FLOATS = 16
 CI_MIN_SEEDS = 5  # intervals from at least this many seeds (fewer: the columns stay empty)
 BASE_BYTES = 1 << 29  # the process itself: torch, numpy, the interpreter
 
@@ -219,6 +222,11 @@ class PopulationPolicy(nn.Module):
         self.shapes = [p.shape for _, p in named]
         self.sizes = [p.numel() for _, p in named]
         self.num_seeds = flat.shape[0]
+        self.num_params = flat.shape[1]  # P; the rows of flat may be padded beyond it
+        if self.num_seeds > 1 and self.num_params % ROW_FLOATS:  # zero columns, never used
+            flat = torch.cat(
+                [flat, flat.new_zeros(self.num_seeds, -self.num_params % ROW_FLOATS)], 1
+            )
         self.flat = nn.Parameter(flat)
         self.flat.grad = torch.zeros_like(flat)
         # not registered as submodules: flat is the one parameter
@@ -253,7 +261,7 @@ class PopulationPolicy(nn.Module):
 
     def __deepcopy__(self, memo) -> PopulationPolicy:
         new = PopulationPolicy(
-            copy.deepcopy(self.template), self.flat.detach().clone(), self.constant_obs
+            copy.deepcopy(self.template), self.params().clone(), self.constant_obs
         )
         new.constant_obs = self.constant_obs
         new.generators = self.generators
@@ -383,8 +391,12 @@ class PopulationPolicy(nn.Module):
 
     def load_state_dict(self, state: dict[str, torch.Tensor], strict: bool = True):
         rows = [state[name].reshape(self.num_seeds, -1) for name in self.names]
-        with torch.no_grad():
-            self.flat.copy_(torch.cat(rows, 1))  # in place: the views and Adam's rows stay
+        with torch.no_grad():  # in place: the views and Adam's rows stay
+            self.params().copy_(torch.cat(rows, 1))
+
+    def params(self) -> torch.Tensor:
+        """The parameters [S, P] (flat without its padding columns; a view)."""
+        return self.flat.detach()[:, : self.num_params]
 
 
 class SeedPool:
@@ -446,10 +458,11 @@ class PopulationAdam:
         self._row_views: list[list[torch.Tensor]] | None = None
         # whole_rows: the fused kernel vectorises over cache lines of 16 floats and treats only
         # a tensor's last (numel mod vector width) elements apart; with every row a multiple of
-        # 16 floats, 64-byte aligned, one call on the [S, P] tensors gives each element the
-        # bits of the per-row call (a test checks it), at a fraction of the per-tensor cost
+        # 16 floats (PopulationPolicy pads them), 64-byte aligned, one call on the [S, P]
+        # tensors gives each element the bits of the per-row call (a test checks it), at a
+        # fraction of the per-tensor cost
         self.whole_rows = S > 1 and all(
-            x.shape[1] % 16 == 0 and x.data_ptr() % 64 == 0
+            x.shape[1] % ROW_FLOATS == 0 and x.data_ptr() % 64 == 0
             for x in (flat.detach(), flat.grad, self.exp_avg, self.exp_avg_sq)
         )
 
@@ -602,17 +615,19 @@ class PopulationAdam:
 
     def state_dict(self) -> dict:
         """Every seed's moments, step count and learning rate."""
+        P = self.policy.num_params  # without the padding columns
         return {
-            "exp_avg": self.exp_avg.clone(),
-            "exp_avg_sq": self.exp_avg_sq.clone(),
+            "exp_avg": self.exp_avg[:, :P].clone(),
+            "exp_avg_sq": self.exp_avg_sq[:, :P].clone(),
             "steps": self.steps.clone(),
             "lrs": torch.tensor(self.lrs, dtype=torch.float64),
         }
 
     def load_state_dict(self, state: dict) -> None:
         """Restore what state_dict saved (in place)."""
-        self.exp_avg.copy_(state["exp_avg"])
-        self.exp_avg_sq.copy_(state["exp_avg_sq"])
+        P = self.policy.num_params
+        self.exp_avg[:, :P].copy_(state["exp_avg"])
+        self.exp_avg_sq[:, :P].copy_(state["exp_avg_sq"])
         self.steps.copy_(state["steps"])
         self.lrs = [float(x) for x in state["lrs"]]
 
