@@ -763,13 +763,19 @@ class PopulationRun(Session):
         """Every seed's policy, initialised as its single run's (after torch.manual_seed(seed)),
         and every seed's torch generator, continuing that seed's stream from there."""
         policies = []
-        for seed in self.seeds:
-            # torch.manual_seed's CPU part (its lazy accelerator seeding costs ~3 ms a call)
-            torch.default_generator.manual_seed(seed)
-            policies.append(make_policy(self.obs_space, self.act_space, hidden_sizes))
-            generator = torch.Generator()
-            generator.set_state(torch.get_rng_state())
-            self.generators.append(generator)
+        threads = torch.get_num_threads()
+        if len(self.seeds) > 1:  # S small initialisations (a QR each): one thread is fastest
+            torch.set_num_threads(1)
+        try:
+            for seed in self.seeds:
+                # torch.manual_seed's CPU part (its lazy accelerator seeding costs ~3 ms a call)
+                torch.default_generator.manual_seed(seed)
+                policies.append(make_policy(self.obs_space, self.act_space, hidden_sizes))
+                generator = torch.Generator()
+                generator.set_state(torch.get_rng_state())
+                self.generators.append(generator)
+        finally:
+            torch.set_num_threads(threads)
         torch.default_generator.manual_seed(self.args.seed)
         constant = bool(getattr(self.envs, "constant_observation", False))
         policy = PopulationPolicy.build(policies, constant_obs=constant)
@@ -812,7 +818,11 @@ class PopulationRun(Session):
             timer.lap("rollout_s")
             with self.guard():
                 stats = update_fn(rollout, old_logp)
-            rows = torch.from_numpy(np.flatnonzero(rollout.valid.reshape(-1)))
+            valid = rollout.valid.reshape(-1)
+            if valid.all():  # every row (a bandit's one-step episodes): no copies
+                rows = slice(None)
+            else:
+                rows = torch.from_numpy(np.flatnonzero(valid))
             shift = diagnostics.shift_stats(
                 policy,
                 rollout.flat_obs()[:, rows],
