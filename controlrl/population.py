@@ -421,7 +421,15 @@ class SeedPool:
             self._executor, self._threads = ThreadPoolExecutor(threads), threads
         bounds = np.linspace(0, len(seeds), threads + 1).astype(int)
         chunks = [seeds[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
-        for done in self._executor.map(lambda chunk: [fn(k) for k in chunk], chunks):
+        # the caller's autograd modes are thread-local: its worker threads take them on
+        inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()
+
+        def run(chunk: list[int]) -> None:
+            with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+                for k in chunk:
+                    fn(k)
+
+        for done in self._executor.map(run, chunks):
             del done  # map re-raises a chunk's exception here
 
 

@@ -208,6 +208,34 @@ def test_population_adam_on_the_whole_rows_steps_each_row_to_the_bit(hidden):
     assert not pop.flat[:, P:].any()  # the padding stays zero
 
 
+@pytest.mark.parametrize("constant_obs", [True, False])
+def test_per_seed_draws_on_two_threads_are_the_one_thread_draws(constant_obs):
+    def draws(threads: int):
+        torch.manual_seed(0)
+        pop = PopulationPolicy.build([CategoricalPolicy(2, 5, (8,)) for _ in range(7)])
+        pop.constant_obs = constant_obs
+        pop.generators = [torch.Generator().manual_seed(100 + k) for k in range(7)]
+        adam = pop.population_adam(0.01, 1e-5)
+        obs = torch.randn(7, 1, 2).expand(7, 6, 2).reshape(42, 2)
+        previous = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            with torch.inference_mode():  # as the collector calls it
+                actions = [pop.sample(obs) for _ in range(3)]
+            perms = adam.permutations(
+                10, torch.tensor([True, False, True, True, True, False, True])
+            )
+        finally:
+            torch.set_num_threads(previous)
+        return torch.stack(actions), perms, [g.get_state() for g in pop.generators]
+
+    (a1, p1, g1), (a2, p2, g2) = draws(1), draws(2)
+    assert torch.equal(a1, a2) and torch.equal(p1, p2)
+    assert all(torch.equal(x, y) for x, y in zip(g1, g2))
+    assert torch.equal(p1[1], torch.arange(10)) and not torch.equal(p1[0], torch.arange(10))
+    assert not torch.equal(a1[:, :6], a1[:, 6:12])  # seeds draw from their own streams
+
+
 @pytest.mark.parametrize(
     "argv, fragment",
     [
