@@ -10,11 +10,14 @@ Contenders, each in its own fresh process (controlrl.bench), for every (algorith
 Both run the bandit suite's settings (paper_figures/bandit_suite.py): 256 samples per update,
 groups of 8, the algorithm's defaults, 10,240 samples on bernoulli-10 and 20,480 on
 sequence-reverse-2-6, --eval-every 0 (the final evaluation only), no TensorBoard. A
-contender's time is its process wall clock, start-up included (for the separate side, the
-whole sweep); per_seed_s is that over its seeds (the separate side's per-seed time stands for
-any number of seeds, as its runs are independent), and speedup = separate per_seed_s /
-population per_seed_s. cpu_s is the CPU time of the contender's processes (its children's for
-the sweep), peak_rss_mb the largest resident set of one of its processes. One repeat: a
+population runs with --torch-threads set to --population-threads (default 1; the threads
+column): the separate side keeps --workers one-thread processes busy, so a population given as
+many threads uses the same cores. A contender's time is its process wall clock, start-up
+included (for the separate side, the whole sweep); per_seed_s is that over its seeds (the
+separate side's per-seed time stands for any number of seeds, as its runs are independent),
+and speedup = separate per_seed_s / population per_seed_s. cpu_s is the CPU time of the
+contender's processes (its children's for the sweep), peak_rss_mb the largest resident set of
+one of its processes. One repeat: a
 population of 1000 takes minutes, the separate side about as long for 32 seeds.
 
 Writes <out>/bench_population.csv (one row per contender) and prints the speed-ups.
@@ -36,19 +39,23 @@ SAMPLES = {"bandit:bernoulli-10": 10240, "bandit:sequence-reverse-2-6": 20480}
 LENGTH = {"bandit:bernoulli-10": 1, "bandit:sequence-reverse-2-6": 6}  # steps per sample
 SETTINGS = ["--num-envs", "256", "--eval-every", "0", "--no-tensorboard", "--no-progress"]
 FIELDS = [
-    *"contender algo bandit seeds samples status wall_s per_seed_s speedup".split(),
+    *"contender algo bandit seeds samples threads status wall_s per_seed_s speedup".split(),
     *"cpu_s cpu_per_seed_s peak_rss_mb".split(),
 ]
 
 
-def population_worker(algo: str, env_id: str, steps: int, seeds: int, run_dir: str) -> dict:
-    """In the contender's process: one population of `seeds` seeds (from 1)."""
+def population_worker(
+    algo: str, env_id: str, steps: int, seeds: int, run_dir: str, threads: int = 1
+) -> dict:
+    """In the contender's process: one population of `seeds` seeds (from 1) on `threads` torch
+    threads."""
     from controlrl.cli import parse
 
     module = importlib.import_module(f"algos.{algo}")
     shutil.rmtree(run_dir, ignore_errors=True)
     argv = ["--env-id", env_id, "--total-timesteps", str(steps), *SETTINGS]
     argv += ["--seed", "1", "--num-seeds", str(seeds), "--run-dir", run_dir]
+    argv += ["--torch-threads", str(threads)]
     module.main(parse(module.Args, argv))
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {"cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024}
@@ -82,12 +89,13 @@ def contenders(args) -> list[tuple[bench.Contender, dict]]:
             for s in sizes:
                 config = dict(algo=algo, env_id=env_id, steps=steps, seeds=s)
                 config["run_dir"] = str(work / f"population{s}")
+                config["threads"] = args.population_threads
                 c = bench.Contender(f"population-{s}", f"{me}:population_worker", config)
-                out.append((c, {**cell, "seeds": s}))
+                out.append((c, {**cell, "seeds": s, "threads": args.population_threads}))
             config = dict(algo=algo, env_id=env_id, steps=steps, seeds=args.separate)
             config |= {"out": str(work / "separate"), "workers": args.workers}
             c = bench.Contender(f"separate-{args.separate}", f"{me}:separate_worker", config)
-            out.append((c, {**cell, "seeds": args.separate}))
+            out.append((c, {**cell, "seeds": args.separate, "threads": 1}))
     return out
 
 
@@ -98,6 +106,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--sizes", default="1,32,1000", help="population sizes S")
     p.add_argument("--separate", type=int, default=32, help="seeds of the separate side")
     p.add_argument("--workers", type=int, default=2, help="processes at once on that side")
+    p.add_argument(
+        "--population-threads",
+        type=int,
+        default=1,
+        help="--torch-threads of the population contenders (the separate side: 1 per process)",
+    )
     p.add_argument(
         "--max-sequence-seeds",
         type=int,

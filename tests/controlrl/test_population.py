@@ -5,6 +5,7 @@ the batched bandit draws each seed's stream; bad --num-seeds exits 2 with one li
 
 from __future__ import annotations
 
+import copy
 import csv
 import json
 
@@ -16,6 +17,8 @@ import envs
 from algos import grpo, tpo
 from controlrl import checkpoint
 from controlrl.cli import parse
+from controlrl.nets import CategoricalPolicy
+from controlrl.population import PopulationPolicy
 from envs import bandits
 
 QUIET = ["--no-tensorboard", "--no-progress", "--eval-every", "0", "--eval-episodes", "2"]
@@ -177,6 +180,60 @@ def test_population_bandit_gives_each_seed_its_single_stream(name):
         obs, single = out[0].reshape(S, N, -1), [o[0] for o in outs]
     rewards = np.stack(rewards, 1)  # [S, steps, N]: same actions, each seed's own draws
     assert np.array_equal(rewards[0], rewards[2]) and not np.array_equal(rewards[0], rewards[1])
+
+
+@pytest.mark.parametrize("hidden", [16, 9])
+def test_population_adam_on_the_whole_rows_steps_each_row_to_the_bit(hidden):
+    # CategoricalPolicy(3, 16, (h,)): 20 h + 16 parameters, 336 (21 cache lines of 16 floats)
+    # for h = 16; 196 for h = 9, its rows padded with zeros to 208
+    torch.manual_seed(0)
+    pop = PopulationPolicy.build([CategoricalPolicy(3, 16, (hidden,)) for _ in range(64)])
+    P = 20 * hidden + 16
+    assert pop.num_params == P and pop.flat.shape == (64, -(-P // 16) * 16)
+    twin, start = copy.deepcopy(pop), pop.params().clone()
+    adam, per_row = pop.population_adam(0.01, 1e-5), twin.population_adam(0.01, 1e-5)
+    assert adam.whole_rows
+    per_row.whole_rows = False
+    gen = torch.Generator().manual_seed(1)
+    everyone = torch.ones(64, dtype=torch.bool)
+    for _ in range(4):
+        grad = torch.randn(64, P, generator=gen)
+        pop.flat.grad[:, :P] = grad
+        twin.flat.grad[:, :P] = grad
+        adam.step(everyone)
+        per_row.step(everyone)
+        assert torch.equal(pop.flat, twin.flat)
+        assert torch.equal(adam.exp_avg_sq, per_row.exp_avg_sq)
+    assert not torch.equal(pop.params(), start)
+    assert not pop.flat[:, P:].any()  # the padding stays zero
+
+
+@pytest.mark.parametrize("constant_obs", [True, False])
+def test_per_seed_draws_on_two_threads_are_the_one_thread_draws(constant_obs):
+    def draws(threads: int):
+        torch.manual_seed(0)
+        pop = PopulationPolicy.build([CategoricalPolicy(2, 5, (8,)) for _ in range(7)])
+        pop.constant_obs = constant_obs
+        pop.generators = [torch.Generator().manual_seed(100 + k) for k in range(7)]
+        adam = pop.population_adam(0.01, 1e-5)
+        obs = torch.randn(7, 1, 2).expand(7, 6, 2).reshape(42, 2)
+        previous = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            with torch.inference_mode():  # as the collector calls it
+                actions = [pop.sample(obs) for _ in range(3)]
+            perms = adam.permutations(
+                10, torch.tensor([True, False, True, True, True, False, True])
+            )
+        finally:
+            torch.set_num_threads(previous)
+        return torch.stack(actions), perms, [g.get_state() for g in pop.generators]
+
+    (a1, p1, g1), (a2, p2, g2) = draws(1), draws(2)
+    assert torch.equal(a1, a2) and torch.equal(p1, p2)
+    assert all(torch.equal(x, y) for x, y in zip(g1, g2))
+    assert torch.equal(p1[1], torch.arange(10)) and not torch.equal(p1[0], torch.arange(10))
+    assert not torch.equal(a1[:, :6], a1[:, 6:12])  # seeds draw from their own streams
 
 
 @pytest.mark.parametrize(

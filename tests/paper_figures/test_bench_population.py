@@ -2,6 +2,7 @@
 bench_population.py, population_ks.py) end to end at toy size."""
 
 import csv
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,7 @@ def test_bench_toy_times_populations_and_separate_runs(tmp_path):
     out = _run(
         "paper_figures/bench_population.py", "--toy", "--algos", "grpo",
         "--bandits", "bandit:bernoulli-10", "--out", str(tmp_path / "out"),
-        "--work-dir", str(tmp_path / "work"),
+        "--work-dir", str(tmp_path / "work"), "--population-threads", "2",
     )  # fmt: skip
     assert "command: python paper_figures/bench_population.py --toy" in out
     rows = list(csv.DictReader((tmp_path / "out" / "bench_population.csv").open()))
@@ -33,6 +34,9 @@ def test_bench_toy_times_populations_and_separate_runs(tmp_path):
         ("population-4", "4", "ok"),
         ("separate-2", "2", "ok"),
     ]
+    assert [r["threads"] for r in rows] == ["2", "2", "1"]
+    config = json.loads((tmp_path / "work/grpo/bernoulli-10/population4/config.json").read_text())
+    assert config["args"]["torch_threads"] == 2
     for r in rows:
         assert float(r["per_seed_s"]) == pytest.approx(float(r["wall_s"]) / int(r["seeds"]))
         assert float(r["peak_rss_mb"]) > 50
