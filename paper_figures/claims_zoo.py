@@ -29,12 +29,14 @@ BANDITS = {
     ),
 }  # fmt: skip
 SETTING = "transplant: {}, 256 {} per update, groups of 8, Adam 1e-3"
+TOKEN_BUDGET = {"-stop": "ours 20,480 tokens per seed (objective_zoo.py's PLAN)"}
 # a mismatch run's train/episode_return is its perturbed sampler's rollouts (both sides of the row)
 MISMATCH = (
     "; rollouts from the policy's logits at temperature 1.25 on both sides, so the success is "
     "the perturbed sampler's, and the greedy final evaluation is at its ceiling for both"
 )
-# id, objective, baseline, paper, claim, claim_sign (+1: objective's success above baseline's)
+# id, objective, baseline, paper, claim, claim_sign (+1: objective's success above baseline's;
+# 0: it matches, not below by more than MUCH)
 CLAIMS = [
     ("Z-DAPO", "dapo-clip-higher", "grpo", "DAPO (arXiv 2503.14476)",
      "clip-higher (eps_high 0.28) trains better than the symmetric clip 0.2", 1),
@@ -68,10 +70,10 @@ CLAIMS = [
      "under a rollout/trainer mismatch, MIS trains better than no correction", 1),
     ("Z-GBPO", "gbpo", "grpo", "Bounded Ratio Reinforcement Learning (arXiv 2604.18578)",
      "GBPO (the ratio regressed onto the bounded-ratio target, thresholded at the group's median"
-     " score) matches or beats GRPO in final performance", 1),
+     " score) matches or beats GRPO in final performance", 0),
     ("Z-NFT", "nft", "grpo", "Negative-aware Fine-Tuning (arXiv 2505.18116)",
      "NFT (likelihood of the successes, an implicit negative policy for the failures) matches "
-     "GRPO", 1),
+     "GRPO", 0),
     ("Z-GSPO", "gspo", "grpo", "GSPO (arXiv 2507.18071)",
      "the sequence-level (geometric-mean) ratio trains better than GRPO's per-token one", 1),
     ("Z-Overlong", "dapo-overlong", "grpo", "DAPO (arXiv 2503.14476)",
@@ -102,13 +104,19 @@ def rows() -> list[Row]:
 def bandit_rows(data: list[dict], suffix: str, unit: str, setting: str) -> list[Row]:
     """The claims rows of one bandit's runs, then ScaleRL's 'CISPO >= GSPO >> DAPO'."""
     samples = f"ours {int(data[0]['samples']):,} {unit} per seed"
+    if suffix in TOKEN_BUDGET:  # episodes vary in length: the budget is in tokens
+        samples = TOKEN_BUDGET[suffix]
     metric = f"final success (last 1,280 {unit} / optimum)"
     out = []
     for rid, a, b, paper, claim, sign in CLAIMS:
         d = _diffs(data, a, b)
         if d.size == 0:
             continue
-        stat, verdict, det = paired_verdict(d, ".3g", claim_sign=sign)
+        stat, verdict, det = paired_verdict(d, ".3g", claim_sign=sign or 1)
+        if sign == 0:  # "matches (or beats)": not worse by more than MUCH
+            ci = stats.paired(d, np.zeros_like(d)).diff
+            verdict = HOLDS if ci.lo > -MUCH else FAILS if ci.hi < -MUCH else INCONCLUSIVE
+            stat += f"; 'matches' read as a 95% CI above -{MUCH}"
         auc = _diffs(data, a, b, "auc").mean()
         mine = setting + (MISMATCH if a.startswith("mismatch") else "")
         out.append(
@@ -158,4 +166,22 @@ def bandit_rows(data: list[dict], suffix: str, unit: str, setting: str) -> list[
             samples, f"{d.size} pairs", compared,
             stat, verdict, det, CSV)
     )  # fmt: skip
+    return out
+
+
+def verdicts() -> dict[tuple[str, str], list[str]]:
+    """{(bandit, objective): ['<row id>: <verdict>', ...]}: the ledger rows that each row of the
+    zoo's README table (paper_figures/readme_tables.py) supports or contradicts."""
+    compared = {rid: a for rid, a, *_ in CLAIMS}
+    compared["Z-ScaleRL"] = ("cispo", "dapo-clip-higher", "gspo")
+    every = read(CSV)
+    out: dict[tuple[str, str], list[str]] = {}
+    for bandit, (suffix, unit, _) in BANDITS.items():
+        data = [r for r in every if r["bandit"] == bandit]
+        ran = {r["objective"] for r in data}
+        for row in bandit_rows(data, suffix, unit, "") if data else []:
+            objectives = compared[row.id.removesuffix(suffix) if suffix else row.id]
+            for objective in [objectives] if isinstance(objectives, str) else objectives:
+                if objective in ran:
+                    out.setdefault((bandit, objective), []).append(f"{row.id}: {row.verdict}")
     return out

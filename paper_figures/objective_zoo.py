@@ -9,15 +9,17 @@ others), plus the variable-length sequence bandit for DAPO's overlong shaping.
     python paper_figures/objective_zoo.py --toy --train --sweep-dir runs/toy/z --out runs/toy/z
 
 Per bandit (PLAN: samples, seeds, objectives; --samples / --seeds / --objectives replace them):
-bernoulli-10 runs every objective at 200 seeds; contextual-16-10 nine objectives at 200 seeds;
-sparse-1000 six objectives at 30 seeds; sequence-reverse-2-6 six and sequence-add-2-3 four at
-30 seeds; sequence-stop-2-4 GRPO and DAPO's overlong shaping at 30 seeds. The others are cut for
-cost, not for a reason of their own: a 200-seed cell costs about 1 s on bernoulli-10 per 100
-seeds, about ten times that on sparse-1000 and about fifty times on the sequence bandits (whose
-30-seed cells cost a minute or more each), and sequence-stop-2-4's episodes end at different
-steps, so it is no population bandit: its seeds are separate runs. Objectives that need a
-bandit kind run only there: GSPO's sequence ratio on sequence bandits (on a one-step bandit it
-is the per-step ratio, GSPO = GRPO), DAPO's overlong shaping on the variable-length one.
+bernoulli-10 runs every objective at 200 seeds; the others at 30 seeds, GRPO with:
+sparse-1000 the core four (DAPO's clip-higher, CISPO, GBPO, NFT), contextual-16-10 those and
+SAPO, RGRA without negatives and RLOO, sequence-reverse-2-6 and sequence-add-2-3 the core four
+and GSPO (so ScaleRL's ordering CISPO >= GSPO >> DAPO is tested whole), sequence-stop-2-4 DAPO's
+overlong shaping. The rest are cut
+for cost, not for a reason of their own: off bernoulli-10 a seed costs about ten (sparse-1000)
+to fifty (the sequence bandits) times as much, and sequence-stop-2-4's episodes end at
+different steps, so it is no population bandit: its seeds are separate runs. Objectives that
+need a bandit kind run only there: GSPO's sequence ratio on sequence bandits (on a one-step
+bandit it is the per-step ratio, GSPO = GRPO), DAPO's overlong shaping on the variable-length
+one.
 
 Objectives (flags of algos/grpo.py beyond the common ones; every other flag at GRPO's default):
 see OBJECTIVES below.
@@ -128,16 +130,15 @@ SEQUENCE_ONLY = ("gspo",)
 VARIABLE_LENGTH_ONLY = ("dapo-overlong",)
 EVERY = [o for o in OBJECTIVES if o not in SEQUENCE_ONLY + VARIABLE_LENGTH_ONLY]
 CORE = ["grpo", "dapo-clip-higher", "cispo", "gbpo", "nft"]
+SCALERL = ["cispo", "dapo-clip-higher", "gspo"]  # its ordering CISPO >= GSPO >> DAPO
 # bandit -> (samples, seeds, objectives): the committed cells (see the docstring for the cuts)
 PLAN = {
     "bandit:bernoulli-10": (10240, 200, EVERY),
-    "bandit:contextual-16-10": (
-        20480, 30, [*CORE, "sapo", "rgra-no-negatives", "rloo"],
-    ),
-    "bandit:sparse-1000": (20480, 30, CORE),
-    "bandit:sequence-reverse-2-6": (20480, 30, [*CORE, "gspo"]),
-    "bandit:sequence-add-2-3": (20480, 30, ["grpo", "dapo-clip-higher", "cispo", "gspo"]),
-    "bandit:sequence-stop-2-4": (20480, 30, ["grpo", "dapo-overlong"]),  # 20,480 tokens
+    "bandit:contextual-16-10": (20480, 30, EVERY),
+    "bandit:sparse-1000": (20480, 30, [*CORE, "sapo", "rgra-no-negatives", "rloo"]),
+    "bandit:sequence-reverse-2-6": (20480, 30, [*SCALERL, "gbpo", "nft"]),
+    "bandit:sequence-add-2-3": (20480, 30, [*SCALERL, "gbpo", "nft"]),
+    "bandit:sequence-stop-2-4": (20480, 30, ["dapo-overlong"]),  # a budget of 20,480 tokens
 }  # fmt: skip
 RUN_FIELDS = ("bandit", "objective", "seed", "samples", "optimal_reward", "final_success")
 RUN_FIELDS += ("final_eval", "auc", "clip_frac")
