@@ -23,9 +23,10 @@ every step (token) of the episode. No value network, no GAE, no reward scaling.
 The objective is made of parts (controlrl/objective.py), each chosen by a flag named as verl's
 config names it: the advantage estimator (--adv-norm, --drop-negatives), score shaping
 (--overlong-max: DAPO's soft overlong punishment), the per-step policy loss (--policy-loss:
-clip, cispo, sapo, dpg, reinforce, clip-cov, kl-cov), its clip range (--clip-coef, --eps-low,
---eps-high, carried into clip_frac and ratio_dev_frac), the KL estimator and where it enters
-(--kl-estimator, --kl-in loss | reward), the loss aggregation and the zero-variance filter.
+clip, cispo, sapo, dpg, reinforce, clip-cov, kl-cov, gbpo, nft), its clip range (--clip-coef,
+--eps-low, --eps-high, carried into clip_frac and ratio_dev_frac), the KL estimator and where
+it enters (--kl-estimator, --kl-in loss | reward), the loss aggregation and the zero-variance
+filter.
 Recipes: DAPO's clip-higher --eps-high 0.28; CISPO --policy-loss cispo --eps-high 0.28; GPG
 --policy-loss reinforce --adv-norm mean --kl-coef 0 --update-epochs 1; RGRA --policy-loss
 reinforce --update-epochs 1 (its ablation: --drop-negatives). Estimators of
@@ -89,6 +90,7 @@ from controlrl.objective import (
     KL_ESTIMATORS,
     KL_PLACEMENTS,
     POLICY_LOSSES,
+    SCORED_LOSSES,
     Objective,
     Tokens,
     drop_negatives,
@@ -134,7 +136,11 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     surprisal / eta), arXiv 2603.14608), reinforce (-A log pi, no ratio or clip: GPG arXiv
     2504.02546 with --adv-norm mean --kl-coef 0, RGRA with GRPO's advantage; verl gpg),
     clip-cov and kl-cov (the entropy mechanism, arXiv 2505.22617; verl clip_cov / kl_cov,
-    reference PRIME-RL/Entropy-Mechanism-of-RL)"""
+    reference PRIME-RL/Entropy-Mechanism-of-RL), gbpo (BPO's group variant, the ratio regressed
+    onto the bounded-ratio target above / below the group's median score, arXiv 2604.18578;
+    bounded-ratio-rl/bounded_ratio_rl's verl gbpo), nft (Negative-aware Fine-Tuning, arXiv
+    2505.18116, controlrl/nft.py: GRPO's gradient at theta_old, with --adv-norm mean-std or
+    mean)"""
     kl_coef: float = 0.04
     """beta of the KL penalty to the reference (the initial policy, frozen) (DeepSeekMath
     0.04; 0 disables it, as TRL's default)"""
@@ -170,6 +176,9 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     """--policy-loss clip-cov: covariance upper bound (verl 5.0)"""
     kl_cov_coef: float = 1.0
     """--policy-loss kl-cov: coefficient of |log r| on the selected rows (verl ppo_kl_coef 1.0)"""
+    gbpo_temperature: float = 1.0
+    """--policy-loss gbpo: temperature T of the target ratio's sigmoid (the reference's verl
+    config gbpo_temperature 1.0; its TTRL scripts 1e-4 with clip 0.3)"""
     overlong_max: int | None = None
     """DAPO's soft overlong punishment (arXiv 2503.14476, eq. 13): episodes longer than
     overlong_max - overlong_cache steps lose up to 1 from their score, linearly, 1 beyond
@@ -257,6 +266,12 @@ def require_objective_flags(args: Args) -> None:
     require(low > 0, "eps_low", f"must be > 0, got {low}")
     require(high >= low, "eps_high", f"must be >= --eps-low ({low}), got {high}")
     require_positive(args, "sapo_tau_pos", "sapo_tau_neg", "dpg_eta", "kl_cov_coef")
+    require_positive(args, "gbpo_temperature")
+    require(
+        args.policy_loss != "nft" or args.adv_norm in ("mean-std", "mean"),
+        "policy_loss",
+        f"nft weighs prompts as --adv-norm mean-std or mean, got --adv-norm {args.adv_norm}",
+    )
     require(0 < args.cov_frac <= 1, "cov_frac", f"must be in (0, 1], got {args.cov_frac}")
     require(
         args.clip_cov_lb < args.clip_cov_ub,
@@ -302,6 +317,11 @@ def require_mismatch_flags(args: Args) -> None:
         "adv_norm",
         "bnpo needs scores in [0, 1]: not with --overlong-max or --kl-in reward",
     )
+    require(
+        not (args.policy_loss == "nft" and shaped),
+        "policy_loss",
+        "nft needs successes (scores 0 or 1): not with --overlong-max or --kl-in reward",
+    )
 
 
 def clip_range(args: Args) -> tuple[float, float]:
@@ -334,6 +354,8 @@ def objective_of(args: Args) -> Objective:
         clip_cov_lb=args.clip_cov_lb,
         clip_cov_ub=args.clip_cov_ub,
         kl_cov_coef=args.kl_cov_coef,
+        gbpo_temperature=args.gbpo_temperature,
+        nft_scale="mean" if args.adv_norm == "mean" else "mean_std",
     )
 
 
@@ -398,6 +420,14 @@ def grpo_batch(
         "weights": loss_weights(valid, args.loss_agg, args.max_episode_steps).flatten(-2),
     }
     batch["advantages"] = batch["advantages"].flatten(-2)
+    if args.policy_loss in SCORED_LOSSES:  # each row's score and its group's [..., T * N(, G)]
+        per_env = shaped.to(torch.float32)
+        batch["scores"] = per_env.flatten(-2).unsqueeze(-2).expand(*adv.shape[:-1], T, N)
+        batch["scores"] = batch["scores"].flatten(-2)
+        group = per_env.repeat_interleave(args.group_size, -2)  # [..., N, G]
+        batch["group_scores"] = (
+            group.unsqueeze(-3).expand(*adv.shape[:-1], T, N, -1).flatten(-3, -2)
+        )
     if args.policy_loss == "clip-cov":  # its random choice of rows, fixed for the update
         rows = batch["logprobs"].shape[-1]
         batch["noise"] = (
@@ -430,6 +460,8 @@ def update(policy, optimizer, batch: dict[str, torch.Tensor], ratios, args: Args
             weight=mb["weights"] * (rows / idx.numel()),
             noise=mb.get("noise"),
             is_weight=mb.get("is_weights"),  # a train-inference mismatch correction's weights
+            score=mb.get("scores"),
+            group_scores=mb.get("group_scores"),
         )
         return grpo_loss(tokens, objective)
 

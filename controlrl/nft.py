@@ -30,12 +30,19 @@ def nft_loss(
     """NFT's loss of groups [..., n, G]: log-probabilities (with the graph) and old ones, binary
     rewards and the prompt weights [..., n, 1], averaged over the groups' outputs."""
     r_q = rewards.mean(-1, keepdim=True)
-    log_ratio = logp - old_logp
+    return -(omega * nft_likelihood(logp - old_logp, rewards, r_q, floor)).mean()
+
+
+def nft_likelihood(
+    log_ratio: torch.Tensor, rewards: torch.Tensor, r_q: torch.Tensor, floor: float = 1e-6
+) -> torch.Tensor:
+    """r log R + (1 - r) log max((1 - r_q R) / (1 - r_q), floor) per sample, R = exp(log_ratio),
+    r_q its context's success rate (broadcast against the samples)."""
     pos = rewards * log_ratio
-    denom = (1 - r_q).clamp_min(torch.finfo(logp.dtype).tiny)  # r_q = 1: no negatives below
+    denom = (1 - r_q).clamp_min(torch.finfo(log_ratio.dtype).tiny)  # r_q = 1: no negatives
     neg_arg = ((1 - r_q * log_ratio.exp()) / denom).clamp_min(floor)
     neg = torch.where(rewards < 1, (1 - rewards) * neg_arg.log(), torch.zeros_like(pos))
-    return -(omega * (pos + neg)).mean()
+    return pos + neg
 
 
 def grpo_equivalent_weight(rewards: torch.Tensor, scale: str = "mean_std", eps: float = 1e-4):

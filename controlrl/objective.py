@@ -3,7 +3,8 @@ that change one part of it, as verl's core_algos.py and TRL's loss_type name the
 
     advantage    scores [..., B, G] of B groups of G -> advantages [..., B, G]    ADVANTAGES
     score shape  DAPO's soft overlong penalty on the episode lengths             overlong_penalty
-    policy loss  per-step loss from the ratio, advantage and log-probs           POLICY_LOSSES
+    policy loss  per-step loss from the ratio, advantage and log-probs (GBPO,    POLICY_LOSSES
+                 NFT: and the scores of the step's group)
     clip bounds  eps_low / eps_high, carried into every clip statistic           Objective
     KL           estimator of KL(pi_theta || pi_ref) per step                   KL_ESTIMATORS
                  and where it enters: the loss (beta k(.) per step) or the
@@ -28,6 +29,7 @@ import torch
 
 from controlrl.group import group_advantages
 from controlrl.losses import outside_clip
+from controlrl.nft import grpo_equivalent_weight, nft_likelihood
 
 ADVANTAGES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
 POLICY_LOSSES: dict[str, Callable[[Tokens, Objective], torch.Tensor]] = {}
@@ -35,6 +37,7 @@ KL_ESTIMATORS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] =
 CORRECTIONS: dict[str, Callable[..., torch.Tensor]] = {}
 KL_PLACEMENTS = ("loss", "reward")
 LOSS_AGGS = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+SCORED_LOSSES = ("gbpo", "nft")  # policy losses that read Tokens.score and Tokens.group_scores
 
 
 def register(registry: dict, name: str) -> Callable:
@@ -66,6 +69,8 @@ class Objective:
     clip_cov_lb: float = 1.0
     clip_cov_ub: float = 5.0
     kl_cov_coef: float = 1.0
+    gbpo_temperature: float = 1.0  # T of GBPO's target ratio
+    nft_scale: str = "mean_std"  # NFT's prompt weight: GRPO's (mean_std) or Dr. GRPO's (mean)
 
 
 @dataclass
@@ -80,6 +85,8 @@ class Tokens:
     weight: torch.Tensor  # loss aggregation: 0 on padding and dropped groups
     noise: torch.Tensor | None = None  # uniform [R], Clip-Cov's random choice
     is_weight: torch.Tensor | None = None  # mismatch correction per row (None: 1)
+    score: torch.Tensor | None = None  # its episode's score, as the advantage saw it [R]
+    group_scores: torch.Tensor | None = None  # the scores of its episode's group [R, G]
 
 
 # -- advantage estimators: scores [..., B, G] -> advantages [..., B, G] ----------------------
@@ -211,6 +218,32 @@ def kl_cov_loss(t: Tokens, o: Objective) -> torch.Tensor:
     cov = torch.where(t.weight > 0, covariance(t), -torch.inf)
     penalty = o.kl_cov_coef * (t.logp - t.old_logp).abs()
     return -t.adv * t.ratio + torch.where(top_rows(cov, o.cov_frac), penalty, 0.0)
+
+
+@register(POLICY_LOSSES, "gbpo")
+def gbpo_loss(t: Tokens, o: Objective) -> torch.Tensor:
+    """|r - sg(r*)| |A| with r* = 1 - eps_low + (eps_low + eps_high) sigmoid(z / T), z = (score -
+    its group's median) / (the group's std + 1e-4): GBPO, BPO's group variant (Bounded Ratio
+    Reinforcement Learning, arXiv 2604.18578; bounded-ratio-rl/bounded_ratio_rl,
+    src/verl/trainer/ppo/core_algos.py, compute_policy_loss_gbpo and the gbpo estimator): the
+    ratio is regressed onto the bounded-ratio optimum, above 1 for scores above the group's
+    MEDIAN, below it under, exactly 1 at the median (eps_low = eps_high)."""
+    g = t.group_scores  # [R, G]
+    s, G = g.sort(-1).values, g.shape[-1]
+    median = (s[..., (G - 1) // 2] + s[..., G // 2]) / 2  # torch.quantile(., 0.5)'s
+    z = (t.score - median) / (g.std(-1) + 1e-4)
+    target = 1 - o.eps_low + (o.eps_low + o.eps_high) * torch.sigmoid(z / o.gbpo_temperature)
+    return ((t.ratio - target.detach()) * t.adv).abs()
+
+
+@register(POLICY_LOSSES, "nft")
+def nft_policy_loss(t: Tokens, o: Objective) -> torch.Tensor:
+    """-omega_q [r log R + (1 - r) log max((1 - r_q R) / (1 - r_q), 1e-6)], r the score (a
+    success, 0 or 1), r_q its group's mean, R the ratio: NFT, Negative-aware Fine-Tuning (arXiv
+    2505.18116; controlrl/nft.py), with the prompt weight omega_q = (1 - r_q) / std (GRPO's) or
+    1 - r_q (Dr. GRPO's), so that at theta = theta_old its gradient is that GRPO's (T-G8)."""
+    omega = grpo_equivalent_weight(t.group_scores, o.nft_scale).squeeze(-1)
+    return -omega * nft_likelihood(t.ratio.log(), t.score, t.group_scores.mean(-1))
 
 
 # -- the loss -------------------------------------------------------------------------------

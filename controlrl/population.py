@@ -94,6 +94,13 @@ def require_population_flags(args) -> None:
         "num_seeds",
         f"needs a bandit: env id (its envs batch over seeds), got {args.env_id}",
     )
+    from envs.bandits import lockstep
+
+    require(
+        lockstep(split_id(args.env_id)[1]),
+        "num_seeds",
+        f"needs envs that end their episodes together; {args.env_id}'s do not (separate runs)",
+    )
     ratio = getattr(args, "ratio", "step")
     require(
         ratio == "step" or args.num_minibatches == 1,

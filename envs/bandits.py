@@ -33,6 +33,12 @@ Names (K arms, C contexts, V tokens in the vocabulary, L tokens per answer):
                         the L = D + 1 digits of their sum in base V, least significant first
                         (the last is the carry out); one right answer per prompt, so a uniform
                         policy succeeds w.p. V^-(D+1); V = 10 is decimal addition
+  sequence-stop-V-P     answers of variable length: a prompt of m tokens (m uniform in 1..P),
+                        the answer the prompt reversed, then the end-of-sequence token EOS (one
+                        more action, V + 1 in all); an episode ends at EOS or is cut at the cap
+                        of L = 2P tokens (truncated), so episodes differ in length (DAPO's
+                        overlong shaping acts on them); not a population's bandit (its envs do
+                        not end together)
 
 The instance (arm means, hard contexts, the good arm) comes from np.random.default_rng(instance)
 with make(..., instance=0): every run seed faces the same bandit, and the seed given to reset
@@ -43,7 +49,8 @@ Episodes: one step (one pull) for all but the sequence bandits, so every step en
 episode (terminated, never truncated) and, as with the other backends, the returned observation
 is already the next episode's (same-step autoreset; info['final_obs'] holds the one acted on).
 A sequence bandit's episode is L steps, one token each (per-step ratios are per token, per-
-episode ratios per sequence); the reward comes at the last step; all envs step in lockstep.
+episode ratios per sequence); the reward comes at the last step; all envs step in lockstep
+(but sequence-stop's, whose episodes end at EOS or at the cap).
 Observations are float32: the one-hot context (a constant [1.0] where there is one context);
 for a sequence bandit [prompt one-hot (P*V) | tokens emitted so far, one-hot (L*V) | position
 one-hot (L)] with P = L (reverse), 0 (summod) or 2D (add; L = D + 1). Each rule is one class
@@ -96,11 +103,12 @@ KINDS: dict[str, tuple[tuple[str, int], ...]] = {
     "sequence-reverse": (("V", 2), ("L", 1)),
     "sequence-summod": (("V", 2), ("L", 1)),
     "sequence-add": (("V", 2), ("D", 1)),
+    "sequence-stop": (("V", 2), ("P", 1)),
 }
 SEQUENCE = "sequence-"  # kinds sequence-<rule>: built by envs.sequence_bandit.RULES[rule]
 # the largest parameters an id may ask for: arm tables and observation widths stay megabytes,
 # not a request that allocates the machine away (bernoulli-1000000000)
-MAXIMA = {"K": 100_000, "C": 100_000, "V": 10_000, "L": 1_000, "D": 1_000}
+MAXIMA = {"K": 100_000, "C": 100_000, "V": 10_000, "L": 1_000, "D": 1_000, "P": 500}
 MAX_CELLS = 1_000_000  # contexts x arms, vocabulary x length: the table / observation width
 FORMS = tuple("-".join([kind, *(p for p, _ in params)]) for kind, params in KINDS.items())
 EXAMPLES = (
@@ -154,13 +162,25 @@ def check_id(name: str) -> None:
     parse(name)
 
 
+def lockstep(name: str) -> bool:
+    """Whether every env of the bandit `name` ends its episodes at the same step (all but
+    sequence-stop), as a population's envs must."""
+    kind, _ = parse(name)
+    if not kind.startswith(SEQUENCE):
+        return True
+    from envs.sequence_bandit import RULES
+
+    return RULES[kind.removeprefix(SEQUENCE)].lockstep
+
+
 class BanditVectorEnv(gym.vector.VectorEnv):
     """What every bandit shares: the batch generator, groups sharing a context, spaces."""
 
     # what the bandit is, for scripts that must not read it off its id
     sequence = False  # True: an episode is an answer of `length` tokens, checked by `rule`
     rule: str | None = None  # a sequence bandit's rule (envs.sequence_bandit.RULES)
-    length = 1  # steps per episode
+    length = 1  # steps per episode (the most steps, where episodes end early)
+    lockstep = True  # every env's episode ends at the same step (a population needs it)
     hard_contexts = 0  # contexts where the uniform policy succeeds w.p. 1/(2K) (contextual-C-K)
     unit_rewards = True  # every reward in [0, 1], so success = return / optimal_reward
 

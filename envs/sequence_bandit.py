@@ -11,6 +11,9 @@ the form in envs/bandits.py's KINDS):
   AdditionBandit  'add', sequence-add-V-D: the prompt is two D-digit numbers in base V, the
                   answer the D + 1 digits of their sum in base V (sequence-add-10-D is decimal);
                   every number is written least significant digit first
+  StopBandit      'stop', sequence-stop-V-P: answers of variable length; a prompt of 1..P tokens,
+                  the answer the prompt reversed and then EOS (action V); an episode ends at EOS
+                  or is cut at the cap of 2P tokens, each env on its own (not in lockstep)
 
 Each class says what it is: rule, vocab, length (answer tokens per episode), prompt_length,
 optimal_reward and uniform_success (exact), check(tokens, prompts) (the vectorised reward) and
@@ -209,3 +212,82 @@ class AdditionBandit(SequenceBandit):
             answer[..., i], carry = total % self.vocab, total // self.vocab
         answer[..., self.size] = carry
         return answer
+
+
+@register
+class StopBandit(SequenceBandit):
+    """Answers of any length up to a cap: a prompt of m tokens (m uniform in 1..P, then blanks),
+    the answer must be the prompt reversed and then EOS, the end-of-sequence token (action V).
+    An episode ends at its first EOS (terminated) or after the cap of L = 2P tokens (truncated:
+    the answer was cut), so episodes differ in length within a group, as LLM responses do;
+    reward 1 iff it ended at EOS right after the reversed prompt (length m + 1 <= P + 1)."""
+
+    rule = "stop"
+    lockstep = False  # envs end at different steps: not a population's bandit
+
+    @staticmethod
+    def shape(vocab: int, size: int) -> tuple[int, int]:
+        """P = size prompt slots, a cap of L = 2 * size answer tokens."""
+        return size, 2 * size
+
+    def __init__(self, name: str, num_envs: int, vocab: int, size: int, **kw) -> None:
+        super().__init__(name, num_envs, vocab + 1, size, **kw)  # V tokens, EOS = blank = V
+        self.eos = vocab
+        self._pos = np.zeros(num_envs, np.int64)  # each env's step in its episode
+
+    @property
+    def uniform_success(self) -> float:
+        """Mean over m = 1..P of (V + 1)^-(m + 1): the uniform policy over V + 1 actions."""
+        m = np.arange(1, self.prompt_length + 1)
+        return float(np.mean(float(self.vocab) ** -(m + 1.0)))
+
+    def _draw_groups(self, num_groups: int) -> np.ndarray:
+        m = self._rng.integers(1, self.prompt_length + 1, num_groups)
+        tokens = self._rng.integers(0, self.eos, (num_groups, self.prompt_length))
+        return np.where(np.arange(self.prompt_length) < m[:, None], tokens, self.eos)
+
+    def check(self, tokens: np.ndarray, prompts: np.ndarray | None = None) -> np.ndarray:
+        """Reward of answers tokens [..., L] (what follows the first EOS is not read) to prompts
+        [..., P] (bool [...])."""
+        prompts = self._prompts(prompts)
+        m = (prompts != self.eos).sum(-1, keepdims=True)  # [..., 1]
+        read = np.arange(self.length) <= m  # the m tokens and the EOS after them
+        return np.all((np.asarray(tokens) == self.solve(prompts)) | ~read, axis=-1)
+
+    def solve(self, prompts: np.ndarray) -> np.ndarray:
+        """The prompt's tokens reversed, then EOS (and EOS to the cap)."""
+        prompts = np.asarray(prompts)
+        m = (prompts != self.eos).sum(-1, keepdims=True)
+        j = np.arange(self.length)
+        src = np.clip(m - 1 - j, 0, self.prompt_length - 1)  # answer j is prompt token m-1-j
+        return np.where(j < m, np.take_along_axis(prompts, src, -1), self.eos)
+
+    def _start(self, contexts: np.ndarray | None = None) -> None:
+        super()._start(contexts)
+        self._pos[:] = 0
+
+    def step(self, actions):
+        a = self._check_actions(actions, self.vocab)
+        t, rows, obs = self._pos, self._rows, self._obs
+        self._tokens[rows, t] = a
+        obs[rows, self._token_offset + t * self.vocab + a] = 1.0
+        obs[rows, self._pos_offset + t] = 0.0
+        stop, cut = a == self.eos, (a != self.eos) & (t + 1 == self.length)
+        ended = stop | cut
+        reward = np.where(ended, self.check(self._tokens, self.contexts), False).astype(float)
+        going = np.flatnonzero(~ended)
+        obs[going, self._pos_offset + t[going] + 1] = 1.0
+        self._pos[going] += 1
+        info = {}
+        if ended.any():  # these envs start a new episode now (same-step autoreset), alone
+            info = {"final_obs": obs.copy(), "_final_obs": ended.copy()}
+            fresh = self._new_contexts()
+            self.contexts = np.where(ended[:, None], fresh, self.contexts)
+            self._obs = obs = obs.copy()  # the final observations stay as handed out
+            done = np.flatnonzero(ended)
+            obs[done] = 0.0
+            cols = np.arange(self.prompt_length) * self.vocab + self.contexts[done]
+            obs[done[:, None], cols] = 1.0
+            obs[done, self._pos_offset] = 1.0
+            self._pos[done] = 0
+        return self._out(obs), reward, stop, cut, info

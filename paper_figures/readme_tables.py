@@ -860,7 +860,9 @@ def dynamic_pg(read: Read) -> str:
 
 @table("objective-zoo")
 def objective_zoo(read: Read) -> str:
-    rows = read("objective_zoo_summary.csv")
+    from paper_figures.claims_zoo import verdicts
+
+    rows, ledger = read("objective_zoo_summary.csv"), verdicts()
     body = []
     for r in rows:
 
@@ -879,13 +881,19 @@ def objective_zoo(read: Read) -> str:
             )
         )
         flags = f"`{r['flags']}`" if r["flags"] else "(defaults)"
-        body.append([r["label"].replace("\n", " "), flags, ci("final_success"), ci("auc"), diff])
-    n = {r["seeds"] for r in rows}
+        bandit = r["bandit"].removeprefix("bandit:")
+        rows_of = "; ".join(ledger.get((r["bandit"], r["objective"]), []))
+        body.append([bandit, r["label"].replace("\n", " "), flags, ci("final_success"),
+                     ci("auc"), diff, rows_of])  # fmt: skip
+    n = {r["bandit"].removeprefix("bandit:"): r["seeds"] for r in rows}
+    seeds = ", ".join(f"{b} {k}" for b, k in n.items())
     return (
-        para(f"`out/objective_zoo_summary.csv` ({'/'.join(sorted(n))} seeds per row, mean [95%"
-             " bootstrap CI]; the difference to GRPO paired over the same seeds, sign-flip p):")
+        para(f"`out/objective_zoo_summary.csv` (seeds per row: {seeds}; mean [95% bootstrap CI];"
+             " the difference to GRPO paired over the same seeds, sign-flip p; the ledger rows"
+             " Z-* each row's objective supports or contradicts, with their verdicts):")
         + "\n\n"
-        + md(["objective", "flags", "final success", "AUC", "final - GRPO"], body)
+        + md(["bandit", "objective", "flags", "final success", "AUC", "final - GRPO",
+              "ledger rows (verdict)"], body)
     )  # fmt: skip
 
 

@@ -15,7 +15,7 @@ from controlrl.cli import parse
 from controlrl.group import group_advantages
 from controlrl.group_rollout import GroupRollout
 from controlrl.nets import CategoricalPolicy
-from controlrl.objective import POLICY_LOSSES, k3, overlong_penalty
+from controlrl.objective import POLICY_LOSSES, Tokens, k3, overlong_penalty
 
 torch.set_num_threads(1)
 QUIET = ["--no-tensorboard", "--no-progress", "--eval-every", "0", "--eval-episodes", "2"]
@@ -136,6 +136,9 @@ def test_population_of_two_equals_the_single_runs(flags, tmp_path, recorded_acti
         (["--sapo-tau-pos", "0"], "--sapo-tau-pos must be > 0"),
         (["--sapo-tau-neg", "-1"], "--sapo-tau-neg must be > 0"),
         (["--dpg-eta", "0"], "--dpg-eta must be > 0"),
+        (["--gbpo-temperature", "0"], "--gbpo-temperature must be > 0"),
+        (["--policy-loss", "nft", "--adv-norm", "rloo"], "--policy-loss nft weighs prompts as"),
+        (["--policy-loss", "nft", "--overlong-max", "4"], "--policy-loss nft needs successes"),
         (["--policy-loss", "ppo2"], "--policy-loss must be one of cispo, clip, clip-cov"),
         (["--adv-norm", "rlo"], "--adv-norm must be one of bnpo, lite-ppo, mean, mean-std"),
         (["--kl-estimator", "k9"], "--kl-estimator must be one of k1, k2, k3, k3-unbiased"),
@@ -196,3 +199,35 @@ def test_a_behaviour_sampler_draws_the_rollout_and_no_ratio_range_logs_no_dev_fr
     assert calls == [16 * (2 if population else 1)] * 2
     header = (tmp_path / "run" / "metrics.csv").read_text().splitlines()[0].split(",")
     assert "train/ratio_dev_max" in header and "train/ratio_dev_frac" not in header
+
+
+def test_grpo_batch_carries_each_rows_score_and_its_groups():
+    """--policy-loss gbpo / nft: row t * N + n carries the score of env n's episode and the G
+    scores of its group (n // G), as the advantage saw them; and nft's update gradient at
+    theta = theta_old is clip's (T-G8, float32), while gbpo's is not."""
+    torch.manual_seed(0)
+    policy = CategoricalPolicy(3, 4, (8,))
+    lengths, returns = [2, 3, 1, 3, 3, 2, 1, 2], [1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0]
+    rollout = rollout_of(policy, lengths, returns, 4)
+    old_logp, _, _ = rollout.log_probs(policy)
+    grads = {}
+    for name in ("nft", "clip", "gbpo"):
+        args = grpo.Args(num_envs=8, group_size=4, policy_loss=name)
+        batch, ratios, _ = grpo.grpo_batch(rollout, old_logp, policy, args)
+        if name != "clip":
+            scores = torch.tensor(returns, dtype=torch.float32)
+            torch.testing.assert_close(batch["scores"], scores.repeat(3), rtol=0, atol=0)
+            groups = scores.reshape(2, 4).repeat_interleave(4, 0).repeat(3, 1)  # [T * N, G]
+            torch.testing.assert_close(batch["group_scores"], groups, rtol=0, atol=0)
+        else:
+            assert "scores" not in batch and "group_scores" not in batch
+        logp, _ = policy.log_prob_entropy(batch["obs"], batch["actions"], False)
+        idx = torch.arange(logp.numel())
+        t = Tokens(logp, batch["logprobs"], ratios(logp, batch["logprobs"], idx),
+                   batch["advantages"], batch["ref_logprobs"], batch["weights"],
+                   score=batch.get("scores"), group_scores=batch.get("group_scores"))  # fmt: skip
+        loss, _ = grpo.grpo_loss(t, grpo.objective_of(args))
+        grads[name] = torch.autograd.grad(loss, list(policy.parameters()))
+    for a, b in zip(grads["nft"], grads["clip"], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+    assert max(float((a - b).abs().max()) for a, b in zip(grads["gbpo"], grads["clip"])) > 1e-4

@@ -243,6 +243,8 @@ def test_registries_name_every_flag_value_once():
         "reinforce",
         "clip-cov",
         "kl-cov",
+        "gbpo",
+        "nft",
     }
     assert {"mean", "mean-std"} <= set(objective.ADVANTAGES)
     assert "k3" in objective.KL_ESTIMATORS
@@ -259,13 +261,17 @@ def test_parts_run_under_a_population_vmap():
     adv = torch.randn(S, R, generator=gen, dtype=torch.float64)
     weight = torch.full((S, R), 1 / R, dtype=torch.float64)
     noise = torch.rand(S, R, generator=gen, dtype=torch.float64)
+    groups = (torch.rand(S, R, 4, generator=gen) < 0.5).double()  # the scored losses' groups
+    score = groups[..., 0]
     for name in objective.POLICY_LOSSES:
         o = Objective(policy_loss=name, cov_frac=0.3, clip_cov_lb=-math.inf, clip_cov_ub=math.inf)
 
-        def one(lp, ol, a, w, n, o=o):
-            t = Tokens(lp, ol, torch.exp(lp - ol), a, ol, w, noise=n)
+        def one(lp, ol, a, w, n, s, g, o=o):
+            t = Tokens(lp, ol, torch.exp(lp - ol), a, ol, w, noise=n, score=s, group_scores=g)
             return group_objective(t, o)[0]
 
-        batched = torch.func.vmap(one)(logp, old, adv, weight, noise)
-        alone = torch.stack([one(logp[k], old[k], adv[k], weight[k], noise[k]) for k in range(S)])
+        batched = torch.func.vmap(one)(logp, old, adv, weight, noise, score, groups)
+        alone = torch.stack(
+            [one(*(x[k] for x in (logp, old, adv, weight, noise, score, groups))) for k in range(S)]
+        )
         np.testing.assert_allclose(batched.numpy(), alone.numpy(), rtol=1e-12, err_msg=name)

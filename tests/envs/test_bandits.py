@@ -349,7 +349,7 @@ def test_every_sequence_kind_is_one_registered_rule_class():
     from envs.sequence_bandit import RULES, SequenceBandit, register
 
     kinds = {k.removeprefix(SEQUENCE) for k in KINDS if k.startswith(SEQUENCE)}
-    assert kinds == set(RULES) == {"reverse", "summod", "add"}
+    assert kinds == set(RULES) == {"reverse", "summod", "add", "stop"}
     for rule, cls in RULES.items():
         vec = envs.make(f"bandit:sequence-{rule}-3-2", 2, seed=0)
         assert type(vec) is cls and issubclass(cls, SequenceBandit) and cls.rule == rule

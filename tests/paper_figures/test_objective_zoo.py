@@ -107,3 +107,38 @@ def test_bad_flags(flags, message, capsys):
         _zoo().parse(flags)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_variable_length_bandit_runs_its_seeds_apart_and_other_rows_are_kept(tmp_path):
+    """sequence-stop-2-4 (episodes end at EOS: no population): one run per seed, --samples read
+    as env steps, samples counted from train/episodes; GSPO (sequence ratio) applies there, the
+    overlong shaping only there; a later bernoulli-10 run keeps these rows in the CSV."""
+    zoo = _zoo()
+    sweep, out = tmp_path / "sweep", tmp_path / "out"
+    flags = ["--toy", "--train", "--sweep-dir", str(sweep), "--out", str(out)]
+    stop = ["--bandits", "bandit:sequence-stop-2-4", "--samples", "256", "--seeds", "2"]
+    args = zoo.parse([*flags, *stop, "--objectives", "dapo-overlong,gspo"])
+    assert args.cells == [("bandit:sequence-stop-2-4", 256, 2, ["grpo", "dapo-overlong", "gspo"])]
+    zoo.main([*flags, *stop, "--objectives", "dapo-overlong"])
+    rows = list(csv.DictReader((out / "objective_zoo.csv").open()))
+    assert [(r["objective"], r["seed"]) for r in rows] == [
+        (o, s) for o in ("grpo", "dapo-overlong") for s in ("1", "2")
+    ]
+    for r in rows:
+        run = sweep / "sequence-stop-2-4" / r["objective"] / f"seed_{r['seed']}"
+        config = json.loads((run / "config.json").read_text())["args"]
+        assert (config["seed"], config["num_seeds"]) == (int(r["seed"]), None)
+        assert config["overlong_max"] == (8 if r["objective"] == "dapo-overlong" else None)
+        metrics = list(csv.DictReader((run / "metrics.csv").open()))
+        assert int(r["samples"]) == 64 * len(metrics) and int(metrics[-1]["step"]) >= 256
+        assert float(r["auc"]) == pytest.approx(
+            np.mean([float(m["train/episode_return"]) for m in metrics]), rel=1e-5
+        )
+    assert zoo.parse([*flags, "--objectives", "gspo,dapo-overlong"]).cells[0][3] == ["grpo"]
+    zoo.main([*flags, "--objectives", "nft"])  # bernoulli-10 (the toy's): stop's rows stay
+    again = list(csv.DictReader((out / "objective_zoo.csv").open()))
+    assert [r for r in again if r["bandit"] == "bandit:sequence-stop-2-4"] == rows
+    assert {r["objective"] for r in again if r["bandit"] == "bandit:bernoulli-10"} == {
+        "grpo",
+        "nft",
+    }
