@@ -81,7 +81,8 @@ ifdef FULL
 	$(BIN)/python paper_figures/regret.py
 	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --train
 	$(BIN)/python paper_figures/mujoco_results.py --algo trpo --train
-	$(BIN)/python paper_figures/gae_lambda_gamma.py --env-id InvertedPendulum-v5 --total-timesteps 50000
+	$(BIN)/python paper_figures/gae_lambda_gamma.py --env-id Hopper-v5 --total-timesteps 300000 \
+	  --seeds 7 --lambdas 0.0,0.9,0.95,1.0 --gammas 0.99,0.995
 	$(BIN)/python paper_figures/trust_region_family.py --train --seeds 5 --total-timesteps 49152 \
 	  --sweep-dir runs/sweeps/trust_region_family_5seeds
 	$(BIN)/python paper_figures/depth_sweep.py --train --envs Hopper-v5,Walker2d-v5 --seeds 2 \
