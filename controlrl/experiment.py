@@ -494,11 +494,13 @@ class StatusFile:
 
 
 def check_out_dir(out: Path, config: SweepConfig) -> None:
-    """Raise SweepError if `out` holds a sweep with another configuration (or is not a sweep)."""
+    """Raise SweepError if `out` holds a sweep with another configuration (or is not a sweep).
+    More seeds of the same configuration are the same sweep grown: its runs are kept."""
     out = Path(out)
     if (out / "sweep.json").exists():
         saved = load_status(out)
-        if saved["config"] != asdict(config):
+        grown = {**saved["config"], "seeds": config.seeds} == asdict(config)
+        if not (grown and config.seeds >= saved["config"]["seeds"]):
             raise SweepError(
                 f"{out} belongs to a different sweep configuration "
                 f"({saved['config']}); use another --out"

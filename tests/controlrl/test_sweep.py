@@ -106,13 +106,30 @@ def test_out_dir_of_another_configuration_is_refused(tmp_path, fake_algos, capsy
         "--algos-dir",
         str(fake_algos),
     ]
-    assert sweep.main([*base, "--seeds", "1"]) == 0
-    assert sweep.main([*base, "--seeds", "2"]) == 2
+    assert sweep.main([*base, "--seeds", "2"]) == 0
+    assert sweep.main([*base, "--seeds", "1"]) == 2  # fewer seeds: another sweep
+    assert sweep.main([*base, "--seeds", "2", "--total-timesteps", "99"]) == 2
     assert "different sweep configuration" in capsys.readouterr().err
     assert sorted(p.name for p in (out / "runs" / "ok" / "CartPole-v1").iterdir()) == [
         "seed1",
         "seed1.log",
+        "seed2",
+        "seed2.log",
     ]
+
+
+def test_a_sweep_grows_by_more_seeds_keeping_its_finished_runs(tmp_path, fake_algos):
+    out = tmp_path / "sweep"
+    base = ["--algos", "ok", "--envs", "CartPole-v1", "--out", str(out)]
+    base += ["--algos-dir", str(fake_algos)]
+    assert sweep.main([*base, "--seeds", "1"]) == 0
+    first = (out / "runs" / "ok" / "CartPole-v1" / "seed1.log").stat().st_mtime_ns
+    assert sweep.main([*base, "--seeds", "3"]) == 0
+    runs = out / "runs" / "ok" / "CartPole-v1"
+    assert sorted(p.name for p in runs.glob("seed?")) == ["seed1", "seed2", "seed3"]
+    assert (runs / "seed1.log").stat().st_mtime_ns == first  # not run again
+    status = json.loads((out / "sweep.json").read_text())
+    assert status["config"]["seeds"] == 3 and len(status["runs"]) == 3
 
 
 def test_killed_sweep_resumes_every_run_exactly_once(tmp_path):
