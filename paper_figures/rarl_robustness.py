@@ -4,6 +4,7 @@ changes, and better even without the adversary).
 
     python paper_figures/rarl_robustness.py          # 8 paired seeds x 2 variants, 40,960 steps
     python paper_figures/rarl_robustness.py --toy    # seconds: the pipeline at toy size
+    python paper_figures/rarl_robustness.py --replot # the PNG again from the committed CSV
 
 Task: InvertedPendulum-v5 (one of the paper's tasks). Variants, on the same seeds (seed n of one
 pairs with seed n of the other) and flags: algos/ppo.py alone, and algos/rarl.py, whose
@@ -97,11 +98,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--episodes", type=int, default=5, help="per policy and perturbation")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--toy", action="store_true", help="tiny sizes (a test of the pipeline)")
+    p.add_argument("--replot", action="store_true", help="redraw the PNG from <out>'s CSV")
     p.add_argument("--sweeps-root", type=Path, default=ROOT / "runs" / "sweeps" / "rarl")
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
     args = p.parse_args(argv)
     if args.toy:
         apply_toy(args, argv, TOY)
+    if args.replot:
+        replot(args)
+        return
     if 1.0 not in args.masses or 1.0 not in args.frictions:
         p.error("--masses and --frictions must include 1 (the nominal model)")
     common = ["--num-steps", str(args.num_steps), "--eval-every", "0", "--eval-episodes", "5"]
@@ -144,6 +149,27 @@ def main(argv: list[str] | None = None) -> None:
           f"paper_figures/rarl_robustness.py {cmd}")  # fmt: skip
 
 
+def replot(args) -> None:
+    """rarl_robustness.png from <out>/rarl_robustness.csv alone (its grid, seeds and sizes)."""
+    import csv
+
+    path = args.out / "rarl_robustness.csv"
+    if not path.exists():
+        raise SystemExit(f"error: --replot needs {path} (written by a run of this script)")
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        for key in ("mass_scale", "friction_scale", "mean_return", "adversary_force"):
+            r[key] = float(r[key])
+    args.masses = sorted({r["mass_scale"] for r in rows})
+    args.frictions = sorted({r["friction_scale"] for r in rows})
+    args.seeds = len({r["seed"] for r in rows if r["variant"] == "ppo"})
+    args.total_timesteps = int(rows[0]["steps"])
+    args.adversary_force = max(r["adversary_force"] for r in rows)
+    plot(args.out / "rarl_robustness.png", rows, args)
+    print(f"redrew {args.out}/rarl_robustness.png from rarl_robustness.csv")
+
+
 def plot(path: Path, rows: list[dict], args) -> None:
     """One panel per friction scale: mean return against the mass scale per variant, with the
     95% bootstrap CI over seeds from >= 5 seeds (else the min-max range, named so)."""
@@ -171,7 +197,9 @@ def plot(path: Path, rows: list[dict], args) -> None:
                 (line,) = ax.plot(args.masses, mean, "o-", ms=3, label=f"{name}, {kind} ({n})")
                 ax.fill_between(args.masses, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
             ax.set_title(f"joint damping x {friction:g}", fontsize=9)
-            ax.set_xlabel("pole and cart mass scale")
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(args.masses, [f"{m:g}" for m in args.masses])
+            ax.set_xlabel("pole and cart mass scale (log axis)")
         np.atleast_1d(axes)[0].set_ylabel("mean return of the final policy")
         np.atleast_1d(axes)[0].legend(fontsize=7)
         fig.suptitle(
