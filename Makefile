@@ -109,6 +109,7 @@ ifdef FULL
 	$(BIN)/python paper_figures/mountain_car.py
 	$(BIN)/python paper_figures/hard_starts.py
 	$(BIN)/python paper_figures/entrpo_cartpole.py
+	$(BIN)/python paper_figures/rarl_robustness.py
 	$(BIN)/python paper_figures/success_conditioning.py
 else
 	$(BIN)/python paper_figures/retrace_contraction.py --toy --out $(TOY_OUT)
@@ -161,6 +162,8 @@ else
 	$(BIN)/python paper_figures/hard_starts.py --toy --sweeps-root $(TOY_OUT)/sweeps/hard_starts \
 	  --out $(TOY_OUT)
 	$(BIN)/python paper_figures/entrpo_cartpole.py --toy --sweeps-root $(TOY_OUT)/sweeps/entrpo \
+	  --out $(TOY_OUT)
+	$(BIN)/python paper_figures/rarl_robustness.py --toy --sweeps-root $(TOY_OUT)/sweeps/rarl \
 	  --out $(TOY_OUT)
 	$(BIN)/python paper_figures/success_conditioning.py --toy --out $(TOY_OUT)
 endif

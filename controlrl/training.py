@@ -43,13 +43,17 @@ from envs import start_states
 class Run(Session):
     """A Session plus one on-policy data path: vector env, normalisers, collector, buffer."""
 
-    def __init__(self, args: CommonArgs) -> None:
+    def __init__(self, args: CommonArgs, wrap: Callable | None = None) -> None:
+        """wrap: applied to each training env (envs.gym_mujoco.make's wrap; Gymnasium ids),
+        never to evaluation's, which runs the plain env."""
         super().__init__(args, steps_per_iteration=args.num_steps * args.num_envs)
         self.gamma, self.gae_lambda = args.gamma, args.gae_lambda
         # --start-states (an algorithm's option, e.g. ppo's): the training envs' episodes start
         # from the file's states; evaluation keeps the env's own starts
         starts = getattr(args, "start_states", None)
         extra = {} if starts is None else {"start_states": start_states.load(starts)}
+        if wrap is not None:
+            extra["wrap"] = wrap
         self.envs = envs.make(
             args.env_id,
             args.num_envs,
@@ -101,26 +105,11 @@ class Run(Session):
         closed-form likelihood of an action) gets neither: no "logprobs" in the batch,
         old_params None; its update computes its own ratio terms."""
         self._timer = Timer()
-        buffer = self.buffer
-        episodes = self.collector.collect(buffer, policy.sample)
-        buffer.fill_values(value_net)
-        likelihood = hasattr(policy, "dist_params")
-        self.old_params = buffer.fill_logprobs(policy) if likelihood else None
-        advantages = gae(
-            buffer.rewards,
-            buffer.values,
-            buffer.next_values,
-            buffer.terminated,
-            buffer.ended,
-            self.gamma,
-            self.gae_lambda,
+        batch, episodes, self.old_params, self._returns = collect_batch(
+            self.collector, self.buffer, policy, value_net, self.gamma, self.gae_lambda
         )
-        self._returns = advantages + buffer.values
         self.step = self.collector.global_step
         self._timer.lap("rollout_s")
-        batch = buffer.flat(advantages=advantages, returns=self._returns)
-        if not likelihood:
-            del batch["logprobs"]  # never filled: stale zeros
         return batch, episodes
 
     @contextlib.contextmanager
@@ -220,6 +209,33 @@ class Run(Session):
         final = super().finish(lambda: self.evaluate(act))
         self.envs.close()
         return final
+
+
+def collect_batch(
+    collector: Collector, buffer: RolloutBuffer, policy, value_net, gamma: float, gae_lambda: float
+):
+    """One rollout of policy.sample into buffer, then V(s), old log-probs and GAE in batched
+    passes: (flat batch, ended episodes, the collecting policy's distribution parameters or
+    None, returns [T, N]); see Run.collect. Any collector and buffer: a second learner on its
+    own envs (algos/rarl.py's adversary) collects through here too."""
+    episodes = collector.collect(buffer, policy.sample)
+    buffer.fill_values(value_net)
+    likelihood = hasattr(policy, "dist_params")
+    old_params = buffer.fill_logprobs(policy) if likelihood else None
+    advantages = gae(
+        buffer.rewards,
+        buffer.values,
+        buffer.next_values,
+        buffer.terminated,
+        buffer.ended,
+        gamma,
+        gae_lambda,
+    )
+    returns = advantages + buffer.values
+    batch = buffer.flat(advantages=advantages, returns=returns)
+    if not likelihood:
+        del batch["logprobs"]  # never filled: stale zeros
+    return batch, episodes, old_params, returns
 
 
 def episode_metrics(episodes: list[Episode]) -> dict[str, float]:

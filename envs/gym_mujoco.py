@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -102,8 +103,12 @@ def make(
     render_mode: str | None = None,
     copy: bool = True,
     start_states: np.ndarray | None = None,
+    wrap: Callable[[gym.Env], gym.Env] | None = None,
 ) -> gym.vector.VectorEnv:
     """num_envs copies of gym.make(name) with SAME_STEP autoreset.
+
+    wrap (sync only): applied to each env after it is made, e.g. envs.adversarial's
+    AdversarialForces.
 
     start_states [n, obs_dim] (sync only; envs.start_states.check them first): every episode
     starts from a row drawn uniformly (StartStates) instead of the env's own reset.
@@ -117,11 +122,14 @@ def make(
         raise ValueError(f"vectorization must be 'sync' or 'async', got {vectorization!r}")
     if start_states is not None and vectorization != "sync":
         raise ValueError("start_states needs sync vectorization")
+    if wrap is not None and vectorization != "sync":
+        raise ValueError("wrap needs sync vectorization")
     if vectorization == "sync":
 
         def build() -> gym.Env:
             env = gym.make(name, render_mode=render_mode)
-            return env if start_states is None else StartStates(env, start_states)
+            env = env if start_states is None else StartStates(env, start_states)
+            return env if wrap is None else wrap(env)
 
         env_fns = [build] * num_envs
         first = env_fns[0]()  # built once here to check its observation space, then reused

@@ -731,14 +731,6 @@ def entropy_mechanism_rows() -> list[Row]:
 
 NOT_RUN_ROWS = [  # id, paper, claim, why not run
     (
-        "E10",
-        "Robust Adversarial Reinforcement Learning (arXiv 1703.02702)",
-        "training against an adversary makes policies robust to mass and friction changes",
-        "not built: no adversary (a second policy pushing MuJoCo bodies through xfrc_applied, "
-        "trained to lower the protagonist's return in alternation with it) and no test sweep over "
-        "body mass and friction; MuJoCo is installed, so it can run here",
-    ),
-    (
         "E15-gated",
         "Hindsight-Anchored Policy Optimization (HAPO); knapsack start allocation",
         "demonstrations injected only on failure (a gate that anneals as the policy succeeds), "
@@ -872,6 +864,7 @@ def all_rows() -> list[Row]:
     """Every ledger row, experiments E1-E18 first, then the theory statements."""
     from paper_figures import claims_bandits, claims_cheap  # they import this module
     from paper_figures.claims_hard_starts import rows as hard_start_rows
+    from paper_figures.claims_rarl import rows as rarl_rows
     from paper_figures.claims_subspace import rows as subspace_rows
     from paper_figures.claims_tpo import rows as tpo_rows  # it imports this module
 
@@ -884,7 +877,7 @@ def all_rows() -> list[Row]:
         + dppo_rows()
         + fpo_rows()
         + regret_rows()
-        + not_run_rows()[:1]
+        + rarl_rows(read)
         + claims_bandits.rows()
         + tpo_rows()
         + entropy_law_rows()
@@ -892,7 +885,7 @@ def all_rows() -> list[Row]:
         + ratio_filter_rows()
         + subspace_rows(read)
         + hard_start_rows(read)
-        + not_run_rows()[1:]
+        + not_run_rows()
         + claims_cheap.rows()
         + grpo_recurrence_rows()
         + entropy_mechanism_rows()

@@ -828,6 +828,40 @@ def entrpo(read: Read) -> str:
     )
 
 
+@table("rarl")
+def rarl(read: Read) -> str:
+    rows = read("rarl_robustness.csv")
+    masses = sorted({float(r["mass_scale"]) for r in rows})
+    body, groups = [], []
+    for v, name in (("ppo", "PPO"), ("rarl", "RARL protagonist")):
+        g = rows_where(rows, variant=v)
+        seeds = sorted({r["seed"] for r in g}, key=int)
+        groups.append(seeds)
+
+        def per_seed(keep, g=g, seeds=seeds):  # each seed's mean return over the kept cells
+            return [
+                np.mean([float(r["mean_return"]) for r in g if r["seed"] == s and keep(r)])
+                for s in seeds
+            ]
+
+        nominal = per_seed(
+            lambda r: float(r["mass_scale"]) == 1 and float(r["friction_scale"]) == 1
+        )
+        body.append(
+            [name, spread(nominal, ".0f"), spread(per_seed(lambda r: True), ".0f")]
+            + [spread(per_seed(lambda r, m=m: float(r["mass_scale"]) == m), ".0f") for m in masses]
+        )
+    n = uniform_n(groups)
+    frictions = sorted({float(r["friction_scale"]) for r in rows})
+    damping = ", ".join(f"{x:g}" for x in frictions)
+    return (
+        f"`out/rarl_robustness.csv`, {kind(n)} over {n} seeds of the final deterministic "
+        f"policy's return (mass columns: averaged over joint damping x {{{damping}}}):\n\n"
+        + md(["variant", "nominal model", "whole grid"] + [f"mass x {m:g}" for m in masses],
+             body, ["---"] + ["---:"] * (2 + len(masses)))
+    )  # fmt: skip
+
+
 @table("success-conditioning")
 def success_conditioning(read: Read) -> str:
     rows = read("success_conditioning.csv")

@@ -1,0 +1,216 @@
+"""Robust adversarial RL against plain PPO under mass and friction changes (Pinto et al. 2017,
+arXiv 1703.02702: training against an adversary makes policies robust to mass and friction
+changes, and better even without the adversary).
+
+    python paper_figures/rarl_robustness.py          # 8 paired seeds x 2 variants, 40,960 steps
+    python paper_figures/rarl_robustness.py --toy    # seconds: the pipeline at toy size
+    python paper_figures/rarl_robustness.py --replot # the PNG again from the committed CSV
+
+Task: InvertedPendulum-v5 (one of the paper's tasks). Variants, on the same seeds (seed n of one
+pairs with seed n of the other) and flags: algos/ppo.py alone, and algos/rarl.py, whose
+adversary pushes the pole with planar forces of at most --adversary-force newtons; both count
+--total-timesteps of the protagonist's env steps (RARL's adversary samples as many again). Each
+final deterministic policy (its mode, normaliser frozen) then runs --episodes episodes under
+every perturbation: the masses (and inertias) of pole and cart times each --masses factor, the
+joints' damping (the model's friction: its geoms do not collide) times each --frictions factor
+(envs/adversarial.py ScaledDynamics), without the adversary. Writes <out>/rarl_robustness.csv
+(per variant, seed and perturbation: mean return) and rarl_robustness.png (mean return per
+perturbation).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from controlrl import checkpoint
+from controlrl.cli import ArgumentParser
+from controlrl.experiment import SweepConfig, apply_toy, run_sweep, write_rows
+from controlrl.nets import make_policy
+from controlrl.normalize import ObsNormalizer
+from envs.adversarial import ScaledDynamics
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = "InvertedPendulum-v5"
+VARIANTS = ("ppo", "rarl")
+TOY = {"seeds": 2, "total_timesteps": 512, "num_steps": 128, "episodes": 1}
+
+
+def floats(text: str) -> list[float]:
+    """'0.5,1,2' -> [0.5, 1.0, 2.0]."""
+    return [float(x) for x in text.split(",")]
+
+
+def load_act(run_dir: Path):
+    """obs [d] -> action of a finished ppo or rarl run's (protagonist's) mode, normaliser
+    frozen."""
+    saved = json.loads((run_dir / "config.json").read_text())["args"]
+    env = gym.make(ENV)
+    policy = make_policy(env.observation_space, env.action_space, tuple(saved["hidden_sizes"]))
+    env.close()
+    state = checkpoint.load(run_dir / "checkpoints" / "latest.pt", ("policy",))
+    policy.load_state_dict(state["policy"])
+    normalizer = None
+    if "obs_normalizer" in state:
+        normalizer = ObsNormalizer(env.observation_space.shape)
+        normalizer.load_state_dict(state["obs_normalizer"])
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        x = obs.astype(np.float32)[None]
+        if normalizer is not None:
+            x = normalizer(x, update=False)
+        with torch.inference_mode():
+            return policy.mode(torch.from_numpy(x))[0].numpy()
+
+    return act
+
+
+def perturbed_return(act, mass: float, friction: float, episodes: int, seed: int) -> float:
+    """Mean return of `episodes` episodes of act on ENV with masses x mass, damping x friction."""
+    env = ScaledDynamics(gym.make(ENV), mass_scale=mass, friction_scale=friction)
+    low, high = env.action_space.low, env.action_space.high
+    returns = []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=seed + episode)
+        total, done = 0.0, False
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(np.clip(act(obs), low, high))
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    env.close()
+    return float(np.mean(returns))
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, default=8)
+    p.add_argument("--total-timesteps", type=int, default=40_960)
+    p.add_argument("--num-steps", type=int, default=1024, help="steps per env per rollout")
+    p.add_argument("--adversary-force", type=float, default=5.0, help="newtons (rarl)")
+    p.add_argument("--masses", type=floats, default=[0.5, 1.0, 1.5, 2.0, 4.0, 8.0])
+    p.add_argument("--frictions", type=floats, default=[0.5, 1.0, 2.0, 10.0])
+    p.add_argument("--episodes", type=int, default=5, help="per policy and perturbation")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--toy", action="store_true", help="tiny sizes (a test of the pipeline)")
+    p.add_argument("--replot", action="store_true", help="redraw the PNG from <out>'s CSV")
+    p.add_argument("--sweeps-root", type=Path, default=ROOT / "runs" / "sweeps" / "rarl")
+    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    args = p.parse_args(argv)
+    if args.toy:
+        apply_toy(args, argv, TOY)
+    if args.replot:
+        replot(args)
+        return
+    if 1.0 not in args.masses or 1.0 not in args.frictions:
+        p.error("--masses and --frictions must include 1 (the nominal model)")
+    common = ["--num-steps", str(args.num_steps), "--eval-every", "0", "--eval-episodes", "5"]
+    common += ["--no-tensorboard", "--no-progress"]
+    flags = {"ppo": [], "rarl": ["--adversary-force", str(args.adversary_force)]}
+    rows = []
+    for name in VARIANTS:
+        config = SweepConfig([name], [ENV], args.seeds, args.total_timesteps, common + flags[name])
+        out = args.sweeps_root / f"{name}_{args.total_timesteps}"
+        runs = run_sweep(config, out, workers=args.workers)
+        for run_id, status in sorted(runs.items(), key=lambda kv: int(kv[0].rsplit("seed")[1])):
+            if status["status"] != "done":
+                raise SystemExit(f"rarl_robustness.py: run {run_id} {status['status']}")
+            seed = int(run_id.rsplit("seed", 1)[1])
+            act = load_act(out / "runs" / run_id)
+            for mass in args.masses:
+                for friction in args.frictions:
+                    ret = perturbed_return(act, mass, friction, args.episodes, 10_000 * seed)
+                    rows.append(
+                        {
+                            "variant": name,
+                            "seed": seed,
+                            "steps": args.total_timesteps,
+                            "adversary_force": args.adversary_force if name == "rarl" else 0.0,
+                            "mass_scale": mass,
+                            "friction_scale": friction,
+                            "episodes": args.episodes,
+                            "mean_return": ret,
+                        }
+                    )
+            grid = np.mean(
+                [r["mean_return"] for r in rows[-len(args.masses) * len(args.frictions) :]]
+            )
+            print(f"{name} seed {seed}: mean return over the grid {grid:.1f}", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_rows(args.out / "rarl_robustness.csv", rows)
+    plot(args.out / "rarl_robustness.png", rows, args)
+    cmd = " ".join(argv if argv is not None else sys.argv[1:])
+    print(f"wrote {args.out}/rarl_robustness.csv and .png; command: python "
+          f"paper_figures/rarl_robustness.py {cmd}")  # fmt: skip
+
+
+def replot(args) -> None:
+    """rarl_robustness.png from <out>/rarl_robustness.csv alone (its grid, seeds and sizes)."""
+    import csv
+
+    path = args.out / "rarl_robustness.csv"
+    if not path.exists():
+        raise SystemExit(f"error: --replot needs {path} (written by a run of this script)")
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        for key in ("mass_scale", "friction_scale", "mean_return", "adversary_force"):
+            r[key] = float(r[key])
+    args.masses = sorted({r["mass_scale"] for r in rows})
+    args.frictions = sorted({r["friction_scale"] for r in rows})
+    args.seeds = len({r["seed"] for r in rows if r["variant"] == "ppo"})
+    args.total_timesteps = int(rows[0]["steps"])
+    args.adversary_force = max(r["adversary_force"] for r in rows)
+    plot(args.out / "rarl_robustness.png", rows, args)
+    print(f"redrew {args.out}/rarl_robustness.png from rarl_robustness.csv")
+
+
+def plot(path: Path, rows: list[dict], args) -> None:
+    """One panel per friction scale: mean return against the mass scale per variant, with the
+    95% bootstrap CI over seeds from >= 5 seeds (else the min-max range, named so)."""
+    import matplotlib.pyplot as plt
+
+    from controlrl import plots, stats
+
+    with plt.rc_context(plots.STYLE):
+        fig, axes = plt.subplots(1, len(args.frictions), figsize=(3.2 * len(args.frictions), 3.4))
+        for ax, friction in zip(np.atleast_1d(axes), args.frictions):
+            for name in VARIANTS:
+                cells = [
+                    [
+                        r["mean_return"]
+                        for r in rows
+                        if r["variant"] == name
+                        and r["mass_scale"] == m
+                        and r["friction_scale"] == friction
+                    ]
+                    for m in args.masses
+                ]
+                samples = np.array(cells).T  # [seeds, masses]
+                mean, lo, hi, kind = stats.band(samples)
+                n = samples.shape[0]
+                (line,) = ax.plot(args.masses, mean, "o-", ms=3, label=f"{name}, {kind} ({n})")
+                ax.fill_between(args.masses, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
+            ax.set_title(f"joint damping x {friction:g}", fontsize=9)
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(args.masses, [f"{m:g}" for m in args.masses])
+            ax.set_xlabel("pole and cart mass scale (log axis)")
+        np.atleast_1d(axes)[0].set_ylabel("mean return of the final policy")
+        np.atleast_1d(axes)[0].legend(fontsize=7)
+        fig.suptitle(
+            f"{ENV}: PPO vs RARL ({args.adversary_force:g} N adversary), "
+            f"{args.total_timesteps:,} steps; {plots.band_words([args.seeds])}",
+            fontsize=9,
+        )
+        fig.tight_layout()
+        fig.savefig(path)
+        plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
