@@ -2,13 +2,15 @@
 arXiv 1703.02702: training against an adversary makes policies robust to mass and friction
 changes, and better even without the adversary).
 
-    python paper_figures/rarl_robustness.py          # 8 paired seeds x 2 variants, 40,960 steps
+    python paper_figures/rarl_robustness.py          # 8 paired seeds x 3 variants, 40,960 steps
     python paper_figures/rarl_robustness.py --toy    # seconds: the pipeline at toy size
     python paper_figures/rarl_robustness.py --replot # the PNG again from the committed CSV
 
 Task: InvertedPendulum-v5 (one of the paper's tasks). Variants, on the same seeds (seed n of one
-pairs with seed n of the other) and flags: algos/ppo.py alone, and algos/rarl.py, whose
-adversary pushes the pole with planar forces of at most --adversary-force newtons; both count
+pairs with seed n of the others) and flags: algos/ppo.py alone; algos/rarl.py, whose adversary
+pushes the pole with planar forces of at most --adversary-force newtons; and algos/rarl.py with
+a zero force (rarl-no-force: the same alternating scheme and data, no push), the control that
+separates the adversary's effect from the scheme's; all count
 --total-timesteps of the protagonist's env steps (RARL's adversary samples as many again). Each
 final deterministic policy (its mode, normaliser frozen) then runs --episodes episodes under
 every perturbation: the masses (and inertias) of pole and cart times each --masses factor, the
@@ -37,7 +39,8 @@ from envs.adversarial import ScaledDynamics
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "InvertedPendulum-v5"
-VARIANTS = ("ppo", "rarl")
+VARIANTS = ("ppo", "rarl", "rarl-no-force")
+ALGO = {"ppo": "ppo", "rarl": "rarl", "rarl-no-force": "rarl"}  # the script each variant runs
 TOY = {"seeds": 2, "total_timesteps": 512, "num_steps": 128, "episodes": 1}
 
 
@@ -112,9 +115,11 @@ def main(argv: list[str] | None = None) -> None:
     common = ["--num-steps", str(args.num_steps), "--eval-every", "0", "--eval-episodes", "5"]
     common += ["--no-tensorboard", "--no-progress"]
     flags = {"ppo": [], "rarl": ["--adversary-force", str(args.adversary_force)]}
+    flags["rarl-no-force"] = ["--adversary-force", "0"]
     rows = []
     for name in VARIANTS:
-        config = SweepConfig([name], [ENV], args.seeds, args.total_timesteps, common + flags[name])
+        extra = common + flags[name]
+        config = SweepConfig([ALGO[name]], [ENV], args.seeds, args.total_timesteps, extra)
         out = args.sweeps_root / f"{name}_{args.total_timesteps}"
         runs = run_sweep(config, out, workers=args.workers)
         for run_id, status in sorted(runs.items(), key=lambda kv: int(kv[0].rsplit("seed")[1])):
@@ -203,7 +208,7 @@ def plot(path: Path, rows: list[dict], args) -> None:
         np.atleast_1d(axes)[0].set_ylabel("mean return of the final policy")
         np.atleast_1d(axes)[0].legend(fontsize=7)
         fig.suptitle(
-            f"{ENV}: PPO vs RARL ({args.adversary_force:g} N adversary), "
+            f"{ENV}: PPO vs RARL ({args.adversary_force:g} N adversary) vs RARL at 0 N, "
             f"{args.total_timesteps:,} steps; {plots.band_words([args.seeds])}",
             fontsize=9,
         )

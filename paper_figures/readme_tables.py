@@ -833,7 +833,8 @@ def rarl(read: Read) -> str:
     rows = read("rarl_robustness.csv")
     masses = sorted({float(r["mass_scale"]) for r in rows})
     body, groups = [], []
-    for v, name in (("ppo", "PPO"), ("rarl", "RARL protagonist")):
+    variants = (("ppo", "PPO"), ("rarl", "RARL protagonist"), ("rarl-no-force", "RARL at 0 N"))
+    for v, name in [x for x in variants if any(r["variant"] == x[0] for r in rows)]:
         g = rows_where(rows, variant=v)
         seeds = sorted({r["seed"] for r in g}, key=int)
         groups.append(seeds)

@@ -37,16 +37,16 @@ def test_toy_run(tmp_path):
     with open(tmp_path / "rarl_robustness.csv") as f:
         rows = list(csv.DictReader(f))
     cells = [(r["variant"], r["seed"], r["mass_scale"], r["friction_scale"]) for r in rows]
-    assert cells == [(v, "1", m, "1") for v in ("ppo", "rarl") for m in ("1", "3")]
+    assert cells == [(v, "1", m, "1") for v in fig.VARIANTS for m in ("1", "3")]
     assert (tmp_path / "rarl_robustness.png").stat().st_size > 0
-    for variant in ("ppo", "rarl"):
-        run = sweeps / f"{variant}_512" / "runs" / variant / fig.ENV / "seed1"
+    for variant in fig.VARIANTS:
+        run = sweeps / f"{variant}_512" / "runs" / fig.ALGO[variant] / fig.ENV / "seed1"
         config = json.loads((run / "config.json").read_text())["args"]
         assert config["total_timesteps"] == 512 and config["seed"] == 1
-        if variant == "rarl":
-            assert config["adversary_force"] == 7.0
+        if variant != "ppo":  # the control runs rarl.py with no force
+            assert config["adversary_force"] == (7.0 if variant == "rarl" else 0.0)
         act = fig.load_act(run)
         nominal = next(r for r in rows if r["variant"] == variant and r["mass_scale"] == "1")
         # one episode from the row's seed: the nominal scales are the plain env
         assert float(nominal["mean_return"]) == plain_return(act, 10_000)
-    assert [r["adversary_force"] for r in rows] == ["0", "0", "7", "7"]
+    assert [r["adversary_force"] for r in rows] == ["0", "0", "7", "7", "0", "0"]
