@@ -90,6 +90,21 @@ def apply_toy(args, argv: list[str] | None, toy: dict) -> None:
             setattr(args, key, value)
 
 
+def read_rows(path: str | Path, ints=(), floats=(), flag: str = "--from-csv") -> list[dict]:
+    """A figure's CSV as write_rows left it, the columns `ints` and `floats` parsed back; a
+    missing file exits naming the flag that needs it."""
+    import csv
+
+    path = Path(path)
+    if not path.exists():
+        raise SystemExit(f"error: {flag} needs {path} (written by a run of this script)")
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        r.update({k: int(r[k]) for k in ints} | {k: float(r[k]) for k in floats})
+    return rows
+
+
 def write_rows(path: str | Path, rows: list[dict], fields=None) -> None:
     """A figure's CSV: one row per dict, columns `fields` (default: the first row's keys),
     floats to 6 significant digits (what the figures' numbers carry; keeps the files small)."""

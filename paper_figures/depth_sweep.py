@@ -28,7 +28,7 @@ import numpy as np
 
 from controlrl import plots, stats
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig, run_sweep
+from controlrl.experiment import SweepConfig, read_rows, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,7 +91,11 @@ def main(argv: list[str] | None = None) -> None:
                 )
 
     if args.from_csv:
-        rows = read_rows(args.out / "depth_sweep.csv")
+        rows = read_rows(
+            args.out / "depth_sweep.csv",
+            ints=("depth",),
+            floats=("final_train_return", "final_eval_return", "ratio_dev_mean"),
+        )
         rows = [r for r in rows if (r["algo"], r["env_id"], r["depth"]) in
                 {(a, e, d) for a in algos for e in env_ids for d in depths}]  # fmt: skip
         if not rows:
@@ -112,19 +116,6 @@ def main(argv: list[str] | None = None) -> None:
         f"wrote {args.out / 'depth_sweep.png'}{wrote}; command: python "
         f"paper_figures/depth_sweep.py {' '.join(argv if argv is not None else sys.argv[1:])}"
     )
-
-
-def read_rows(path: Path) -> list[dict]:
-    """depth_sweep.csv's rows with numbers parsed back."""
-    if not path.exists():
-        raise SystemExit(f"error: --from-csv needs {path} (written by a run of this script)")
-    with path.open() as f:
-        rows = list(csv.DictReader(f))
-    for r in rows:
-        r["depth"] = int(r["depth"])
-        for key in ("final_train_return", "final_eval_return", "ratio_dev_mean"):
-            r[key] = float(r[key])
-    return rows
 
 
 def collect(args, algos: list[str], env_ids: list[str], depths: list[int]) -> list[dict]:

@@ -29,7 +29,7 @@ import numpy as np
 
 from controlrl import plots, stats
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig, run_sweep
+from controlrl.experiment import SweepConfig, read_rows, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,7 +96,11 @@ def main(argv: list[str] | None = None) -> None:
     groups_ = sweep_groups(args.algo, env_ids, args.sweeps_root, args.suite)
     stem = args.out / f"{args.algo}_{args.suite}"
     if args.from_csv:
-        rows = read_rows(stem.with_suffix(".csv"))
+        rows = read_rows(
+            stem.with_suffix(".csv"),
+            ints=("steps",),
+            floats=("final_train_return", "final_eval_return"),
+        )
         plot_finals(args, rows, ref, ref_label, stem.with_suffix(".png"))
         report(args, rows, env_ids, ref, ref_label)
         print(f"wrote {stem}.png from {stem}.csv")
@@ -216,19 +220,6 @@ def report(args, rows: list[dict], env_ids: list[str], ref: dict, ref_label: str
                 f"deterministic eval {np.mean(ev):.0f} (sample SD {stats.sample_sd(ev):.0f}) over "
                 f"{len(mine)} seeds; reference {ref.get(env_id, '-')}"
             )
-
-
-def read_rows(path: Path) -> list[dict]:
-    """<algo>_<suite>.csv's rows, numbers parsed back."""
-    if not path.exists():
-        raise SystemExit(f"error: --from-csv needs {path} (written by a run of this script)")
-    with path.open() as f:
-        rows = list(csv.DictReader(f))
-    for r in rows:
-        r["steps"] = int(r["steps"])
-        for key in ("final_train_return", "final_eval_return"):
-            r[key] = float(r[key])
-    return rows
 
 
 def plot_finals(args, rows: list[dict], ref: dict, ref_label: str, path: Path) -> None:

@@ -461,3 +461,12 @@ def test_status_counts_what_runs_say_and_eta(tmp_path):
     data = json.loads((out / "sweep.json").read_text())
     assert data["driver"]["state"] == "interrupted"
     assert data["runs"]["ok/CartPole-v1/seed2"]["status"] == "queued"
+
+
+def test_read_rows_parses_back_what_write_rows_wrote_and_names_the_flag(tmp_path):
+    path = tmp_path / "fig.csv"
+    experiment.write_rows(path, [{"algo": "ppo", "depth": 7, "ret": 1.25}])
+    rows = experiment.read_rows(path, ints=("depth",), floats=("ret",))
+    assert rows == [{"algo": "ppo", "depth": 7, "ret": 1.25}]
+    with pytest.raises(SystemExit, match="--replot needs"):
+        experiment.read_rows(tmp_path / "missing.csv", flag="--replot")
