@@ -105,6 +105,23 @@ def read_rows(path: str | Path, ints=(), floats=(), flag: str = "--from-csv") ->
     return rows
 
 
+def kept_rows(path: str | Path, key: tuple[str, ...], fresh: set, ints=(), floats=()) -> list[dict]:
+    """The rows of a figure's existing CSV whose cell (the values of the columns `key`) is not in
+    `fresh` (the cells this call ran or read anew), parsed as read_rows parses them, an empty
+    float cell as NaN; no file: no rows. A figure grown cell by cell keeps what it ran before."""
+    import csv
+
+    path = Path(path)
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if tuple(r[k] for k in key) not in fresh]
+    for r in rows:
+        r.update({k: int(r[k]) for k in ints})
+        r.update({k: float(r[k]) if r[k] else float("nan") for k in floats})
+    return rows
+
+
 def write_rows(path: str | Path, rows: list[dict], fields=None) -> None:
     """A figure's CSV: one row per dict, columns `fields` (default: the first row's keys),
     floats to 6 significant digits (what the figures' numbers carry; keeps the files small)."""

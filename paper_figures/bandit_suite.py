@@ -44,8 +44,10 @@ population path). Every interval comes from controlrl.stats: the 95% percentile-
 of the mean over seeds, from >= 5 seeds (the min-max range below, named as a range); spreads
 are sample SDs.
 
-Default budget: 5 bandits, 4-6 methods each (25 cells), 200 seeds per GRPO-family and TPO cell
-and 30 per PPO cell, 10,240 (bernoulli-10) or 20,480 samples per seed.
+Default budget: 5 bandits, 4-6 methods each (25 cells), 200 seeds per cell (a population run
+per GRPO-family and TPO cell, 200 runs per PPO cell), 10,240 (bernoulli-10) or 20,480 samples
+per seed. A call that runs some cells (--bandits, --methods) rewrites those cells' rows of the
+CSVs and keeps every other cell's rows as they were.
 
 Writes <out>/bandit_suite.png; bandit_suite.csv (one row per finished run, the table the claims
 ledger reads: final success = mean success over its last --final-window samples, mean success
@@ -69,7 +71,7 @@ from pathlib import Path
 import numpy as np
 
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import write_rows
+from controlrl.experiment import kept_rows, write_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 BANDITS = "bandit:bernoulli-10,bandit:sparse-1000,bandit:contextual-16-10,"
@@ -334,14 +336,30 @@ def write_curves(path: Path, table: list[dict]) -> None:
             writer.writerow({k: f"{v:.5g}" if isinstance(v, float) else v for k, v in row.items()})
 
 
-def read_curves(path: Path) -> list[dict]:
-    """The curve table back from its CSV (numbers as floats)."""
+def cell_order(row: dict) -> tuple[int, int]:
+    """Where a (bandit, method) cell goes in the tables: BANDITS' order, then METHODS'."""
+    bandits = BANDITS.split(",")
+    b = bandits.index(row["bandit"]) if row["bandit"] in bandits else len(bandits)
+    return b, list(METHODS).index(row["method"])
+
+
+def read_curves(path: Path, missing_ok: bool = False) -> list[dict]:
+    """The curve table back from its CSV (numbers as floats); missing_ok: none, no error."""
+    if missing_ok and not path.exists():
+        return []
     if not path.exists():
         raise SystemExit(f"error: --replot needs {path} (written by a run of this script)")
     with path.open() as f:
         rows = list(csv.DictReader(f))
     numeric = [k for k in CURVE_FIELDS if k not in ("bandit", "method", "band")]
     return [r | {k: float(r[k]) for k in numeric} for r in rows]
+
+
+SUMMARY_FLOATS = [
+    f"{k}{e}" for k in ("final_success", "mean_success") for e in ("", "_sd", "_lo", "_hi")
+]
+SUMMARY_FLOATS += ["samples_to_half_median", "entropy_last", "entropy_rise_frac"]
+SUMMARY_FLOATS += ["zero_variance_frac", "clip_frac"]
 
 
 def summary(runs: list[dict], command: str) -> list[dict]:
@@ -430,7 +448,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--methods", default=",".join(METHODS), help=f"some of {', '.join(METHODS)}")
     p.add_argument("--seeds", type=int, default=200, help="seeds per GRPO-family or TPO cell")
-    p.add_argument("--ppo-seeds", type=int, default=30, help="seeds per PPO cell (one run each)")
+    p.add_argument("--ppo-seeds", type=int, default=200, help="seeds per PPO cell (one run each)")
     p.add_argument("--num-envs", type=int, default=256, help="samples per update (all methods)")
     p.add_argument("--final-window", type=int, default=1280, help="samples of final_success")
     p.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "bandit_suite")
@@ -496,10 +514,22 @@ def main(argv: list[str] | None = None) -> None:
     runs = collect(args, cfgs)
     if not runs:
         raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
+    # cells with no run under --sweep-dir (run before, by another call) keep their committed rows
+    fresh = {(r["row"]["bandit"], r["row"]["method"]) for r in runs}
+    key = ("bandit", "method")
+    ints = ("seed", "samples", "samples_to_half")
+    floats = [f for f in RUN_FIELDS[4:] if f not in ints]
+    old = kept_rows(args.out / "bandit_suite.csv", key, fresh, ints=ints, floats=floats)
+    old_curves = [r for r in read_curves(args.out / "bandit_suite_curves.csv", missing_ok=True)
+                  if (r["bandit"], r["method"]) not in fresh]  # fmt: skip
+    old_table = kept_rows(args.out / "bandit_suite_summary.csv", key, fresh,
+                          ints=("seeds", "reached_half"), floats=SUMMARY_FLOATS)  # fmt: skip
+    rows = sorted([r["row"] for r in runs] + old, key=cell_order)  # a cell's order kept
+    curves = sorted(curve_table(runs) + old_curves, key=cell_order)
+    table = sorted(summary(runs, command) + old_table, key=cell_order)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_rows(args.out / "bandit_suite.csv", [r["row"] for r in runs], RUN_FIELDS)
-    write_curves(args.out / "bandit_suite_curves.csv", curve_table(runs))
-    table = summary(runs, command)
+    write_rows(args.out / "bandit_suite.csv", rows, RUN_FIELDS)
+    write_curves(args.out / "bandit_suite_curves.csv", curves)
     write_rows(args.out / "bandit_suite_summary.csv", table, table[0])
     # drawn from the CSV as written, so that --replot gives the same PNG byte for byte
     plot(args.out, read_curves(args.out / "bandit_suite_curves.csv"))

@@ -56,7 +56,7 @@ from pathlib import Path
 import numpy as np
 
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import apply_toy, write_rows
+from controlrl.experiment import apply_toy, kept_rows, write_rows
 from controlrl.stats import paired, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -262,17 +262,6 @@ def seed_rows(args, bandit: str, objective: str, truth: dict) -> list[dict]:
     return rows
 
 
-def kept_rows(path: Path, fresh: set[tuple[str, str]]) -> list[dict]:
-    """The rows of an existing objective_zoo.csv whose (bandit, objective) has no fresh rows."""
-    if not path.exists():
-        return []
-    with path.open() as f:
-        old = [r for r in csv.DictReader(f) if (r["bandit"], r["objective"]) not in fresh]
-    numeric = ("optimal_reward", "final_success", "final_eval", "auc", "clip_frac")
-    return [r | {"seed": int(r["seed"]), "samples": int(r["samples"])}
-            | {k: float(r[k]) if r[k] else float("nan") for k in numeric} for r in old]  # fmt: skip
-
-
 def summary(rows: list[dict]) -> list[dict]:
     """Per (bandit, objective): summaries over seeds and the paired difference to GRPO."""
     cells: dict[tuple[str, str], dict[int, dict]] = {}
@@ -384,7 +373,10 @@ def main(argv: list[str] | None = None) -> None:
     if not rows:
         raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
     fresh = {(r["bandit"], r["objective"]) for r in rows}
-    rows = kept_rows(args.out / "objective_zoo.csv", fresh) + rows
+    numeric = ("optimal_reward", "final_success", "final_eval", "auc", "clip_frac")
+    old = kept_rows(args.out / "objective_zoo.csv", ("bandit", "objective"), fresh,
+                    ints=("seed", "samples"), floats=numeric)  # fmt: skip
+    rows = old + rows
     order = {b: i for i, b in enumerate(PLAN)} | {o: i for i, o in enumerate(OBJECTIVES)}
     rows.sort(key=lambda r: (order.get(r["bandit"], len(order)), r["bandit"],
                              order[r["objective"]], r["seed"]))  # fmt: skip

@@ -1,6 +1,7 @@
 """Sweep runner: failures recorded without stopping others, bad input, kill + re-run, Ray."""
 
 import json
+import math
 import os
 import signal
 import socket
@@ -470,3 +471,15 @@ def test_read_rows_parses_back_what_write_rows_wrote_and_names_the_flag(tmp_path
     assert rows == [{"algo": "ppo", "depth": 7, "ret": 1.25}]
     with pytest.raises(SystemExit, match="--replot needs"):
         experiment.read_rows(tmp_path / "missing.csv", flag="--replot")
+
+
+def test_kept_rows_keeps_the_cells_not_run_anew_parsed_back(tmp_path):
+    path = tmp_path / "fig.csv"
+    rows = [{"cell": "a", "seed": 1, "x": 0.5}, {"cell": "b", "seed": 2, "x": float("nan")}]
+    experiment.write_rows(path, rows + [{"cell": "a", "seed": 3, "x": ""}])
+    kept = experiment.kept_rows(path, ("cell",), {("a",)}, ints=("seed",), floats=("x",))
+    assert len(kept) == 1 and kept[0]["cell"] == "b" and kept[0]["seed"] == 2
+    assert math.isnan(kept[0]["x"])
+    both = experiment.kept_rows(path, ("cell",), set(), ints=("seed",), floats=("x",))
+    assert [r["seed"] for r in both] == [1, 2, 3] and math.isnan(both[2]["x"])  # "" is NaN
+    assert experiment.kept_rows(tmp_path / "none.csv", ("cell",), set()) == []

@@ -86,6 +86,29 @@ def test_toy_run_writes_png_and_csvs_from_the_runs(tmp_path):
         assert s["band"] == "range" and s["final_success_sd"] == "nan"
         assert s["command"].startswith("python paper_figures/bandit_suite.py --toy --train")
 
+    # the same runs read into a copy of the committed tables: their three cells replace the
+    # committed ones, every other cell's lines are kept as committed, in the suite's order
+    grown = tmp_path / "grown"
+    grown.mkdir()
+    names = ("bandit_suite.csv", "bandit_suite_curves.csv", "bandit_suite_summary.csv")
+    for name in names:
+        __import__("shutil").copy(ROOT / "paper_figures/out" / name, grown / name)
+    suite.main(["--toy", "--sweep-dir", str(sweep), "--out", str(grown)])
+    fresh = ("bandit:bernoulli-10,pg,", "bandit:bernoulli-10,grpo,", "bandit:bernoulli-10,tpo,")
+    for name in names:
+        committed = (ROOT / "paper_figures/out" / name).read_text().splitlines()
+        now = (grown / name).read_text().splitlines()
+        new = (out / name).read_text().splitlines()[1:]
+        assert now[0] == committed[0]
+        assert [x for x in now if not x.startswith(fresh)] == [
+            x for x in committed if not x.startswith(fresh)
+        ]
+        numbers = [x.split(",python ")[0] for x in now if x.startswith(fresh)]  # not the command
+        assert numbers == [x.split(",python ")[0] for x in new]  # the toy's lines
+        cells = [x.split(",")[:2] for x in now[1:]]
+        order = [suite.cell_order({"bandit": b, "method": m}) for b, m in cells]
+        assert order == sorted(order)
+
     # the figure again from the committed curve table alone, with no run left to read
     png = (out / "bandit_suite.png").read_bytes()
     (out / "bandit_suite.png").unlink()
