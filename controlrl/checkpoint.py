@@ -15,14 +15,32 @@ class CheckpointError(Exception):
 
 def save(path: str | Path, state: dict) -> None:
     """Write state to path atomically: temp file in the same dir, fsync, rename."""
+    commit(write_temp(path, state), path)
+
+
+def write_temp(path: str | Path, state: dict) -> Path:
+    """state serialised into a temp file beside path (not yet synced nor renamed); the state's
+    tensors may change as soon as this returns."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp)
+
+
+def commit(tmp: str | Path, path: str | Path) -> None:
+    """fsync the temp file of write_temp and rename it over path (the atomic step)."""
+    try:
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -29,6 +29,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -48,6 +49,10 @@ def algo_name(args: CommonArgs) -> str:
 
 class Session:
     """One run's directory, logger, resume state, cadences and checkpoints."""
+
+    # a checkpoint's fsync and rename in a thread while training goes on (its state is
+    # serialised first, in the caller's thread); the next save and finish() wait for it
+    background_checkpoints = False
 
     def __init__(self, args: CommonArgs, steps_per_iteration: int) -> None:
         self.args = args
@@ -71,6 +76,8 @@ class Session:
             except checkpoint.CheckpointError as exc:
                 fail(str(exc))
         self.stateful: dict = {}
+        self._checkpoint_io: ThreadPoolExecutor | None = None
+        self._pending_checkpoint: Future | None = None
         self.logger: RunLogger | None = None
         self.step = 0
         self.start_iteration = 0
@@ -99,6 +106,8 @@ class Session:
 
     def release(self) -> None:
         """Close the logger's files and give the run directory's lock back."""
+        with contextlib.suppress(Exception):  # the error being handled is the one to report
+            self.wait_checkpoint()
         if self.logger is not None:
             with contextlib.suppress(OSError):
                 self.logger.close()
@@ -203,18 +212,38 @@ class Session:
             **{name: obj.state_dict() for name, obj in self.stateful.items()},
         }
         path = self.checkpoint_path(self.run_dir)
-        checkpoint.save(path, state)
-        if self.args.keep_checkpoints:  # latest.pt is renamed over, never rewritten: a link
-            kept = path.with_name(f"step_{self.step:09d}.pt")
-            kept.unlink(missing_ok=True)
-            try:
-                os.link(path, kept)
-            except OSError:  # a filesystem without hard links
-                shutil.copyfile(path, kept)
+        self.wait_checkpoint()  # checkpoints land in order
+        tmp = checkpoint.write_temp(path, state)  # the state copied out before training goes on
+        kept = path.with_name(f"step_{self.step:09d}.pt") if self.args.keep_checkpoints else None
+
+        def land() -> None:
+            checkpoint.commit(tmp, path)
+            if kept is not None:  # latest.pt is renamed over, never rewritten: a link
+                kept.unlink(missing_ok=True)
+                try:
+                    os.link(path, kept)
+                except OSError:  # a filesystem without hard links
+                    shutil.copyfile(path, kept)
+
+        if self.background_checkpoints:
+            if self._checkpoint_io is None:
+                self._checkpoint_io = ThreadPoolExecutor(1)
+            self._pending_checkpoint = self._checkpoint_io.submit(land)
+        else:
+            land()
+
+    def wait_checkpoint(self) -> None:
+        """Until the checkpoint being landed in the background (if any) is on disk; re-raises
+        its error."""
+        pending, self._pending_checkpoint = self._pending_checkpoint, None
+        if pending is not None:
+            pending.result()
 
     def finish(self, evaluate: Callable[[], float | dict]) -> float:
         """Final evaluation into final_eval.json (eval_return_mean, plus eval_<name> for each
         further eval/<name> the evaluation returned); close the logger; returns the mean return."""
+        with rundir.on_disk_fault(self.run_dir, self.release):
+            self.wait_checkpoint()  # on disk before final_eval.json says the run is done
         results = eval_metrics(evaluate())
         final = results["eval/return"]
         extra = {f"eval_{k[5:]}": v for k, v in results.items() if k != "eval/return"}

@@ -208,6 +208,23 @@ def test_population_adam_on_the_whole_rows_steps_each_row_to_the_bit(hidden):
     assert not pop.flat[:, P:].any()  # the padding stays zero
 
 
+def test_constant_obs_refuses_rows_that_differ_within_a_seed():
+    """A constant-observation population runs one row per seed: rows that differ (one entry
+    of one seed, or a NaN) are refused, not silently replaced by the first row."""
+    torch.manual_seed(0)
+    pop = PopulationPolicy.build([CategoricalPolicy(2, 5, (8,)) for _ in range(3)])
+    pop.constant_obs = True
+    pop.generators = [torch.Generator().manual_seed(k) for k in range(3)]
+    obs = torch.randn(3, 1, 2).expand(3, 4, 2).contiguous()
+    with torch.inference_mode():
+        pop.sample(obs.reshape(12, 2))  # every seed's rows equal (seeds differ): fine
+        for bad in (1e-6, float("nan")):
+            odd = obs.clone()
+            odd[2, 3, 1] += bad
+            with pytest.raises(ValueError, match="constant_obs"):
+                pop.sample(odd.reshape(12, 2))
+
+
 @pytest.mark.parametrize("constant_obs", [True, False])
 def test_per_seed_draws_on_two_threads_are_the_one_thread_draws(constant_obs):
     def draws(threads: int):

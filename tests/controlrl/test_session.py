@@ -285,3 +285,49 @@ def test_keep_checkpoints_keeps_one_file_per_checkpoint(tmp_path):
         for name, n in zip(kept, (2, 4, 5)):
             state = checkpoint.load(run_dir / "checkpoints" / name)
             assert state["counter"]["n"] == n and state["step"] == 100 * n
+
+
+def test_background_checkpoint_holds_the_state_at_save_and_reports_a_failed_landing(
+    tmp_path, monkeypatch
+):
+    """background_checkpoints: save_checkpoint returns before the fsync and rename; the file
+    holds the state as it was at the call (training changing it in place afterwards), the
+    next save waits for the previous one, and a landing that fails raises at the next wait."""
+    args = ToyArgs(run_dir=str(tmp_path / "run"))
+    session = Session(args, steps_per_iteration=64)
+    session.background_checkpoints = True
+    weights = torch.arange(4.0)
+    session.stateful = {"net": torch.nn.ParameterDict({"w": torch.nn.Parameter(weights)})}
+    path = session.checkpoint_path(session.run_dir)
+    landed = []
+    commit = checkpoint.commit
+
+    def slow_commit(tmp, dest):
+        __import__("time").sleep(0.2)
+        commit(tmp, dest)
+        state = torch.load(dest, weights_only=True)
+        landed.append((state["step"], float(state["net"]["w"][0])))
+
+    monkeypatch.setattr(checkpoint, "commit", slow_commit)
+    session.step = 64
+    session.save_checkpoint(1)
+    assert not path.exists()  # still landing
+    with torch.no_grad():
+        session.stateful["net"]["w"].add_(100.0)  # training goes on
+    session.step = 128
+    session.save_checkpoint(2)  # waits for the first
+    assert landed == [(64, 0.0)]  # the weights as they were at the first save
+    session.wait_checkpoint()
+    assert landed == [(64, 0.0), (128, 100.0)]
+    state = checkpoint.load(path)
+    assert torch.equal(state["net"]["w"], torch.arange(4.0) + 100.0) and state["step"] == 128
+
+    def failing_commit(tmp, dest):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(checkpoint, "commit", failing_commit)
+    session.save_checkpoint(3)
+    with pytest.raises(OSError, match="No space"):
+        session.wait_checkpoint()
+    session.wait_checkpoint()  # reported once
+    session.release()
