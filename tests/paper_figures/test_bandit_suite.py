@@ -189,7 +189,7 @@ def test_default_plan():
     variants on the two sequence bandits; PPO's rollout is one episode per env."""
     suite = _suite()
     args = suite.parse([])
-    assert (args.seeds, args.ppo_seeds) == (200, 30)
+    assert (args.seeds, args.ppo_seeds) == (200, 200)
     cfgs = suite.configs(args)
     plan = {(c["bandit"].removeprefix("bandit:"), c["method"]) for c in cfgs}
     core = {"pg", "ppo", "grpo", "tpo"}
