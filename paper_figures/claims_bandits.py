@@ -1,8 +1,8 @@
 """Ledger rows of the bandit suite (paper_figures/bandit_suite.py -> out/bandit_suite.csv, one row
 per run): every comparison paired by seed (seed k of two methods faces the same reward and prompt
 stream), on the final success rate = mean return over a run's last 1,280 samples over the
-bandit's optimal expected reward; 200 seeds per population cell (48 for TPO on the sequence
-bandits), 30 per PPO cell (PPO and TPO-48 pair with the population's first seeds)."""
+bandit's optimal expected reward; 200 seeds per cell (a population run per GRPO-family and
+TPO cell, 200 separate runs per PPO cell), seeds 1-200 on both sides of a pair."""
 
 from __future__ import annotations
 
@@ -50,8 +50,18 @@ COMPARISONS = [
     ("E11-KPO-reverse", REVERSE, "grpo-kalman", "grpo",
      "Kalman-filtered ratios train better than per-token ratios", KPO,
      "transplant: token reversal V = 2, L = 6"),
+    ("E11-GSPO-add", ADD, "grpo-seq", "grpo",
+     "a sequence-level ratio trains better than GRPO's per-token ratio", GSPO, ADD_SETTING),
+    ("E11-KPO-add", ADD, "grpo-kalman", "grpo",
+     "Kalman-filtered ratios train better than per-token ratios", KPO, ADD_SETTING),
 ]  # fmt: skip
-for bandit in ("bandit:bernoulli-10", "bandit:sparse-1000", "bandit:contextual-16-10"):
+for bandit in (
+    "bandit:bernoulli-10",
+    "bandit:sparse-1000",
+    "bandit:contextual-16-10",
+    REVERSE,
+    ADD,
+):
     name = bandit.removeprefix("bandit:")
     COMPARISONS.append(
         (f"E11-GRPO-PPO-{name}", bandit, "grpo", "ppo",
