@@ -527,15 +527,18 @@ class StatusFile:
 
 def check_out_dir(out: Path, config: SweepConfig) -> None:
     """Raise SweepError if `out` holds a sweep with another configuration (or is not a sweep).
-    More seeds of the same configuration are the same sweep grown: its runs are kept."""
+    More seeds or more tasks of the same configuration are the same sweep grown: its runs are
+    kept (a task of the saved sweep may not be dropped, nor a seed)."""
     out = Path(out)
     if (out / "sweep.json").exists():
-        saved = load_status(out)
-        grown = {**saved["config"], "seeds": config.seeds} == asdict(config)
-        if not (grown and config.seeds >= saved["config"]["seeds"]):
+        saved = load_status(out)["config"]
+        new = asdict(config)
+        same = {**saved, "seeds": new["seeds"], "envs": new["envs"]} == new
+        grown = new["seeds"] >= saved["seeds"] and set(saved["envs"]) <= set(new["envs"])
+        if not (same and grown):
             raise SweepError(
                 f"{out} belongs to a different sweep configuration "
-                f"({saved['config']}); use another --out"
+                f"({saved}); use another --out"
             )
     elif out.exists() and not out.is_dir():
         raise SweepError(f"--out {out} is a file; use another --out")

@@ -483,3 +483,18 @@ def test_kept_rows_keeps_the_cells_not_run_anew_parsed_back(tmp_path):
     both = experiment.kept_rows(path, ("cell",), set(), ints=("seed",), floats=("x",))
     assert [r["seed"] for r in both] == [1, 2, 3] and math.isnan(both[2]["x"])  # "" is NaN
     assert experiment.kept_rows(tmp_path / "none.csv", ("cell",), set()) == []
+
+
+def test_a_sweep_grows_by_more_tasks_but_keeps_every_saved_task(tmp_path, fake_algos, capsys):
+    out = tmp_path / "sweep"
+    base = ["--algos", "ok", "--seeds", "1", "--out", str(out), "--algos-dir", str(fake_algos)]
+    assert sweep.main([*base, "--envs", "CartPole-v1"]) == 0
+    first = (out / "runs" / "ok" / "CartPole-v1" / "seed1.log").stat().st_mtime_ns
+    assert sweep.main([*base, "--envs", "CartPole-v1,Acrobot-v1"]) == 0
+    assert (out / "runs" / "ok" / "CartPole-v1" / "seed1.log").stat().st_mtime_ns == first
+    assert (out / "runs" / "ok" / "Acrobot-v1" / "seed1").is_dir()
+    status = json.loads((out / "sweep.json").read_text())
+    assert status["config"]["envs"] == ["CartPole-v1", "Acrobot-v1"]
+    assert sorted(status["runs"]) == ["ok/Acrobot-v1/seed1", "ok/CartPole-v1/seed1"]
+    assert sweep.main([*base, "--envs", "Acrobot-v1"]) == 2  # a saved task dropped: refused
+    assert "different sweep configuration" in capsys.readouterr().err
