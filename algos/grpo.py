@@ -82,6 +82,7 @@ from controlrl.cli import (
 )
 from controlrl.group import zero_variance_mask
 from controlrl.group_rollout import GroupRollout, require_group_flags
+from controlrl.injection import SuccessInjection, injectable
 from controlrl.mismatch import PERTURBATIONS, behaviour_sampler, rollout_weights, template_class
 from controlrl.nets import CategoricalPolicy
 from controlrl.objective import (
@@ -128,6 +129,14 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     filter_zero_variance: bool = False
     """drop groups whose returns are all equal from the loss (their KL term too; Reinforce-Rej /
     DAPO dynamic sampling); the fraction is logged either way"""
+    inject_demos: bool = False
+    """HAPO's synthetic success injection (arXiv 2603.11321; controlrl/injection.py): a group
+    whose members all fail gets its first member replaced by the teacher's success (the
+    context's best arm) when a Thompson draw from the context's Beta posterior of the policy's
+    own success is below --inject-threshold; one-step 0/1 bandits only"""
+    inject_threshold: float = 0.5
+    """--inject-demos: inject iff theta ~ Beta(1 + successes, 1 + failures) < this; 1 injects
+    into every failed group (static teacher forcing, no gate)"""
     policy_loss: str = "clip"
     """per-step policy loss (controlrl.objective.POLICY_LOSSES; verl's policy_loss.loss_mode):
     clip (PPO / GRPO; DAPO with --eps-high 0.28), cispo (MiniMax-M1 arXiv 2506.13585: the
@@ -267,6 +276,17 @@ def require_objective_flags(args: Args) -> None:
     require(high >= low, "eps_high", f"must be >= --eps-low ({low}), got {high}")
     require_positive(args, "sapo_tau_pos", "sapo_tau_neg", "dpg_eta", "kl_cov_coef")
     require_positive(args, "gbpo_temperature")
+    require(
+        0 < args.inject_threshold <= 1,
+        "inject_threshold",
+        f"must be in (0, 1], got {args.inject_threshold}",
+    )
+    require(
+        not args.inject_demos or injectable(args.env_id),
+        "inject_demos",
+        "needs a one-step bandit with 0/1 rewards and a best arm to teach (bandit:bernoulli-, "
+        f"sparse-, onehot-, contextual-), got {args.env_id}",
+    )
     require(
         args.policy_loss != "nft" or args.adv_norm in ("mean-std", "mean"),
         "policy_loss",
@@ -476,15 +496,25 @@ def main(args: Args) -> None:
     ref_policy = copy.deepcopy(policy).requires_grad_(False)  # before adam flattens policy's
     optimizer = adam(policy, lr=args.learning_rate)
     generators = getattr(policy, "generators", None)  # a population's per-seed streams
+    stateful = {}
+    if args.inject_demos:
+        seeds = getattr(run, "seeds", [args.seed])  # a population's, or the run's own
+        stateful["injection"] = SuccessInjection(
+            run.envs, seeds, args.group_size, args.inject_threshold
+        )
 
     def update_fn(rollout: GroupRollout, old_logp: torch.Tensor) -> dict:
+        extra = {}
+        if "injection" in stateful:  # the logged rollout stays the policy's own
+            rollout, old_logp, injected = stateful["injection"].inject(rollout, old_logp, policy)
+            extra["inject_frac"] = injected.float().mean(-1)
         batch, ratios, kept = grpo_batch(rollout, old_logp, ref_policy, args, generators)
         if args.rollout_mismatch != "none":
             batch["is_weights"] = rollout_weights(policy, rollout, batch["logprobs"], args)
         valid = torch.from_numpy(rollout.valid).reshape(-1)
         kl_ref = k3(batch["logprobs"], batch["ref_logprobs"])[..., valid].mean(-1)
         stats = update(policy, optimizer, batch, ratios, args)
-        return {"kl_ref": kl_ref, "kept_frac": kept, **stats}
+        return {"kl_ref": kl_ref, "kept_frac": kept, **stats, **extra}
 
     sample = None  # the policy's own; a perturbed copy of it under --rollout-mismatch
     if args.rollout_mismatch != "none":
@@ -498,6 +528,7 @@ def main(args: Args) -> None:
         sample=sample,
         ref_policy=ref_policy,
         optimizer=optimizer,
+        **stateful,
     )
 
 

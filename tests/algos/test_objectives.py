@@ -98,6 +98,7 @@ def test_every_policy_loss_trains_a_sequence_bandit(name, tmp_path):
     [
         ["--policy-loss", "clip-cov", "--cov-frac", "0.2", "--clip-cov-lb", "-1"],  # noise
         ["--policy-loss", "sapo", "--kl-in", "reward", "--eps-high", "0.28"],
+        ["--inject-demos", "--inject-threshold", "0.9"],  # HAPO's gate: per-seed draws, counts
     ],
 )
 def test_population_of_two_equals_the_single_runs(flags, tmp_path, recorded_actions):
