@@ -115,17 +115,18 @@ def plot(out: Path, lines: list[dict], args) -> None:
 
     with plt.rc_context(plots.STYLE):
         fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
-        for arm in ARMS:
+        colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        for arm, colour in zip(ARMS, colours):
             mine = [r for r in lines if r["arm"] == arm]
             steps = np.array([r["step"] for r in mine])
             for ax, name in zip(axes, ("success", "inject")):
                 mean = np.array([r[name] for r in mine])
                 if np.isnan(mean).all():
                     continue
-                ax.plot(steps, mean, label=arm)
+                ax.plot(steps, mean, label=arm, color=colour)
                 lo = np.array([r[name + "_lo"] for r in mine])
                 hi = np.array([r[name + "_hi"] for r in mine])
-                ax.fill_between(steps, lo, hi, alpha=0.25)
+                ax.fill_between(steps, lo, hi, alpha=0.25, color=colour)
         axes[0].set_ylabel("success (own samples) / optimum")
         axes[1].set_ylabel("fraction of groups injected")
         for ax in axes:
