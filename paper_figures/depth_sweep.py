@@ -12,7 +12,9 @@ Depths (hidden layers, tanh): 2 = 64-64 (SPO's '3-layer' option), 4 = 128-128-64
 output layer; --depths 6 runs it exactly). Only the policy gets deeper; both critics stay 64-64
 as in the SPO paper (--critic-too deepens them as well); otherwise both use the family figure's
 common plumbing. One sweep per (depth, algorithm):
-<sweep-dir>/d<depth>/<algo>/. Writes <out>/depth_sweep.png and depth_sweep.csv (one row per run).
+<sweep-dir>/d<depth>/<algo>/. With --shallow-from, depth 2 is the trust-region family's PPO and
+SPO runs of that sweep directory (trust_region_family.py's common protocol gives the same flags:
+each run's config.json is checked against this sweep's depth-2 flags, a difference refused). Writes <out>/depth_sweep.png and depth_sweep.csv (one row per run).
 The PNG: per depth the seeds as dots and their mean; the 95% bootstrap CI (controlrl.stats) only
 from 5 seeds on, no interval below.
 """
@@ -64,6 +66,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--workers", type=int, default=1, help="runs at once when training")
     p.add_argument("--critic-too", action="store_true", help="deepen the critics as well")
     p.add_argument(
+        "--shallow-from",
+        type=Path,
+        default=None,
+        help="a trust_region_family.py sweep dir: its PPO and SPO runs are the depth-2 runs "
+        "(refused unless their configs equal this sweep's depth-2 flags)",
+    )
+    p.add_argument(
         "--from-csv", action="store_true", help="redraw the PNG from <out>/depth_sweep.csv alone"
     )
     p.add_argument("extra", nargs="*", help="flags passed to every algorithm script (after --)")
@@ -75,6 +84,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"error: --depths {unknown} not in {sorted(NETS)}")
     if args.train:
         for depth in depths:
+            if depth == 2 and args.shallow_from is not None:
+                continue  # the family's runs are these
             for algo in algos:
                 config = SweepConfig(
                     [algo],
@@ -119,14 +130,18 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def collect(args, algos: list[str], env_ids: list[str], depths: list[int]) -> list[dict]:
-    """One row per finished run under --sweep-dir."""
+    """One row per finished run under --sweep-dir (depth 2's under --shallow-from, if given)."""
     rows = []
     for depth in depths:
         for algo in algos:
+            root = args.sweep_dir / f"d{depth}" / algo
+            if depth == 2 and args.shallow_from is not None:
+                root = args.shallow_from / algo
             for env_id in env_ids:
-                base = args.sweep_dir / f"d{depth}" / algo / "runs" / algo / env_id
-                for done in sorted(base.glob("seed*/final_eval.json")):
+                for done in sorted((root / "runs" / algo / env_id).glob("seed*/final_eval.json")):
                     run_dir = done.parent
+                    if depth == 2 and args.shallow_from is not None:
+                        check_shallow(run_dir, algo, args)
                     _, dev = plots.read_metrics(run_dir, "train/ratio_dev_mean")
                     _, dev_max = plots.read_metrics(run_dir, "train/ratio_dev_max")
                     _, kl_max = plots.read_metrics(run_dir, "train/kl_max")
@@ -145,6 +160,30 @@ def collect(args, algos: list[str], env_ids: list[str], depths: list[int]) -> li
                         }
                     )
     return rows
+
+
+def check_shallow(run_dir: Path, algo: str, args) -> None:
+    """Exit unless the run's config is what this sweep's depth-2 flags give: the same nets
+    (a critic of None is the actor's sizes), plumbing, budget and evaluation."""
+    import importlib
+
+    from controlrl.cli import parse
+
+    saved = json.loads((run_dir / "config.json").read_text())["args"]
+    argv = ["--env-id", saved["env_id"], "--seed", str(saved["seed"])]
+    argv += ["--total-timesteps", str(args.total_timesteps), *flags(algo, 2), *args.extra]
+    want = vars(parse(importlib.import_module(f"algos.{algo}").Args, argv))
+    skip = {"run_dir", "resume", "critic_hidden_sizes", "progress", "tensorboard"}
+    differ = [k for k in want if k not in skip and saved.get(k) != _plain(want[k])]
+    if (saved["critic_hidden_sizes"] or saved["hidden_sizes"]) != list(NETS[2]):
+        differ.append("critic_hidden_sizes")
+    if differ:
+        raise SystemExit(f"error: --shallow-from {run_dir}: its {', '.join(differ)} differ")
+
+
+def _plain(value):
+    """A parsed flag as config.json holds it (tuples as lists)."""
+    return list(value) if isinstance(value, tuple) else value
 
 
 def plot(args, rows: list[dict], algos: list[str], env_ids: list[str], depths: list[int]) -> None:

@@ -79,3 +79,37 @@ def test_depth_sweep_toy(tmp_path):
     ]
     assert {r["hidden_sizes"] for r in rows if r["depth"] == "7"} == {"256-256-128-128-64-64-64"}
     assert (tmp_path / "out" / "depth_sweep.png").stat().st_size > 5000
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "paper_figures" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("algo", ["ppo", "spo"])
+def test_depth_two_runs_may_come_from_the_family_only_with_equal_flags(algo, tmp_path):
+    """--shallow-from: a family run (its protocol's flags, as trust_region_family.py passes
+    them) is accepted as depth 2; a changed evaluation or critic is refused."""
+    import importlib
+    import json
+
+    from controlrl.cli import parse
+
+    fam, depth = _script("trust_region_family"), _script("depth_sweep")
+    argv = ["--env-id", "Hopper-v5", "--seed", "3", "--total-timesteps", "4096"]
+    argv += ["--eval-every", "0", "--eval-episodes", "5", *fam.PROTOCOLS["common"][algo]]
+    saved = vars(parse(importlib.import_module(f"algos.{algo}").Args, argv))
+    saved = {k: list(v) if isinstance(v, tuple) else v for k, v in saved.items()}
+    args = type("A", (), {"total_timesteps": 4096, "extra": []})()
+    run = tmp_path / "seed3"
+    run.mkdir()
+    for change, ok in [({}, True), ({"eval_episodes": 10}, False),
+                       ({"critic_hidden_sizes": [32, 32]}, False)]:  # fmt: skip
+        (run / "config.json").write_text(json.dumps({"args": {**saved, **change}}))
+        if ok:
+            depth.check_shallow(run, algo, args)
+        else:
+            with pytest.raises(SystemExit, match="differ"):
+                depth.check_shallow(run, algo, args)
