@@ -368,7 +368,7 @@ def trust_region(read: Read) -> str:
         for a in order
     ]
     return para(
-        f"**Trust-region family** (`trust_region_family_iqm.csv`: {len(envs)} MuJoCo envs x {n}"
+        f"**Trust-region family** (`trust_region_family_iqm.csv`: {', '.join(sorted(envs))} x {n}"
         f" seeds x {f(int(steps.pop()))} steps; IQM of the final training return normalised per"
         " env (0 = uniform random policy, 1 = the best algorithm's mean), 95% stratified-bootstrap"
         " CI): " + ", ".join(parts) + "."
@@ -1032,35 +1032,58 @@ def dmc_verdict(read: Read) -> str:
     )
 
 
-@table("trust-region-family")
-def trust_region_family(read: Read) -> str:
-    iqm = {r["algo"]: r for r in read("trust_region_family_iqm.csv")}
-    runs = read("trust_region_family.csv")
+def _family(read: Read, name: str) -> str:
+    """The trust-region family's table from <name>.csv and <name>_iqm.csv."""
+    iqm = {r["algo"]: r for r in read(f"{name}_iqm.csv")}
+    runs = read(f"{name}.csv")
     order = sorted(iqm, key=lambda a: -float(iqm[a]["iqm"]))
+    envs = list(dict.fromkeys(r["env_id"] for r in runs))
     row1 = [f"{f(float(iqm[a]['iqm']), '.2f')} [{f(float(iqm[a]['ci_lo']), '.2f')},"
             f" {f(float(iqm[a]['ci_hi']), '.2f')}]" for a in order]  # fmt: skip
     row2 = [f(np.mean(col(rows_where(runs, algo=a), "ratio_dev_mean")), ".3f") for a in order]
     row3 = [f(max(col(rows_where(runs, algo=a), "kl_max_max")), ".3f") for a in order]
-    fix = rows_where(runs, algo="fixpo")
-    share = col(fix, "fixup_share")
     body = [
         ["IQM of the normalised final train return [95% stratified bootstrap]"
-         " (`out/trust_region_family_iqm.csv`)", *row1],
-        ["mean \\|r - 1\\| after an update, mean over runs (`out/trust_region_family.csv`)", *row2],
+         f" (`out/{name}_iqm.csv`)", *row1],
+        [f"mean \\|r - 1\\| after an update, mean over runs (`out/{name}.csv`)", *row2],
         ["largest per-state KL of any update, max over runs", *row3],
     ]  # fmt: skip
-    return (
-        md(["", *(NAMES[a] for a in order)], body)
-        + "\n\n"
-        + para(
+    if len(envs) == 1:  # one task: its returns themselves
+        body.insert(0, [f"final deterministic evaluation on {envs[0]} (`out/{name}.csv`)",
+                        *(spread(col(rows_where(runs, algo=a), "final_eval_return"))
+                          for a in order)])  # fmt: skip
+    notes = []
+    fix = rows_where(runs, algo="fixpo")
+    if fix:
+        share = col(fix, "fixup_share")
+        notes.append(
             "FixPO's largest per-state KL after any update is"
             f" {f(max(col(fix, 'kl_max_max')), '.4f')} and its fixup phase adds"
             f" {np.mean(share):.1%} gradient steps on average (largest {max(share):.1%} per run;"
-            " the paper says < 5%). TRPO's largest per-state KL is"
+            " the paper says < 5%)."
+        )
+    if rows_where(runs, algo="trpo"):
+        notes.append(
+            "TRPO's largest per-state KL is"
             f" {f(max(col(rows_where(runs, algo='trpo'), 'kl_max_max')), '.2f')}, against its"
             " mean-KL radius 0.01."
         )
+    n = uniform_n([rows_where(runs, algo=a, env_id=e) for a in iqm for e in envs])
+    head = para(f"`out/{name}.csv`: {', '.join(envs)}, {n} seeds x"
+                f" {f(int(runs[0]['steps']))} steps per run ({kind(n)} over seeds):")  # fmt: skip
+    return head + "\n\n" + md(["", *(NAMES[a] for a in order)], body) + (
+        "\n\n" + para(" ".join(notes)) if notes else ""
     )
+
+
+@table("trust-region-family")
+def trust_region_family(read: Read) -> str:
+    return _family(read, "trust_region_family")
+
+
+@table("trust-region-family-49k")
+def trust_region_family_49k(read: Read) -> str:
+    return _family(read, "trust_region_family_49k")
 
 
 @table("brax-pipeline")
