@@ -1081,11 +1081,6 @@ def trust_region_family(read: Read) -> str:
     return _family(read, "trust_region_family")
 
 
-@table("trust-region-family-49k")
-def trust_region_family_49k(read: Read) -> str:
-    return _family(read, "trust_region_family_49k")
-
-
 @table("brax-pipeline")
 def brax_pipeline(read: Read) -> str:
     rows = read("brax_pipeline_check.csv")
