@@ -1049,7 +1049,9 @@ def _family(read: Read, name: str) -> str:
         ["largest per-state KL of any update, max over runs", *row3],
     ]  # fmt: skip
     if len(envs) == 1:  # one task: its returns themselves
-        body.insert(0, [f"final deterministic evaluation on {envs[0]} (`out/{name}.csv`)",
+        n1 = uniform_n([rows_where(runs, algo=a) for a in iqm])
+        body.insert(0, [f"final deterministic evaluation on {envs[0]}, {kind(n1)} over seeds"
+                        f" (`out/{name}.csv`)",
                         *(spread(col(rows_where(runs, algo=a), "final_eval_return"))
                           for a in order)])  # fmt: skip
     notes = []
@@ -1070,7 +1072,7 @@ def _family(read: Read, name: str) -> str:
         )
     n = uniform_n([rows_where(runs, algo=a, env_id=e) for a in iqm for e in envs])
     head = para(f"`out/{name}.csv`: {', '.join(envs)}, {n} seeds x"
-                f" {f(int(runs[0]['steps']))} steps per run ({kind(n)} over seeds):")  # fmt: skip
+                f" {f(int(runs[0]['steps']))} steps per run:")  # fmt: skip
     return head + "\n\n" + md(["", *(NAMES[a] for a in order)], body) + (
         "\n\n" + para(" ".join(notes)) if notes else ""
     )
