@@ -89,6 +89,14 @@ def final_return(run_dir: Path, window: int) -> float:
     return float((n * ret).sum() / n.sum()) if n.sum() else float("nan")
 
 
+def train_seconds(run_dir: Path) -> float:
+    """Seconds a run spent collecting and updating: the sum of timing.csv's time/rollout_s and
+    time/update_s over its iterations (start-up and evaluations not counted)."""
+    with (Path(run_dir) / "timing.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    return float(sum(float(r["time/rollout_s"]) + float(r["time/update_s"]) for r in rows))
+
+
 def smooth(values: np.ndarray, window: int) -> np.ndarray:
     """Trailing moving average over `window` points (shorter at the start)."""
     if window <= 1 or len(values) == 0:

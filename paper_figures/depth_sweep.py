@@ -157,6 +157,7 @@ def collect(args, algos: list[str], env_ids: list[str], depths: list[int]) -> li
                             "ratio_dev_mean": float(dev.mean()),
                             "ratio_dev_max": float(dev_max.mean()),
                             "kl_max": float(kl_max.mean()),
+                            "train_s": plots.train_seconds(run_dir),
                         }
                     )
     return rows

@@ -133,6 +133,7 @@ def collect(args, algos, env_ids) -> list[dict]:
                     "steps": int(final["step"]),
                     "final_train_return": plots.final_return(run_dir, args.final_window),
                     "final_eval_return": final["eval_return_mean"],
+                    "train_s": plots.train_seconds(run_dir),
                 }
                 for col in DIAGNOSTICS:
                     row[col] = column_mean(run_dir, f"train/{col}")

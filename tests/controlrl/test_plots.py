@@ -65,6 +65,12 @@ def test_final_return_weights_by_episode_count(tmp_path):
     assert plots.final_return(tmp_path, window=50) == 20.0
 
 
+def test_train_seconds_sums_rollout_and_update_time(tmp_path):
+    rows = ["step,time/sps,time/rollout_s,time/update_s", "2048,1000,0.5,1.25", "4096,900,0.75,2.0"]
+    (tmp_path / "timing.csv").write_text("\n".join(rows) + "\n")
+    assert plots.train_seconds(tmp_path) == 0.5 + 1.25 + 0.75 + 2.0
+
+
 def test_axis_labels_are_words_not_column_names(tmp_path):
     """The learning-curve CLI labels its axis in words (a known column from COLUMN_LABELS, any
     other one worded), and the IQM panels state the normalisation they were given."""
