@@ -134,6 +134,26 @@ def write_rows(path: str | Path, rows: list[dict], fields=None) -> None:
             writer.writerow({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in r.items()})
 
 
+PRESENTATION = {"run_dir", "resume", "progress", "tensorboard", "capture_video"}
+
+
+def differing_flags(run_dir: str | Path, algo: str, argv: list[str], ignore=()) -> list[str]:
+    """The flags of algos/<algo>.py whose values in the run's config.json differ from what
+    `argv` (with the run's own env id and seed) parses to: empty when the run is what argv
+    would train. Flags that change neither training nor its evaluation (PRESENTATION: the run
+    directory, logging, video) and `ignore` are not compared."""
+    import importlib
+
+    from controlrl.cli import parse
+
+    saved = json.loads((Path(run_dir) / "config.json").read_text())["args"]
+    own = ["--env-id", saved["env_id"], "--seed", str(saved["seed"])]
+    want = vars(parse(importlib.import_module(f"algos.{algo}").Args, [*own, *argv]))
+    skip = PRESENTATION | set(ignore)
+    plain = {k: list(v) if isinstance(v, tuple) else v for k, v in want.items()}
+    return [k for k in plain if k not in skip and saved.get(k) != plain[k]]
+
+
 def check_config(config: SweepConfig, algos_dir: Path = ALGOS_DIR) -> None:
     """Raise SweepError for an unknown algorithm or env id, a repeated entry or a count out of
     range."""

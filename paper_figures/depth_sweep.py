@@ -30,7 +30,7 @@ import numpy as np
 
 from controlrl import plots, stats
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig, read_rows, run_sweep
+from controlrl.experiment import SweepConfig, differing_flags, read_rows, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -166,25 +166,13 @@ def collect(args, algos: list[str], env_ids: list[str], depths: list[int]) -> li
 def check_shallow(run_dir: Path, algo: str, args) -> None:
     """Exit unless the run's config is what this sweep's depth-2 flags give: the same nets
     (a critic of None is the actor's sizes), plumbing, budget and evaluation."""
-    import importlib
-
-    from controlrl.cli import parse
-
+    argv = ["--total-timesteps", str(args.total_timesteps), *flags(algo, 2), *args.extra]
+    differ = differing_flags(run_dir, algo, argv, ignore=("critic_hidden_sizes",))
     saved = json.loads((run_dir / "config.json").read_text())["args"]
-    argv = ["--env-id", saved["env_id"], "--seed", str(saved["seed"])]
-    argv += ["--total-timesteps", str(args.total_timesteps), *flags(algo, 2), *args.extra]
-    want = vars(parse(importlib.import_module(f"algos.{algo}").Args, argv))
-    skip = {"run_dir", "resume", "critic_hidden_sizes", "progress", "tensorboard"}
-    differ = [k for k in want if k not in skip and saved.get(k) != _plain(want[k])]
     if (saved["critic_hidden_sizes"] or saved["hidden_sizes"]) != list(NETS[2]):
         differ.append("critic_hidden_sizes")
     if differ:
         raise SystemExit(f"error: --shallow-from {run_dir}: its {', '.join(differ)} differ")
-
-
-def _plain(value):
-    """A parsed flag as config.json holds it (tuples as lists)."""
-    return list(value) if isinstance(value, tuple) else value
 
 
 def plot(args, rows: list[dict], algos: list[str], env_ids: list[str], depths: list[int]) -> None:

@@ -154,16 +154,43 @@ def read_run(run_dir: Path) -> dict[str, np.ndarray]:
 
 
 def collect(args, cfgs: list[dict]) -> list[dict]:
-    """Every finished run: method, seed and its columns."""
+    """Every finished run: method, seed and its columns (PPO's from --ppo-from, if given)."""
+    from controlrl.experiment import differing_flags
+
     runs = []
     for c in cfgs:
-        base = sweep_dir(args, c) / "runs" / c["algo"] / args.env_id.replace(":", "_")
+        root = sweep_dir(args, c)
+        if c["method"] == "ppo" and args.ppo_from is not None:
+            root = args.ppo_from / "ppo"
+        base = root / "runs" / c["algo"] / args.env_id.replace(":", "_")
         for done in sorted(base.glob("seed*/final_eval.json"), key=lambda p: p.parent.name):
+            if root != sweep_dir(args, c):  # the family's run: trained as this figure's?
+                argv = ["--total-timesteps", str(args.steps), *c["extra"]]
+                differ = differing_flags(done.parent, c["algo"], argv, ("eval_episodes",))
+                if differ:
+                    raise SystemExit(f"error: --ppo-from {done.parent}: its {differ} differ")
             columns = read_run(done.parent)
             if len(columns["step"]) >= 4:  # a fit of two parameters needs a few points
                 seed = int(done.parent.name.removeprefix("seed"))
                 runs.append({"method": c["method"], "seed": seed, **columns})
     return runs
+
+
+def committed_points(path: Path, methods: list[str]) -> list[dict]:
+    """The runs of `methods` as write_points stored them (method, seed and its columns)."""
+    from controlrl.experiment import read_rows
+
+    rows = read_rows(path, ints=("seed", "step"), floats=("entropy", "return"),
+                     flag="--keep-committed")  # fmt: skip
+    runs: dict[tuple, dict] = {}
+    for r in rows:
+        if r["method"] in methods:
+            run = runs.setdefault((r["method"], r["seed"]), {"method": r["method"],
+                                  "seed": r["seed"], "step": [], "entropy": [], "return": []})
+            for k in ("step", "entropy", "return"):
+                run[k].append(r[k])
+    return [{**r, **{k: np.array(r[k]) for k in ("step", "entropy", "return")}}
+            for r in runs.values()]  # fmt: skip
 
 
 def fits(runs: list[dict], methods: list[str]) -> list[dict]:
@@ -208,7 +235,7 @@ def plot(args, runs: list[dict], fit_rows: list[dict]) -> None:
                     label=f"-{pooled['a']:.3g} e^H + {pooled['b']:.4g}\n"
                           f"R² {pooled['r2']:.2f} (line {pooled['r2_linear']:.2f})")  # fmt: skip
             ax.set_xlabel("policy entropy H (nats per step)")
-            ax.set_title(f"{METHODS[method][0]} on {args.env_id}", fontsize=9)
+            ax.set_title(f"{METHODS[method][0]} on {args.env_id}, {len(mine)} seeds", fontsize=9)
             ax.legend(fontsize=6)
             ax = axes[1, j]
             for i, r in enumerate(mine):
@@ -216,7 +243,7 @@ def plot(args, runs: list[dict], fit_rows: list[dict]) -> None:
             ax.set_xlabel("env steps (thousands)")
         axes[0, 0].set_ylabel("training episode return R")
         axes[1, 0].set_ylabel("policy entropy H")
-        fig.suptitle(f"R = -a e^H + b, {args.seeds} seeds", fontsize=10)
+        fig.suptitle("R = -a e^H + b, pooled over each method's seeds", fontsize=10)
         fig.tight_layout()
         fig.savefig(args.out / "entropy_law.png", dpi=60)
         plt.close(fig)
@@ -233,6 +260,19 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--train", action="store_true", help="run what is missing first")
     p.add_argument("--workers", type=int, default=1, help="runs at once when training")
     p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
+    p.add_argument(
+        "--ppo-from",
+        type=Path,
+        default=None,
+        help="a trust_region_family.py sweep dir: its PPO runs on --env-id are the PPO runs "
+        "(each run's config checked against this figure's PPO flags; a difference refused)",
+    )
+    p.add_argument(
+        "--keep-committed",
+        action="store_true",
+        help="a method without finished runs: its points from the existing <out>/entropy_law.csv "
+        "(the fits are refitted from them)",
+    )
     p.add_argument("extra", nargs="*", help="flags passed to every algorithm (after --)")
     args = p.parse_args(argv)
     if args.toy:  # toy sizes replace the defaults, not what was given on the command line
@@ -263,6 +303,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.train:
         train(args, cfgs)
     runs = collect(args, cfgs)
+    if args.keep_committed:
+        missing = [m for m in args.methods if not any(r["method"] == m for r in runs)]
+        runs += committed_points(args.out / "entropy_law.csv", missing)
+        runs.sort(key=lambda r: (args.methods.index(r["method"]), r["seed"]))
+        print(f"kept from {args.out / 'entropy_law.csv'}: {', '.join(missing) or 'nothing'}")
     if not runs:
         raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
     args.out.mkdir(parents=True, exist_ok=True)

@@ -498,3 +498,19 @@ def test_a_sweep_grows_by_more_tasks_but_keeps_every_saved_task(tmp_path, fake_a
     assert sorted(status["runs"]) == ["ok/Acrobot-v1/seed1", "ok/CartPole-v1/seed1"]
     assert sweep.main([*base, "--envs", "Acrobot-v1"]) == 2  # a saved task dropped: refused
     assert "different sweep configuration" in capsys.readouterr().err
+
+
+def test_differing_flags_names_what_would_train_differently(tmp_path):
+    from algos import ppo
+    from controlrl.cli import parse
+    from controlrl.experiment import differing_flags
+
+    argv = ["--num-steps", "512", "--hidden-sizes", "32", "32"]
+    args = vars(parse(ppo.Args, ["--env-id", "Hopper-v5", "--seed", "4", *argv]))
+    args = {k: list(v) if isinstance(v, tuple) else v for k, v in args.items()}
+    for change, want in [({}, []), ({"progress": False, "run_dir": "x"}, []),
+                         ({"learning_rate": 1e-3}, ["learning_rate"]),
+                         ({"hidden_sizes": [64, 64]}, ["hidden_sizes"])]:  # fmt: skip
+        (tmp_path / "config.json").write_text(json.dumps({"args": {**args, **change}}))
+        assert differing_flags(tmp_path, "ppo", argv) == want
+    assert differing_flags(tmp_path, "ppo", argv, ignore=("hidden_sizes",)) == []

@@ -117,3 +117,21 @@ def test_bad_flags_exit_2_naming_the_flag(argv, flag, capsys, tmp_path):
     assert exc.value.code == 2
     assert flag in capsys.readouterr().err.strip().splitlines()[-1]
     assert not (tmp_path / "s").exists() and not (tmp_path / "o").exists()
+
+
+def test_committed_points_read_back_the_runs_write_points_stored(tmp_path):
+    """--keep-committed refits a method from entropy_law.csv: the points come back per run,
+    in order, to the 6 digits the CSV keeps, and only for the methods asked for."""
+    rng = np.random.default_rng(0)
+    runs = [
+        {"method": m, "seed": s, "step": np.arange(1, 6) * 2048,
+         "entropy": rng.normal(4, 0.1, 5), "return": rng.normal(100, 10, 5)}
+        for m in ("ppo", "grpo") for s in (1, 2)
+    ]  # fmt: skip
+    fig.write_points(tmp_path / "entropy_law.csv", runs)
+    back = fig.committed_points(tmp_path / "entropy_law.csv", ["grpo"])
+    assert [(r["method"], r["seed"]) for r in back] == [("grpo", 1), ("grpo", 2)]
+    for mine, stored in zip(back, runs[2:]):
+        np.testing.assert_array_equal(mine["step"], stored["step"])
+        np.testing.assert_allclose(mine["entropy"], stored["entropy"], rtol=1e-5)
+        np.testing.assert_allclose(mine["return"], stored["return"], rtol=1e-5)
