@@ -104,7 +104,9 @@ ifdef FULL
 	$(BIN)/python paper_figures/fpo_multimodal.py --train --workers 2 --bandit-steps 30720 \
 	  --bandit-checkpoint-every 5 --mujoco-steps 49152 --eval-every 8192
 	$(BIN)/python paper_figures/ratio_filters.py --train --workers 2
-	$(BIN)/python paper_figures/entropy_law.py --train
+	$(BIN)/python paper_figures/entropy_law.py --train --methods grpo
+	$(BIN)/python paper_figures/entropy_law.py --seeds 7 \
+	  --ppo-from runs/sweeps/trust_region_family_300k
 	$(BIN)/python paper_figures/entropy_law_bandit.py --train
 	$(BIN)/python paper_figures/mountain_car.py
 	$(BIN)/python paper_figures/hard_starts.py

@@ -544,14 +544,30 @@ def regret_rows() -> list[Row]:
     return out
 
 
+def law_verdict(s: stats.Summary) -> str:
+    """E12's verdict on R^2(law) - R^2(line) per seed: its 95% CI above 0 or below 0."""
+    if s.kind == "range":
+        return INCONCLUSIVE
+    return HOLDS if s.lo > 0 else FAILS if s.hi < 0 else INCONCLUSIVE
+
+
 def entropy_law_rows() -> list[Row]:
     rows = read("entropy_law_fits.csv")
+    steps = max(int(r["step"]) for r in read("entropy_law.csv"))
     out = []
     for method in ("ppo", "grpo"):
         seeds = [r for r in rows if r["method"] == method and r["seed"] != "all"]
         r2 = np.array([float(r["r2"]) for r in seeds])
         lin = np.array([float(r["r2_linear"]) for r in seeds])
         s = stats.summarize(r2 - lin)
+        verdict = law_verdict(s)
+        was = ""
+        old = [r for r in read("entropy_law_fits_3seeds.csv") if r["method"] == method]
+        old = [float(r["r2"]) - float(r["r2_linear"]) for r in old if r["seed"] != "all"]
+        if len(old) != r2.size:  # the figure this one replaced
+            w = stats.summarize(old)
+            was = f"; was {law_verdict(w)} at {len(old)} seeds ({w.kind} {w.lo:.3g} to "
+            was += f"{w.hi:.3g}) -> {verdict}"
         out.append(
             Row(
                 f"E12-{method}",
@@ -559,14 +575,15 @@ def entropy_law_rows() -> list[Row]:
                 "Reasoning Language Models (arXiv 2505.22617)",
                 "return follows R = -a exp(H) + b in the entropy H",
                 "LLM RL on math reasoning",
-                f"transplant: Gaussian {method.upper()} on Hopper-v5",
-                "ours: the figure's runs",
+                f"transplant: Gaussian {method.upper()} on Hopper-v5{was}",
+                f"ours {steps:,} env steps per run; the paper's LLM runs",
                 f"{r2.size}",
-                "R^2 of the exponential law minus R^2 of a linear fit, per seed",
+                "R^2 of the exponential law minus R^2 of a linear fit, per seed; holds if the "
+                "95% CI lies above 0, does not hold if below",
                 s.text(".3g"),
-                INCONCLUSIVE if s.kind == "range" else (HOLDS if s.lo > 0 else INCONCLUSIVE),
+                verdict,
                 "n/a",
-                "entropy_law_fits.csv",
+                "entropy_law_fits.csv, entropy_law_fits_3seeds.csv",
             )
         )
     return out
