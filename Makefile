@@ -84,9 +84,13 @@ ifdef FULL
 	$(BIN)/python paper_figures/gae_lambda_gamma.py --env-id Hopper-v5 --total-timesteps 300000 \
 	  --seeds 7 --lambdas 0.0,0.9,0.95,1.0 --gammas 0.99,0.995
 	$(BIN)/python paper_figures/trust_region_family.py --train --seeds 5 --total-timesteps 49152 \
-	  --sweep-dir runs/sweeps/trust_region_family_5seeds
-	$(BIN)/python paper_figures/depth_sweep.py --train --envs Hopper-v5,Walker2d-v5 --seeds 2 \
-	  --total-timesteps 49152 --sweep-dir runs/sweeps/depth_sweep_policy_only
+	  --sweep-dir runs/sweeps/trust_region_family_5seeds --name trust_region_family_49k
+	$(BIN)/python paper_figures/trust_region_family.py --train --algos ppo,trpo,spo \
+	  --envs Hopper-v5 --seeds 7 --total-timesteps 300000 \
+	  --sweep-dir runs/sweeps/trust_region_family_300k -- --eval-episodes 10
+	$(BIN)/python paper_figures/depth_sweep.py --train --envs Hopper-v5 --depths 2,7 --seeds 7 \
+	  --total-timesteps 300000 --sweep-dir runs/sweeps/depth_sweep_300k \
+	  --shallow-from runs/sweeps/trust_region_family_300k -- --eval-episodes 10
 	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --suite dmc --train --workers 2
 	$(BIN)/python paper_figures/bench_brax.py --out paper_figures/out/bench_brax.csv --timeout 600
 	$(BIN)/python paper_figures/brax_pipeline_check.py

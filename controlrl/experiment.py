@@ -557,8 +557,7 @@ def check_out_dir(out: Path, config: SweepConfig) -> None:
         grown = new["seeds"] >= saved["seeds"] and set(saved["envs"]) <= set(new["envs"])
         if not (same and grown):
             raise SweepError(
-                f"{out} belongs to a different sweep configuration "
-                f"({saved}); use another --out"
+                f"{out} belongs to a different sweep configuration ({saved}); use another --out"
             )
     elif out.exists() and not out.is_dir():
         raise SweepError(f"--out {out} is a file; use another --out")

@@ -115,76 +115,67 @@ def normalised_diffs(
 # ---------------------------------------------------------------- experiments
 
 
-def trust_region_rows() -> list[Row]:
-    rows = read("trust_region_family.csv")
+def _family_setting(rows) -> tuple[list[str], str, str]:
+    """(tasks, our setting, budget) of a trust-region family CSV."""
     envs = sorted({r["env_id"] for r in rows})
+    steps = int(rows[0]["steps"])
+    ours = f"{len(envs)} MuJoCo v5 task{'s' * (len(envs) > 1)} ({', '.join(envs)}), CleanRL's "
+    ours += "PPO settings (1 env x 2,048 steps, 32 minibatches, 10 epochs, 64-64 tanh)"
+    budget = f"ours {steps:,} env steps per run; PPO paper 1M steps, 3 seeds"
+    if "train_s" in rows[0]:  # the experiment's compute, once
+        hours = sum(float(r["train_s"]) for r in rows) / 3600
+        budget += f"; {hours:.1f} CPU-hours of collection and updates in all"
+    return envs, ours, budget
+
+
+def trust_region_rows() -> list[Row]:
+    """E1 from the 300k-step rerun (trust_region_family.csv), each with the verdict of the
+    49,152-step five-task figure it replaces (trust_region_family_49k.csv); E16-DPO, which the
+    rerun does not include, from the 49k figure."""
+    rows, old = read("trust_region_family.csv"), read("trust_region_family_49k.csv")
+    envs, ours, budget = _family_setting(rows)
+    old_envs, old_ours, old_budget = _family_setting(old)
     seeds = sorted({r["seed"] for r in rows})
-    steps = rows[0]["steps"]
-    ours = f"{len(envs)} MuJoCo v5 tasks ({', '.join(envs)}), CleanRL's PPO settings"
-    budget = f"ours {int(steps):,} env steps per run; PPO paper 1M steps, 3 seeds"
     metric = (
         "final deterministic evaluation return, difference of min-max normalised scores (per task,"
         " over the runs of the two algorithms compared)"
     )
     setting = "MuJoCo locomotion at 1M steps"
     dpo_setting = "Brax locomotion tasks, Brax's PPO settings (LPO meta-trained on Brax's Ant)"
+    ran = {r["algo"] for r in rows}
     out = []
-    for rid, paper, claim, a, b, *own in [
-        (
-            "E1-PPO",
-            "Proximal Policy Optimization Algorithms (arXiv 1707.06347)",
-            "PPO is more sample-efficient than TRPO",
-            "ppo",
-            "trpo",
-        ),
-        (
-            "E1-SPO",
-            "Simple Policy Optimization (arXiv 2401.16025)",
-            "SPO outperforms PPO",
-            "spo",
-            "ppo",
-        ),
-        (
-            "E1-BPO",
-            "Bounded Ratio Reinforcement Learning (arXiv 2604.18578)",
-            "BPO matches or beats PPO",
-            "bpo",
-            "ppo",
-        ),
-        (
-            "E1-FixPO",
-            FIXPO_PAPER,
-            "FixPO is competitive with other trust-region methods (vs TRPO)",
-            "fixpo",
-            "trpo",
-        ),
-        (
-            "E16-DPO",
-            "Discovered Policy Optimisation (arXiv 2210.05639)",
-            "DPO's closed-form drift beats PPO",
-            "dpo",
-            "ppo",
-            dpo_setting,
-        ),
-    ]:
-        d = normalised_diffs(rows, "final_eval_return", a, b, envs)
-        stat, verdict, det = paired_verdict(d)
-        out.append(
-            Row(
-                rid,
-                paper,
-                claim,
-                own[0] if own else setting,
-                f"transplant: {ours}",
-                budget.replace("PPO paper 1M steps, 3 seeds", DPO_BUDGET) if own else budget,
-                f"{len(seeds)} per task, {d.size} pairs",
-                metric,
-                stat,
-                verdict,
-                det,
-                "trust_region_family.csv",
-            )
-        )
+    for rid, paper, claim, a, b in [
+        ("E1-PPO", "Proximal Policy Optimization Algorithms (arXiv 1707.06347)",
+         "PPO is more sample-efficient than TRPO", "ppo", "trpo"),
+        ("E1-SPO", "Simple Policy Optimization (arXiv 2401.16025)", "SPO outperforms PPO",
+         "spo", "ppo"),
+        ("E1-BPO", "Bounded Ratio Reinforcement Learning (arXiv 2604.18578)",
+         "BPO matches or beats PPO", "bpo", "ppo"),
+        ("E1-FixPO", FIXPO_PAPER, "FixPO is competitive with other trust-region methods (vs TRPO)",
+         "fixpo", "trpo"),
+    ]:  # fmt: skip
+        was_d = normalised_diffs(old, "final_eval_return", a, b, old_envs)
+        was = paired_verdict(was_d)[1]
+        if {a, b} <= ran:
+            d = normalised_diffs(rows, "final_eval_return", a, b, envs)
+            stat, verdict, det = paired_verdict(d)
+            where = f"transplant: {ours}; was {was} at 49,152 steps ({old_ours}) -> {verdict}"
+            row_budget, n = budget, f"{len(seeds)} per task, {d.size} pairs"
+        else:  # the rerun did not reach this pair: the 49k figure's verdict stands
+            stat, verdict, det = paired_verdict(was_d)
+            where = f"transplant: {old_ours} (the 300k rerun did not reach {a} vs {b})"
+            row_budget, n = old_budget, f"{was_d.size} pairs"
+        out.append(Row(rid, paper, claim, setting, where, row_budget, n, metric, stat, verdict,
+                       det, "trust_region_family.csv, trust_region_family_49k.csv"))  # fmt: skip
+    d = normalised_diffs(old, "final_eval_return", "dpo", "ppo", old_envs)
+    stat, verdict, det = paired_verdict(d)
+    out.append(
+        Row("E16-DPO", "Discovered Policy Optimisation (arXiv 2210.05639)",
+            "DPO's closed-form drift beats PPO", dpo_setting, f"transplant: {old_ours}",
+            old_budget.replace("PPO paper 1M steps, 3 seeds", DPO_BUDGET),
+            f"{len({r['seed'] for r in old})} per task, {d.size} pairs", metric, stat, verdict,
+            det, "trust_region_family_49k.csv")
+    )  # fmt: skip
     # SPO's ratio containment: fraction of samples with |r - 1| > eps, PPO minus SPO
     d = np.concatenate(
         [
@@ -215,7 +206,8 @@ def trust_region_rows() -> list[Row]:
             "trust_region_family.csv",
         )
     )
-    shares = np.array([float(r["fixup_share"]) for r in rows if r["algo"] == "fixpo"])
+    fix = rows if "fixpo" in ran else old
+    shares = np.array([float(r["fixup_share"]) for r in fix if r["algo"] == "fixpo"])
     s = stats.summarize(shares)
     verdict = (
         HOLDS if s.kind != "range" and s.hi < 0.05 else (FAILS if s.lo > 0.05 else INCONCLUSIVE)
@@ -226,25 +218,25 @@ def trust_region_rows() -> list[Row]:
             FIXPO_PAPER,
             "the fixup phase adds fewer than 5% extra gradient steps",
             "several architectures and action spaces",
-            f"transplant: {ours}",
-            budget,
+            f"transplant: {_family_setting(fix)[1]}",
+            _family_setting(fix)[2],
             f"{shares.size} runs",
             "fixup steps / all gradient steps per run",
             s.text(".3g"),
             verdict,
             "n/a",
-            "trust_region_family.csv",
+            "trust_region_family.csv" if fix is rows else "trust_region_family_49k.csv",
         )
     )
     return out
 
 
-def depth_rows() -> list[Row]:
-    rows = read("depth_sweep.csv")
+def _depth_gap(rows) -> np.ndarray:
+    """Per (env, seed): (SPO - PPO at the deepest) - (SPO - PPO at the shallowest)."""
     envs = sorted({r["env_id"] for r in rows})
     depths = sorted({int(r["depth"]) for r in rows})
     lo, hi = str(depths[0]), str(depths[-1])
-    diffs = []  # per (env, seed): (SPO - PPO at the deepest) - (SPO - PPO at the shallowest)
+    diffs = []
     for e in envs:
         gap = {}
         for depth in (lo, hi):
@@ -252,8 +244,18 @@ def depth_rows() -> list[Row]:
             ppo = values(rows, "final_eval_return", algo="ppo", env_id=e, depth=depth)
             gap[depth] = {s: spo[s] - ppo[s] for s in spo if s in ppo}
         diffs += [gap[hi][s] - gap[lo][s] for s in sorted(gap[hi]) if s in gap[lo]]
-    diffs = np.array(diffs)
+    return np.array(diffs)
+
+
+def depth_rows() -> list[Row]:
+    rows, old = read("depth_sweep.csv"), read("depth_sweep_49k.csv")
+    envs = sorted({r["env_id"] for r in rows})
+    depths = sorted({int(r["depth"]) for r in rows})
+    diffs = _depth_gap(rows)
     stat, verdict, det = paired_verdict(diffs, ".4g")
+    was = paired_verdict(_depth_gap(old), ".4g")[1]
+    old_envs = ", ".join(sorted({r["env_id"] for r in old}))
+    n_old = len({r["seed"] for r in old})
     n_seeds = len({r["seed"] for r in rows})
     return [
         Row(
@@ -261,16 +263,19 @@ def depth_rows() -> list[Row]:
             "Simple Policy Optimization (arXiv 2401.16025)",
             "SPO's advantage over PPO grows with network depth",
             "deep policy networks trained end to end",
-            f"transplant: {', '.join(envs)}, policy depth {lo} vs {hi} hidden layers (critic "
-            "unchanged)",
-            "ours 49,152 env steps per run (the Makefile's figure command)",
+            f"transplant: {', '.join(envs)}, policy depth {depths[0]} vs {depths[-1]} hidden "
+            f"layers (SPO's 7-layer policy; critics 64-64 as in the paper); was {was} at 49,152 "
+            f"steps ({old_envs}, {n_old} seeds) -> {verdict}",
+            f"ours {int(rows[0]['steps']):,} env steps per run; "
+            f"{sum(float(r['train_s']) for r in rows) / 3600:.1f} CPU-hours of collection and "
+            "updates in all (the depth-2 runs are the trust-region family's)",
             f"{n_seeds} per task, {diffs.size} pairs",
             "final deterministic evaluation return: (SPO - PPO at the deepest) - (SPO - PPO at "
             "the shallowest)",
             stat,
             verdict,
             det,
-            "depth_sweep.csv",
+            "depth_sweep.csv, depth_sweep_49k.csv",
         )
     ]
 

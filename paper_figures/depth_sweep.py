@@ -14,7 +14,8 @@ as in the SPO paper (--critic-too deepens them as well); otherwise both use the 
 common plumbing. One sweep per (depth, algorithm):
 <sweep-dir>/d<depth>/<algo>/. With --shallow-from, depth 2 is the trust-region family's PPO and
 SPO runs of that sweep directory (trust_region_family.py's common protocol gives the same flags:
-each run's config.json is checked against this sweep's depth-2 flags, a difference refused). Writes <out>/depth_sweep.png and depth_sweep.csv (one row per run).
+each run's config.json is checked against this sweep's depth-2 flags, a difference refused).
+Writes <out>/depth_sweep.png and depth_sweep.csv (one row per run).
 The PNG: per depth the seeds as dots and their mean; the 95% bootstrap CI (controlrl.stats) only
 from 5 seeds on, no interval below.
 """
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.from_csv:
         rows = read_rows(
             args.out / "depth_sweep.csv",
-            ints=("depth",),
+            ints=("depth", "steps"),
             floats=("final_train_return", "final_eval_return", "ratio_dev_mean"),
         )
         rows = [r for r in rows if (r["algo"], r["env_id"], r["depth"]) in
@@ -152,6 +153,7 @@ def collect(args, algos: list[str], env_ids: list[str], depths: list[int]) -> li
                             "depth": depth,
                             "hidden_sizes": "-".join(map(str, NETS[depth])),
                             "seed": run_dir.name.removeprefix("seed"),
+                            "steps": json.loads(done.read_text())["step"],
                             "final_train_return": plots.final_return(run_dir, args.final_window),
                             "final_eval_return": json.loads(done.read_text())["eval_return_mean"],
                             "ratio_dev_mean": float(dev.mean()),

@@ -185,8 +185,10 @@ def committed_points(path: Path, methods: list[str]) -> list[dict]:
     runs: dict[tuple, dict] = {}
     for r in rows:
         if r["method"] in methods:
-            run = runs.setdefault((r["method"], r["seed"]), {"method": r["method"],
-                                  "seed": r["seed"], "step": [], "entropy": [], "return": []})
+            run = runs.setdefault(
+                (r["method"], r["seed"]),
+                {"method": r["method"], "seed": r["seed"], "step": [], "entropy": [], "return": []},
+            )
             for k in ("step", "entropy", "return"):
                 run[k].append(r[k])
     return [{**r, **{k: np.array(r[k]) for k in ("step", "entropy", "return")}}

@@ -1055,8 +1055,9 @@ def _family(read: Read, name: str) -> str:
                         *(spread(col(rows_where(runs, algo=a), "final_eval_return"))
                           for a in order)])  # fmt: skip
     notes = []
-    fix = rows_where(runs, algo="fixpo")
-    if fix:
+    ran = {r["algo"] for r in runs}
+    if "fixpo" in ran:
+        fix = rows_where(runs, algo="fixpo")
         share = col(fix, "fixup_share")
         notes.append(
             "FixPO's largest per-state KL after any update is"
@@ -1064,7 +1065,7 @@ def _family(read: Read, name: str) -> str:
             f" {np.mean(share):.1%} gradient steps on average (largest {max(share):.1%} per run;"
             " the paper says < 5%)."
         )
-    if rows_where(runs, algo="trpo"):
+    if "trpo" in ran:
         notes.append(
             "TRPO's largest per-state KL is"
             f" {f(max(col(rows_where(runs, algo='trpo'), 'kl_max_max')), '.2f')}, against its"
@@ -1073,14 +1074,22 @@ def _family(read: Read, name: str) -> str:
     n = uniform_n([rows_where(runs, algo=a, env_id=e) for a in iqm for e in envs])
     head = para(f"`out/{name}.csv`: {', '.join(envs)}, {n} seeds x"
                 f" {f(int(runs[0]['steps']))} steps per run:")  # fmt: skip
-    return head + "\n\n" + md(["", *(NAMES[a] for a in order)], body) + (
-        "\n\n" + para(" ".join(notes)) if notes else ""
+    return (
+        head
+        + "\n\n"
+        + md(["", *(NAMES[a] for a in order)], body)
+        + ("\n\n" + para(" ".join(notes)) if notes else "")
     )
 
 
 @table("trust-region-family")
 def trust_region_family(read: Read) -> str:
     return _family(read, "trust_region_family")
+
+
+@table("trust-region-family-49k")
+def trust_region_family_49k(read: Read) -> str:
+    return _family(read, "trust_region_family_49k")
 
 
 @table("brax-pipeline")

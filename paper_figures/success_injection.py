@@ -4,7 +4,7 @@ one population run (algos/grpo.py --num-seeds, seed k exactly the run --seed k) 
 arm on the same seeds.
 
     python paper_figures/success_injection.py --train    # runs what is missing, then the CSVs
-    python paper_figures/success_injection.py --toy --train --sweep-dir runs/toy/si --out runs/toy/si
+    python paper_figures/success_injection.py --toy --train --sweep-dir runs/toy/s --out runs/toy/s
 
 Arms (controlrl/injection.py): grpo (no injection), hapo (--inject-demos: a group whose
 members all fail gets the teacher's success, the context's best arm, when a Thompson draw from
@@ -149,9 +149,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--samples", type=int, default=20480, help="samples per seed")
     p.add_argument("--num-envs", type=int, default=256, help="samples per update")
     p.add_argument("--final-window", type=int, default=1280, help="samples of final_success")
-    p.add_argument(
-        "--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "success_injection"
-    )
+    p.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "success_injection")
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
     p.add_argument("--train", action="store_true", help="run the missing arms first")
     p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")

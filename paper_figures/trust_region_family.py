@@ -13,15 +13,22 @@ algorithm-specific settings at their reference defaults; "reference" runs each s
 defaults (SPO's 7-layer policy, FixPO's 64 envs x 128 steps, BPO's un-normalised 256-256 ReLU).
 TRPO takes its own defaults in both. Each algorithm is one sweep: <sweep-dir>/<algo>/.
 
-Writes <out>/trust_region_family.png, trust_region_family.csv (one row per run),
-trust_region_family_curves.csv (the plotted per-run curves) and trust_region_family_iqm.csv (IQM
+Writes <out>/<name>.png, <name>.csv (one row per run; --name, default trust_region_family),
+<name>_curves.csv (the plotted per-run curves) and <name>_iqm.csv (IQM
 of the normalised final return, 95% stratified-bootstrap CI). Normalised score per env: 0 = the
 mean return of a uniformly random policy, 1 = the best algorithm's mean final return in this
 figure.
 
-The committed figure: --train --seeds 5 --total-timesteps 49152; redrawn from its CSVs alone with
---keep-committed --seeds 5 --total-timesteps 49152 --sweep-dir runs/none (a directory without
-runs). To rerun one algorithm only and keep the others' committed results:
+The committed figure: --train --algos ppo,trpo,spo --envs Hopper-v5 --seeds 7
+--total-timesteps 300000 --sweep-dir runs/sweeps/trust_region_family_300k -- --eval-episodes 10
+(one task and three algorithms: at 300k steps three tasks and FixPO and BPO did not fit two
+cores beside the depth sweep; 7 seeds, as 5 pairs cannot reach p < 0.05 in the exact sign-flip
+test). The earlier figure, five tasks x 5 seeds
+x 49,152 steps with DPO, is kept as trust_region_family_49k.csv (_curves, _iqm, .png): --train
+--seeds 5 --total-timesteps 49152 --name trust_region_family_49k, redrawn from its CSVs alone with
+--keep-committed --seeds 5 --total-timesteps 49152 --name trust_region_family_49k --sweep-dir
+runs/none (a directory without runs). To rerun one algorithm only and keep the others' committed
+results:
 
     python paper_figures/trust_region_family.py --train --algos fixpo --out runs/fixpo ...
     python paper_figures/trust_region_family.py --keep-committed ...   # same --sweep-dir
@@ -153,13 +160,13 @@ def collect(args, algos, env_ids) -> list[dict]:
     return runs
 
 
-def committed(out: Path, algos: list[str]) -> list[dict]:
+def committed(out: Path, algos: list[str], name: str = "trust_region_family") -> list[dict]:
     """The runs of `algos` as the CSVs in `out` hold them: rows from trust_region_family.csv,
     curves from trust_region_family_curves.csv where it has them (else none)."""
-    with (out / "trust_region_family.csv").open() as f:
+    with (out / f"{name}.csv").open() as f:
         table = [r for r in csv.DictReader(f) if r["algo"] in algos]
     curves: dict[tuple, dict] = {}
-    path = out / "trust_region_family_curves.csv"
+    path = out / f"{name}_curves.csv"
     if path.exists():
         with path.open() as f:
             for r in csv.DictReader(f):
@@ -234,6 +241,7 @@ def main(argv: list[str] | None = None) -> None:
         "--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "trust_region_family"
     )
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--name", default="trust_region_family", help="the output files' stem")
     p.add_argument("--final-window", type=int, default=20_480)
     p.add_argument("--train", action="store_true", help="run missing runs first (sweeps)")
     p.add_argument("--workers", type=int, default=1, help="runs at once when training")
@@ -251,7 +259,7 @@ def main(argv: list[str] | None = None) -> None:
     runs = collect(args, algos, env_ids)
     if args.keep_committed:
         kept = [a for a in algos if not any(r["row"]["algo"] == a for r in runs)]
-        runs += committed(args.out, kept)
+        runs += committed(args.out, kept, args.name)
         runs.sort(key=lambda r: algos.index(r["row"]["algo"]))
         print(f"kept from {args.out}: {', '.join(kept) or 'nothing'}")
     if not runs:
@@ -277,11 +285,11 @@ def main(argv: list[str] | None = None) -> None:
         iqm_rows.append({"algo": algo, "iqm": value, "ci_lo": lo, "ci_hi": hi})
     args.out.mkdir(parents=True, exist_ok=True)
     for name, table in (("", rows), ("_iqm", iqm_rows)):
-        with (args.out / f"trust_region_family{name}.csv").open("w", newline="") as f:
+        with (args.out / f"{args.name}{name}.csv").open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(table[0]))
             writer.writeheader()
             writer.writerows(table)
-    write_curves(args.out / "trust_region_family_curves.csv", runs)
+    write_curves(args.out / f"{args.name}_curves.csv", runs)
 
     import matplotlib.pyplot as plt
 
@@ -329,7 +337,7 @@ def main(argv: list[str] | None = None) -> None:
             fontsize=9,
         )
         fig.tight_layout()
-        fig.savefig(args.out / "trust_region_family.png", dpi=80, metadata={"Software": None})
+        fig.savefig(args.out / f"{args.name}.png", dpi=80, metadata={"Software": None})
 
     print("mean final training return over seeds (normalised IQM below)")
     for env_id in env_ids:
@@ -355,8 +363,8 @@ def main(argv: list[str] | None = None) -> None:
             + (f", fixup share {m['fixup_share']:.3f}" * (algo == "fixpo"))
         )
     print(
-        f"wrote {args.out / 'trust_region_family.png'}, trust_region_family.csv, "
-        f"trust_region_family_curves.csv and trust_region_family_iqm.csv; "
+        f"wrote {args.out / args.name}.png, {args.name}.csv, {args.name}_curves.csv and "
+        f"{args.name}_iqm.csv; "
         f"command: python paper_figures/trust_region_family.py "
         f"{' '.join(argv if argv is not None else sys.argv[1:])}"
     )
