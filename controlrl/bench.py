@@ -235,16 +235,20 @@ def command_line(script: str, argv: Sequence[str] | None) -> str:
     return " ".join(portable_word(w) for w in words)
 
 
-def write_csv(path: str | Path, rows: Sequence[Mapping[str, Any]], command: str) -> None:
-    """Rows (columns in first-seen order) plus a 'command' column, to `path`."""
-    columns = list(dict.fromkeys(k for row in rows for k in row))
+def write_csv(
+    path: str | Path, rows: Sequence[Mapping[str, Any]], command: str, keep_commands: bool = False
+) -> None:
+    """Rows (columns in first-seen order) plus a 'command' column, to `path`. keep_commands: a
+    row that already has a command (one kept from an earlier run of the figure) keeps it."""
+    columns = [k for k in dict.fromkeys(k for row in rows for k in row) if k != "command"]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=[*columns, "command"], restval="")
         writer.writeheader()
         for row in rows:
-            writer.writerow({**row, "command": command})  # str(float) round-trips exactly
+            own = row.get("command") if keep_commands else None
+            writer.writerow({**row, "command": own or command})  # str(float) round-trips exactly
 
 
 def read_csv(path: str | Path) -> list[dict[str, Any]]:

@@ -187,6 +187,52 @@ def permutation_p(a, b, n_perm: int = 20000, seed: int = 0) -> float:
     return float((np.sum(diffs >= observed - 1e-12 * max(1.0, observed)) + 1) / (n_perm + 1))
 
 
+@dataclass(frozen=True)
+class TwoSample:
+    """Unpaired a - b (seeds that do not pair, e.g. two trainers with their own random streams):
+    the difference of means with its interval (or range), the permutation p, the detectable
+    difference (Welch) and each side's summary."""
+
+    a: Summary
+    b: Summary
+    diff: float
+    lo: float
+    hi: float
+    kind: str  # "95% CI" or "range"
+    p: float
+    detectable: float
+
+    def text(self, fmt: str = ".3g") -> str:
+        """'diff d (95% CI lo to hi; n=na vs nb); permutation p=..; detectable ..'."""
+        return (
+            f"diff {self.diff:{fmt}} ({self.kind} {self.lo:{fmt}} to {self.hi:{fmt}};"
+            f" n={self.a.n} vs {self.b.n}); permutation p={self.p:.3g};"
+            f" detectable {self.detectable:{fmt}}"
+        )
+
+
+def two_sample(a, b, n_boot: int = 10000, ci: float = 0.95, seed: int = 0) -> TwoSample:
+    """Difference of means of two independent samples. The interval resamples each side with
+    replacement on its own (percentile bootstrap) when both have >= MIN_SEEDS values; with fewer,
+    the range of the difference, min(a) - max(b) to max(a) - min(b), called a range."""
+    a = np.asarray(a, np.float64).ravel()
+    b = np.asarray(b, np.float64).ravel()
+    if a.size == 0 or b.size == 0:
+        raise ValueError(f"a two-sample comparison needs values on both sides: {a.size}, {b.size}")
+    sa, sb = summarize(a, n_boot, ci, seed), summarize(b, n_boot, ci, seed + 1)
+    if min(a.size, b.size) >= MIN_SEEDS:
+        rng = np.random.default_rng(seed)
+        ia = rng.integers(0, a.size, size=(n_boot, a.size))
+        ib = rng.integers(0, b.size, size=(n_boot, b.size))
+        lo, hi = _percentile_interval(a[ia].mean(1) - b[ib].mean(1), ci)
+        lo, hi, kind = float(lo), float(hi), f"{ci:.0%} CI"
+    else:
+        lo, hi, kind = float(a.min() - b.max()), float(a.max() - b.min()), "range"
+    detectable = detectable_two_sample(sa.sd, a.size, sb.sd, b.size)
+    diff = float(a.mean() - b.mean())
+    return TwoSample(sa, sb, diff, lo, hi, kind, permutation_p(a, b, seed=seed), detectable)
+
+
 def iqm(scores) -> float:
     """Interquartile mean of all scores [runs, tasks]: mean of the middle 50% (trimming
     floor(n/4) from each end, as scipy.stats.trim_mean(x, 0.25) and rliable do)."""

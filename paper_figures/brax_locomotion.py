@@ -81,7 +81,9 @@ Clocks as in paper_figures/brax_ppo_race.py (whose curve readers this script use
 since the trainer's process started (imports, compiles and evaluations included); train is the
 training compute only. Runs go one at a time (never two trainers at once), seed by seed, env by
 env, the trainers' order rotated. The sweep is resumable: a finished run leaves result.json in
-its work dir and is skipped the next time (--fresh starts over).
+its work dir and is skipped the next time (--fresh starts over). Runs in --out's CSVs that a
+call does not make are kept with their own command, so `--seeds 4,5` adds two seeds. The verdict
+is paper_figures/claims_brax.py's non-inferiority test (the ledger's Brax-* rows).
 """
 
 from __future__ import annotations
@@ -100,6 +102,7 @@ from pathlib import Path
 from controlrl import bench
 from controlrl.cli import ArgumentParser
 from paper_figures.brax_ppo_race import parse_brax, parse_ours
+from paper_figures.claims_brax import parity
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -446,28 +449,12 @@ def table(rows: list[dict]) -> list[dict]:
     return out
 
 
-def verdict(rows: list[dict], env: str, trainer: str = "ours") -> dict:
-    """The parity claim on one env: `trainer`'s mean return at the budget is no worse than
-    brax's, i.e. at least brax's mean or within brax's seeds' spread (>= its lowest seed)."""
-    ret = {
-        t: [r["return_at_budget"] for r in rows if r["env"] == env and r["trainer"] == t]
-        for t in ("brax", trainer)
-    }
-    if not ret["brax"] or not ret[trainer] or any(x != x for v in ret.values() for x in v):
-        return {"env": env, "trainer": trainer, "met": None}
-    ours, brax = statistics.mean(ret[trainer]), statistics.mean(ret["brax"])
-    met = ours >= brax or ours >= min(ret["brax"])
-    return {
-        "env": env,
-        "trainer": trainer,
-        "ours_mean": ours,
-        "brax_mean": brax,
-        "brax_min": min(ret["brax"]),
-        "brax_max": max(ret["brax"]),
-        "ours_min": min(ret[trainer]),
-        "ours_max": max(ret[trainer]),
-        "met": met,
-    }
+def merged(path: Path, fresh: list[dict], key=("env", "trainer", "seed")) -> list[dict]:
+    """The rows of the figure's committed CSV at `path` whose run this call did not make (each
+    with its own command), then the call's rows: a figure grown seed by seed keeps its runs."""
+    made = {tuple(r[k] for k in key) for r in fresh}
+    old = bench.read_csv(path) if path.exists() else []
+    return [r for r in old if tuple(r[k] for k in key) not in made] + fresh
 
 
 def standing_returns(env: str, pipeline: str, episodes: int, seed: int = 0) -> list[float]:
@@ -624,14 +611,17 @@ def main(argv: list[str] | None = None) -> None:
         print(f"wrote {args.out}/brax_locomotion.png")
         return
     results = sweep(args)
-    rows = summarise(results, TARGETS)
-    bench.write_csv(args.out / "brax_locomotion.csv", rows, command)
+    rows = merged(args.out / "brax_locomotion.csv", summarise(results, TARGETS))
+    bench.write_csv(args.out / "brax_locomotion.csv", rows, command, keep_commands=True)
     curves = [
         {"env": e, "trainer": t, "seed": s, **p}
         for (e, t, s), res in results.items()
         for p in res["points"]
     ]
-    bench.write_csv(args.out / "brax_locomotion_curves.csv", curves, command)
+    curves = merged(args.out / "brax_locomotion_curves.csv", curves)
+    bench.write_csv(args.out / "brax_locomotion_curves.csv", curves, command, keep_commands=True)
+    results = load_results(args.out / "brax_locomotion_curves.csv")  # with the kept runs
+    args.seed_list = sorted({k[2] for k in results})
     plot(args, results, args.out / "brax_locomotion.png", standing(args, command))
 
     cols = "env trainer seed return_at_budget train_sps train_to_target_s wall_to_target_s wall_s"
@@ -645,18 +635,15 @@ def main(argv: list[str] | None = None) -> None:
     print("\n| " + " | ".join(cols) + " |\n|" + " --- |" * len(cols))
     for r in summary:
         print("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
-    for env in args.env_names:
-        compared = [t for t in args.trainer_names if t != "brax" and "brax" in args.trainer_names]
-        for trainer in compared:
-            v = verdict(rows, env, trainer)
-            if v["met"] is None:
-                print(f"{env} {trainer}: a run failed; no verdict")
+    for env in dict.fromkeys(r["env"] for r in rows):
+        for trainer in [t for t in POLICY if any(r["trainer"] == t for r in rows)]:
+            v = parity(rows, env, trainer)
+            if v["verdict"] is None:
+                print(f"{env} {trainer}: no finished runs of both trainers; no verdict")
                 continue
             print(
-                f"{env}: return at the budget, mean over seeds: {trainer} {v['ours_mean']:.1f} "
-                f"({v['ours_min']:.1f}-{v['ours_max']:.1f}), brax {v['brax_mean']:.1f} "
-                f"({v['brax_min']:.1f}-{v['brax_max']:.1f}); no worse than brax: "
-                f"{'met' if v['met'] else 'not met'}"
+                f"{env}: {trainer} - brax, return at the budget: {v['test'].text('.1f')}; "
+                f"no worse than brax (bar {v['bar']:.1f}): {v['verdict']}"
             )
     print(
         f"wrote {args.out}/brax_locomotion.csv, _table.csv, _curves.csv, _standing.csv, "

@@ -884,7 +884,7 @@ def theory_rows() -> list[Row]:
 
 def all_rows() -> list[Row]:
     """Every ledger row, experiments E1-E18 first, then the theory statements."""
-    from paper_figures import claims_bandits, claims_cheap  # they import this module
+    from paper_figures import claims_bandits, claims_brax, claims_cheap  # they import this module
     from paper_figures.claims_hard_starts import rows as hard_start_rows
     from paper_figures.claims_injection import rows as injection_rows
     from paper_figures.claims_rarl import rows as rarl_rows
@@ -899,6 +899,7 @@ def all_rows() -> list[Row]:
         + iql_rows()
         + dppo_rows()
         + fpo_rows()
+        + claims_brax.rows(read)
         + regret_rows()
         + rarl_rows(read)
         + claims_bandits.rows()

@@ -122,6 +122,16 @@ def test_ratios_are_paired_per_repeat_and_skip_failed_repeats():
     assert bench.median_range([]) == "n/a" and bench.median_range([3.0], ".1f") == "3.0"
 
 
+def test_csv_keeps_a_kept_rows_command_only_when_asked(tmp_path):
+    rows = [{"seed": 1, "command": "python old.py --seeds 1"}, {"seed": 4}]
+    bench.write_csv(tmp_path / "a.csv", rows, "python new.py --seeds 4", keep_commands=True)
+    back = bench.read_csv(tmp_path / "a.csv")
+    assert [r["command"] for r in back] == ["python old.py --seeds 1", "python new.py --seeds 4"]
+    assert list(back[0]) == ["seed", "command"]
+    bench.write_csv(tmp_path / "b.csv", rows, "python new.py")
+    assert {r["command"] for r in bench.read_csv(tmp_path / "b.csv")} == {"python new.py"}
+
+
 def test_csv_round_trip(tmp_path):
     rows = [
         {"contender": "a, with comma", "repeat": 0, "wall_s": 0.1 + 0.2, "note": 'say "hi"'},

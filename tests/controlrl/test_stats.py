@@ -86,6 +86,24 @@ def test_permutation_p_two_sample():
     assert stats.permutation_p([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]) == 1.0
 
 
+def test_two_sample_interval_resamples_each_side_and_is_a_range_below_five():
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(1.0, 1.0, 400), rng.normal(0.0, 2.0, 300)
+    t = stats.two_sample(a, b)
+    # many seeds: the bootstrap interval is the normal one with the unpooled standard error
+    se = np.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
+    assert t.diff == pytest.approx(a.mean() - b.mean())
+    assert (t.lo, t.hi) == pytest.approx((t.diff - 1.96 * se, t.diff + 1.96 * se), abs=0.03)
+    assert t.kind == "95% CI" and (t.a.n, t.b.n) == (400, 300)
+    shifted = stats.two_sample(a + 5.0, b)  # the difference and its interval move with a shift
+    assert (shifted.lo, shifted.hi) == pytest.approx((t.lo + 5.0, t.hi + 5.0))
+    few = stats.two_sample([1.0, 2.0, 4.0, 5.0, 6.0], [0.0, 3.0, 3.5, 2.0])
+    assert (few.lo, few.hi, few.kind) == (1.0 - 3.5, 6.0 - 0.0, "range")
+    assert few.text(".2f").startswith("diff 1.48 (range -2.50 to 6.00; n=5 vs 4)")
+    with pytest.raises(ValueError, match="both sides"):
+        stats.two_sample([], [1.0])
+
+
 def test_iqm_is_rliables_trimmed_mean():
     # rliable.metrics.aggregate_iqm(scores) = scipy.stats.trim_mean(scores, 0.25, axis=None)
     assert stats.iqm(SCORES) == pytest.approx(0.48333333333333334, abs=1e-15)
