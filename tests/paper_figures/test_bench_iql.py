@@ -128,19 +128,23 @@ def test_side_by_side_toy_gives_paired_ratios(tmp_path):
     assert "n/a" not in line and "(" in line  # a median (min-max) of two paired ratios
 
 
-def test_bad_flags_exit_2_before_anything_runs(tmp_path):
+def test_bad_flags_exit_2_before_anything_runs(tmp_path, capsys):
+    """The script exits 2 before it writes anything (one process); the other checks are the same
+    parse_args, run in this process (a process per flag costs seconds)."""
     missing = str(tmp_path / "no_python")
+    proc = _run("--out", str(tmp_path / "b.csv"), "--updates", "45", timeout=60)
+    assert proc.returncode == 2 and "--log-every 10 must divide --updates 45" in proc.stderr
+    assert not (tmp_path / "b.csv").exists()
     for flags, message in (
         (["--contenders", "ours,gpu"], "--contenders must be a subset of ours,d3rlpy"),
         (["--updates", "40", "--warmup", "40"], "--warmup must be in [0, --updates 40)"),
-        (["--updates", "45"], "--log-every 10 must divide --updates 45"),
         (["--seeds", "1,x"], "--seeds must be comma-separated integers"),
         (["--d3rlpy-python", missing], "does not exist: `make bench-iql` builds"),
         (["--contenders", "ours", "--dataset", missing], "no such file"),
     ):
-        proc = _run("--out", str(tmp_path / "b.csv"), *flags, timeout=60)
-        assert proc.returncode == 2 and message in proc.stderr, (flags, proc.stderr)
-        assert not (tmp_path / "b.csv").exists()
+        with pytest.raises(SystemExit) as exc:
+            bench_iql.parse_args(["--toy", "--out", str(tmp_path / "b.csv"), *flags])
+        assert exc.value.code == 2 and message in capsys.readouterr().err, flags
 
 
 def test_peer_rejects_warmup_past_updates_without_d3rlpy(tmp_path):

@@ -60,16 +60,21 @@ def test_spo_and_bpo_get_ppos_settings():
         assert set(kw[name]) <= {f.name for f in fields(module.Args)}, name
 
 
-def test_bench_ppo_rejects_bad_flags(tmp_path):
-    for flags, message in (
+def test_bench_ppo_rejects_bad_flags(tmp_path, capsys):
+    argv = [sys.executable, str(SCRIPT), "--toy", "--out", str(tmp_path / "b.csv")]
+    proc = subprocess.run([*argv, "--algos", "ppo,sac"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--algos must be a subset of ppo,spo,bpo,trpo" in proc.stderr
+    assert not (tmp_path / "b.csv").exists()
+    spec = importlib.util.spec_from_file_location("bench_ppo", SCRIPT)  # not in a package
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for flags, message in (  # the same parse, in this process
         (["--num-minibatches", "7"], "--num-minibatches 7 must divide 256"),
-        (["--algos", "ppo,sac"], "--algos must be a subset of ppo,spo,bpo,trpo"),
         (["--contenders", "ours,gpu"], "--contenders must be a subset of ours,sb3,floor"),
     ):
-        argv = [sys.executable, str(SCRIPT), "--toy", "--out", str(tmp_path / "b.csv"), *flags]
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 2 and message in proc.stderr, (flags, proc.stderr)
-        assert not (tmp_path / "b.csv").exists()
+        with pytest.raises(SystemExit) as exc:
+            module.parse_args(["--toy", "--out", str(tmp_path / "b.csv"), *flags])
+        assert exc.value.code == 2 and message in capsys.readouterr().err, flags
 
 
 def test_trpo_toy_benchmark_runs_both_contenders(tmp_path):

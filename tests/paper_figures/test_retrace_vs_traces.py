@@ -93,13 +93,16 @@ def test_toy_run_writes_png_and_csvs(tmp_path):
     assert not (tmp_path / "retrace_vs_traces_mujoco.csv").exists()
 
 
-def test_bad_flags_fail_with_the_flag_named(tmp_path):
-    cases = [(["--traces", "retrace,watkins"], "--traces"), (["--step", "0"], "--step")]
-    cases += [(["--p-right", "1"], "--p-right"), (["--segment-length", "0"], "--segment-length")]
-    for flags, name in cases:
-        cmd = [sys.executable, str(PATH), "--toy", "--out", str(tmp_path), *flags]
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
-        assert done.returncode == 2 and name in done.stderr.splitlines()[-1]
+def test_bad_flags_fail_with_the_flag_named(tmp_path, capsys):
+    cmd = [sys.executable, str(PATH), "--toy", "--out", str(tmp_path), "--step", "0"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--step" in done.stderr.splitlines()[-1]
+    cases = [(["--traces", "retrace,watkins"], "--traces"), (["--p-right", "1"], "--p-right")]
+    cases += [(["--segment-length", "0"], "--segment-length")]
+    for flags, name in cases:  # the same parse, in this process
+        with pytest.raises(SystemExit) as exc:
+            fig.parse(["--toy", "--out", str(tmp_path), *flags])
+        assert exc.value.code == 2 and name in capsys.readouterr().err.splitlines()[-1]
 
 
 @pytest.mark.slow  # one process per run starts torch and MuJoCo: about a minute here
