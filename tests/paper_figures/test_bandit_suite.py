@@ -30,6 +30,7 @@ def _metrics(run_dir):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow  # the figure script end to end at toy size
 def test_toy_run_writes_png_and_csvs_from_the_runs(tmp_path):
     """--toy --train: three runs (pg, grpo, tpo on bernoulli-10, 512 pulls in 8 rollouts of
     64); every curve row is its run's metrics.csv row, success = return / 0.935 (the instance's

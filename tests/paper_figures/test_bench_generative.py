@@ -22,6 +22,7 @@ def _module():
     return module
 
 
+@pytest.mark.slow  # the figure script end to end at toy size
 def test_toy_times_ppo_and_fpo_side_by_side(tmp_path):
     out = tmp_path / "bench.csv"
     argv = [sys.executable, str(SCRIPT), "--toy", "--out", str(out), "--num-steps", "32"]

@@ -21,6 +21,7 @@ def _run(tmp_path, *flags, timeout=300):
         return proc, list(csv.DictReader(f))
 
 
+@pytest.mark.slow  # the figure script end to end at toy size
 def test_bench_ppo_toy_ppo_spo_bpo_sb3_floor(tmp_path):
     pytest.importorskip("stable_baselines3")
     proc, rows = _run(tmp_path)
@@ -77,6 +78,7 @@ def test_bench_ppo_rejects_bad_flags(tmp_path, capsys):
         assert exc.value.code == 2 and message in capsys.readouterr().err, flags
 
 
+@pytest.mark.slow  # the figure script end to end at toy size
 def test_trpo_toy_benchmark_runs_both_contenders(tmp_path):
     pytest.importorskip("sb3_contrib")
     _, rows = _run(tmp_path, "--algo", "trpo")

@@ -30,6 +30,7 @@ def _run(*flags, timeout=300):
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
+@pytest.mark.slow  # the figure script end to end at toy size
 def test_toy_times_both_contenders_side_by_side(tmp_path):
     out = tmp_path / "bench.csv"
     proc = _run("--out", str(out), "--updates", "20", "--warmup", "10", "--learning-starts", "20")

@@ -67,6 +67,7 @@ def test_read_run_drops_iterations_without_an_episode(tmp_path):
     np.testing.assert_array_equal(run["return"], [15.5, 30.0])
 
 
+@pytest.mark.slow  # the figure script end to end at toy size
 def test_toy_run_writes_png_and_csvs_from_the_runs(tmp_path):
     """--toy --train: PPO and GRPO on Hopper-v5 (4,096 steps, one seed); every point is an
     iteration of the run's metrics.csv with an episode return (entropy and return as logged),

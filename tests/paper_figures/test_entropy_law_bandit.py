@@ -43,6 +43,7 @@ def test_read_population_splits_rows_by_seed_in_order_and_skips_empty_returns(tm
     np.testing.assert_array_equal(runs["2"]["entropy"], [2.1, 1.4])
 
 
+@pytest.mark.slow  # the figure script end to end at toy size
 def test_toy_run_writes_one_row_per_method_and_seed(tmp_path):
     out = tmp_path / "out"
     cmd = [sys.executable, "paper_figures/entropy_law_bandit.py", "--toy", "--train"]

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location(
@@ -18,6 +19,7 @@ sys.modules[spec.name] = fig
 spec.loader.exec_module(fig)
 
 
+@pytest.mark.slow  # the figure script end to end at toy size
 def test_toy_run(tmp_path):
     sweeps = tmp_path / "sweeps"
     fig.main(["--toy", "--seeds", "1", "--out", str(tmp_path), "--sweeps-root", str(sweeps)])

@@ -67,6 +67,7 @@ def check_bandit_csvs(fig, sweep: Path, out: Path) -> None:
     assert [int(s["step"]) for s in shares if s["algo"] == "ppo"] == [512, 1024]
 
 
+@pytest.mark.slow  # the figure script end to end at toy size
 def test_toy_bandit_part(tmp_path):
     sweep, out = run_toy(tmp_path, "--skip-mujoco")
     check_bandit_csvs(_fig(), sweep, out)

@@ -61,6 +61,7 @@ def test_start_sets_hold_the_stated_shares():
     np.testing.assert_array_equal(mixed[:4], easy_starts(4))
 
 
+@pytest.mark.slow  # the figure script end to end at toy size
 def test_toy_run(tmp_path):
     out = tmp_path / "out"
     fig.main(["--toy", "--seeds", "1", "--out", str(out), "--sweeps-root", str(tmp_path / "s")])

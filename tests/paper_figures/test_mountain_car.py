@@ -10,6 +10,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 
 from controlrl.evaluate import evaluate
@@ -38,6 +39,7 @@ def gym_steps(act, x0: float, max_steps: int = 200) -> int:
     return max_steps
 
 
+@pytest.mark.slow  # the figure script end to end at toy size
 def test_toy_run(tmp_path):
     out = tmp_path / "out"
     fig.main(["--toy", "--seeds", "1", "--total-timesteps", "1024", "--out", str(out),

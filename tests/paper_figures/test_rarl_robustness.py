@@ -10,6 +10,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location(
@@ -30,6 +31,7 @@ def plain_return(act, seed: int) -> float:
     return total
 
 
+@pytest.mark.slow  # the figure script end to end at toy size
 def test_toy_run(tmp_path):
     sweeps = tmp_path / "sweeps"
     argv = ["--toy", "--seeds", "1", "--masses", "1,3", "--frictions", "1", "--out", str(tmp_path)]

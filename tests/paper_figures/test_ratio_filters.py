@@ -51,6 +51,7 @@ def _metrics(run_dir: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow  # the figure script end to end at toy size
 def test_toy_run_staleness_queue_and_csvs(tmp_path):
     """--toy --train --workers 2: step and kalman at k = 0 and 1 on Hopper-v5, 4 iterations of
     256 steps, in two spawned processes. k = 0 updates every iteration on the rollout its own

@@ -77,6 +77,7 @@ def test_tabular_panel_summary_on_the_chain(tmp_path):
     assert row[0.9, "q_lambda"]["err_peak_median"] >= row[0.9, "retrace"]["err_peak_median"]
 
 
+@pytest.mark.slow  # the figure script end to end at toy size
 def test_toy_run_writes_png_and_csvs(tmp_path):
     """--toy without --train: panel A in seconds, panel B says where runs are missing."""
     cmd = [sys.executable, str(PATH), "--toy", "--out", str(tmp_path)]

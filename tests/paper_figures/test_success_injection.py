@@ -8,9 +8,12 @@ from __future__ import annotations
 import csv
 import math
 
+import pytest
+
 from paper_figures import success_injection
 
 
+@pytest.mark.slow  # the figure script end to end at toy size
 def test_toy_run_writes_every_arm_and_the_gate_injects_a_subset(tmp_path):
     out = tmp_path / "out"
     success_injection.main(
