@@ -85,7 +85,7 @@ ifdef FULL
 	  --seeds 7 --lambdas 0.0,0.9,0.95,1.0 --gammas 0.99,0.995
 	$(BIN)/python paper_figures/trust_region_family.py --train --seeds 5 --total-timesteps 49152 \
 	  --sweep-dir runs/sweeps/trust_region_family_5seeds --name trust_region_family_49k
-	$(BIN)/python paper_figures/trust_region_family.py --train --algos ppo,trpo,spo \
+	$(BIN)/python paper_figures/trust_region_family.py --train --algos ppo,trpo,spo,fixpo,bpo \
 	  --envs Hopper-v5 --seeds 7 --total-timesteps 300000 \
 	  --sweep-dir runs/sweeps/trust_region_family_300k -- --eval-episodes 10
 	$(BIN)/python paper_figures/depth_sweep.py --train --envs Hopper-v5 --depths 2,7 --seeds 7 \

@@ -19,11 +19,10 @@ of the normalised final return, 95% stratified-bootstrap CI). Normalised score p
 mean return of a uniformly random policy, 1 = the best algorithm's mean final return in this
 figure.
 
-The committed figure: --train --algos ppo,trpo,spo --envs Hopper-v5 --seeds 7
+The committed figure: --train --algos ppo,trpo,spo,fixpo,bpo --envs Hopper-v5 --seeds 7
 --total-timesteps 300000 --sweep-dir runs/sweeps/trust_region_family_300k -- --eval-episodes 10
-(one task and three algorithms: at 300k steps three tasks and FixPO and BPO did not fit two
-cores beside the depth sweep; 7 seeds, as 5 pairs cannot reach p < 0.05 in the exact sign-flip
-test). The earlier figure, five tasks x 5 seeds
+(one task: at 300k steps HalfCheetah and Walker2d did not fit two cores; 7 seeds, as 5 pairs
+cannot reach p < 0.05 in the exact sign-flip test). The earlier figure, five tasks x 5 seeds
 x 49,152 steps with DPO, is kept as trust_region_family_49k.csv (_curves, _iqm, .png): --train
 --seeds 5 --total-timesteps 49152 --name trust_region_family_49k, redrawn from its CSVs alone with
 --keep-committed --seeds 5 --total-timesteps 49152 --name trust_region_family_49k --sweep-dir
