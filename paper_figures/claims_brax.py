@@ -37,8 +37,7 @@ def parity(runs: list[dict], env: str, trainer: str = "ours") -> dict:
         verdict = INCONCLUSIVE
     else:
         verdict = HOLDS if t.lo > bar else (FAILS if t.hi < bar else INCONCLUSIVE)
-    runs_n = sum(len(v) for v in pick.values())
-    return out | {"test": t, "bar": bar, "learned": learned, "runs": runs_n, "verdict": verdict}
+    return out | {"test": t, "bar": bar, "learned": learned, "verdict": verdict}
 
 
 def rows(read) -> list:
