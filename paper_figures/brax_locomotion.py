@@ -543,7 +543,8 @@ def figure(args, results: dict, standing: dict[str, float] | None = None):
     fig, axes = plt.subplots(len(envs), 2, figsize=(10, 3.6 * len(envs)), squeeze=False)
     for row, env in zip(axes, envs):
         for trainer in args.trainer_names:
-            runs = [results[(env, trainer, s)]["points"] for s in args.seed_list]
+            keys = [(env, trainer, s) for s in args.seed_list]
+            runs = [results[k]["points"] for k in keys if k in results]
             runs = [r for r in runs if r]
             for ax, clock in ((row[0], "step"), (row[1], "wall_s")):
                 for pts in runs:  # per seed, thin
@@ -621,6 +622,7 @@ def main(argv: list[str] | None = None) -> None:
     curves = merged(args.out / "brax_locomotion_curves.csv", curves)
     bench.write_csv(args.out / "brax_locomotion_curves.csv", curves, command, keep_commands=True)
     results = load_results(args.out / "brax_locomotion_curves.csv")  # with the kept runs
+    args.env_names = list(dict.fromkeys(k[0] for k in results))
     args.seed_list = sorted({k[2] for k in results})
     plot(args, results, args.out / "brax_locomotion.png", standing(args, command))
 

@@ -182,6 +182,17 @@ def test_figure_starts_at_zero_with_the_standing_reference(tmp_path):
     ]
     assert hc_steps.get_ylim()[0] < -100
     assert ant_steps.get_ylabel() == "evaluation return, ant (spring)"
+    # a figure grown on one env only: the other env's runs lack the new seed, and the mean says
+    # how many seeds it averages
+    args = fig.parse_args(["--envs", "ant,halfcheetah", "--seeds", "1,2,3", "--out", str(tmp_path)])
+    for t in fig.TRAINERS:
+        results[("halfcheetah", t, 3)] = _res([0.0, 300, 900])
+    f = fig.figure(args, results)
+    labels = [t.get_text() for t in f.axes[0].get_legend().get_texts()]
+    assert "brax.training PPO (tanh-normal) (mean of 2)" in labels
+    assert "brax.training PPO (tanh-normal) (mean of 3)" in [
+        t.get_text() for t in f.axes[2].get_legend().get_texts()
+    ]
 
 
 def test_plot_only_redraws_from_the_csvs(tmp_path, monkeypatch):
