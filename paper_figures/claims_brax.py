@@ -6,11 +6,11 @@ two-sample (controlrl.stats.two_sample)."""
 from __future__ import annotations
 
 from controlrl import stats
+from paper_figures.claims import FAILS, HOLDS, INCONCLUSIVE, Row
 
 PAPER = "Brax: a differentiable physics engine (Freeman et al. 2021, arXiv 2106.13281)"
 MARGIN = 0.10
 """Non-inferiority margin: a share of Brax's mean return at the budget."""
-HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive at this power"
 
 
 def parity(runs: list[dict], env: str, trainer: str = "ours") -> dict:
@@ -43,8 +43,6 @@ def parity(runs: list[dict], env: str, trainer: str = "ours") -> dict:
 def rows(read) -> list:
     """Brax-<env> for each env of brax_locomotion.csv: ppo_brax.py (Brax's tanh-normal policy)
     against Brax's PPO trainer; Brax-<env>-gaussian for the Gaussian-policy variant."""
-    from paper_figures.claims import Row
-
     runs = read("brax_locomotion.csv")
     table = read("brax_locomotion_table.csv")
     out = []
