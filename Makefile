@@ -118,6 +118,7 @@ ifdef FULL
 	$(BIN)/python paper_figures/rarl_robustness.py
 	$(BIN)/python paper_figures/success_conditioning.py
 	$(BIN)/python paper_figures/success_injection.py --train
+	$(BIN)/python paper_figures/knapsack_allocation.py
 else
 	$(BIN)/python paper_figures/retrace_contraction.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/retrace_vs_traces.py --toy --train --sweep-dir $(TOY_OUT)/sweeps/retrace \
@@ -175,6 +176,7 @@ else
 	$(BIN)/python paper_figures/success_conditioning.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/success_injection.py --toy --train \
 	  --sweep-dir $(TOY_OUT)/sweeps/success_injection --out $(TOY_OUT)
+	$(BIN)/python paper_figures/knapsack_allocation.py --toy --out $(TOY_OUT)
 endif
 
 clean:

@@ -44,3 +44,25 @@ def group_advantages(
 def zero_variance_fraction(rewards: torch.Tensor) -> float:
     """Fraction of groups (last axis) that carry no signal: what GRPO-with-filtering drops."""
     return float(zero_variance_mask(rewards).float().mean())
+
+
+def masked_group_advantages(
+    rewards: torch.Tensor, mask: torch.Tensor, scale: str = "mean_std", eps: float = 1e-4
+) -> torch.Tensor:
+    """group_advantages for groups of different sizes, padded to a common last axis: the
+    members where mask [..., G] is True are the group; each group's advantages equal
+    group_advantages of its members alone, and padding gets 0."""
+    if scale not in SCALES:
+        raise ValueError(f"scale = {scale!r}, expected one of {SCALES}")
+    if mask.shape != rewards.shape or mask.dtype != torch.bool:
+        raise ValueError(f"mask must be bool of the rewards' shape {tuple(rewards.shape)}")
+    m = mask.to(rewards.dtype)
+    size = m.sum(dim=-1, keepdim=True)
+    mean = (rewards * m).sum(dim=-1, keepdim=True) / size.clamp(min=1)
+    centred = (rewards - mean) * m
+    first = rewards.gather(-1, mask.to(torch.int64).argmax(dim=-1, keepdim=True))
+    flat = ((rewards == first) | ~mask).all(dim=-1, keepdim=True)  # size 0 and 1 too
+    if scale == "mean_std":
+        var = (centred**2).sum(dim=-1, keepdim=True) / (size - 1).clamp(min=1)
+        centred = centred / (var.sqrt() + eps)
+    return torch.where(flat | ~mask, torch.zeros_like(centred), centred)

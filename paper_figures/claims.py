@@ -753,15 +753,6 @@ def entropy_mechanism_rows() -> list[Row]:
 
 NOT_RUN_ROWS = [  # id, paper, claim, why not run
     (
-        "E15-knapsack",
-        "Knapsack RL: exploration budget allocation (arXiv 2509.25849)",
-        "allocating each prompt's rollouts by a knapsack over its estimated success rate raises "
-        "the share of non-zero gradients by 20-40% and matches uniform allocation at 2x compute",
-        "not built: the allocation gives each prompt (start) its own group size, and the group "
-        "layer (controlrl/group_rollout.py, the population runner) lays a rollout out as groups "
-        "of one size G; gated injection of demonstrations is rows E15-hapo*",
-    ),
-    (
         "E16-LPO",
         "Discovered Policy Optimisation (arXiv 2210.05639)",
         "the closed-form discovered drift (DPO) matches the meta-learned one (LPO)",
@@ -887,6 +878,7 @@ def all_rows() -> list[Row]:
     from paper_figures import claims_bandits, claims_brax, claims_cheap  # they import this module
     from paper_figures.claims_hard_starts import rows as hard_start_rows
     from paper_figures.claims_injection import rows as injection_rows
+    from paper_figures.claims_knapsack import rows as knapsack_rows
     from paper_figures.claims_rarl import rows as rarl_rows
     from paper_figures.claims_subspace import rows as subspace_rows
     from paper_figures.claims_tpo import rows as tpo_rows  # it imports this module
@@ -910,6 +902,7 @@ def all_rows() -> list[Row]:
         + subspace_rows(read)
         + hard_start_rows(read)
         + injection_rows(read)
+        + knapsack_rows(read)
         + not_run_rows()
         + claims_cheap.rows()
         + grpo_recurrence_rows()

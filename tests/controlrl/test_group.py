@@ -108,3 +108,29 @@ def test_argument_errors():
         group.group_advantages(torch.zeros(2, 0))
     with pytest.raises(ValueError, match=r"^rewards has shape \(\), expected"):
         group.zero_variance_mask(torch.tensor(1.0))
+
+
+@pytest.mark.parametrize("scale", ["mean", "mean_std"])
+def test_masked_groups_equal_each_group_alone(scale):
+    """Padded groups of sizes 1..6: each group's advantages are group_advantages of its
+    members alone, padding is 0, and binary groups that are flat are exactly 0."""
+    gen = torch.Generator().manual_seed(3)
+    sizes = [1, 2, 3, 6, 4, 5, 2]
+    width = max(sizes)
+    rewards = torch.randint(0, 2, (len(sizes), width), generator=gen).double()
+    rewards[3] = torch.rand(width, generator=gen, dtype=torch.float64)  # non-binary group
+    rewards[4, :4] = 1.0  # a flat group with non-flat padding behind it
+    rewards[4, 4:] = 0.0
+    rewards[2, :3] = 0.1  # flat, but its mean is not exactly 0.1 in floating point
+    mask = torch.arange(width)[None, :] < torch.tensor(sizes)[:, None]
+    got = group.masked_group_advantages(rewards, mask, scale)
+    for i, n in enumerate(sizes):
+        want = group.group_advantages(rewards[i, :n], scale)
+        torch.testing.assert_close(got[i, :n], want, rtol=1e-12, atol=1e-12)
+        assert torch.all(got[i, n:] == 0)
+    assert torch.all(got[0] == 0) and torch.all(got[4] == 0) and torch.all(got[2] == 0)
+
+
+def test_masked_groups_reject_a_mask_of_another_shape():
+    with pytest.raises(ValueError, match="mask"):
+        group.masked_group_advantages(torch.zeros(2, 3), torch.ones(2, 2, dtype=torch.bool))
