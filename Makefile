@@ -105,8 +105,9 @@ ifdef FULL
 	$(BIN)/python paper_figures/bandit_suite.py --train
 	$(BIN)/python paper_figures/dppo_finetune.py --train --steps 60000 --eval-every 10000 \
 	  --pretrain-steps 10000 --sweep-dir runs/sweeps/dppo_finetune
-	$(BIN)/python paper_figures/fpo_multimodal.py --train --workers 2 --bandit-steps 30720 \
-	  --bandit-checkpoint-every 5 --mujoco-steps 49152 --eval-every 8192
+	$(BIN)/python paper_figures/fpo_multimodal.py --train --workers 2 --bandit-seeds 30 \
+	  --bandit-steps 30720 --bandit-checkpoint-every 5 --mujoco-seeds 7 --mujoco-steps 300000 \
+	  --eval-every 50000 --eval-episodes 10
 	$(BIN)/python paper_figures/ratio_filters.py --train --workers 2
 	$(BIN)/python paper_figures/entropy_law.py --train --methods grpo
 	$(BIN)/python paper_figures/entropy_law.py --seeds 7 \

@@ -470,15 +470,39 @@ def dppo_rows() -> list[Row]:
     ]
 
 
+KEEP_BOTH = 0.2  # fpo_multimodal.py: a policy keeps both modes when its minority share >= 0.2
+
+
 def fpo_rows() -> list[Row]:
-    mj = read("fpo_multimodal_mujoco.csv")
-    a = values(mj, "final_eval_return", algo="fpo")
-    b = values(mj, "final_eval_return", algo="ppo")
-    d = np.array([a[s] - b[s] for s in sorted(a) if s in b])
+    """E7-mujoco (FPO minus PPO, paired; the earlier 49,152-step figure's verdict as old ->
+    new) and E7-modes (the FPO policies' minority-mode share against the keep-both bar)."""
+    mj, old = read("fpo_multimodal_mujoco.csv"), read("fpo_multimodal_mujoco_49k.csv")
+
+    def diffs(rows):
+        a = values(rows, "final_eval_return", algo="fpo")
+        b = values(rows, "final_eval_return", algo="ppo")
+        return np.array([a[s] - b[s] for s in sorted(a, key=lambda k: int(k[0])) if s in b])
+
+    d = diffs(mj)
     stat, verdict, det = paired_verdict(d, ".4g")
+    steps = int(mj[0]["steps"])
+    mean = {k: np.mean(list(values(mj, "final_eval_return", algo=k).values()))
+            for k in ("fpo", "ppo")}  # fmt: skip
+    ours = (f"transplant: {mj[0]['env']}, each algorithm with its own defaults (1 env x 2,048 "
+            "steps, 32 minibatches, 10 epochs)")  # fmt: skip
+    if int(old[0]["steps"]) != steps:
+        ours += (f"; was {paired_verdict(diffs(old), '.4g')[1]} at {int(old[0]['steps']):,} "
+                 f"steps ({diffs(old).size} pairs) -> {verdict}")  # fmt: skip
     band = read("fpo_multimodal.csv")
+    share = {
+        k: [float(r["minority_share"]) for r in band if r["algo"] == k] for k in ("fpo", "ppo")
+    }
     kept = sum(r["keeps_both"] == "True" for r in band if r["algo"] == "fpo")
-    n_fpo = sum(r["algo"] == "fpo" for r in band)
+    s = stats.summarize(share["fpo"])
+    if s.kind == "range":
+        modes = INCONCLUSIVE
+    else:
+        modes = HOLDS if s.lo >= KEEP_BOTH else FAILS if s.hi < KEEP_BOTH else INCONCLUSIVE
     paper = "Flow Matching Policy Gradients (arXiv 2507.21053)"
     return [
         Row(
@@ -486,26 +510,29 @@ def fpo_rows() -> list[Row]:
             paper,
             "FPO beats Gaussian PPO on continuous control",
             "continuous control from scratch",
-            "transplant: Hopper-v5",
-            f"ours {int(mj[0]['steps']):,} env steps",
+            ours,
+            f"ours {steps:,} env steps per run",
             f"{d.size} pairs",
-            "final deterministic evaluation return, FPO minus PPO",
-            stat,
+            "final deterministic evaluation return (10 episodes), FPO minus PPO",
+            f"FPO {mean['fpo']:.4g} vs PPO {mean['ppo']:.4g} (means); {stat}",
             verdict,
             det,
-            "fpo_multimodal_mujoco.csv",
+            "fpo_multimodal_mujoco.csv, fpo_multimodal_mujoco_49k.csv",
         ),
         Row(
             "E7-modes",
             paper,
             "flow policies keep a bimodal optimal action distribution",
             "under-conditioned tasks",
-            "transplant: a two-mode continuous bandit",
-            f"ours {int(band[0]['steps']):,} samples",
-            f"{n_fpo}",
-            "runs whose final policy keeps both modes",
-            f"{kept} of {n_fpo}",
-            HOLDS if kept == n_fpo else (FAILS if kept == 0 else INCONCLUSIVE),
+            "transplant: a continuous bandit with two equally good modes at -0.5 and +0.5",
+            f"ours {int(band[0]['steps']):,} samples per run",
+            f"{len(share['fpo'])} FPO, {len(share['ppo'])} PPO runs",
+            "minority-mode share of the final policy's sampled actions (an even split 0.5), "
+            f"mean over FPO's runs; holds if its 95% CI lies at or above {KEEP_BOTH} (keeps "
+            "both modes), fails if below",
+            f"FPO {s.text('.3g')}; {kept} of {len(share['fpo'])} FPO runs keep both; PPO "
+            f"(Gaussian) mean {np.mean(share['ppo']):.3g}",
+            modes,
             "n/a",
             "fpo_multimodal.csv",
         ),

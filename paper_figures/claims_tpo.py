@@ -353,8 +353,9 @@ def run_rows() -> list[Row]:
             PAPER,
             "TPO beats PPO and DG at H = 7-10, and GRPO at H = 9, 10",
             seq_setting,
-            "not run: PPO and DG have no population path here, 30 single-seed processes per "
-            "cell and H = 9, 10 do not fit this CPU budget",
+            "not run: DG runs as a population (algos/grpo.py --policy-loss dpg), PPO only as "
+            "one process per seed (ppo.py has no --num-seeds); the cells at H = 9, 10 have not "
+            "fitted this CPU budget beside the other reruns",
             "",
             "",
             "",

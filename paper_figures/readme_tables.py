@@ -1193,7 +1193,8 @@ def fpo(read: Read) -> str:
          "`out/fpo_multimodal.csv`"],
         [f"bimodal: mean reward, {kind(len(fb))}", spread(col(fb, "mean_reward"), ".3f"),
          spread(col(pb, "mean_reward"), ".3f"), "`out/fpo_multimodal.csv`"],
-        [f"Hopper-v5 final evaluation, {kind(len(fm))}", spread(col(fm, "final_eval_return")),
+        [f"{mj[0]['env']} final evaluation at {int(mj[0]['steps']):,} steps, {kind(len(fm))}",
+         spread(col(fm, "final_eval_return")),
          spread(col(pm, "final_eval_return")), "`out/fpo_multimodal_mujoco.csv`"],
     ]  # fmt: skip
     return md(["", "FPO", "Gaussian PPO", "CSV"], body)
