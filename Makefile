@@ -109,7 +109,7 @@ ifdef FULL
 	  --bandit-steps 30720 --bandit-checkpoint-every 5 --mujoco-seeds 7 --mujoco-steps 300000 \
 	  --eval-every 50000 --eval-episodes 10
 	$(BIN)/python paper_figures/ratio_filters.py --train --workers 2
-	$(BIN)/python paper_figures/entropy_law.py --train --methods grpo
+	$(BIN)/python paper_figures/entropy_law.py --train --methods grpo --seeds 7
 	$(BIN)/python paper_figures/entropy_law.py --seeds 7 \
 	  --ppo-from runs/sweeps/trust_region_family_300k
 	$(BIN)/python paper_figures/entropy_law_bandit.py --train

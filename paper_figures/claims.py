@@ -597,6 +597,8 @@ def entropy_law_rows() -> list[Row]:
     out = []
     for method in ("ppo", "grpo"):
         seeds = [r for r in rows if r["method"] == method and r["seed"] != "all"]
+        (p,) = [r for r in rows if r["method"] == method and r["seed"] == "all"]
+        pooled = f"{float(p['entropy_min']):.2f} to {float(p['entropy_max']):.2f} nats"
         r2 = np.array([float(r["r2"]) for r in seeds])
         lin = np.array([float(r["r2_linear"]) for r in seeds])
         s = stats.summarize(r2 - lin)
@@ -615,7 +617,7 @@ def entropy_law_rows() -> list[Row]:
                 "Reasoning Language Models (arXiv 2505.22617)",
                 "return follows R = -a exp(H) + b in the entropy H",
                 "LLM RL on math reasoning",
-                f"transplant: Gaussian {method.upper()} on Hopper-v5{was}",
+                f"transplant: Gaussian {method.upper()} on Hopper-v5 (entropy {pooled}){was}",
                 f"ours {steps:,} env steps per run; the paper's LLM runs",
                 f"{r2.size}",
                 "R^2 of the exponential law minus R^2 of a linear fit, per seed; holds if the "
