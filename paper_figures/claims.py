@@ -513,7 +513,7 @@ def fpo_rows() -> list[Row]:
             ours,
             f"ours {steps:,} env steps per run",
             f"{d.size} pairs",
-            "final deterministic evaluation return (10 episodes), FPO minus PPO",
+            "final deterministic evaluation return, FPO minus PPO",
             f"FPO {mean['fpo']:.4g} vs PPO {mean['ppo']:.4g} (means); {stat}",
             verdict,
             det,
