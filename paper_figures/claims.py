@@ -96,6 +96,17 @@ def paired_verdict(diffs: np.ndarray, fmt: str = ".3g", claim_sign: int = 1):
     return result.text(fmt), verdict, format(result.detectable, fmt)
 
 
+def bar_verdict(kind: str, lo: float, hi: float, bar: float, above: bool = True) -> str:
+    """A claim that a mean lies at or above `bar` (at or below it with above=False): holds when
+    the 95% CI [lo, hi] lies wholly on the claimed side, fails when wholly on the other,
+    inconclusive when it straddles the bar or is a range (kind "range": fewer than 5 seeds)."""
+    if kind == "range":
+        return INCONCLUSIVE
+    if not above:
+        lo, hi, bar = -hi, -lo, -bar
+    return HOLDS if lo >= bar else FAILS if hi < bar else INCONCLUSIVE
+
+
 def normalised_diffs(
     rows, value: str, a: str, b: str, envs, key: str = "algo", env: str = "env_id"
 ):
@@ -499,10 +510,7 @@ def fpo_rows() -> list[Row]:
     }
     kept = sum(r["keeps_both"] == "True" for r in band if r["algo"] == "fpo")
     s = stats.summarize(share["fpo"])
-    if s.kind == "range":
-        modes = INCONCLUSIVE
-    else:
-        modes = HOLDS if s.lo >= KEEP_BOTH else FAILS if s.hi < KEEP_BOTH else INCONCLUSIVE
+    modes = bar_verdict(s.kind, s.lo, s.hi, KEEP_BOTH)
     paper = "Flow Matching Policy Gradients (arXiv 2507.21053)"
     return [
         Row(
@@ -560,10 +568,7 @@ def regret_rows() -> list[Row]:
     ]:
         r = by[setting]
         slope, lo, hi = float(r["slope"]), float(r["lo"]), float(r["hi"])
-        if r["band"] != "95% CI":  # fewer than 5 seeds: a range, which decides nothing
-            verdict = INCONCLUSIVE
-        else:  # the whole interval on one side of the bar
-            verdict = HOLDS if hi <= SQRT_BAR else FAILS if lo > SQRT_BAR else INCONCLUSIVE
+        verdict = bar_verdict(r["band"], lo, hi, SQRT_BAR, above=False)
         out.append(
             Row(
                 rid,
@@ -586,9 +591,7 @@ def regret_rows() -> list[Row]:
 
 def law_verdict(s: stats.Summary) -> str:
     """E12's verdict on R^2(law) - R^2(line) per seed: its 95% CI above 0 or below 0."""
-    if s.kind == "range":
-        return INCONCLUSIVE
-    return HOLDS if s.lo > 0 else FAILS if s.hi < 0 else INCONCLUSIVE
+    return bar_verdict(s.kind, s.lo, s.hi, 0.0)
 
 
 def entropy_law_rows() -> list[Row]:

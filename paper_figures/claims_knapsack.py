@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from controlrl import stats
-from paper_figures.claims import FAILS, HOLDS, INCONCLUSIVE, Row, paired_verdict
+from paper_figures.claims import Row, bar_verdict, paired_verdict
 
 PAPER = (
     "Knapsack RL: Unlocking Exploration of LLMs via Optimizing Budget Allocation (arXiv 2509.25849)"
@@ -32,17 +32,10 @@ def _diffs(data, lr: str, a: str, b: str, key: str, relative: bool = False) -> n
 
 
 def _band_verdict(d: np.ndarray, bar: float) -> tuple[str, str, str]:
-    """holds when the 95% CI of the mean lies at or above `bar`, fails when below it."""
+    """(statistic, verdict, detectable): the paired differences' 95% CI against `bar`."""
     result = stats.paired(d, np.zeros_like(d))
     s = result.diff
-    if s.kind == "range":
-        verdict = INCONCLUSIVE
-    elif s.lo >= bar:
-        verdict = HOLDS
-    elif s.hi < bar:
-        verdict = FAILS
-    else:
-        verdict = INCONCLUSIVE
+    verdict = bar_verdict(s.kind, s.lo, s.hi, bar)
     return result.text(".3g"), verdict, format(result.detectable, ".3g")
 
 

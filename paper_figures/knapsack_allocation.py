@@ -112,8 +112,8 @@ def train(args, arm: str, lr: float) -> tuple[list[dict], dict[str, np.ndarray]]
             reward = np.where(mask, actions == 0, 0.0)
             adv = masked_group_advantages(torch.tensor(reward), torch.tensor(mask))
             logp_all = torch.log_softmax(theta, -1)
-            rows = torch.tensor(prompts)[:, :, None].expand(S, M, width)
-            logp = logp_all[torch.arange(S)[:, None, None], rows, torch.tensor(actions)]
+            prompt_of = torch.tensor(prompts)[:, :, None].expand(S, M, width)
+            logp = logp_all[torch.arange(S)[:, None, None], prompt_of, torch.tensor(actions)]
             m = torch.tensor(mask, dtype=theta.dtype)
             t = Tokens(logp=logp, old_logp=logp.detach(), ratio=torch.exp(logp - logp.detach()),
                        adv=adv, ref_logp=logp.detach(), weight=m)  # fmt: skip

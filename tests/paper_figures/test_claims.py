@@ -152,3 +152,15 @@ def test_spread_is_a_range_below_five_seeds_and_an_interval_from_five():
     text = spread([1.0, 2.0, 3.0, 4.0, 5.0], ".2f")
     assert text.startswith("3.00 [") and "-" not in text
     assert kind(4) == "mean (range)" and kind(5) == "mean [95% bootstrap CI]"
+
+
+def test_bar_verdict_decides_only_with_the_whole_interval_on_one_side():
+    from paper_figures.claims import FAILS, HOLDS, INCONCLUSIVE, bar_verdict
+
+    assert bar_verdict("95% CI", 0.3, 0.5, 0.2) == HOLDS
+    assert bar_verdict("95% CI", 0.05, 0.1, 0.2) == FAILS
+    assert bar_verdict("95% CI", 0.1, 0.3, 0.2) == INCONCLUSIVE
+    assert bar_verdict("range", 0.3, 0.5, 0.2) == INCONCLUSIVE
+    assert bar_verdict("95% CI", 0.47, 0.49, 0.55, above=False) == HOLDS
+    assert bar_verdict("95% CI", 0.6, 0.7, 0.55, above=False) == FAILS
+    assert bar_verdict("95% CI", 0.5, 0.6, 0.55, above=False) == INCONCLUSIVE
