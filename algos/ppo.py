@@ -4,6 +4,7 @@ MuJoCo defaults (vwxyzjn/cleanrl cleanrl/ppo_continuous_action.py), Box and Disc
     python algos/ppo.py --env-id Hopper-v5 --total-timesteps 1000000 --seed 1
     python algos/ppo.py --env-id Hopper-v5 --ratio kalman    # KPO-clipped (arXiv 2602.10609)
     python algos/ppo.py --env-id SparseMountainCar-v0 --start-states demo_states.npy  # demo resets
+    python algos/ppo.py --env-id bandit:bernoulli-10 --num-steps 1 --num-seeds 200  # 200 seeds
 
 Differences from CleanRL: timeouts bootstrap from V(final observation) (--truncation-as-terminal
 gives CleanRL's convention), the normalisers are saved in checkpoints, --ratio
@@ -12,7 +13,8 @@ episode instead of the per-step one. Logs to the run directory (config.json, met
 timing.csv, tb/, checkpoints/, videos/) the metrics listed in the README (episode returns,
 losses, approx-KL (k3, per step), clip fraction (of the ratio used), explained variance,
 per-state KL(old || new) and ratio deviation over the whole batch after the update, evaluation
-returns).
+returns). --num-seeds S trains S seeds of a bandit in one process
+(controlrl/population_actor_critic.py; seed k exactly the run --seed k up to float rounding).
 """
 
 from __future__ import annotations
@@ -34,13 +36,14 @@ from controlrl.cli import (
 )
 from controlrl.losses import surrogate_stats
 from controlrl.nets import ValueNet, make_policy
+from controlrl.population import PopulationArgs, require_population_flags
 from controlrl.pretrain import behaviour_clone, load_demos
 from controlrl.training import Run
 from controlrl.update import actor_critic_loss, adam, minibatch_update, rollout_ratios
 
 
 @dataclass
-class Args(RatioArgs, CommonArgs):
+class Args(PopulationArgs, RatioArgs, CommonArgs):
     learning_rate: float = 3e-4
     """Adam learning rate (CleanRL 3e-4)"""
     anneal_lr: bool = True
@@ -112,6 +115,17 @@ class Args(RatioArgs, CommonArgs):
         require_positive(self, "bc_steps", "bc_lr")
         if self.bc_demos is not None:
             load_demos(self.bc_demos)
+        if self.num_seeds is not None:  # the population path: the plain MLP actor-critic
+            for flag, plain in (
+                ("ratio", "step"),
+                ("chebyshev_degree", 0),
+                ("start_states", None),
+                ("bc_demos", None),
+            ):
+                value = getattr(self, flag)
+                require(value == plain, "num_seeds", f"needs --{flag.replace('_', '-')} "
+                        f"{plain} (the population path's), got {value}")  # fmt: skip
+            require_population_flags(self)
 
 
 def ppo_loss(
@@ -149,6 +163,21 @@ def update(
 
 
 def main(args: Args) -> None:
+    if args.num_seeds is not None:  # every seed at once, the seed a batch dimension
+        from controlrl.population_actor_critic import PopulationActorCriticRun
+
+        run = PopulationActorCriticRun(args)
+        critic_sizes = args.critic_hidden_sizes or args.hidden_sizes
+        policy, value_net = run.make_actor_critic(args.hidden_sizes, critic_sizes)
+        optimizer = adam(policy, lr=args.learning_rate)
+        run.train(
+            lambda batch: update(policy, value_net, optimizer, batch, args),
+            policy,
+            value_net,
+            ratio_eps=args.clip_coef,
+            optimizer=optimizer,
+        )
+        return
     run = Run(args)
     r = args.chebyshev_range  # the normalised observation's span; None: the space's bounds
     bounds = (torch.full(run.obs_space.shape, -r), torch.full(run.obs_space.shape, r))

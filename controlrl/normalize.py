@@ -16,11 +16,12 @@ class RunningMeanStd:
         self.var = np.ones(shape, np.float64)
         self.count = epsilon  # same prior count as gymnasium/SB3, so numbers match theirs
 
-    def update(self, x: np.ndarray) -> None:
-        """Fold a batch [B, *shape] into the statistics."""
-        batch_count = x.shape[0]
+    def update(self, x: np.ndarray, axis: int = 0) -> None:
+        """Fold a batch [B, *shape] into the statistics (axis 1: a batch [*shape, B] of
+        contiguous rows, each reduced as a 1-D batch is, e.g. a population's seeds x envs)."""
+        batch_count = x.shape[axis]
         # called on every env step: raw ufunc reductions, not np.mean/np.var (~10 us each)
-        if batch_count == 1:
+        if batch_count == 1 and axis == 0:
             # the general formulas below with batch_var = 0 and batch_count = 1, minus the ops
             # that cannot change a bit (x * 1, m2 + 0.0 where m2 >= +0): same numbers, fewer
             # numpy calls (x[0] in float32 is promoted exactly, as astype(float64) would)
@@ -30,9 +31,9 @@ class RunningMeanStd:
             self.var = (self.var * self.count + delta**2 * self.count / total) / total
             self.count = total
             return
-        batch_mean = np.add.reduce(x, axis=0, dtype=np.float64) / batch_count
-        centred = x - batch_mean
-        batch_var = np.add.reduce(centred * centred, axis=0) / batch_count
+        batch_mean = np.add.reduce(x, axis=axis, dtype=np.float64) / batch_count
+        centred = x - (batch_mean if axis == 0 else np.expand_dims(batch_mean, axis))
+        batch_var = np.add.reduce(centred * centred, axis=axis) / batch_count
         delta = batch_mean - self.mean
         total = self.count + batch_count
         self.mean = self.mean + delta * batch_count / total

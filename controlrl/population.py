@@ -4,6 +4,9 @@ environments and the rollouts (PureJaxRL's `vmap(train)(keys)`, on CPU with torc
 
     python algos/grpo.py --env-id bandit:bernoulli-10 --num-seeds 1000 --seed 0
 
+(ppo.py's actor-critic path, with its critic, GAE and reward scaler, is
+controlrl/population_actor_critic.py, on the PopulationSession and PopulationPolicy below.)
+
 Seed k of a population (--seed s --num-seeds S: seeds s, ..., s + S - 1) is the run `--seed
 s + k` alone: its policy is initialised after torch.manual_seed(s + k) as that run's is, its
 torch stream (action samples, minibatch shuffles) is a torch.Generator that continues from
@@ -119,18 +122,22 @@ def require_population_flags(args) -> None:
 
 def memory_estimate(args) -> int:
     """Bytes a population of args.num_seeds needs at most, estimated before anything is
-    allocated: per seed the parameters (policy, reference, gradient, Adam's two moments,
-    checkpoint copies), the rollout and the activations of one forward and backward pass."""
+    allocated: per seed the parameters (policy and critic, reference, gradient, Adam's two
+    moments, checkpoint copies), the rollout and the activations of one forward and backward
+    pass."""
     from envs import bandits, split_id
 
     env = bandits.make(split_id(args.env_id)[1], 1)
     obs_dim = int(math.prod(env.single_observation_space.shape))
     space = env.single_action_space
     out = int(space.n) if hasattr(space, "n") else 2 * int(math.prod(space.shape))
-    rows = int(getattr(env, "length", 1)) * args.num_envs
+    # a rollout: an episode per env (group methods), or --num-steps steps (actor-critic)
+    rows = int(getattr(args, "num_steps", getattr(env, "length", 1))) * args.num_envs
     env.close()
-    sizes = [obs_dim, *args.hidden_sizes, out]
-    params = sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:]))
+    nets = [[obs_dim, *args.hidden_sizes, out]]
+    if hasattr(args, "critic_hidden_sizes"):  # an actor-critic: the critic in the same row
+        nets.append([obs_dim, *(args.critic_hidden_sizes or args.hidden_sizes), 1])
+    params = sum((a + 1) * b for sizes in nets for a, b in zip(sizes[:-1], sizes[1:]))
     per_row = 4 * (6 * obs_dim + 8 * sum(args.hidden_sizes) + 10 * out + 32)
     per_seed = 4 * 12 * params + rows * per_row + 8192  # + a generator's state
     return BASE_BYTES + args.num_seeds * per_seed
@@ -490,35 +497,29 @@ class PopulationCollector(GroupCollector):
         )
 
 
-class PopulationRun(Session):
-    """GroupRun's path for S seeds at once (see the module docstring): a Session whose rows are
-    per seed, plus aggregate.csv."""
+class PopulationSession(Session):
+    """What every population run shares, whatever its data path: the seeds, their generators
+    (each continuing its seed's torch stream after its models' initialisation), one metrics.csv
+    row per seed, aggregate.csv and TensorBoard of the means, checkpoints, and the evaluation
+    of every seed at once."""
 
     background_checkpoints = True  # every seed's state: tens of MB a checkpoint at S = 1000
 
-    def __init__(self, args) -> None:
-        from envs import bandits, split_id
+    def __init__(self, args, steps_per_iteration: int) -> None:
+        from envs import split_id
 
-        super().__init__(args, steps_per_iteration=args.num_envs)
+        super().__init__(args, steps_per_iteration=steps_per_iteration)
         S = args.num_seeds
         self.seeds = [args.seed + k for k in range(S)]
-        self.num_iterations = -(-args.total_timesteps // args.num_envs)
         self.bandit = split_id(args.env_id)[1]
-        self.envs = bandits.make_population(self.bandit, S, args.num_envs, args.group_size)
-        self.obs_space = self.envs.single_observation_space
-        self.act_space = self.envs.single_action_space
-        self.obs_normalizer = (
-            PopulationObsNormalizer(S, self.obs_space.shape) if args.norm_obs else None
-        )
-        self.collector = PopulationCollector(self.envs, args.group_size, self.obs_normalizer, S)
         self.generators: list[torch.Generator] = []
         self.aggregate: _CsvLog | None = None
         self.t_crit = _t_critical(S) if S >= CI_MIN_SEEDS else None
 
-    def make_policy(self, hidden_sizes: tuple[int, ...]) -> PopulationPolicy:
-        """Every seed's policy, initialised as its single run's (after torch.manual_seed(seed)),
-        and every seed's torch generator, continuing that seed's stream from there."""
-        policies = []
+    def seeded_models(self, build) -> list[nn.Module]:
+        """build() of every seed, called after torch.manual_seed(seed) as its single run calls
+        it, and every seed's torch generator, continuing that seed's stream from there."""
+        models = []
         threads = torch.get_num_threads()
         if len(self.seeds) > 1:  # S small initialisations (a QR each): one thread is fastest
             torch.set_num_threads(1)
@@ -526,15 +527,19 @@ class PopulationRun(Session):
             for seed in self.seeds:
                 # torch.manual_seed's CPU part (its lazy accelerator seeding costs ~3 ms a call)
                 torch.default_generator.manual_seed(seed)
-                policies.append(make_policy(self.obs_space, self.act_space, hidden_sizes))
+                models.append(build())
                 generator = torch.Generator()
                 generator.set_state(torch.get_rng_state())
                 self.generators.append(generator)
         finally:
             torch.set_num_threads(threads)
         torch.default_generator.manual_seed(self.args.seed)
+        return models
+
+    def population_policy(self, models: list[nn.Module]) -> PopulationPolicy:
+        """The seeds' models stacked into one PopulationPolicy drawing from their generators."""
         constant = bool(getattr(self.envs, "constant_observation", False))
-        policy = PopulationPolicy.build(policies, constant_obs=constant)
+        policy = PopulationPolicy.build(models, constant_obs=constant)
         policy.generators = self.generators
         return policy
 
@@ -547,65 +552,6 @@ class PopulationRun(Session):
             truncate_csv(path, self.step)
         self.aggregate = _CsvLog(path)
         return iterations
-
-    def train(
-        self,
-        update_fn,
-        policy: PopulationPolicy,
-        ratio_eps: diagnostics.Eps = None,
-        sample=None,
-        **stateful,
-    ) -> float:
-        """GroupRun.train for every seed at once (sample: seed-batched, as policy.sample);
-        returns the mean final evaluation."""
-        stateful["generators"] = SeedGenerators(self.generators)
-        if self.obs_normalizer is not None:
-            stateful["obs_normalizer"] = self.obs_normalizer
-        total, S = self.args.total_timesteps, len(self.seeds)
-        for iteration in self.start(policy=policy, **stateful):
-            if self.step >= total:
-                break
-            timer = Timer()
-            seeds = [reset_seed(s, iteration) for s in self.seeds]
-            rollout = self.collector.collect(sample or policy.sample, seeds)
-            steps = int(rollout.lengths[0].sum())
-            self.step += steps
-            old_logp, entropy, old_params = rollout.log_probs(policy)  # [S, T, N]
-            timer.lap("rollout_s")
-            with self.guard():
-                stats = update_fn(rollout, old_logp)
-            valid = rollout.valid.reshape(-1)
-            if valid.all():  # every row (a bandit's one-step episodes): no copies
-                rows = slice(None)
-            else:
-                rows = torch.from_numpy(np.flatnonzero(valid))
-            shift = diagnostics.shift_stats(
-                policy,
-                rollout.flat_obs()[:, rows],
-                rollout.flat_actions()[:, rows],
-                old_logp.flatten(-2)[:, rows],
-                _tree(old_params, lambda t, rows=rows: t[:, rows]),
-                ratio_eps,
-            )
-            metrics = {
-                "train/episode_return": rollout.returns.mean(-1),
-                "train/episode_length": rollout.lengths.mean(-1),
-                "train/episodes": np.full(S, rollout.returns.shape[1]),
-                "train/entropy": entropy.flatten(-2)[:, rows].mean(-1),
-                "train/zero_variance_frac": zero_variance_mask(rollout.scores()).float().mean(-1),
-                **{f"train/{k}": v for k, v in {**stats, **shift}.items()},
-            }
-            timer.lap("update_s")
-            self.end_iteration(
-                iteration, metrics, timer.timing(steps * S), lambda: self.evaluate(policy)
-            )
-            if self.step >= total:
-                if iteration % self.args.checkpoint_every and iteration != self.num_iterations:
-                    self.save_checkpoint(iteration)  # the last iteration always checkpoints
-                break
-        final = self.finish(lambda: self.evaluate(policy))
-        self.envs.close()
-        return final
 
     def end_iteration(self, iteration, metrics, timing=None, evaluate=None) -> None:
         """One metrics.csv row per seed, one aggregate.csv row (and TensorBoard), timing.csv;
@@ -715,6 +661,92 @@ class PopulationRun(Session):
                 done += 1
         envs.close()
         return returns.mean(1)
+
+
+class PopulationRun(PopulationSession):
+    """GroupRun's path for S seeds at once (see the module docstring): a PopulationSession
+    with the group collector."""
+
+    def __init__(self, args) -> None:
+        from envs import bandits
+
+        super().__init__(args, steps_per_iteration=args.num_envs)
+        S = args.num_seeds
+        self.num_iterations = -(-args.total_timesteps // args.num_envs)
+        self.envs = bandits.make_population(self.bandit, S, args.num_envs, args.group_size)
+        self.obs_space = self.envs.single_observation_space
+        self.act_space = self.envs.single_action_space
+        self.obs_normalizer = (
+            PopulationObsNormalizer(S, self.obs_space.shape) if args.norm_obs else None
+        )
+        self.collector = PopulationCollector(self.envs, args.group_size, self.obs_normalizer, S)
+
+    def make_policy(self, hidden_sizes: tuple[int, ...]) -> PopulationPolicy:
+        """Every seed's policy, initialised as its single run's (after torch.manual_seed(seed)),
+        and every seed's torch generator, continuing that seed's stream from there."""
+        models = self.seeded_models(
+            lambda: make_policy(self.obs_space, self.act_space, hidden_sizes)
+        )
+        return self.population_policy(models)
+
+    def train(
+        self,
+        update_fn,
+        policy: PopulationPolicy,
+        ratio_eps: diagnostics.Eps = None,
+        sample=None,
+        **stateful,
+    ) -> float:
+        """GroupRun.train for every seed at once (sample: seed-batched, as policy.sample);
+        returns the mean final evaluation."""
+        stateful["generators"] = SeedGenerators(self.generators)
+        if self.obs_normalizer is not None:
+            stateful["obs_normalizer"] = self.obs_normalizer
+        total, S = self.args.total_timesteps, len(self.seeds)
+        for iteration in self.start(policy=policy, **stateful):
+            if self.step >= total:
+                break
+            timer = Timer()
+            seeds = [reset_seed(s, iteration) for s in self.seeds]
+            rollout = self.collector.collect(sample or policy.sample, seeds)
+            steps = int(rollout.lengths[0].sum())
+            self.step += steps
+            old_logp, entropy, old_params = rollout.log_probs(policy)  # [S, T, N]
+            timer.lap("rollout_s")
+            with self.guard():
+                stats = update_fn(rollout, old_logp)
+            valid = rollout.valid.reshape(-1)
+            if valid.all():  # every row (a bandit's one-step episodes): no copies
+                rows = slice(None)
+            else:
+                rows = torch.from_numpy(np.flatnonzero(valid))
+            shift = diagnostics.shift_stats(
+                policy,
+                rollout.flat_obs()[:, rows],
+                rollout.flat_actions()[:, rows],
+                old_logp.flatten(-2)[:, rows],
+                _tree(old_params, lambda t, rows=rows: t[:, rows]),
+                ratio_eps,
+            )
+            metrics = {
+                "train/episode_return": rollout.returns.mean(-1),
+                "train/episode_length": rollout.lengths.mean(-1),
+                "train/episodes": np.full(S, rollout.returns.shape[1]),
+                "train/entropy": entropy.flatten(-2)[:, rows].mean(-1),
+                "train/zero_variance_frac": zero_variance_mask(rollout.scores()).float().mean(-1),
+                **{f"train/{k}": v for k, v in {**stats, **shift}.items()},
+            }
+            timer.lap("update_s")
+            self.end_iteration(
+                iteration, metrics, timer.timing(steps * S), lambda: self.evaluate(policy)
+            )
+            if self.step >= total:
+                if iteration % self.args.checkpoint_every and iteration != self.num_iterations:
+                    self.save_checkpoint(iteration)  # the last iteration always checkpoints
+                break
+        final = self.finish(lambda: self.evaluate(policy))
+        self.envs.close()
+        return final
 
 
 def _column(values, S: int) -> list:
