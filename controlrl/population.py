@@ -197,6 +197,8 @@ class _Method(nn.Module):
         def dist_params(x):
             return broadcast(cls.dist_params(policy, x[..., :1, :]))
 
+        if name == "critic":  # an actor-critic's V(s) (population_actor_critic.py)
+            return policy.critic(obs[..., :1, :]).expand(obs.shape[:-1])
         if name in ("dist_params", "sample_inputs"):
             return broadcast(getattr(cls, name)(policy, obs[..., :1, :]))
         if name == "log_prob_entropy" and issubclass(cls, CategoricalPolicy):

@@ -71,6 +71,20 @@ class PopulationRewardScaler(RewardScaler):
         return np.minimum(scaled, self.clip, out=out)
 
 
+class LockstepCollector(Collector):
+    """The Collector over a population's envs, whose episodes all end at the same steps: each
+    step's ended episodes are kept as one batch (returns, lengths [S * N]) instead of S * N
+    Episode records; a truncated episode is refused (no bootstrap from its final observation)."""
+
+    def _episodes_ended(self, buffer, episodes, t: int, ended, terminated, info) -> None:
+        if not ended.all():
+            raise RuntimeError("a population's envs must end their episodes together")
+        if not terminated.all():
+            raise RuntimeError("a population's bandit episodes must end, not be truncated")
+        episodes.append((self.ep_return.copy(), self._steps - self._ep_start))
+        self._ep_start[:] = self._steps
+
+
 class PopulationCritic:
     """The seeds' critics inside a PopulationPolicy (the template's `critic` submodule): V(s) of
     obs [S, B, d] -> [S, B]; bound to one seed inside a vmapped loss, that seed's [B]."""
@@ -97,7 +111,7 @@ class PopulationActorCriticRun(PopulationSession):
         shape = self.obs_space.shape
         self.obs_normalizer = PopulationObsNormalizer(S, shape) if args.norm_obs else None
         self.reward_scaler = PopulationRewardScaler(S, N, args.gamma) if args.norm_reward else None
-        self.collector = Collector(
+        self.collector = LockstepCollector(
             self.envs, self.obs_normalizer, self.reward_scaler, args.truncation_as_terminal
         )
         self.buffer = RolloutBuffer(T, S * N, shape, self.act_space.shape, self.collector.discrete)
@@ -137,8 +151,6 @@ class PopulationActorCriticRun(PopulationSession):
         buffer, S = self.buffer, len(self.seeds)
         T = buffer.num_steps
         episodes = self.collector.collect(buffer, policy.sample)
-        if buffer.trunc_obs:
-            raise RuntimeError("a population's bandit episodes must end, not be truncated")
         self.step = self.collector.global_step // S
         obs, actions = self._seeds_first(buffer.obs), self._seeds_first(buffer.actions)
         with torch.no_grad():
@@ -172,29 +184,25 @@ class PopulationActorCriticRun(PopulationSession):
 
     def _episode_stats(self, episodes) -> dict[str, np.ndarray]:
         """training.episode_metrics of each seed's episodes, in the order its run lists them
-        (step by step, env by env): lockstep envs end together, S * N episodes at a time."""
-        S, E = len(self.seeds), len(episodes)
-        if E == 0:
+        (step by step, env by env), from the collector's batches (returns, lengths [S * N])."""
+        S = len(self.seeds)
+        if not episodes:
             nan = np.full(S, np.nan)
             return {
                 "train/episode_return": nan,
                 "train/episode_length": nan,
                 "train/episodes": np.zeros(S, np.int64),
             }
-        if E % self.envs.num_envs:
-            raise RuntimeError("a population's envs must end their episodes together")
 
-        N = self.envs.num_envs // S
-
-        def per_seed(values) -> np.ndarray:  # [ends, S, N] -> np.mean of each seed's row
-            x = np.asarray(values, np.float64).reshape(-1, S, N)
+        def per_seed(values) -> np.ndarray:  # [ends, S * N] -> np.mean of each seed's row
+            x = np.stack(values).astype(np.float64).reshape(len(values), S, -1)
             rows = np.ascontiguousarray(x.swapaxes(0, 1)).reshape(S, -1)
             return np.add.reduce(rows, axis=1) / rows.shape[1]
 
         return {
-            "train/episode_return": per_seed([e.ret for e in episodes]),
-            "train/episode_length": per_seed([e.length for e in episodes]),
-            "train/episodes": np.full(S, E // S),
+            "train/episode_return": per_seed([e[0] for e in episodes]),
+            "train/episode_length": per_seed([e[1] for e in episodes]),
+            "train/episodes": np.full(S, len(episodes) * self.envs.num_envs // S),
         }
 
     def train(

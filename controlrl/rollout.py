@@ -101,6 +101,12 @@ class Collector:
             buffer.trunc_index.append((t, n))
             buffer.trunc_obs.append(self._normalize(final, update=False)[0])
 
+    def _episodes_ended(self, buffer, episodes, t: int, ended, terminated, info) -> None:
+        """Record the episodes of the envs that ended at step t (ended, terminated [N])."""
+        for n in np.flatnonzero(ended).tolist():
+            final = None if terminated[n] else info["final_obs"][n]
+            self._episode_ended(buffer, episodes, t, n, float(self.ep_return[n]), final)
+
     def _collect_one(self, buffer: RolloutBuffer, act, episodes: list[Episode]) -> None:
         # _collect for one env, its bookkeeping in Python scalars: between MuJoCo steps each
         # numpy call costs ~1.5 us, a scalar read or write ~0.1 (the same numbers, and bits)
@@ -174,9 +180,7 @@ class Collector:
                 buffer.rewards[t] = reward
             buffer.terminated[t] = terminated
             if np.count_nonzero(ended):
-                for n in np.flatnonzero(ended).tolist():
-                    final = None if terminated[n] else info["final_obs"][n]
-                    self._episode_ended(buffer, episodes, t, n, float(ep_return[n]), final)
+                self._episodes_ended(buffer, episodes, t, ended, terminated, info)
                 ep_return[ended] = 0.0
             if obs_normalizer is not None:
                 obs_normalizer(obs.astype(np.float32, copy=False), out=rows[t])

@@ -6,9 +6,11 @@ seeds as separate processes through the sweep runner (controlrl.experiment), sid
 
 Contenders, each in its own fresh process (controlrl.bench), for every (algorithm, bandit):
   population-S   one process: algos/<algo>.py --num-seeds S --seed 1, for each S of --sizes
+                 (grpo, tpo: controlrl/population.py; ppo: population_actor_critic.py)
   separate-n     --separate seeds 1..n, one process each through run_sweep (--workers at once)
 Both run the bandit suite's settings (paper_figures/bandit_suite.py): 256 samples per update,
-groups of 8, the algorithm's defaults, 10,240 samples on bernoulli-10 and 20,480 on
+groups of 8, the algorithm's defaults (ppo: the suite's matched flags, PPO below), 10,240
+samples on bernoulli-10 and 20,480 on
 sequence-reverse-2-6, --eval-every 0 (the final evaluation only), no TensorBoard. A
 population runs with --torch-threads set to --population-threads (default 1; the threads
 column): the separate side keeps --workers one-thread processes busy, so a population given as
@@ -20,7 +22,8 @@ contender's processes (its children's for the sweep), peak_rss_mb the largest re
 one of its processes. One repeat: a
 population of 1000 takes minutes, the separate side about as long for 32 seeds.
 
-Writes <out>/bench_population.csv (one row per contender) and prints the speed-ups.
+Writes <out>/bench_population.csv (one row per contender; the rows of (algorithm, bandit)
+cells this call does not run are kept with their commands) and prints the speed-ups.
 """
 
 from __future__ import annotations
@@ -38,6 +41,18 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = {"bandit:bernoulli-10": 10240, "bandit:sequence-reverse-2-6": 20480}
 LENGTH = {"bandit:bernoulli-10": 1, "bandit:sequence-reverse-2-6": 6}  # steps per sample
 SETTINGS = ["--num-envs", "256", "--eval-every", "0", "--no-tensorboard", "--no-progress"]
+# ppo as the bandit suite runs it: one episode per env per rollout (--num-steps, added per
+# bandit), 4 epochs of 1 minibatch, lr 1e-3 without annealing
+PPO = ["--num-minibatches", "1", "--update-epochs", "4", "--learning-rate", "1e-3"]
+PPO += ["--no-anneal-lr"]
+
+
+def settings(algo: str, env_id: str) -> list[str]:
+    """The flags of every run of the algorithm on the bandit (both sides)."""
+    extra = [*PPO, "--num-steps", str(LENGTH[env_id])] if algo == "ppo" else []
+    return [*SETTINGS, *extra]
+
+
 FIELDS = [
     *"contender algo bandit seeds samples threads status wall_s per_seed_s speedup".split(),
     *"cpu_s cpu_per_seed_s peak_rss_mb".split(),
@@ -53,7 +68,7 @@ def population_worker(
 
     module = importlib.import_module(f"algos.{algo}")
     shutil.rmtree(run_dir, ignore_errors=True)
-    argv = ["--env-id", env_id, "--total-timesteps", str(steps), *SETTINGS]
+    argv = ["--env-id", env_id, "--total-timesteps", str(steps), *settings(algo, env_id)]
     argv += ["--seed", "1", "--num-seeds", str(seeds), "--run-dir", run_dir]
     argv += ["--torch-threads", str(threads)]
     module.main(parse(module.Args, argv))
@@ -66,7 +81,7 @@ def separate_worker(algo: str, env_id: str, steps: int, seeds: int, out: str, wo
     from controlrl.experiment import SweepConfig, run_sweep
 
     shutil.rmtree(out, ignore_errors=True)  # a finished run would be skipped, not timed
-    config = SweepConfig([algo], [env_id], seeds, steps, SETTINGS)
+    config = SweepConfig([algo], [env_id], seeds, steps, settings(algo, env_id))
     runs = run_sweep(config, Path(out), workers=workers)
     failed = [k for k, v in runs.items() if v["status"] != "done"]
     if failed:
@@ -172,10 +187,17 @@ def main(argv: list[str] | None = None) -> None:
         )
     args.out.mkdir(parents=True, exist_ok=True)
     command = bench.command_line("paper_figures/bench_population.py", argv)
+    path = args.out / "bench_population.csv"
+    ran = {(r["algo"], r["bandit"]) for r in rows}
+    kept = [  # the cells this call did not run, each with its own command
+        r for r in (bench.read_csv(path) if path.exists() else [])
+        if (r["algo"], r["bandit"]) not in ran
+    ]  # fmt: skip
     bench.write_csv(
-        args.out / "bench_population.csv",
-        [{k: r.get(k, "") for k in FIELDS} for r in rows],
+        path,
+        [*kept, *({k: r.get(k, "") for k in FIELDS} for r in rows)],
         command,
+        keep_commands=True,
     )
     for r in rows:
         if r["speedup"] != "":

@@ -44,6 +44,17 @@ def test_bench_toy_times_populations_and_separate_runs(tmp_path):
     assert float(rows[1]["speedup"]) == pytest.approx(sep / float(rows[1]["per_seed_s"]))
     pop = tmp_path / "work" / "grpo" / "bernoulli-10" / "population4" / "metrics.csv"
     assert sum(1 for _ in pop.open()) == 1 + 4 * 2  # header, 4 seeds x 2 iterations of 256
+    # ppo's cell beside it: grpo's rows kept with their command, ppo at the suite's flags
+    _run(
+        "paper_figures/bench_population.py", "--toy", "--algos", "ppo",
+        "--bandits", "bandit:bernoulli-10", "--out", str(tmp_path / "out"),
+        "--work-dir", str(tmp_path / "work"),
+    )  # fmt: skip
+    both = list(csv.DictReader((tmp_path / "out" / "bench_population.csv").open()))
+    assert both[:3] == rows and [r["algo"] for r in both[3:]] == ["ppo"] * 3
+    assert all(r["status"] == "ok" for r in both) and "--algos ppo" in both[3]["command"]
+    config = json.loads((tmp_path / "work/ppo/bernoulli-10/population4/config.json").read_text())
+    assert config["args"]["num_steps"] == 1 and config["args"]["num_seeds"] == 4
 
 
 @pytest.mark.slow
