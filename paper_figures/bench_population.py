@@ -9,7 +9,7 @@ Contenders, each in its own fresh process (controlrl.bench), for every (algorith
                  (grpo, tpo: controlrl/population.py; ppo: population_actor_critic.py)
   separate-n     --separate seeds 1..n, one process each through run_sweep (--workers at once)
 Both run the bandit suite's settings (paper_figures/bandit_suite.py): 256 samples per update,
-groups of 8, the algorithm's defaults (ppo: the suite's matched flags, PPO below), 10,240
+groups of 8, the algorithm's defaults (ppo: the suite's matched flags), 10,240
 samples on bernoulli-10 and 20,480 on
 sequence-reverse-2-6, --eval-every 0 (the final evaluation only), no TensorBoard. A
 population runs with --torch-threads set to --population-threads (default 1; the threads
@@ -41,16 +41,16 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = {"bandit:bernoulli-10": 10240, "bandit:sequence-reverse-2-6": 20480}
 LENGTH = {"bandit:bernoulli-10": 1, "bandit:sequence-reverse-2-6": 6}  # steps per sample
 SETTINGS = ["--num-envs", "256", "--eval-every", "0", "--no-tensorboard", "--no-progress"]
-# ppo as the bandit suite runs it: one episode per env per rollout (--num-steps, added per
-# bandit), 4 epochs of 1 minibatch, lr 1e-3 without annealing
-PPO = ["--num-minibatches", "1", "--update-epochs", "4", "--learning-rate", "1e-3"]
-PPO += ["--no-anneal-lr"]
 
 
 def settings(algo: str, env_id: str) -> list[str]:
-    """The flags of every run of the algorithm on the bandit (both sides)."""
-    extra = [*PPO, "--num-steps", str(LENGTH[env_id])] if algo == "ppo" else []
-    return [*SETTINGS, *extra]
+    """The flags of every run of the algorithm on the bandit (both sides): ppo as the bandit
+    suite runs it (one episode per env per rollout, its matched flags)."""
+    from paper_figures.bandit_suite import METHODS, PPO_MATCHED
+
+    if algo != "ppo":
+        return list(SETTINGS)
+    return [*SETTINGS, *METHODS["ppo"][2], *PPO_MATCHED, "--num-steps", str(LENGTH[env_id])]
 
 
 FIELDS = [

@@ -1,6 +1,7 @@
-"""Do population runs learn like single runs? Final success of GRPO on bernoulli-10 at the bandit
-suite's settings: a population of --population seeds (one process, --num-seeds) against
---singles seeds run one process each through the sweep runner, seeds disjoint; two-sample
+"""Do population runs learn like single runs? Final success of GRPO (or --algo ppo, tpo) on
+bernoulli-10 at the bandit suite's settings (bench_population.settings): a population of
+--population seeds (one process, --num-seeds) against --singles seeds run one process each
+through the sweep runner, seeds disjoint; two-sample
 Kolmogorov-Smirnov test (scipy.stats.ks_2samp, two-sided, exact where scipy can).
 
     python paper_figures/population_ks.py                       # the committed CSVs
@@ -15,7 +16,8 @@ separate side of paper_figures/bench_population.py. Where the population covers 
 largest difference in final success (the same learner; rounding only).
 
 Writes <out>/population_ks.csv (one row per seed: source, seed, final_success) and
-population_ks_summary.csv (seeds of each side, mean and sample SD of each, KS statistic, p).
+population_ks_summary.csv (seeds of each side, mean and sample SD of each, KS statistic, p);
+for an --algo other than grpo, population_ks_<algo>.csv and population_ks_<algo>_summary.csv.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from controlrl.stats import sample_sd
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "bandit:bernoulli-10"
-SETTINGS = ["--num-envs", "256", "--eval-every", "0", "--no-tensorboard", "--no-progress"]
+BENCH = ROOT / "runs" / "bench_population"  # bench_population.py's runs, reused when there
 
 
 def final_success(rows: list[dict], window: int, optimal: float) -> float:
@@ -67,29 +69,35 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--sweep-dir",
         type=Path,
-        default=ROOT / "runs" / "bench_population" / "grpo" / "bernoulli-10" / "separate",
+        default=None,
+        help="the singles' sweep (default: bench_population.py's separate side of --algo)",
     )
     p.add_argument("--population-dir", type=Path, default=ROOT / "runs" / "population_ks")
     p.add_argument(
         "--paired-dir",
         type=Path,
-        default=ROOT / "runs" / "bench_population" / "grpo" / "bernoulli-10" / "population1000",
-        help="a finished population from seed 1 (skipped when absent)",
+        default=None,
+        help="a finished population from seed 1, skipped when absent (default: "
+        "bench_population.py's population of 1000 of --algo)",
     )
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
     p.add_argument("--toy", action="store_true")
     args = p.parse_args(argv)
-    extra = list(SETTINGS)
+    from paper_figures.bench_population import settings
+
+    extra = settings(args.algo, ENV)
+    bench_dir = BENCH / args.algo / ENV.removeprefix("bandit:")
     if args.toy:
         args.samples, args.population, args.singles, args.final_window = 512, 6, 5, 256
         extra += ["--hidden-sizes", "16"]
         toy_dir = ROOT / "runs" / "population_ks_toy"  # never the full-size runs
-        if args.sweep_dir == p.get_default("sweep_dir"):
-            args.sweep_dir = toy_dir / "sweep"
+        bench_dir = toy_dir / args.algo
         if args.population_dir == p.get_default("population_dir"):
             args.population_dir = toy_dir
-        if args.paired_dir == p.get_default("paired_dir"):
-            args.paired_dir = toy_dir / "none"
+    if args.sweep_dir is None:
+        args.sweep_dir = bench_dir / "separate"
+    if args.paired_dir is None:
+        args.paired_dir = bench_dir / ("none" if args.toy else "population1000")
     import envs
     from controlrl.experiment import SweepConfig, run_sweep
 
@@ -149,8 +157,9 @@ def main(argv: list[str] | None = None) -> None:
     command = bench.command_line("paper_figures/population_ks.py", argv)
     rows = [{"source": "population", "seed": s, "final_success": v} for s, v in population.items()]
     rows += [{"source": "single", "seed": s, "final_success": v} for s, v in singles.items()]
-    bench.write_csv(args.out / "population_ks.csv", rows, command)
-    bench.write_csv(args.out / "population_ks_summary.csv", [summary], command)
+    name = "population_ks" if args.algo == "grpo" else f"population_ks_{args.algo}"
+    bench.write_csv(args.out / f"{name}.csv", rows, command)
+    bench.write_csv(args.out / f"{name}_summary.csv", [summary], command)
     print(
         f"final success, mean (sample SD): population {a.mean():.4f} ({sample_sd(a):.4f}, "
         f"n={a.size}), single runs {b.mean():.4f} ({sample_sd(b):.4f}, n={b.size}); "
@@ -161,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
             f"same seeds, population vs alone ({summary['paired_seeds']}): largest difference "
             f"in final success {summary['paired_max_abs_diff']:.2e}"
         )
-    print(f"wrote {args.out / 'population_ks'}.csv, _summary.csv; command: {command}")
+    print(f"wrote {args.out / name}.csv, _summary.csv; command: {command}")
 
 
 if __name__ == "__main__":

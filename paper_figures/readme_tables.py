@@ -438,8 +438,10 @@ def population(read: Read) -> str:
         med = {c: float(np.median(col(g, c))) for c in ("wall_s", "per_seed_s", "speedup",
                                                         "peak_rss_mb")}  # fmt: skip
         runs = f", median of {len(g)} runs" if len(g) > 1 else ""
+        threads = int(g[0]["threads"])
         parts.append(
             f"{algo} on {bandit.split(':', 1)[1]}: {top:,} seeds in {f(med['wall_s'])} s wall"
+            f" on {threads} thread{'s' if threads > 1 else ''}"
             f" ({f(med['per_seed_s'], '.3f')} s per seed, start-up included{runs}),"
             f" {f(med['speedup'])}x the per-seed rate of separate processes, peak RSS"
             f" {f(med['peak_rss_mb'])} MB"

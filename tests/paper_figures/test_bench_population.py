@@ -58,17 +58,18 @@ def test_bench_toy_times_populations_and_separate_runs(tmp_path):
 
 
 @pytest.mark.slow
-def test_ks_toy_compares_disjoint_seeds(tmp_path):
+@pytest.mark.parametrize("algo, name", [("grpo", "population_ks"), ("ppo", "population_ks_ppo")])
+def test_ks_toy_compares_disjoint_seeds(algo, name, tmp_path):
     out = _run(
         "paper_figures/population_ks.py", "--toy", "--out", str(tmp_path / "out"),
         "--sweep-dir", str(tmp_path / "sweep"), "--population-dir", str(tmp_path / "pop"),
-        "--paired-dir", str(tmp_path / "none"),
+        "--paired-dir", str(tmp_path / "none"), "--algo", algo,
     )  # fmt: skip
     assert "two-sample KS" in out
-    (summary,) = csv.DictReader((tmp_path / "out" / "population_ks_summary.csv").open())
+    (summary,) = csv.DictReader((tmp_path / "out" / f"{name}_summary.csv").open())
     assert summary["population_seeds"] == "6" and summary["single_seeds"] == "5"
-    assert 0 <= float(summary["ks_p"]) <= 1
-    rows = list(csv.DictReader((tmp_path / "out" / "population_ks.csv").open()))
+    assert summary["algo"] == algo and 0 <= float(summary["ks_p"]) <= 1
+    rows = list(csv.DictReader((tmp_path / "out" / f"{name}.csv").open()))
     seeds = {r["source"]: set() for r in rows}
     for r in rows:
         seeds[r["source"]].add(int(r["seed"]))
