@@ -122,7 +122,9 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     (Dr. GRPO, GPG); rloo (leave-one-out mean, arXiv 2402.14740), reinforce++ (rewards
     whitened over the batch, arXiv 2501.03262) and reinforce++-baseline (group mean off, then
     whitened; OpenRLHF / verl), lite-ppo (group mean, batch std, arXiv 2508.08221), bnpo (Beta
-    normalisation, arXiv 2506.02864; changyi7231/BNPO), all in controlrl/advantages.py"""
+    normalisation, arXiv 2506.02864; changyi7231/BNPO), batch-mean (r - the batch's mean,
+    groups ignored: the TPO reference's PG / PPO / DG baseline, JeanKaddour/tpo), all in
+    controlrl/advantages.py"""
     drop_negatives: bool = False
     """advantages below 0 set to 0: RGRA's negatives-off ablation (REINFORCE with Group
     Relative Advantage: negative samples are essential)"""

@@ -4,7 +4,8 @@ advantages of the same shape, registered in controlrl.objective.ADVANTAGES under
 --adv-norm names (GRPO's mean-std and Dr. GRPO's mean are registered there, from
 controlrl.group.group_advantages). Batch-level ones reduce over the last two axes only.
 
-Reference code: volcengine/verl verl/trainer/ppo/core_algos.py (compute_rloo_outcome_advantage,
+Reference code: JeanKaddour/tpo src/tpo/experiments/_trial.py (the batch-mean baseline);
+volcengine/verl verl/trainer/ppo/core_algos.py (compute_rloo_outcome_advantage,
 compute_reinforce_plus_plus_outcome_advantage, ..._baseline_outcome_advantage);
 changyi7231/BNPO recipe/bnpo/src/bnpo_ray_trainer.py (compute_bnpo_outcome_advantage).
 """
@@ -37,6 +38,15 @@ def _batch_std(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if flat.shape[-1] < 2:
         return torch.ones_like(const, dtype=x.dtype), const
     return flat.std(-1)[..., None, None], const
+
+
+@register(ADVANTAGES, "batch-mean")
+def batch_mean(rewards: torch.Tensor) -> torch.Tensor:
+    """REINFORCE's batch-mean baseline, r - the mean reward of the whole batch (groups
+    ignored): the PG, PPO and DG baselines of the TPO reference's sequence tasks
+    (JeanKaddour/tpo src/tpo/experiments/_trial.py: rewards - rewards.mean(axis=0)), run there
+    on one answer per prompt (--group-size 1)."""
+    return rewards - rewards.mean(BATCH, keepdim=True)
 
 
 @register(ADVANTAGES, "reinforce++")

@@ -36,11 +36,17 @@ GROUP_BACKENDS = ("bandit", "gym")  # backends whose resets can repeat a start s
 
 
 def require_group_flags(args) -> None:
-    """group_size >= 2 dividing num_envs; an env id whose backend can repeat a start state."""
+    """group_size >= 2 (or 1 under a batch-level baseline) dividing num_envs; an env id whose
+    backend can repeat a start state."""
     from envs import split_id
 
     G = args.group_size
-    require(G >= 2, "group_size", f"must be >= 2 (a group needs a baseline), got {G}")
+    batch_baseline = getattr(args, "adv_norm", None) == "batch-mean"  # the batch is the baseline
+    require(
+        G >= 2 or (batch_baseline and G >= 1),
+        "group_size",
+        f"must be >= 2 (a group needs a baseline; 1 with --adv-norm batch-mean), got {G}",
+    )
     require(
         args.num_envs % G == 0,
         "group_size",

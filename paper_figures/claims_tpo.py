@@ -256,8 +256,8 @@ def run_rows() -> list[Row]:
     def final(task, m, value="final_error"):
         return by(rows, value, task=task, method=m)
 
-    def updates(task):
-        r = next(r for r in rows if r["task"] == task)
+    def updates(task, method):
+        r = next(r for r in rows if r["task"] == task and r["method"] == method)
         return int(r["updates"]), int(r["samples_per_update"])
 
     net = (
@@ -295,6 +295,22 @@ def run_rows() -> list[Row]:
              "initial policy (the reference's to the rollout snapshot)",
              f"paper at 2000 episodes: TPO {paper_tpo}%, GRPO {paper_grpo}%", -1)
         )  # fmt: skip
+    single = (
+        SEQ_OURS + "; PPO and DG as the reference's single-sample baselines (src/tpo/experiments/"
+        "_trial.py): one answer per prompt (100 an update against TPO's 800, prompt-matched as "
+        "Table 3), advantage = reward - the batch's mean, PPO's clipped per-token ratio over 4 "
+        "epochs without a critic, DG's gate (eta 1) in one gradient step; our loss averages an "
+        "answer's tokens (the reference sums them)"
+    )
+    for L, paper in ((7, {"tpo": 6.9, "ppo": 12.0, "dg": 33.8}), (8, {"tpo": 8.6, "ppo": 26.3,
+                                                                      "dg": 58.8})):  # fmt: skip
+        for b, name in (("ppo", "PPO"), ("dg", "DG")):
+            specs.append(
+                (f"E11-TPO-reverse-L{L}-vs-{name}", f"sequence-reverse-2-{L}", "tpo", b,
+                 f"TPO's exact-match error is below {name}'s (L = {L}, prompt-matched)",
+                 seq_setting.replace("V = 2", f"V = 2, H = {L}"), single,
+                 f"paper at 2000 episodes: TPO {paper['tpo']}%, {name} {paper[b]}%", -1)
+            )  # fmt: skip
     specs += [
         ("E11-TPO-reverse-L7-vs-PG", "sequence-reverse-2-7", "tpo", "pg",
          "TPO's exact-match error is below PG's (L = 7)",
@@ -321,7 +337,10 @@ def run_rows() -> list[Row]:
         fa, fb = final(task, a), final(task, b)
         d = paired_diffs(fa, fb)
         stat, verdict, det = paired_verdict(d, ".3g", claim_sign=sign)
-        n_up, per = updates(task)
+        n_up, per = updates(task, a)
+        per_b = updates(task, b)[1]
+        if per_b != per:  # prompt-matched: B prompts, K answers each against one
+            per = f"{per} ({a}) or {per_b} ({b})"
         seq = task.startswith("sequence")
         budget = (
             f"ours {n_up} updates of {per} answers; the paper 2000"
@@ -351,11 +370,11 @@ def run_rows() -> list[Row]:
         Row(
             "E11-TPO-reverse-rest",
             PAPER,
-            "TPO beats PPO and DG at H = 7-10, and GRPO at H = 9, 10",
+            "TPO beats PPO, DG and GRPO at H = 9, 10",
             seq_setting,
-            "not run: DG runs as a population (algos/grpo.py --policy-loss dpg), PPO only as "
-            "one process per seed (ppo.py has no --num-seeds); the cells at H = 9, 10 have not "
-            "fitted this CPU budget beside the other reruns",
+            "not run: every method runs as a population (tpo_repro.py's cells), but TPO's and "
+            "GRPO's at H = 9, 10 (800 answers an update, about 40 CPU-minutes a 30-seed cell) "
+            "have not fitted this CPU budget beside the other reruns",
             "",
             "",
             "",

@@ -4,6 +4,7 @@ token reversal of section 3.6 with the zero-variance masking ablation of section
 
     python paper_figures/tpo_repro.py --train    # runs what is missing, then CSVs and figure
     python paper_figures/tpo_repro.py            # CSVs and figure from the runs under --run-root
+    python paper_figures/tpo_repro.py --train --only ppo,dg --reuse-tabular   # those cells only
     python paper_figures/tpo_repro.py --toy --train --run-root runs/toy/tr --out runs/toy/tro
 
 1. Tabular bandits, the paper's own setting (reference src/tpo/experiments/tabular.py and
@@ -41,18 +42,24 @@ token reversal of section 3.6 with the zero-variance masking ablation of section
    update, 150 updates) and bandit:onehot-100-10 (20 groups of K = 10 pulls per update, 100
    updates; the paper runs 1000 exact steps). Error: 1 - the rollout's success rate.
 
-3. Token reversal (bandit:sequence-reverse-2-L, exact-match reward at the end; the paper's
-   V = 2, L = H in 7..10, B = 100 prompts, K = 8 answers per prompt, 4 epochs): TPO,
-   GRPO without KL (--kl-coef 0) and GRPO with its k3 KL 0.04 (both --ratio sequence: the
-   reference's ratio is the sequence's), PG as above, and the zero-variance ablation GRPO
-   (masked) = GRPO --filter-zero-variance. Differs from the paper: a 64-64 MLP on the one-hot
-   [prompt | answer so far | position] observation instead of a 2-layer causal transformer; Adam
-   1e-3 (clip 1.0) instead of Muon 1e-3; our GRPO's KL is to the initial policy (the reference's
-   to the rollout snapshot); the masking ablation at the main setting (paper: L = 8, K = 32,
-   B = 256); budget --seq-updates updates (60; the paper 2000 episodes) and 30 seeds (paper 20;
-   the population runs' CPU cost, not their seeds, sets the budget); PPO and DG not run (no
-   population path; 30 processes per cell do not fit the CPU budget). Error: 1 - the rollout's
-   exact-match rate (the paper's training-batch error).
+3. Token reversal (bandit:sequence-reverse-2-L, exact-match reward at the end; the paper's V = 2, L
+   = H in 7..10, B = 100 prompts, K = 8 answers per prompt, 4 epochs): TPO, GRPO without KL
+   (--kl-coef 0) and GRPO with its k3 KL 0.04 (both --ratio sequence: the reference's ratio is the
+   sequence's), PG as above, and the zero-variance ablation GRPO (masked) = GRPO
+   --filter-zero-variance; and the paper's single-sample baselines, prompt-matched as its Table 3
+   (one answer for each of the B = 100 prompts, the reference's src/tpo/experiments/_trial.py:
+   advantage = reward - the batch's mean): PPO = the clipped per-token ratio over 4 epochs
+   (algos/grpo.py --adv-norm batch-mean --group-size 1 --kl-coef 0; the reference's PPO has no
+   critic) and DG = the Delightful PG gate in one gradient step (--policy-loss dpg, eta 1,
+   --update-epochs 1). Differs from the paper: a 64-64 MLP on the one-hot [prompt | answer so far |
+   position] observation instead of a 2-layer causal transformer; Adam 1e-3 (clip 1.0) instead of
+   Muon 1e-3; our GRPO's KL is to the initial policy (the reference's to the rollout snapshot); the
+   masking ablation at the main setting (paper: L = 8, K = 32, B = 256); budget --seq-updates
+   updates (60; the paper 2000 episodes) and 30 seeds (paper 20; the population runs' CPU cost, not
+   their seeds, sets the budget); PPO and DG at H = 7, 8 (at 9, 10 TPO and GRPO do not fit the CPU
+   budget); our loss averages over an answer's tokens (the reference sums them; under Adam a
+   constant scale, up to its epsilon and the clip). Error: 1 - the rollout's exact-match rate (the
+   paper's training-batch error).
 
 Writes <out>/tpo_repro_tabular.csv (per setting, method, seed: final error, area under the error
 curve = its mean over steps, mean log10 error, final and mean misalignment, steps to 1% error),
@@ -75,7 +82,7 @@ import numpy as np
 import torch
 
 from algos.tpo import standardized_scores, tpo_loss, tpo_target
-from controlrl.experiment import write_rows
+from controlrl.experiment import kept_rows, write_rows
 from controlrl.group import group_advantages
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,7 +93,7 @@ MULTI = {"N": 100, "K": 10, "steps": 1000}  # reference TabularMultiConfig
 SINGLE_METHODS = ("pg", "dg", "grpo", "tpo")
 MULTI_METHODS = ("pg", "dg", "grpo", "tpo", "ce")
 LABELS = {"pg": "PG", "dg": "DG", "grpo": "GRPO", "tpo": "TPO", "ce": "CE (oracle)"}
-LABELS |= {"grpo-nokl": "GRPO (no KL)", "grpo-masked": "GRPO (masked)"}
+LABELS |= {"grpo-nokl": "GRPO (no KL)", "grpo-masked": "GRPO (masked)", "ppo": "PPO"}
 PG = ["--adv-norm", "mean", "--update-epochs", "1", "--kl-coef", "0"]
 SEQ_GRPO = ["--ratio", "sequence"]
 # cell -> (algo, flags); the network bandits and the token-reversal lengths run these
@@ -97,10 +104,16 @@ SEQ_METHODS = {
     "pg": ("grpo", PG),
     "grpo": ("grpo", ["--kl-coef", "0.04", *SEQ_GRPO]),
     "grpo-masked": ("grpo", ["--kl-coef", "0.04", *SEQ_GRPO, "--filter-zero-variance"]),
-}
+    # the reference's single-sample baselines (src/tpo/experiments/_trial.py): the batch-mean
+    # baseline, PPO's clipped per-token ratio over 4 epochs, DG's gate in one gradient step
+    "ppo": ("grpo", ["--adv-norm", "batch-mean", "--kl-coef", "0"]),
+    "dg": ("grpo", ["--policy-loss", "dpg", "--adv-norm", "batch-mean", "--kl-coef", "0",
+                    "--update-epochs", "1"]),
+}  # fmt: skip
+SINGLE_SAMPLE = ("ppo", "dg")  # one answer per prompt: B = 100 answers an update (prompt-matched)
 # (bandit, num_envs, group_size, updates); the paper's B = 100 pulls, K = 10 per context
 NET_BANDITS = (("sparse-100", 100, 100, 150), ("onehot-100-10", 200, 10, 100))
-SEQ_CELLS = {7: tuple(SEQ_METHODS), 8: ("tpo", "grpo-nokl")}
+SEQ_CELLS = {7: tuple(SEQ_METHODS), 8: ("tpo", "grpo-nokl", "ppo", "dg")}
 FINAL_WINDOW = 10  # updates averaged for a run's final error
 TAB_FIELDS = ("setting", "method", "seed", "steps", "final_error", "auc_error")
 TAB_FIELDS += ("mean_log10_error", "final_misalignment", "mean_misalignment", "steps_to_1pct")
@@ -121,8 +134,8 @@ class Args:
     train: bool = False
     """run the cells that are missing under --run-root (otherwise only read them)"""
     toy: bool = False
-    """tiny run for tests: 3 tabular seeds and short runs; one network cell per bandit and one
-    L = 3 token-reversal cell, 2 seeds, 3 updates each"""
+    """tiny run for tests: 3 tabular seeds and short runs; one network cell per bandit and two
+    L = 3 token-reversal cells (PG, DG), 2 seeds, 3 updates each"""
     tabular_seeds: int = 200
     """seeds per method on the single-context bandit (the paper 100)"""
     multi_seeds: int = 100
@@ -134,6 +147,9 @@ class Args:
     """seeds per token-reversal cell (population runs)"""
     seq_updates: int = 60
     """updates per token-reversal run (the paper 2000 episodes)"""
+    only: str = ""
+    """comma-separated methods (e.g. ppo,dg): only their cells are trained and read; every
+    other cell keeps its committed rows ("": every cell)"""
     reuse_tabular: bool = False
     """read the tabular CSVs already under --out instead of recomputing them"""
 
@@ -402,10 +418,11 @@ def cells(args: Args) -> list[dict]:
                     seeds=2 if args.toy else args.net_seeds,
                 )
             )
-    seq = {3: ("pg",)} if args.toy else SEQ_CELLS
+    seq = {3: ("pg", "dg")} if args.toy else SEQ_CELLS
     for L, methods in seq.items():
         for method in methods:
             algo, flags = SEQ_METHODS[method]
+            single = method in SINGLE_SAMPLE
             out.append(
                 dict(
                     task=f"sequence-reverse-2-{L}",
@@ -413,15 +430,22 @@ def cells(args: Args) -> list[dict]:
                     method=method,
                     algo=algo,
                     flags=flags + toy,
-                    num_envs=16 if args.toy else 800,
-                    group=8,
+                    num_envs=(2 if single else 16) if args.toy else (100 if single else 800),
+                    group=1 if single else 8,
                     updates=3 if args.toy else args.seq_updates,
                     length=L,
                     seeds=2 if args.toy else args.seq_seeds,
                 )
             )
+    if args.only:
+        only = set(args.only.split(","))
+        unknown = only - set(NET_METHODS) - set(SEQ_METHODS)
+        if unknown:
+            raise SystemExit(f"error: --only: unknown methods {', '.join(sorted(unknown))}")
+        out = [c for c in out if c["method"] in only]
     if args.toy:  # one cell of each kind: the test's budget
         keep = {("sparse-100", "tpo"), ("onehot-100-10", "grpo"), ("sequence-reverse-2-3", "pg")}
+        keep.add(("sequence-reverse-2-3", "dg"))  # a single-sample cell: groups of 1
         out = [c for c in out if (c["task"], c["method"]) in keep]
     return out
 
@@ -505,6 +529,7 @@ def plot(tab: dict, runs: dict, path: Path) -> None:
     fig, axes = plt.subplots(2, cols, figsize=(4 * cols, 7.5), squeeze=False)
     colors = {"pg": "tab:cyan", "dg": "tab:red", "grpo": "tab:orange", "tpo": "tab:blue"}
     colors |= {"ce": "gray", "grpo-nokl": "tab:green", "grpo-masked": "tab:purple"}
+    colors |= {"ppo": "tab:brown"}
     for j, setting in enumerate(("single K=100", "multi N=100 K=10")):
         for (s, m), (err, mis) in tab.items():
             if s != setting:
@@ -540,14 +565,15 @@ def main(args: Args) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tab = read_tabular(out) if args.reuse_tabular else tabular(args, out)
-    rows, curve_rows, runs = [], [], {}
+    rows, curve_rows, runs, fresh = [], [], {}, set()
     for c in cells(args):
         if args.train:
             train(args, c)
         got = read_cell(args, c)
         if got is None:
-            print(f"not run: {c['task']} {c['method']} (use --train)", flush=True)
+            print(f"not run here: {c['task']} {c['method']} (use --train)", flush=True)
             continue
+        fresh.add((c["task"], c["method"]))
         cell_rows, curve = got
         rows += cell_rows
         runs[(c["task"], c["method"])] = curve
@@ -557,6 +583,18 @@ def main(args: Args) -> None:
         ]
         final = np.array([r["final_error"] for r in cell_rows])
         print(f"{c['task']} {c['method']}: final error {final.mean():.3g}", flush=True)
+    # the cells without a run under --run-root keep their committed rows (a figure grown cell
+    # by cell keeps what it ran before)
+    key = ("task", "method")
+    ints = ("seed", "updates", "samples_per_update")
+    floats = ("final_error", "auc_error", "eval_error")
+    rows = kept_rows(out / "tpo_repro_runs.csv", key, fresh, ints, floats) + rows
+    kept = kept_rows(out / "tpo_repro_runs_curves.csv", key, fresh, ("update",), ("mean_error",))
+    for task, method in dict.fromkeys((r["task"], r["method"]) for r in kept):
+        curve = sorted((r["update"], r["mean_error"]) for r in kept if r["task"] == task
+                       and r["method"] == method)  # fmt: skip
+        runs[(task, method)] = np.array([v for _, v in curve])
+    curve_rows = kept + curve_rows
     if rows:
         write_rows(out / "tpo_repro_runs.csv", rows, RUN_FIELDS)
         write_rows(out / "tpo_repro_runs_curves.csv", curve_rows)

@@ -8,6 +8,7 @@ flags."""
 
 from __future__ import annotations
 
+import csv
 import math
 
 import numpy as np
@@ -437,6 +438,7 @@ def test_resume_repeats_the_uninterrupted_run_bit_for_bit(tmp_path):
     "argv, fragment",
     [
         (["--group-size", "1"], "--group-size must be >= 2"),
+        (["--group-size", "0", "--adv-norm", "batch-mean"], "1 with --adv-norm batch-mean), got 0"),
         (["--group-size", "3"], "--group-size must divide --num-envs (64)"),
         (["--kl-coef", "-0.1"], "--kl-coef must be >= 0"),
         (["--kalman-v", "-1"], "--kalman-v must be >= 0"),
@@ -453,3 +455,15 @@ def test_bad_flags_exit_2_with_one_line(argv, fragment, capsys, tmp_path):
     if fragment:
         assert len(err) == 1 and err[0].startswith("error: ") and fragment in err[0], err
     assert not (tmp_path / "r").exists()
+
+
+def test_groups_of_one_take_the_batch_mean_baseline(tmp_path):
+    """One answer per prompt (the TPO reference's PG / PPO / DG): groups of 1 train under
+    --adv-norm batch-mean (controlrl/advantages.py's test checks the estimator itself)."""
+    argv = ["--env-id", "bandit:sequence-reverse-2-3", "--group-size", "1", "--num-envs", "16"]
+    argv += ["--adv-norm", "batch-mean", "--kl-coef", "0", "--total-timesteps", "96"]
+    argv += ["--hidden-sizes", "8", "--no-tensorboard", "--no-progress", "--eval-episodes", "1"]
+    main(parse(Args, [*argv, "--run-dir", str(tmp_path / "r")]))
+    with (tmp_path / "r" / "metrics.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2 and all(float(r["train/grad_steps"]) > 0 for r in rows)

@@ -67,6 +67,22 @@ def test_reinforce_pp_whitens_over_the_batch():
     assert torch.equal(adv.reinforce_pp(torch.ones(2, 3, 4)), torch.zeros(2, 3, 4))
 
 
+def test_batch_mean_is_one_baseline_for_the_whole_batch():
+    r = _batch()
+    a = ADVANTAGES["batch-mean"](r)
+    for k in range(3):  # every output minus the mean of the batch, whatever its group
+        torch.testing.assert_close(a[k], r[k] - r[k].mean())
+    # one answer per prompt (groups of 1), as the TPO reference's PG, PPO and DG run it
+    single = r.reshape(3, -1, 1)
+    torch.testing.assert_close(
+        adv.batch_mean(single), (r - r.mean((-2, -1), True)).reshape(3, -1, 1)
+    )
+    r2 = r.clone()  # another group's reward moves every advantage; other batches stay
+    r2[1, 4, 0] = 1 - r2[1, 4, 0]
+    assert not torch.equal(adv.batch_mean(r2)[1, 0], a[1, 0])
+    assert torch.equal(adv.batch_mean(r2)[[0, 2]], a[[0, 2]])
+
+
 def test_lite_ppo_is_group_mean_over_batch_std():
     r = _batch()
     ratio = ADVANTAGES["lite-ppo"](r) / group_advantages(r, "mean")
@@ -102,6 +118,6 @@ def parts_parameters(p):
 
 
 def test_registered_under_their_flag_names():
-    names = {"rloo", "reinforce++", "reinforce++-baseline", "lite-ppo", "bnpo"}
+    names = {"rloo", "reinforce++", "reinforce++-baseline", "lite-ppo", "bnpo", "batch-mean"}
     assert names | {"mean", "mean-std"} == set(ADVANTAGES)
     assert ADVANTAGES["rloo"] is adv.rloo and ADVANTAGES["bnpo"] is adv.bnpo

@@ -3,7 +3,9 @@ against Appendix B's closed form, and the toy run end to end (CSV schema, exact 
 
 import csv
 import importlib.util
+import json
 import math
+import shutil
 import sys
 from pathlib import Path
 
@@ -69,7 +71,24 @@ def test_toy_run_writes_every_csv(tmp_path):
         ("sparse-100", "tpo"),
         ("onehot-100-10", "grpo"),
         ("sequence-reverse-2-3", "pg"),
+        ("sequence-reverse-2-3", "dg"),
     }
-    assert len(runs) == 3 * 2 and all(r["updates"] == "3" for r in runs)
+    assert len(runs) == 4 * 2 and all(r["updates"] == "3" for r in runs)
+    # DG as the reference runs it: one answer per prompt, one gradient step an update
+    dg = [r for r in runs if r["method"] == "dg"]
+    assert {r["samples_per_update"] for r in dg} == {"2"}
+    with open(tmp_path / "runs" / "seq-3" / "dg" / "config.json") as f:
+        config = json.load(f)["args"]
+    assert (config["group_size"], config["adv_norm"], config["update_epochs"]) == (
+        1, "batch-mean", 1)  # fmt: skip
     assert (out / "tpo_repro.png").stat().st_size > 0
     assert rows("tpo_repro_runs_curves.csv") and rows("tpo_repro_tabular_curves.csv")
+    # a cell without its runs keeps its committed rows and curve
+    curves = rows("tpo_repro_runs_curves.csv")
+    shutil.rmtree(tmp_path / "runs" / "sparse-100")
+    args.train, args.reuse_tabular = False, True
+    fig.main(args)
+    assert sorted(map(tuple, (r.values() for r in rows("tpo_repro_runs.csv")))) == sorted(
+        map(tuple, (r.values() for r in runs)))  # fmt: skip
+    assert sorted(map(tuple, (r.values() for r in rows("tpo_repro_runs_curves.csv")))) == sorted(
+        map(tuple, (r.values() for r in curves)))  # fmt: skip
