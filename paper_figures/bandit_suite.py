@@ -39,8 +39,9 @@ best policy. Samples are episodes: pulls, or answers of L tokens on a sequence b
 steps / L). Every GRPO-family and TPO (bandit, method) is one population run of --seeds seeds
 (--num-seeds, controlrl/population.py: all seeds trained at once, seed k exactly the run
 --seed k) under <sweep-dir>/<bandit>/<method>/population/; every PPO one is a sweep
-(controlrl.experiment) of --ppo-seeds runs under <sweep-dir>/<bandit>/ppo/ (PPO has no
-population path). Every interval comes from controlrl.stats: the 95% percentile-bootstrap CI
+(controlrl.experiment) of --ppo-seeds runs under <sweep-dir>/<bandit>/ppo/, one process a seed
+(the committed cells' path; ppo.py --num-seeds gives each seed up to float rounding).
+Every interval comes from controlrl.stats: the 95% percentile-bootstrap CI
 of the mean over seeds, from >= 5 seeds (the min-max range below, named as a range); spreads
 are sample SDs.
 

@@ -4,7 +4,7 @@ token reversal of section 3.6 with the zero-variance masking ablation of section
 
     python paper_figures/tpo_repro.py --train    # runs what is missing, then CSVs and figure
     python paper_figures/tpo_repro.py            # CSVs and figure from the runs under --run-root
-    python paper_figures/tpo_repro.py --train --only ppo,dg --reuse-tabular   # those cells only
+    python paper_figures/tpo_repro.py --train --only ppo,dg,seq-9/tpo --reuse-tabular  # only these
     python paper_figures/tpo_repro.py --toy --train --run-root runs/toy/tr --out runs/toy/tro
 
 1. Tabular bandits, the paper's own setting (reference src/tpo/experiments/tabular.py and
@@ -114,6 +114,7 @@ SINGLE_SAMPLE = ("ppo", "dg")  # one answer per prompt: B = 100 answers an updat
 # (bandit, num_envs, group_size, updates); the paper's B = 100 pulls, K = 10 per context
 NET_BANDITS = (("sparse-100", 100, 100, 150), ("onehot-100-10", 200, 10, 100))
 SEQ_CELLS = {7: tuple(SEQ_METHODS), 8: ("tpo", "grpo-nokl", "ppo", "dg")}
+SEQ_CELLS |= {L: ("tpo", "grpo", "ppo", "dg") for L in (9, 10)}  # the claim at H = 9, 10
 FINAL_WINDOW = 10  # updates averaged for a run's final error
 TAB_FIELDS = ("setting", "method", "seed", "steps", "final_error", "auc_error")
 TAB_FIELDS += ("mean_log10_error", "final_misalignment", "mean_misalignment", "steps_to_1pct")
@@ -148,8 +149,9 @@ class Args:
     seq_updates: int = 60
     """updates per token-reversal run (the paper 2000 episodes)"""
     only: str = ""
-    """comma-separated methods (e.g. ppo,dg): only their cells are trained and read; every
-    other cell keeps its committed rows ("": every cell)"""
+    """comma-separated methods (ppo,dg: every cell of theirs) or cells as their directories
+    under --run-root (seq-9/tpo): only those are trained and read; every other cell keeps its
+    committed rows ("": every cell)"""
     reuse_tabular: bool = False
     """read the tabular CSVs already under --out instead of recomputing them"""
 
@@ -439,10 +441,10 @@ def cells(args: Args) -> list[dict]:
             )
     if args.only:
         only = set(args.only.split(","))
-        unknown = only - set(NET_METHODS) - set(SEQ_METHODS)
-        if unknown:
-            raise SystemExit(f"error: --only: unknown methods {', '.join(sorted(unknown))}")
-        out = [c for c in out if c["method"] in only]
+        names = {c["method"] for c in out} | {cell_name(c) for c in out}
+        if only - names:
+            raise SystemExit(f"error: --only: no such cell or method {sorted(only - names)}")
+        out = [c for c in out if c["method"] in only or cell_name(c) in only]
     if args.toy:  # one cell of each kind: the test's budget
         keep = {("sparse-100", "tpo"), ("onehot-100-10", "grpo"), ("sequence-reverse-2-3", "pg")}
         keep.add(("sequence-reverse-2-3", "dg"))  # a single-sample cell: groups of 1
@@ -450,10 +452,15 @@ def cells(args: Args) -> list[dict]:
     return out
 
 
+def cell_name(c: dict) -> str:
+    """<bandit or seq-L>/<method>: a cell's directory under --run-root."""
+    task = f"seq-{c['length']}" if c["task"].startswith("sequence") else c["task"]
+    return f"{task}/{c['method']}"
+
+
 def run_dir(args: Args, c: dict) -> Path:
     """<run-root>/<bandit or seq-L>/<method>: one population run."""
-    task = f"seq-{c['length']}" if c["task"].startswith("sequence") else c["task"]
-    return Path(args.run_root) / task / c["method"]
+    return Path(args.run_root) / cell_name(c)
 
 
 def argv(args: Args, c: dict) -> list[str]:

@@ -92,3 +92,15 @@ def test_toy_run_writes_every_csv(tmp_path):
         map(tuple, (r.values() for r in runs)))  # fmt: skip
     assert sorted(map(tuple, (r.values() for r in rows("tpo_repro_runs_curves.csv")))) == sorted(
         map(tuple, (r.values() for r in curves)))  # fmt: skip
+
+
+def test_only_picks_cells_by_method_or_directory():
+    def names(only):
+        return [fig.cell_name(c) for c in fig.cells(fig.Args(toy=True, only=only))]
+
+    assert names("dg") == names("seq-3/dg") == ["seq-3/dg"]
+    assert names("pg,sparse-100/tpo") == ["sparse-100/tpo", "seq-3/pg"]
+    full = [fig.cell_name(c) for c in fig.cells(fig.Args(only="seq-9/tpo,ppo"))]
+    assert full == ["seq-7/ppo", "seq-8/ppo", "seq-9/tpo", "seq-9/ppo", "seq-10/ppo"]
+    with pytest.raises(SystemExit, match="no such cell or method"):
+        fig.cells(fig.Args(toy=True, only="seq-11/tpo"))
