@@ -51,15 +51,17 @@ token reversal of section 3.6 with the zero-variance masking ablation of section
    advantage = reward - the batch's mean): PPO = the clipped per-token ratio over 4 epochs
    (algos/grpo.py --adv-norm batch-mean --group-size 1 --kl-coef 0; the reference's PPO has no
    critic) and DG = the Delightful PG gate in one gradient step (--policy-loss dpg, eta 1,
-   --update-epochs 1). Differs from the paper: a 64-64 MLP on the one-hot [prompt | answer so far |
-   position] observation instead of a 2-layer causal transformer; Adam 1e-3 (clip 1.0) instead of
-   Muon 1e-3; our GRPO's KL is to the initial policy (the reference's to the rollout snapshot); the
-   masking ablation at the main setting (paper: L = 8, K = 32, B = 256); budget --seq-updates
-   updates (60; the paper 2000 episodes) and 30 seeds (paper 20; the population runs' CPU cost, not
-   their seeds, sets the budget); PPO and DG at H = 7, 8 (at 9, 10 TPO and GRPO do not fit the CPU
-   budget); our loss averages over an answer's tokens (the reference sums them; under Adam a
-   constant scale, up to its epsilon and the clip). Error: 1 - the rollout's exact-match rate (the
-   paper's training-batch error).
+   --update-epochs 1); and both interaction-matched (ppo-im, dg-im: 800 prompts of one answer an
+   update, the learning rate times sqrt(8), the reference's match="interactions"). Differs from the
+   paper: a 64-64 MLP on the one-hot [prompt | answer so far | position] observation instead of a
+   2-layer causal transformer; Adam 1e-3 (clip 1.0) instead of Muon 1e-3; our GRPO's KL is to the
+   initial policy (the reference's to the rollout snapshot); the masking ablation at the main
+   setting (paper: L = 8, K = 32, B = 256); budget --seq-updates updates (60; the paper 2000
+   episodes) and 30 seeds (paper 20; the population runs' CPU cost, not their seeds, sets the
+   budget); PPO and DG at H = 7-10 prompt-matched, at H = 7, 8 interaction-matched; our loss
+   averages over an answer's tokens (the reference sums them; under Adam a constant scale, up to
+   its epsilon and the clip). Error: 1 - the rollout's exact-match rate (the paper's training-batch
+   error).
 
 Writes <out>/tpo_repro_tabular.csv (per setting, method, seed: final error, area under the error
 curve = its mean over steps, mean log10 error, final and mean misalignment, steps to 1% error),
@@ -94,6 +96,7 @@ SINGLE_METHODS = ("pg", "dg", "grpo", "tpo")
 MULTI_METHODS = ("pg", "dg", "grpo", "tpo", "ce")
 LABELS = {"pg": "PG", "dg": "DG", "grpo": "GRPO", "tpo": "TPO", "ce": "CE (oracle)"}
 LABELS |= {"grpo-nokl": "GRPO (no KL)", "grpo-masked": "GRPO (masked)", "ppo": "PPO"}
+LABELS |= {"ppo-im": "PPO (interaction-matched)", "dg-im": "DG (interaction-matched)"}
 PG = ["--adv-norm", "mean", "--update-epochs", "1", "--kl-coef", "0"]
 SEQ_GRPO = ["--ratio", "sequence"]
 # cell -> (algo, flags); the network bandits and the token-reversal lengths run these
@@ -110,10 +113,15 @@ SEQ_METHODS = {
     "dg": ("grpo", ["--policy-loss", "dpg", "--adv-norm", "batch-mean", "--kl-coef", "0",
                     "--update-epochs", "1"]),
 }  # fmt: skip
-SINGLE_SAMPLE = ("ppo", "dg")  # one answer per prompt: B = 100 answers an update (prompt-matched)
+# interaction-matched (the reference's match="interactions"): B * K = 800 prompts of one answer
+# an update, the learning rate times sqrt(K)
+IM_LR = ["--learning-rate", f"{1e-3 * math.sqrt(8):.6g}"]
+SEQ_METHODS |= {f"{m}-im": (SEQ_METHODS[m][0], SEQ_METHODS[m][1] + IM_LR) for m in ("ppo", "dg")}
+# one answer per prompt: answers an update (prompt-matched 100, interaction-matched 800)
+SINGLE_SAMPLE = {"ppo": 100, "dg": 100, "ppo-im": 800, "dg-im": 800}
 # (bandit, num_envs, group_size, updates); the paper's B = 100 pulls, K = 10 per context
 NET_BANDITS = (("sparse-100", 100, 100, 150), ("onehot-100-10", 200, 10, 100))
-SEQ_CELLS = {7: tuple(SEQ_METHODS), 8: ("tpo", "grpo-nokl", "ppo", "dg")}
+SEQ_CELLS = {7: tuple(SEQ_METHODS), 8: ("tpo", "grpo-nokl", "ppo", "dg", "ppo-im", "dg-im")}
 SEQ_CELLS |= {L: ("tpo", "grpo", "ppo", "dg") for L in (9, 10)}  # the claim at H = 9, 10
 FINAL_WINDOW = 10  # updates averaged for a run's final error
 TAB_FIELDS = ("setting", "method", "seed", "steps", "final_error", "auc_error")
@@ -432,7 +440,7 @@ def cells(args: Args) -> list[dict]:
                     method=method,
                     algo=algo,
                     flags=flags + toy,
-                    num_envs=(2 if single else 16) if args.toy else (100 if single else 800),
+                    num_envs=(2 if single else 16) if args.toy else SINGLE_SAMPLE.get(method, 800),
                     group=1 if single else 8,
                     updates=3 if args.toy else args.seq_updates,
                     length=L,
@@ -536,7 +544,7 @@ def plot(tab: dict, runs: dict, path: Path) -> None:
     fig, axes = plt.subplots(2, cols, figsize=(4 * cols, 7.5), squeeze=False)
     colors = {"pg": "tab:cyan", "dg": "tab:red", "grpo": "tab:orange", "tpo": "tab:blue"}
     colors |= {"ce": "gray", "grpo-nokl": "tab:green", "grpo-masked": "tab:purple"}
-    colors |= {"ppo": "tab:brown"}
+    colors |= {"ppo": "tab:brown", "ppo-im": "tab:pink", "dg-im": "tab:olive"}
     for j, setting in enumerate(("single K=100", "multi N=100 K=10")):
         for (s, m), (err, mis) in tab.items():
             if s != setting:
