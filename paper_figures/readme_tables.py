@@ -735,6 +735,9 @@ TPO_NAMES = {
     "ce": "CE (oracle)",
     "grpo-nokl": "GRPO (no KL)",
     "grpo-masked": "GRPO (zero-variance masked)",
+    "ppo": "PPO (one answer a prompt)",
+    "ppo-im": "PPO (interaction-matched)",
+    "dg-im": "DG (interaction-matched)",
 }
 # the paper's values, read by eye from its Figures 2a / 3a and quoted from its Table 2 (published
 # numbers, not ours)

@@ -77,7 +77,7 @@ import csv
 import math
 import shlex
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -610,6 +610,14 @@ def main(args: Args) -> None:
                        and r["method"] == method)  # fmt: skip
         runs[(task, method)] = np.array([v for _, v in curve])
     curve_rows = kept + curve_rows
+    # in the cells' order (the figure's), whichever call ran them
+    order = {(c["task"], c["method"]): i for i, c in enumerate(cells(replace(args, only="")))}
+
+    def place(r):
+        return order.get((r["task"], r["method"]), len(order))
+
+    rows.sort(key=place)
+    curve_rows.sort(key=place)
     if rows:
         write_rows(out / "tpo_repro_runs.csv", rows, RUN_FIELDS)
         write_rows(out / "tpo_repro_runs_curves.csv", curve_rows)
