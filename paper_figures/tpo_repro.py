@@ -539,7 +539,9 @@ def plot(tab: dict, runs: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    tasks = sorted({task for task, _ in runs}, key=lambda t: (t.startswith("seq"), t))
+    tasks = sorted(
+        {task for task, _ in runs}, key=lambda t: (t.startswith("seq"), len(t), t)
+    )  # L = 10 after 9
     cols = max(4, len(tasks))
     fig, axes = plt.subplots(2, cols, figsize=(4 * cols, 7.5), squeeze=False)
     colors = {"pg": "tab:cyan", "dg": "tab:red", "grpo": "tab:orange", "tpo": "tab:blue"}

@@ -164,3 +164,24 @@ def test_bar_verdict_decides_only_with_the_whole_interval_on_one_side():
     assert bar_verdict("95% CI", 0.47, 0.49, 0.55, above=False) == HOLDS
     assert bar_verdict("95% CI", 0.6, 0.7, 0.55, above=False) == FAILS
     assert bar_verdict("95% CI", 0.5, 0.6, 0.55, above=False) == INCONCLUSIVE
+
+
+def test_tpo_reversal_rows_where_neither_learns_are_inconclusive(monkeypatch):
+    """Table 3's "-" (above 95% exact-match error): a comparison where both methods stay there
+    cannot show that one learns where the other does not, whatever the sign; below it the
+    paired difference decides."""
+    from paper_figures import claims_tpo
+
+    def cells(tpo_error):
+        rows = []
+        for method, error in (("tpo", tpo_error), ("ppo", 0.999)):
+            for seed in range(8):
+                rows.append({"task": "sequence-reverse-2-10", "method": method, "seed": seed,
+                             "updates": 60, "samples_per_update": 800,
+                             "final_error": error - 0.001 * (seed % 3)})  # fmt: skip
+        return rows
+
+    for tpo_error, verdict in ((0.99, claims_tpo.INCONCLUSIVE), (0.5, claims_tpo.HOLDS)):
+        monkeypatch.setattr(claims_tpo, "read", lambda name, e=tpo_error: cells(e))
+        (row,) = [r for r in claims_tpo.run_rows() if r.id == "E11-TPO-reverse-L10-vs-PPO"]
+        assert row.verdict == verdict, (tpo_error, row.statistic)
