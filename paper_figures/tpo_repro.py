@@ -121,8 +121,10 @@ SEQ_METHODS |= {f"{m}-im": (SEQ_METHODS[m][0], SEQ_METHODS[m][1] + IM_LR) for m 
 SINGLE_SAMPLE = {"ppo": 100, "dg": 100, "ppo-im": 800, "dg-im": 800}
 # (bandit, num_envs, group_size, updates); the paper's B = 100 pulls, K = 10 per context
 NET_BANDITS = (("sparse-100", 100, 100, 150), ("onehot-100-10", 200, 10, 100))
+# L = 7 every method; 8-10 the comparisons of Table 3 and PG (the masking ablation at 7 only)
 SEQ_CELLS = {7: tuple(SEQ_METHODS), 8: ("tpo", "grpo-nokl", "ppo", "dg", "ppo-im", "dg-im")}
-SEQ_CELLS |= {L: ("tpo", "grpo", "ppo", "dg") for L in (9, 10)}  # the claim at H = 9, 10
+SEQ_CELLS[8] += ("grpo", "pg")
+SEQ_CELLS |= {L: ("tpo", "grpo", "ppo", "dg", "grpo-nokl", "pg") for L in (9, 10)}
 FINAL_WINDOW = 10  # updates averaged for a run's final error
 TAB_FIELDS = ("setting", "method", "seed", "steps", "final_error", "auc_error")
 TAB_FIELDS += ("mean_log10_error", "final_misalignment", "mean_misalignment", "steps_to_1pct")
