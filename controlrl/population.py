@@ -538,9 +538,11 @@ class PopulationSession(Session):
         torch.default_generator.manual_seed(self.args.seed)
         return models
 
-    def population_policy(self, models: list[nn.Module]) -> PopulationPolicy:
-        """The seeds' models stacked into one PopulationPolicy drawing from their generators."""
-        constant = bool(getattr(self.envs, "constant_observation", False))
+    def population_policy(self, models: list[nn.Module], constant: bool = True) -> PopulationPolicy:
+        """The seeds' models stacked into one PopulationPolicy drawing from their generators;
+        evaluated on one row per seed where the bandit's observation is constant, unless not
+        constant (rows normalised at different steps differ)."""
+        constant = constant and bool(getattr(self.envs, "constant_observation", False))
         policy = PopulationPolicy.build(models, constant_obs=constant)
         policy.generators = self.generators
         return policy

@@ -38,7 +38,7 @@ from controlrl.normalize import RewardScaler, RunningMeanStd
 from controlrl.population import PopulationObsNormalizer, PopulationPolicy, PopulationSession
 from controlrl.population_update import SeedGenerators
 from controlrl.returns import gae
-from controlrl.rollout import Collector
+from controlrl.rollout import Collector, Episode
 from controlrl.seeding import reset_seed
 from controlrl.session import Timer
 from controlrl.update import linear_lr
@@ -73,15 +73,18 @@ class PopulationRewardScaler(RewardScaler):
 
 class LockstepCollector(Collector):
     """The Collector over a population's envs, whose episodes all end at the same steps: each
-    step's ended episodes are kept as one batch (returns, lengths [S * N]) instead of S * N
-    Episode records; a truncated episode is refused (no bootstrap from its final observation)."""
+    step's ended episodes are kept as one Episode of arrays (returns, lengths [S * N]) instead
+    of S * N Episode records (one env in all, S = N = 1, takes the single env's path and its
+    records); a truncated episode is refused (no bootstrap from its final observation)."""
 
     def _episodes_ended(self, buffer, episodes, t: int, ended, terminated, info) -> None:
         if not ended.all():
             raise RuntimeError("a population's envs must end their episodes together")
         if not terminated.all():
             raise RuntimeError("a population's bandit episodes must end, not be truncated")
-        episodes.append((self.ep_return.copy(), self._steps - self._ep_start))
+        episodes.append(
+            Episode(self.ep_return.copy(), self._steps - self._ep_start, self.global_step)
+        )
         self._ep_start[:] = self._steps
 
 
@@ -110,7 +113,9 @@ class PopulationActorCriticRun(PopulationSession):
         self.act_space = self.envs.single_action_space
         shape = self.obs_space.shape
         self.obs_normalizer = PopulationObsNormalizer(S, shape) if args.norm_obs else None
-        self.reward_scaler = PopulationRewardScaler(S, N, args.gamma) if args.norm_reward else None
+        # one seed: the single run's scaler itself (its one-env path is scalar arithmetic)
+        scaler = PopulationRewardScaler(S, N, args.gamma) if S > 1 else RewardScaler(N, args.gamma)
+        self.reward_scaler = scaler if args.norm_reward else None
         self.collector = LockstepCollector(
             self.envs, self.obs_normalizer, self.reward_scaler, args.truncation_as_terminal
         )
@@ -128,7 +133,10 @@ class PopulationActorCriticRun(PopulationSession):
             policy.critic = ValueNet(obs_dim, critic_hidden_sizes)
             return policy
 
-        policy = self.population_policy(self.seeded_models(build))
+        # a constant observation stays constant over a batch only if it is one step's: the
+        # normaliser moves between steps
+        one_step = self.args.num_steps == 1
+        policy = self.population_policy(self.seeded_models(build), constant=one_step)
         return policy, PopulationCritic(policy)
 
     def _seeds_first(self, x: np.ndarray) -> torch.Tensor:
@@ -184,7 +192,7 @@ class PopulationActorCriticRun(PopulationSession):
 
     def _episode_stats(self, episodes) -> dict[str, np.ndarray]:
         """training.episode_metrics of each seed's episodes, in the order its run lists them
-        (step by step, env by env), from the collector's batches (returns, lengths [S * N])."""
+        (step by step, env by env), from the collector's Episodes (of arrays [S * N] each)."""
         S = len(self.seeds)
         if not episodes:
             nan = np.full(S, np.nan)
@@ -200,8 +208,8 @@ class PopulationActorCriticRun(PopulationSession):
             return np.add.reduce(rows, axis=1) / rows.shape[1]
 
         return {
-            "train/episode_return": per_seed([e[0] for e in episodes]),
-            "train/episode_length": per_seed([e[1] for e in episodes]),
+            "train/episode_return": per_seed([e.ret for e in episodes]),
+            "train/episode_length": per_seed([e.length for e in episodes]),
             "train/episodes": np.full(S, len(episodes) * self.envs.num_envs // S),
         }
 

@@ -44,6 +44,17 @@ CASES = {  # a sequence bandit (GAE over 3 steps, 2 minibatches, annealed lr) an
         "--total-timesteps",
         "320",
     ],
+    # a constant observation over 4 steps: normalised at different steps, the rows differ
+    "bernoulli-steps": [
+        "--env-id",
+        "bandit:bernoulli-10",
+        "--num-steps",
+        "4",
+        "--num-minibatches",
+        "2",
+        "--total-timesteps",
+        "192",
+    ],
     "bernoulli": [
         "--env-id",
         "bandit:bernoulli-10",
@@ -99,6 +110,18 @@ def test_one_seed_population_is_the_single_run_to_the_byte(case, tmp_path):
     assert "\n".join(",".join(r) for r in [header, *body]) + "\n" == single
     final = [json.loads((tmp_path / d / "final_eval.json").read_text()) for d in ("single", "pop")]
     assert final[1]["eval_return_per_seed"] == [final[0]["eval_return_mean"]]
+
+
+def test_one_seed_of_one_env_is_the_single_run_to_the_byte(tmp_path):
+    """S = N = 1: the collector's one-env path (Episode records of scalars) in both."""
+    argv = [*CASES["bernoulli"], "--seed", "2", *QUIET, "--hidden-sizes", "8", "--num-steps", "4"]
+    for name, extra in (("single", []), ("pop", ["--num-seeds", "1"])):
+        ppo.main(
+            parse(ppo.Args, [*argv, "--num-envs", "1", *extra, "--run-dir", str(tmp_path / name)])
+        )
+    header, body = rows(tmp_path / "pop" / "metrics.csv")
+    single = (tmp_path / "single" / "metrics.csv").read_text()
+    assert "\n".join(",".join(r) for r in [header, *body]) + "\n" == single
 
 
 @pytest.mark.parametrize("case", list(CASES))
