@@ -9,16 +9,24 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 @pytest.fixture
 def recorded_actions(monkeypatch):
-    """Every group rollout's actions [T, envs], in collection order."""
+    """Every rollout's actions [T, envs], in collection order: a group rollout's
+    (GroupCollector) or an actor-critic rollout's buffer (rollout.Collector)."""
     from controlrl.group_rollout import GroupCollector  # torch: only for the tests that ask
+    from controlrl.rollout import Collector
 
     seen = []
-    collect = GroupCollector.collect
+    group_collect, collect = GroupCollector.collect, Collector.collect
 
-    def recording(self, act, seed):
-        rollout = collect(self, act, seed)
+    def group_recording(self, act, seed):
+        rollout = group_collect(self, act, seed)
         seen.append(rollout.actions.copy())
         return rollout
 
-    monkeypatch.setattr(GroupCollector, "collect", recording)
+    def recording(self, buffer, act):
+        episodes = collect(self, buffer, act)
+        seen.append(buffer.actions.copy())
+        return episodes
+
+    monkeypatch.setattr(GroupCollector, "collect", group_recording)
+    monkeypatch.setattr(Collector, "collect", recording)
     return seen

@@ -12,6 +12,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from population_rows import rows, without_seed
 
 import envs
 from algos import grpo, tpo
@@ -56,26 +57,13 @@ def train(module, run_dir, *argv):
     module.main(parse(module.Args, [*argv, *SMALL, *QUIET, "--run-dir", str(run_dir)]))
 
 
-def rows(path, seed=None):
-    """metrics.csv's rows as lists of strings (one seed's, without the seed column)."""
-    with path.open() as f:
-        reader = csv.reader(f)
-        header = next(reader)
-        if "seed" not in header:
-            return header, list(reader)
-        col = header.index("seed")
-        kept = [r for r in reader if seed is None or int(r[col]) == seed]
-        return header[:col] + header[col + 1 :], [r[:col] + r[col + 1 :] for r in kept]
-
-
 @pytest.mark.parametrize("case", ["grpo-seq-kalman", "tpo-bernoulli"])
 def test_one_seed_population_is_the_single_run_to_the_byte(case, tmp_path):
     module, argv = CASES[case]
     train(module, tmp_path / "single", *argv, "--seed", "3")
     train(module, tmp_path / "pop", *argv, "--seed", "3", "--num-seeds", "1")
     single = (tmp_path / "single" / "metrics.csv").read_text()
-    header, body = rows(tmp_path / "pop" / "metrics.csv")
-    assert "\n".join(",".join(r) for r in [header, *body]) + "\n" == single
+    assert without_seed(tmp_path / "pop" / "metrics.csv") == single
     final = [json.loads((tmp_path / d / "final_eval.json").read_text()) for d in ("single", "pop")]
     assert final[1]["eval_return_per_seed"] == [final[0]["eval_return_mean"]]
 

@@ -6,19 +6,18 @@ the population path lacks exit 2 with one line."""
 
 from __future__ import annotations
 
-import csv
 import json
 
 import numpy as np
 import pytest
 import torch
+from population_rows import rows, without_seed
 
 from algos import ppo
 from controlrl import checkpoint
 from controlrl.cli import parse
 from controlrl.normalize import RewardScaler
 from controlrl.population_actor_critic import PopulationRewardScaler
-from controlrl.rollout import Collector
 
 QUIET = ["--no-tensorboard", "--no-progress", "--eval-every", "0", "--eval-episodes", "2"]
 SMALL = ["--hidden-sizes", "8", "--num-envs", "16", "--update-epochs", "3"]
@@ -73,41 +72,13 @@ def train(run_dir, *argv):
     ppo.main(parse(ppo.Args, [*argv, *SMALL, *QUIET, "--run-dir", str(run_dir)]))
 
 
-def rows(path, seed=None):
-    """metrics.csv's rows as lists of strings (one seed's, without the seed column)."""
-    with path.open() as f:
-        reader = csv.reader(f)
-        header = next(reader)
-        if "seed" not in header:
-            return header, list(reader)
-        col = header.index("seed")
-        kept = [r for r in reader if seed is None or int(r[col]) == seed]
-        return header[:col] + header[col + 1 :], [r[:col] + r[col + 1 :] for r in kept]
-
-
-@pytest.fixture
-def recorded_actions(monkeypatch):
-    """Every rollout's actions [T, envs], in collection order."""
-    seen = []
-    collect = Collector.collect
-
-    def recording(self, buffer, act):
-        episodes = collect(self, buffer, act)
-        seen.append(buffer.actions.copy())
-        return episodes
-
-    monkeypatch.setattr(Collector, "collect", recording)
-    return seen
-
-
 @pytest.mark.parametrize("case", list(CASES))
 def test_one_seed_population_is_the_single_run_to_the_byte(case, tmp_path):
     argv = CASES[case]
     train(tmp_path / "single", *argv, "--seed", "3")
     train(tmp_path / "pop", *argv, "--seed", "3", "--num-seeds", "1")
     single = (tmp_path / "single" / "metrics.csv").read_text()
-    header, body = rows(tmp_path / "pop" / "metrics.csv")
-    assert "\n".join(",".join(r) for r in [header, *body]) + "\n" == single
+    assert without_seed(tmp_path / "pop" / "metrics.csv") == single
     final = [json.loads((tmp_path / d / "final_eval.json").read_text()) for d in ("single", "pop")]
     assert final[1]["eval_return_per_seed"] == [final[0]["eval_return_mean"]]
 
