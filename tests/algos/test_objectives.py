@@ -141,7 +141,10 @@ def test_population_of_two_equals_the_single_runs(flags, tmp_path, recorded_acti
         (["--policy-loss", "nft", "--adv-norm", "rloo"], "--policy-loss nft weighs prompts as"),
         (["--policy-loss", "nft", "--overlong-max", "4"], "--policy-loss nft needs successes"),
         (["--policy-loss", "ppo2"], "--policy-loss must be one of cispo, clip, clip-cov"),
-        (["--adv-norm", "rlo"], "--adv-norm must be one of batch-mean, bnpo, lite-ppo, mean, mean-std"),
+        (
+            ["--adv-norm", "rlo"],
+            "--adv-norm must be one of batch-mean, bnpo, lite-ppo, mean, mean-std",
+        ),
         (["--kl-estimator", "k9"], "--kl-estimator must be one of k1, k2, k3, k3-unbiased"),
         (["--kl-in", "value"], "--kl-in must be one of loss, reward, got 'value'"),
         (["--cov-frac", "0"], "--cov-frac must be in (0, 1]"),
