@@ -238,6 +238,11 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
         require_objective_flags(self)
         super().validate()
         require_group_flags(self)
+        require(
+            not (self.filter_zero_variance and self.group_size == 1),
+            "filter_zero_variance",
+            "needs groups of >= 2 (a group of one has zero variance: every group would go)",
+        )
         require_population_flags(self)
         require_positive(
             self,

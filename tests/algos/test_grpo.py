@@ -439,6 +439,10 @@ def test_resume_repeats_the_uninterrupted_run_bit_for_bit(tmp_path):
     [
         (["--group-size", "1"], "--group-size must be >= 2"),
         (["--group-size", "0", "--adv-norm", "batch-mean"], "1 with --adv-norm batch-mean), got 0"),
+        (
+            ["--group-size", "1", "--adv-norm", "batch-mean", "--filter-zero-variance"],
+            "--filter-zero-variance needs groups of >= 2",
+        ),
         (["--group-size", "3"], "--group-size must divide --num-envs (64)"),
         (["--kl-coef", "-0.1"], "--kl-coef must be >= 0"),
         (["--kalman-v", "-1"], "--kalman-v must be >= 0"),
