@@ -122,9 +122,9 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
                 ("start_states", None),
                 ("bc_demos", None),
             ):
-                value = getattr(self, flag)
-                require(value == plain, "num_seeds", f"needs --{flag.replace('_', '-')} "
-                        f"{plain} (the population path's), got {value}")  # fmt: skip
+                value, name = getattr(self, flag), "--" + flag.replace("_", "-")
+                need = f"does not take {name}" if plain is None else f"needs {name} {plain}"
+                require(value == plain, "num_seeds", f"{need} (the population path), got {value}")
             require_population_flags(self)
 
 
