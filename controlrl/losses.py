@@ -59,3 +59,19 @@ def expectile_loss(u: torch.Tensor, tau: float) -> torch.Tensor:
     implicit_q_learning critic.py, tinkoff-ai/CORL algorithms/offline/iql.py)."""
     weight = (tau - (u < 0).to(u.dtype)).abs()  # in u's dtype (a where() of floats is float32)
     return (weight * u.square()).mean()
+
+
+def copg_loss(
+    logp: torch.Tensor, logp_ref: torch.Tensor, rewards: torch.Tensor, beta: float
+) -> torch.Tensor:
+    """Contrastive Policy Gradient (Flet-Berliac et al. 2024, arXiv 2406.19185), in the form
+    Cohere's Command A report writes it (arXiv 2504.00698): per group of G outputs of one
+    context, 1/(G - 1) sum_{i > j} (R_i - R_j)^2 with R = r - beta log(pi / pi_ref) the
+    regularised reward, gradient through both log pi terms; mean over groups. Inputs [..., G]
+    (G >= 2); the outputs may come from any behaviour policy (no importance weights). Its
+    gradient per group is -2 beta sum_i (R_i - mean_{j != i} R_j) grad log pi_i: RLOO on R."""
+    if logp.shape[-1] < 2:
+        raise ValueError("copg_loss needs groups of at least 2 outputs (pairs)")
+    R = rewards - beta * (logp - logp_ref)
+    gaps = R[..., :, None] - R[..., None, :]  # [..., G, G]: every ordered pair, each twice
+    return (gaps.square().sum((-2, -1)) / (2 * (logp.shape[-1] - 1))).mean()

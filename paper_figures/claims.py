@@ -858,8 +858,9 @@ THEORY = {
     "T-K1": "KL-regularised closed form (and A*-PO's bias)",
     "T-K2": "VIMPO's path-independent implied value",
     "T-K3": "REBEL's regression is mirror descent",
-    "T-K4": "off-policy pair regression anchored at pi_ref (REBEL form) recovers the KL "
-    "optimum; CoPG's own estimator is not checked",
+    "T-K4": "off-policy pair regression anchored at pi_ref recovers the KL optimum; CoPG's loss "
+    "has zero expected gradient at pi* under any behaviour, the PG without weights only with "
+    "the baseline V*",
     "T-K5": "DPO = KL optimum; EXO differs in a restricted class",
     "T-G1": "GRPO's success-probability recurrence",
     "T-G2": "zero-variance groups",

@@ -1675,6 +1675,23 @@ def entropy_mechanism(read: Read) -> str:
     )
 
 
+@table("copg-bandit")
+def copg_bandit(read: Read) -> str:
+    rows = read("copg_bandit.csv")
+    names = {"copg": "CoPG (pairs, no weights)", "is": "PG with importance weights pi / mu",
+             "pg": "PG without baseline or weights"}  # fmt: skip
+    body = []
+    for method in ("copg", "is", "pg"):
+        mine = rows_where(rows, method=method)
+        body.append([names[method], spread(col(mine, "gap"), ".4f"),
+                     spread(col(mine, "kl_to_data_optimum"), ".4f")])  # fmt: skip
+    floor = col(rows_where(rows, method="copg"), "floor")
+    body.append(["the dataset's own optimum pi_hat*", spread(floor, ".4f"), "0"])
+    return f"`out/copg_bandit.csv`, {nseeds(rows)} seeds, mean [95% bootstrap CI]:\n\n" + md(
+        ["policy after training", "J(pi*) - J(pi)", "KL(pi, pi_hat*)"], body
+    )
+
+
 @table("entropy-law-bandit")
 def entropy_law_bandit(read: Read) -> str:
     rows = read("entropy_law_bandit.csv")

@@ -67,3 +67,48 @@ def test_expectile_minimiser_solves_the_first_order_condition_and_rises_to_the_m
         m = ms[taus.index(tau)]
         assert 0 < xs.max() - m <= n * (1 - tau) / tau * spread
     assert xs.max() - ms[-1] < 0.05 * spread  # tau 0.999, 50 samples: within 5% of the range
+
+
+def _table_logp(logits: torch.Tensor, arms: torch.Tensor) -> torch.Tensor:
+    return torch.log_softmax(logits, -1)[arms]
+
+
+def test_copg_gradient_is_rloo_on_the_regularised_reward_for_any_samples():
+    """Off-policy samples (not from pi): CoPG's gradient is 2 beta G times the gradient of
+    REINFORCE with the leave-one-out baseline on R = r - beta log(pi / pi_ref), per group."""
+    from controlrl.advantages import rloo
+    from controlrl.losses import copg_loss
+
+    gen = torch.Generator().manual_seed(0)
+    K, G, n, beta = 6, 4, 3, 0.3
+    logits = torch.randn(K, generator=gen, dtype=torch.float64, requires_grad=True)
+    ref = torch.randn(K, generator=gen, dtype=torch.float64)
+    arms = torch.randint(K, (n, G), generator=gen)  # uniform, far from softmax(logits)
+    r = torch.rand(n, G, generator=gen, dtype=torch.float64)
+    logp, logp_ref = _table_logp(logits, arms), _table_logp(ref, arms)
+    (g_copg,) = torch.autograd.grad(copg_loss(logp, logp_ref, r, beta), logits, retain_graph=True)
+    R = (r - beta * (logp - logp_ref)).detach()
+    reinforce = -(rloo(R) * logp).sum(-1).mean() / G
+    (g_rloo,) = torch.autograd.grad(reinforce, logits, retain_graph=True)
+    torch.testing.assert_close(g_copg, 2 * beta * G * g_rloo, rtol=1e-12, atol=1e-14)
+    # the leave-one-out is what makes it so: the full-mean baseline is (G - 1) / G of it
+    mean_base = -((R - R.mean(-1, keepdim=True)) * logp).sum(-1).mean() / G
+    (g_mean,) = torch.autograd.grad(mean_base, logits)
+    assert not torch.allclose(g_copg, 2 * beta * G * g_mean)
+
+
+def test_copg_on_a_preference_pair_is_ipo_times_beta_squared():
+    """IPO (Azar et al. 2023, arXiv 2310.12036): (h_w - h_l - 1 / (2 tau))^2 with h = log pi /
+    pi_ref. CoPG on the pair with reward gap beta / (2 tau) is beta^2 times it."""
+    from controlrl.losses import copg_loss
+
+    gen = torch.Generator().manual_seed(1)
+    logp = torch.randn(5, 2, generator=gen, dtype=torch.float64)
+    logp_ref = torch.randn(5, 2, generator=gen, dtype=torch.float64)
+    beta, tau = 0.4, 0.25
+    r = torch.tensor([beta / (2 * tau), 0.0], dtype=torch.float64).expand(5, 2)
+    h = logp - logp_ref
+    ipo = (h[:, 0] - h[:, 1] - 1 / (2 * tau)).square().mean()
+    torch.testing.assert_close(copg_loss(logp, logp_ref, r, beta), beta**2 * ipo)
+    with pytest.raises(ValueError, match="at least 2"):
+        copg_loss(logp[:, :1], logp_ref[:, :1], r[:, :1], beta)

@@ -2,7 +2,9 @@
 
 REBEL: its least squares over all pairs is solved by the mirror-descent step pi_t exp(eta r)/Z
     (scipy minimisation over the logits; any full-support pair weighting).
-CoPG (the claim, for a regularised-gap regression): off-policy pairs from any mu reach pi*.
+CoPG (the claim, for a regularised-gap regression): off-policy pairs from any mu reach pi*; its
+    own loss (controlrl.losses.copg_loss) has zero expected gradient at pi* under any mu, where
+    an off-policy PG without importance weights needs the baseline V*.
 DPO vs EXO: DPO's population loss (Bradley-Terry labels from r, all pairs) has the tabular
     optimum pi*; with quadratic logits EXO (reverse KL) seeks the better mode and DPO spreads,
     flatter even than the forward-KL fit (a finding on the direction).
@@ -56,6 +58,50 @@ def test_off_policy_pairs_recover_the_regularised_optimum():
             options={"gtol": 1e-12},
         )
         np.testing.assert_allclose(po.softmax(res.x), pi_star, atol=1e-5)
+
+
+def _expected_copg_gradient(logits, logits_ref, r, beta, mu):
+    """d/dlogits of E_{a, a' ~ mu}[copg_loss on the pair (a, a')] (controlrl.losses)."""
+    import torch
+
+    from controlrl.losses import copg_loss
+
+    z = torch.tensor(logits, requires_grad=True)
+    logp, logp_ref = torch.log_softmax(z, -1), torch.log_softmax(torch.tensor(logits_ref), -1)
+    K = len(r)
+    a, b = np.divmod(np.arange(K * K), K)
+    pairs = torch.tensor(np.stack([a, b], 1))
+    losses = torch.stack([copg_loss(logp[p], logp_ref[p], torch.tensor(r)[p], beta) for p in pairs])
+    (g,) = torch.autograd.grad((torch.tensor(np.outer(mu, mu).ravel()) * losses).sum(), z)
+    return g.numpy()
+
+
+def test_copg_needs_no_importance_weights_and_a_fixed_baseline_would():
+    """CoPG's claim: from pairs of any behaviour mu, with no importance weights, its expected
+    gradient vanishes at pi* (and not elsewhere); the off-policy PG without importance weights,
+    E_mu[(R - b) grad log pi] with R = r - beta log(pi / pi_ref), vanishes at pi* only for the
+    baseline b = V* = beta log E_ref[exp(r / beta)] ("the right state baseline")."""
+    rng = np.random.default_rng(7)
+    logits_ref, r, beta = rng.normal(size=5), rng.normal(size=5), 0.5
+    pi_ref = po.softmax(logits_ref)
+    pi_star, v_star = po.kl_regularized_optimum(pi_ref, r, beta)
+    z_star = np.log(pi_star)
+    for mu in (rng.dirichlet(np.ones(5)), rng.dirichlet(0.2 * np.ones(5))):
+        g = _expected_copg_gradient(z_star, logits_ref, r, beta, mu)
+        np.testing.assert_allclose(g, 0, atol=1e-12)
+        g_off = _expected_copg_gradient(z_star + rng.normal(size=5), logits_ref, r, beta, mu)
+        assert np.abs(g_off).max() > 1e-3
+
+        def pg(z, b, mu=mu):
+            pi = po.softmax(z)
+            R = r - beta * (np.log(pi) - np.log(pi_ref))
+            return mu * (R - b) - (mu @ (R - b)) * pi  # E_mu[(R - b)(e_a - pi)]
+
+        np.testing.assert_allclose(pg(z_star, v_star), 0, atol=1e-12)
+        for b in (0.0, v_star + 0.5):
+            assert np.abs(pg(z_star, b)).max() > 1e-2
+    # on-policy (mu = pi*) any baseline is fine: E_pi[grad log pi] = 0
+    np.testing.assert_allclose(pg(z_star, 3.0, mu=pi_star), 0, atol=1e-12)
 
 
 def _tree(depth=3, A=3, seed=1):
