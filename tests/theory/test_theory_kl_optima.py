@@ -45,7 +45,7 @@ def test_rebel_regression_solves_to_the_mirror_descent_step():
 def test_off_policy_pairs_recover_the_regularised_optimum():
     """CoPG's claim (off-policy pairs from any mu, no importance weights, reach pi*), for
     the regression of regularised reward gaps r - beta log(pi / pi_ref) on pairs from mu, i.e.
-    rebel_loss anchored at pi_ref with eta = 1 / beta. CoPG's own estimator is not checked."""
+    rebel_loss anchored at pi_ref with eta = 1 / beta. (CoPG's own loss: the next test.)"""
     rng = np.random.default_rng(6)
     logits_ref, r, beta = rng.normal(size=5), rng.normal(size=5), 0.5
     pi_star, _ = po.kl_regularized_optimum(po.softmax(logits_ref), r, beta)
