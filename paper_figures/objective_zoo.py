@@ -10,7 +10,7 @@ others), plus the variable-length sequence bandit for DAPO's overlong shaping.
 
 Per bandit (PLAN: samples, seeds, objectives; --samples / --seeds / --objectives replace them):
 every objective on every bandit (those that apply, below) at 200 seeds, and sequence-stop-2-4
-GRPO and DAPO's overlong shaping at 30 seeds. A sequence-reverse-2-6 seed costs about fifty
+GRPO and DAPO's overlong shaping at 200 seeds. A sequence-reverse-2-6 seed costs about fifty
 times a bernoulli-10 seed (a 200-seed cell about 8-9 CPU-minutes); sequence-stop-2-4's episodes
 end at different steps, so it is no population bandit: its seeds are separate runs. Objectives that
 need a bandit kind run only there: GSPO's sequence ratio on sequence bandits (on a one-step
@@ -132,7 +132,7 @@ PLAN = {
     "bandit:sparse-1000": (20480, 200, EVERY),
     "bandit:sequence-reverse-2-6": (20480, 200, [*EVERY, "gspo"]),
     "bandit:sequence-add-2-3": (20480, 200, [*EVERY, "gspo"]),
-    "bandit:sequence-stop-2-4": (20480, 30, ["dapo-overlong"]),  # a budget of 20,480 tokens
+    "bandit:sequence-stop-2-4": (20480, 200, ["dapo-overlong"]),  # a budget of 20,480 tokens
 }  # fmt: skip
 RUN_FIELDS = ("bandit", "objective", "seed", "samples", "optimal_reward", "final_success")
 RUN_FIELDS += ("final_eval", "auc", "clip_frac")
