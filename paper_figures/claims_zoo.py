@@ -76,6 +76,12 @@ CLAIMS = [
      "GRPO", 0),
     ("Z-GSPO", "gspo", "grpo", "GSPO (arXiv 2507.18071)",
      "the sequence-level (geometric-mean) ratio trains better than GRPO's per-token one", 1),
+    ("Z-KL-unbiased", "kl-k3-unbiased", "grpo", "DeepSeek-V3.2 (arXiv 2512.02556)",
+     "the unbiased k3 KL estimate (k3 weighted by pi / pi_old; its gradient unbiased, tested "
+     "exactly in tests/controlrl/test_kl_estimators.py) trains at least as well as plain k3",
+     0),
+    ("Z-KL-in-loss", "grpo", "kl-in-reward", "DeepSeekMath / GRPO (arXiv 2402.03300)",
+     "the KL penalty added to the loss, not to the reward, does at least as well", 0),
     ("Z-Overlong", "dapo-overlong", "grpo", "DAPO (arXiv 2503.14476)",
      "the soft overlong punishment of too-long responses improves training", 1),
 ]  # fmt: skip
