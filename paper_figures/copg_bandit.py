@@ -110,6 +110,8 @@ def problems(seeds: int, pulls: int) -> dict:
 def loss(method: str, logits, ref, mu, arms, rewards) -> torch.Tensor:
     """The minimised loss of one method on minibatches arms, rewards [S, B] (summed over seeds:
     each seed's gradient is its own)."""
+    if method not in METHODS:
+        raise ValueError(f"method {method!r}, expected one of {METHODS}")
     logp = torch.log_softmax(logits, -1).gather(1, arms)
     logp_ref = torch.log_softmax(ref, -1).gather(1, arms)
     if method == "copg":
@@ -119,8 +121,6 @@ def loss(method: str, logits, ref, mu, arms, rewards) -> torch.Tensor:
     R = (rewards - BETA * (logp - logp_ref)).detach()
     if method == "is":
         R = R * (logp.detach().exp() / mu.gather(1, arms))
-    if method not in METHODS:
-        raise ValueError(f"method {method!r}, expected one of {METHODS}")
     return -(R * logp).mean(1).sum()
 
 
