@@ -89,12 +89,20 @@ def final_return(run_dir: Path, window: int) -> float:
     return float((n * ret).sum() / n.sum()) if n.sum() else float("nan")
 
 
+TRAIN_LAPS = ("time/rollout_s", "time/update_s", "time/train_s")
+"""timing.csv's per-iteration laps of collection and updates (an off-policy loop that
+interleaves the two times them together as time/train_s)."""
+
+
 def train_seconds(run_dir: Path) -> float:
-    """Seconds a run spent collecting and updating: the sum of timing.csv's time/rollout_s and
-    time/update_s over its iterations (start-up and evaluations not counted)."""
+    """Seconds a run spent collecting and updating: the sum of timing.csv's TRAIN_LAPS columns
+    over its iterations (start-up and evaluations not counted)."""
     with (Path(run_dir) / "timing.csv").open() as f:
         rows = list(csv.DictReader(f))
-    return float(sum(float(r["time/rollout_s"]) + float(r["time/update_s"]) for r in rows))
+    laps = [c for c in TRAIN_LAPS if rows and c in rows[0]]
+    if rows and not laps:
+        raise ValueError(f"{run_dir}/timing.csv has none of {TRAIN_LAPS}")
+    return float(sum(float(r[c]) for r in rows for c in laps))
 
 
 def smooth(values: np.ndarray, window: int) -> np.ndarray:

@@ -18,12 +18,16 @@ Counting is in gradient steps (algos/iql.py --total-timesteps): --steps offline,
 --online-steps (one env step each) for the offline-to-online run. Default budget: 100k gradient
 steps x 3 seeds per configuration (CORL / the paper: 1M).
 
---envs runs the same configurations on each env's datasets. Writes <out>/<name>.png (--name,
-default iql_tau), <name>.csv (one row per finished run: its final_eval.json's
-normalised score and return, the gradient steps it ran) and <name>_curves.csv (each run's
-eval/normalized_score along its steps: the plotted curves). The PNG: bars at the mean over seeds,
-the seeds as dots, and the 95% bootstrap CI (controlrl.stats) only from >= 5 seeds; the online
-curve's band is that CI or, below 5 seeds, the min-max range (its legend says which).
+--envs runs the same configurations on each env's datasets. --keep-committed grows a study over
+several calls: the configurations (dataset, method, tau, online steps) of <out>/<name>.csv with
+no finished run under --sweep-dir keep their committed rows and curves (all at this call's
+--steps, else an error).
+
+Writes <out>/<name>.png (--name, default iql_tau), <name>.csv (one row per finished run: its
+final_eval.json's normalised score and return, the gradient steps it ran) and <name>_curves.csv
+(each run's eval/normalized_score along its steps: the plotted curves). The PNG: bars at the mean
+over seeds, the seeds as dots, and the 95% bootstrap CI (controlrl.stats) only from >= 5 seeds; the
+online curve's band is that CI or, below 5 seeds, the min-max range (its legend says which).
 """
 
 from __future__ import annotations
@@ -204,6 +208,33 @@ def read_csvs(out: Path, name: str) -> list[dict]:
     return runs
 
 
+CONFIG_KEY = ("dataset", "method", "tau", "online_steps")
+
+
+def with_committed(args, runs: list[dict]) -> list[dict]:
+    """--keep-committed: the runs of <out>/<name>.csv and _curves.csv whose configuration
+    (CONFIG_KEY) has no finished run here, then these runs. A study grown over several calls (a
+    dataset or tau at a time) keeps what it ran before; a kept run of another budget is an error,
+    so one CSV never mixes budgets."""
+    if not (args.out / f"{args.name}.csv").exists():
+        return runs
+    fresh = {tuple(r["row"][k] for k in CONFIG_KEY) for r in runs}
+    kept = [
+        r
+        for r in read_csvs(args.out, args.name)
+        if tuple(r["row"][k] for k in CONFIG_KEY) not in fresh
+    ]
+    for r in kept:
+        want = args.steps + r["row"]["online_steps"]
+        if r["row"]["steps"] != want:
+            raise SystemExit(
+                f"error: --keep-committed: {args.name}.csv holds a run of {r['row']['steps']:,}"
+                f" steps ({r['label']} on {r['row']['dataset']}, seed {r['row']['seed']}); this"
+                f" call's --steps gives {want:,}"
+            )
+    return kept + runs
+
+
 def summary(runs: list[dict]) -> list[tuple]:
     """(dataset, label, mean, lo, hi, n) of the final normalised score: the 95% bootstrap CI from
     >= 5 seeds, the min-max range below."""
@@ -308,6 +339,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--replot", action="store_true", help="only the PNG, from <out>/<name>.csv and _curves.csv"
     )
+    p.add_argument(
+        "--keep-committed",
+        action="store_true",
+        help="keep the configurations of <out>/<name>.csv that have no finished run here",
+    )
     p.add_argument("extra", nargs="*", help="flags passed to algos/iql.py (after --)")
     args = p.parse_args(argv)
     if args.replot:  # the committed CSVs alone: no dataset, run or sweep is read
@@ -325,6 +361,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.train:
         train(args, cfgs)
     runs = collect(args, cfgs)
+    if args.keep_committed:
+        runs = with_committed(args, runs)
     if not runs:
         missing = [c for c in cfgs if not dataset_file(args, c["dataset"]).exists()]
         for c in {c["dataset"]: c for c in missing}.values():

@@ -65,10 +65,17 @@ def test_final_return_weights_by_episode_count(tmp_path):
     assert plots.final_return(tmp_path, window=50) == 20.0
 
 
-def test_train_seconds_sums_rollout_and_update_time(tmp_path):
+def test_train_seconds_sums_collection_and_update_time(tmp_path):
     rows = ["step,time/sps,time/rollout_s,time/update_s", "2048,1000,0.5,1.25", "4096,900,0.75,2.0"]
     (tmp_path / "timing.csv").write_text("\n".join(rows) + "\n")
     assert plots.train_seconds(tmp_path) == 0.5 + 1.25 + 0.75 + 2.0
+    # an off-policy loop times collection and updates together (algos/retrace.py)
+    rows = ["step,time/sps,time/train_s,time/eval_s", "1000,500,0.25,9.0", "2000,400,0.5,9.0"]
+    (tmp_path / "timing.csv").write_text("\n".join(rows) + "\n")
+    assert plots.train_seconds(tmp_path) == 0.25 + 0.5
+    (tmp_path / "timing.csv").write_text("step,time/sps\n1000,500\n")
+    with pytest.raises(ValueError, match="timing.csv has none of"):
+        plots.train_seconds(tmp_path)
 
 
 def test_axis_labels_are_words_not_column_names(tmp_path):
