@@ -360,35 +360,9 @@ def retrace_rows() -> list[Row]:
             "retrace_contraction.csv",
         )
     ]
-    mj = read("retrace_vs_traces_mujoco.csv")
-    for kind in ("is", "q_lambda"):
-        for metric in ("mean_eval_return", "final_eval_return"):
-            a = values(mj, metric, config="retrace-retrace")
-            b = values(mj, metric, config=f"retrace-{kind}")
-            d = np.array([a[s] - b[s] for s in sorted(a) if s in b])
-            stat, verdict, det = paired_verdict(d, ".4g")
-            label = (
-                "mean over the run's evaluations"
-                if metric.startswith("mean")
-                else ("final evaluation")
-            )
-            out.append(
-                Row(
-                    f"E4-mujoco-{kind}-{metric.split('_')[0]}",
-                    "Safe and Efficient Off-Policy Reinforcement Learning (arXiv 1606.02647)",
-                    f"Retrace's traces learn better than {kind} traces",
-                    "Atari, 200M frames",
-                    "transplant: Hopper-v5 actor-critic",
-                    f"ours {int(mj[0]['steps']):,} env steps",
-                    f"{d.size}",
-                    f"{label} return, Retrace minus {kind}",
-                    stat,
-                    verdict,
-                    det,
-                    "retrace_vs_traces_mujoco.csv",
-                )
-            )
-    return out
+    from paper_figures import claims_retrace  # it imports this module
+
+    return out + claims_retrace.rows(read)
 
 
 def iql_rows() -> list[Row]:

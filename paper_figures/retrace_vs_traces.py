@@ -22,8 +22,11 @@ evaluation beside their run-average evaluation (the mean over all evaluations of
     python paper_figures/retrace_vs_traces.py --plot-only      # redraw from the CSVs in --out
     python paper_figures/retrace_vs_traces.py --toy --out runs/toy/retrace [--train]   # seconds
 
-The committed panel B: --train --total-timesteps 30000 (3 seeds, evaluation every 5,000 steps
-over 5 episodes).
+The committed panel B (retrace_vs_traces_mujoco.csv): --train --traces retrace,is --seeds 5
+--total-timesteps 100000 --eval-every 10000 --eval-episodes 10. The earlier runs of
+all four traces, --train --total-timesteps 30000 (3 seeds, evaluation every 5,000 steps over 5
+episodes) --mujoco-name retrace_vs_traces_mujoco_30k, are kept for the ledger's old verdicts and
+the traces not rerun (that command also rewrites the PNG and panel A: run the first one after it).
 
 Writes <out>/retrace_vs_traces.png, retrace_vs_traces.csv (panel A: per alpha, kind and update
 the error's median, 10% and 90% over seeds and the expected update's error),
@@ -67,6 +70,7 @@ KINDS = {
 }
 TOL = 1e-2  # expected_updates_to_tol: the first update where the expected rule's error < TOL
 CAP = 1e6  # an error above this counts as diverged; that run stops updating (no overflow)
+MUJOCO_NAME = "retrace_vs_traces_mujoco"
 TOY_TAB = {"tab_seeds": 3, "updates": 60, "variance_paths": 200}
 TOY_MUJOCO = {"seeds": 1, "total_timesteps": 256, "eval_every": 128, "eval_episodes": 1}
 TOY_PPO = "--num-steps 64 --num-minibatches 2 --update-epochs 1 --hidden-sizes 16 16"
@@ -256,6 +260,8 @@ def collect(args, cfgs: list[dict]) -> list[dict]:
     with no final evaluation and steps = its last logged step) and its eval and training-return
     curves. A diverged run is one that stopped on non-finite losses (its log says so; its last
     good checkpoint stays); a run still going or killed is left out."""
+    from controlrl import plots
+
     runs = []
     for c in cfgs:
         base = args.sweep_dir / c["label"] / "runs" / c["algo"] / args.env_id.replace(":", "_")
@@ -279,6 +285,13 @@ def collect(args, cfgs: list[dict]) -> list[dict]:
             # sample efficiency: the mean of the eval curve (area under it / steps)
             row["mean_eval_return"] = float(np.mean(evals[1])) if len(evals[1]) else float("nan")
             row["last_train_return"] = float(trains[1][-1]) if len(trains[1]) else float("nan")
+            config = run_dir / "config.json"
+            if config.exists():  # the evaluation protocol, for the ledger's rows
+                run_args = json.loads(config.read_text())["args"]
+                row["eval_every"] = run_args["eval_every"]
+                row["eval_episodes"] = run_args["eval_episodes"]
+            timed = (run_dir / "timing.csv").exists()  # the experiment's compute, stated once
+            row["train_s"] = plots.train_seconds(run_dir) if timed else float("nan")
             runs.append({"row": row, "eval": evals, "train": trains})
     return runs
 
@@ -294,9 +307,10 @@ def diverged_note(runs: list[dict], label: str) -> str:
     return f", diverged (non-finite losses): {where} steps"
 
 
-def write_mujoco(out: Path, runs: list[dict]) -> None:
-    write_rows(out / "retrace_vs_traces_mujoco.csv", [r["row"] for r in runs])
-    with (out / "retrace_vs_traces_mujoco_curves.csv").open("w", newline="") as f:
+def write_mujoco(out: Path, runs: list[dict], name: str = MUJOCO_NAME) -> None:
+    """Panel B's runs: <name>.csv (one row per run) and <name>_curves.csv (eval and train)."""
+    write_rows(out / f"{name}.csv", [r["row"] for r in runs])
+    with (out / f"{name}_curves.csv").open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["config", "seed", "column", "step", "value"])
         for r in runs:
@@ -314,13 +328,13 @@ def read_rows(path: Path) -> list[dict]:
     return read_csv(path)
 
 
-def load_mujoco(out: Path) -> list[dict]:
+def load_mujoco(out: Path, name: str = MUJOCO_NAME) -> list[dict]:
     """Panel B's runs as write_mujoco left them in `out`: rows and eval / train curves."""
-    path = out / "retrace_vs_traces_mujoco.csv"
+    path = out / f"{name}.csv"
     if not path.exists():
         return []
     points: dict[tuple, list] = {}
-    for r in read_rows(out / "retrace_vs_traces_mujoco_curves.csv"):
+    for r in read_rows(out / f"{name}_curves.csv"):
         points.setdefault((r["config"], r["seed"], r["column"]), []).append((r["step"], r["value"]))
     runs = []
     for row in read_rows(path):
@@ -475,6 +489,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     g.add_argument("--ppo-args", default="", help="further algos/ppo.py flags")
     g.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "retrace")
     g.add_argument("--train", action="store_true", help="run the missing MuJoCo runs first")
+    g.add_argument(
+        "--mujoco-name",
+        default=MUJOCO_NAME,
+        help="panel B's CSVs are <out>/<name>.csv and <name>_curves.csv",
+    )
     g.add_argument("--workers", type=int, default=1, help="runs at once when training")
     p.add_argument(
         "--plot-only",
@@ -513,7 +532,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.plot_only:
         curves = read_rows(args.out / "retrace_vs_traces.csv")
         summary = read_rows(args.out / "retrace_vs_traces_summary.csv")
-        runs = load_mujoco(args.out)
+        runs = load_mujoco(args.out, args.mujoco_name)
         # the title states the settings the CSVs were made with
         args.tab_seeds = summary[0]["seeds"]
         args.total_timesteps = max((r["row"]["steps"] for r in runs), default=0)
@@ -528,7 +547,7 @@ def main(argv: list[str] | None = None) -> None:
         train(args, cfgs)
     runs = collect(args, cfgs)
     if runs:
-        write_mujoco(args.out, runs)
+        write_mujoco(args.out, runs, args.mujoco_name)
     plot(args, curves, summary, runs)
     print("panel A per alpha and kind: sampled error over the last 10% of updates (median over")
     print("  seeds); expected update's rate and updates to TOL; exact target variance at Q^pi")
