@@ -57,8 +57,9 @@ token reversal of section 3.6 with the zero-variance masking ablation of section
    2-layer causal transformer; Adam 1e-3 (clip 1.0) instead of Muon 1e-3; our GRPO's KL is to the
    initial policy (the reference's to the rollout snapshot); the masking ablation at the main
    setting (paper: L = 8, K = 32, B = 256); budget --seq-updates updates (60; the paper 2000
-   episodes) and 30 seeds (paper 20; the population runs' CPU cost, not their seeds, sets the
-   budget); PPO and DG at H = 7-10 prompt-matched, at H = 7, 8 interaction-matched; our loss
+   episodes) and --seq-seeds seeds (200; the paper 20; a cell committed from an earlier
+   population of 30, --seq-seeds 30, says so in the seeds column of tpo_repro_runs.csv); PPO
+   and DG at H = 7-10 prompt-matched, at H = 7, 8 interaction-matched; our loss
    averages over an answer's tokens (the reference sums them; under Adam a constant scale, up to
    its epsilon and the clip). Error: 1 - the rollout's exact-match rate (the paper's training-batch
    error).
@@ -154,7 +155,7 @@ class Args:
     only draws the initial logits)"""
     net_seeds: int = 200
     """seeds per network bandit cell (population runs)"""
-    seq_seeds: int = 30
+    seq_seeds: int = 200
     """seeds per token-reversal cell (population runs)"""
     seq_updates: int = 60
     """updates per token-reversal run (the paper 2000 episodes)"""
