@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from controlrl import stats
 from paper_figures.claims import (
     FAILS,
     HOLDS,
@@ -374,12 +375,13 @@ def run_rows() -> list[Row]:
             # these cells grew from populations of EARLIER_SEEDS seeds (seeds 0-29, the same
             # runs up to float rounding): a verdict that more seeds changed says so
             early = {k: v for k, v in fa.items() if int(k) < EARLIER_SEEDS}
-            old_stat, old, _ = run_verdict(task, early, fb, sign)
+            old = run_verdict(task, early, fb, sign)[1]
             if old != verdict:
+                was = stats.paired(paired_diffs(early, fb), np.zeros(EARLIER_SEEDS))
                 ours += (
                     f"; was {old} at {EARLIER_SEEDS} paired seeds (seeds 0-{EARLIER_SEEDS - 1}: "
-                    f"{old_stat.split(' (')[0]}, {old_stat.split('; ')[1]}, "
-                    f"{old_stat.split('); ')[1].split(';')[0]}), {verdict} at {d.size}: the "
+                    f"diff {was.diff.mean:.3g}, {was.diff.kind} {was.diff.lo:.3g} to "
+                    f"{was.diff.hi:.3g}, sign-flip p={was.p:.3g}), {verdict} at {d.size}: the "
                     "narrower interval"
                 )
         n_up, per = updates(task, a)
