@@ -1,6 +1,7 @@
 """make(env_id, num_envs, seed) -> gymnasium VectorEnv, whatever the backend.
 
-Plain ids ("Hopper-v5", "CartPole-v1") use Gymnasium (envs/gym_mujoco.py); "brax:<name>"
+Plain ids ("Hopper-v5", "CartPole-v1", and the two registered here: SparseMountainCar-v0 and
+ReacherPartialGoal-v5) use Gymnasium (envs/gym_mujoco.py); "brax:<name>"
 (envs/brax.py), "dmc:<domain>-<task>" (envs/dmc.py), "envpool:<id>" (envs/envpool.py) and
 "bandit:<name>" (envs/bandits.py: K-armed, contextual, continuous-action and verifiable-sequence
 bandits, numpy only) use their backends. Each backend's heavy library is imported only when one

@@ -891,6 +891,7 @@ def theory_rows() -> list[Row]:
 def all_rows() -> list[Row]:
     """Every ledger row, experiments E1-E18 first, then the theory statements."""
     from paper_figures import claims_bandits, claims_brax, claims_cheap  # they import this module
+    from paper_figures.claims_fpo_under import rows as fpo_under_rows
     from paper_figures.claims_hard_starts import rows as hard_start_rows
     from paper_figures.claims_injection import rows as injection_rows
     from paper_figures.claims_knapsack import rows as knapsack_rows
@@ -906,6 +907,7 @@ def all_rows() -> list[Row]:
         + iql_rows()
         + dppo_rows()
         + fpo_rows()
+        + fpo_under_rows(read)
         + claims_brax.rows(read)
         + regret_rows()
         + rarl_rows(read)

@@ -1207,6 +1207,25 @@ def fpo(read: Read) -> str:
     return md(["", "FPO", "Gaussian PPO", "CSV"], body)
 
 
+@table("fpo-under")
+def fpo_under(read: Read) -> str:
+    data = read("fpo_underconditioned.csv")
+    body = []
+    for env in dict.fromkeys(r["env"] for r in data):
+        fm, pm = rows_where(data, algo="fpo", env=env), rows_where(data, algo="ppo", env=env)
+        body.append(
+            [f"{env}, final evaluation at {int(fm[0]['steps']):,} steps, {kind(len(fm))}",
+             spread(col(fm, "final_eval_return"), ".1f"),
+             spread(col(pm, "final_eval_return"), ".1f")]
+        )  # fmt: skip
+        body.append(
+            [f"{env}, mean over the run's evaluations, {kind(len(fm))}",
+             spread(col(fm, "mean_eval_return"), ".1f"),
+             spread(col(pm, "mean_eval_return"), ".1f")]
+        )  # fmt: skip
+    return "`out/fpo_underconditioned.csv`:\n\n" + md(["", "FPO", "Gaussian PPO"], body)
+
+
 RATIO_KINDS = {"step": "per step", "sequence": "sequence", "sequence_mean": "GSPO",
                "kalman": "KPO Kalman"}  # fmt: skip
 

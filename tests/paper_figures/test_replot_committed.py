@@ -27,6 +27,11 @@ CASES = {
         ["--replot"],
         "fpo_multimodal.png",
     ),
+    "fpo_underconditioned": (
+        ["fpo_underconditioned.csv", "fpo_underconditioned_curves.csv"],
+        ["--replot"],
+        "fpo_underconditioned.png",
+    ),
 }  # fmt: skip
 
 
