@@ -15,6 +15,7 @@ PAPER_SETTING = (
     "akanazawa/fpo, built on Puffer PHC)"
 )
 FULL, PARTIAL = "Reacher-v5", "ReacherPartialGoal-v5"
+FIRST = 5  # seeds of the first population; the sweep was grown from it, seeds 1-5 unchanged
 
 
 def _gap(data, env: str) -> dict[str, float]:
@@ -28,6 +29,14 @@ def pairs(n: int, extra: str = "") -> str:
     ALPHA with so few (its smallest p is 2 / 2^n: 0.0625 at 5 pairs)."""
     short = "; too few for the exact sign-flip test to reach p < 0.05" if 2 / 2**n >= ALPHA else ""
     return f"{n} pairs{extra}{short}"
+
+
+def _was(d: np.ndarray, verdict: str) -> str:
+    """'; was <verdict on seeds 1..FIRST> at FIRST seeds -> <verdict>' once the sweep has grown
+    past its first population (d ordered by seed), else ''."""
+    if d.size <= FIRST:
+        return ""
+    return f"; was {paired_verdict(d[:FIRST])[1]} at {FIRST} seeds (seeds 1-{FIRST}) -> {verdict}"
 
 
 def rows(read) -> list[Row]:
@@ -69,7 +78,7 @@ def rows(read) -> list[Row]:
             PAPER,
             "FPO beats Gaussian PPO when the policy sees only part of the goal",
             PAPER_SETTING,
-            ours,
+            ours + _was(d, verdict),
             budget,
             pairs(d.size),
             f"final deterministic evaluation return on {PARTIAL}, FPO minus PPO",
@@ -83,7 +92,7 @@ def rows(read) -> list[Row]:
             PAPER,
             "FPO's advantage over Gaussian PPO is larger when the goal is partly hidden",
             PAPER_SETTING,
-            ours,
+            ours + _was(gap, gap_verdict),
             budget,
             pairs(gap.size, " (seed k hidden with seed k shown)"),
             "final deterministic evaluation return: (FPO - PPO with the goal partly hidden) - "

@@ -130,7 +130,7 @@ def report(result: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--envs", type=lambda s: s.split(","), default=list(ENVS))
-    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--seeds", type=int, default=7)
     p.add_argument("--steps", type=int, default=200_000, help="env steps per run")
     p.add_argument("--eval-every", type=int, default=25_000)
     p.add_argument("--eval-episodes", type=int, default=10)

@@ -48,3 +48,14 @@ def test_unpaired_seed_is_left_out():
     assert got["E7-under-gap"].seeds.startswith("5 pairs (seed k")
     assert got["E7-under"].verdict == claims.INCONCLUSIVE  # the smallest p at 5 pairs: 0.0625
     assert got["E7-under"].statistic.count("n=5") == 1
+
+
+def test_grown_sweep_states_the_first_populations_verdict():
+    got = by_id(runs(lambda s: 2.0 + 0.1 * s, lambda s: 0.5 + 0.01 * s, seeds=7))
+    under = got["E7-under"]
+    assert under.our_setting.endswith(
+        "; was inconclusive at this power at 5 seeds (seeds 1-5) -> holds"
+    )
+    assert (
+        "; was " not in by_id(runs(lambda s: 2.0, lambda s: 0.5, seeds=5))["E7-under"].our_setting
+    )
