@@ -208,3 +208,10 @@ def test_tpo_reversal_rows_say_when_more_seeds_changed_the_verdict(monkeypatch):
         said = f"was {claims_tpo.INCONCLUSIVE} at 30 paired seeds (seeds 0-29: diff "
         assert (said in row.our_setting) == was, row.our_setting
         assert ("holds at 200" in row.our_setting) == was
+
+
+def test_cut_tasks_names_the_locomotion_tasks_a_rerun_left_out(claims):
+    assert claims.cut_tasks(["Hopper-v5"]) == (
+        "; HalfCheetah-v5 and Walker2d-v5 not rerun at this budget (cut to fit the compute)"
+    )
+    assert claims.cut_tasks(["HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Swimmer-v5"]) == ""
