@@ -48,6 +48,8 @@ def rows(read) -> list:
     out = []
     for env in dict.fromkeys(r["env"] for r in runs):
         steps = int(max(float(r["steps"]) for r in runs if r["env"] == env))
+        # the experiment's time, once: the env's runs of all trainers ran one after another
+        hours = sum(float(r["wall_s"]) for r in runs if r["env"] == env) / 3600
         target = float(next(r["target"] for r in table if r["env"] == env))
         for trainer, suffix, policy in (
             ("ours", "", "Brax's tanh-normal policy (--policy tanh_normal)"),
@@ -68,7 +70,8 @@ def rows(read) -> list:
                     "notebooks/training.ipynb), 50M env steps",
                     "the paper's settings with num_envs and batch_size divided by 16, spring "
                     "pipeline, both trainers",
-                    f"ours {steps:,} env steps per run; Brax's notebook 50,000,000",
+                    f"ours {steps:,} env steps per run; Brax's notebook 50,000,000; {hours:.1f} "
+                    f"hours of wall time for the {env} runs of all trainers, one at a time",
                     f"{t.a.n} vs {t.b.n} (unpaired)",
                     "final deterministic evaluation return at the budget (16 episodes), "
                     f"ppo_brax.py minus Brax's PPO; bar {p['bar']:,.0f} = -{MARGIN:.0%} of "
