@@ -24,7 +24,8 @@ no finished run under --sweep-dir keep their committed rows and curves (all at t
 --steps, else an error).
 
 Writes <out>/<name>.png (--name, default iql_tau), <name>.csv (one row per finished run: its
-final_eval.json's normalised score and return, the gradient steps it ran) and <name>_curves.csv
+final_eval.json's normalised score and return, the gradient steps it ran, the seconds it spent
+updating) and <name>_curves.csv
 (each run's eval/normalized_score along its steps: the plotted curves). The PNG: bars at the mean
 over seeds, the seeds as dots, and the 95% bootstrap CI (controlrl.stats) only from >= 5 seeds; the
 online curve's band is that CI or, below 5 seeds, the min-max range (its legend says which).
@@ -47,7 +48,7 @@ from envs.offline.store import DEFAULT_PPO_BUDGET, DEFAULT_STEPS, data_root, dat
 
 ROOT = Path(__file__).resolve().parents[1]
 CSV_FIELDS = ("env", "dataset", "kind", "method", "tau", "online_steps", "seed", "steps")
-CSV_FIELDS += ("final_normalized_score", "final_return")
+CSV_FIELDS += ("final_normalized_score", "final_return", "train_s")
 # --toy: a random-kind dataset of a few thousand rows and tiny nets, end to end in seconds
 TOY = {
     "kinds": "random",
@@ -157,6 +158,8 @@ def collect(args, cfgs: list[dict]) -> list[dict]:
             row.update(seed=int(done.parent.name.removeprefix("seed")), steps=int(final["step"]))
             row["final_normalized_score"] = final.get("eval_normalized_score", float("nan"))
             row["final_return"] = final["eval_return_mean"]
+            timed = (done.parent / "timing.csv").exists()
+            row["train_s"] = plots.train_seconds(done.parent) if timed else float("nan")
             try:
                 curve = plots.read_metrics(done.parent, "eval/normalized_score")
             except KeyError:  # a dataset without reference scores
@@ -199,6 +202,7 @@ def read_csvs(out: Path, name: str) -> list[dict]:
             row["steps"] = int(row["steps"])
             for key in ("final_normalized_score", "final_return"):
                 row[key] = float(row[key])
+            row["train_s"] = float(row.get("train_s") or "nan")  # CSVs from before the column
             label = "bc" if row["method"] == "bc" else f"iql_tau{row['tau']}"
             label += f"_online{row['online_steps']}" if row["online_steps"] else ""
             key = (row["dataset"], row["method"], row["tau"], row["online_steps"], row["seed"])

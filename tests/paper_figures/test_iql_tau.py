@@ -40,6 +40,7 @@ def test_iql_tau_toy(tmp_path):
         assert float(row["final_normalized_score"]) == final["eval_normalized_score"]
         assert float(row["final_return"]) == final["eval_return_mean"]
         assert int(row["steps"]) == final["step"] == 100 + int(row["online_steps"])
+        assert 0 < float(row["train_s"]) < 300  # the run's update laps from its timing.csv
         config = json.loads((run / "config.json").read_text())["args"]
         assert config["bc"] == (label == "bc") and config["online_steps"] == int(
             row["online_steps"]
