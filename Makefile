@@ -77,7 +77,10 @@ TOY_OUT := runs/figures_toy
 figures: setup
 ifdef FULL
 	$(BIN)/python paper_figures/retrace_contraction.py
-	$(BIN)/python paper_figures/retrace_vs_traces.py --train
+	$(BIN)/python paper_figures/retrace_vs_traces.py --train --total-timesteps 30000 \
+	  --mujoco-name retrace_vs_traces_mujoco_30k --sweep-dir runs/sweeps/retrace_30k
+	$(BIN)/python paper_figures/retrace_vs_traces.py --train --traces retrace,is,q_lambda --seeds 5 \
+	  --total-timesteps 100000 --eval-every 10000 --eval-episodes 10 --workers 2
 	$(BIN)/python paper_figures/regret.py
 	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --train
 	$(BIN)/python paper_figures/mujoco_results.py --algo trpo --train
@@ -96,6 +99,7 @@ ifdef FULL
 	$(BIN)/python paper_figures/brax_pipeline_check.py
 	$(BIN)/python paper_figures/brax_ppo_race.py
 	$(BIN)/python paper_figures/brax_locomotion.py
+	$(BIN)/python paper_figures/brax_locomotion.py --seeds 4,5
 	$(BIN)/python paper_figures/ppo_vs_sb3.py --train --workers 2 \
 	  --sides controlrl,SB3,"controlrl vf_coef=1"
 	$(BIN)/python paper_figures/iql_tau.py --train

@@ -22,11 +22,12 @@ evaluation beside their run-average evaluation (the mean over all evaluations of
     python paper_figures/retrace_vs_traces.py --plot-only      # redraw from the CSVs in --out
     python paper_figures/retrace_vs_traces.py --toy --out runs/toy/retrace [--train]   # seconds
 
-The committed panel B (retrace_vs_traces_mujoco.csv): --train --traces retrace,is --seeds 5
---total-timesteps 100000 --eval-every 10000 --eval-episodes 10. The earlier runs of
+The committed panel B (retrace_vs_traces_mujoco.csv): --train --traces retrace,is,q_lambda
+--seeds 5 --total-timesteps 100000 --eval-every 10000 --eval-episodes 10. The earlier runs of
 all four traces, --train --total-timesteps 30000 (3 seeds, evaluation every 5,000 steps over 5
 episodes) --mujoco-name retrace_vs_traces_mujoco_30k, are kept for the ledger's old verdicts and
-the traces not rerun (that command also rewrites the PNG and panel A: run the first one after it).
+tree backup, not rerun (that command also rewrites the PNG and panel A: run the first one after
+it).
 
 Writes <out>/retrace_vs_traces.png, retrace_vs_traces.csv (panel A: per alpha, kind and update
 the error's median, 10% and 90% over seeds and the expected update's error),
