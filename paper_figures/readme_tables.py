@@ -563,15 +563,19 @@ def retrace_mujoco(read: Read) -> str:
                 f", {len(bad)} {bad[0]['status']} (steps"
                 f" {' and '.join(f(int(r['steps'])) for r in bad)})"
             )
-        body.append([label, s("final_eval_return"), s("mean_eval_return"), status])
+        # the trace coefficient c averaged over each run's updates (retrace.py only)
+        traces = [float(r.get("mean_trace", "nan")) for r in ok]
+        trace = "-" if not traces or np.isnan(traces).any() else spread(traces, ".2f")
+        body.append([label, s("final_eval_return"), s("mean_eval_return"), trace, status])
     return (
         para(
             f"Panel B, `out/retrace_vs_traces_mujoco.csv` ({kind(min(ns))} over the finished"
             f' runs of {"/".join(map(str, sorted(ns)))} seeds; "run average" = mean of the'
-            " evaluations along the run):"
+            ' evaluations along the run; "mean trace c" = the trace coefficient averaged over'
+            " the run's updates, 1 = uncut):"
         )
         + "\n\n"
-        + md(["algo", "final evaluation", "run average", "status"], body)
+        + md(["algo", "final evaluation", "run average", "mean trace c", "status"], body)
     )
 
 

@@ -35,7 +35,8 @@ retrace_vs_traces_summary.csv (per alpha and kind: the targets' variance at Q^pi
 --variance-paths paths; the expected update's rate (spectral radius) and updates to an error of
 0.01; the sampled runs' error over the last 10% of updates and peak error (medians over seeds),
 and how many seeds passed 1e6) and, when runs exist,
-retrace_vs_traces_mujoco.csv (one row per finished run) and retrace_vs_traces_mujoco_curves.csv.
+retrace_vs_traces_mujoco.csv (one row per finished run, with its mean trace coefficient c) and
+retrace_vs_traces_mujoco_curves.csv.
 """
 
 from __future__ import annotations
@@ -293,6 +294,10 @@ def collect(args, cfgs: list[dict]) -> list[dict]:
                 row["eval_episodes"] = run_args["eval_episodes"]
             timed = (run_dir / "timing.csv").exists()  # the experiment's compute, stated once
             row["train_s"] = plots.train_seconds(run_dir) if timed else float("nan")
+            # how far the targets look ahead: the trace coefficient c averaged over the run's
+            # logged updates (1 = lambda, uncut; PPO has none)
+            traces = curve(run_dir, "train/trace_mean")[1]
+            row["mean_trace"] = float(np.mean(traces)) if len(traces) else float("nan")
             runs.append({"row": row, "eval": evals, "train": trains})
     return runs
 

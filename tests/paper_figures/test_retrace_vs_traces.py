@@ -131,11 +131,14 @@ def test_collect_keeps_diverged_runs_marked_and_leaves_running_ones_out(tmp_path
     one still going: rows for the first two only, the diverged one with no final evaluation and
     its last logged step; the summary line names it."""
     base = tmp_path / "retrace-tree_backup" / "runs" / "retrace" / "Hopper-v5"
-    header = "step,eval/return,train/episode_return\n"
+    header = "step,eval/return,train/episode_return,train/trace_mean\n"
     for seed, last in ((1, 3000), (2, 2000), (3, 1000)):
         run = base / f"seed{seed}"
         run.mkdir(parents=True)
-        rows = [f"{s},{'' if s % 2000 else s / 10},{s / 20}\n" for s in range(1000, last + 1, 1000)]
+        rows = [
+            f"{s},{'' if s % 2000 else s / 10},{s / 20},{s / 10000}\n"
+            for s in range(1000, last + 1, 1000)
+        ]
         (run / "metrics.csv").write_text(header + "".join(rows))
     (base / "seed1" / "final_eval.json").write_text('{"step": 3000, "eval_return_mean": 250.0}')
     (base / "seed2.log").write_text("$ python ...\nerror: non-finite loss or parameters ...\n")
@@ -150,6 +153,7 @@ def test_collect_keeps_diverged_runs_marked_and_leaves_running_ones_out(tmp_path
     ]
     assert rows[0]["final_eval_return"] == 250.0 and np.isnan(rows[1]["final_eval_return"])
     assert rows[1]["mean_eval_return"] == 200.0 and rows[1]["last_train_return"] == 100.0
+    assert rows[0]["mean_trace"] == pytest.approx(0.2)  # mean of 0.1, 0.2, 0.3
     note = fig.diverged_note(runs, "retrace-tree_backup")
     assert note == ", diverged (non-finite losses): seed 2 at 2,000 steps"
 
