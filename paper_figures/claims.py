@@ -37,6 +37,15 @@ FIGURES_README = ROOT / "paper_figures" / "README.md"
 BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
 ALPHA = 0.05
 DPO_BUDGET = "DPO reference: Brax, 30M (Ant) to 100M (HalfCheetah) env steps per training"
+GAE_BUDGET = (
+    "the paper: the 3D biped's experience is 1-2 weeks of simulated real time (its abstract)"
+)
+DPPO_BUDGET = (
+    "the reference's Hopper fine-tuning (irom-lab/dppo cfg/gym/finetune/hopper-v2/"
+    "ft_ppo_diffusion_mlp.yaml): 1,000 iterations x 40 envs x 500 steps of 4-action chunks, 80M "
+    "env steps"
+)
+NO_WALL_TIME = "wall time not recorded for these runs"
 FIXPO_PAPER = (
     "Guaranteed Trust Region Optimization via Two-Phase KL Penalization (Zentner et al. 2023)"
 )
@@ -333,7 +342,8 @@ def gae_rows() -> list[Row]:
                     f"an intermediate lambda (0.95) beats lambda = {end[0]}",
                     "3D biped and quadruped locomotion, TRPO steps",
                     f"transplant: {env}, the paper's algorithm (algos/gae.py), gamma {gamma}{was}",
-                    f"ours {', '.join(f'{int(x):,}' for x in sorted(steps))} env steps per run",
+                    f"ours {', '.join(f'{int(x):,}' for x in sorted(steps))} env steps per run;"
+                    f" {GAE_BUDGET}; {NO_WALL_TIME}",
                     f"{d.size} pairs",
                     "mean training return over the last 20,480 steps, lambda 0.95 minus the "
                     "other, paired by seed",
@@ -456,7 +466,8 @@ def dppo_rows() -> list[Row]:
             "robot manipulation and locomotion benchmarks",
             "transplant, confounded: generated hopper/walker2d medium datasets; the two "
             f"clones' returns differ (diffusion/Gaussian {min(clones):.2f}-{max(clones):.2f}x)",
-            f"ours {int(rows[0]['steps']):,} env steps of fine-tuning",
+            f"ours {int(rows[0]['steps']):,} env steps of fine-tuning; {DPPO_BUDGET}; "
+            f"{NO_WALL_TIME}",
             f"{d.size} pairs",
             "final evaluation return, diffusion minus Gaussian",
             stat,
@@ -503,9 +514,9 @@ def fpo_rows() -> list[Row]:
             "E7-mujoco",
             paper,
             "FPO beats Gaussian PPO on continuous control",
-            "continuous control from scratch",
+            "continuous control from scratch: MuJoCo Playground, 10 DM Control tasks, 5 seeds",
             ours,
-            f"ours {steps:,} env steps per run",
+            f"ours {steps:,} env steps per run; paper 60M per run; {NO_WALL_TIME}",
             f"{d.size} pairs",
             "final deterministic evaluation return, FPO minus PPO",
             f"FPO {mean['fpo']:.4g} vs PPO {mean['ppo']:.4g} (means); {stat}",
