@@ -6,6 +6,9 @@ et al. 2017, Brax as in Freeman et al. 2021, arXiv:2106.13281), scaled down to a
     python paper_figures/brax_locomotion.py                    # 2 envs x 3 trainers x 3 seeds
     python paper_figures/brax_locomotion.py --plot-only        # redraw from the committed CSVs
     python paper_figures/brax_locomotion.py --toy --out runs/toy/brax_locomotion  # tiny budget
+    # another budget under its own name (its own CSVs, PNG and run dirs), e.g. halfcheetah to 2M
+    python paper_figures/brax_locomotion.py --envs halfcheetah --trainers brax,ours \
+        --seeds 1,2,3,4,5 --total-timesteps 2048000 --timeout 3600 --name brax_halfcheetah_2m
 
 Brax's published settings (training.ipynb) and what this script runs:
 
@@ -158,8 +161,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--eval-episodes", type=int, default=16, help="brax num_eval_envs")
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
     p.add_argument(
-        "--work-dir", type=Path, default=None, help="run dirs (default: runs/brax_locomotion)"
+        "--name",
+        default="brax_locomotion",
+        help="stem of the CSVs and the PNG in --out (another budget: another name, so one CSV "
+        "never mixes budgets)",
     )
+    p.add_argument("--work-dir", type=Path, default=None, help="run dirs (default: runs/<name>)")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per trainer process")
     p.add_argument("--fresh", action="store_true", help="rerun finished runs too")
     p.add_argument("--toy", action="store_true", help="tiny sizes, one seed (for the test)")
@@ -191,8 +198,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.total_timesteps <= 0:
         p.error("--total-timesteps must be > 0")
     args.seed_list = [int(s) for s in args.seeds.split(",") if s.strip()]
-    default_work = args.out / "brax_locomotion_runs" if args.toy else ROOT / "runs"
-    args.work_dir = (args.work_dir or default_work / "brax_locomotion").resolve()
+    default_work = args.out / f"{args.name}_runs" if args.toy else ROOT / "runs"
+    args.work_dir = (args.work_dir or default_work / args.name).resolve()
     return args
 
 
@@ -486,7 +493,7 @@ def standing_returns(env: str, pipeline: str, episodes: int, seed: int = 0) -> l
 def standing(args, command: str) -> dict[str, float]:
     """{env: mean standing return} from brax_locomotion_standing.csv in --out, the envs it lacks
     computed by standing_returns (one row per episode) and the CSV rewritten."""
-    path = args.out / "brax_locomotion_standing.csv"
+    path = args.out / f"{args.name}_standing.csv"
     rows = bench.read_csv(path) if path.exists() else []
     have = {(r["env"], r["pipeline"]) for r in rows}
     missing = [e for e in args.env_names if (e, args.pipeline) not in have]
@@ -603,28 +610,28 @@ def main(argv: list[str] | None = None) -> None:
             flush=True,
         )
     if args.plot_only:
-        results = load_results(args.out / "brax_locomotion_curves.csv")
+        results = load_results(args.out / f"{args.name}_curves.csv")
         keys = list(results)
         args.env_names = [e for e in args.env_names if any(k[0] == e for k in keys)]
         args.trainer_names = [t for t in args.trainer_names if any(k[1] == t for k in keys)]
         args.seed_list = list(dict.fromkeys(k[2] for k in keys))
-        plot(args, results, args.out / "brax_locomotion.png", standing(args, command))
-        print(f"wrote {args.out}/brax_locomotion.png")
+        plot(args, results, args.out / f"{args.name}.png", standing(args, command))
+        print(f"wrote {args.out}/{args.name}.png")
         return
     results = sweep(args)
-    rows = merged(args.out / "brax_locomotion.csv", summarise(results, TARGETS))
-    bench.write_csv(args.out / "brax_locomotion.csv", rows, command, keep_commands=True)
+    rows = merged(args.out / f"{args.name}.csv", summarise(results, TARGETS))
+    bench.write_csv(args.out / f"{args.name}.csv", rows, command, keep_commands=True)
     curves = [
         {"env": e, "trainer": t, "seed": s, **p}
         for (e, t, s), res in results.items()
         for p in res["points"]
     ]
-    curves = merged(args.out / "brax_locomotion_curves.csv", curves)
-    bench.write_csv(args.out / "brax_locomotion_curves.csv", curves, command, keep_commands=True)
-    results = load_results(args.out / "brax_locomotion_curves.csv")  # with the kept runs
+    curves = merged(args.out / f"{args.name}_curves.csv", curves)
+    bench.write_csv(args.out / f"{args.name}_curves.csv", curves, command, keep_commands=True)
+    results = load_results(args.out / f"{args.name}_curves.csv")  # with the kept runs
     args.env_names = list(dict.fromkeys(k[0] for k in results))
     args.seed_list = sorted({k[2] for k in results})
-    plot(args, results, args.out / "brax_locomotion.png", standing(args, command))
+    plot(args, results, args.out / f"{args.name}.png", standing(args, command))
 
     cols = "env trainer seed return_at_budget train_sps train_to_target_s wall_to_target_s wall_s"
     cols = [*cols.split(), "status"]
@@ -632,7 +639,7 @@ def main(argv: list[str] | None = None) -> None:
     for r in rows:
         print("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
     summary = table(rows)
-    bench.write_csv(args.out / "brax_locomotion_table.csv", summary, command)
+    bench.write_csv(args.out / f"{args.name}_table.csv", summary, command)
     cols = list(summary[0]) if summary else []
     print("\n| " + " | ".join(cols) + " |\n|" + " --- |" * len(cols))
     for r in summary:
@@ -648,8 +655,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"no worse than brax (bar {v['bar']:.1f}): {v['verdict']}"
             )
     print(
-        f"wrote {args.out}/brax_locomotion.csv, _table.csv, _curves.csv, _standing.csv, "
-        "brax_locomotion.png"
+        f"wrote {args.out}/{args.name}.csv, _table.csv, _curves.csv, _standing.csv, {args.name}.png"
     )
     print(f"command: {command}")
 

@@ -225,6 +225,24 @@ def test_plot_only_redraws_from_the_csvs(tmp_path, monkeypatch):
     assert [r["command"] for r in again] == ["python earlier"] * 2 + ["python now"] * 2
 
 
+def test_name_sets_every_output_stem_and_the_work_dir(tmp_path, monkeypatch):
+    """--name: another budget writes its own CSVs and PNG and runs in its own work dir, so the
+    committed brax_locomotion*.csv are never merged with it."""
+    results = {("halfcheetah", "brax", 1): _res([10, 900])}
+    curves = [{"env": e, "trainer": t, "seed": s, **p} for (e, t, s), r in results.items()
+              for p in r["points"]]  # fmt: skip
+    fig.bench.write_csv(tmp_path / "long_curves.csv", curves, "python make")
+    rows = [{"env": "halfcheetah", "pipeline": "spring", "episode": 0, "return": 5.0}]
+    fig.bench.write_csv(tmp_path / "long_standing.csv", rows, "python earlier")
+    drawn = {}
+    monkeypatch.setattr(fig, "plot", lambda a, r, path, st: drawn.update(path=path, st=st))
+    fig.main(["--plot-only", "--envs", "halfcheetah", "--name", "long", "--out", str(tmp_path)])
+    assert drawn == {"path": tmp_path / "long.png", "st": {"halfcheetah": 5.0}}
+    args = fig.parse_args(["--name", "long", "--out", str(tmp_path)])
+    assert args.work_dir == (fig.ROOT / "runs" / "long").resolve()
+    assert fig.parse_args(["--out", str(tmp_path)]).work_dir.name == "brax_locomotion"
+
+
 @pytest.mark.slow  # compiles one brax episode scan (~20 s)
 def test_standing_ant_earns_its_healthy_reward():
     """The zero-action ant stays healthy for the whole episode: healthy reward 1 per step, no
