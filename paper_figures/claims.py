@@ -138,6 +138,20 @@ def normalised_diffs(
 LOCOMOTION = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5")  # the tasks a rerun is sized for
 
 
+def wall_time(rows) -> str:
+    """The experiment's compute from its CSV's train_s column (each run's seconds collecting and
+    updating), once: '<h> hours of collection and updates summed over the <n> runs'; CSVs from
+    before the column say it was not recorded."""
+    secs = np.array([float(r.get("train_s") or "nan") for r in rows])
+    timed = ~np.isnan(secs)
+    if not timed.any():
+        return NO_WALL_TIME
+    text = f"{secs[timed].sum() / 3600:.1f} hours of collection and updates summed over the "
+    if timed.all():
+        return text + f"{secs.size} runs"
+    return text + f"{timed.sum()} of {secs.size} runs that recorded it"
+
+
 def cut_tasks(envs) -> str:
     """'; <tasks> not rerun at this budget (cut to fit the compute)' for the locomotion tasks a
     rerun left out, else ''."""
@@ -343,7 +357,7 @@ def gae_rows() -> list[Row]:
                     "3D biped and quadruped locomotion, TRPO steps",
                     f"transplant: {env}, the paper's algorithm (algos/gae.py), gamma {gamma}{was}",
                     f"ours {', '.join(f'{int(x):,}' for x in sorted(steps))} env steps per run;"
-                    f" {GAE_BUDGET}; {NO_WALL_TIME}",
+                    f" {GAE_BUDGET}; {wall_time(rows)}",
                     f"{d.size} pairs",
                     "mean training return over the last 20,480 steps, lambda 0.95 minus the "
                     "other, paired by seed",
@@ -467,7 +481,7 @@ def dppo_rows() -> list[Row]:
             "transplant, confounded: generated hopper/walker2d medium datasets; the two "
             f"clones' returns differ (diffusion/Gaussian {min(clones):.2f}-{max(clones):.2f}x)",
             f"ours {int(rows[0]['steps']):,} env steps of fine-tuning; {DPPO_BUDGET}; "
-            f"{NO_WALL_TIME}",
+            f"{wall_time(rows)}",
             f"{d.size} pairs",
             "final evaluation return, diffusion minus Gaussian",
             stat,
@@ -516,7 +530,7 @@ def fpo_rows() -> list[Row]:
             "FPO beats Gaussian PPO on continuous control",
             "continuous control from scratch: MuJoCo Playground, 10 DM Control tasks, 5 seeds",
             ours,
-            f"ours {steps:,} env steps per run; paper 60M per run; {NO_WALL_TIME}",
+            f"ours {steps:,} env steps per run; paper 60M per run; {wall_time(mj)}",
             f"{d.size} pairs",
             "final deterministic evaluation return, FPO minus PPO",
             f"FPO {mean['fpo']:.4g} vs PPO {mean['ppo']:.4g} (means); {stat}",

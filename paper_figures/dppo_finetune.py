@@ -41,6 +41,7 @@ from controlrl.experiment import SweepConfig, run_sweep
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = ("diffusion", "gaussian")
 CSV_FIELDS = ("dataset", "env", "policy", "seed", "steps", "final_return", "clone_return")
+CSV_FIELDS += ("train_s",)  # the fine-tuning run's seconds collecting and updating
 # --toy: a tiny dataset file, tiny nets, a few hundred steps; end to end in well under a minute
 TOY = {
     "seeds": 1,
@@ -194,6 +195,7 @@ def collect(args, jobs: list[tuple[str, str, str]]) -> list[dict]:
                 row = dict(dataset=label, env=env, policy=policy, steps=int(final["step"]))
                 row.update(seed=int(path.parent.name.removeprefix("seed")))
                 row.update(final_return=final["eval_return_mean"], clone_return=start)
+                row["train_s"] = plots.train_seconds(path.parent)
                 train = plots.read_metrics(path.parent, "train/episode_return")
                 runs.append({"row": row, "curve": (steps, values), "train": train})
     return runs
@@ -232,6 +234,7 @@ def read_csvs(out: Path, name: str) -> list[dict]:
             row["seed"], row["steps"] = int(row["seed"]), int(row["steps"])
             row["final_return"] = float(row["final_return"])
             row["clone_return"] = float(row["clone_return"])
+            row["train_s"] = float(row.get("train_s") or "nan")  # CSVs from before the column
             run = {"row": row}
             for key, metric in (("curve", "eval_return"), ("train", "train_return")):
                 pts = points.get((row["dataset"], row["policy"], row["seed"], metric), [])

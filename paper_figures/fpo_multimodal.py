@@ -145,6 +145,7 @@ def mujoco_results(args) -> list[dict]:
             final = json.loads(done.read_text())
             row = {"algo": algo, "env": args.mujoco_env, "seed": done.parent.name[4:]}
             row.update(steps=final["step"], final_eval_return=final["eval_return_mean"])
+            row["train_s"] = plots.train_seconds(done.parent)  # collecting and updating
             curve = plots.read_metrics(done.parent, "eval/return")
             out.append({"row": row, "curve": curve})
     return out
@@ -183,7 +184,7 @@ def write_csvs(args, bandit: list[dict], mujoco: list[dict]) -> None:
             for lo, hi, c in zip(BINS[:-1], BINS[1:], r["hist"])
         ),
     )
-    mkeys = ["algo", "env", "seed", "steps", "final_eval_return"]
+    mkeys = ["algo", "env", "seed", "steps", "final_eval_return", "train_s"]
     write(out / f"{name}_mujoco.csv", mkeys, ([r["row"][k] for k in mkeys] for r in mujoco))
     write(
         out / f"{name}_mujoco_curves.csv",

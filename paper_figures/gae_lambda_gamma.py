@@ -79,6 +79,8 @@ def main(argv: list[str] | None = None) -> None:
                         "steps": final.get("step", ""),
                         "final_return": ret,
                         "final_eval_return": final.get("eval_return_mean", float("nan")),
+                        # seconds collecting and updating (the ledger states the total)
+                        "train_s": plots.train_seconds(run_dir) if done else float("nan"),
                     }
                 )
                 print(

@@ -215,3 +215,15 @@ def test_cut_tasks_names_the_locomotion_tasks_a_rerun_left_out(claims):
         "; HalfCheetah-v5 and Walker2d-v5 not rerun at this budget (cut to fit the compute)"
     )
     assert claims.cut_tasks(["HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Swimmer-v5"]) == ""
+
+
+def test_wall_time_states_the_summed_run_seconds_or_that_none_were_recorded():
+    from paper_figures import claims
+
+    assert claims.wall_time([{"steps": "1"}]) == claims.NO_WALL_TIME  # a CSV before the column
+    assert claims.wall_time([{"train_s": "nan"}]) == claims.NO_WALL_TIME
+    timed = [{"train_s": "1800"}, {"train_s": "5400"}]
+    assert claims.wall_time(timed) == ("2.0 hours of collection and updates summed over the 2 runs")
+    assert claims.wall_time([*timed, {"train_s": ""}]) == (
+        "2.0 hours of collection and updates summed over the 2 of 3 runs that recorded it"
+    )

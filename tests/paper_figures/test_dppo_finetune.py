@@ -56,6 +56,7 @@ def test_dppo_finetune_toy(tmp_path):
         final = json.loads((run / "final_eval.json").read_text())
         assert float(row["final_return"]) == final["eval_return_mean"]
         assert int(row["steps"]) == final["step"] == 64
+        assert float(row["train_s"]) > 0  # the run's seconds collecting and updating
         config = json.loads((run / "config.json").read_text())["args"]
         assert config["pretrained"] == str(clone / "pretrained.pt")  # the one clone
         assert config["policy"] == policy

@@ -83,6 +83,7 @@ def test_toy_with_mujoco(tmp_path):
     for r in rows:
         final = sweep / "mujoco" / "runs" / r["algo"] / "Hopper-v5" / "seed1" / "final_eval.json"
         assert float(r["final_eval_return"]) == json.loads(final.read_text())["eval_return_mean"]
+        assert float(r["train_s"]) > 0  # the run's seconds collecting and updating
     curves = list(csv.DictReader((out / "fpo_multimodal_mujoco_curves.csv").open()))
     assert [int(c["step"]) for c in curves if c["algo"] == "fpo"] == [128, 256]
 

@@ -89,6 +89,7 @@ def test_gae_lambda_gamma_toy(tmp_path):
         )
         assert float(r["final_eval_return"]) == final["eval_return_mean"]
         assert int(r["steps"]) == final["step"] >= 512
+        assert float(r["train_s"]) > 0  # the run's seconds collecting and updating
     assert {(r["gamma"], r["lambda"]) for r in rows} == {
         ("0.9", "0.0"),
         ("0.9", "1.0"),
