@@ -8,6 +8,10 @@ on the medium and medium-replay datasets, and the offline-to-online curve on one
     # IQL (tau 0.7) vs BC on three envs' datasets: the README's offline results table
     python paper_figures/iql_tau.py --train --envs Hopper-v5,HalfCheetah-v5,Walker2d-v5 \
         --kinds medium,medium-replay,medium-expert --taus 0.7 --online-steps 0 --name iql_vs_bc
+    # IQL (tau 0.7) vs BC at 100k gradient steps x 5 seeds, with the eval curves (--curves)
+    python paper_figures/iql_tau.py --train --envs Hopper-v5 --kinds medium \
+        --taus 0.7 --online-steps 0 --steps 100000 --eval-every 10000 --eval-episodes 10 \
+        --seeds 5 --workers 2 --curves --name iql_vs_bc_100k --sweep-dir runs/sweeps/iql_vs_bc_100k
 
 Datasets come from envs.offline's generator (PPO behaviour runs, D4RL's recipe; nothing is
 downloaded): <env>-<kind>-v<version>-s<data seed>, e.g. hopper-medium-v5-s0, as the HDF5 file
@@ -262,7 +266,7 @@ def plot(args, runs: list[dict], table: list[tuple]) -> None:
     labels = list(dict.fromkeys(t[1] for t in offline))
     online = [r for r in runs if r["row"]["online_steps"]]
     with plt.rc_context(plots.STYLE):
-        if online:
+        if online or args.curves:
             fig, (ax_bar, ax_on) = plt.subplots(1, 2, figsize=(10, 3.8))
         else:  # the bars alone, full width (several envs' datasets)
             fig, ax_bar = plt.subplots(figsize=(10, 4.2))
@@ -280,7 +284,8 @@ def plot(args, runs: list[dict], table: list[tuple]) -> None:
                 for r in runs:  # the seeds themselves
                     if (r["row"]["dataset"], r["label"]) == (name, label):
                         ax_bar.plot(x, r["row"]["final_normalized_score"], "k.", ms=3)
-        ax_bar.set_xticks(range(len(names)), names, fontsize=7, rotation=0 if online else 15)
+        tilt = 0 if online or args.curves else 15
+        ax_bar.set_xticks(range(len(names)), names, fontsize=7, rotation=tilt)
         ax_bar.set_ylabel("final D4RL-normalised score")
         steps = max((r["row"]["steps"] for r in runs if not r["row"]["online_steps"]), default=0)
         ax_bar.set_title(f"offline, {steps:,} gradient steps", fontsize=8)
@@ -290,6 +295,16 @@ def plot(args, runs: list[dict], table: list[tuple]) -> None:
             ax_on.axvline(steps, color="k", ls=":", lw=1, label="online phase starts")
             ax_on.set_title(f"offline-to-online, {online[0]['row']['dataset']}", fontsize=8)
             ax_on.legend(fontsize=7)
+            ax_on.set_xlabel("gradient steps")
+            ax_on.set_ylabel("D4RL-normalised score (eval)")
+        elif args.curves:  # each offline configuration's evaluations along its run
+            groups: dict[str, list] = {}
+            for r in runs:
+                key = f"{r['row']['dataset'].rsplit('-', 2)[0]} {r['label']}"
+                groups.setdefault(key, []).append(r["curve"])
+            plots.plot_curves(ax_on, groups)
+            ax_on.set_title("evaluations along the offline runs", fontsize=8)
+            ax_on.legend(fontsize=6)
             ax_on.set_xlabel("gradient steps")
             ax_on.set_ylabel("D4RL-normalised score (eval)")
         envs = ", ".join(
@@ -339,6 +354,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--name", default="iql_tau", help="stem of the PNG and CSVs in --out")
     p.add_argument("--train", action="store_true", help="generate and run what is missing first")
     p.add_argument("--workers", type=int, default=1, help="runs at once when training")
+    p.add_argument(
+        "--curves", action="store_true", help="a second panel: the offline runs' eval curves"
+    )
     p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
     p.add_argument(
         "--replot", action="store_true", help="only the PNG, from <out>/<name>.csv and _curves.csv"

@@ -361,8 +361,31 @@ def offline(read: Read) -> str:
             f"IQL against d3rlpy's on hopper-medium-v5-s0 at {f(int(updates.pop()))} updates"
             f" (`bench_iql_eval.csv`, {kind(n_ev)} over {n_ev} seeds):"
             f" {spread(sides['ours'], '.1f')}"
-            f" vs {spread(sides['d3rlpy'], '.1f')}."
+            f" vs {spread(sides['d3rlpy'], '.1f')}. {offline_rerun(read)}"
         )
+    )
+
+
+def offline_rerun(read: Read) -> str:
+    """A sentence on the larger-budget rerun of IQL vs BC: per dataset BC / IQL and the
+    ledger's verdict."""
+    from paper_figures import claims_iql
+
+    now = read(claims_iql.NOW)
+    verdicts = {r.id: r.verdict for r in claims_iql.rows(read)}
+    parts = []
+    for ds in dict.fromkeys(r["dataset"] for r in now):
+        name = "-".join(ds.split("-")[:-2])
+        bc, iql = (col(rows_where(now, dataset=ds, method=m), "final_normalized_score")
+                   for m in ("bc", "iql"))  # fmt: skip
+        parts.append(
+            f"{name} {spread(bc, '.1f')} / {spread(iql, '.1f')} (IQL beats BC:"
+            f" {verdicts[f'E5-vs-BC-{name}']})"
+        )
+    n = nseeds(now)
+    return (
+        f"Rerun at {f(int(now[0]['steps']))} gradient steps x {n} seeds"
+        f" (`{claims_iql.NOW}`, BC / IQL, {kind(n)}): {'; '.join(parts)}."
     )
 
 
@@ -1027,6 +1050,50 @@ def iql_vs_bc(read: Read) -> str:
     return f"`out/iql_vs_bc.csv`, {kind(n)} over {n} seeds:\n\n" + md(
         ["dataset", "BC", "IQL tau 0.7"], body
     )
+
+
+@table("iql-vs-bc-100k")
+def iql_vs_bc_100k(read: Read) -> str:
+    from paper_figures import claims_iql
+
+    now, old, curves = read(claims_iql.NOW), read(claims_iql.OLD), read(claims_iql.CURVES)
+    verdicts = {r.id: r.verdict for r in claims_iql.rows(read)}
+    body, ns = [], set()
+    for ds in dict.fromkeys(r["dataset"] for r in now):
+        name = "-".join(ds.split("-")[:-2])  # hopper-medium-replay-v5-s0 -> hopper-medium-replay
+        cells = [name]
+        for rows in (old, now):
+            for method in ("bc", "iql"):
+                g = [r for r in rows if r["dataset"] == ds and r["method"] == method]
+                cells.append(spread(col(g, "final_normalized_score"), ".1f") if g else "-")
+                if rows is now:
+                    ns.add(len(g))
+        for m in ("bc", "iql"):  # the ledger's interval (stats.summarize), not a second one
+            sl = stats.summarize(claims_iql.slopes(curves, ds, m))
+            sep = ("(", "-", ")") if sl.kind == "range" else ("[", ", ", "]")
+            cells.append(f"{sl.mean:.2f} {sep[0]}{sl.lo:.2f}{sep[1]}{sl.hi:.2f}{sep[2]}")
+        cells.append(verdicts[f"E5-vs-BC-{name}"])
+        body.append(cells)
+    steps, old_steps = int(now[0]["steps"]), int(old[0]["steps"])
+    n_old = len({r["seed"] for r in old})
+    hours = sum(float(r["train_s"]) for r in now) / 3600
+    return (
+        para(
+            f"`out/{claims_iql.NOW}`: final D4RL-normalised score (deterministic evaluation over"
+            f" 10 episodes) at {f(steps)} gradient steps, {kind(min(ns))} over"
+            f" {'/'.join(map(str, sorted(ns)))} seeds, beside the {f(old_steps)}-step runs"
+            f" of `out/{claims_iql.OLD}` ({kind(n_old)} over {n_old} seeds). Slope: the"
+            " least-squares slope of the evaluation score over the second half of each run, per"
+            f" {f(claims_iql.SLOPE_PER)} gradient steps. {hours:.1f} CPU-hours of updates in"
+            " all; the verdict is the ledger's (IQL minus BC, permutation test):"
+        )
+        + "\n\n"
+        + md(
+            ["dataset", f"BC, {f(old_steps)}", f"IQL, {f(old_steps)}", f"BC, {f(steps)}",
+             f"IQL, {f(steps)}", "BC's slope", "IQL's slope", "IQL beats BC"],
+            body,
+        )
+    )  # fmt: skip
 
 
 @table("iql-tau")

@@ -19,6 +19,8 @@ CASES = {
     ),
     "iql_tau": (["iql_vs_bc.csv", "iql_vs_bc_curves.csv"], ["--replot", "--name", "iql_vs_bc"],
                 "iql_vs_bc.png"),
+    "iql_tau:100k": (["iql_vs_bc_100k.csv", "iql_vs_bc_100k_curves.csv"],
+                     ["--replot", "--curves", "--name", "iql_vs_bc_100k"], "iql_vs_bc_100k.png"),
     "ratio_filters": (["ratio_filters.csv"], ["--replot"], "ratio_filters.png"),
     "rarl_robustness": (["rarl_robustness.csv"], ["--replot"], "rarl_robustness.png"),
     "fpo_multimodal": (
@@ -36,6 +38,8 @@ CASES = {
 
 
 def load(name: str):
+    """The script paper_figures/<name>.py; a case "script:variant" loads the script."""
+    name = name.split(":")[0]
     spec = importlib.util.spec_from_file_location(name, ROOT / "paper_figures" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
