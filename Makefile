@@ -106,7 +106,7 @@ ifdef FULL
 	$(BIN)/python paper_figures/iql_tau.py --train --envs Hopper-v5,HalfCheetah-v5,Walker2d-v5 \
 	  --kinds medium,medium-replay,medium-expert --taus 0.7 --online-steps 0 --steps 20000 \
 	  --eval-every 5000 --eval-episodes 10 --name iql_vs_bc --sweep-dir runs/sweeps/iql_vs_bc
-	$(BIN)/python paper_figures/iql_tau.py --train --envs Hopper-v5 --kinds medium \
+	$(BIN)/python paper_figures/iql_tau.py --train --envs Hopper-v5 --kinds medium,medium-replay \
 	  --taus 0.7 --online-steps 0 --steps 100000 --eval-every 10000 --eval-episodes 10 --seeds 5 \
 	  --workers 2 --curves --name iql_vs_bc_100k --sweep-dir runs/sweeps/iql_vs_bc_100k
 	$(BIN)/python paper_figures/bandit_suite.py --train

@@ -9,7 +9,7 @@ on the medium and medium-replay datasets, and the offline-to-online curve on one
     python paper_figures/iql_tau.py --train --envs Hopper-v5,HalfCheetah-v5,Walker2d-v5 \
         --kinds medium,medium-replay,medium-expert --taus 0.7 --online-steps 0 --name iql_vs_bc
     # IQL (tau 0.7) vs BC at 100k gradient steps x 5 seeds, with the eval curves (--curves)
-    python paper_figures/iql_tau.py --train --envs Hopper-v5 --kinds medium \
+    python paper_figures/iql_tau.py --train --envs Hopper-v5 --kinds medium,medium-replay \
         --taus 0.7 --online-steps 0 --steps 100000 --eval-every 10000 --eval-episodes 10 \
         --seeds 5 --workers 2 --curves --name iql_vs_bc_100k --sweep-dir runs/sweeps/iql_vs_bc_100k
 
