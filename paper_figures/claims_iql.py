@@ -61,21 +61,23 @@ def _trend(curves, dataset: str, steps: int) -> str:
     )
 
 
-def _hours(rows) -> float:
+def update_hours(rows) -> float:
+    """The study's compute: the runs' update seconds (train_s) summed, in hours."""
     return float(np.nansum([float(r.get("train_s") or "nan") for r in rows])) / 3600
 
 
 def rerun_text(read) -> str:
     """What the pooled smaller run's row says of the rerun: its datasets and budget."""
     now = read(NOW)
-    names = ", ".join(dict.fromkeys(_name(r) for r in now))
+    names = ", ".join(dict.fromkeys(short_name(r) for r in now))
     return (
         f"rerun at {int(now[0]['steps']):,} gradient steps on {names} alone (rows "
         f"E5-vs-BC-<dataset>)"
     )
 
 
-def _name(r) -> str:
+def short_name(r) -> str:
+    """A CSV row's dataset as the rows name it: hopper-medium-replay (env and kind)."""
     return f"{r['env'].split('-')[0].lower()}-{r['kind']}"
 
 
@@ -89,14 +91,14 @@ def rows(read) -> list[Row]:
     datasets = list(dict.fromkeys(r["dataset"] for r in now))
     kinds = ", ".join(dict.fromkeys(f"{r['env']} {r['kind']}" for r in now))
     budget = (
-        f"ours {steps:,} gradient steps per run; {_hours(now):.1f} CPU-hours of updates in all "
-        f"({kinds}); paper 1,000,000"
+        f"ours {steps:,} gradient steps per run; {update_hours(now):.1f} CPU-hours of updates in "
+        f"all ({kinds}); paper 1,000,000"
     )
-    have = {_name(r) for r in now}
+    have = {short_name(r) for r in now}
     cut = ", ".join(t for t in TARGETS if t not in have)
     out = []
     for ds in datasets:
-        name = _name(next(r for r in now if r["dataset"] == ds))
+        name = short_name(next(r for r in now if r["dataset"] == ds))
         t = stats.two_sample(_scores(now, ds, "iql"), _scores(now, ds, "bc"))
         verdict = two_sample_verdict(t)
         was = ""

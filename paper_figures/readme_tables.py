@@ -375,7 +375,7 @@ def offline_rerun(read: Read) -> str:
     verdicts = {r.id: r.verdict for r in claims_iql.rows(read)}
     parts = []
     for ds in dict.fromkeys(r["dataset"] for r in now):
-        name = "-".join(ds.split("-")[:-2])
+        name = claims_iql.short_name(rows_where(now, dataset=ds)[0])
         bc, iql = (col(rows_where(now, dataset=ds, method=m), "final_normalized_score")
                    for m in ("bc", "iql"))  # fmt: skip
         parts.append(
@@ -1060,7 +1060,7 @@ def iql_vs_bc_100k(read: Read) -> str:
     verdicts = {r.id: r.verdict for r in claims_iql.rows(read)}
     body, ns = [], set()
     for ds in dict.fromkeys(r["dataset"] for r in now):
-        name = "-".join(ds.split("-")[:-2])  # hopper-medium-replay-v5-s0 -> hopper-medium-replay
+        name = claims_iql.short_name(rows_where(now, dataset=ds)[0])
         cells = [name]
         for rows in (old, now):
             for method in ("bc", "iql"):
@@ -1076,7 +1076,7 @@ def iql_vs_bc_100k(read: Read) -> str:
         body.append(cells)
     steps, old_steps = int(now[0]["steps"]), int(old[0]["steps"])
     n_old = len({r["seed"] for r in old})
-    hours = sum(float(r["train_s"]) for r in now) / 3600
+    hours = claims_iql.update_hours(now)
     return (
         para(
             f"`out/{claims_iql.NOW}`: final D4RL-normalised score (deterministic evaluation over"
