@@ -12,7 +12,9 @@ compared with a second pass after it:
 which gives kl_mean, kl_max (KL(old || new) per state, over the whole batch), ratio_dev_frac
 (fraction of samples with r outside [1 - eps_low, 1 + eps_high]: eps one number, the pair of an
 asymmetric clip, or None where the method has no ratio range, and then no ratio_dev_frac),
-ratio_dev_max and ratio_dev_mean.
+ratio_dev_max and ratio_dev_mean, entropy_change (the batch-mean entropy after minus before),
+and, given the batch's advantages, logp_adv_cov (Cov(log pi_old, A), the entropy mechanism's
+covariance: shift_stats).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 import torch
 
 from controlrl.losses import outside_clip
+from controlrl.nets import LOG_2PI
 
 Params = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
 Eps = float | tuple[float, float] | None  # a clip range: symmetric, (low, high), or none
@@ -41,6 +44,19 @@ def per_state_kl(old: Params, new: Params) -> torch.Tensor:
         mean_term = (mu_old - mu_new).pow(2) * torch.exp(-2 * log_std_new)
         return 0.5 * (var_ratio + mean_term - 1 - torch.log(var_ratio)).sum(-1)
     return (old.exp() * (old - new)).sum(-1)
+
+
+def entropy_of(params: Params) -> torch.Tensor:
+    """The distribution's entropy per state [..., B]: a diagonal Gaussian's sum(log_std) +
+    d/2 log(2 pi e), a categorical's -sum p log p."""
+    if isinstance(params, tuple):
+        return (params[1] + 0.5 * (1.0 + LOG_2PI)).sum(-1)
+    return -(params.exp() * params).sum(-1)
+
+
+def covariance(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The covariance of x and y over the last axis (the batch's rows), mean-centred, 1/B."""
+    return ((x - x.mean(-1, keepdim=True)) * (y - y.mean(-1, keepdim=True))).mean(-1)
 
 
 def dist_params(policy: torch.nn.Module, obs: torch.Tensor) -> Params:
@@ -83,12 +99,14 @@ def policy_shift(
     old_logp: torch.Tensor,
     old_params: Params,
     eps: Eps,
+    advantages: torch.Tensor | None = None,
 ) -> dict[str, float]:
-    """How far an update moved the policy on the batch: KL(old || new) per state (mean, max) and
-    the ratio statistics of ratio_stats, from one batched forward pass."""
-    return {
-        k: float(v) for k, v in shift_stats(policy, obs, actions, old_logp, old_params, eps).items()
-    }
+    """How far an update moved the policy on the batch: KL(old || new) per state (mean, max),
+    the ratio statistics of ratio_stats and the entropy change, from one batched forward pass;
+    with the batch's advantages, their covariance with the old log-probabilities too (see
+    shift_stats)."""
+    stats = shift_stats(policy, obs, actions, old_logp, old_params, eps, advantages)
+    return {k: float(v) for k, v in stats.items()}
 
 
 def shift_stats(
@@ -98,15 +116,29 @@ def shift_stats(
     old_logp: torch.Tensor,
     old_params: Params,
     eps: Eps,
+    advantages: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """policy_shift's statistics as tensors, each reduced over the rows (the last axis of
-    old_logp [..., B]): any leading axes are kept (the seeds of a population)."""
+    old_logp [..., B]): any leading axes are kept (the seeds of a population).
+
+    entropy_change is the batch-mean entropy after the update minus before (exact per state).
+    logp_adv_cov, given advantages, is Cov(log pi_old(a|s), A) over the batch: the entropy
+    mechanism's covariance (Cui et al. 2025, arXiv 2505.22617), whose first-order law says
+    the entropy falls when it is positive. For a Gaussian with a state-independent std, a plain
+    gradient step of size eta on J = E[A log pi] moves each log std by eta E[A (z^2 - 1)], so
+    the entropy by exactly -2 eta Cov(log pi, A) to first order (Adam, clipping and several
+    epochs bend this; paper_figures/entropy_law.py measures how far)."""
     with torch.no_grad():
         params = policy.dist_params(obs)  # one forward for the KL and the ratios
         kl = per_state_kl(old_params, params)
         logp = policy.log_prob_at(params, actions)
         ratio = torch.exp(logp - old_logp)
-    return {"kl_mean": kl.mean(-1), "kl_max": kl.amax(-1), **deviation_stats(ratio, eps)}
+        change = (entropy_of(params) - entropy_of(old_params)).mean(-1)
+    out = {"kl_mean": kl.mean(-1), "kl_max": kl.amax(-1), **deviation_stats(ratio, eps)}
+    out["entropy_change"] = change
+    if advantages is not None:
+        out["logp_adv_cov"] = covariance(old_logp, advantages)
+    return out
 
 
 def explained_variance(values: np.ndarray, returns: np.ndarray) -> float:

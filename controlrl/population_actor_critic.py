@@ -239,7 +239,13 @@ class PopulationActorCriticRun(PopulationSession):
             with self.guard():
                 stats = update_fn(batch)
             shift = diagnostics.shift_stats(
-                policy, batch["obs"], batch["actions"], batch["logprobs"], old_params, ratio_eps
+                policy,
+                batch["obs"],
+                batch["actions"],
+                batch["logprobs"],
+                old_params,
+                ratio_eps,
+                batch.get("advantages"),
             )
             stats = {**stats, **shift}
             if optimizer is not None:

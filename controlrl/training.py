@@ -133,7 +133,13 @@ class Run(Session):
             return
         stats.update(
             diagnostics.policy_shift(
-                policy, batch["obs"], batch["actions"], batch["logprobs"], old_params, ratio_eps
+                policy,
+                batch["obs"],
+                batch["actions"],
+                batch["logprobs"],
+                old_params,
+                ratio_eps,
+                batch.get("advantages"),
             )
         )
 
