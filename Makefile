@@ -110,16 +110,18 @@ ifdef FULL
 	  --taus 0.7 --online-steps 0 --steps 100000 --eval-every 10000 --eval-episodes 10 --seeds 5 \
 	  --workers 2 --curves --name iql_vs_bc_100k --sweep-dir runs/sweeps/iql_vs_bc_100k
 	$(BIN)/python paper_figures/bandit_suite.py --train
-	$(BIN)/python paper_figures/dppo_finetune.py --train --steps 60000 --eval-every 10000 \
-	  --pretrain-steps 10000 --sweep-dir runs/sweeps/dppo_finetune
+	$(BIN)/python paper_figures/dppo_finetune.py --train --datasets \
+	  hopper-medium-v5-s0,walker2d-medium-v5-s0 --seeds 3 --steps 60000 --eval-episodes 5 \
+	  --name dppo_finetune_60k
+	$(BIN)/python paper_figures/dppo_finetune.py --train
 	$(BIN)/python paper_figures/fpo_multimodal.py --train --workers 2 --bandit-seeds 30 \
 	  --bandit-steps 30720 --bandit-checkpoint-every 5 --mujoco-seeds 7 --mujoco-steps 300000 \
 	  --eval-every 50000 --eval-episodes 10
 	$(BIN)/python paper_figures/fpo_underconditioned.py --train
 	$(BIN)/python paper_figures/ratio_filters.py --train --workers 2
 	$(BIN)/python paper_figures/entropy_law.py --train --methods grpo --seeds 7
-	$(BIN)/python paper_figures/entropy_law.py --seeds 7 \
-	  --ppo-from runs/sweeps/trust_region_family_300k
+	$(BIN)/python paper_figures/entropy_law.py --train --methods ppo --seeds 7 -- --eval-episodes 10
+	$(BIN)/python paper_figures/entropy_law.py --seeds 7
 	$(BIN)/python paper_figures/entropy_law_bandit.py --train
 	$(BIN)/python paper_figures/mountain_car.py
 	$(BIN)/python paper_figures/hard_starts.py

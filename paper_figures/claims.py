@@ -464,36 +464,83 @@ def iql_rows() -> list[Row]:
     return out + claims_iql.rows(read)
 
 
+def _dppo_pairs(rows) -> tuple[np.ndarray, np.ndarray, list[float], list[str]]:
+    """(final-return diffs, gain diffs, clone return ratios, datasets) of a dppo_finetune CSV,
+    diffusion minus Gaussian paired by seed within each dataset: the gain is a run's final
+    evaluation minus its own clone's."""
+    final, gain, clones = [], [], []
+    datasets = sorted({r["dataset"] for r in rows})
+    for ds in datasets:
+        pol = {
+            p: {r["seed"]: r for r in rows if r["dataset"] == ds and r["policy"] == p}
+            for p in ("diffusion", "gaussian")
+        }
+        for s in sorted(pol["diffusion"], key=int):
+            if s not in pol["gaussian"]:
+                continue
+            a, b = pol["diffusion"][s], pol["gaussian"][s]
+            final.append(float(a["final_return"]) - float(b["final_return"]))
+            gain.append(
+                float(a["final_return"]) - float(a["clone_return"])
+                - (float(b["final_return"]) - float(b["clone_return"]))
+            )  # fmt: skip
+            clones.append(float(a["clone_return"]) / float(b["clone_return"]))
+    return np.array(final), np.array(gain), clones, datasets
+
+
+def _dataset_names(datasets) -> str:
+    """'hopper-medium and walker2d-medium' of generated ids like hopper-medium-v5-s0."""
+    return " and ".join(ds.split("-v")[0] for ds in datasets)
+
+
+def span_text(lo: float, hi: float, spec: str = ".2f") -> str:
+    """'lo-hi', or one number where they print the same."""
+    a, b = format(lo, spec), format(hi, spec)
+    return a if a == b else f"{a}-{b}"
+
+
 def dppo_rows() -> list[Row]:
-    rows = read("dppo_finetune.csv")
-    d, clones = [], []
-    for ds in sorted({r["dataset"] for r in rows}):
-        a = values(rows, "final_return", dataset=ds, policy="diffusion")
-        b = values(rows, "final_return", dataset=ds, policy="gaussian")
-        d += [a[s] - b[s] for s in sorted(a) if s in b]
-        ca = values(rows, "clone_return", dataset=ds, policy="diffusion")
-        cb = values(rows, "clone_return", dataset=ds, policy="gaussian")
-        clones += [ca[s] / cb[s] for s in sorted(ca) if s in cb]
-    d = np.array(d)
-    stat, verdict, det = paired_verdict(d, ".4g")
-    return [
-        Row(
-            "E6",
-            "Diffusion Policy Policy Optimization (arXiv 2409.00588)",
-            "fine-tuning a diffusion policy with DPPO beats PPO fine-tuning a Gaussian policy",
-            "robot manipulation and locomotion benchmarks",
-            "transplant, confounded: generated hopper/walker2d medium datasets; the two "
-            f"clones' returns differ (diffusion/Gaussian {min(clones):.2f}-{max(clones):.2f}x)",
-            f"ours {int(rows[0]['steps']):,} env steps of fine-tuning; {DPPO_BUDGET}; "
-            f"{wall_time(rows)}",
-            f"{d.size} pairs",
-            "final evaluation return, diffusion minus Gaussian",
-            stat,
-            verdict,
-            det,
-            "dppo_finetune.csv",
-        )
-    ]
+    """E6 (final return, diffusion minus Gaussian, paired by seed) and E6-gain (each policy's
+    gain over its own clone, the clones' gap taken out), with the 60,000-step, 3-seed figure's
+    verdicts as old -> new."""
+    rows, old = read("dppo_finetune.csv"), read("dppo_finetune_60k.csv")
+    final, gain, clones, datasets = _dppo_pairs(rows)
+    old_final, old_gain, _, old_sets = _dppo_pairs(old)
+    cut = [ds for ds in old_sets if ds not in datasets]
+    setting = (
+        f"transplant, confounded: generated {_dataset_names(datasets)} dataset"
+        f"{'s' * (len(datasets) > 1)}; the two clones' returns differ (diffusion/Gaussian "
+        f"{span_text(min(clones), max(clones))}x)"
+    )
+    if cut:
+        setting += f"; {_dataset_names(cut)} not rerun at this budget (cut to fit the compute)"
+    was = (
+        f"was {{}} at {int(old[0]['steps']):,} steps x {len({r['seed'] for r in old})} seeds on "
+        f"{_dataset_names(old_sets)} ({old_final.size} pairs) -> {{}}"
+    )
+    budget = (
+        f"ours {int(rows[0]['steps']):,} env steps of fine-tuning per run; {DPPO_BUDGET}; "
+        f"{wall_time(rows)}"
+    )
+    paper = "Diffusion Policy Policy Optimization (arXiv 2409.00588)"
+    out = []
+    for rid, claim, metric, d, d_old in (
+        ("E6", "fine-tuning a diffusion policy with DPPO beats PPO fine-tuning a Gaussian policy",
+         "final evaluation return, diffusion minus Gaussian", final, old_final),
+        ("E6-gain", "DPPO improves on its behaviour clone more than PPO improves on a Gaussian "
+         "clone of the same data (the paper: more efficient and stable fine-tuning)",
+         "gain over the run's own clone (final evaluation minus the clone's), diffusion minus "
+         "Gaussian (one clone per policy and dataset: E6's differences shifted by the clones' "
+         "gap); a weaker clone has more room to gain", gain, old_gain),
+    ):  # fmt: skip
+        stat, verdict, det = paired_verdict(d, ".4g")
+        ours = f"{setting}; {was.format(paired_verdict(d_old, '.4g')[1], verdict)}"
+        out.append(
+            Row(rid, paper, claim, "robot manipulation and locomotion benchmarks", ours, budget,
+                f"{d.size} pairs", metric, stat, verdict, det,
+                "dppo_finetune.csv, dppo_finetune_60k.csv")
+        )  # fmt: skip
+    return out
 
 
 KEEP_BOTH = 0.2  # fpo_multimodal.py: a policy keeps both modes when its minority share >= 0.2
@@ -612,6 +659,8 @@ def law_verdict(s: stats.Summary) -> str:
 def entropy_law_rows() -> list[Row]:
     rows = read("entropy_law_fits.csv")
     steps = max(int(r["step"]) for r in read("entropy_law.csv"))
+    # the PPO runs' compute, from their every update (the GRPO runs predate timing columns)
+    timed = {"ppo": entropy_law_hours(read("entropy_law_covariance.csv")), "grpo": NO_WALL_TIME}
     out = []
     for method in ("ppo", "grpo"):
         seeds = [r for r in rows if r["method"] == method and r["seed"] != "all"]
@@ -636,7 +685,7 @@ def entropy_law_rows() -> list[Row]:
                 "return follows R = -a exp(H) + b in the entropy H",
                 "LLM RL on math reasoning",
                 f"transplant: Gaussian {method.upper()} on Hopper-v5 (entropy {pooled}){was}",
-                f"ours {steps:,} env steps per run; the paper's LLM runs",
+                f"ours {steps:,} env steps per run; the paper's LLM runs; {timed[method]}",
                 f"{r2.size}",
                 "R^2 of the exponential law minus R^2 of a linear fit, per seed; holds if the "
                 "95% CI lies above 0, does not hold if below",
@@ -646,6 +695,61 @@ def entropy_law_rows() -> list[Row]:
                 "entropy_law_fits.csv, entropy_law_fits_3seeds.csv",
             )
         )
+    return out
+
+
+def entropy_law_hours(rows) -> str:
+    """The PPO runs' collection and update hours from entropy_law_covariance.csv's every
+    update, once."""
+    secs = np.array([float(r["train_s"]) for r in rows if r["method"] == "ppo"])
+    if secs.size == 0 or np.isnan(secs).any():
+        return NO_WALL_TIME
+    runs = len({r["seed"] for r in rows if r["method"] == "ppo"})
+    return f"{secs.sum() / 3600:.1f} hours of collection and updates summed over the {runs} runs"
+
+
+def entropy_covariance_rows() -> list[Row]:
+    """E12-ppo-covariance (per seed, the correlation of each update's entropy change with
+    -Cov(log pi_old, A)) and E12-ppo-covariance-sign (the share of updates whose entropy moved
+    in -Cov's direction, minus that share by chance), from the E12-ppo runs' every update."""
+    from paper_figures.entropy_law import covariance_laws
+
+    rows = read("entropy_law_covariance.csv")
+    laws = covariance_laws(rows, "ppo")
+    steps = max(int(r["step"]) for r in rows)
+    updates = sorted({c["updates"] for c in laws})
+    ours = (
+        "transplant: Gaussian PPO on Hopper-v5 (CleanRL's defaults: Adam, 10 epochs x 32 "
+        "minibatches, clipped ratio, a state-independent std, for which one plain gradient step "
+        "of size eta moves the entropy by exactly -2 eta Cov(log pi, A)), the E12-ppo runs, "
+        f"{'-'.join(map(str, updates))} updates each"
+    )
+    paper = ("The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models "
+             "(arXiv 2505.22617)")  # fmt: skip
+    out = []
+    for rid, claim, metric, values_ in (
+        ("E12-ppo-covariance",
+         "an update changes the entropy by -eta Cov(log pi, A) to first order: the entropy "
+         "change follows -Cov",
+         "Pearson correlation of each update's entropy change (the batch-mean entropy after "
+         "minus before) with -Cov(log pi_old(a|s), A) over the update's batch, over the run's "
+         "updates, per seed; holds if the 95% CI lies above 0, does not hold if below",
+         [c["corr"] for c in laws]),
+        ("E12-ppo-covariance-sign",
+         "the entropy moves in the direction of -Cov(log pi, A)",
+         "share of the run's updates whose entropy change has the sign of -Cov, minus the "
+         "share by chance (the two signs independent, each with the run's own frequency), per "
+         "seed; holds if the 95% CI lies above 0, does not hold if below",
+         [c["sign_share"] - c["sign_chance"] for c in laws]),
+    ):  # fmt: skip
+        summary = stats.summarize(values_)
+        out.append(
+            Row(rid, paper, claim, "LLM RL on math reasoning (softmax policies over tokens)",
+                ours, f"ours {steps:,} env steps per run; the paper's LLM runs; wall time in "
+                "the E12-ppo row",
+                f"{len(laws)}", metric, summary.text(".3g"), law_verdict(summary), "n/a",
+                "entropy_law_covariance.csv")
+        )  # fmt: skip
     return out
 
 
@@ -955,6 +1059,7 @@ def all_rows() -> list[Row]:
         + claims_bandits.rows()
         + tpo_rows()
         + entropy_law_rows()
+        + entropy_covariance_rows()
         + entropy_law_bandit_rows()
         + ratio_filter_rows()
         + subspace_rows(read)

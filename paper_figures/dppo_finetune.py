@@ -6,6 +6,14 @@ from >= 5 seeds, the min-max range below (the legend says which).
     python paper_figures/dppo_finetune.py --train      # runs what is missing, then plots
     python paper_figures/dppo_finetune.py              # plots the runs under --sweep-dir
     python paper_figures/dppo_finetune.py --replot     # the PNG from <out>/<name>*.csv alone
+    # the figure it replaced (out/dppo_finetune_60k*): two datasets, 3 seeds x 60k steps
+    python paper_figures/dppo_finetune.py --train --datasets \
+        hopper-medium-v5-s0,walker2d-medium-v5-s0 --seeds 3 --steps 60000 --eval-episodes 5 \
+        --name dppo_finetune_60k
+
+The defaults are the committed figure: hopper-medium-v5-s0 (generate it with `python -m
+envs.offline generate --env Hopper-v5 --kind medium`), 7 seeds x 100,000 fine-tuning steps per
+policy, evaluations every 10,000 steps over 10 episodes.
 
 For each dataset (--datasets: generated ids in envs.offline's cache, or D4RL-layout HDF5 paths)
 and each policy (diffusion, gaussian) one algos/dppo.py run behaviour-clones the data
@@ -250,7 +258,8 @@ def plot(args, runs: list[dict]) -> None:
     names = {"diffusion": "DPPO", "gaussian": "Gaussian PPO"}
     with plt.rc_context(plots.STYLE):
         fig, axes = plt.subplots(
-            2, len(labels), figsize=(4.2 * len(labels), 6), squeeze=False, sharex="col"
+            # at least two panels wide: the title fits above a single dataset too
+            2, len(labels), figsize=(4.2 * max(2, len(labels)), 6), squeeze=False, sharex="col"
         )
         for col, label in enumerate(labels):
             mine = [r for r in runs if r["row"]["dataset"] == label]
@@ -300,18 +309,20 @@ def main(argv: list[str] | None = None) -> None:
     p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument(
         "--datasets",
-        default="hopper-medium-v5-s0,walker2d-medium-v5-s0",
+        default="hopper-medium-v5-s0",
         help="generated dataset ids or HDF5 paths, comma-separated",
     )
-    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seeds", type=int, default=7)
     p.add_argument("--steps", type=int, default=100_000, help="fine-tuning env steps per run")
     p.add_argument("--pretrain-steps", type=int, default=10_000, help="BC gradient steps")
     p.add_argument("--num-envs", type=int, default=8)
     p.add_argument("--num-steps", type=int, default=250, help="steps per env per rollout")
     p.add_argument("--hidden", type=int, default=128, help="actor width (3 layers)")
     p.add_argument("--eval-every", type=int, default=10_000)
-    p.add_argument("--eval-episodes", type=int, default=5)
-    p.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "dppo_finetune")
+    p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument(
+        "--sweep-dir", type=Path, default=None, help="run dirs (default: runs/sweeps/<name>)"
+    )
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
     p.add_argument("--name", default="dppo_finetune", help="stem of the PNG and CSVs in --out")
     p.add_argument("--train", action="store_true", help="run what is missing first")
@@ -322,6 +333,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("extra", nargs="*", help="flags passed to algos/dppo.py (after --)")
     args = p.parse_args(argv)
+    # the runs start in the repository root: a relative --sweep-dir is taken from where we are
+    args.sweep_dir = (args.sweep_dir or ROOT / "runs" / "sweeps" / args.name).resolve()
     if args.replot:  # the committed CSVs alone: no dataset, run or sweep is read
         runs = read_csvs(args.out, args.name)
         plot(args, runs)

@@ -5,7 +5,7 @@ episodes from one start state) on one MuJoCo task, and the fit R = -a exp(H) + b
 2505.22617; their fit is of validation accuracy against token entropy along LLM RL runs; the
 ceiling at H = 0 is b - a).
 
-    python paper_figures/entropy_law.py --train    # the committed figure: runs what is missing
+    python paper_figures/entropy_law.py --train    # runs what is missing (3 seeds), then fits
     python paper_figures/entropy_law.py            # refits and replots the runs under --sweep-dir
     python paper_figures/entropy_law.py --toy --train --sweep-dir runs/toy/s --out runs/toy/f
 
@@ -21,13 +21,28 @@ test (the paper's claim that the law predicts the ceiling): the fit on the first
 run's iterations, evaluated at the entropy of the last quarter, against the return measured
 there.
 
-Committed budget (the defaults): Hopper-v5, 3 seeds x 300,000 steps of PPO (1 env, 2,048 steps
-x 10 epochs per iteration) and of GRPO (64 envs, groups of 8): 6 runs.
+The covariance law beside it (the same paper's mechanism: an update changes the entropy by
+-eta Cov(log pi(a|s), A(s, a)) to first order): every on-policy update logs entropy_change (the
+batch-mean entropy after minus before) and logp_adv_cov (Cov(log pi_old, A) over its batch;
+controlrl.diagnostics.shift_stats, where a plain gradient step on a state-independent log std is
+shown to move the entropy by exactly -2 eta Cov). Per run: the correlation of the entropy change
+with -Cov over its updates, and the share of updates moving in -Cov's direction beside that
+share by chance (covariance_law). GRPO's group path logs no per-sample advantage batch, so the
+law is read from the PPO runs.
+
+The committed figure: Hopper-v5, 7 seeds x 300,000 steps of PPO (1 env, 2,048 steps x 10
+epochs per iteration, CleanRL's defaults, final evaluation over 10 episodes) and of GRPO (64
+envs, groups of 8):
+
+    python paper_figures/entropy_law.py --train --methods grpo --seeds 7
+    python paper_figures/entropy_law.py --train --methods ppo --seeds 7 -- --eval-episodes 10
+    python paper_figures/entropy_law.py --seeds 7
 
 Writes <out>/entropy_law.png, entropy_law.csv (per run and iteration: method, seed, step,
-entropy, return) and entropy_law_fits.csv (per method pooled, and per run: a, b, R^2, the
+entropy, return), entropy_law_fits.csv (per method pooled, and per run: a, b, R^2, the
 straight line's R^2, points, entropy range, ceiling b - a, and the early fit's predicted and
-measured late return).
+measured late return) and entropy_law_covariance.csv (per run and update of the runs that log
+it: step, entropy_change, logp_adv_cov, train_s the iteration's collection and update seconds).
 """
 
 from __future__ import annotations
@@ -51,6 +66,7 @@ METHODS = {
 FIT_FIELDS = ("method", "seed", "points", "a", "b", "r2", "r2_linear", "entropy_min")
 FIT_FIELDS += ("entropy_max", "ceiling", "early_points", "late_entropy", "late_return")
 FIT_FIELDS += ("late_predicted",)
+COV_FIELDS = ("method", "seed", "step", "entropy_change", "logp_adv_cov", "train_s")
 TOY = {"steps": 4096, "seeds": 1, "env_id": "Hopper-v5"}
 TOY_FLAGS = ["--hidden-sizes", "8", "--eval-episodes", "1"]
 TOY_METHOD_FLAGS = {"ppo": ["--num-steps", "512", "--num-minibatches", "4"], "grpo": []}
@@ -153,6 +169,95 @@ def read_run(run_dir: Path) -> dict[str, np.ndarray]:
     }
 
 
+def read_covariance(run_dir: Path) -> dict[str, np.ndarray] | None:
+    """step, entropy_change, logp_adv_cov of every update in metrics.csv (the covariance law's
+    columns, controlrl.diagnostics.shift_stats) and train_s, the iteration's seconds collecting
+    and updating from timing.csv (nan without it); None for a run that did not log the law's
+    columns."""
+    with (run_dir / "metrics.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    keys = ("train/entropy_change", "train/logp_adv_cov")
+    if not rows or any(k not in rows[0] for k in keys):
+        return None
+    rows = [r for r in rows if all(r[k] not in ("", "nan") for k in keys)]
+    seconds = {}
+    if (run_dir / "timing.csv").exists():
+        with (run_dir / "timing.csv").open() as f:
+            for t in csv.DictReader(f):
+                seconds[int(float(t["step"]))] = float(t["time/rollout_s"]) + float(
+                    t["time/update_s"]
+                )
+    steps = [int(float(r["step"])) for r in rows]
+    return {
+        "step": np.array(steps),
+        "entropy_change": np.array([float(r[keys[0]]) for r in rows]),
+        "logp_adv_cov": np.array([float(r[keys[1]]) for r in rows]),
+        "train_s": np.array([seconds.get(s, float("nan")) for s in steps]),
+    }
+
+
+def covariance_law(run: dict) -> dict:
+    """How one run's updates follow the covariance law (the entropy falls when Cov(log pi, A)
+    is positive): the Pearson correlation of the entropy change with -Cov over its updates, the
+    share of updates whose entropy moved in the direction -Cov gives, and that share by chance
+    (the entropy's and the covariance's signs drawn independently with the run's own
+    frequencies: a run whose entropy mostly falls while Cov is mostly positive scores high
+    without following the law update by update). Updates where either is 0 are not counted."""
+    dh, cov = run["entropy_change"], run["logp_adv_cov"]
+    moved = (dh != 0) & (cov != 0)
+    falls, positive = np.mean(dh[moved] < 0), np.mean(cov[moved] > 0)
+    return {
+        "method": run["method"],
+        "seed": run["seed"],
+        "updates": int(dh.size),
+        "corr": float(np.corrcoef(dh, -cov)[0, 1]),
+        "sign_share": float(np.mean(np.sign(dh[moved]) == -np.sign(cov[moved]))),
+        "sign_chance": float(falls * positive + (1 - falls) * (1 - positive)),
+    }
+
+
+def covariance_laws(rows: list[dict[str, str]], method: str) -> list[dict]:
+    """covariance_law of each of `method`'s runs in the rows of entropy_law_covariance.csv (as
+    csv.DictReader gives them), in seed order."""
+    runs: dict[int, dict] = {}
+    for r in rows:
+        if r["method"] == method:
+            run = runs.setdefault(int(r["seed"]), {k: [] for k in COV_FIELDS[2:]})
+            for k in COV_FIELDS[2:]:
+                run[k].append(float(r[k]))
+    return [
+        covariance_law({"method": method, "seed": seed, **{k: np.array(v) for k, v in run.items()}})
+        for seed, run in sorted(runs.items())
+    ]
+
+
+def committed_covariance(path: Path, methods: list[str]) -> list[dict]:
+    """The updates of `methods` as write_covariance stored them (none without the file)."""
+    from controlrl.experiment import read_rows
+
+    if not path.exists():
+        return []
+    rows = read_rows(path, ints=("seed", "step"), floats=COV_FIELDS[3:])
+    runs: dict[tuple, dict] = {}
+    for r in rows:
+        if r["method"] in methods:
+            run = runs.setdefault((r["method"], r["seed"]), {k: [] for k in COV_FIELDS[2:]})
+            run |= {"method": r["method"], "seed": r["seed"]}
+            for k in COV_FIELDS[2:]:
+                run[k].append(r[k])
+    return [{**r, **{k: np.array(r[k]) for k in COV_FIELDS[2:]}} for r in runs.values()]
+
+
+def write_covariance(path: Path, runs: list[dict]) -> None:
+    """Every update of the runs that logged the covariance law's columns."""
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(COV_FIELDS)
+        for r in runs:
+            for s, dh, c, t in zip(r["step"], r["entropy_change"], r["logp_adv_cov"], r["train_s"]):
+                writer.writerow([r["method"], r["seed"], s, f"{dh:.6g}", f"{c:.6g}", f"{t:.4g}"])
+
+
 def collect(args, cfgs: list[dict]) -> list[dict]:
     """Every finished run: method, seed and its columns (PPO's from --ppo-from, if given)."""
     from controlrl.experiment import differing_flags
@@ -172,7 +277,8 @@ def collect(args, cfgs: list[dict]) -> list[dict]:
             columns = read_run(done.parent)
             if len(columns["step"]) >= 4:  # a fit of two parameters needs a few points
                 seed = int(done.parent.name.removeprefix("seed"))
-                runs.append({"method": c["method"], "seed": seed, **columns})
+                cov = read_covariance(done.parent)
+                runs.append({"method": c["method"], "seed": seed, **columns, "cov": cov})
     return runs
 
 
@@ -215,7 +321,7 @@ def write_points(path: Path, runs: list[dict]) -> None:
                 writer.writerow([r["method"], r["seed"], s, f"{h:.6g}", f"{ret:.6g}"])
 
 
-def plot(args, runs: list[dict], fit_rows: list[dict]) -> None:
+def plot(args, runs: list[dict], fit_rows: list[dict], cov_runs: list[dict]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -225,7 +331,10 @@ def plot(args, runs: list[dict], fit_rows: list[dict]) -> None:
 
     methods = [m for m in args.methods if any(r["method"] == m for r in runs)]
     with plt.rc_context(plots.STYLE):
-        fig, axes = plt.subplots(2, len(methods), figsize=(4.2 * len(methods), 7), squeeze=False)
+        n_rows = 3 if cov_runs else 2
+        fig, axes = plt.subplots(
+            n_rows, len(methods), figsize=(4.2 * len(methods), 3.5 * n_rows), squeeze=False
+        )
         for j, method in enumerate(methods):
             mine = [r for r in runs if r["method"] == method]
             pooled = next(f for f in fit_rows if f["method"] == method and f["seed"] == "all")
@@ -243,12 +352,32 @@ def plot(args, runs: list[dict], fit_rows: list[dict]) -> None:
             for i, r in enumerate(mine):
                 ax.plot(r["step"] / 1000, r["entropy"], color=f"C{i}", lw=1)
             ax.set_xlabel("env steps (thousands)")
+            if cov_runs:
+                plot_covariance(axes[2, j], [r for r in cov_runs if r["method"] == method])
         axes[0, 0].set_ylabel("training episode return R")
         axes[1, 0].set_ylabel("policy entropy H")
+        if cov_runs:
+            axes[2, 0].set_ylabel("entropy change of the update")
         fig.suptitle("R = -a e^H + b, pooled over each method's seeds", fontsize=10)
         fig.tight_layout()
         fig.savefig(args.out / "entropy_law.png", dpi=60)
         plt.close(fig)
+
+
+def plot_covariance(ax, runs: list[dict]) -> None:
+    """Each update's entropy change against Cov(log pi_old, A) over its batch, per seed: the
+    covariance law puts the points in the upper-left and lower-right quadrants."""
+    if not runs:
+        ax.text(0.5, 0.5, "covariance not logged", ha="center", va="center", fontsize=8)
+        ax.set_axis_off()
+        return
+    for i, r in enumerate(runs):
+        ax.scatter(r["logp_adv_cov"], r["entropy_change"], s=5, color=f"C{i}")
+    ax.axhline(0, color="k", lw=0.5)
+    ax.axvline(0, color="k", lw=0.5)
+    corr = np.mean([covariance_law(r)["corr"] for r in runs])
+    ax.set_title(f"corr(dH, -Cov) per seed, mean {corr:.2f}", fontsize=9)
+    ax.set_xlabel("Cov(log pi_old(a|s), A) over the update's batch")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -314,9 +443,18 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
     args.out.mkdir(parents=True, exist_ok=True)
     rows = fits(runs, args.methods)
+    cov_runs = [{"method": r["method"], "seed": r["seed"], **r["cov"]} for r in runs
+                if r.get("cov") is not None]  # fmt: skip
+    if args.keep_committed:
+        logged = {r["method"] for r in cov_runs}
+        cov_path = args.out / "entropy_law_covariance.csv"
+        cov_runs += committed_covariance(cov_path, [m for m in args.methods if m not in logged])
+        cov_runs.sort(key=lambda r: (args.methods.index(r["method"]), r["seed"]))
     write_points(args.out / "entropy_law.csv", runs)
     write_rows(args.out / "entropy_law_fits.csv", rows, FIT_FIELDS)
-    plot(args, runs, rows)
+    if cov_runs:
+        write_covariance(args.out / "entropy_law_covariance.csv", cov_runs)
+    plot(args, runs, rows, cov_runs)
     print("R = -a exp(H) + b, pooled over seeds (per run in entropy_law_fits.csv)")
     for f in rows:
         if f["seed"] == "all":
@@ -327,9 +465,16 @@ def main(argv: list[str] | None = None) -> None:
                 f"predicts {f['late_predicted']:.4g} for the last quarter, measured "
                 f"{f['late_return']:.4g} ({f['points']} points)"
             )
+    for r in cov_runs:
+        c = covariance_law(r)
+        print(
+            f"  covariance law, {c['method']} seed {c['seed']}: corr(entropy change, -Cov) "
+            f"{c['corr']:.3f}, direction right in {c['sign_share']:.1%} of {c['updates']} updates "
+            f"(by chance {c['sign_chance']:.1%})"
+        )
     shown = " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     print(
-        f"wrote {args.out / 'entropy_law'}.png, .csv and _fits.csv; "
+        f"wrote {args.out / 'entropy_law'}.png, .csv, _fits.csv and _covariance.csv; "
         f"command: python paper_figures/entropy_law.py {shown}"
     )
 

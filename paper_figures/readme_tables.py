@@ -1233,7 +1233,7 @@ def brax_pipeline(read: Read) -> str:
 @table("dppo")
 def dppo(read: Read) -> str:
     rows = read("dppo_finetune.csv")
-    body, groups = [], []
+    body, groups, above = [], [], []
     for ds in dict.fromkeys(r["dataset"] for r in rows):
         cells = [ds]
         for pol in ("diffusion", "gaussian"):
@@ -1242,12 +1242,18 @@ def dppo(read: Read) -> str:
             clone = {r["clone_return"] for r in g}
             if len(clone) != 1:
                 raise ValueError(f"dppo_finetune.csv: several clones for {ds} {pol}")
-            cells.append(f"{f(float(clone.pop()))} -> {spread(col(g, 'final_return'))}")
+            clone = float(clone.pop())
+            cells.append(f"{f(clone)} -> {spread(col(g, 'final_return'))}")
+            ups = sum(float(r["final_return"]) > clone for r in g)
+            above.append(f"{'DPPO' if pol == 'diffusion' else 'the Gaussian'} {ups} of {len(g)}")
         body.append(cells)
     n = uniform_n(groups)
     return (
         f"`out/dppo_finetune.csv`, final evaluation, {kind(n)} over {n} seeds, from the clone's:"
-        "\n\n" + md(["dataset", "DPPO: clone -> final", "Gaussian PPO: clone -> final"], body)
+        "\n\n"
+        + md(["dataset", "DPPO: clone -> final", "Gaussian PPO: clone -> final"], body)
+        + "\n\n"
+        + para(f"Seeds that end above their clone: {', '.join(above)}.")
     )
 
 
@@ -1375,6 +1381,39 @@ def entropy_law(read: Read) -> str:
             f"{f(float(gr['entropy_max']), '.2f')} nats), so its fit tests nothing."
         )
     )
+
+
+@table("entropy-covariance")
+def entropy_covariance(read: Read) -> str:
+    from paper_figures.entropy_law import covariance_laws
+
+    laws = covariance_laws(read("entropy_law_covariance.csv"), "ppo")
+    share = [100 * c["sign_share"] for c in laws]
+    chance = [100 * c["sign_chance"] for c in laws]
+    body = [[f"seed {c['seed']}", str(c["updates"]), f(c["corr"], ".2f"), f(a, ".0f"),
+             f(b, ".0f")] for c, a, b in zip(laws, share, chance)]  # fmt: skip
+    body.append([f"{len(laws)} seeds, {kind(len(laws))}", "",
+                 spread([c["corr"] for c in laws], ".2f"), spread(share, ".0f"),
+                 spread(chance, ".0f")])  # fmt: skip
+    margin = np.array(share) - np.array(chance)
+    return (
+        "`out/entropy_law_covariance.csv`, PPO's every update (entropy change, Cov over the"
+        " batch):\n\n"
+        + md(["run", "updates", "corr(entropy change, -Cov)", "% of updates in -Cov's direction",
+              "% by chance"], body, ["---", "---:", "---:", "---:", "---:"])
+        + "\n\n"
+        + para(
+            f"In -Cov's direction minus by chance: {spread(margin, '.0f')} percentage points."
+            f" Verdict: the correlation is positive in {sum(c['corr'] > 0 for c in laws)} of"
+            f" {len(laws)} seeds and the direction beats chance in {int(np.sum(margin > 0))} of"
+            f" {len(laws)}: PPO's entropy"
+            + (" follows" if all(c["corr"] > 0 for c in laws) and (margin > 0).all()
+               else " does not consistently follow")
+            + " the covariance law's direction through Adam, several epochs and clipping; the mean"
+            f" correlation is {f(np.mean([c['corr'] for c in laws]), '.2f')} (the law exactly:"
+            " 1)."
+        )
+    )  # fmt: skip
 
 
 @table("bench-ppo")

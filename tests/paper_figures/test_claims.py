@@ -227,3 +227,84 @@ def test_wall_time_states_the_summed_run_seconds_or_that_none_were_recorded():
     assert claims.wall_time([*timed, {"train_s": ""}]) == (
         "2.0 hours of collection and updates summed over the 2 of 3 runs that recorded it"
     )
+
+
+def _write_csv(path, rows):
+    import csv
+
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_dppo_rows_pair_by_seed_take_out_the_clone_gap_and_state_the_old_verdict(claims):
+    """E6 pairs the final returns seed by seed; E6-gain pairs each run's gain over its own clone
+    (a weaker diffusion clone that gains more holds there while trailing in final return);
+    both rows name the old figure's verdict and the datasets it had that the rerun cut."""
+
+    def run(ds, policy, seed, final, clone, steps, train_s=""):
+        return dict(dataset=ds, env="Hopper-v5", policy=policy, seed=seed, steps=steps,
+                    final_return=final, clone_return=clone, train_s=train_s)  # fmt: skip
+
+    new = [run("hopper-medium-v5-s0", "diffusion", s, 1000 + s, 800, 100000, "3600")
+           for s in range(1, 8)]  # fmt: skip
+    new += [run("hopper-medium-v5-s0", "gaussian", s, 1500 - s, 2300, 100000, "3600")
+            for s in range(1, 8)]  # fmt: skip
+    old = [run(ds, p, s, 1000, 900 if p == "diffusion" else 2000, 60000)
+           for ds in ("hopper-medium-v5-s0", "walker2d-medium-v5-s0")
+           for p in ("diffusion", "gaussian") for s in (1, 2, 3)]  # fmt: skip
+    _write_csv(claims.OUT / "dppo_finetune.csv", new)
+    _write_csv(claims.OUT / "dppo_finetune_60k.csv", old)
+    e6, gain = claims.dppo_rows()
+    assert (e6.id, e6.verdict, e6.seeds) == ("E6", claims.FAILS, "7 pairs")
+    assert (gain.id, gain.verdict) == ("E6-gain", claims.HOLDS)
+    assert "diff -492" in e6.statistic and "diff 1008" in gain.statistic
+    for row in (e6, gain):
+        assert "walker2d-medium not rerun at this budget" in row.our_setting
+        assert "(diffusion/Gaussian 0.35x)" in row.our_setting  # one clone per policy
+        assert "at 60,000 steps x 3 seeds on hopper-medium and walker2d-medium (6 pairs)" in (
+            row.our_setting
+        )
+        assert "14.0 hours of collection and updates summed over the 14 runs" in row.budget
+    assert "was inconclusive at this power" in e6.our_setting  # 6 ties: no verdict
+
+
+def test_entropy_covariance_rows_correlate_the_change_with_minus_cov(claims):
+    """Runs whose entropy changes are -2 eta Cov plus a little noise hold on both rows; runs
+    whose entropy moves with +Cov do not hold; the hours are the updates' seconds summed, stated
+    in the E12-ppo row only."""
+    rng = np.random.default_rng(0)
+
+    def rows(sign):
+        out = []
+        for seed in range(1, 8):
+            cov = rng.normal(0, 1, 40)
+            dh = -sign * 2e-3 * cov + rng.normal(0, 1e-4, 40)
+            out += [
+                dict(
+                    method="ppo",
+                    seed=seed,
+                    step=2048 * (i + 1),
+                    entropy_change=d,
+                    logp_adv_cov=c,
+                    train_s=90.0,
+                )
+                for i, (d, c) in enumerate(zip(dh, cov))
+            ]
+        return out  # fmt: skip
+
+    _write_csv(claims.OUT / "entropy_law_covariance.csv", rows(+1))
+    corr, sign = claims.entropy_covariance_rows()
+    hours = claims.entropy_law_hours(claims.read("entropy_law_covariance.csv"))
+    assert hours == "7.0 hours of collection and updates summed over the 7 runs"  # 7 x 40 x 90 s
+    assert corr.budget.endswith("wall time in the E12-ppo row")  # stated once
+    assert (corr.id, corr.verdict, sign.verdict) == (
+        "E12-ppo-covariance",
+        claims.HOLDS,
+        claims.HOLDS,
+    )
+    assert corr.seeds == "7" and "ours 81,920 env steps per run" in corr.budget
+    assert "40 updates each" in corr.our_setting
+    _write_csv(claims.OUT / "entropy_law_covariance.csv", rows(-1))
+    assert [r.verdict for r in claims.entropy_covariance_rows()] == [claims.FAILS] * 2

@@ -99,6 +99,23 @@ def test_toy_run_writes_png_and_csvs_from_the_runs(tmp_path):
         assert float(pooled["a"]) == pytest.approx(a, rel=1e-3, abs=1e-3)
         assert float(pooled["r2"]) == pytest.approx(r2, rel=1e-3, abs=1e-4)
         assert int(pooled["points"]) == len(mine)
+    # the covariance law's columns: PPO logs them every update, GRPO's groups have no
+    # per-sample advantage batch and log none
+    cov = list(csv.DictReader((out / "entropy_law_covariance.csv").open()))
+    run = sweep / "Hopper-v5" / "ppo" / "runs" / "ppo" / "Hopper-v5" / "seed1"
+    with (run / "metrics.csv").open() as f:
+        logged = list(csv.DictReader(f))
+    assert {c["method"] for c in cov} == {"ppo"} and len(cov) == len(logged) >= 4
+    np.testing.assert_allclose(
+        [float(c["logp_adv_cov"]) for c in cov],
+        [float(x["train/logp_adv_cov"]) for x in logged],
+        rtol=1e-5,
+    )
+    np.testing.assert_allclose(
+        [float(c["entropy_change"]) for c in cov],
+        [float(x["train/entropy_change"]) for x in logged],
+        rtol=1e-5,
+    )
 
 
 @pytest.mark.parametrize(
@@ -136,3 +153,53 @@ def test_committed_points_read_back_the_runs_write_points_stored(tmp_path):
         np.testing.assert_array_equal(mine["step"], stored["step"])
         np.testing.assert_allclose(mine["entropy"], stored["entropy"], rtol=1e-5)
         np.testing.assert_allclose(mine["return"], stored["return"], rtol=1e-5)
+
+
+def test_covariance_law_correlation_and_direction_share():
+    """Entropy changes of -2 eta Cov (the law exactly) give correlation 1 and every direction
+    right (chance 1/2 with half the covariances positive; an entropy that falls every update
+    is right half the time, as chance says); flipping a quarter of the updates' signs drops the
+    share to 3/4; a run whose entropy moves with +Cov has correlation -1. Updates where nothing
+    moved are not counted."""
+    cov = np.array([0.5, -0.2, 0.1, -0.4, 0.3, -0.1, 0.2, -0.3])
+    run = {"method": "ppo", "seed": 1, "logp_adv_cov": cov, "entropy_change": -2e-3 * cov}
+    c = fig.covariance_law(run)
+    assert c["corr"] == pytest.approx(1.0) and c["sign_share"] == 1.0 and c["updates"] == 8
+    assert c["sign_chance"] == pytest.approx(0.5)  # half the covariances positive
+    falling = run | {"entropy_change": -np.abs(cov)}  # falls every update whatever the Cov
+    assert fig.covariance_law(falling)["sign_chance"] == pytest.approx(0.5)
+    assert fig.covariance_law(falling)["sign_share"] == pytest.approx(0.5)
+    flipped = run | {"entropy_change": -2e-3 * cov * np.array([1, 1, -1, 1, 1, -1, 1, 1])}
+    assert fig.covariance_law(flipped)["sign_share"] == pytest.approx(0.75)
+    assert fig.covariance_law(run | {"entropy_change": 2e-3 * cov})["corr"] == pytest.approx(-1)
+    still = run | {"entropy_change": np.r_[0.0, -2e-3 * cov[1:]]}
+    assert fig.covariance_law(still)["sign_share"] == 1.0
+
+
+def test_read_covariance_and_its_csv_round_trip(tmp_path):
+    """The law's columns come from metrics.csv (every update that logged them; a run without
+    them gives None), each update's seconds from timing.csv, and write_covariance /
+    committed_covariance store and restore them."""
+    (tmp_path / "metrics.csv").write_text(
+        "step,train/episode_return,train/entropy_change,train/logp_adv_cov\n"
+        "2048,nan,-0.01,0.5\n4096,12.0,0.02,-0.25\n6144,13.0,,0.1\n"
+    )
+    (tmp_path / "timing.csv").write_text(
+        "step,time/sps,time/rollout_s,time/update_s\n2048,1000,1.5,0.5\n"
+    )
+    cov = fig.read_covariance(tmp_path)
+    np.testing.assert_array_equal(cov["step"], [2048, 4096])
+    np.testing.assert_array_equal(cov["train_s"], [2.0, np.nan])  # 4096 not timed
+    np.testing.assert_array_equal(cov["entropy_change"], [-0.01, 0.02])
+    np.testing.assert_array_equal(cov["logp_adv_cov"], [0.5, -0.25])
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "metrics.csv").write_text("step,train/entropy\n2048,4.2\n")
+    assert fig.read_covariance(tmp_path / "old") is None
+    runs = [{"method": "ppo", "seed": s, **cov} for s in (1, 2)]
+    fig.write_covariance(tmp_path / "cov.csv", runs)
+    back = fig.committed_covariance(tmp_path / "cov.csv", ["ppo"])
+    assert [(r["method"], r["seed"]) for r in back] == [("ppo", 1), ("ppo", 2)]
+    np.testing.assert_allclose(back[1]["entropy_change"], cov["entropy_change"])
+    np.testing.assert_array_equal(back[1]["train_s"], [2.0, np.nan])
+    assert fig.committed_covariance(tmp_path / "cov.csv", ["grpo"]) == []
+    assert fig.committed_covariance(tmp_path / "missing.csv", ["ppo"]) == []

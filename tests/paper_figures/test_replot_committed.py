@@ -17,6 +17,8 @@ CASES = {
     "dppo_finetune": (
         ["dppo_finetune.csv", "dppo_finetune_curves.csv"], ["--replot"], "dppo_finetune.png"
     ),
+    "dppo_finetune:60k": (["dppo_finetune_60k.csv", "dppo_finetune_60k_curves.csv"],
+                          ["--replot", "--name", "dppo_finetune_60k"], "dppo_finetune_60k.png"),
     "iql_tau": (["iql_vs_bc.csv", "iql_vs_bc_curves.csv"], ["--replot", "--name", "iql_vs_bc"],
                 "iql_vs_bc.png"),
     "iql_tau:100k": (["iql_vs_bc_100k.csv", "iql_vs_bc_100k_curves.csv"],
