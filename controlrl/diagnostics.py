@@ -141,6 +141,20 @@ def shift_stats(
     return out
 
 
+def batch_shift(policy: torch.nn.Module, batch: dict, old_params: Params, eps: Eps) -> dict:
+    """shift_stats of an actor-critic batch (obs, actions, logprobs and, where it has them,
+    advantages): one run's rows or a population's [S, B]."""
+    return shift_stats(
+        policy,
+        batch["obs"],
+        batch["actions"],
+        batch["logprobs"],
+        old_params,
+        eps,
+        batch.get("advantages"),
+    )
+
+
 def explained_variance(values: np.ndarray, returns: np.ndarray) -> float:
     """1 - Var(R - V) / Var(R); nan when the returns are constant."""
     var = returns.var()

@@ -238,15 +238,7 @@ class PopulationActorCriticRun(PopulationSession):
             timer.lap("rollout_s")
             with self.guard():
                 stats = update_fn(batch)
-            shift = diagnostics.shift_stats(
-                policy,
-                batch["obs"],
-                batch["actions"],
-                batch["logprobs"],
-                old_params,
-                ratio_eps,
-                batch.get("advantages"),
-            )
+            shift = diagnostics.batch_shift(policy, batch, old_params, ratio_eps)
             stats = {**stats, **shift}
             if optimizer is not None:
                 stats["learning_rate"] = np.asarray(optimizer.lrs, np.float64)

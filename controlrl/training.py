@@ -118,9 +118,10 @@ class Run(Session):
     ) -> Iterator[dict]:
         """Wraps the update of the batch self.collect returned: runs it under the NaN guard,
         then adds to the dict it yields how far it moved the policy over the whole batch
-        (diagnostics.policy_shift from self.old_params: kl_mean, kl_max, ratio_dev_frac / _max
+        (diagnostics.batch_shift from self.old_params: kl_mean, kl_max, ratio_dev_frac / _max
         / _mean with r outside the ratio_eps range (one eps, a (low, high) pair, or None: no
-        ratio_dev_frac); not for a policy without dist_params, see collect).
+        ratio_dev_frac), entropy_change and logp_adv_cov; not for a policy without
+        dist_params, see collect).
 
             with run.update(policy, batch, args.clip_coef) as stats:
                 stats.update(update(policy, value_net, optimizer, batch, args))
@@ -131,17 +132,8 @@ class Run(Session):
             yield stats
         if old_params is None:
             return
-        stats.update(
-            diagnostics.policy_shift(
-                policy,
-                batch["obs"],
-                batch["actions"],
-                batch["logprobs"],
-                old_params,
-                ratio_eps,
-                batch.get("advantages"),
-            )
-        )
+        shift = diagnostics.batch_shift(policy, batch, old_params, ratio_eps)
+        stats.update({k: float(v) for k, v in shift.items()})
 
     def train(
         self,
