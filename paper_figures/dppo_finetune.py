@@ -259,7 +259,11 @@ def plot(args, runs: list[dict]) -> None:
     with plt.rc_context(plots.STYLE):
         fig, axes = plt.subplots(
             # at least two panels wide: the title fits above a single dataset too
-            2, len(labels), figsize=(4.2 * max(2, len(labels)), 6), squeeze=False, sharex="col"
+            2,
+            len(labels),
+            figsize=(4.2 * max(2, len(labels)), 6),
+            squeeze=False,
+            sharex="col",
         )
         for col, label in enumerate(labels):
             mine = [r for r in runs if r["row"]["dataset"] == label]

@@ -216,36 +216,31 @@ def covariance_law(run: dict) -> dict:
     }
 
 
-def covariance_laws(rows: list[dict[str, str]], method: str) -> list[dict]:
-    """covariance_law of each of `method`'s runs in the rows of entropy_law_covariance.csv (as
-    csv.DictReader gives them), in seed order."""
-    runs: dict[int, dict] = {}
+def group_covariance(rows: list[dict], methods: list[str]) -> list[dict]:
+    """The runs of `methods` in rows of entropy_law_covariance.csv (method, seed and each
+    update's values, as text or numbers): method, seed and float arrays per run."""
+    runs: dict[tuple, dict] = {}
     for r in rows:
-        if r["method"] == method:
-            run = runs.setdefault(int(r["seed"]), {k: [] for k in COV_FIELDS[2:]})
+        if r["method"] in methods:
+            key = (r["method"], int(r["seed"]))
+            run = runs.setdefault(key, {"method": key[0], "seed": key[1]})
             for k in COV_FIELDS[2:]:
-                run[k].append(float(r[k]))
-    return [
-        covariance_law({"method": method, "seed": seed, **{k: np.array(v) for k, v in run.items()}})
-        for seed, run in sorted(runs.items())
-    ]
+                run.setdefault(k, []).append(int(float(r[k])) if k == "step" else float(r[k]))
+    return [{**r, **{k: np.array(r[k]) for k in COV_FIELDS[2:]}} for r in runs.values()]
+
+
+def covariance_laws(rows: list[dict], method: str) -> list[dict]:
+    """covariance_law of each of `method`'s runs in the rows of entropy_law_covariance.csv, in
+    seed order."""
+    runs = sorted(group_covariance(rows, [method]), key=lambda r: r["seed"])
+    return [covariance_law(r) for r in runs]
 
 
 def committed_covariance(path: Path, methods: list[str]) -> list[dict]:
     """The updates of `methods` as write_covariance stored them (none without the file)."""
     from controlrl.experiment import read_rows
 
-    if not path.exists():
-        return []
-    rows = read_rows(path, ints=("seed", "step"), floats=COV_FIELDS[3:])
-    runs: dict[tuple, dict] = {}
-    for r in rows:
-        if r["method"] in methods:
-            run = runs.setdefault((r["method"], r["seed"]), {k: [] for k in COV_FIELDS[2:]})
-            run |= {"method": r["method"], "seed": r["seed"]}
-            for k in COV_FIELDS[2:]:
-                run[k].append(r[k])
-    return [{**r, **{k: np.array(r[k]) for k in COV_FIELDS[2:]}} for r in runs.values()]
+    return group_covariance(read_rows(path), methods) if path.exists() else []
 
 
 def write_covariance(path: Path, runs: list[dict]) -> None:

@@ -200,6 +200,8 @@ def test_read_covariance_and_its_csv_round_trip(tmp_path):
     back = fig.committed_covariance(tmp_path / "cov.csv", ["ppo"])
     assert [(r["method"], r["seed"]) for r in back] == [("ppo", 1), ("ppo", 2)]
     np.testing.assert_allclose(back[1]["entropy_change"], cov["entropy_change"])
+    fig.write_covariance(tmp_path / "again.csv", back)  # read back and written: the same bytes
+    assert (tmp_path / "again.csv").read_text() == (tmp_path / "cov.csv").read_text()
     np.testing.assert_array_equal(back[1]["train_s"], [2.0, np.nan])
     assert fig.committed_covariance(tmp_path / "cov.csv", ["grpo"]) == []
     assert fig.committed_covariance(tmp_path / "missing.csv", ["ppo"]) == []
