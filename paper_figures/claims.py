@@ -471,20 +471,16 @@ def _dppo_pairs(rows) -> tuple[np.ndarray, np.ndarray, list[float], list[str]]:
     final, gain, clones = [], [], []
     datasets = sorted({r["dataset"] for r in rows})
     for ds in datasets:
-        pol = {
-            p: {r["seed"]: r for r in rows if r["dataset"] == ds and r["policy"] == p}
+        fa, fb, ca, cb = (
+            values(rows, col, dataset=ds, policy=p)
+            for col in ("final_return", "clone_return")
             for p in ("diffusion", "gaussian")
-        }
-        for s in sorted(pol["diffusion"], key=int):
-            if s not in pol["gaussian"]:
-                continue
-            a, b = pol["diffusion"][s], pol["gaussian"][s]
-            final.append(float(a["final_return"]) - float(b["final_return"]))
-            gain.append(
-                float(a["final_return"]) - float(a["clone_return"])
-                - (float(b["final_return"]) - float(b["clone_return"]))
-            )  # fmt: skip
-            clones.append(float(a["clone_return"]) / float(b["clone_return"]))
+        )
+        for s in sorted(fa, key=lambda k: int(k[0])):
+            if s in fb:
+                final.append(fa[s] - fb[s])
+                gain.append(fa[s] - ca[s] - (fb[s] - cb[s]))
+                clones.append(ca[s] / cb[s])
     return np.array(final), np.array(gain), clones, datasets
 
 

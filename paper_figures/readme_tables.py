@@ -1245,8 +1245,12 @@ def dppo(read: Read) -> str:
             clone = float(clone.pop())
             cells.append(f"{f(clone)} -> {spread(col(g, 'final_return'))}")
             ups = sum(float(r["final_return"]) > clone for r in g)
-            above.append(f"{'DPPO' if pol == 'diffusion' else 'the Gaussian'} {ups} of {len(g)}")
+            who = "DPPO" if pol == "diffusion" else "the Gaussian"
+            above.append(f"{who} {ups} of {len(g)}")
         body.append(cells)
+    if len(body) > 1:  # several datasets: say which each count is of
+        names = [ds for ds in dict.fromkeys(r["dataset"] for r in rows) for _ in (0, 1)]
+        above = [f"{a} ({ds})" for a, ds in zip(above, names)]
     n = uniform_n(groups)
     return (
         f"`out/dppo_finetune.csv`, final evaluation, {kind(n)} over {n} seeds, from the clone's:"
