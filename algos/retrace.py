@@ -57,11 +57,12 @@ from controlrl.evaluate import evaluate
 from controlrl.nets import LOG_2PI, TwinQ, fast_forward, flatten_parameters, mlp
 from controlrl.replay import ReplayBuffer
 from controlrl.returns import retrace_targets, trace_coefficients
-from controlrl.rollout import Episode
+from controlrl.rollout import Episode, to_arrays, to_tensors
 from controlrl.seeding import eval_seed, reset_seed
 from controlrl.session import Session, Timer
 from controlrl.training import episode_metrics
 from controlrl.update import adam, params_of
+from envs import state as env_state
 
 TRACES = ("retrace", "is", "tree_backup", "q_lambda")  # theory.retrace.TRACE_KINDS, continuous
 
@@ -368,11 +369,10 @@ class Sampler:
 
 class EnvLoop:
     """The training envs: acting (uniform on the box before --learning-starts, then pi), the
-    transitions into the buffer, episode statistics. Its state_dict holds each env's simulator
-    state (MuJoCo's full integration state via mj_getState, or a classic-control env's `state`),
-    its time-limit counter and reset RNG, the current observations and episode sums: Gymnasium
-    has no generic env snapshot, and without one a resumed run would start fresh episodes and
-    differ from the uninterrupted one."""
+    transitions into the buffer, episode statistics. Its state_dict holds the envs mid-episode
+    (envs.state: simulator state, time-limit counter and reset RNG), the current observations
+    and episode sums, so a resumed run continues the uninterrupted one (the replay buffer
+    would otherwise hold episodes that never finish)."""
 
     def __init__(self, args: Args) -> None:
         self.args = args
@@ -386,6 +386,11 @@ class EnvLoop:
         self.act_dim = int(np.prod(space.shape))
         self.uniform_logp = -float((self.high - self.low).log().sum())  # log 1/volume
         self.obs = self.envs.reset(seed=reset_seed(args.seed, 0))[0].astype(np.float32)
+        if env_state.capture(self.envs) is None:
+            fail(
+                f"--env-id {args.env_id}: retrace checkpoints the envs mid-episode, and "
+                "envs.state cannot capture this one (MuJoCo and classic control only)"
+            )
         self.ret = np.zeros(args.num_envs)
         self.length = np.zeros(args.num_envs, np.int64)
         self.episodes: list[Episode] = []
@@ -429,45 +434,14 @@ class EnvLoop:
             "ret": torch.from_numpy(self.ret.copy()),
             "length": torch.from_numpy(self.length.copy()),
             "step_count": self.step_count,
-            "envs": [_env_state(env) for env in self.envs.envs],
+            "envs": to_tensors(env_state.capture(self.envs)),
         }
 
     def load_state_dict(self, state: dict) -> None:
         self.obs = state["obs"].numpy().copy()
         self.ret, self.length = state["ret"].numpy().copy(), state["length"].numpy().copy()
         self.step_count = int(state["step_count"])
-        for env, env_state in zip(self.envs.envs, state["envs"], strict=True):
-            _set_env_state(env, env_state)
-
-
-def _env_state(env) -> dict:
-    """One Gymnasium env's simulator state, time-limit counter and RNG."""
-    raw = env.unwrapped
-    out = {"elapsed": int(env.get_wrapper_attr("_elapsed_steps") or 0)}
-    out["rng"] = raw.np_random.bit_generator.state
-    if hasattr(raw, "data"):  # MuJoCo
-        import mujoco
-
-        full = mujoco.mjtState.mjSTATE_INTEGRATION
-        sim = np.empty(mujoco.mj_stateSize(raw.model, full))
-        mujoco.mj_getState(raw.model, raw.data, sim, full)
-        out["mujoco"] = torch.from_numpy(sim)
-    else:
-        out["state"] = torch.as_tensor(np.asarray(raw.state))
-    return out
-
-
-def _set_env_state(env, state: dict) -> None:
-    raw = env.unwrapped
-    env.set_wrapper_attr("_elapsed_steps", state["elapsed"])
-    raw.np_random.bit_generator.state = state["rng"]
-    if "mujoco" in state:
-        import mujoco
-
-        full = mujoco.mjtState.mjSTATE_INTEGRATION
-        mujoco.mj_setState(raw.model, raw.data, state["mujoco"].numpy().copy(), full)
-    else:
-        raw.state = state["state"].numpy().copy()
+        env_state.restore(self.envs, to_arrays(state["envs"]))
 
 
 def main(args: Args) -> float:

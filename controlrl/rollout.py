@@ -11,6 +11,7 @@ import torch
 
 from controlrl.buffers import RolloutBuffer
 from controlrl.normalize import ObsNormalizer, RewardScaler
+from envs import state as env_state
 
 
 @dataclass
@@ -50,6 +51,7 @@ class Collector:
         self._ep_start = np.zeros(self.num_envs, np.int64)
         self.global_step = 0
         self.obs: np.ndarray | None = None
+        self.restored = False  # whether load_state_dict put the envs back mid-episode
 
     def _normalize(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
         obs = obs.astype(np.float32, copy=False)
@@ -66,6 +68,34 @@ class Collector:
         self._ep_start[:] = self._steps
         if self.reward_scaler is not None:  # restored mid-episode on resume: the episode is gone
             self.reward_scaler.returns[:] = 0.0
+
+    def state_dict(self) -> dict:
+        """The envs mid-episode (envs.state.capture), the observation the policy acts on next
+        and the episode sums, as tensors; {} when the envs cannot be captured (a resume then
+        starts fresh episodes through reset)."""
+        saved = env_state.capture(self.envs) if self.obs is not None else None
+        if saved is None:
+            return {}
+        return {
+            "envs": to_tensors(saved),
+            "obs": torch.from_numpy(self.obs.copy()),
+            "ep_return": torch.from_numpy(self.ep_return.copy()),
+            "ep_length": torch.from_numpy(self._steps - self._ep_start),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Put back what state_dict saved (self.restored says whether there was anything: a
+        resume from {} still needs reset). The reward scaler's running returns come back with
+        the scaler's own state."""
+        self.restored = bool(state)
+        if not state:
+            return
+        if tuple(state["obs"].shape) != (self.num_envs, *self.envs.single_observation_space.shape):
+            raise ValueError(f"saved observations {tuple(state['obs'].shape)} do not fit the envs")
+        env_state.restore(self.envs, to_arrays(state["envs"]))
+        self.obs = state["obs"].numpy().copy()
+        self.ep_return[:] = state["ep_return"].numpy()
+        self._ep_start[:] = self._steps - state["ep_length"].numpy()
 
     def collect(
         self, buffer: RolloutBuffer, act: Callable[[torch.Tensor], torch.Tensor]
@@ -186,6 +216,28 @@ class Collector:
                 obs_normalizer(obs.astype(np.float32, copy=False), out=rows[t])
             else:
                 rows[t][...] = obs  # the same float32 cast as astype
+
+
+def to_tensors(tree):
+    """numpy arrays in nested lists and dicts as tensors (a checkpoint loads weights only)."""
+    if isinstance(tree, np.ndarray):
+        return torch.from_numpy(tree.copy())
+    if isinstance(tree, dict):
+        return {k: to_tensors(v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [to_tensors(v) for v in tree]
+    return tree
+
+
+def to_arrays(tree):
+    """to_tensors undone."""
+    if isinstance(tree, torch.Tensor):
+        return tree.numpy().copy()
+    if isinstance(tree, dict):
+        return {k: to_arrays(v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [to_arrays(v) for v in tree]
+    return tree
 
 
 def _store_extras(extras: dict[str, np.ndarray], t: int, out) -> torch.Tensor:

@@ -13,7 +13,8 @@ Anything with state_dict()/load_state_dict() can be registered; the checkpoint a
 step, the iteration and the torch RNG state, and is written atomically. --resume restores them
 and drops the rows logged after the checkpoint; a run directory without a checkpoint yet (killed
 before the first) starts again from step 0 with its config.json, its rows dropped. What the
-envs do on resume is the caller's (training.Run: fresh episodes, see rollout.Collector.reset).
+envs do on resume is the caller's (training.Run: the envs as saved where envs.state captures
+them, else fresh episodes; see rollout.Collector).
 The session holds the run directory's lock from its construction to finish() (controlrl.rundir:
 a second run or resume of the directory is refused naming this pid); a full or read-only disk
 stops the run with one line (exit 1), the last good checkpoint left in place.

@@ -82,17 +82,25 @@ class Run(Session):
         self._timer = Timer()
 
     def start(self, **stateful):
-        """Session.start with the normalisers added to what checkpoints hold, then the envs'
-        first reset (jitted backends compile first, shown on the progress bar)."""
+        """Session.start with the normalisers and the collector added to what checkpoints hold,
+        then the envs' first reset (jitted backends compile first, shown on the progress bar).
+        A resume puts the envs back mid-episode where envs.state can capture them (Gymnasium
+        MuJoCo and classic control, sync), so it continues the uninterrupted run bit for bit;
+        elsewhere every env starts a fresh episode from reset_seed(seed, iteration)."""
         normalizers = {"obs_normalizer": self.obs_normalizer, "reward_scaler": self.reward_scaler}
-        iterations = super().start(
-            **stateful, **{k: v for k, v in normalizers.items() if v is not None}
-        )
+        stateful |= {k: v for k, v in normalizers.items() if v is not None}
+        # the envs mid-episode (rollout.Collector.state_dict); a checkpoint written before
+        # they were saved resumes with fresh episodes
+        if self.resume_state is None or "collector" in self.resume_state:
+            stateful["collector"] = self.collector
+        iterations = super().start(**stateful)
+        self.stateful["collector"] = self.collector
         if hasattr(self.envs, "compile"):  # brax: compile before the first step
             with self.status("compiling..."):
                 seconds = self.envs.compile()
             self.write(f"{self.args.env_id}: compiled in {seconds:.1f} s")
-        self.collector.reset(seed=reset_seed(self.args.seed, self.start_iteration))
+        if not self.collector.restored:
+            self.collector.reset(seed=reset_seed(self.args.seed, self.start_iteration))
         self.collector.global_step = self.step
         return iterations
 

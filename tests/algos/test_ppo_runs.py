@@ -164,11 +164,15 @@ def test_sigkill_then_resume_continues_from_checkpoint(tmp_path):
     assert final["step"] == 8192 and final["iteration"] == 32
     config = json.loads((run / "config.json").read_text())["args"]
     assert config["resume"] is None
-    # the normalisers continued from the checkpoint, as README's resume section says: every env
-    # restarts, its reset observation folded in once, then one observation and one discounted
-    # return per env step (the reward scaler folds nothing at a reset)
+    # the normalisers continued from the checkpoint with the envs put back mid-episode, as
+    # README's resume section says: no env restarts, so one observation and one discounted
+    # return per env step after it, and nothing else
     steps_after = 8192 - killed["step"]
-    obs_count = killed["obs_normalizer"]["count"] + config["num_envs"] + steps_after
+    obs_count = killed["obs_normalizer"]["count"] + steps_after
     assert abs(float(final["obs_normalizer"]["count"]) - obs_count) < 0.5
     return_count = killed["reward_scaler"]["count"] + steps_after
     assert abs(float(final["reward_scaler"]["count"]) - return_count) < 0.5
+    # and the killed-and-resumed run is the uninterrupted one, byte for byte
+    whole = tmp_path / "whole"
+    ppo(*argv[: argv.index("--run-dir")], "--run-dir", str(whole), *FAST)
+    assert (run / "metrics.csv").read_bytes() == (whole / "metrics.csv").read_bytes()

@@ -79,7 +79,10 @@ def train(
             reset(seed),
             snapshots.update(reset=state_of(run, stateful)),
         )
-    for iteration in run.start(**stateful):
+    iterations = run.start(**stateful)
+    if snapshots is not None:  # what the first iteration begins with
+        snapshots["begin"] = state_of(run, stateful) | envs_of(run)
+    for iteration in iterations:
         batch, episodes = run.collect(policy, value_net)
         with run.update(policy, batch, 0.2) as stats:
             stats.update(minibatch_update(optimizer, batch, loss_fn, args))
@@ -87,7 +90,7 @@ def train(
                 raise NonFiniteError("injected NaN")
         run.end_iteration(iteration, stats, episodes, act=policy.mode)
         if snapshots is not None:
-            snapshots[iteration] = state_of(run, stateful)
+            snapshots[iteration] = state_of(run, stateful) | envs_of(run)
         if iteration == restart_at:
             run.collector.reset(seed=reset_seed(args.seed, iteration))
         if iteration == kill_after:
@@ -103,6 +106,11 @@ def state_of(run: Run, stateful: dict) -> dict:
     state["reward_scaler"] = copy.deepcopy(run.reward_scaler.state_dict())
     state["rng"] = torch.get_rng_state().clone()
     return state
+
+
+def envs_of(run: Run) -> dict:
+    """The collector's side of a run: the envs mid-episode and what the policy acts on next."""
+    return {"collector": copy.deepcopy(run.collector.state_dict())}
 
 
 def assert_bit_identical(a, b, path="state"):
@@ -125,41 +133,55 @@ def steps_logged(run_dir) -> list[int]:
         return [int(row["step"]) for row in csv.DictReader(f)]
 
 
-def test_resume_restores_everything_bit_exactly_and_logs_each_iteration_once(tmp_path):
+def test_resume_continues_the_uninterrupted_run_bit_for_bit(tmp_path):
+    """Killed mid-episode after iteration 2 of 4, a resumed run puts back everything, the envs
+    included (Pendulum's episodes are 200 steps: none ends at the checkpoint), never resets
+    them, and ends as the uninterrupted run: every state and every metrics.csv byte."""
+    args = ToyArgs(num_envs=3, total_timesteps=384)  # 4 iterations of 96 steps
     whole: dict = {}
-    train(ToyArgs(run_dir=str(tmp_path / "whole")), snapshots=whole)
+    train(ToyArgs(**{**vars(args), "run_dir": str(tmp_path / "whole")}), snapshots=whole)
     half = tmp_path / "half"
-    train(ToyArgs(run_dir=str(half), total_timesteps=128))  # stops after iteration 2
+    train(ToyArgs(**{**vars(args), "run_dir": str(half), "total_timesteps": 192}))  # 2 its
     resumed: dict = {}
-    train(ToyArgs(run_dir=str(half), resume=str(half)), snapshots=resumed)
-    # what the resumed run starts from is the uninterrupted run after the same iteration
-    assert_bit_identical(resumed["start"], whole[2])
-    # the normalisers have moved (so the comparison was not between two fresh ones)
+    train(ToyArgs(**{**vars(args), "run_dir": str(half), "resume": str(half)}), resumed)
+    assert "start" not in resumed  # no env was reset
+    assert_bit_identical(resumed["begin"], whole[2])
+    assert_bit_identical(resumed[4], whole[4])
+    assert (half / "metrics.csv").read_bytes() == (tmp_path / "whole" / "metrics.csv").read_bytes()
+    assert steps_logged(half) == [96, 192, 288, 384]
+    # the comparisons are not between fresh states: the normalisers have moved and the
+    # episodes are under way at the checkpoint
     assert whole[2]["obs_normalizer"]["count"] > 1
-    assert steps_logged(half) == [64, 128, 192, 256] == steps_logged(tmp_path / "whole")
-    # the first two rows are the original run's, not rewritten
-    whole_rows = (tmp_path / "whole" / "metrics.csv").read_text().splitlines()
-    assert (half / "metrics.csv").read_text().splitlines()[:3] == whole_rows[:3]
+    assert (whole[2]["reward_scaler"]["returns"] != 0).all()
+    assert (whole[2]["collector"]["ep_length"] == 192 // 3).all()
 
 
-def test_resume_equals_the_run_restarted_at_its_checkpoint(tmp_path):
-    """What README says resume preserves: a resumed run is, bit for bit, the uninterrupted run
-    with every env restarted at the checkpoint's iteration boundary (fresh episodes from
-    reset_seed(seed, iteration)); the restart folds each env's reset observation into the
-    observation statistics once and zeroes the reward scaler's per-env running returns."""
+def test_a_checkpoint_without_the_envs_resumes_with_fresh_episodes(tmp_path):
+    """A checkpoint that does not hold the envs (written before they were saved; envs
+    envs.state cannot capture save none) resumes as the uninterrupted run with every env
+    restarted at the checkpoint's iteration boundary (fresh episodes from
+    reset_seed(seed, iteration)), bit for bit; the restart folds each env's reset observation
+    into the observation statistics once and zeroes the reward scaler's per-env running
+    returns."""
     args = ToyArgs(num_envs=3, total_timesteps=384)  # 4 iterations of 96 steps
     restarted: dict = {}
     train(ToyArgs(**{**vars(args), "run_dir": str(tmp_path / "r")}), restarted, restart_at=2)
     half = tmp_path / "half"
     train(ToyArgs(**{**vars(args), "run_dir": str(half), "total_timesteps": 192}))  # 2 its
+    path = Session.checkpoint_path(half)
+    state = checkpoint.load(path)
+    assert state.pop("collector")["envs"]  # saved, and taken out as an older checkpoint lacks it
+    checkpoint.save(path, state)
     resumed: dict = {}
     train(ToyArgs(**{**vars(args), "run_dir": str(half), "resume": str(half)}), resumed)
     before, after = restarted[2], restarted["reset"]
-    assert_bit_identical(resumed["start"], before)
+    assert_bit_identical(resumed["start"], {k: v for k, v in before.items() if k != "collector"})
     assert_bit_identical(resumed["reset"], after)
     assert_bit_identical(resumed[4], restarted[4])
     rows = (tmp_path / "r" / "metrics.csv").read_bytes()
     assert (half / "metrics.csv").read_bytes() == rows
+    # the resumed run's checkpoints hold the envs again
+    assert checkpoint.load(path)["collector"]["envs"]
     # what the restart did, computed from its definition, not from the code under test
     returns = before["reward_scaler"]["returns"]
     assert returns.shape == (3,) and (returns != 0).all()  # mid-episode when the run stopped
