@@ -1050,6 +1050,7 @@ def all_rows() -> list[Row]:
         + fpo_rows()
         + fpo_under_rows(read)
         + claims_brax.rows(read)
+        + claims_brax.rows(read, "brax_halfcheetah_2m", "brax_locomotion", "-2m")
         + regret_rows()
         + rarl_rows(read)
         + claims_bandits.rows()

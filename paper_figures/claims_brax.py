@@ -40,29 +40,47 @@ def parity(runs: list[dict], env: str, trainer: str = "ours") -> dict:
     return out | {"test": t, "bar": bar, "learned": learned, "verdict": verdict}
 
 
-def rows(read) -> list:
-    """Brax-<env> for each env of brax_locomotion.csv: ppo_brax.py (Brax's tanh-normal policy)
-    against Brax's PPO trainer; Brax-<env>-gaussian for the Gaussian-policy variant."""
-    runs = read("brax_locomotion.csv")
-    table = read("brax_locomotion_table.csv")
+POLICIES = (
+    ("ours", "", "Brax's tanh-normal policy (--policy tanh_normal)"),
+    ("ours_gaussian", "-gaussian", "a state-independent Gaussian (--policy gaussian)"),
+)
+
+
+def rows(read, stem: str = "brax_locomotion", old: str | None = None, tag: str = "") -> list:
+    """Brax-<env><tag> for each env of <stem>.csv: ppo_brax.py (Brax's tanh-normal policy)
+    against Brax's PPO trainer; Brax-<env>-gaussian<tag> for the Gaussian-policy variant where
+    the sweep ran it. With `old` (the stem of the same comparison at another budget) a row says
+    what that budget's verdict was beside this one's."""
+    runs = read(f"{stem}.csv")
+    table = read(f"{stem}_table.csv")
+    before = read(f"{old}.csv") if old else []
     out = []
     for env in dict.fromkeys(r["env"] for r in runs):
         steps = int(max(float(r["steps"]) for r in runs if r["env"] == env))
         # the experiment's time, once: the env's runs of all trainers ran one after another
         hours = sum(float(r["wall_s"]) for r in runs if r["env"] == env) / 3600
         target = float(next(r["target"] for r in table if r["env"] == env))
-        for trainer, suffix, policy in (
-            ("ours", "", "Brax's tanh-normal policy (--policy tanh_normal)"),
-            ("ours_gaussian", "-gaussian", "a state-independent Gaussian (--policy gaussian)"),
-        ):
+        trainers = {r["trainer"] for r in runs if r["env"] == env}
+        for trainer, suffix, policy in POLICIES:
+            if trainer not in trainers:
+                continue
             p = parity(runs, env, trainer)
             if p["verdict"] is None:
-                raise ValueError(f"claims_brax: brax_locomotion.csv lacks finished {env} runs")
+                raise ValueError(f"claims_brax: {stem}.csv lacks finished {env} runs")
             t = p["test"]
             why = "" if p["learned"] else f"; no run reaches {target:,.0f}: neither learns {env}"
+            was = ""
+            o = parity(before, env, trainer)
+            if o["verdict"] is not None:
+                old_steps = int(max(float(r["steps"]) for r in before if r["env"] == env))
+                was = (
+                    f"; was {o['verdict']} at {old_steps:,} steps (diff {o['test'].diff:.4g}, "
+                    f"{o['test'].kind} {o['test'].lo:.4g} to {o['test'].hi:.4g}) -> "
+                    f"{p['verdict']} at {steps:,}"
+                )
             out.append(
                 Row(
-                    f"Brax-{env}{suffix}",
+                    f"Brax-{env}{suffix}{tag}",
                     PAPER,
                     f"algos/ppo_brax.py with {policy} learns brax:{env} no worse than Brax's "
                     f"own PPO trainer (within {MARGIN:.0%} of its mean return, or above)",
@@ -75,11 +93,11 @@ def rows(read) -> list:
                     f"{t.a.n} vs {t.b.n} (unpaired)",
                     "final deterministic evaluation return at the budget (16 episodes), "
                     f"ppo_brax.py minus Brax's PPO; bar {p['bar']:,.0f} = -{MARGIN:.0%} of "
-                    f"Brax's mean {t.b.mean:,.0f}{why}",
+                    f"Brax's mean {t.b.mean:,.0f}{why}{was}",
                     t.text(".4g"),
                     p["verdict"],
                     format(t.detectable, ".4g"),
-                    "brax_locomotion.csv",
+                    ", ".join(f"{s}.csv" for s in (stem, old) if s),
                 )
             )
     return out

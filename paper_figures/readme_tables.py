@@ -283,6 +283,12 @@ def brax(read: Read) -> str:
     cheetah = rows_where(loco, env="halfcheetah")
     ant_reached = sum(int(r["seeds_at_target"]) for r in ant)
     steps = {r["steps"] for r in loco}
+    long_runs = read("brax_halfcheetah_2m.csv")
+    long_steps = max(float(r["steps"]) for r in long_runs)
+    long = {
+        t: float(np.mean([float(r["return_at_budget"]) for r in rows_where(long_runs, trainer=t)]))
+        for t in ("brax", "ours")
+    }
     return para(
         "**Brax** (`bench_brax.csv`, `brax_parity.csv`, `brax_locomotion_table.csv`): the adapter"
         f" runs at {span(min(ratios), max(ratios), '.2f')} of the raw jitted Brax step"
@@ -295,8 +301,10 @@ def brax(read: Read) -> str:
         f" {sum(int(r['seeds_at_target']) for r in cheetah)} of"
         f" {sum(int(r['seeds']) for r in cheetah)} runs pass {f(float(cheetah[0]['target']))}."
         f" ppo_brax.py no worse than Brax's PPO (within {claims_brax.MARGIN:.0%} of its mean"
-        f" return): {parity_text(read('brax_locomotion.csv'))} (ledger rows Brax-*,"
-        " `paper_figures/CLAIMS.md`)."
+        f" return): {parity_text(read('brax_locomotion.csv'))}; halfcheetah at"
+        f" {f(int(long_steps))} steps (`brax_halfcheetah_2m.csv`, mean final evaluation"
+        f" {f(long['brax'])} for Brax's PPO, {f(long['ours'])} for ppo_brax.py):"
+        f" {parity_text(long_runs)} (ledger rows Brax-*, `paper_figures/CLAIMS.md`)."
     )
 
 
@@ -1752,8 +1760,19 @@ LOCO = {"brax": "Brax's PPO", "ours": "ppo_brax.py tanh_normal",
 
 @table("brax-locomotion")
 def brax_locomotion(read: Read) -> str:
-    table_rows = read("brax_locomotion_table.csv")
-    runs = read("brax_locomotion.csv")
+    return locomotion_table(read, "brax_locomotion")
+
+
+@table("brax-halfcheetah-2m")
+def brax_halfcheetah_2m(read: Read) -> str:
+    return locomotion_table(read, "brax_halfcheetah_2m")
+
+
+def locomotion_table(read: Read, stem: str) -> str:
+    """Per env and trainer of <stem>.csv: final evaluation (mean, range, per seed) and the
+    seeds reaching the env's target, with the step each reached it."""
+    table_rows = read(f"{stem}_table.csv")
+    runs = read(f"{stem}.csv")
     steps = {r["steps"] for r in table_rows}.pop()
     body = []
     for r in table_rows:
@@ -1771,7 +1790,7 @@ def brax_locomotion(read: Read) -> str:
             else " / ".join("-" if isnan(x) else f"{float(x) / 1e3:.0f}k" for x in at),
         ])  # fmt: skip
     return (
-        "`out/brax_locomotion.csv` (per run), `out/brax_locomotion_table.csv`:\n\n"
+        f"`out/{stem}.csv` (per run), `out/{stem}_table.csv`:\n\n"
         + md(
             [
                 "env",
