@@ -425,7 +425,7 @@ def iql_rows() -> list[Row]:
             "a larger expectile tau (0.9 vs 0.5) improves the score",
             "D4RL, 1M gradient steps",
             "transplant: generated hopper datasets (medium, medium-replay) in the D4RL layout; "
-            "not rerun at the larger budget of rows E5-vs-BC-<dataset> (cut to fit the compute)",
+            f"{claims_iql.tau_rerun_text(read)}",
             f"ours {steps:,} gradient steps; paper 1,000,000",
             f"{d.size} pairs",
             "final normalised score, tau 0.9 minus tau 0.5",

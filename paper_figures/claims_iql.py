@@ -1,20 +1,28 @@
-"""Ledger rows of IQL (tau 0.7) against behaviour cloning at the larger budget
-(paper_figures/iql_tau.py --name iql_vs_bc_100k), one row per dataset: the final D4RL-normalised
-score, IQL minus BC. The two are different learners (BC trains no critics), so a seed does not
-pair them: two-sample permutation test. Each row states the earlier, smaller run's verdict on the
-same dataset (iql_vs_bc.csv), whether IQL's curve is still rising at the end of the budget (the
-least-squares slope over the second half of each run's evaluations), and its compute."""
+"""Ledger rows of IQL at the larger budget (paper_figures/iql_tau.py --name iql_vs_bc_100k).
+
+E5-vs-BC-<dataset>: IQL (tau 0.7) against behaviour cloning, the final D4RL-normalised score,
+IQL minus BC. The two are different learners (BC trains no critics), so a seed does not pair
+them: two-sample permutation test.
+E5-tau-<dataset>: on each dataset the study also ran IQL at tau 0.5 and 0.9, tau 0.9 minus
+tau 0.5 (same learner, same seeds: paired where enough pairs can decide, see
+claims_retrace.seed_test), the other tau and BC beside.
+Each row states the earlier, smaller run's verdict on the same dataset, whether the curves are
+still rising at the end of the budget (the least-squares slope over the second half of each run's
+evaluations), and its compute."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from controlrl import stats
-from paper_figures.claims import Row
-from paper_figures.claims_retrace import two_sample_verdict
+from paper_figures.claims import Row, values
+from paper_figures.claims_retrace import seed_test, two_sample_verdict
 
 PAPER = "Offline Reinforcement Learning with Implicit Q-Learning (arXiv 2110.06169)"
 NOW, OLD = "iql_vs_bc_100k.csv", "iql_vs_bc.csv"
+OLD_TAU = "iql_tau.csv"  # the tau sweep at its smoke-size budget
+VS_BC_TAU = "0.7"  # the tau IQL meets BC at (the paper's and CORL's for locomotion)
+TAU_LO, TAU_HI = "0.5", "0.9"
 CURVES = "iql_vs_bc_100k_curves.csv"
 # IQL's scores in the paper's table (D4RL locomotion-v2 datasets, 1M gradient steps)
 PAPER_IQL = {"hopper-medium": 66.3, "hopper-medium-replay": 94.7}
@@ -22,6 +30,12 @@ SLOPE_PER = 10_000  # slopes in score per this many gradient steps
 # the datasets a rerun at this budget is sized for: the three medium-replay ones and hopper-medium
 TARGETS = ("hopper-medium", "hopper-medium-replay", "halfcheetah-medium-replay",
            "walker2d-medium-replay")  # fmt: skip
+
+
+def vs_bc(rows) -> list[dict]:
+    """The rows (results or curves) of the IQL-vs-BC comparison: BC and IQL at VS_BC_TAU (the
+    study holds other taus on the datasets the tau sweep ran on)."""
+    return [r for r in rows if r["method"] == "bc" or r["tau"] == VS_BC_TAU]
 
 
 def _scores(rows, dataset: str, method: str) -> list[float]:
@@ -32,12 +46,13 @@ def _scores(rows, dataset: str, method: str) -> list[float]:
     ]
 
 
-def slopes(curves, dataset: str, method: str) -> list[float]:
+def slopes(curves, dataset: str, method: str, tau: str | None = None) -> list[float]:
     """Per run (seed): the least-squares slope of its evaluation score against gradient steps
-    over the evaluations in the second half of the run, per SLOPE_PER steps."""
+    over the evaluations in the second half of the run, per SLOPE_PER steps (IQL's runs at
+    `tau` alone when given)."""
     runs: dict[str, list[tuple[float, float]]] = {}
     for r in curves:
-        if r["dataset"] == dataset and r["method"] == method:
+        if (r["dataset"], r["method"]) == (dataset, method) and tau in (None, r["tau"]):
             runs.setdefault(r["seed"], []).append((float(r["step"]), float(r["score"])))
     out = []
     for seed in sorted(runs, key=int):
@@ -76,17 +91,34 @@ def rerun_text(read) -> str:
     )
 
 
+def tau_rerun_text(read) -> str:
+    """What the smoke-size tau row says of the rerun: where it ran (rows E5-tau-<dataset>) and
+    which of its datasets it left out."""
+    now = read(NOW)
+    swept = tau_datasets(now)
+    if not swept:
+        return "not rerun at the larger budget of rows E5-vs-BC-<dataset> (cut to fit the compute)"
+    names = [short_name(next(r for r in now if r["dataset"] == ds)) for ds in swept]
+    rows = ", ".join(f"E5-tau-{n}" for n in names)
+    return (
+        f"rerun at {int(now[0]['steps']):,} gradient steps on {', '.join(names)} (rows {rows}); "
+        "its other datasets not rerun (cut to fit the compute)"
+    )
+
+
 def short_name(r) -> str:
     """A CSV row's dataset as the rows name it: hopper-medium-replay (env and kind)."""
     return f"{r['env'].split('-')[0].lower()}-{r['kind']}"
 
 
 def rows(read) -> list[Row]:
-    now, old, curves = read(NOW), read(OLD), read(CURVES)
-    steps = {int(r["steps"]) for r in now}
+    everything = read(NOW)
+    now, old, curves = vs_bc(everything), read(OLD), vs_bc(read(CURVES))
+    steps = {int(r["steps"]) for r in everything}
     if len(steps) != 1:
         raise ValueError(f"claims_iql: {NOW} mixes budgets {sorted(steps)}")
     steps = steps.pop()
+    swept = tau_datasets(everything)
     old_steps = int(old[0]["steps"])
     datasets = list(dict.fromkeys(r["dataset"] for r in now))
     kinds = ", ".join(dict.fromkeys(f"{r['env']} {r['kind']}" for r in now))
@@ -114,8 +146,9 @@ def rows(read) -> list[Row]:
         ours = (
             f"transplant: generated {ds} (D4RL's recipe and layout, a PPO behaviour policy of "
             "ours, so its normalised scores are not D4RL's); algos/iql.py with CORL's defaults, "
-            f"tau 0.7, against --bc; {_trend(curves, ds, steps)}; not rerun at this budget: the "
-            f"tau sweep, {cut} and d3rlpy's IQL (cut to fit the compute){was}"
+            f"tau {VS_BC_TAU}, against --bc; {_trend(curves, ds, steps)}; not rerun at this "
+            f"budget: {'' if ds in swept else 'the tau sweep, '}{cut} and d3rlpy's IQL (cut to "
+            f"fit the compute){was}"
         )
         out.append(
             Row(
@@ -133,4 +166,109 @@ def rows(read) -> list[Row]:
                 f"{NOW}, {CURVES}, {OLD}",
             )
         )
+    return out + tau_rows(read)
+
+
+def tau_datasets(rows) -> list[str]:
+    """The datasets of a results CSV with IQL runs at both TAU_LO and TAU_HI."""
+    have = {(r["dataset"], r["tau"]) for r in rows if r["method"] == "iql"}
+    names = dict.fromkeys(r["dataset"] for r in rows)
+    return [ds for ds in names if {(ds, TAU_LO), (ds, TAU_HI)} <= have]
+
+
+def tau_rows(read) -> list[Row]:
+    """E5-tau-<dataset>: IQL at TAU_HI minus TAU_LO at this budget, with the earlier smoke-size
+    sweep's verdict on the same kind of dataset."""
+    everything, curves, old = read(NOW), read(CURVES), read(OLD_TAU)
+    out = []
+    for ds in tau_datasets(everything):
+        here = [r for r in everything if r["dataset"] == ds]
+        name, steps = short_name(here[0]), int(here[0]["steps"])
+        score = "final_normalized_score"
+        hi = values(here, score, method="iql", tau=TAU_HI, online_steps=0)
+        lo = values(here, score, method="iql", tau=TAU_LO, online_steps=0)
+        stat, verdict, det, seeds = seed_test(hi, lo)
+        taus = sorted({r["tau"] for r in here if r["method"] == "iql"}, key=float)
+        means = [f"tau {t} {np.mean(_scores_at(here, t)):.3g}" for t in taus]
+        means += [f"BC {np.mean(_scores(here, ds, 'bc')):.3g}"] if _scores(here, ds, "bc") else []
+        trend = "; ".join(
+            f"tau {t} {stats.summarize(slopes(curves, ds, 'iql', t)).text('.2f')}"
+            for t in (TAU_LO, TAU_HI)
+            if slopes(curves, ds, "iql", t)
+        )
+        run_means = "; ".join(
+            f"tau {t} {stats.summarize(run_means_of(curves, ds, t)).text('.3g')}"
+            for t in taus
+            if run_means_of(curves, ds, t)
+        )
+        iql = [r for r in here if r["method"] == "iql"]
+        ours = (
+            f"transplant: generated {ds} (D4RL's recipe and layout, a PPO behaviour policy of "
+            f"ours); algos/iql.py with CORL's defaults at tau {', '.join(taus)}, the same seeds "
+            f"at each tau; slope of the score over the second half of the run "
+            f"({steps // 2:,}-{steps:,} steps), per {SLOPE_PER:,} gradient steps: {trend}; mean "
+            f"over each run's evaluations (a second metric, not the verdict's): {run_means}; not "
+            f"rerun at this budget: the tau sweep on the other datasets (cut to fit the compute)"
+            f"{_old_tau(old, here[0], verdict)}"
+        )
+        out.append(
+            Row(
+                f"E5-tau-{name}",
+                PAPER,
+                f"a larger expectile tau ({TAU_HI} vs {TAU_LO}) improves the score",
+                f"D4RL {name}-v2, 1M gradient steps (the paper: tau {VS_BC_TAU} on locomotion, "
+                "0.9 on AntMaze)",
+                ours,
+                f"ours {steps:,} gradient steps per run; {update_hours(iql):.1f} CPU-hours of "
+                f"updates for the {len(iql)} IQL runs; paper 1,000,000",
+                seeds,
+                f"final normalised score (deterministic evaluation), tau {TAU_HI} minus tau "
+                f"{TAU_LO}",
+                f"means: {'; '.join(means)}; {stat}",
+                verdict,
+                det,
+                f"{NOW}, {CURVES}, {OLD_TAU}",
+            )
+        )
     return out
+
+
+def run_means_of(curves, dataset: str, tau: str) -> list[float]:
+    """Per IQL run at `tau` on `dataset`: the mean of its evaluation scores along the run."""
+    runs: dict[str, list[float]] = {}
+    for r in curves:
+        if (r["dataset"], r["method"], r["tau"]) == (dataset, "iql", tau):
+            runs.setdefault(r["seed"], []).append(float(r["score"]))
+    return [float(np.mean(v)) for _, v in sorted(runs.items(), key=lambda kv: int(kv[0]))]
+
+
+def _scores_at(rows, tau: str) -> list[float]:
+    return [float(r["final_normalized_score"]) for r in rows
+            if r["method"] == "iql" and r["tau"] == tau and r["online_steps"] == "0"]  # fmt: skip
+
+
+def _old_tau(old, like: dict, verdict: str) -> str:
+    """'; was <verdict> at <steps> x <n> seeds on <dataset> (...) -> <verdict>' from the smoke-size
+    sweep's runs on the same task and kind ('' if it has none)."""
+    task = like["dataset"].split("-")[0]  # the smoke-size CSV has no env column
+    same = [r for r in old if r["dataset"].split("-")[0] == task and r["kind"] == like["kind"]]
+    same = [r for r in same if r["online_steps"] == "0"]
+    score = "final_normalized_score"
+    hi = values(same, score, method="iql", tau=TAU_HI)
+    lo = values(same, score, method="iql", tau=TAU_LO)
+    if not (hi and lo):
+        return ""
+    stat, was, _, _ = seed_test(hi, lo)
+    names = ", ".join(dict.fromkeys(r["dataset"] for r in same))
+    note = ""
+    if names != like["dataset"]:
+        note = ", an earlier generation of the dataset with its own reference scores"
+    return (
+        f"; was {was} at {int(same[0]['steps']):,} steps x {len(hi)} seeds on {names}{note} "
+        f"({_diff_part(stat)}) -> {verdict}"
+    )
+
+
+def _diff_part(stat: str) -> str:
+    """A seed_test statistic without its p and detectable effect: 'diff d (... n=..)'."""
+    return stat.split("; sign-flip")[0].split("; permutation")[0]

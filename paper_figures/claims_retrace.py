@@ -58,13 +58,20 @@ def _trace_test(rows, kind: str, column: str) -> tuple[str, str, str, str]:
     """(statistic, verdict, detectable, seeds) of Retrace minus `kind` on `column`."""
     a = values(_runs(rows, "retrace-retrace"), column)
     b = values(_runs(rows, f"retrace-{kind}"), column)
+    return seed_test(a, b, ".4g")
+
+
+def seed_test(a: dict, b: dict, fmt: str = ".3g") -> tuple[str, str, str, str]:
+    """(statistic, verdict, detectable, seeds) of a - b for {seed: value} dicts whose seeds pair:
+    the exact sign-flip test on the pairs from MIN_PAIRS of them, below that the two-sample
+    permutation test (which can reject at 5 vs 5), saying why."""
     d = np.array([a[s] - b[s] for s in sorted(a) if s in b])
     if d.size >= MIN_PAIRS:
-        stat, verdict, det = paired_verdict(d, ".4g")
+        stat, verdict, det = paired_verdict(d, fmt)
         return stat, verdict, det, f"{d.size} pairs"
     t = stats.two_sample(list(a.values()), list(b.values()))
     seeds = f"{t.a.n} vs {t.b.n} (two-sample: {d.size} pairs cannot reach p < {ALPHA:g})"
-    return t.text(".4g"), two_sample_verdict(t), format(t.detectable, ".4g"), seeds
+    return t.text(fmt), two_sample_verdict(t), format(t.detectable, fmt), seeds
 
 
 def _ppo_test(rows, column: str):

@@ -12,6 +12,11 @@ on the medium and medium-replay datasets, and the offline-to-online curve on one
     python paper_figures/iql_tau.py --train --envs Hopper-v5 --kinds medium,medium-replay \
         --taus 0.7 --online-steps 0 --steps 100000 --eval-every 10000 --eval-episodes 10 \
         --seeds 5 --workers 2 --curves --name iql_vs_bc_100k --sweep-dir runs/sweeps/iql_vs_bc_100k
+    # then tau 0.5 and 0.9 on hopper-medium-replay into the same study (the runs above kept)
+    python paper_figures/iql_tau.py --train --envs Hopper-v5 --kinds medium-replay --taus 0.5,0.9 \
+        --online-steps 0 --steps 100000 --eval-every 10000 --eval-episodes 10 --seeds 5 \
+        --workers 2 --curves --name iql_vs_bc_100k --sweep-dir runs/sweeps/iql_vs_bc_100k \
+        --keep-committed
 
 Datasets come from envs.offline's generator (PPO behaviour runs, D4RL's recipe; nothing is
 downloaded): <env>-<kind>-v<version>-s<data seed>, e.g. hopper-medium-v5-s0, as the HDF5 file
@@ -272,13 +277,15 @@ def plot(args, runs: list[dict], table: list[tuple]) -> None:
             fig, ax_bar = plt.subplots(figsize=(10, 4.2))
         width = 0.8 / max(len(labels), 1)
         for j, label in enumerate(labels):
+            named = False  # the legend names a label at its first bar (not every dataset has it)
             for i, name in enumerate(names):
                 hit = [t for t in offline if t[:2] == (name, label)]
                 if not hit:
                     continue
                 _, _, mean, lo, hi, n = hit[0]
                 x = i + (j - (len(labels) - 1) / 2) * width
-                ax_bar.bar(x, mean, width, color=f"C{j}", label=label if i == 0 else None)
+                ax_bar.bar(x, mean, width, color=f"C{j}", label=None if named else label)
+                named = True
                 if n >= stats.MIN_SEEDS:  # an interval only from 5 seeds
                     ax_bar.errorbar(x, mean, yerr=[[mean - lo], [hi - mean]], color="k", capsize=2)
                 for r in runs:  # the seeds themselves

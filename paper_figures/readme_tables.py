@@ -379,7 +379,7 @@ def offline_rerun(read: Read) -> str:
     ledger's verdict."""
     from paper_figures import claims_iql
 
-    now = read(claims_iql.NOW)
+    now = claims_iql.vs_bc(read(claims_iql.NOW))
     verdicts = {r.id: r.verdict for r in claims_iql.rows(read)}
     parts = []
     for ds in dict.fromkeys(r["dataset"] for r in now):
@@ -391,9 +391,20 @@ def offline_rerun(read: Read) -> str:
             f" {verdicts[f'E5-vs-BC-{name}']})"
         )
     n = nseeds(now)
+    every = read(claims_iql.NOW)
+    taus = []
+    for ds in claims_iql.tau_datasets(every):
+        name = claims_iql.short_name(rows_where(every, dataset=ds)[0])
+        lo, hi = (col(rows_where(every, dataset=ds, method="iql", tau=t), "final_normalized_score")
+                  for t in (claims_iql.TAU_LO, claims_iql.TAU_HI))  # fmt: skip
+        taus.append(
+            f" IQL's tau {claims_iql.TAU_LO} / {claims_iql.TAU_HI} on {name} at that budget:"
+            f" {spread(lo, '.1f')} / {spread(hi, '.1f')} (tau {claims_iql.TAU_HI} beats"
+            f" {claims_iql.TAU_LO}: {verdicts[f'E5-tau-{name}']})."
+        )
     return (
         f"Rerun at {f(int(now[0]['steps']))} gradient steps x {n} seeds"
-        f" (`{claims_iql.NOW}`, BC / IQL, {kind(n)}): {'; '.join(parts)}."
+        f" (`{claims_iql.NOW}`, BC / IQL, {kind(n)}): {'; '.join(parts)}.{''.join(taus)}"
     )
 
 
@@ -1064,7 +1075,8 @@ def iql_vs_bc(read: Read) -> str:
 def iql_vs_bc_100k(read: Read) -> str:
     from paper_figures import claims_iql
 
-    now, old, curves = read(claims_iql.NOW), read(claims_iql.OLD), read(claims_iql.CURVES)
+    now, old = claims_iql.vs_bc(read(claims_iql.NOW)), read(claims_iql.OLD)
+    curves = claims_iql.vs_bc(read(claims_iql.CURVES))
     verdicts = {r.id: r.verdict for r in claims_iql.rows(read)}
     body, ns = [], set()
     for ds in dict.fromkeys(r["dataset"] for r in now):
@@ -1100,6 +1112,67 @@ def iql_vs_bc_100k(read: Read) -> str:
             ["dataset", f"BC, {f(old_steps)}", f"IQL, {f(old_steps)}", f"BC, {f(steps)}",
              f"IQL, {f(steps)}", "BC's slope", "IQL's slope", "IQL beats BC"],
             body,
+        )
+    )  # fmt: skip
+
+
+def _interval(s: stats.Summary, spec: str = ".1f") -> str:
+    """A ledger summary as a table cell: 'mean [lo, hi]' (95% CI) or 'mean (lo-hi)' (range)."""
+    sep = ("(", "-", ")") if s.kind == "range" else ("[", ", ", "]")
+    return f"{s.mean:{spec}} {sep[0]}{s.lo:{spec}}{sep[1]}{s.hi:{spec}}{sep[2]}"
+
+
+@table("iql-tau-100k")
+def iql_tau_100k(read: Read) -> str:
+    from paper_figures import claims_iql
+
+    now, curves = read(claims_iql.NOW), read(claims_iql.CURVES)
+    rows = {r.id: r for r in claims_iql.rows(read)}
+    swept = claims_iql.tau_datasets(now)
+    taus = sorted({r["tau"] for r in now if r["dataset"] in swept and r["method"] == "iql"},
+                  key=float)  # fmt: skip
+    body, ns = [], set()
+    for ds in swept:
+        name = claims_iql.short_name(rows_where(now, dataset=ds)[0])
+        cells = [name]
+        for match in [{"method": "bc"}, *({"method": "iql", "tau": t} for t in taus)]:
+            g = rows_where(now, dataset=ds, **match)
+            ns.add(len(g))
+            cells.append(spread(col(g, "final_normalized_score"), ".1f") if g else "-")
+        for t in taus:
+            cells.append(_interval(stats.summarize(claims_iql.slopes(curves, ds, "iql", t)), ".2f"))
+        cells.append(rows[f"E5-tau-{name}"].verdict)
+        body.append(cells)
+    if not body:
+        raise ValueError(f"{claims_iql.NOW} holds no tau sweep")
+    lo, hi = claims_iql.TAU_LO, claims_iql.TAU_HI
+    steps = int(now[0]["steps"])
+    tests = "; ".join(dict.fromkeys(rows[f"E5-tau-{b[0]}"].seeds for b in body))
+    means = [
+        f"{claims_iql.short_name(rows_where(now, dataset=ds)[0])}: "
+        + ", ".join(
+            f"tau {t} {_interval(stats.summarize(claims_iql.run_means_of(curves, ds, t)))}"
+            for t in taus
+        )
+        for ds in swept
+    ]
+    return (
+        para(
+            f"`out/{claims_iql.NOW}`: final D4RL-normalised score (deterministic evaluation over"
+            f" 10 episodes) at {f(steps)} gradient steps, {kind(min(ns))} over"
+            f" {'/'.join(map(str, sorted(ns)))} seeds; slopes as above. The verdict is the"
+            f" ledger's (tau {hi} minus tau {lo}; seeds {tests}):"
+        )
+        + "\n\n"
+        + md(
+            ["dataset", "BC", *(f"IQL tau {t}" for t in taus),
+             *(f"tau {t}'s slope" for t in taus), f"tau {hi} beats tau {lo}"],
+            body,
+        )
+        + "\n\n"
+        + para(
+            "The mean over each run's evaluations along its steps (a second metric, not the"
+            f" verdict's), {kind(min(ns))}: {'; '.join(means)}."
         )
     )  # fmt: skip
 

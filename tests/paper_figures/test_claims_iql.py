@@ -30,7 +30,9 @@ def curve_rows(rise, seeds=5, method="iql", dataset=DS):
 
 
 def ledger(now, old, curves):
-    files = {NOW: now, OLD: old, CURVES: curves}
+    from paper_figures.claims_iql import OLD_TAU
+
+    files = {NOW: now, OLD: old, CURVES: curves, OLD_TAU: []}
     return {r.id: r for r in rows(files.__getitem__)}
 
 
@@ -91,3 +93,101 @@ def test_the_pooled_rows_text_names_the_rerun_datasets():
         "rerun at 100,000 gradient steps on hopper-medium, hopper-medium-replay alone (rows "
         "E5-vs-BC-<dataset>)"
     )
+
+
+MR = "hopper-medium-replay-v5-s0"
+
+
+def tau_rows_of(scores: dict[str, list[float]], dataset=MR, kind="medium-replay", steps=100_000):
+    """Result rows of IQL at each tau {tau: per-seed scores} on one dataset."""
+    return [
+        {"env": "Hopper-v5", "dataset": dataset, "kind": kind, "method": "iql", "tau": tau,
+         "online_steps": "0", "seed": str(seed), "steps": str(steps),
+         "final_normalized_score": str(score), "train_s": "3600"}
+        for tau, per_seed in scores.items() for seed, score in enumerate(per_seed, 1)
+    ]  # fmt: skip
+
+
+def smoke(hi, lo):
+    """The smoke-size sweep's CSV (no env column) on an earlier generation of the dataset."""
+    return [
+        {"dataset": "hopper-medium-replay-v5-s0-e10", "kind": "medium-replay", "method": "iql",
+         "tau": tau, "online_steps": "0", "seed": str(seed), "steps": "5000",
+         "final_normalized_score": str(score)}
+        for tau, per_seed in (("0.9", hi), ("0.5", lo)) for seed, score in enumerate(per_seed, 1)
+    ]  # fmt: skip
+
+
+def tau_ledger(now, curves=(), old=()):
+    from paper_figures.claims_iql import OLD_TAU
+
+    files = {NOW: now, OLD: result_rows([1], [1], 20_000), CURVES: list(curves),
+             OLD_TAU: list(old)}  # fmt: skip
+    return {r.id: r for r in rows(files.__getitem__)}
+
+
+def test_tau_row_two_sample_below_six_pairs_with_the_old_verdict_and_hours():
+    bc_iql = result_rows([30, 31, 32, 33, 34], [9, 9, 9, 9, 9], 100_000, kind="medium-replay",
+                         dataset=MR)  # fmt: skip
+    now = bc_iql + tau_rows_of({"0.5": [20, 21, 22, 23, 24], "0.9": [50, 51, 52, 53, 54]})
+    got = tau_ledger(now, old=smoke([11, 10, 10.5], [8, 7, 7.5]))
+    row = got["E5-tau-hopper-medium-replay"]
+    assert row.verdict == claims.HOLDS
+    assert row.seeds == "5 vs 5 (two-sample: 5 pairs cannot reach p < 0.05)"
+    assert row.statistic.startswith(
+        "means: tau 0.5 22; tau 0.7 32; tau 0.9 52; BC 9; diff 30 (95% CI"
+    )
+    assert row.our_setting.endswith(
+        "; was inconclusive at this power at 5,000 steps x 3 seeds on hopper-medium-replay-v5-s0-"
+        "e10, an earlier generation of the dataset with its own reference scores (diff 3 (range "
+        "2 to 4; n=3 vs 3)) -> holds"
+    )
+    # 15 IQL runs (tau 0.7's at 720 s, the others at 3,600 s); BC's are not IQL's compute
+    assert row.budget.startswith("ours 100,000 gradient steps per run; 11.0 CPU-hours of updates "
+                                 "for the 15 IQL runs")  # fmt: skip
+    # the IQL-vs-BC row reads tau 0.7 alone: the other taus neither move it nor its hours
+    vs = got["E5-vs-BC-hopper-medium-replay"]
+    assert vs.statistic.startswith("IQL 32 vs BC 9 (means)")
+    assert "2.0 CPU-hours" in vs.budget
+    assert "the tau sweep" not in vs.our_setting
+
+
+def test_tau_row_pairs_seeds_from_six_and_a_smaller_tau_ahead_does_not_hold():
+    now = result_rows([30] * 6, [9] * 6, 100_000, kind="medium-replay", dataset=MR)
+    now += tau_rows_of({"0.5": [30, 31, 32, 33, 34, 35], "0.9": [20, 22, 21, 20, 23, 22]})
+    row = tau_ledger(now)["E5-tau-hopper-medium-replay"]
+    assert row.seeds == "6 pairs"
+    assert "sign-flip p=0.0312" in row.statistic
+    assert row.verdict == claims.FAILS
+    assert " -> " not in row.our_setting  # no smoke-size runs of this kind: no old verdict
+
+
+def test_no_tau_row_without_both_taus_and_the_smoke_row_names_the_rerun():
+    from paper_figures.claims_iql import tau_rerun_text
+
+    now = result_rows([30] * 5, [9] * 5, 100_000, kind="medium-replay", dataset=MR)
+    only_hi = now + tau_rows_of({"0.9": [40] * 5})
+    assert not any(k.startswith("E5-tau-") for k in tau_ledger(only_hi))
+    assert tau_rerun_text({NOW: only_hi}.__getitem__).startswith("not rerun at the larger")
+    both = only_hi + tau_rows_of({"0.5": [20] * 5})
+    assert tau_rerun_text({NOW: both}.__getitem__) == (
+        "rerun at 100,000 gradient steps on hopper-medium-replay (rows "
+        "E5-tau-hopper-medium-replay); its other datasets not rerun (cut to fit the compute)"
+    )
+
+
+def test_tau_row_states_the_mean_over_each_runs_evaluations():
+    now = result_rows([30] * 5, [9] * 5, 100_000, kind="medium-replay", dataset=MR)
+    now += tau_rows_of({"0.5": [20] * 5, "0.9": [40] * 5})
+    curves = curve_rows(1.0, dataset=MR)  # tau 0.7: 10 + seed + k at k = 1..10
+    curves += [dict(r, tau="0.9", score=str(float(r["score"]) * 2)) for r in curves]
+    row = tau_ledger(now, curves)["E5-tau-hopper-medium-replay"]
+    assert "not the verdict's): tau 0.7 18.5 (sample SD 1.58;" in row.our_setting
+    assert "; tau 0.9 37 (sample SD 3.16;" in row.our_setting
+
+
+def test_slopes_of_one_tau():
+    curves = curve_rows(1.0, seeds=2, dataset=MR)
+    curves += [dict(r, tau="0.9", score=str(float(r["score"]) * 3)) for r in curves]
+    assert slopes(curves, MR, "iql", "0.7") == pytest.approx([1.0, 1.0])
+    assert slopes(curves, MR, "iql", "0.9") == pytest.approx([3.0, 3.0])
