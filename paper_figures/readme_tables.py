@@ -111,6 +111,12 @@ def kind(n: int) -> str:
     return "mean (range)" if n < stats.MIN_SEEDS else "mean [95% bootstrap CI]"
 
 
+def _interval(s: stats.Summary, spec: str = ".1f") -> str:
+    """A ledger summary as a table cell: 'mean [lo, hi]' (95% CI) or 'mean (lo-hi)' (range)."""
+    sep = ("(", "-", ")") if s.kind == "range" else ("[", ", ", "]")
+    return f"{s.mean:{spec}} {sep[0]}{s.lo:{spec}}{sep[1]}{s.hi:{spec}}{sep[2]}"
+
+
 def med_range(values, spec: str) -> str:
     """'median (min-max)' of a few repeats."""
     x = np.asarray(list(values), np.float64)
@@ -1089,9 +1095,7 @@ def iql_vs_bc_100k(read: Read) -> str:
                 if rows is now:
                     ns.add(len(g))
         for m in ("bc", "iql"):  # the ledger's interval (stats.summarize), not a second one
-            sl = stats.summarize(claims_iql.slopes(curves, ds, m))
-            sep = ("(", "-", ")") if sl.kind == "range" else ("[", ", ", "]")
-            cells.append(f"{sl.mean:.2f} {sep[0]}{sl.lo:.2f}{sep[1]}{sl.hi:.2f}{sep[2]}")
+            cells.append(_interval(stats.summarize(claims_iql.slopes(curves, ds, m)), ".2f"))
         cells.append(verdicts[f"E5-vs-BC-{name}"])
         body.append(cells)
     steps, old_steps = int(now[0]["steps"]), int(old[0]["steps"])
@@ -1116,12 +1120,6 @@ def iql_vs_bc_100k(read: Read) -> str:
     )  # fmt: skip
 
 
-def _interval(s: stats.Summary, spec: str = ".1f") -> str:
-    """A ledger summary as a table cell: 'mean [lo, hi]' (95% CI) or 'mean (lo-hi)' (range)."""
-    sep = ("(", "-", ")") if s.kind == "range" else ("[", ", ", "]")
-    return f"{s.mean:{spec}} {sep[0]}{s.lo:{spec}}{sep[1]}{s.hi:{spec}}{sep[2]}"
-
-
 @table("iql-tau-100k")
 def iql_tau_100k(read: Read) -> str:
     from paper_figures import claims_iql
@@ -1138,7 +1136,7 @@ def iql_tau_100k(read: Read) -> str:
         for match in [{"method": "bc"}, *({"method": "iql", "tau": t} for t in taus)]:
             g = rows_where(now, dataset=ds, **match)
             ns.add(len(g))
-            cells.append(spread(col(g, "final_normalized_score"), ".1f") if g else "-")
+            cells.append(spread(col(g, "final_normalized_score"), ".1f"))
         for t in taus:
             cells.append(_interval(stats.summarize(claims_iql.slopes(curves, ds, "iql", t)), ".2f"))
         cells.append(rows[f"E5-tau-{name}"].verdict)
