@@ -41,7 +41,8 @@ envs, groups of 8):
 Writes <out>/entropy_law.png, entropy_law.csv (per run and iteration: method, seed, step,
 entropy, return), entropy_law_fits.csv (per method pooled, and per run: a, b, R^2, the
 straight line's R^2, points, entropy range, ceiling b - a, and the early fit's predicted and
-measured late return) and entropy_law_covariance.csv (per run and update of the runs that log
+measured late return, and train_s: the run's seconds collecting and updating, summed over the
+runs in the pooled row) and entropy_law_covariance.csv (per run and update of the runs that log
 it: step, entropy_change, logp_adv_cov, train_s the iteration's collection and update seconds).
 """
 
@@ -65,7 +66,7 @@ METHODS = {
 }
 FIT_FIELDS = ("method", "seed", "points", "a", "b", "r2", "r2_linear", "entropy_min")
 FIT_FIELDS += ("entropy_max", "ceiling", "early_points", "late_entropy", "late_return")
-FIT_FIELDS += ("late_predicted",)
+FIT_FIELDS += ("late_predicted", "train_s")
 COV_FIELDS = ("method", "seed", "step", "entropy_change", "logp_adv_cov", "train_s")
 TOY = {"steps": 4096, "seeds": 1, "env_id": "Hopper-v5"}
 TOY_FLAGS = ["--hidden-sizes", "8", "--eval-episodes", "1"]
@@ -121,6 +122,7 @@ def fit_row(method: str, seed, runs: list[dict]) -> dict:
         "early_points": sum(len(e[0]) for e in early), "late_entropy": float(late_h.mean()),
         "late_return": float(late_r.mean()),
         "late_predicted": float(law(late_h, ea, eb).mean()),
+        "train_s": float(sum(run.get("train_s", np.nan) for run in runs)),
     }  # fmt: skip
 
 
@@ -255,6 +257,7 @@ def write_covariance(path: Path, runs: list[dict]) -> None:
 
 def collect(args, cfgs: list[dict]) -> list[dict]:
     """Every finished run: method, seed and its columns (PPO's from --ppo-from, if given)."""
+    from controlrl import plots
     from controlrl.experiment import differing_flags
 
     runs = []
@@ -273,13 +276,23 @@ def collect(args, cfgs: list[dict]) -> list[dict]:
             if len(columns["step"]) >= 4:  # a fit of two parameters needs a few points
                 seed = int(done.parent.name.removeprefix("seed"))
                 cov = read_covariance(done.parent)
-                runs.append({"method": c["method"], "seed": seed, **columns, "cov": cov})
+                secs = plots.train_seconds(done.parent)
+                runs.append(
+                    {"method": c["method"], "seed": seed, **columns, "cov": cov, "train_s": secs}
+                )
     return runs
 
 
 def committed_points(path: Path, methods: list[str]) -> list[dict]:
-    """The runs of `methods` as write_points stored them (method, seed and its columns)."""
+    """The runs of `methods` as write_points stored them (method, seed and its columns), each
+    with its train_s from the entropy_law_fits.csv beside it (NaN where that has none)."""
     from controlrl.experiment import read_rows
+
+    fits_path = path.with_name("entropy_law_fits.csv")
+    secs = {}
+    for r in read_rows(fits_path) if fits_path.exists() else []:
+        if r["seed"] != "all" and r.get("train_s"):
+            secs[(r["method"], int(r["seed"]))] = float(r["train_s"])
 
     rows = read_rows(path, ints=("seed", "step"), floats=("entropy", "return"),
                      flag="--keep-committed")  # fmt: skip
@@ -288,8 +301,9 @@ def committed_points(path: Path, methods: list[str]) -> list[dict]:
         if r["method"] in methods:
             run = runs.setdefault(
                 (r["method"], r["seed"]),
-                {"method": r["method"], "seed": r["seed"], "step": [], "entropy": [], "return": []},
-            )
+                {"method": r["method"], "seed": r["seed"], "step": [], "entropy": [], "return": [],
+                 "train_s": secs.get((r["method"], r["seed"]), np.nan)},
+            )  # fmt: skip
             for k in ("step", "entropy", "return"):
                 run[k].append(r[k])
     return [{**r, **{k: np.array(r[k]) for k in ("step", "entropy", "return")}}

@@ -7,7 +7,8 @@ spread in the CSV.
     python paper_figures/gae_lambda_gamma.py --env-id Swimmer-v5 --total-timesteps 500000
 
 Runs go through the sweep runner (one sweep per (lambda, gamma) cell under --sweeps-root), so a
-killed figure run resumes where it stopped. Writes <out>/gae_lambda_gamma.png and .csv.
+killed figure run resumes where it stopped. Writes <out>/<name>.png and .csv (--name, default
+gae_lambda_gamma).
 "final return" = episode-weighted mean training return over the last --final-window steps;
 final_eval_return = the run's final deterministic evaluation (5 episodes, normaliser frozen).
 """
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--sweeps-root", type=Path, default=ROOT / "runs" / "sweeps" / "gae_grid")
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--name", default="gae_lambda_gamma", help="stem of the PNG and CSV")
     p.add_argument("extra", nargs="*", help="flags passed to every algos/gae.py run (after --)")
     args = p.parse_args(argv)
     lambdas = [float(x) for x in args.lambdas.split(",")]
@@ -88,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
                 )
 
     args.out.mkdir(parents=True, exist_ok=True)
-    with (args.out / "gae_lambda_gamma.csv").open("w", newline="") as f:
+    with (args.out / f"{args.name}.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
@@ -118,10 +120,10 @@ def main(argv: list[str] | None = None) -> None:
             fontsize=9,
         )
         fig.tight_layout()
-        fig.savefig(args.out / "gae_lambda_gamma.png")
+        fig.savefig(args.out / f"{args.name}.png")
     cmd = " ".join(argv if argv is not None else sys.argv[1:])
     print(
-        f"wrote {args.out}/gae_lambda_gamma.png and .csv; command: python "
+        f"wrote {args.out}/{args.name}.png and .csv; command: python "
         f"paper_figures/gae_lambda_gamma.py {cmd}"
     )
 

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from controlrl.experiment import write_rows
+
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("entropy_law", ROOT / "paper_figures/entropy_law.py")
 fig = importlib.util.module_from_spec(spec)
@@ -99,6 +101,12 @@ def test_toy_run_writes_png_and_csvs_from_the_runs(tmp_path):
         assert float(pooled["a"]) == pytest.approx(a, rel=1e-3, abs=1e-3)
         assert float(pooled["r2"]) == pytest.approx(r2, rel=1e-3, abs=1e-4)
         assert int(pooled["points"]) == len(mine)
+        # the run's seconds collecting and updating, from its timing.csv (the ledger's wall time)
+        from controlrl.plots import train_seconds
+
+        (own,) = [f for f in fit_rows if f["method"] == method and f["seed"] == "1"]
+        assert float(own["train_s"]) == pytest.approx(train_seconds(run), rel=1e-5) > 0
+        assert float(pooled["train_s"]) == pytest.approx(float(own["train_s"]), rel=1e-5)
     # the covariance law's columns: PPO logs them every update, GRPO's groups have no
     # per-sample advantage batch and log none
     cov = list(csv.DictReader((out / "entropy_law_covariance.csv").open()))
@@ -149,6 +157,12 @@ def test_committed_points_read_back_the_runs_write_points_stored(tmp_path):
     fig.write_points(tmp_path / "entropy_law.csv", runs)
     back = fig.committed_points(tmp_path / "entropy_law.csv", ["grpo"])
     assert [(r["method"], r["seed"]) for r in back] == [("grpo", 1), ("grpo", 2)]
+    assert all(np.isnan(r["train_s"]) for r in back)  # no fits CSV beside it: not recorded
+    timed = [r | {"train_s": 60.0 * r["seed"]} for r in runs]
+    write_rows(tmp_path / "entropy_law_fits.csv", fig.fits(timed, ["ppo", "grpo"]), fig.FIT_FIELDS)
+    back = fig.committed_points(tmp_path / "entropy_law.csv", ["grpo"])
+    assert [r["train_s"] for r in back] == [60.0, 120.0]  # each run's own, not the pooled sum
+    assert fig.fits(back, ["grpo"])[0]["train_s"] == 180.0  # the pooled row sums them
     for mine, stored in zip(back, runs[2:]):
         np.testing.assert_array_equal(mine["step"], stored["step"])
         np.testing.assert_allclose(mine["entropy"], stored["entropy"], rtol=1e-5)

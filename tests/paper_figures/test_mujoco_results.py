@@ -72,12 +72,14 @@ def test_gae_lambda_gamma_toy(tmp_path):
         str(tmp_path / "sweeps"),
         "--out",
         str(tmp_path / "out"),
+        "--name",
+        "grid",
         "--",
         "--num-steps",
         "128",
     ]
     subprocess.run(cmd, cwd=ROOT, check=True, timeout=600)
-    rows = list(csv.DictReader((tmp_path / "out" / "gae_lambda_gamma.csv").open()))
+    rows = list(csv.DictReader((tmp_path / "out" / "grid.csv").open()))
     assert len(rows) == 4 and all(r["status"] == "done" for r in rows)
     for r in rows:  # the run's own final evaluation and its budget
         final = json.loads(
@@ -96,7 +98,7 @@ def test_gae_lambda_gamma_toy(tmp_path):
         ("0.99", "0.0"),
         ("0.99", "1.0"),
     }
-    assert (tmp_path / "out" / "gae_lambda_gamma.png").stat().st_size > 5000
+    assert (tmp_path / "out" / "grid.png").stat().st_size > 5000  # --name is the stem of both
 
 
 @pytest.mark.slow
