@@ -105,7 +105,8 @@ def test_toy_run_writes_png_and_csvs_from_the_runs(tmp_path):
         from controlrl.plots import train_seconds
 
         (own,) = [f for f in fit_rows if f["method"] == method and f["seed"] == "1"]
-        assert float(own["train_s"]) == pytest.approx(train_seconds(run), rel=1e-5) > 0
+        assert float(own["train_s"]) == pytest.approx(train_seconds(run), rel=1e-5)
+        assert float(own["train_s"]) > 0
         assert float(pooled["train_s"]) == pytest.approx(float(own["train_s"]), rel=1e-5)
     # the covariance law's columns: PPO logs them every update, GRPO's groups have no
     # per-sample advantage batch and log none
