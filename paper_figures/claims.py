@@ -326,7 +326,7 @@ def depth_rows() -> list[Row]:
     ]
 
 
-GAE_TIMING = "gae_lambda_gamma_timing.csv"  # seed 1 of every cell, rerun with timing columns
+GAE_TIMING = "gae_lambda_gamma_timing.csv"  # seeds 1-3 of every cell, rerun with timing columns
 
 
 def gae_wall_time(rows) -> str:
