@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from controlrl.experiment import write_rows
+from controlrl.plots import train_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("entropy_law", ROOT / "paper_figures/entropy_law.py")
@@ -102,8 +103,6 @@ def test_toy_run_writes_png_and_csvs_from_the_runs(tmp_path):
         assert float(pooled["r2"]) == pytest.approx(r2, rel=1e-3, abs=1e-4)
         assert int(pooled["points"]) == len(mine)
         # the run's seconds collecting and updating, from its timing.csv (the ledger's wall time)
-        from controlrl.plots import train_seconds
-
         (own,) = [f for f in fit_rows if f["method"] == method and f["seed"] == "1"]
         assert float(own["train_s"]) == pytest.approx(train_seconds(run), rel=1e-5)
         assert float(own["train_s"]) > 0
