@@ -86,9 +86,6 @@ ifdef FULL
 	$(BIN)/python paper_figures/mujoco_results.py --algo trpo --train
 	$(BIN)/python paper_figures/gae_lambda_gamma.py --env-id Hopper-v5 --total-timesteps 300000 \
 	  --seeds 7 --lambdas 0.0,0.9,0.95,1.0 --gammas 0.99,0.995
-	$(BIN)/python paper_figures/gae_lambda_gamma.py --env-id Hopper-v5 --total-timesteps 300000 \
-	  --seeds 3 --lambdas 0.0,0.9,0.95,1.0 --gammas 0.99,0.995 \
-	  --sweeps-root runs/sweeps/gae_grid_timing --name gae_lambda_gamma_timing
 	$(BIN)/python paper_figures/trust_region_family.py --train --seeds 5 --total-timesteps 49152 \
 	  --sweep-dir runs/sweeps/trust_region_family_5seeds --name trust_region_family_49k
 	$(BIN)/python paper_figures/trust_region_family.py --train --algos ppo,trpo,spo,fixpo,bpo \

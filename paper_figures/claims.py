@@ -326,33 +326,6 @@ def depth_rows() -> list[Row]:
     ]
 
 
-GAE_TIMING = "gae_lambda_gamma_timing.csv"  # seeds 1-3 of every cell, rerun with timing columns
-
-
-def gae_wall_time(rows) -> str:
-    """E3's compute: the grid's own train_s; for a grid from before the column, the timing
-    rerun's mean seconds per run of each cell times the grid's runs of that cell, called an
-    estimate, with how many of the rerun's final returns equal the grid's to the last digit."""
-    text = wall_time(rows)
-    if text != NO_WALL_TIME or not (OUT / GAE_TIMING).exists():
-        return text
-    timing = [r for r in read(GAE_TIMING) if r["status"] == "done"]
-    cell = lambda r: (r["gamma"], r["lambda"])  # noqa: E731
-    per_run = {c: np.mean([float(r["train_s"]) for r in timing if cell(r) == c])
-               for c in {cell(r) for r in timing}}  # fmt: skip
-    grid = {(*cell(r), r["seed"]): r["final_return"] for r in rows}
-    same = sum(grid.get((*cell(r), r["seed"])) == r["final_return"] for r in timing)
-    covered = [per_run[cell(r)] for r in rows if cell(r) in per_run]
-    seeds = sorted({int(r["seed"]) for r in timing})
-    return (
-        f"{text}; a rerun of seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))} of "
-        f"{len(per_run)} cells took {sum(float(r['train_s']) for r in timing) / 3600:.1f} hours of "
-        f"collection and updates ({same} of {len(timing)} final returns equal to the grid's to "
-        f"the last digit), so an estimated {sum(covered) / 3600:.1f} hours for the "
-        f"{len(covered)} runs of those cells ({GAE_TIMING})"
-    )
-
-
 def gae_rows() -> list[Row]:
     rows = [r for r in read("gae_lambda_gamma.csv") if r["status"] == "done"]
     env = rows[0]["env_id"]
@@ -384,7 +357,7 @@ def gae_rows() -> list[Row]:
                     "3D biped and quadruped locomotion, TRPO steps",
                     f"transplant: {env}, the paper's algorithm (algos/gae.py), gamma {gamma}{was}",
                     f"ours {', '.join(f'{int(x):,}' for x in sorted(steps))} env steps per run;"
-                    f" {GAE_BUDGET}; {gae_wall_time(rows)}",
+                    f" {GAE_BUDGET}; {wall_time(rows)}",
                     f"{d.size} pairs",
                     "mean training return over the last 20,480 steps, lambda 0.95 minus the "
                     "other, paired by seed",

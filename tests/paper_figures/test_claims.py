@@ -326,28 +326,3 @@ def test_entropy_law_rows_state_each_methods_compute_from_its_own_runs(claims):
     _write_csv(path, [{k: v for k, v in r.items() if k != "train_s"} for r in fits])
     grpo = next(r for r in claims.entropy_law_rows() if r.id == "E12-grpo")
     assert grpo.budget.endswith(claims.NO_WALL_TIME)
-
-
-GRID = "gae_lambda_gamma.csv"
-
-
-def test_gae_wall_time_is_the_grids_own_else_an_estimate_from_the_timing_rerun(claims):
-    """A grid without train_s: no timing rerun says not recorded; a rerun of seed 1 of every
-    cell at 300 s a run gives 7 seeds x 8 cells x 300 s = 4.7 hours, an estimate, counting the
-    final returns the rerun reproduced; a grid with its own train_s states that, exactly."""
-    grid = [{k: v for k, v in r.items() if k != "train_s"} for r in claims.read(GRID)]
-    grid = [r | {"final_return": f"{100.0 + int(r['seed'])}"} for r in grid]
-    assert len(grid) == 56 and {r["seed"] for r in grid} == {str(s) for s in range(1, 8)}
-    (claims.OUT / claims.GAE_TIMING).unlink(missing_ok=True)
-    assert claims.gae_wall_time(grid) == claims.NO_WALL_TIME
-    rerun = [r | {"train_s": "300"} for r in grid if r["seed"] == "1"]
-    rerun[0]["final_return"] = "100.5"  # one run the rerun did not reproduce
-    _write_csv(claims.OUT / claims.GAE_TIMING, rerun)
-    text = claims.gae_wall_time(grid)
-    assert text.startswith(claims.NO_WALL_TIME + "; a rerun of seed 1 of 8 cells took 0.7 hours")
-    assert "(7 of 8 final returns equal to the grid's to the last digit)" in text
-    assert "an estimated 4.7 hours for the 56 runs of those cells" in text
-    timed = [r | {"train_s": "600"} for r in grid]
-    assert claims.gae_wall_time(timed) == (
-        "9.3 hours of collection and updates summed over the 56 runs"
-    )
