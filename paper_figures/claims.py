@@ -1055,6 +1055,7 @@ def all_rows() -> list[Row]:
         + fpo_under_rows(read)
         + claims_brax.rows(read)
         + claims_brax.rows(read, "brax_halfcheetah_2m", "brax_locomotion", "-2m")
+        + claims_brax.rows(read, "brax_ant_2m", "brax_locomotion", "-2m")
         + regret_rows()
         + rarl_rows(read)
         + claims_bandits.rows()

@@ -289,12 +289,6 @@ def brax(read: Read) -> str:
     cheetah = rows_where(loco, env="halfcheetah")
     ant_reached = sum(int(r["seeds_at_target"]) for r in ant)
     steps = {r["steps"] for r in loco}
-    long_runs = read("brax_halfcheetah_2m.csv")
-    long_steps = max(float(r["steps"]) for r in long_runs)
-    long = {
-        t: float(np.mean([float(r["return_at_budget"]) for r in rows_where(long_runs, trainer=t)]))
-        for t in ("brax", "ours")
-    }
     return para(
         "**Brax** (`bench_brax.csv`, `brax_parity.csv`, `brax_locomotion_table.csv`): the adapter"
         f" runs at {span(min(ratios), max(ratios), '.2f')} of the raw jitted Brax step"
@@ -307,10 +301,29 @@ def brax(read: Read) -> str:
         f" {sum(int(r['seeds_at_target']) for r in cheetah)} of"
         f" {sum(int(r['seeds']) for r in cheetah)} runs pass {f(float(cheetah[0]['target']))}."
         f" ppo_brax.py no worse than Brax's PPO (within {claims_brax.MARGIN:.0%} of its mean"
-        f" return): {parity_text(read('brax_locomotion.csv'))}; halfcheetah at"
-        f" {f(int(long_steps))} steps (`brax_halfcheetah_2m.csv`, mean final evaluation"
-        f" {f(long['brax'])} for Brax's PPO, {f(long['ours'])} for ppo_brax.py):"
-        f" {parity_text(long_runs)} (ledger rows Brax-*, `paper_figures/CLAIMS.md`)."
+        f" return): {parity_text(read('brax_locomotion.csv'))}; "
+        + "; ".join(long_budget_text(read, stem) for stem in BRAX_LONG)
+        + " (ledger rows Brax-*, `paper_figures/CLAIMS.md`)."
+    )
+
+
+BRAX_LONG = ("brax_halfcheetah_2m", "brax_ant_2m")
+"""The locomotion runs at a longer budget, one env each."""
+
+
+def long_budget_text(read: Read, stem: str) -> str:
+    """'<env> at <steps> steps (`<stem>.csv`, mean final evaluation <b> for Brax's PPO, <o> for
+    ppo_brax.py): <verdict> (...)' for ppo_brax.py's tanh-normal policy."""
+    runs = read(f"{stem}.csv")
+    (env,) = {r["env"] for r in runs}
+    mean = {
+        t: f(float(np.mean([float(r["return_at_budget"]) for r in rows_where(runs, trainer=t)])))
+        for t in ("brax", "ours")
+    }
+    return (
+        f"{env} at {f(int(max(float(r['steps']) for r in runs)))} steps (`{stem}.csv`, mean"
+        f" final evaluation {mean['brax']} for Brax's PPO, {mean['ours']} for ppo_brax.py):"
+        f" {parity_text(runs)}"
     )
 
 
@@ -1837,6 +1850,11 @@ def brax_locomotion(read: Read) -> str:
 @table("brax-halfcheetah-2m")
 def brax_halfcheetah_2m(read: Read) -> str:
     return locomotion_table(read, "brax_halfcheetah_2m")
+
+
+@table("brax-ant-2m")
+def brax_ant_2m(read: Read) -> str:
+    return locomotion_table(read, "brax_ant_2m")
 
 
 def locomotion_table(read: Read, stem: str) -> str:
