@@ -104,6 +104,8 @@ ifdef FULL
 	  --seeds 1,2,3,4,5 --total-timesteps 2048000 --timeout 3600 --name brax_halfcheetah_2m
 	$(BIN)/python paper_figures/brax_locomotion.py --envs ant --trainers brax,ours \
 	  --seeds 1,2,3,4,5 --total-timesteps 2048000 --timeout 3600 --name brax_ant_2m
+	$(BIN)/python paper_figures/brax_locomotion.py --envs ant --trainers ours_gaussian \
+	  --seeds 1,2,3,4,5 --total-timesteps 2048000 --timeout 3600 --name brax_ant_2m
 	$(BIN)/python paper_figures/ppo_vs_sb3.py --train --workers 2 \
 	  --sides controlrl,SB3,"controlrl vf_coef=1"
 	$(BIN)/python paper_figures/iql_tau.py --train

@@ -630,6 +630,7 @@ def main(argv: list[str] | None = None) -> None:
     bench.write_csv(args.out / f"{args.name}_curves.csv", curves, command, keep_commands=True)
     results = load_results(args.out / f"{args.name}_curves.csv")  # with the kept runs
     args.env_names = list(dict.fromkeys(k[0] for k in results))
+    args.trainer_names = [t for t in TRAINERS if any(k[1] == t for k in results)]
     args.seed_list = sorted({k[2] for k in results})
     plot(args, results, args.out / f"{args.name}.png", standing(args, command))
 

@@ -243,6 +243,30 @@ def test_name_sets_every_output_stem_and_the_work_dir(tmp_path, monkeypatch):
     assert fig.parse_args(["--out", str(tmp_path)]).work_dir.name == "brax_locomotion"
 
 
+def test_a_call_for_one_trainer_draws_the_kept_runs_of_the_others(tmp_path, monkeypatch):
+    """--trainers ours_gaussian beside a committed brax/ours sweep: the CSVs keep the other
+    trainers' runs and the figure draws all three, not only the trainer this call ran."""
+    kept = {("ant", "brax", 1): _res([990, 2100]), ("ant", "ours", 1): _res([995, 2030])}
+    curves = [{"env": e, "trainer": t, "seed": s, **p} for (e, t, s), r in kept.items()
+              for p in r["points"]]  # fmt: skip
+    fig.bench.write_csv(tmp_path / "long_curves.csv", curves, "python earlier")
+    fig.bench.write_csv(tmp_path / "long.csv", fig.summarise(kept, fig.TARGETS), "python earlier")
+    rows = [{"env": "ant", "pipeline": "spring", "episode": 0, "return": 1000.0}]
+    fig.bench.write_csv(tmp_path / "long_standing.csv", rows, "python earlier")
+    monkeypatch.setattr(fig, "sweep", lambda a: {("ant", "ours_gaussian", 1): _res([980, 700])})
+    drawn = {}
+    monkeypatch.setattr(fig, "plot", lambda a, r, path, st: drawn.update(a=a, r=r))
+    argv = ["--envs", "ant", "--trainers", "ours_gaussian", "--seeds", "1", "--name", "long"]
+    fig.main([*argv, "--out", str(tmp_path)])
+    assert drawn["a"].trainer_names == ["brax", "ours", "ours_gaussian"]
+    assert {k[1] for k in drawn["r"]} == {"brax", "ours", "ours_gaussian"}
+    assert {r["trainer"] for r in fig.bench.read_csv(tmp_path / "long.csv")} == {
+        "brax",
+        "ours",
+        "ours_gaussian",
+    }
+
+
 @pytest.mark.slow  # compiles one brax episode scan (~20 s)
 def test_standing_ant_earns_its_healthy_reward():
     """The zero-action ant stays healthy for the whole episode: healthy reward 1 per step, no
