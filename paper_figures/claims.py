@@ -40,11 +40,19 @@ DPO_BUDGET = "DPO reference: Brax, 30M (Ant) to 100M (HalfCheetah) env steps per
 GAE_BUDGET = (
     "the paper: the 3D biped's experience is 1-2 weeks of simulated real time (its abstract)"
 )
-DPPO_BUDGET = (
-    "the reference's Hopper fine-tuning (irom-lab/dppo cfg/gym/finetune/hopper-v2/"
-    "ft_ppo_diffusion_mlp.yaml): 1,000 iterations x 40 envs x 500 steps of 4-action chunks, 80M "
-    "env steps"
-)
+
+
+def dppo_budget(env: str) -> str:
+    """The reference's fine-tuning budget for a task ("Hopper-v5"); its hopper-v2 and walker2d-v2
+    configs share these settings."""
+    name = env.split("-v")[0]
+    return (
+        f"the reference's {name} fine-tuning (irom-lab/dppo cfg/gym/finetune/{name.lower()}-v2/"
+        "ft_ppo_diffusion_mlp.yaml): 1,000 iterations x 40 envs x 500 steps of 4-action chunks, "
+        "80M env steps"
+    )
+
+
 NO_WALL_TIME = "wall time not recorded for these runs"
 FIXPO_PAPER = (
     "Guaranteed Trust Region Optimization via Two-Phase KL Penalization (Zentner et al. 2023)"
@@ -496,46 +504,57 @@ def span_text(lo: float, hi: float, spec: str = ".2f") -> str:
 
 
 def dppo_rows() -> list[Row]:
-    """E6 (final return, diffusion minus Gaussian, paired by seed) and E6-gain (each policy's
-    gain over its own clone, the clones' gap taken out), with the 60,000-step, 3-seed figure's
-    verdicts as old -> new."""
+    """Per dataset of the figure: E6 (final return, diffusion minus Gaussian, paired by seed) and
+    E6-gain (each policy's gain over its own clone, the clones' gap taken out), with the
+    60,000-step, 3-seed figure's verdicts on the same dataset as old -> new. The first dataset's
+    rows are E6 and E6-gain, another's E6-<dataset> and E6-gain-<dataset>."""
     rows, old = read("dppo_finetune.csv"), read("dppo_finetune_60k.csv")
-    final, gain, clones, datasets = _dppo_pairs(rows)
-    old_final, old_gain, _, old_sets = _dppo_pairs(old)
-    cut = [ds for ds in old_sets if ds not in datasets]
-    setting = (
-        f"transplant, confounded: generated {_dataset_names(datasets)} dataset"
-        f"{'s' * (len(datasets) > 1)}; the two clones' returns differ (diffusion/Gaussian "
-        f"{span_text(min(clones), max(clones))}x)"
-    )
-    if cut:
-        setting += f"; {_dataset_names(cut)} not rerun at this budget (cut to fit the compute)"
-    was = (
-        f"was {{}} at {int(old[0]['steps']):,} steps x {len({r['seed'] for r in old})} seeds on "
-        f"{_dataset_names(old_sets)} ({old_final.size} pairs) -> {{}}"
-    )
-    budget = (
-        f"ours {int(rows[0]['steps']):,} env steps of fine-tuning per run; {DPPO_BUDGET}; "
-        f"{wall_time(rows)}"
-    )
+    datasets = list(dict.fromkeys(r["dataset"] for r in rows))
+    cut = [ds for ds in dict.fromkeys(r["dataset"] for r in old) if ds not in datasets]
     paper = "Diffusion Policy Policy Optimization (arXiv 2409.00588)"
     out = []
-    for rid, claim, metric, d, d_old in (
-        ("E6", "fine-tuning a diffusion policy with DPPO beats PPO fine-tuning a Gaussian policy",
-         "final evaluation return, diffusion minus Gaussian", final, old_final),
-        ("E6-gain", "DPPO improves on its behaviour clone more than PPO improves on a Gaussian "
-         "clone of the same data (the paper: more efficient and stable fine-tuning)",
-         "gain over the run's own clone (final evaluation minus the clone's), diffusion minus "
-         "Gaussian (one clone per policy and dataset: E6's differences shifted by the clones' "
-         "gap); a weaker clone has more room to gain", gain, old_gain),
-    ):  # fmt: skip
-        stat, verdict, det = paired_verdict(d, ".4g")
-        ours = f"{setting}; {was.format(paired_verdict(d_old, '.4g')[1], verdict)}"
-        out.append(
-            Row(rid, paper, claim, "robot manipulation and locomotion benchmarks", ours, budget,
-                f"{d.size} pairs", metric, stat, verdict, det,
-                "dppo_finetune.csv, dppo_finetune_60k.csv")
-        )  # fmt: skip
+    for i, ds in enumerate(datasets):
+        mine = [r for r in rows if r["dataset"] == ds]
+        final, gain, clones, _ = _dppo_pairs(mine)
+        setting = (
+            f"transplant, confounded: generated {_dataset_names([ds])} dataset; the two clones'"
+            f" returns differ (diffusion/Gaussian {span_text(min(clones), max(clones))}x)"
+        )
+        if cut:
+            setting += f"; {_dataset_names(cut)} not rerun at this budget (cut to fit the compute)"
+        before = [r for r in old if r["dataset"] == ds]
+        old_final, old_gain, _, _ = _dppo_pairs(before)
+        was = (
+            f"was {{}} at {int(before[0]['steps']):,} steps x {len({r['seed'] for r in before})}"
+            f" seeds on {_dataset_names([ds])} ({old_final.size} pairs) -> {{}}"
+            if before
+            else ""
+        )
+        budget = (
+            f"ours {int(mine[0]['steps']):,} env steps of fine-tuning per run; "
+            f"{dppo_budget(mine[0]['env'])}; "
+            f"{wall_time(mine)}"
+        )
+        tag = "" if i == 0 else f"-{_dataset_names([ds])}"
+        for rid, claim, metric, d, d_old in (
+            (f"E6{tag}", "fine-tuning a diffusion policy with DPPO beats PPO fine-tuning a "
+             "Gaussian policy", "final evaluation return, diffusion minus Gaussian", final,
+             old_final),
+            (f"E6-gain{tag}", "DPPO improves on its behaviour clone more than PPO improves on a "
+             "Gaussian clone of the same data (the paper: more efficient and stable fine-tuning)",
+             "gain over the run's own clone (final evaluation minus the clone's), diffusion minus "
+             "Gaussian (one clone per policy and dataset: E6's differences shifted by the clones' "
+             "gap); a weaker clone has more room to gain", gain, old_gain),
+        ):  # fmt: skip
+            stat, verdict, det = paired_verdict(d, ".4g")
+            ours = setting
+            if was:
+                ours += f"; {was.format(paired_verdict(d_old, '.4g')[1], verdict)}"
+            out.append(
+                Row(rid, paper, claim, "robot manipulation and locomotion benchmarks", ours,
+                    budget, f"{d.size} pairs", metric, stat, verdict, det,
+                    "dppo_finetune.csv, dppo_finetune_60k.csv")
+            )  # fmt: skip
     return out
 
 

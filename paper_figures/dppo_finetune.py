@@ -10,6 +10,8 @@ from >= 5 seeds, the min-max range below (the legend says which).
     python paper_figures/dppo_finetune.py --train --datasets \
         hopper-medium-v5-s0,walker2d-medium-v5-s0 --seeds 3 --steps 60000 --eval-episodes 5 \
         --name dppo_finetune_60k
+    # a dataset added to the committed figure (its other datasets' runs kept from the CSVs)
+    python paper_figures/dppo_finetune.py --train --datasets walker2d-medium-v5-s0 --keep-committed
 
 The defaults are the committed figure: hopper-medium-v5-s0 (generate it with `python -m
 envs.offline generate --env Hopper-v5 --kind medium`), 7 seeds x 100,000 fine-tuning steps per
@@ -251,6 +253,23 @@ def read_csvs(out: Path, name: str) -> list[dict]:
     return runs
 
 
+def with_committed(args, labels: set[str], runs: list[dict]) -> list[dict]:
+    """--keep-committed: the runs of <out>/<name>.csv and _curves.csv on datasets this call does
+    not run (labels), then these runs: a figure grown a dataset at a time keeps the ones it ran
+    before. A kept run of another fine-tuning budget is an error, so one CSV never mixes budgets."""
+    if not (args.out / f"{args.name}.csv").exists():
+        return runs
+    kept = [r for r in read_csvs(args.out, args.name) if r["row"]["dataset"] not in labels]
+    for r in kept:
+        if r["row"]["steps"] != args.steps:
+            raise SystemExit(
+                f"error: --keep-committed: {args.name}.csv holds a run of {r['row']['steps']:,}"
+                f" steps ({r['row']['dataset']} {r['row']['policy']}, seed {r['row']['seed']});"
+                f" this call's --steps is {args.steps:,}"
+            )
+    return kept + runs
+
+
 def plot(args, runs: list[dict]) -> None:
     import matplotlib.pyplot as plt
 
@@ -335,6 +354,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--replot", action="store_true", help="only the PNG, from <out>/<name>.csv and _curves.csv"
     )
+    p.add_argument(
+        "--keep-committed",
+        action="store_true",
+        help="keep the runs of <out>/<name>.csv on datasets this call does not run",
+    )
     p.add_argument("extra", nargs="*", help="flags passed to algos/dppo.py (after --)")
     args = p.parse_args(argv)
     # the runs start in the repository root: a relative --sweep-dir is taken from where we are
@@ -356,6 +380,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.train:
         train(args, jobs)
     runs = collect(args, jobs)
+    if args.keep_committed:
+        runs = with_committed(args, {label for _, label, _ in jobs}, runs)
     if not runs:
         raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
     write_csvs(args.out, args.name, runs)

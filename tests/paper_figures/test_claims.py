@@ -263,11 +263,30 @@ def test_dppo_rows_pair_by_seed_take_out_the_clone_gap_and_state_the_old_verdict
     for row in (e6, gain):
         assert "walker2d-medium not rerun at this budget" in row.our_setting
         assert "(diffusion/Gaussian 0.35x)" in row.our_setting  # one clone per policy
-        assert "at 60,000 steps x 3 seeds on hopper-medium and walker2d-medium (6 pairs)" in (
-            row.our_setting
-        )
+        assert "at 60,000 steps x 3 seeds on hopper-medium (3 pairs)" in row.our_setting
         assert "14.0 hours of collection and updates summed over the 14 runs" in row.budget
-    assert "was inconclusive at this power" in e6.our_setting  # 6 ties: no verdict
+    assert "was inconclusive at this power" in e6.our_setting  # 3 ties: no verdict
+    # a second dataset: rows of its own, its own old verdict and hours; nothing is cut now
+    new += [dict(run("walker2d-medium-v5-s0", p, s, 2000 + s * (p == "diffusion"), 1000, 100000,
+                     "1800"), env="Walker2d-v5")
+            for p in ("diffusion", "gaussian") for s in range(1, 8)]  # fmt: skip
+    _write_csv(claims.OUT / "dppo_finetune.csv", new)
+    rows = claims.dppo_rows()
+    assert [r.id for r in rows] == [
+        "E6",
+        "E6-gain",
+        "E6-walker2d-medium",
+        "E6-gain-walker2d-medium",
+    ]
+    assert rows[0].statistic == e6.statistic  # hopper's pairs alone, as before
+    walk = rows[2]
+    assert (walk.verdict, walk.seeds) == (claims.HOLDS, "7 pairs")
+    assert walk.statistic.startswith("diff 4 ")  # seeds 1-7 ahead by the seed: mean 4
+    assert "generated walker2d-medium dataset" in walk.our_setting
+    assert "finetune/walker2d-v2/ft_ppo_diffusion_mlp.yaml" in walk.budget
+    assert "on walker2d-medium (3 pairs) -> holds" in walk.our_setting
+    assert "7.0 hours of collection and updates summed over the 14 runs" in walk.budget
+    assert not any("not rerun" in r.our_setting for r in rows)
 
 
 def test_entropy_covariance_rows_correlate_the_change_with_minus_cov(claims):
