@@ -102,6 +102,8 @@ ifdef FULL
 	$(BIN)/python paper_figures/brax_locomotion.py --seeds 4,5
 	$(BIN)/python paper_figures/brax_locomotion.py --envs halfcheetah --trainers brax,ours \
 	  --seeds 1,2,3,4,5 --total-timesteps 2048000 --timeout 3600 --name brax_halfcheetah_2m
+	$(BIN)/python paper_figures/brax_locomotion.py --envs halfcheetah --trainers ours_gaussian \
+	  --seeds 1,2,3,4,5 --total-timesteps 2048000 --timeout 3600 --name brax_halfcheetah_2m
 	$(BIN)/python paper_figures/brax_locomotion.py --envs ant --trainers brax,ours \
 	  --seeds 1,2,3,4,5 --total-timesteps 2048000 --timeout 3600 --name brax_ant_2m
 	$(BIN)/python paper_figures/brax_locomotion.py --envs ant --trainers ours_gaussian \
