@@ -126,6 +126,8 @@ ifdef FULL
 	  hopper-medium-v5-s0,walker2d-medium-v5-s0 --seeds 3 --steps 60000 --eval-episodes 5 \
 	  --name dppo_finetune_60k
 	$(BIN)/python paper_figures/dppo_finetune.py --train
+	$(BIN)/python paper_figures/dppo_finetune.py --train --datasets walker2d-medium-v5-s0 \
+	  --keep-committed
 	$(BIN)/python paper_figures/fpo_multimodal.py --train --workers 2 --bandit-seeds 30 \
 	  --bandit-steps 30720 --bandit-checkpoint-every 5 --mujoco-seeds 7 --mujoco-steps 300000 \
 	  --eval-every 50000 --eval-episodes 10

@@ -13,9 +13,10 @@ from >= 5 seeds, the min-max range below (the legend says which).
     # a dataset added to the committed figure (its other datasets' runs kept from the CSVs)
     python paper_figures/dppo_finetune.py --train --datasets walker2d-medium-v5-s0 --keep-committed
 
-The defaults are the committed figure: hopper-medium-v5-s0 (generate it with `python -m
-envs.offline generate --env Hopper-v5 --kind medium`), 7 seeds x 100,000 fine-tuning steps per
-policy, evaluations every 10,000 steps over 10 episodes.
+The defaults are the committed figure's first call: hopper-medium-v5-s0 (generate it with
+`python -m envs.offline generate --env Hopper-v5 --kind medium`), 7 seeds x 100,000 fine-tuning
+steps per policy, evaluations every 10,000 steps over 10 episodes; the --keep-committed call
+above adds walker2d-medium-v5-s0 (`--env Walker2d-v5 --kind medium`) at the same settings.
 
 For each dataset (--datasets: generated ids in envs.offline's cache, or D4RL-layout HDF5 paths)
 and each policy (diffusion, gaussian) one algos/dppo.py run behaviour-clones the data
