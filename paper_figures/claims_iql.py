@@ -25,7 +25,8 @@ VS_BC_TAU = "0.7"  # the tau IQL meets BC at (the paper's and CORL's for locomot
 TAU_LO, TAU_HI = "0.5", "0.9"
 CURVES = "iql_vs_bc_100k_curves.csv"
 # IQL's scores in the paper's table (D4RL locomotion-v2 datasets, 1M gradient steps)
-PAPER_IQL = {"hopper-medium": 66.3, "hopper-medium-replay": 94.7}
+PAPER_IQL = {"hopper-medium": 66.3, "hopper-medium-replay": 94.7,
+             "halfcheetah-medium-replay": 44.2, "walker2d-medium-replay": 73.9}  # fmt: skip
 SLOPE_PER = 10_000  # slopes in score per this many gradient steps
 # the datasets a rerun at this budget is sized for: the three medium-replay ones and hopper-medium
 TARGETS = ("hopper-medium", "hopper-medium-replay", "halfcheetah-medium-replay",

@@ -191,3 +191,18 @@ def test_slopes_of_one_tau():
     curves += [dict(r, tau="0.9", score=str(float(r["score"]) * 3)) for r in curves]
     assert slopes(curves, MR, "iql", "0.7") == pytest.approx([1.0, 1.0])
     assert slopes(curves, MR, "iql", "0.9") == pytest.approx([3.0, 3.0])
+
+
+def test_each_dataset_row_quotes_the_papers_score_on_its_d4rl_counterpart():
+    now = result_rows([60] * 5, [40] * 5, 100_000)
+    now += result_rows([30] * 5, [10] * 5, 100_000, env="Walker2d-v5", kind="medium-replay",
+                       dataset="walker2d-medium-replay-v5-s0")  # fmt: skip
+    got = ledger(now, result_rows([1], [1], 20_000), [])
+    walker = got["E5-vs-BC-walker2d-medium-replay"]
+    assert walker.paper_setting == (
+        "D4RL walker2d-medium-replay-v2, 1M gradient steps (the paper's IQL: 73.9)"
+    )
+    assert "(the paper's IQL: 66.3)" in got["E5-vs-BC-hopper-medium"].paper_setting
+    # the cut list names the target datasets this CSV lacks, not the ones it has
+    assert "; not rerun at this budget: the tau sweep, hopper-medium-replay, " \
+        "halfcheetah-medium-replay and d3rlpy's IQL" in walker.our_setting  # fmt: skip
