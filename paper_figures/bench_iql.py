@@ -33,6 +33,12 @@ to runs/bench_iql/ and used. With --eval, repeat k trains seed --seeds[k] and bo
 --eval-episodes deterministic episodes at the end; the returns become D4RL normalised scores
 with the dataset's reference scores (envs.offline.load), when it has them.
 
+--eval --workers N runs N contender processes at once (scores only: side by side they share the
+CPU, so their updates/s are not a speed measurement; without --eval it is refused). --resume
+keeps the finished runs of --out (same updates, warmup, threads, dataset and evaluation; another
+setting is an error) and runs only the other (contender, seed) pairs, so a long study grows over
+several calls and a killed one loses only the runs in flight.
+
 Our side assumes algos/iql.py's Args fields dataset, env_id, total_timesteps (gradient steps),
 log_every, eval_every (0: final evaluation only), batch_size, hidden_sizes, actor_lr,
 critic_lr, value_lr, tau (expectile), beta, gamma, polyak, anneal_actor_lr, normalize_obs,
@@ -43,6 +49,7 @@ timing.csv's time/update_s column (one row per --log-every steps).
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import csv
 import importlib.util
 import json
@@ -51,6 +58,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -210,6 +218,28 @@ def contenders(args: argparse.Namespace, repeat: int) -> list[bench.Contender]:
     ]
 
 
+def kept_runs(args: argparse.Namespace) -> list[dict]:
+    """--resume: the finished runs of --out (status ok) of this call's contenders and seeds;
+    an error if --out holds a run at other settings (one CSV, one setting)."""
+    if not Path(args.out).exists():
+        return []
+    want = dict(updates=args.updates, warmup=args.warmup, threads=args.threads)
+    want |= dict(
+        dataset=portable(args.dataset), eval_episodes=args.eval_episodes if args.eval else 0
+    )
+    kept = []
+    for r in bench.read_csv(args.out):
+        other = {k: r[k] for k in want if r[k] != want[k]}
+        if other:
+            raise SystemExit(
+                f"error: --resume: {args.out} holds a run of {r['contender']} seed {r['seed']} at "
+                f"{other} (this call: { {k: want[k] for k in other} }); write another --out"
+            )
+        if r["status"] == "ok" and r["contender"] in args.contenders and r["seed"] in args.seeds:
+            kept.append(r)
+    return kept
+
+
 def portable(path: str | Path) -> str:
     """A path as a CSV cell: relative to the repository inside it, else the file's name."""
     path = Path(path)
@@ -346,6 +376,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="python of d3rlpy's venv (make bench-iql builds it; env D3RLPY_PYTHON)",
     )
     p.add_argument("--timeout", type=float, default=7200.0, help="seconds per contender process")
+    p.add_argument(
+        "--workers", type=int, default=1, help="with --eval: contender processes at once (1)"
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the finished runs of --out at this call's settings and run only the others",
+    )
     p.add_argument("--toy", action="store_true", help="tiny run for tests")
     args = p.parse_args(argv)
     default = dict(updates=40, warmup=20, log_every=10, repeats=1) if args.toy else {}
@@ -364,7 +402,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     bad = set(args.contenders) - set(CONTENDERS)
     if bad or not args.contenders:
         p.error(f"--contenders must be a subset of {','.join(CONTENDERS)}, got {bad or 'none'}")
-    for name in ("updates", "log_every", "repeats", "threads", "eval_episodes"):
+    if args.workers > 1 and not args.eval:  # a speed measurement runs alone
+        p.error(
+            "--workers > 1 needs --eval: runs side by side share the CPU, so their speed is not"
+        )
+    for name in ("updates", "log_every", "repeats", "threads", "eval_episodes", "workers"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if any(s < 0 for s in args.seeds):
@@ -417,12 +459,26 @@ def main(argv: list[str] | None = None) -> list[dict]:
     dataset_and_env(args)
     command = public_command(sys.argv[1:] if argv is None else argv)
     score = scorer(args.dataset) if args.eval else None
-    rows: list[dict] = []
+    rows: list[dict] = kept_runs(args) if args.resume else []
+    done = {(r["contender"], r["seed"]) for r in rows}
+    jobs = [
+        (c, repeat, slot)
+        for repeat in range(args.repeats)
+        for slot, c in enumerate(bench.rotation(contenders(args, repeat), repeat))
+        if (c.name, args.seeds[repeat]) not in done
+    ]
+    if done:
+        print(f"--resume: kept {len(done)} finished runs of {args.out}, {len(jobs)} to run")
     t_start = time.perf_counter()
+    lock = threading.Lock()
 
     def report(run: bench.Run) -> None:
+        with lock:  # --workers: runs finish in their own threads
+            _report(run)
+
+    def _report(run: bench.Run) -> None:
         rows.append(row(run, score))
-        bench.write_csv(args.out, rows, command)  # kept if killed
+        bench.write_csv(args.out, rows, command, keep_commands=True)  # kept if killed
         r = rows[-1]
         what = run.status
         if run.ok:
@@ -434,8 +490,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
         if not run.ok:
             print(run.log[-2000:], flush=True)
 
-    for repeat in range(args.repeats):
-        bench.run_repeat(contenders(args, repeat), repeat, on_run=report)
+    with concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
+        running = [pool.submit(lambda j: report(bench.run_one(*j)), job) for job in jobs]
+        for future in running:
+            future.result()
+    rows.sort(key=lambda r: (r["repeat"], r["slot"]))
+    bench.write_csv(args.out, rows, command, keep_commands=True)
     print(
         f"\nIQL gradient updates/s, {args.dataset.name} ({args.env_id}), batch 256, 256-256 "
         f"nets, {args.updates} updates per process ({args.warmup} not timed), threads "

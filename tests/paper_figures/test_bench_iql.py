@@ -108,6 +108,37 @@ def test_ours_contender_reads_its_timing_csv(tmp_path):
     assert row["dataset"] == "tiny.hdf5" and str(tmp_path) not in row["command"]
 
 
+@pytest.mark.skipif(not _has_ours(), reason="algos/iql.py is not there")
+def test_resume_keeps_finished_runs_and_workers_run_side_by_side(tmp_path):
+    _tiny_file(tmp_path / "tiny.hdf5")
+    out = tmp_path / "b.csv"
+    flags = ["--dataset", str(tmp_path / "tiny.hdf5"), "--out", str(out), "--contenders", "ours",
+             "--eval", "--eval-episodes", "1", "--workers", "2"]  # fmt: skip
+    proc = _run(*flags, "--seeds", "1,2", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with out.open() as f:
+        first = list(csv.DictReader(f))
+    assert [(r["seed"], r["repeat"], r["status"]) for r in first] == [("1", "0", "ok"),
+                                                                     ("2", "1", "ok")]  # fmt: skip
+    with out.open("w", newline="") as f:  # seed 2's run is lost: only seed 1 is kept
+        writer = csv.DictWriter(f, fieldnames=list(first[0]))
+        writer.writeheader()
+        writer.writerow(first[0])
+    proc = _run(*flags, "--seeds", "1,2,3", "--resume", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "--resume: kept 1 finished runs" in proc.stdout and "2 to run" in proc.stdout
+    with out.open() as f:
+        rows = list(csv.DictReader(f))
+    assert [r["seed"] for r in rows] == ["1", "2", "3"]
+    assert rows[0] == first[0]  # kept as written, its command too
+    assert "--resume" in rows[1]["command"] and "--resume" not in rows[0]["command"]
+    assert rows[1]["eval_return"] == first[1]["eval_return"]  # a seed reproduces
+    proc = _run(*flags, "--seeds", "1", "--resume", "--updates", "60", cwd=tmp_path)
+    assert proc.returncode != 0 and "holds a run of ours seed 1 at {'updates': 40}" in proc.stderr
+    with pytest.raises(SystemExit):
+        bench_iql.parse_args(["--toy", "--contenders", "ours", "--workers", "2"])
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not (_has_ours() and D3RLPY_PYTHON.is_file()), reason="ours and d3rlpy")
 def test_side_by_side_toy_gives_paired_ratios(tmp_path):
