@@ -41,6 +41,7 @@ test-slow: setup
 bench: setup
 	$(BIN)/python paper_figures/bench_ppo.py --out paper_figures/out/bench_ppo.csv --envs-list 1,8 --iterations 3 --repeats 3 \
 	  --algos ppo,spo,bpo
+	$(BIN)/python paper_figures/bench_backends.py --out paper_figures/out/bench_backends.csv
 
 # IQL updates/s, ours vs d3rlpy 2.8.1 (paper_figures/bench_iql.py). d3rlpy pins gymnasium 1.0.0,
 # so it gets its own venv outside git (D3RLPY_VENV, about 1.4 GB), built once from the pinned
@@ -123,6 +124,10 @@ ifdef FULL
 	  --keep-committed
 	$(BIN)/python paper_figures/iql_tau.py --train --envs Hopper-v5 --kinds medium \
 	  --taus 0.5,0.9 --online-steps 0 --steps 100000 --eval-every 10000 --eval-episodes 10 \
+	  --seeds 5 --workers 2 --curves --name iql_vs_bc_100k --sweep-dir runs/sweeps/iql_vs_bc_100k \
+	  --keep-committed
+	$(BIN)/python paper_figures/iql_tau.py --train --envs Walker2d-v5 --kinds medium-replay \
+	  --taus 0.7 --online-steps 0 --steps 100000 --eval-every 10000 --eval-episodes 10 \
 	  --seeds 5 --workers 2 --curves --name iql_vs_bc_100k --sweep-dir runs/sweeps/iql_vs_bc_100k \
 	  --keep-committed
 	$(BIN)/python paper_figures/bandit_suite.py --train

@@ -1537,6 +1537,33 @@ def bench_ppo(read: Read) -> str:
               body, ["---", "---", "---:", "---:", "---", "---", "---"])  # fmt: skip
 
 
+@table("bench-backends")
+def bench_backends(read: Read) -> str:
+    """Our PPO per backend and vector layout at one batch: steps/s, and the speed against the
+    first layout of the CSV paired per repeat."""
+    rows = [r for r in read("bench_backends.csv") if r["status"] == "ok"]
+    layouts = list(dict.fromkeys(r["layout"] for r in rows))
+    by = defaultdict(dict)
+    for r in rows:
+        by[r["repeat"]][r["layout"]] = float(r["sps"])
+    body = []
+    for name in layouts:
+        mine = rows_where(rows, layout=name)
+        ratio = [v[name] / v[layouts[0]] for v in by.values() if {name, layouts[0]} <= set(v)]
+        body.append([
+            f"`{name}`", mine[0]["backend"], med_range(col(mine, "sps"), ",.0f"),
+            med_range(col(mine, "rollout_s"), ".2f"), med_range(col(mine, "update_s"), ".2f"),
+            "-" if name == layouts[0] else med_range(ratio, ".2f"),
+        ])  # fmt: skip
+    head = (f"`out/bench_backends.csv`: {len(by)} repeats, {rows[0]['iterations']} timed "
+            f"iterations each, batch {int(rows[0]['steps_per_iter']):,} steps; median (range) over "
+            f"the repeats, speed paired per repeat against `{layouts[0]}`:")  # fmt: skip
+    table = md(["layout", "backend", "steps/s", "rollout s/iter", "update s/iter",
+                f"speed vs {layouts[0].rpartition(':')[2]}"], body,
+               ["---", "---", "---:", "---:", "---:", "---:"])  # fmt: skip
+    return para(head) + "\n\n" + table
+
+
 GENERATIVE = {"ppo": "ppo.py", "fpo": "fpo.py, reference defaults",
               "fpo_ppo_update": "fpo.py with ppo's update size (10 epochs, 64-64 critic)",
               "dppo": "dppo.py, reference sizes (K 20, K' 10, 512x3 residual actor, 256x3 critic)",

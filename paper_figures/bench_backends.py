@@ -1,0 +1,166 @@
+"""Our PPO's training speed per env backend and vector-env layout, at one batch size.
+
+    python paper_figures/bench_backends.py --out paper_figures/out/bench_backends.csv \
+        --layouts Hopper-v5:1x2048,Hopper-v5:8x256,envpool:Hopper-v5:8x256 --repeats 5
+
+Each layout is `<env id>:<envs>x<steps per env>`; every layout of one call has the same batch
+(envs x steps), so each iteration does the same update work and only collecting the batch
+differs. CleanRL's 1 env x 2,048 steps on Gymnasium is the reference layout (the first); 8 envs x
+256 steps is the same 2,048-step batch from a vector env, and `envpool:<id>` steps the same task
+in EnvPool's C++ MuJoCo. The contender is algos/ppo.py with CleanRL's settings
+(paper_figures/bench_ppo.py's `ours` worker: 32 minibatches x 10 epochs, 64-64 tanh networks,
+observation and reward normalisation), in its own fresh process, the order rotated in every
+repeat; the first --warmup iterations of each process are dropped. Reported: env steps/s per
+layout (median (min-max) over repeats) and the speed ratio against the reference layout, paired
+per repeat (>1: faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from controlrl import bench
+from controlrl.cli import ArgumentParser
+from paper_figures import bench_ppo
+
+DEFAULT_LAYOUTS = "Hopper-v5:1x2048,Hopper-v5:8x256,envpool:Hopper-v5:8x256"
+TOY_LAYOUTS = "Hopper-v5:1x256,Hopper-v5:2x128"
+FIELDS = ["layout", "backend", *bench_ppo.FIELDS]
+
+
+def parse_layout(text: str) -> tuple[str, int, int]:
+    """'<env id>:<envs>x<steps>' -> (env id, envs, steps per env)."""
+    env_id, sep, shape = text.strip().rpartition(":")
+    envs, x, steps = shape.partition("x")
+    if not (sep and env_id and x and envs.isdigit() and steps.isdigit()):
+        raise ValueError(f"layout {text!r} is not '<env id>:<envs>x<steps>' (e.g. Hopper-v5:8x256)")
+    if int(envs) < 1 or int(steps) < 1:
+        raise ValueError(f"layout {text!r}: envs and steps must be >= 1")
+    return env_id, int(envs), int(steps)
+
+
+def backend(env_id: str) -> str:
+    """The backend an id selects in envs.make: its prefix, Gymnasium without one."""
+    prefix, sep, _ = env_id.partition(":")
+    return prefix if sep else "gymnasium"
+
+
+def contenders(args: argparse.Namespace) -> list[bench.Contender]:
+    worker = f"{Path(bench_ppo.__file__).resolve()}:work"
+    out = []
+    for text in args.layouts:
+        env_id, envs, steps = parse_layout(text)
+        cfg = dict(algo="ppo", contender="ours", env_id=env_id, num_envs=envs, num_steps=steps)
+        cfg |= dict(num_minibatches=args.num_minibatches, epochs=args.epochs, seed=args.seed)
+        cfg |= dict(threads=args.threads, warmup=args.warmup, iterations=args.iterations)
+        out.append(bench.Contender(text, worker, cfg, args.timeout))
+    return out
+
+
+def row(run: bench.Run, warmup: int) -> dict:
+    """bench_ppo's row (seconds per iteration, steps/s) with the layout and its backend."""
+    out = bench_ppo.row(run, warmup)
+    return {"layout": run.name, "backend": backend(run.contender.config["env_id"]), **out}
+
+
+def summarize(runs: list[bench.Run], layouts: list[str], warmup: int) -> str:
+    """Markdown: per layout, steps/s, rollout and update s/iter, speed vs the first layout."""
+    lines = [
+        "| layout | backend | steps/s | rollout s/iter | update s/iter | speed vs first |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+
+    def col(name: str, key: str) -> list[float]:
+        return [row(r, warmup)[key] for r in runs if r.name == name and r.ok]
+
+    for name in layouts:
+        ratio = bench.paired_ratios(runs, name, layouts[0], lambda r: row(r, warmup)["sps"])
+        lines.append(
+            f"| {name} | {backend(parse_layout(name)[0])} "
+            f"| {bench.median_range(col(name, 'sps'), ',.0f')} "
+            f"| {bench.median_range(col(name, 'rollout_s'), '.2f')} "
+            f"| {bench.median_range(col(name, 'update_s'), '.2f')} "
+            f"| {'-' if name == layouts[0] else bench.median_range(ratio)} |"
+        )
+    lines += [f"FAILED {r.name}, repeat {r.repeat}: {r.status}" for r in runs if not r.ok]
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--out", default="paper_figures/out/bench_backends.csv", help="CSV to write")
+    layouts = f"{DEFAULT_LAYOUTS}; {TOY_LAYOUTS} with --toy"
+    p.add_argument(
+        "--layouts",
+        help=f"comma-separated <env id>:<envs>x<steps>, first the reference (default {layouts})",
+    )
+    p.add_argument("--iterations", type=int, help="timed iterations per process (3; 1 --toy)")
+    p.add_argument("--repeats", type=int, help="repeats (default 5; 1 with --toy)")
+    p.add_argument("--warmup", type=int, default=1, help="leading iterations dropped (default 1)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads of every contender")
+    p.add_argument("--num-minibatches", type=int, default=32, help="minibatches per epoch")
+    p.add_argument("--epochs", type=int, default=10, help="epochs per iteration")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per contender process")
+    p.add_argument("--toy", action="store_true", help="tiny run for tests")
+    args = p.parse_args(argv)
+    layouts = args.layouts or (TOY_LAYOUTS if args.toy else DEFAULT_LAYOUTS)
+    args.layouts = [s.strip() for s in layouts.split(",") if s.strip()]
+    args.iterations = args.iterations or (1 if args.toy else 3)
+    args.repeats = args.repeats or (1 if args.toy else 5)
+    try:
+        shapes = [parse_layout(s) for s in args.layouts]
+    except ValueError as e:
+        p.error(str(e))
+    if len(set(args.layouts)) != len(args.layouts) or not args.layouts:
+        p.error(f"--layouts must name distinct layouts, got {args.layouts}")
+    batches = {envs * steps for _, envs, steps in shapes}
+    if len(batches) != 1:
+        p.error(f"--layouts must share one batch (envs x steps), got {sorted(batches)}")
+    if batches.pop() % args.num_minibatches:
+        p.error(f"--num-minibatches {args.num_minibatches} must divide the batch")
+    for name in ("iterations", "repeats", "threads", "num_minibatches", "epochs"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.warmup < 0:
+        p.error(f"--warmup must be >= 0, got {args.warmup}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> list[bench.Run]:
+    args = parse_args(argv)
+    command = bench.command_line("paper_figures/bench_backends.py", argv)
+    runs: list[bench.Run] = []
+    t_start = time.perf_counter()
+
+    def report(run: bench.Run) -> None:
+        runs.append(run)
+        rows = [{k: row(r, args.warmup).get(k, "") for k in FIELDS} for r in runs]
+        bench.write_csv(args.out, rows, command)  # kept if killed
+        r = row(run, args.warmup)
+        timing = f"{r['sps']:8.0f} steps/s" if run.ok else run.status
+        print(
+            f"[{time.perf_counter() - t_start:6.0f} s] repeat {run.repeat} {run.name:28s} {timing}"
+        )
+        if not run.ok:
+            print(run.log[-2000:], flush=True)
+
+    bench.run(contenders(args), args.repeats, on_run=report)
+    _, envs, steps = parse_layout(args.layouts[0])
+    print(
+        f"\nOur PPO per layout, batch {envs * steps:,} steps, "
+        f"{args.num_minibatches} minibatches x {args.epochs} epochs, threads {args.threads}, "
+        f"{args.iterations} timed iterations (+{args.warmup} warm-up) x {args.repeats} repeats; "
+        "median (min-max) over repeats; ratios paired per repeat.\n"
+    )
+    print(summarize(runs, args.layouts, args.warmup))
+    print(f"\ncommand: {command}\nCSV: {args.out}")
+    return runs
+
+
+if __name__ == "__main__":
+    main()
