@@ -404,7 +404,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--contenders must be a subset of {','.join(CONTENDERS)}, got {bad or 'none'}")
     if args.workers > 1 and not args.eval:  # a speed measurement runs alone
         p.error(
-            "--workers > 1 needs --eval: runs side by side share the CPU, so their speed is not"
+            "--workers > 1 needs --eval: runs side by side share the CPU, so their updates/s "
+            "would measure the sharing, not the speed"
         )
     for name in ("updates", "log_every", "repeats", "threads", "eval_episodes", "workers"):
         if getattr(args, name) < 1:

@@ -109,7 +109,7 @@ def test_ours_contender_reads_its_timing_csv(tmp_path):
 
 
 @pytest.mark.skipif(not _has_ours(), reason="algos/iql.py is not there")
-def test_resume_keeps_finished_runs_and_workers_run_side_by_side(tmp_path):
+def test_resume_keeps_finished_runs_and_workers_run_side_by_side(tmp_path, capsys):
     _tiny_file(tmp_path / "tiny.hdf5")
     out = tmp_path / "b.csv"
     flags = ["--dataset", str(tmp_path / "tiny.hdf5"), "--out", str(out), "--contenders", "ours",
@@ -137,6 +137,7 @@ def test_resume_keeps_finished_runs_and_workers_run_side_by_side(tmp_path):
     assert proc.returncode != 0 and "holds a run of ours seed 1 at {'updates': 40}" in proc.stderr
     with pytest.raises(SystemExit):
         bench_iql.parse_args(["--toy", "--contenders", "ours", "--workers", "2"])
+    assert "would measure the sharing, not the speed" in capsys.readouterr().err
 
 
 @pytest.mark.slow
