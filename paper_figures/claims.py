@@ -53,6 +53,38 @@ def dppo_budget(env: str) -> str:
     )
 
 
+# The env layout and batch of the committed MuJoCo runs each row names: every one on Gymnasium's
+# sync vector env at the algorithm file's defaults (the Makefile's lines pass no layout flag);
+# tests/paper_figures/test_claims.py checks these settings still equal the files' defaults.
+LAYOUT_SETTINGS = {
+    "ppo": {"num_envs": 1, "num_steps": 2048, "num_minibatches": 32, "update_epochs": 10},
+    "gae": {"num_envs": 2, "num_steps": 1024},
+    "retrace": {"num_envs": 1, "batch_size": 256, "segment_length": 8, "updates_per_step": 1},
+    "grpo": {"num_envs": 64, "group_size": 8, "update_epochs": 4},
+}
+
+
+def layout(algo: str) -> str:
+    """The env layout and batch of `algo`'s committed MuJoCo runs, in words."""
+    s = LAYOUT_SETTINGS[algo]
+    envs = f"Gymnasium, {s['num_envs']} env{'s' * (s['num_envs'] > 1)}"
+    if algo in ("ppo", "gae"):
+        text = f"{envs} x {s['num_steps']:,} steps per batch"
+        if "num_minibatches" in s:
+            text += f", {s['num_minibatches']} minibatches x {s['update_epochs']} epochs"
+        return text
+    if algo == "retrace":
+        return (
+            f"{envs}, {s['updates_per_step']} gradient step per env step on {s['batch_size']} "
+            f"transitions ({s['batch_size'] // s['segment_length']} replayed segments of "
+            f"{s['segment_length']} steps)"
+        )
+    return (
+        f"{envs} per iteration ({s['num_envs'] // s['group_size']} groups of "
+        f"{s['group_size']} episodes), {s['update_epochs']} epochs"
+    )
+
+
 NO_WALL_TIME = "wall time not recorded for these runs"
 FIXPO_PAPER = (
     "Guaranteed Trust Region Optimization via Two-Phase KL Penalization (Zentner et al. 2023)"
@@ -172,7 +204,7 @@ def _family_setting(rows) -> tuple[list[str], str, str]:
     envs = sorted({r["env_id"] for r in rows})
     steps = int(rows[0]["steps"])
     ours = f"{len(envs)} MuJoCo v5 task{'s' * (len(envs) > 1)} ({', '.join(envs)}), CleanRL's "
-    ours += "PPO settings (1 env x 2,048 steps, 32 minibatches, 10 epochs, 64-64 tanh)"
+    ours += f"PPO settings ({layout('ppo')}, 64-64 tanh)"
     budget = f"ours {steps:,} env steps per run; PPO paper 1M steps, 3 seeds"
     if "train_s" in rows[0]:  # the experiment's compute, once
         hours = sum(float(r["train_s"]) for r in rows) / 3600
@@ -317,7 +349,8 @@ def depth_rows() -> list[Row]:
             "SPO's advantage over PPO grows with network depth",
             "deep policy networks trained end to end",
             f"transplant: {', '.join(envs)}, policy depth {depths[0]} vs {depths[-1]} hidden "
-            f"layers (SPO's 7-layer policy; critics 64-64 as in the paper){cut_tasks(envs)}; was "
+            f"layers (SPO's 7-layer policy; critics 64-64 as in the paper; {layout('ppo')})"
+            f"{cut_tasks(envs)}; was "
             f"{was} at 49,152 "
             f"steps ({old_envs}, {n_old} seeds) -> {verdict}",
             f"ours {int(rows[0]['steps']):,} env steps per run; "
@@ -363,7 +396,8 @@ def gae_rows() -> list[Row]:
                     "Generalized Advantage Estimation (arXiv 1506.02438)",
                     f"an intermediate lambda (0.95) beats lambda = {end[0]}",
                     "3D biped and quadruped locomotion, TRPO steps",
-                    f"transplant: {env}, the paper's algorithm (algos/gae.py), gamma {gamma}{was}",
+                    f"transplant: {env}, the paper's algorithm (algos/gae.py; {layout('gae')}), "
+                    f"gamma {gamma}{was}",
                     f"ours {', '.join(f'{int(x):,}' for x in sorted(steps))} env steps per run;"
                     f" {GAE_BUDGET}; {wall_time(rows)}",
                     f"{d.size} pairs",
@@ -703,7 +737,8 @@ def entropy_law_rows() -> list[Row]:
                 "Reasoning Language Models (arXiv 2505.22617)",
                 "return follows R = -a exp(H) + b in the entropy H",
                 "LLM RL on math reasoning",
-                f"transplant: Gaussian {method.upper()} on Hopper-v5 (entropy {pooled}){was}",
+                f"transplant: Gaussian {method.upper()} on Hopper-v5 ({layout(method)}; entropy "
+                f"{pooled}){was}",
                 f"ours {steps:,} env steps per run; the paper's LLM runs; {timed[method]}",
                 f"{r2.size}",
                 "R^2 of the exponential law minus R^2 of a linear fit, per seed; holds if the "
@@ -738,8 +773,8 @@ def entropy_covariance_rows() -> list[Row]:
     steps = max(int(r["step"]) for r in rows)
     updates = sorted({c["updates"] for c in laws})
     ours = (
-        "transplant: Gaussian PPO on Hopper-v5 (CleanRL's defaults: Adam, 10 epochs x 32 "
-        "minibatches, clipped ratio, a state-independent std, for which one plain gradient step "
+        f"transplant: Gaussian PPO on Hopper-v5 (CleanRL's defaults: {layout('ppo')}, Adam, "
+        "clipped ratio, a state-independent std, for which one plain gradient step "
         "of size eta moves the entropy by exactly -2 eta Cov(log pi, A)), the E12-ppo runs, "
         f"{'-'.join(map(str, updates))} updates each"
     )

@@ -12,7 +12,16 @@ from __future__ import annotations
 import numpy as np
 
 from controlrl import stats
-from paper_figures.claims import ALPHA, FAILS, HOLDS, INCONCLUSIVE, Row, paired_verdict, values
+from paper_figures.claims import (
+    ALPHA,
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    Row,
+    layout,
+    paired_verdict,
+    values,
+)
 
 RETRACE = "Safe and Efficient Off-Policy Reinforcement Learning (arXiv 1606.02647)"
 ACER = "Sample Efficient Actor-Critic with Experience Replay (ACER, arXiv 1611.01224)"
@@ -83,7 +92,10 @@ def _ppo_test(rows, column: str):
 
 def rows(read) -> list[Row]:
     now, old = read(NOW), read(OLD)
-    setting = "transplant: Hopper-v5, algos/retrace.py (SAC actor, twin-Q critic on the targets)"
+    setting = (
+        "transplant: Hopper-v5, algos/retrace.py (SAC actor, twin-Q critic on the targets; "
+        f"{layout('retrace')})"
+    )
     protocol = {(r["eval_every"], r["eval_episodes"]) for r in now}
     if len(protocol) != 1:
         raise ValueError(f"claims_retrace: {NOW} mixes evaluation protocols {sorted(protocol)}")
@@ -131,7 +143,8 @@ def rows(read) -> list[Row]:
                 "efficient than on-policy learning on continuous control",
                 "MuJoCo continuous control against on-policy baselines",
                 f"transplant: Hopper-v5, algos/retrace.py --trace retrace against algos/ppo.py "
-                f"(CleanRL's defaults), {evals}; was {was} at {_seeds_text(old)} -> {verdict}",
+                f"(CleanRL's defaults: {layout('ppo')}), {evals}; was {was} at {_seeds_text(old)} "
+                f"-> {verdict}",
                 _budget(now),
                 f"{t.a.n} vs {t.b.n} (unpaired)",
                 f"{label} return, Retrace minus PPO",

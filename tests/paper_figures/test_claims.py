@@ -217,6 +217,32 @@ def test_cut_tasks_names_the_locomotion_tasks_a_rerun_left_out(claims):
     assert claims.cut_tasks(["HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Swimmer-v5"]) == ""
 
 
+@pytest.mark.parametrize("algo", ["ppo", "gae", "retrace", "grpo"])
+def test_stated_layouts_are_the_algorithm_files_defaults(claims, algo):
+    """The rows state the layout of runs the Makefile made at the files' defaults: a changed
+    default would make the statement wrong for a rerun, so it must fail here."""
+    import importlib
+
+    defaults = importlib.import_module(f"algos.{algo}").Args()
+    for name, value in claims.LAYOUT_SETTINGS[algo].items():
+        assert getattr(defaults, name) == value, f"algos/{algo}.py --{name.replace('_', '-')}"
+    assert claims.layout(algo).startswith("Gymnasium, ")
+
+
+def test_layout_text_names_envs_batch_and_epochs(claims):
+    assert claims.layout("ppo") == (
+        "Gymnasium, 1 env x 2,048 steps per batch, 32 minibatches x 10 epochs"
+    )
+    assert claims.layout("gae") == "Gymnasium, 2 envs x 1,024 steps per batch"
+    assert claims.layout("retrace") == (
+        "Gymnasium, 1 env, 1 gradient step per env step on 256 transitions (32 replayed segments "
+        "of 8 steps)"
+    )
+    assert claims.layout("grpo") == (
+        "Gymnasium, 64 envs per iteration (8 groups of 8 episodes), 4 epochs"
+    )
+
+
 def test_wall_time_states_the_summed_run_seconds_or_that_none_were_recorded():
     from paper_figures import claims
 
