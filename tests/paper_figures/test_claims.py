@@ -371,3 +371,21 @@ def test_entropy_law_rows_state_each_methods_compute_from_its_own_runs(claims):
     _write_csv(path, [{k: v for k, v in r.items() if k != "train_s"} for r in fits])
     grpo = next(r for r in claims.entropy_law_rows() if r.id == "E12-grpo")
     assert grpo.budget.endswith(claims.NO_WALL_TIME)
+
+
+def test_entropy_law_rows_state_each_methods_own_steps_per_run(claims):
+    """PPO's runs end at whole batches, GRPO's at whole episodes: each row reads its own runs."""
+    rows = {r.id: r for r in claims.entropy_law_rows()}
+    curves = claims.read("entropy_law.csv")
+    for method in ("ppo", "grpo"):
+        last = {}
+        for r in curves:
+            if r["method"] == method:
+                last[r["seed"]] = max(last.get(r["seed"], 0), int(r["step"]))
+        lo, hi = min(last.values()), max(last.values())
+        steps = f"{lo:,}" if lo == hi else f"{lo:,}-{hi:,}"
+        assert rows[f"E12-{method}"].budget.startswith(f"ours {steps} env steps per run;")
+    assert claims.run_steps([{"seed": "1", "step": "5"}, {"seed": "2", "step": "7"}]) == "5-7"
+    assert claims.run_steps([{"seed": "1", "step": "2048"}, {"seed": "1", "step": "4096"}]) == (
+        "4,096"
+    )
