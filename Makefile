@@ -7,7 +7,8 @@ STAMP := $(VENV)/.installed
 FULL ?=
 export MUJOCO_GL ?= egl
 
-.PHONY: setup demo test test-slow lint bench bench-iql bench-retrace figures mutation clean
+.PHONY: setup demo test test-slow lint bench d3rlpy-venv bench-iql bench-iql-eval bench-retrace figures \
+	mutation clean
 
 setup: $(STAMP)
 
@@ -48,14 +49,28 @@ bench: setup
 # paper_figures/peers/d3rlpy-requirements.txt: torch alone first (the CPU wheel), then the rest.
 D3RLPY_VENV ?= $(HOME)/.cache/controlrl/venvs/d3rlpy
 D3RLPY_REQ := paper_figures/peers/d3rlpy-requirements.txt
-bench-iql: setup
+d3rlpy-venv: setup
 	if [ ! $(D3RLPY_VENV)/.installed -nt $(D3RLPY_REQ) ]; then \
 	  test -x $(D3RLPY_VENV)/bin/python || $(PY) -m venv $(D3RLPY_VENV) || exit 1; \
 	  $(D3RLPY_VENV)/bin/pip install -q -c $(D3RLPY_REQ) torch==2.13.0 || exit 1; \
 	  $(D3RLPY_VENV)/bin/pip install -q -r $(D3RLPY_REQ) || exit 1; \
 	  touch $(D3RLPY_VENV)/.installed; fi
+
+bench-iql: d3rlpy-venv
 	OMP_NUM_THREADS=1 $(BIN)/python paper_figures/bench_iql.py --out paper_figures/out/bench_iql.csv \
 	  --d3rlpy-python $(D3RLPY_VENV)/bin/python --updates 5000 --warmup 1000 --repeats 3
+
+# Scores, ours vs d3rlpy's IQL on hopper-medium-v5-s0 (its dataset from `make figures FULL=1`):
+# both at 20,000 updates x 3 seeds; d3rlpy alone at 100,000 x 5 (ours at that budget is
+# iql_tau.py's IQL in iql_vs_bc_100k.csv), two runs at a time (about 55 minutes a run here),
+# --resume keeping the finished runs of a killed call.
+bench-iql-eval: d3rlpy-venv
+	$(BIN)/python paper_figures/bench_iql.py --dataset hopper-medium-v5-s0 --eval --seeds 1,2,3 \
+	  --updates 20000 --warmup 1000 --d3rlpy-python $(D3RLPY_VENV)/bin/python \
+	  --out paper_figures/out/bench_iql_eval.csv
+	$(BIN)/python paper_figures/bench_iql.py --dataset hopper-medium-v5-s0 --eval \
+	  --contenders d3rlpy --seeds 1,2,3,4,5 --updates 100000 --warmup 1000 --workers 2 --resume \
+	  --d3rlpy-python $(D3RLPY_VENV)/bin/python --out paper_figures/out/bench_iql_eval_100k.csv
 
 # Retrace actor-critic updates/s, algos/retrace.py vs SB3's SAC (paper_figures/bench_retrace.py):
 # HalfCheetah-v5, 256-256 nets, 256 transitions per update, 1 update per env step, 3 repeats.

@@ -27,6 +27,8 @@ CURVES = "iql_vs_bc_100k_curves.csv"
 # IQL's scores in the paper's table (D4RL locomotion-v2 datasets, 1M gradient steps)
 PAPER_IQL = {"hopper-medium": 66.3, "hopper-medium-replay": 94.7,
              "halfcheetah-medium-replay": 44.2, "walker2d-medium-replay": 73.9}  # fmt: skip
+# d3rlpy 2.8.1's IQL at the rerun's budget on one dataset (paper_figures/bench_iql.py --eval)
+D3RLPY = "bench_iql_eval_100k.csv"
 SLOPE_PER = 10_000  # slopes in score per this many gradient steps
 # the datasets a rerun at this budget is sized for: the three medium-replay ones and hopper-medium
 TARGETS = ("hopper-medium", "hopper-medium-replay", "halfcheetah-medium-replay",
@@ -75,6 +77,68 @@ def _trend(curves, dataset: str, steps: int) -> str:
         f"slope of the score over the second half of the run ({steps // 2:,}-{steps:,} steps),"
         f" per {SLOPE_PER:,} gradient steps: " + "; ".join(parts)
     )
+
+
+def d3rlpy_test(now, peer) -> tuple[str, stats.TwoSample, float] | None:
+    """(dataset, ours minus d3rlpy, d3rlpy's run hours summed) on the dataset d3rlpy's IQL ran on
+    at the rerun's budget, or None if it has no finished runs. Ours is the rerun's IQL at
+    VS_BC_TAU on that dataset: bench_iql.py's `ours` runs the same code at the same settings.
+    The seeds do not pair (each library draws its own way from a seed): two-sample."""
+    scores = d3rlpy_scores(now, peer)
+    if scores is None:
+        return None
+    done = [r for r in peer if r["contender"] == "d3rlpy" and r["status"] == "ok"]
+    t = stats.two_sample(*scores)
+    return (
+        done[0]["dataset"].removesuffix(".hdf5"),
+        t,
+        sum(float(r["process_s"]) for r in done) / 3600,
+    )
+
+
+def d3rlpy_scores(now, peer) -> tuple[list[float], list[float]] | None:
+    """(ours, d3rlpy's) final normalised scores of d3rlpy_test's comparison, or None."""
+    done = [r for r in peer if r["contender"] == "d3rlpy" and r["status"] == "ok"]
+    if not done:
+        return None
+    keys = {(r["dataset"].removesuffix(".hdf5"), int(r["updates"])) for r in done}
+    if len(keys) != 1:
+        raise ValueError(f"claims_iql: {D3RLPY} mixes datasets or budgets {sorted(keys)}")
+    ds, updates = keys.pop()
+    ours = _scores(vs_bc(now), ds, "iql")
+    steps = {int(r["steps"]) for r in now}
+    if not ours or steps != {updates}:
+        raise ValueError(
+            f"claims_iql: {D3RLPY} ran {ds} at {updates:,} updates; {NOW} has "
+            f"{len(ours)} IQL runs of it at {sorted(steps)} steps"
+        )
+    return ours, [float(r["normalized_score"]) for r in done]
+
+
+def _d3rlpy_parts(test: tuple[str, stats.TwoSample, float] | None, ds: str) -> tuple[str, str]:
+    """(what a dataset's row says of d3rlpy's IQL at this budget, or "" if it was not run; the
+    entry for the row's list of what was not rerun, or "" if it was)."""
+    if test is None:
+        return "", "d3rlpy's IQL"
+    where, t, hours = test
+    if where != ds:
+        return f"; d3rlpy's IQL ran at this budget on {where} alone", ""
+    return (
+        f"; beside it d3rlpy 2.8.1's IQL at this budget on this dataset (bench_iql.py --eval, the "
+        f"same settings, one process per run, {hours:.1f} hours summed over its {t.b.n} runs): "
+        f"{t.b.text('.3g')} against our IQL's {t.a.text('.3g')}; ours minus d3rlpy "
+        f"{t.text('.3g')}",
+        "",
+    )
+
+
+def _not_rerun(items: list[str]) -> str:
+    """'; not rerun at this budget: a, b and c (cut to fit the compute)', or '' for none."""
+    items = [x for x in items if x]
+    if not items:
+        return ""
+    listed = items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+    return f"; not rerun at this budget: {listed} (cut to fit the compute)"
 
 
 def update_hours(rows) -> float:
@@ -128,7 +192,8 @@ def rows(read) -> list[Row]:
         f"all ({kinds}); paper 1,000,000"
     )
     have = {short_name(r) for r in now}
-    cut = ", ".join(t for t in TARGETS if t not in have)
+    cut = [t for t in TARGETS if t not in have]
+    peer = d3rlpy_test(everything, read(D3RLPY))
     out = []
     for ds in datasets:
         name = short_name(next(r for r in now if r["dataset"] == ds))
@@ -141,15 +206,17 @@ def rows(read) -> list[Row]:
                 f"; was {two_sample_verdict(o)} at {old_steps:,} steps x {o.a.n} seeds "
                 f"(diff {o.diff:.3g}, {o.kind} {o.lo:.3g} to {o.hi:.3g}) -> {verdict}"
             )
+        beside, peer_cut = _d3rlpy_parts(peer, ds)
+        missing = ["" if ds in swept else "the tau sweep", *cut, peer_cut]
         paper = f"D4RL {name}-v2, 1M gradient steps"
         if name in PAPER_IQL:
             paper += f" (the paper's IQL: {PAPER_IQL[name]})"
         ours = (
             f"transplant: generated {ds} (D4RL's recipe and layout, a PPO behaviour policy of "
             "ours, so its normalised scores are not D4RL's); algos/iql.py with CORL's defaults, "
-            f"tau {VS_BC_TAU}, against --bc; {_trend(curves, ds, steps)}; not rerun at this "
-            f"budget: {'' if ds in swept else 'the tau sweep, '}{cut} and d3rlpy's IQL (cut to "
-            f"fit the compute){was}"
+            f"tau {VS_BC_TAU}, against --bc; {_trend(curves, ds, steps)}{beside}"
+            + _not_rerun(missing)
+            + was
         )
         out.append(
             Row(
@@ -164,7 +231,7 @@ def rows(read) -> list[Row]:
                 f"IQL {t.a.mean:.3g} vs BC {t.b.mean:.3g} (means); {t.text('.3g')}",
                 verdict,
                 format(t.detectable, ".3g"),
-                f"{NOW}, {CURVES}, {OLD}",
+                f"{NOW}, {CURVES}, {OLD}" + (f", {D3RLPY}" if peer and peer[0] == ds else ""),
             )
         )
     return out + tau_rows(read)

@@ -4,7 +4,7 @@ the late-curve slopes and the compute, on known scores."""
 import pytest
 
 from paper_figures import claims
-from paper_figures.claims_iql import CURVES, NOW, OLD, rows, slopes
+from paper_figures.claims_iql import CURVES, D3RLPY, NOW, OLD, rows, slopes
 
 DS = "hopper-medium-v5-s0"
 
@@ -29,10 +29,21 @@ def curve_rows(rise, seeds=5, method="iql", dataset=DS):
     ]  # fmt: skip
 
 
-def ledger(now, old, curves):
+def peer_rows(scores, updates=100_000, dataset=DS):
+    """bench_iql.py --eval rows of d3rlpy's IQL (and one of ours, which the rows do not read)."""
+    out = [{"contender": "ours", "seed": "1", "dataset": f"{dataset}.hdf5", "updates": str(updates),
+            "normalized_score": "0", "process_s": "1", "status": "ok"}]  # fmt: skip
+    for seed, score in enumerate(scores, 1):
+        out.append({"contender": "d3rlpy", "seed": str(seed), "dataset": f"{dataset}.hdf5",
+                    "updates": str(updates), "normalized_score": str(score),
+                    "process_s": "3600", "status": "ok"})  # fmt: skip
+    return out
+
+
+def ledger(now, old, curves, peer=()):
     from paper_figures.claims_iql import OLD_TAU
 
-    files = {NOW: now, OLD: old, CURVES: curves, OLD_TAU: []}
+    files = {NOW: now, OLD: old, CURVES: curves, OLD_TAU: [], D3RLPY: list(peer)}
     return {r.id: r for r in rows(files.__getitem__)}
 
 
@@ -122,7 +133,7 @@ def tau_ledger(now, curves=(), old=()):
     from paper_figures.claims_iql import OLD_TAU
 
     files = {NOW: now, OLD: result_rows([1], [1], 20_000), CURVES: list(curves),
-             OLD_TAU: list(old)}  # fmt: skip
+             OLD_TAU: list(old), D3RLPY: []}  # fmt: skip
     return {r.id: r for r in rows(files.__getitem__)}
 
 
@@ -206,3 +217,61 @@ def test_each_dataset_row_quotes_the_papers_score_on_its_d4rl_counterpart():
     # the cut list names the target datasets this CSV lacks, not the ones it has
     assert "; not rerun at this budget: the tau sweep, hopper-medium-replay, " \
         "halfcheetah-medium-replay and d3rlpy's IQL" in walker.our_setting  # fmt: skip
+
+
+def test_d3rlpy_at_this_budget_is_stated_on_its_dataset_and_named_on_the_others():
+    now = result_rows([60, 62, 64, 66, 68], [40, 41, 42, 43, 44], 100_000)
+    now += result_rows([30] * 5, [10] * 5, 100_000, kind="medium-replay",
+                       dataset="hopper-medium-replay-v5-s0")  # fmt: skip
+    old = result_rows([1], [1], 20_000)
+    none = ledger(now, old, [])["E5-vs-BC-hopper-medium"]
+    assert "and d3rlpy's IQL (cut to fit the compute); was" in none.our_setting
+    peer = peer_rows([50, 51, 52, 53, 54]) + [dict(peer_rows([99])[1], seed="6", status="failed")]
+    got = ledger(now, old, [], peer)
+    row = got["E5-vs-BC-hopper-medium"]
+    assert "d3rlpy's IQL (cut" not in row.our_setting
+    assert (
+        "; beside it d3rlpy 2.8.1's IQL at this budget on this dataset (bench_iql.py --eval, the "
+        "same settings, one process per run, 5.0 hours summed over its 5 runs): 52 (sample SD "
+        "1.58; 95% CI" in row.our_setting
+    )
+    assert row.our_setting.endswith(
+        "; not rerun at this budget: the tau sweep, halfcheetah-medium-replay and walker2d-medium-"
+        "replay (cut to "
+        "fit the compute); was inconclusive at this power at 20,000 steps x 1 seeds (diff 0, range "
+        "0 to 0) -> holds"
+    )
+    assert "against our IQL's 64 (sample SD 3.16; 95% CI" in row.our_setting
+    assert "; ours minus d3rlpy diff 12 (95% CI" in row.our_setting
+    assert row.evidence.endswith(f", {D3RLPY}")
+    other = got["E5-vs-BC-hopper-medium-replay"]
+    assert "; d3rlpy's IQL ran at this budget on hopper-medium-v5-s0 alone" in other.our_setting
+    assert D3RLPY not in other.evidence
+    with pytest.raises(ValueError, match="has 0 IQL runs"):
+        ledger(now, old, [], peer_rows([50] * 5, dataset="walker2d-medium-v5-s0"))
+    with pytest.raises(ValueError, match="at 20,000 updates"):
+        ledger(now, old, [], peer_rows([50] * 5, updates=20_000))
+    with pytest.raises(ValueError, match="mixes datasets or budgets"):
+        ledger(now, old, [], peer_rows([50] * 5) + peer_rows([50], updates=20_000)[1:])
+
+
+def test_the_bench_ours_must_equal_the_iql_runs_at_the_same_seed_and_budget():
+    from paper_figures.readme_tables import same_iql
+
+    runs = result_rows([27.5, 31.5], [50, 50], 20_000)
+    bench = [
+        {
+            "contender": "ours",
+            "status": "ok",
+            "dataset": f"{DS}.hdf5",
+            "seed": str(s),
+            "updates": "20000",
+            "normalized_score": v,
+        }
+        for s, v in ((1, "27.5"), (2, "31.5"))
+    ]
+    same_iql(bench, runs)  # agrees
+    with pytest.raises(ValueError, match="seed 2 at 20000 updates scores 31.4"):
+        same_iql([bench[0], dict(bench[1], normalized_score="31.4")], runs)
+    with pytest.raises(ValueError, match="no CSV row with"):
+        same_iql([dict(bench[0], updates="30000")], runs)
