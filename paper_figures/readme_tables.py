@@ -1674,6 +1674,9 @@ def bench_iql_eval(read: Read) -> str:
              spread(sides["ours"], ".1f"), spread(sides["d3rlpy"], ".1f"),
              _diff_cell(stats.two_sample(sides["ours"], sides["d3rlpy"]))]]  # fmt: skip
     sources = [f"at {f(int(ev[0]['updates']))} updates both sides from `bench_iql_eval.csv`"]
+    episodes = {r["eval_episodes"] for r in ev + read(claims_iql.D3RLPY)}
+    if len(episodes) != 1:
+        raise ValueError(f"bench-iql-eval: the runs differ in evaluation episodes {episodes}")
     peer = claims_iql.d3rlpy_test(read(claims_iql.NOW), read(claims_iql.D3RLPY))
     if peer:
         ds, t, _ = peer
@@ -1692,7 +1695,8 @@ def bench_iql_eval(read: Read) -> str:
         )  # fmt: skip
         + "\n\n"
         + para(
-            "Normalised final evaluation (deterministic, 10 episodes per run): mean (range)"
+            f"Normalised final evaluation (deterministic, {episodes.pop()} episodes per run):"
+            " mean (range)"
             " below 5 seeds, mean [95% bootstrap CI] from 5; the difference unpaired (the"
             " libraries draw differently from a seed), with its permutation p;"
             f" {'; '.join(sources)}."
@@ -1705,8 +1709,7 @@ def bench_iql_eval(read: Read) -> str:
 
 def _diff_cell(t: stats.TwoSample) -> str:
     """ours minus d3rlpy as a cell: 'd (lo to hi), p = ..' with a range below 5 seeds."""
-    kind_ = "range" if t.kind == "range" else "95% CI"
-    return f"{f(t.diff, '.1f')} ({kind_} {f(t.lo, '.1f')} to {f(t.hi, '.1f')}), p = {t.p:.2f}"
+    return f"{f(t.diff, '.1f')} ({t.kind} {f(t.lo, '.1f')} to {f(t.hi, '.1f')}), p = {t.p:.2f}"
 
 
 @table("ppo-vs-sb3")
