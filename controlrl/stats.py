@@ -218,7 +218,9 @@ def two_sample(a, b, n_boot: int = 10000, ci: float = 0.95, seed: int = 0) -> Tw
     b = np.asarray(b, np.float64).ravel()
     if a.size == 0 or b.size == 0:
         raise ValueError(f"a two-sample comparison needs values on both sides: {a.size}, {b.size}")
-    sa, sb = summarize(a, n_boot, ci, seed), summarize(b, n_boot, ci, seed + 1)
+    # each side's summary is the one `summarize` gives that sample alone, so a table that
+    # quotes one side beside the difference shows the same interval as everywhere else
+    sa, sb = summarize(a, n_boot, ci, seed), summarize(b, n_boot, ci, seed)
     if min(a.size, b.size) >= MIN_SEEDS:
         rng = np.random.default_rng(seed)
         ia = rng.integers(0, a.size, size=(n_boot, a.size))

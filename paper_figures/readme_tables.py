@@ -91,14 +91,15 @@ def span(lo: float, hi: float, spec: str) -> str:
 
 
 def spread(values, spec: str = ",.0f") -> str:
-    """'mean (min-max)' below 5 seeds, 'mean [lo, hi]' (95% bootstrap CI of the mean) from 5."""
+    """'mean (min-max)' below 5 seeds, 'mean [lo, hi]' (95% bootstrap CI of the mean) from 5:
+    stats.summarize's interval, so a README cell and a ledger row on the same runs agree."""
     x = np.asarray(list(values), np.float64)
     if x.size == 0:
         raise ValueError("no values")
-    mean, lo, hi, kind = stats.band(x[:, None])
-    if kind == "range":
-        return f"{f(mean[0], spec)} ({span(lo[0], hi[0], spec)})"
-    return f"{f(mean[0], spec)} [{f(lo[0], spec)}, {f(hi[0], spec)}]"
+    s = stats.summarize(x)
+    if s.kind == "range":
+        return f"{f(s.mean, spec)} ({span(s.lo, s.hi, spec)})"
+    return f"{f(s.mean, spec)} [{f(s.lo, spec)}, {f(s.hi, spec)}]"
 
 
 def para(text: str) -> str:

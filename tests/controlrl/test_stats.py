@@ -104,6 +104,14 @@ def test_two_sample_interval_resamples_each_side_and_is_a_range_below_five():
         stats.two_sample([], [1.0])
 
 
+def test_two_sample_sides_are_each_samples_own_summary():
+    # a row quoting one side beside the difference shows the interval that sample has everywhere
+    a, b = [61.0, 55.2, 70.3, 58.8, 62.1], [45.0, 44.0, 69.4, 43.6, 54.9]
+    t = stats.two_sample(a, b)
+    assert t.a == stats.summarize(a) and t.b == stats.summarize(b)
+    assert stats.two_sample(b, a).a == t.b
+
+
 def test_iqm_is_rliables_trimmed_mean():
     # rliable.metrics.aggregate_iqm(scores) = scipy.stats.trim_mean(scores, 0.25, axis=None)
     assert stats.iqm(SCORES) == pytest.approx(0.48333333333333334, abs=1e-15)

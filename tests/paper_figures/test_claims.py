@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from controlrl import stats
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -151,6 +153,10 @@ def test_spread_is_a_range_below_five_seeds_and_an_interval_from_five():
     assert spread([-1.0, 2.0], ".1f") == "0.5 (-1.0 to 2.0)"
     text = spread([1.0, 2.0, 3.0, 4.0, 5.0], ".2f")
     assert text.startswith("3.00 [") and "-" not in text
+    # the interval is the ledger's (stats.summarize): a README cell and a row on the same runs agree
+    x = [61.0, 55.2, 70.3, 58.8, 62.1]
+    s = stats.summarize(x)
+    assert spread(x, ".2f") == f"{s.mean:.2f} [{s.lo:.2f}, {s.hi:.2f}]"
     assert kind(4) == "mean (range)" and kind(5) == "mean [95% bootstrap CI]"
 
 
