@@ -152,7 +152,7 @@ def rerun_text(read) -> str:
     names = ", ".join(dict.fromkeys(short_name(r) for r in now))
     return (
         f"rerun at {int(now[0]['steps']):,} gradient steps on {names} alone (rows "
-        f"E5-vs-BC-<dataset>)"
+        f"`E5-vs-BC-<dataset>`)"
     )
 
 
@@ -162,7 +162,9 @@ def tau_rerun_text(read) -> str:
     now = read(NOW)
     swept = tau_datasets(now)
     if not swept:
-        return "not rerun at the larger budget of rows E5-vs-BC-<dataset> (cut to fit the compute)"
+        return (
+            "not rerun at the larger budget of rows `E5-vs-BC-<dataset>` (cut to fit the compute)"
+        )
     names = [short_name(next(r for r in now if r["dataset"] == ds)) for ds in swept]
     rows = ", ".join(f"E5-tau-{n}" for n in names)
     return (

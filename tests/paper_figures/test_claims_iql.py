@@ -102,7 +102,7 @@ def test_the_pooled_rows_text_names_the_rerun_datasets():
                        dataset="hopper-medium-replay-v5-s0")  # fmt: skip
     assert rerun_text({NOW: now}.__getitem__) == (
         "rerun at 100,000 gradient steps on hopper-medium, hopper-medium-replay alone (rows "
-        "E5-vs-BC-<dataset>)"
+        "`E5-vs-BC-<dataset>`)"
     )
 
 
