@@ -275,3 +275,21 @@ def test_the_bench_ours_must_equal_the_iql_runs_at_the_same_seed_and_budget():
         same_iql([bench[0], dict(bench[1], normalized_score="31.4")], runs)
     with pytest.raises(ValueError, match="no CSV row with"):
         same_iql([dict(bench[0], updates="30000")], runs)
+
+
+def test_the_readme_rerun_table_shows_each_tau_run_and_not_run_where_cut():
+    from paper_figures.claims_iql import OLD_TAU
+    from paper_figures.readme_tables import offline_rerun, spread
+
+    now = result_rows([60] * 5, [40] * 5, 100_000)  # hopper-medium: tau 0.7 and BC alone
+    now += result_rows([30, 31, 32, 33, 34], [9] * 5, 100_000, kind="medium-replay", dataset=MR)
+    now += tau_rows_of({"0.5": [20, 21, 22, 23, 24], "0.9": [50, 51, 52, 53, 54]})
+    files = {NOW: now, OLD: result_rows([1], [1], 20_000), CURVES: [], OLD_TAU: [], D3RLPY: []}
+    lines = offline_rerun(files.__getitem__).splitlines()
+    assert "| dataset | BC | IQL tau 0.5 | IQL tau 0.7 | IQL tau 0.9 | IQL beats BC |" in lines[3]
+    row = {ln.split(" | ")[0][2:]: ln.split(" | ")[1:] for ln in lines[5:]}
+    assert row["hopper-medium"][1:] == ["not run", "60.0 [60.0, 60.0]", "not run", "holds",
+                                        "not run |"]  # fmt: skip
+    assert row["hopper-medium-replay"][1] == spread([20, 21, 22, 23, 24], ".1f")  # tau 0.5's
+    assert row["hopper-medium-replay"][4:] == ["holds", "holds |"]
+    assert "d3rlpy" not in "\n".join(lines)  # no d3rlpy runs at this budget: no sentence
