@@ -37,6 +37,21 @@ FIGURES_README = ROOT / "paper_figures" / "README.md"
 BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
 ALPHA = 0.05
 DPO_BUDGET = "DPO reference: Brax, 30M (Ant) to 100M (HalfCheetah) env steps per training"
+# each trust-region row's own paper's MuJoCo budget, read from its paper or reference code
+PPO_BUDGET = "PPO paper 1M steps, 3 seeds"
+SPO_BUDGET = (
+    "the SPO reference (MyRepositories-hub/Simple-Policy-Optimization mujoco/main.py): "
+    "10,000,000 env steps per run, 5 seeds, 8 envs x 256 steps, 4 minibatches"
+)
+BPO_BUDGET = (
+    "the BPO reference (bounded-ratio-rl/bounded_ratio_rl sweeps/mujoco/*/bpo_seed.yaml): "
+    "10 seeds per task with per-task tuned settings, run length cfgs/config.yaml's "
+    "total_timesteps 40,000,000, which those sweeps leave as is"
+)
+FIXPO_BUDGET = (
+    "the FixPO reference (uscresl/stabilized-rl exps_tianshou.py): 10,000,000 env steps per run, "
+    "10 seeds, beside tianshou's PPO and TRPO"
+)
 GAE_BUDGET = (
     "the paper: the 3D biped's experience is 1-2 weeks of simulated real time (its abstract)"
 )
@@ -199,13 +214,19 @@ def cut_tasks(envs) -> str:
     return f"; {' and '.join(cut)} not rerun at this budget (cut to fit the compute)" if cut else ""
 
 
+def with_theirs(budget: str, theirs: str) -> str:
+    """'ours <steps> env steps per run; <the row's paper's budget>; <our compute>'."""
+    head, _, compute = budget.partition("; ")
+    return "; ".join(x for x in (head, theirs, compute) if x)
+
+
 def _family_setting(rows) -> tuple[list[str], str, str]:
     """(tasks, our setting, budget) of a trust-region family CSV."""
     envs = sorted({r["env_id"] for r in rows})
     steps = int(rows[0]["steps"])
     ours = f"{len(envs)} MuJoCo v5 task{'s' * (len(envs) > 1)} ({', '.join(envs)}), CleanRL's "
     ours += f"PPO settings ({layout('ppo')}, 64-64 tanh)"
-    budget = f"ours {steps:,} env steps per run; PPO paper 1M steps, 3 seeds"
+    budget = f"ours {steps:,} env steps per run"
     if "train_s" in rows[0]:  # the experiment's compute, once
         hours = sum(float(r["train_s"]) for r in rows) / 3600
         budget += f"; {hours:.1f} CPU-hours of collection and updates in all"
@@ -224,19 +245,26 @@ def trust_region_rows() -> list[Row]:
         "final deterministic evaluation return, difference of min-max normalised scores (per task,"
         " over the runs of the two algorithms compared)"
     )
-    setting = "MuJoCo locomotion at 1M steps"
+    # each paper's own MuJoCo setting (its reference code where the paper's text was not read)
+    settings = {
+        "E1-PPO": "MuJoCo locomotion at 1M steps",
+        "E1-SPO": "MuJoCo locomotion at 10M steps",
+        "E1-BPO": "MuJoCo (Ant, HalfCheetah, Hopper, Humanoid, Swimmer), per-task tuned settings",
+        "E1-FixPO": "7 MuJoCo tasks (HalfCheetah, Hopper, Walker2d, Swimmer, InvertedPendulum, "
+        "InvertedDoublePendulum, Reacher) at 10M steps",
+    }
     dpo_setting = "Brax locomotion tasks, Brax's PPO settings (LPO meta-trained on Brax's Ant)"
     ran = {r["algo"] for r in rows}
     out = []
-    for rid, paper, claim, a, b in [
+    for rid, paper, claim, a, b, theirs in [
         ("E1-PPO", "Proximal Policy Optimization Algorithms (arXiv 1707.06347)",
-         "PPO is more sample-efficient than TRPO", "ppo", "trpo"),
+         "PPO is more sample-efficient than TRPO", "ppo", "trpo", PPO_BUDGET),
         ("E1-SPO", "Simple Policy Optimization (arXiv 2401.16025)", "SPO outperforms PPO",
-         "spo", "ppo"),
+         "spo", "ppo", SPO_BUDGET),
         ("E1-BPO", "Bounded Ratio Reinforcement Learning (arXiv 2604.18578)",
-         "BPO matches or beats PPO", "bpo", "ppo"),
+         "BPO matches or beats PPO", "bpo", "ppo", BPO_BUDGET),
         ("E1-FixPO", FIXPO_PAPER, "FixPO is competitive with other trust-region methods (vs TRPO)",
-         "fixpo", "trpo"),
+         "fixpo", "trpo", FIXPO_BUDGET),
     ]:  # fmt: skip
         was_d = normalised_diffs(old, "final_eval_return", a, b, old_envs)
         was = paired_verdict(was_d)[1]
@@ -245,19 +273,20 @@ def trust_region_rows() -> list[Row]:
             stat, verdict, det = paired_verdict(d)
             where = f"transplant: {ours}{cut_tasks(envs)}; was {was} at 49,152 steps ({old_ours})"
             where += f" -> {verdict}"
-            row_budget, n = budget, f"{len(seeds)} per task, {d.size} pairs"
+            row_budget, n = with_theirs(budget, theirs), f"{len(seeds)} per task, {d.size} pairs"
         else:  # the rerun did not reach this pair: the 49k figure's verdict stands
             stat, verdict, det = paired_verdict(was_d)
             where = f"transplant: {old_ours} (the 300k rerun did not reach {a} vs {b})"
-            row_budget, n = old_budget, f"{was_d.size} pairs"
-        out.append(Row(rid, paper, claim, setting, where, row_budget, n, metric, stat, verdict,
-                       det, "trust_region_family.csv, trust_region_family_49k.csv"))  # fmt: skip
+            row_budget, n = with_theirs(old_budget, theirs), f"{was_d.size} pairs"
+        files = "trust_region_family.csv, trust_region_family_49k.csv"
+        out.append(Row(rid, paper, claim, settings[rid], where, row_budget, n, metric, stat,
+                       verdict, det, files))  # fmt: skip
     d = normalised_diffs(old, "final_eval_return", "dpo", "ppo", old_envs)
     stat, verdict, det = paired_verdict(d)
     out.append(
         Row("E16-DPO", "Discovered Policy Optimisation (arXiv 2210.05639)",
             "DPO's closed-form drift beats PPO", dpo_setting, f"transplant: {old_ours}",
-            old_budget.replace("PPO paper 1M steps, 3 seeds", DPO_BUDGET),
+            with_theirs(old_budget, DPO_BUDGET),
             f"{len({r['seed'] for r in old})} per task, {d.size} pairs", metric, stat, verdict,
             det, "trust_region_family_49k.csv")
     )  # fmt: skip
@@ -280,9 +309,9 @@ def trust_region_rows() -> list[Row]:
             "E1-SPO-ratio",
             "Simple Policy Optimization (arXiv 2401.16025)",
             "SPO keeps the ratio inside the trust region better than PPO's clip",
-            setting,
+            settings["E1-SPO"],
             f"transplant: {ours}",
-            budget,
+            with_theirs(budget, SPO_BUDGET),
             f"{len(seeds)} per task, {d.size} pairs",
             "fraction of samples with |r - 1| > eps over training, PPO minus SPO",
             stat,
@@ -304,7 +333,7 @@ def trust_region_rows() -> list[Row]:
             "the fixup phase adds fewer than 5% extra gradient steps",
             "several architectures and action spaces",
             f"transplant: {_family_setting(fix)[1]}",
-            _family_setting(fix)[2],
+            with_theirs(_family_setting(fix)[2], FIXPO_BUDGET),
             f"{shares.size} runs",
             "fixup steps / all gradient steps per run",
             s.text(".3g"),
@@ -355,9 +384,7 @@ def depth_rows() -> list[Row]:
             f"steps ({old_envs}, {n_old} seeds) -> {verdict}",
             f"ours {int(rows[0]['steps']):,} env steps per run; "
             f"{sum(float(r['train_s']) for r in rows) / 3600:.1f} CPU-hours of collection and "
-            "updates in all (the depth-2 runs are the trust-region family's); the SPO reference "
-            "(MyRepositories-hub/Simple-Policy-Optimization mujoco/main.py): 10,000,000 env steps "
-            "per run, 5 seeds, 8 envs x 256 steps, 4 minibatches",
+            f"updates in all (the depth-2 runs are the trust-region family's); {SPO_BUDGET}",
             f"{n_seeds} per task, {diffs.size} pairs",
             "final deterministic evaluation return: (SPO - PPO at the deepest) - (SPO - PPO at "
             "the shallowest)",

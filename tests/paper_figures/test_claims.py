@@ -223,6 +223,23 @@ def test_cut_tasks_names_the_locomotion_tasks_a_rerun_left_out(claims):
     assert claims.cut_tasks(["HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Swimmer-v5"]) == ""
 
 
+def test_each_trust_region_row_sets_ours_beside_its_own_papers_budget(claims):
+    rows = {r.id: r for r in claims.trust_region_rows()}
+    theirs = {"E1-PPO": claims.PPO_BUDGET, "E1-SPO": claims.SPO_BUDGET,
+              "E1-SPO-ratio": claims.SPO_BUDGET, "E1-BPO": claims.BPO_BUDGET,
+              "E1-FixPO": claims.FIXPO_BUDGET, "E1-FixPO-share": claims.FIXPO_BUDGET,
+              "E16-DPO": claims.DPO_BUDGET}  # fmt: skip
+    for rid, budget in theirs.items():
+        others = {b for b in theirs.values() if b != budget}
+        assert rows[rid].budget.startswith("ours ") and budget in rows[rid].budget, rid
+        assert not any(b in rows[rid].budget for b in others), rid
+    assert rows["E1-SPO"].paper_setting != rows["E1-PPO"].paper_setting
+    assert claims.with_theirs("ours 9 env steps per run; 1.0 CPU-hours", "X") == (
+        "ours 9 env steps per run; X; 1.0 CPU-hours"
+    )
+    assert claims.with_theirs("ours 9 env steps per run", "X") == "ours 9 env steps per run; X"
+
+
 @pytest.mark.parametrize("algo", ["ppo", "gae", "retrace", "grpo"])
 def test_stated_layouts_are_the_algorithm_files_defaults(claims, algo):
     """The rows state the layout of runs the Makefile made at the files' defaults: a changed
