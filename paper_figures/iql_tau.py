@@ -271,8 +271,14 @@ def plot(args, runs: list[dict], table: list[tuple]) -> None:
     labels = list(dict.fromkeys(t[1] for t in offline))
     online = [r for r in runs if r["row"]["online_steps"]]
     with plt.rc_context(plots.STYLE):
-        if online or args.curves:
+        curve_axes = []
+        if online:
             fig, (ax_bar, ax_on) = plt.subplots(1, 2, figsize=(10, 3.8))
+        elif args.curves:  # bars on top, below them one panel of curves per dataset
+            fig = plt.figure(figsize=(max(10, 2.8 * len(names)), 7))
+            grid = fig.add_gridspec(2, len(names))
+            ax_bar = fig.add_subplot(grid[0, :])
+            curve_axes = [fig.add_subplot(grid[1, i]) for i in range(len(names))]
         else:  # the bars alone, full width (several envs' datasets)
             fig, ax_bar = plt.subplots(figsize=(10, 4.2))
         width = 0.8 / max(len(labels), 1)
@@ -291,7 +297,7 @@ def plot(args, runs: list[dict], table: list[tuple]) -> None:
                 for r in runs:  # the seeds themselves
                     if (r["row"]["dataset"], r["label"]) == (name, label):
                         ax_bar.plot(x, r["row"]["final_normalized_score"], "k.", ms=3)
-        tilt = 0 if online or args.curves else 15
+        tilt = 0 if online or len(names) < 4 else 15
         ax_bar.set_xticks(range(len(names)), names, fontsize=7, rotation=tilt)
         ax_bar.set_ylabel("final D4RL-normalised score")
         steps = max((r["row"]["steps"] for r in runs if not r["row"]["online_steps"]), default=0)
@@ -304,16 +310,27 @@ def plot(args, runs: list[dict], table: list[tuple]) -> None:
             ax_on.legend(fontsize=7)
             ax_on.set_xlabel("gradient steps")
             ax_on.set_ylabel("D4RL-normalised score (eval)")
-        elif args.curves:  # each offline configuration's evaluations along its run
+        for ax, name in zip(curve_axes, names):  # each configuration's evaluations along its runs
             groups: dict[str, list] = {}
-            for r in runs:
-                key = f"{r['row']['dataset'].rsplit('-', 2)[0]} {r['label']}"
-                groups.setdefault(key, []).append(r["curve"])
-            plots.plot_curves(ax_on, groups)
-            ax_on.set_title("evaluations along the offline runs", fontsize=8)
-            ax_on.legend(fontsize=6)
-            ax_on.set_xlabel("gradient steps")
-            ax_on.set_ylabel("D4RL-normalised score (eval)")
+            for label in labels:  # the bars' order, so each label keeps its bar's colour
+                hit = [
+                    r["curve"] for r in runs if (r["row"]["dataset"], r["label"]) == (name, label)
+                ]
+                if hit:
+                    groups[label] = hit
+            cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+            ax.set_prop_cycle(color=[cycle[labels.index(label) % len(cycle)] for label in groups])
+            plots.plot_curves(ax, groups, band_in_legend=False)
+            ax.set_title(name.rsplit("-", 2)[0], fontsize=8)
+            ax.set_xlabel("gradient steps")
+            ax.legend(fontsize=6)
+        if curve_axes:
+            curve_axes[0].set_ylabel("D4RL-normalised score (eval)")
+            words = plots.band_words([t[5] for t in offline])
+            curve_axes[len(names) // 2].set_title(
+                f"evaluations along the runs ({words})\n{names[len(names) // 2].rsplit('-', 2)[0]}",
+                fontsize=8,
+            )
         envs = ", ".join(
             dict.fromkeys(r["row"].get("env") or r["row"]["dataset"].split("-")[0] for r in runs)
         )

@@ -145,3 +145,42 @@ def test_keep_committed_grows_a_study_and_refuses_another_budget(tmp_path):
     _committed(out, [old[0][:7] + [30, 30.0, 600.0]])
     with pytest.raises(SystemExit, match="holds a run of 30 steps .bc on hopper-medium-v5-s0"):
         fig.main(argv + ["--keep-committed"])
+
+
+def test_curves_figure_has_a_panel_per_dataset_in_the_bars_colours(tmp_path, monkeypatch):
+    """--curves: one panel of evaluation curves per dataset below the bars; a label keeps its
+    bar's colour in every panel, also where a dataset lacks an earlier label."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgb
+    from matplotlib.container import BarContainer
+
+    fig_module = _iql_tau()
+    out = tmp_path / "out"
+    out.mkdir()
+    runs = [("hopper-medium-v5-s0", m, t) for m, t in (("iql", "0.5"), ("iql", "0.7"), ("bc", ""))]
+    runs += [("walker2d-medium-replay-v5-s0", m, t) for m, t in (("iql", "0.7"), ("bc", ""))]
+    with (out / "iql_tau.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["env", "dataset", "kind", "method", "tau", "online_steps", "seed", "steps",
+                    "final_normalized_score", "final_return"])  # fmt: skip
+        w.writerows([["Hopper-v5", ds, "medium", m, t, 0, s, 20, 40.0 + s, 0.0]
+                     for ds, m, t in runs for s in (1, 2)])  # fmt: skip
+    with (out / "iql_tau_curves.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["dataset", "method", "tau", "online_steps", "seed", "step", "score"])
+        w.writerows([[ds, m, t, 0, s, k, 30.0 + s + k]
+                     for ds, m, t in runs for s in (1, 2) for k in (10, 20)])  # fmt: skip
+    saved = {}
+    monkeypatch.setattr(plt.Figure, "savefig", lambda self, *a, **k: saved.setdefault("fig", self))
+    fig_module.main(["--replot", "--curves", "--out", str(out)])
+    bars, *panels = saved["fig"].axes
+    titles = [p.get_title().splitlines()[-1] for p in panels]
+    assert titles == ["hopper-medium", "walker2d-medium-replay"]
+    colour = {c.get_label(): to_rgb(c.patches[0].get_facecolor()) for c in bars.containers
+              if isinstance(c, BarContainer) and not c.get_label().startswith("_")}  # fmt: skip
+    assert set(colour) == {"iql_tau0.5", "iql_tau0.7", "bc"}
+    drawn = [(line.get_label().split(" (")[0], to_rgb(line.get_color()))
+             for p in panels for line in p.get_lines()]  # fmt: skip
+    assert [d[0] for d in drawn] == ["iql_tau0.5", "iql_tau0.7", "bc", "iql_tau0.7", "bc"]
+    for label, rgb in drawn:
+        assert rgb == pytest.approx(colour[label]), label
