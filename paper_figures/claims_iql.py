@@ -135,10 +135,12 @@ def _d3rlpy_parts(test: tuple[str, stats.TwoSample, float] | None, ds: str) -> t
 def _not_rerun(items: list[str]) -> str:
     """'; not rerun at this budget: a, b and c (cut to fit the compute)', or '' for none."""
     items = [x for x in items if x]
-    if not items:
-        return ""
-    listed = items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
-    return f"; not rerun at this budget: {listed} (cut to fit the compute)"
+    return f"; not rerun at this budget: {_listed(items)} (cut to fit the compute)" if items else ""
+
+
+def _listed(items: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def update_hours(rows) -> float:
@@ -168,9 +170,17 @@ def tau_rerun_text(read) -> str:
     names = [short_name(next(r for r in now if r["dataset"] == ds)) for ds in swept]
     rows = ", ".join(f"E5-tau-{n}" for n in names)
     return (
-        f"rerun at {int(now[0]['steps']):,} gradient steps on {', '.join(names)} (rows {rows}); "
-        "its other datasets not rerun (cut to fit the compute)"
+        f"rerun at {int(now[0]['steps']):,} gradient steps on {', '.join(names)} (rows {rows})"
+        + tau_cut_text(now)
     )
+
+
+def tau_cut_text(now) -> str:
+    """'; not rerun at this budget: the tau sweep on <targets> (cut to fit the compute)' for the
+    TARGETS datasets a results CSV has no tau pair on, or '' when it has all of them."""
+    swept = {short_name(r) for r in now if r["dataset"] in tau_datasets(now)}
+    left = [t for t in TARGETS if t not in swept]
+    return _not_rerun([f"the tau sweep on {_listed(left)}"] if left else [])
 
 
 def short_name(r) -> str:
@@ -250,6 +260,7 @@ def tau_rows(read) -> list[Row]:
     """E5-tau-<dataset>: IQL at TAU_HI minus TAU_LO at this budget, with the earlier smoke-size
     sweep's verdict on the same kind of dataset."""
     everything, curves, old = read(NOW), read(CURVES), read(OLD_TAU)
+    cut = tau_cut_text(everything)
     out = []
     for ds in tau_datasets(everything):
         here = [r for r in everything if r["dataset"] == ds]
@@ -277,9 +288,8 @@ def tau_rows(read) -> list[Row]:
             f"ours); algos/iql.py with CORL's defaults at tau {', '.join(taus)}, the same seeds "
             f"at each tau; slope of the score over the second half of the run "
             f"({steps // 2:,}-{steps:,} steps), per {SLOPE_PER:,} gradient steps: {trend}; mean "
-            f"over each run's evaluations (a second metric, not the verdict's): {run_means}; not "
-            f"rerun at this budget: the tau sweep on the other datasets (cut to fit the compute)"
-            f"{_old_tau(old, here[0], verdict)}"
+            f"over each run's evaluations (a second metric, not the verdict's): {run_means}"
+            f"{cut}{_old_tau(old, here[0], verdict)}"
         )
         out.append(
             Row(

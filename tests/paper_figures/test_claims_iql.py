@@ -4,7 +4,7 @@ the late-curve slopes and the compute, on known scores."""
 import pytest
 
 from paper_figures import claims
-from paper_figures.claims_iql import CURVES, D3RLPY, NOW, OLD, rows, slopes
+from paper_figures.claims_iql import CURVES, D3RLPY, NOW, OLD, rows, slopes, tau_rerun_text
 
 DS = "hopper-medium-v5-s0"
 
@@ -174,8 +174,6 @@ def test_tau_row_pairs_seeds_from_six_and_a_smaller_tau_ahead_does_not_hold():
 
 
 def test_no_tau_row_without_both_taus_and_the_smoke_row_names_the_rerun():
-    from paper_figures.claims_iql import tau_rerun_text
-
     now = result_rows([30] * 5, [9] * 5, 100_000, kind="medium-replay", dataset=MR)
     only_hi = now + tau_rows_of({"0.9": [40] * 5})
     assert not any(k.startswith("E5-tau-") for k in tau_ledger(only_hi))
@@ -183,8 +181,39 @@ def test_no_tau_row_without_both_taus_and_the_smoke_row_names_the_rerun():
     both = only_hi + tau_rows_of({"0.5": [20] * 5})
     assert tau_rerun_text({NOW: both}.__getitem__) == (
         "rerun at 100,000 gradient steps on hopper-medium-replay (rows "
-        "E5-tau-hopper-medium-replay); its other datasets not rerun (cut to fit the compute)"
+        "E5-tau-hopper-medium-replay); not rerun at this budget: the tau sweep on hopper-medium, "
+        "halfcheetah-medium-replay and walker2d-medium-replay (cut to fit the compute)"
     )
+
+
+def test_tau_rows_name_the_target_datasets_left_without_a_tau_pair_and_none_when_all_have_one():
+    targets = {"hopper-medium": ("Hopper-v5", "medium"),
+               "hopper-medium-replay": ("Hopper-v5", "medium-replay"),
+               "halfcheetah-medium-replay": ("HalfCheetah-v5", "medium-replay"),
+               "walker2d-medium-replay": ("Walker2d-v5", "medium-replay")}  # fmt: skip
+    now = []
+    for name, (env, kind) in targets.items():
+        ds = f"{name}-v5-s0"
+        now += result_rows([30] * 5, [9] * 5, 100_000, env=env, kind=kind, dataset=ds)
+        if name != "halfcheetah-medium-replay":
+            now += [dict(r, env=env) for r in tau_rows_of({"0.5": [20] * 5, "0.9": [40] * 5},
+                                                         dataset=ds, kind=kind)]  # fmt: skip
+    cut = "; not rerun at this budget: the tau sweep on halfcheetah-medium-replay (cut to fit"
+    three = tau_ledger(now)
+    assert sorted(k for k in three if k.startswith("E5-tau-")) == [
+        "E5-tau-hopper-medium",
+        "E5-tau-hopper-medium-replay",
+        "E5-tau-walker2d-medium-replay",
+    ]
+    assert all(cut in three[k].our_setting for k in three if k.startswith("E5-tau-"))
+    assert cut in tau_rerun_text({NOW: now}.__getitem__)
+    ds = "halfcheetah-medium-replay-v5-s0"
+    now += [dict(r, env="HalfCheetah-v5") for r in tau_rows_of(
+        {"0.5": [20] * 5, "0.9": [40] * 5}, dataset=ds)]  # fmt: skip
+    four = tau_ledger(now)
+    assert len([k for k in four if k.startswith("E5-tau-")]) == 4
+    assert not any("tau sweep" in four[k].our_setting for k in four if k.startswith("E5-tau-"))
+    assert "not rerun" not in tau_rerun_text({NOW: now}.__getitem__)
 
 
 def test_tau_row_states_the_mean_over_each_runs_evaluations():
