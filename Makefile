@@ -153,6 +153,10 @@ ifdef FULL
 	  --taus 0.5,0.9 --online-steps 0 --steps 100000 --eval-every 10000 --eval-episodes 10 \
 	  --seeds 5 --workers 2 --curves --name iql_vs_bc_100k --sweep-dir runs/sweeps/iql_vs_bc_100k \
 	  --keep-committed
+	$(BIN)/python paper_figures/iql_tau.py --train --envs HalfCheetah-v5 --kinds medium-replay \
+	  --taus 0.5,0.9 --online-steps 0 --steps 100000 --eval-every 10000 --eval-episodes 10 \
+	  --seeds 5 --workers 2 --curves --name iql_vs_bc_100k --sweep-dir runs/sweeps/iql_vs_bc_100k \
+	  --keep-committed
 	$(BIN)/python paper_figures/bandit_suite.py --train
 	$(BIN)/python paper_figures/dppo_finetune.py --train --datasets \
 	  hopper-medium-v5-s0,walker2d-medium-v5-s0 --seeds 3 --steps 60000 --eval-episodes 5 \
