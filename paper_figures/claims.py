@@ -862,7 +862,10 @@ def entropy_law_bandit_rows() -> list[Row]:
             f"runs; entropy {np.median(col['entropy_first']):.2f} -> "
             f"{np.median(col['entropy_last']):.2f} nats, medians)"
         )
-        budget = f"ours {int(np.median(col['points']))} iterations of 256 samples per seed"
+        budget = (
+            f"ours {int(np.median(col['points']))} iterations of 256 samples per seed; the "
+            "paper's LLM runs"
+        )
         for rid, claim, metric, d in [
             (
                 f"E12-bandit-{method}",

@@ -21,10 +21,15 @@ from paper_figures.claims import (
     layout,
     paired_verdict,
     values,
+    with_theirs,
 )
 
 RETRACE = "Safe and Efficient Off-Policy Reinforcement Learning (arXiv 1606.02647)"
 ACER = "Sample Efficient Actor-Critic with Experience Replay (ACER, arXiv 1611.01224)"
+# each paper's budget, beside ours in the budget column
+RETRACE_SETTING = "Atari, 200M frames"
+RETRACE_BUDGET = f"the Retrace paper: {RETRACE_SETTING}"
+ACER_BUDGET = "the ACER paper's MuJoCo budget not in its abstract"
 NOW, OLD = "retrace_vs_traces_mujoco.csv", "retrace_vs_traces_mujoco_30k.csv"
 KINDS = {"is": "importance-sampling", "q_lambda": "uncorrected Q(lambda)"}
 MIN_PAIRS = 6  # the fewest pairs at which the exact sign-flip test can reach p < 0.05 (2/64)
@@ -121,9 +126,9 @@ def rows(read) -> list[Row]:
                     f"E4-mujoco-{kind}-{key}",
                     RETRACE,
                     f"Retrace's traces learn better than {name} traces",
-                    "Atari, 200M frames",
+                    RETRACE_SETTING,
                     ours,
-                    _budget(src),
+                    with_theirs(_budget(src), RETRACE_BUDGET),
                     seeds,
                     f"{label} return, Retrace minus {kind}",
                     stat,
@@ -145,7 +150,7 @@ def rows(read) -> list[Row]:
                 f"transplant: Hopper-v5, algos/retrace.py --trace retrace against algos/ppo.py "
                 f"(CleanRL's defaults: {layout('ppo')}), {evals}; was {was} at {_seeds_text(old)} "
                 f"-> {verdict}",
-                _budget(now),
+                with_theirs(_budget(now), ACER_BUDGET),
                 f"{t.a.n} vs {t.b.n} (unpaired)",
                 f"{label} return, Retrace minus PPO",
                 t.text(".4g"),

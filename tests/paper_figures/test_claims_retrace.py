@@ -39,6 +39,10 @@ def test_five_seeds_a_side_are_compared_two_sample_and_can_decide():
     assert row.verdict == claims.HOLDS
     assert "was inconclusive at this power at 3 seeds, 30,000 steps -> holds" in row.our_setting
     assert row.budget.endswith("; 15.0 CPU-hours of collection and updates in all")  # 15 x 1 h
+    # each row's own paper's budget beside ours: Retrace's for the traces, ACER's for PPO
+    assert f"batches); {claims_retrace.RETRACE_BUDGET}; 15.0 CPU-hours" in row.budget
+    assert claims_retrace.ACER_BUDGET in rows["E4-mujoco-ppo-final"].budget
+    assert claims_retrace.RETRACE_BUDGET not in rows["E4-mujoco-ppo-final"].budget
     assert ledger(5, gap=-300.0)["E4-mujoco-is-mean"].verdict == claims.FAILS
     # the paired test at 5 pairs could not have said more than this
     assert claims.paired_verdict(claims_retrace.np.full(5, 300.0))[1] == claims.INCONCLUSIVE
