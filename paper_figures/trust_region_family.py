@@ -32,8 +32,14 @@ results:
     python paper_figures/trust_region_family.py --train --algos fixpo --out runs/fixpo ...
     python paper_figures/trust_region_family.py --keep-committed ...   # same --sweep-dir
 
---keep-committed takes every algorithm of --algos that has no finished run under --sweep-dir
-from the CSVs already in --out (its rows, and its curves where the curves CSV has them).
+--keep-committed takes every (algorithm, env) pair of --algos that has no finished run under
+--sweep-dir from the CSVs already in --out (its rows, and its curves where the curves CSV has
+them), envs outside --envs included: a study grows by algorithms or by tasks, e.g. HalfCheetah and
+Walker2d beside the committed Hopper runs:
+
+    python paper_figures/trust_region_family.py --train --keep-committed --algos \
+        ppo,trpo,spo,fixpo,bpo --envs HalfCheetah-v5,Walker2d-v5 --seeds 7 --total-timesteps \
+        300000 --sweep-dir runs/sweeps/trust_region_family_300k_more -- --eval-episodes 10
 """
 
 from __future__ import annotations
@@ -189,6 +195,28 @@ def committed(out: Path, algos: list[str], name: str = "trust_region_family") ->
     return runs
 
 
+def keep(runs: list[dict], out: Path, algos: list[str], name: str) -> list[dict]:
+    """--keep-committed: the committed runs (committed()) of each (algorithm, env) pair of
+    `algos` that `runs` (the sweep's) has none of, envs outside --envs included, so a study
+    grows by tasks or algorithms; a kept pair must have the swept runs' steps of its algorithm
+    (one budget per figure)."""
+    swept = {(r["row"]["algo"], r["row"]["env_id"]) for r in runs}
+    kept = [
+        r
+        for r in committed(out, algos, name)
+        if (r["row"]["algo"], r["row"]["env_id"]) not in swept
+    ]
+    for algo in algos:
+        ours = {r["row"]["steps"] for r in runs if r["row"]["algo"] == algo}
+        theirs = {r["row"]["steps"] for r in kept if r["row"]["algo"] == algo}
+        if ours and theirs and ours != theirs:
+            raise SystemExit(
+                f"error: --keep-committed: {name}.csv holds {algo} runs of {sorted(theirs)} steps, "
+                f"the sweep's have {sorted(ours)}"
+            )
+    return kept
+
+
 def write_curves(path: Path, runs: list[dict]) -> None:
     """One line per (run, step): the plotted columns, empty where a run has no value."""
     with path.open("w", newline="") as f:
@@ -257,10 +285,12 @@ def main(argv: list[str] | None = None) -> None:
         train(args, algos, env_ids)
     runs = collect(args, algos, env_ids)
     if args.keep_committed:
-        kept = [a for a in algos if not any(r["row"]["algo"] == a for r in runs)]
-        runs += committed(args.out, kept, args.name)
+        kept = keep(runs, args.out, algos, args.name)
+        runs += kept
         runs.sort(key=lambda r: algos.index(r["row"]["algo"]))
-        print(f"kept from {args.out}: {', '.join(kept) or 'nothing'}")
+        pairs = dict.fromkeys(f"{r['row']['algo']} on {r['row']['env_id']}" for r in kept)
+        print(f"kept from {args.out}: {', '.join(pairs) or 'nothing'}")
+        env_ids = list(dict.fromkeys([r["row"]["env_id"] for r in kept] + env_ids))
     if not runs:
         raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
     rows = [r["row"] for r in runs]

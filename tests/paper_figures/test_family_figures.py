@@ -113,3 +113,23 @@ def test_depth_two_runs_may_come_from_the_family_only_with_equal_flags(algo, tmp
         else:
             with pytest.raises(SystemExit, match="differ"):
                 depth.check_shallow(run, algo, args)
+
+
+def test_keep_committed_grows_the_study_by_tasks_and_refuses_another_budget(tmp_path):
+    """keep(): committed (algorithm, env) pairs the sweep has no run of come back, envs outside
+    the sweep's included; a pair the sweep ran is the sweep's; another step count is refused."""
+    fam = _script("trust_region_family")
+    committed = [{"algo": a, "env_id": e, "seed": "1", "steps": 4096, "final_train_return": 1.0}
+                 for a in ("ppo", "trpo") for e in ("Hopper-v5", "Walker2d-v5")]  # fmt: skip
+    with (tmp_path / "fam.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(committed[0]))
+        writer.writeheader()
+        writer.writerows(committed)
+    swept = [{"row": {"algo": "ppo", "env_id": "Walker2d-v5", "seed": "1", "steps": 4096}}]
+    kept = fam.keep(swept, tmp_path, ["ppo", "trpo"], "fam")
+    pairs = sorted((r["row"]["algo"], r["row"]["env_id"]) for r in kept)
+    assert pairs == [("ppo", "Hopper-v5"), ("trpo", "Hopper-v5"), ("trpo", "Walker2d-v5")]
+    assert [r["row"]["algo"] for r in fam.keep([], tmp_path, ["trpo"], "fam")] == ["trpo"] * 2
+    other = [{"row": {**swept[0]["row"], "steps": 8192}}]
+    with pytest.raises(SystemExit, match="ppo runs of \\[4096\\] steps"):
+        fam.keep(other, tmp_path, ["ppo", "trpo"], "fam")
