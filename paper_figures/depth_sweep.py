@@ -15,7 +15,11 @@ common plumbing. One sweep per (depth, algorithm):
 <sweep-dir>/d<depth>/<algo>/. With --shallow-from, depth 2 is the trust-region family's PPO and
 SPO runs of that sweep directory (trust_region_family.py's common protocol gives the same flags:
 each run's config.json is checked against this sweep's depth-2 flags, a difference refused).
-Writes <out>/depth_sweep.png and depth_sweep.csv (one row per run).
+Writes <out>/depth_sweep.png and depth_sweep.csv (one row per run). --keep-committed keeps the
+rows of depth_sweep.csv that this sweep has no run of, so the study grows by tasks, e.g. beside
+the committed Hopper runs: --train --keep-committed --envs HalfCheetah-v5,Walker2d-v5 --depths 2,7
+--seeds 7 --total-timesteps 300000 --sweep-dir runs/sweeps/depth_sweep_300k_more --shallow-from
+runs/sweeps/trust_region_family_300k_more -- --eval-episodes 10.
 The PNG: per depth the seeds as dots and their mean; the 95% bootstrap CI (controlrl.stats) only
 from 5 seeds on, no interval below.
 """
@@ -76,6 +80,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--from-csv", action="store_true", help="redraw the PNG from <out>/depth_sweep.csv alone"
     )
+    p.add_argument(
+        "--keep-committed",
+        action="store_true",
+        help="(algorithm, env, depth) runs of --algos x --depths without a finished run here: "
+        "take their rows from <out>/depth_sweep.csv, envs outside --envs included",
+    )
     p.add_argument("extra", nargs="*", help="flags passed to every algorithm script (after --)")
     args = p.parse_args(argv)
     algos, env_ids = args.algos.split(","), args.envs.split(",")
@@ -103,17 +113,22 @@ def main(argv: list[str] | None = None) -> None:
                 )
 
     if args.from_csv:
-        rows = read_rows(
-            args.out / "depth_sweep.csv",
-            ints=("depth", "steps"),
-            floats=("final_train_return", "final_eval_return", "ratio_dev_mean"),
-        )
-        rows = [r for r in rows if (r["algo"], r["env_id"], r["depth"]) in
-                {(a, e, d) for a in algos for e in env_ids for d in depths}]  # fmt: skip
+        wanted = {(a, e, d) for a in algos for e in env_ids for d in depths}
+        rows = [
+            r
+            for r in read_csv(args.out / "depth_sweep.csv")
+            if (r["algo"], r["env_id"], r["depth"]) in wanted
+        ]
         if not rows:
             raise SystemExit(f"error: no rows of {algos} x {env_ids} x {depths} in depth_sweep.csv")
     else:
         rows = collect(args, algos, env_ids, depths)
+        if args.keep_committed:
+            kept = keep(args.out / "depth_sweep.csv", rows, algos, depths)
+            rows += kept
+            env_ids = list(dict.fromkeys([r["env_id"] for r in kept] + env_ids))
+            print(f"kept from depth_sweep.csv: {len(kept)} runs")
+        env_ids = [e for e in env_ids if any(r["env_id"] == e for r in rows)]  # no empty panels
         if not rows:
             raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
         args.out.mkdir(parents=True, exist_ok=True)
@@ -163,6 +178,34 @@ def collect(args, algos: list[str], env_ids: list[str], depths: list[int]) -> li
                         }
                     )
     return rows
+
+
+def read_csv(path: Path) -> list[dict]:
+    """depth_sweep.csv's rows with depth and steps as ints and the returns as floats."""
+    floats = ("final_train_return", "final_eval_return", "ratio_dev_mean")
+    return read_rows(path, ints=("depth", "steps"), floats=floats)
+
+
+def keep(path: Path, rows: list[dict], algos: list[str], depths: list[int]) -> list[dict]:
+    """--keep-committed: the committed rows of each (algorithm, env, depth) of algos x depths
+    that `rows` (this sweep's) has none of, envs outside --envs included, so the study grows by
+    tasks; an (algorithm, depth) kept at other steps than its swept runs is refused."""
+    swept = {(r["algo"], r["env_id"], r["depth"]) for r in rows}
+    kept = [
+        r
+        for r in read_csv(path)
+        if r["algo"] in algos and r["depth"] in depths
+        and (r["algo"], r["env_id"], r["depth"]) not in swept
+    ]  # fmt: skip
+    for key in {(r["algo"], r["depth"]) for r in kept}:
+        ours = {r["steps"] for r in rows if (r["algo"], r["depth"]) == key}
+        theirs = {r["steps"] for r in kept if (r["algo"], r["depth"]) == key}
+        if ours and ours != theirs:
+            raise SystemExit(
+                f"error: --keep-committed: depth_sweep.csv holds {key[0]} at depth {key[1]} with "
+                f"{sorted(theirs)} steps, the sweep's runs have {sorted(ours)}"
+            )
+    return kept
 
 
 def check_shallow(run_dir: Path, algo: str, args) -> None:

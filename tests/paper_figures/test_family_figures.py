@@ -133,3 +133,25 @@ def test_keep_committed_grows_the_study_by_tasks_and_refuses_another_budget(tmp_
     other = [{"row": {**swept[0]["row"], "steps": 8192}}]
     with pytest.raises(SystemExit, match="ppo runs of \\[4096\\] steps"):
         fam.keep(other, tmp_path, ["ppo", "trpo"], "fam")
+
+
+def test_depth_sweep_keep_committed_grows_by_tasks_and_refuses_another_budget(tmp_path):
+    """depth_sweep.keep(): committed (algorithm, env, depth) rows the sweep has none of come
+    back, other envs and depths outside --depths aside; other steps are refused."""
+    depth = _script("depth_sweep")
+    envs = ("Hopper-v5", "Walker2d-v5")
+    committed = [{"algo": a, "env_id": e, "depth": d, "steps": 4096, "final_train_return": 1.0,
+                  "final_eval_return": 2.0, "ratio_dev_mean": 0.1}
+                 for a in ("ppo", "spo") for e in envs for d in (2, 4, 7)]  # fmt: skip
+    with (tmp_path / "depth_sweep.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(committed[0]))
+        writer.writeheader()
+        writer.writerows(committed)
+    swept = [{"algo": "ppo", "env_id": "Walker2d-v5", "depth": 7, "steps": 4096}]
+    kept = depth.keep(tmp_path / "depth_sweep.csv", swept, ["ppo", "spo"], [2, 7])
+    got = sorted((r["algo"], r["env_id"], r["depth"]) for r in kept)
+    assert len(got) == 7 and ("ppo", "Walker2d-v5", 7) not in got
+    assert all(d != 4 for _, _, d in got) and ("spo", "Hopper-v5", 2) in got
+    assert kept[0]["steps"] == 4096 and kept[0]["final_eval_return"] == 2.0
+    with pytest.raises(SystemExit, match="ppo at depth 7 with \\[4096\\] steps"):
+        depth.keep(tmp_path / "depth_sweep.csv", [{**swept[0], "steps": 8192}], ["ppo"], [7])
