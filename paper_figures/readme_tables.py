@@ -1279,11 +1279,11 @@ def _family(read: Read, name: str) -> str:
         [f"mean \\|r - 1\\| after an update, mean over runs (`out/{name}.csv`)", *row2],
         ["largest per-state KL of any update, max over runs", *row3],
     ]  # fmt: skip
-    if len(envs) == 1:  # one task: its returns themselves
-        n1 = uniform_n([rows_where(runs, algo=a) for a in iqm])
-        body.insert(0, [f"final deterministic evaluation on {envs[0]}, {kind(n1)} over seeds"
+    for i, e in enumerate(envs):  # each task's returns themselves, beside the aggregate
+        n1 = uniform_n([rows_where(runs, algo=a, env_id=e) for a in iqm])
+        body.insert(i, [f"final deterministic evaluation on {e}, {kind(n1)} over seeds"
                         f" (`out/{name}.csv`)",
-                        *(spread(col(rows_where(runs, algo=a), "final_eval_return"))
+                        *(spread(col(rows_where(runs, algo=a, env_id=e), "final_eval_return"))
                           for a in order)])  # fmt: skip
     notes = []
     ran = {r["algo"] for r in runs}

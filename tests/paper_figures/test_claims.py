@@ -160,6 +160,24 @@ def test_spread_is_a_range_below_five_seeds_and_an_interval_from_five():
     assert kind(4) == "mean (range)" and kind(5) == "mean [95% bootstrap CI]"
 
 
+def test_family_table_gives_each_tasks_final_evaluation_from_its_own_runs():
+    from paper_figures.readme_tables import _family, spread
+
+    runs, iqm = [], []
+    for algo, base in (("ppo", 100.0), ("trpo", 300.0)):
+        iqm.append({"algo": algo, "iqm": str(base / 300), "ci_lo": "0", "ci_hi": "1"})
+        for env, scale in (("Hopper-v5", 1.0), ("Walker2d-v5", 10.0)):
+            for seed in range(1, 6):
+                runs.append({"algo": algo, "env_id": env, "seed": str(seed), "steps": "1000",
+                             "final_eval_return": str(scale * (base + seed)),
+                             "ratio_dev_mean": "0.1", "kl_max_max": "0.01"})  # fmt: skip
+    text = _family({"fam.csv": runs, "fam_iqm.csv": iqm}.__getitem__, "fam")
+    for env, scale in (("Hopper-v5", 1.0), ("Walker2d-v5", 10.0)):
+        line = next(x for x in text.splitlines() if f"evaluation on {env}," in x)
+        cells = [c.strip() for c in line.strip("|").split("|")][1:]
+        assert cells == [spread([scale * (b + s) for s in range(1, 6)]) for b in (300.0, 100.0)]
+
+
 def test_bar_verdict_decides_only_with_the_whole_interval_on_one_side():
     from paper_figures.claims import FAILS, HOLDS, INCONCLUSIVE, bar_verdict
 
