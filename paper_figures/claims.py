@@ -346,18 +346,26 @@ def trust_region_rows() -> list[Row]:
 
 
 def _depth_gap(rows) -> np.ndarray:
-    """Per (env, seed): (SPO - PPO at the deepest) - (SPO - PPO at the shallowest)."""
+    """Per (env, seed): (SPO - PPO at the deepest) - (SPO - PPO at the shallowest), divided by
+    the spread (max - min) of the final returns of that env's runs at those two depths, so that
+    pooled over tasks no task's scale dominates (as normalised_diffs does for E1)."""
     envs = sorted({r["env_id"] for r in rows})
     depths = sorted({int(r["depth"]) for r in rows})
     lo, hi = str(depths[0]), str(depths[-1])
     diffs = []
     for e in envs:
+        every = [
+            float(r["final_eval_return"])
+            for r in rows
+            if r["env_id"] == e and r["depth"] in (lo, hi) and r["algo"] in ("spo", "ppo")
+        ]
+        spread = max(every) - min(every) or 1.0
         gap = {}
         for depth in (lo, hi):
             spo = values(rows, "final_eval_return", algo="spo", env_id=e, depth=depth)
             ppo = values(rows, "final_eval_return", algo="ppo", env_id=e, depth=depth)
             gap[depth] = {s: spo[s] - ppo[s] for s in spo if s in ppo}
-        diffs += [gap[hi][s] - gap[lo][s] for s in sorted(gap[hi]) if s in gap[lo]]
+        diffs += [(gap[hi][s] - gap[lo][s]) / spread for s in sorted(gap[hi]) if s in gap[lo]]
     return np.array(diffs)
 
 
@@ -387,7 +395,7 @@ def depth_rows() -> list[Row]:
             f"updates in all (the depth-2 runs are the trust-region family's); {SPO_BUDGET}",
             f"{n_seeds} per task, {diffs.size} pairs",
             "final deterministic evaluation return: (SPO - PPO at the deepest) - (SPO - PPO at "
-            "the shallowest)",
+            "the shallowest), divided per task by the spread (max - min) of its runs' returns",
             stat,
             verdict,
             det,

@@ -93,6 +93,18 @@ def test_normalised_differences_are_per_task_min_max(claims):
     np.testing.assert_allclose(d, [1.0, 1.0])
 
 
+def test_depth_gap_is_per_task_normalised_by_the_spread_of_its_runs(claims):
+    rows = []
+    for env, scale in (("A", 1.0), ("B", 100.0)):
+        for depth, spo, ppo in (("2", 4.0, 2.0), ("4", 50.0, -50.0), ("7", 9.0, 1.0)):
+            for algo, v in (("spo", spo), ("ppo", ppo)):
+                rows.append({"algo": algo, "env_id": env, "seed": "1", "depth": depth,
+                             "final_eval_return": str(scale * v)})  # fmt: skip
+    # (9 - 1) - (4 - 2) = 6 over the spread 9 - 1 at depths 2 and 7 (depth 4 does not enter),
+    # the same on B at a hundred times the scale
+    np.testing.assert_allclose(claims._depth_gap(rows), [0.75, 0.75])
+
+
 def edit_in_block(text: str, name: str, old: str, new: str) -> str:
     """`text` with the first `old` inside block table:<name> replaced by `new`."""
     start = text.index(f"<!-- table:{name} -->")
