@@ -281,6 +281,9 @@ def trust_region_rows() -> list[Row]:
         files = "trust_region_family.csv, trust_region_family_49k.csv"
         out.append(Row(rid, paper, claim, settings[rid], where, row_budget, n, metric, stat,
                        verdict, det, files))  # fmt: skip
+        if {a, b} <= ran and len(envs) > 1:  # each task alone: where the pooled verdict comes from
+            out += _per_task_rows(rows, old, rid, paper, claim, settings[rid], a, b, envs,
+                                  with_theirs(budget, theirs), metric)  # fmt: skip
     d = normalised_diffs(old, "final_eval_return", "dpo", "ppo", old_envs)
     stat, verdict, det = paired_verdict(d)
     out.append(
@@ -342,6 +345,24 @@ def trust_region_rows() -> list[Row]:
             "trust_region_family.csv" if fix is rows else "trust_region_family_49k.csv",
         )
     )
+    return out
+
+
+def _per_task_rows(rows, old, rid, paper, claim, setting, a, b, envs, budget, metric):
+    """One row per task of the pooled E1 row `rid`: the same paired comparison on that task's
+    seeds alone, with the 49k figure's verdict on that task where it ran it."""
+    out = []
+    for e in envs:
+        d = normalised_diffs(rows, "final_eval_return", a, b, [e])
+        stat, verdict, det = paired_verdict(d)
+        where = f"transplant: {e} alone, the runs of {rid}"
+        if any(r["env_id"] == e for r in old):
+            was_d = normalised_diffs(old, "final_eval_return", a, b, [e])
+            where += f"; was {paired_verdict(was_d)[1]} at 49,152 steps ({was_d.size} pairs)"
+            where += f" -> {verdict}"
+        out.append(Row(f"{rid}-{e.split('-')[0]}", paper, f"{claim} (on {e})", setting, where,
+                       budget, f"{d.size} pairs", metric, stat, verdict, det,
+                       "trust_region_family.csv, trust_region_family_49k.csv"))  # fmt: skip
     return out
 
 

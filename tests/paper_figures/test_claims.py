@@ -105,6 +105,25 @@ def test_depth_gap_is_per_task_normalised_by_the_spread_of_its_runs(claims):
     np.testing.assert_allclose(claims._depth_gap(rows), [0.75, 0.75])
 
 
+def test_per_task_rows_split_a_pooled_comparison_by_task(claims):
+    rows = []
+    for env, sign in (("A-v5", 1.0), ("B-v5", -1.0)):  # x wins every seed on A, loses on B
+        for seed in range(1, 8):
+            for algo, value in (("x", 100 + sign * seed), ("y", 100.0)):
+                rows.append({"algo": algo, "env_id": env, "seed": str(seed),
+                             "final_eval_return": str(value)})  # fmt: skip
+    old = [r for r in rows if r["env_id"] == "B-v5"]  # the earlier figure ran B only
+    out = claims._per_task_rows(rows, old, "E1-X", "p", "x beats y", "s", "x", "y",
+                                ["A-v5", "B-v5"], "b", "m")  # fmt: skip
+    assert [r.id for r in out] == ["E1-X-A", "E1-X-B"]
+    assert [r.verdict for r in out] == [claims.HOLDS, claims.FAILS]
+    assert [r.seeds for r in out] == ["7 pairs", "7 pairs"]
+    assert "was" not in out[0].our_setting and "-> does not hold" in out[1].our_setting
+    # pooled, the two tasks cancel
+    pooled = claims.normalised_diffs(rows, "final_eval_return", "x", "y", ["A-v5", "B-v5"])
+    assert claims.paired_verdict(pooled)[1] == claims.INCONCLUSIVE
+
+
 def edit_in_block(text: str, name: str, old: str, new: str) -> str:
     """`text` with the first `old` inside block table:<name> replaced by `new`."""
     start = text.index(f"<!-- table:{name} -->")
