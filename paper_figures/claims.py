@@ -268,11 +268,15 @@ def trust_region_rows() -> list[Row]:
     ]:  # fmt: skip
         was_d = normalised_diffs(old, "final_eval_return", a, b, old_envs)
         was = paired_verdict(was_d)[1]
+        per_task = []
+        if {a, b} <= ran and len(envs) > 1:  # each task alone: where the pooled verdict comes from
+            per_task = _per_task_rows(rows, old, rid, paper, claim, settings[rid], a, b, envs,
+                                      with_theirs(budget, theirs), metric)  # fmt: skip
         if {a, b} <= ran:
             d = normalised_diffs(rows, "final_eval_return", a, b, envs)
             stat, verdict, det = paired_verdict(d)
             where = f"transplant: {ours}{cut_tasks(envs)}; was {was} at 49,152 steps ({old_ours})"
-            where += f" -> {verdict}"
+            where += grown_text(rid, verdict, envs, {r.id: r.verdict for r in per_task})
             row_budget, n = with_theirs(budget, theirs), f"{len(seeds)} per task, {d.size} pairs"
         else:  # the rerun did not reach this pair: the 49k figure's verdict stands
             stat, verdict, det = paired_verdict(was_d)
@@ -281,9 +285,7 @@ def trust_region_rows() -> list[Row]:
         files = "trust_region_family.csv, trust_region_family_49k.csv"
         out.append(Row(rid, paper, claim, settings[rid], where, row_budget, n, metric, stat,
                        verdict, det, files))  # fmt: skip
-        if {a, b} <= ran and len(envs) > 1:  # each task alone: where the pooled verdict comes from
-            out += _per_task_rows(rows, old, rid, paper, claim, settings[rid], a, b, envs,
-                                  with_theirs(budget, theirs), metric)  # fmt: skip
+        out += per_task
     d = normalised_diffs(old, "final_eval_return", "dpo", "ppo", old_envs)
     stat, verdict, det = paired_verdict(d)
     out.append(
@@ -346,6 +348,21 @@ def trust_region_rows() -> list[Row]:
         )
     )
     return out
+
+
+FIRST_TASK = "Hopper-v5"  # the 300k reruns ran it alone first; the other tasks were added to it
+
+
+def grown_text(rid: str, verdict: str, envs, per_task: dict[str, str]) -> str:
+    """' -> <verdict>' for a rerun on one task; on several, the verdict on FIRST_TASK alone (the
+    row's verdict before the others were added) -> the pooled one, and each task's verdict."""
+    if len(envs) == 1:
+        return f" -> {verdict}"
+    first = per_task.get(f"{rid}-{FIRST_TASK.split('-')[0]}")
+    tasks = ", ".join(f"{e} {per_task[rid + '-' + e.split('-')[0]]}" for e in envs)
+    text = f" -> {first} on {FIRST_TASK} alone at this budget" if first else ""
+    text += f" -> {verdict} pooled over the {len(envs)} tasks"
+    return f"{text}; per task (rows {rid}-<task>): {tasks}"
 
 
 def _per_task_rows(rows, old, rid, paper, claim, setting, a, b, envs, budget, metric):

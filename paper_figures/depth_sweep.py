@@ -15,9 +15,9 @@ common plumbing. One sweep per (depth, algorithm):
 <sweep-dir>/d<depth>/<algo>/. With --shallow-from, depth 2 is the trust-region family's PPO and
 SPO runs of that sweep directory (trust_region_family.py's common protocol gives the same flags:
 each run's config.json is checked against this sweep's depth-2 flags, a difference refused).
-Writes <out>/depth_sweep.png and depth_sweep.csv (one row per run). --keep-committed keeps the
-rows of depth_sweep.csv that this sweep has no run of, so the study grows by tasks, e.g. beside
-the committed Hopper runs: --train --keep-committed --envs HalfCheetah-v5,Walker2d-v5 --depths 2,7
+Writes <out>/depth_sweep.png and depth_sweep.csv (one row per run). --keep-committed keeps the rows
+of depth_sweep.csv that this sweep has no run of, so the study grows by tasks; the committed study
+is the Hopper runs grown so: --train --keep-committed --envs HalfCheetah-v5,Walker2d-v5 --depths 2,7
 --seeds 7 --total-timesteps 300000 --sweep-dir runs/sweeps/depth_sweep_300k_more --shallow-from
 runs/sweeps/trust_region_family_300k_more -- --eval-episodes 10.
 The PNG: per depth the seeds as dots and their mean; the 95% bootstrap CI (controlrl.stats) only

@@ -20,26 +20,27 @@ mean return of a uniformly random policy, 1 = the best algorithm's mean final re
 figure.
 
 The committed figure: --train --algos ppo,trpo,spo,fixpo,bpo --envs Hopper-v5 --seeds 7
---total-timesteps 300000 --sweep-dir runs/sweeps/trust_region_family_300k -- --eval-episodes 10
-(one task: at 300k steps HalfCheetah and Walker2d did not fit two cores; 7 seeds, as 5 pairs
-cannot reach p < 0.05 in the exact sign-flip test). The earlier figure, five tasks x 5 seeds
-x 49,152 steps with DPO, is kept as trust_region_family_49k.csv (_curves, _iqm, .png): --train
---seeds 5 --total-timesteps 49152 --name trust_region_family_49k, redrawn from its CSVs alone with
---keep-committed --seeds 5 --total-timesteps 49152 --name trust_region_family_49k --sweep-dir
-runs/none (a directory without runs). To rerun one algorithm only and keep the others' committed
-results:
+--total-timesteps 300000 --sweep-dir runs/sweeps/trust_region_family_300k -- --eval-episodes 10,
+grown by HalfCheetah-v5 and Walker2d-v5 with the --keep-committed command at the end of this text (7
+seeds, as 5 pairs cannot reach p < 0.05 in the exact sign-flip test). The earlier figure, five tasks
+x 5 seeds x 49,152 steps with DPO, is kept as trust_region_family_49k.csv (_curves, _iqm, .png):
+--train --seeds 5 --total-timesteps 49152 --name trust_region_family_49k, redrawn from its CSVs
+alone with --keep-committed --seeds 5 --total-timesteps 49152 --name trust_region_family_49k
+--sweep-dir runs/none (a directory without runs). To rerun one algorithm only and keep the others'
+committed results:
 
     python paper_figures/trust_region_family.py --train --algos fixpo --out runs/fixpo ...
     python paper_figures/trust_region_family.py --keep-committed ...   # same --sweep-dir
 
 --keep-committed takes every (algorithm, env) pair of --algos that has no finished run under
 --sweep-dir from the CSVs already in --out (its rows, and its curves where the curves CSV has
-them), envs outside --envs included: a study grows by algorithms or by tasks, e.g. HalfCheetah and
-Walker2d beside the committed Hopper runs:
+them), envs outside --envs included: a study grows by algorithms or by tasks, as the committed
+figure grew by HalfCheetah and Walker2d beside its Hopper runs:
 
     python paper_figures/trust_region_family.py --train --keep-committed --algos \
         ppo,trpo,spo,fixpo,bpo --envs HalfCheetah-v5,Walker2d-v5 --seeds 7 --total-timesteps \
-        300000 --sweep-dir runs/sweeps/trust_region_family_300k_more -- --eval-episodes 10
+        300000 --workers 2 --sweep-dir runs/sweeps/trust_region_family_300k_more -- \
+        --eval-episodes 10
 """
 
 from __future__ import annotations
@@ -287,10 +288,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.keep_committed:
         kept = keep(runs, args.out, algos, args.name)
         runs += kept
-        runs.sort(key=lambda r: algos.index(r["row"]["algo"]))
         pairs = dict.fromkeys(f"{r['row']['algo']} on {r['row']['env_id']}" for r in kept)
         print(f"kept from {args.out}: {', '.join(pairs) or 'nothing'}")
         env_ids = list(dict.fromkeys([r["row"]["env_id"] for r in kept] + env_ids))
+        # committed tasks first, each algorithm's runs together (a stable sort keeps seed order)
+        runs.sort(key=lambda r: (algos.index(r["row"]["algo"]), env_ids.index(r["row"]["env_id"])))
     if not runs:
         raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
     rows = [r["row"] for r in runs]
@@ -353,8 +355,8 @@ def main(argv: list[str] | None = None) -> None:
             groups = {a: c for a, c in diag.get(col, {}).items() if any(len(s) for s, _ in c)}
             if groups:  # the same colour per algorithm as in the other panels
                 ax.set_prop_cycle(color=[colours[algos.index(a) % len(colours)] for a in groups])
-            plots.plot_curves(ax, groups, smooth_window=3)
-            ax.set_title(f"{label}, all envs", fontsize=8)
+            plots.plot_curves(ax, groups, smooth_window=3, band_in_legend=False)
+            ax.set_title(f"{label}, all envs' runs", fontsize=8)  # n counts runs, not seeds
             if col == "kl_max":
                 ax.set_yscale("log")
             if groups:

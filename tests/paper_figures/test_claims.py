@@ -124,6 +124,17 @@ def test_per_task_rows_split_a_pooled_comparison_by_task(claims):
     assert claims.paired_verdict(pooled)[1] == claims.INCONCLUSIVE
 
 
+def test_a_pooled_row_names_its_verdict_on_the_first_task_alone_and_each_tasks(claims):
+    assert claims.grown_text("E1-X", "holds", ["Hopper-v5"], {}) == " -> holds"
+    per = {"E1-X-Hopper": "does not hold", "E1-X-Walker2d": "holds"}
+    text = claims.grown_text("E1-X", "inconclusive", ["Hopper-v5", "Walker2d-v5"], per)
+    assert text.startswith(" -> does not hold on Hopper-v5 alone at this budget -> inconclusive")
+    assert text.endswith("Hopper-v5 does not hold, Walker2d-v5 holds")
+    per = {"E1-X-HalfCheetah": "holds", "E1-X-Walker2d": "holds"}  # no first task: no old verdict
+    text = claims.grown_text("E1-X", "holds", ["HalfCheetah-v5", "Walker2d-v5"], per)
+    assert text.startswith(" -> holds pooled over the 2 tasks")
+
+
 def edit_in_block(text: str, name: str, old: str, new: str) -> str:
     """`text` with the first `old` inside block table:<name> replaced by `new`."""
     start = text.index(f"<!-- table:{name} -->")
