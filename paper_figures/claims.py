@@ -408,6 +408,7 @@ def _depth_gap(rows) -> np.ndarray:
 
 
 def depth_rows() -> list[Row]:
+    """E2 pooled over the tasks of depth_sweep.csv, then (with several) one row per task."""
     rows, old = read("depth_sweep.csv"), read("depth_sweep_49k.csv")
     envs = sorted({r["env_id"] for r in rows})
     depths = sorted({int(r["depth"]) for r in rows})
@@ -417,29 +418,39 @@ def depth_rows() -> list[Row]:
     old_envs = ", ".join(sorted({r["env_id"] for r in old}))
     n_old = len({r["seed"] for r in old})
     n_seeds = len({r["seed"] for r in rows})
-    return [
-        Row(
-            "E2",
-            "Simple Policy Optimization (arXiv 2401.16025)",
-            "SPO's advantage over PPO grows with network depth",
-            "deep policy networks trained end to end",
-            f"transplant: {', '.join(envs)}, policy depth {depths[0]} vs {depths[-1]} hidden "
-            f"layers (SPO's 7-layer policy; critics 64-64 as in the paper; {layout('ppo')})"
-            f"{cut_tasks(envs)}; was "
-            f"{was} at 49,152 "
-            f"steps ({old_envs}, {n_old} seeds) -> {verdict}",
-            f"ours {int(rows[0]['steps']):,} env steps per run; "
-            f"{sum(float(r['train_s']) for r in rows) / 3600:.1f} CPU-hours of collection and "
-            f"updates in all (the depth-2 runs are the trust-region family's); {SPO_BUDGET}",
-            f"{n_seeds} per task, {diffs.size} pairs",
-            "final deterministic evaluation return: (SPO - PPO at the deepest) - (SPO - PPO at "
-            "the shallowest), divided per task by the spread (max - min) of its runs' returns",
-            stat,
-            verdict,
-            det,
-            "depth_sweep.csv, depth_sweep_49k.csv",
-        )
-    ]
+    paper = "Simple Policy Optimization (arXiv 2401.16025)"
+    claim = "SPO's advantage over PPO grows with network depth"
+    setting = "deep policy networks trained end to end"
+    budget = (
+        f"ours {int(rows[0]['steps']):,} env steps per run; "
+        f"{sum(float(r['train_s']) for r in rows) / 3600:.1f} CPU-hours of collection and "
+        f"updates in all (the depth-2 runs are the trust-region family's); {SPO_BUDGET}"
+    )
+    metric = (
+        "final deterministic evaluation return: (SPO - PPO at the deepest) - (SPO - PPO at "
+        "the shallowest), divided per task by the spread (max - min) of its runs' returns"
+    )
+    files = "depth_sweep.csv, depth_sweep_49k.csv"
+    per_task = []
+    for e in envs if len(envs) > 1 else []:
+        d = _depth_gap([r for r in rows if r["env_id"] == e])
+        e_stat, e_verdict, e_det = paired_verdict(d, ".4g")
+        where = f"transplant: {e} alone, the runs of E2"
+        if any(r["env_id"] == e for r in old):
+            e_was = paired_verdict(_depth_gap([r for r in old if r["env_id"] == e]), ".4g")[1]
+            where += f"; was {e_was} at 49,152 steps ({n_old} seeds) -> {e_verdict}"
+        per_task.append(Row(f"E2-{e.split('-')[0]}", paper, f"{claim} (on {e})", setting, where,
+                            budget, f"{d.size} pairs", metric, e_stat, e_verdict, e_det,
+                            files))  # fmt: skip
+    where = (
+        f"transplant: {', '.join(envs)}, policy depth {depths[0]} vs {depths[-1]} hidden "
+        f"layers (SPO's 7-layer policy; critics 64-64 as in the paper; {layout('ppo')})"
+        f"{cut_tasks(envs)}; was {was} at 49,152 steps ({old_envs}, {n_old} seeds)"
+        + grown_text("E2", verdict, envs, {r.id: r.verdict for r in per_task})
+    )
+    n = f"{n_seeds} per task, {diffs.size} pairs"
+    pooled = Row("E2", paper, claim, setting, where, budget, n, metric, stat, verdict, det, files)
+    return [pooled, *per_task]
 
 
 def gae_rows() -> list[Row]:

@@ -135,6 +135,28 @@ def test_a_pooled_row_names_its_verdict_on_the_first_task_alone_and_each_tasks(c
     assert text.startswith(" -> holds pooled over the 2 tasks")
 
 
+def test_depth_rows_pool_the_tasks_then_give_each_task_its_row(claims):
+    import csv
+
+    rows = []
+    for env, sign in (("Hopper-v5", 1.0), ("Walker2d-v5", -1.0)):  # the gap grows on one only
+        for seed in range(1, 8):
+            for depth, spo in (("2", 100.0), ("7", 100.0 + sign * (10 + seed))):
+                for algo, value in (("spo", spo), ("ppo", 100.0)):
+                    run = {"algo": algo, "env_id": env, "seed": seed, "depth": depth}
+                    rows.append({**run, "steps": 1000, "final_eval_return": value, "train_s": 1})
+    with (claims.OUT / "depth_sweep.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    out = {r.id: r for r in claims.depth_rows()}
+    assert list(out) == ["E2", "E2-Hopper", "E2-Walker2d"]
+    assert out["E2-Hopper"].verdict == claims.HOLDS and out["E2-Walker2d"].verdict == claims.FAILS
+    assert out["E2"].verdict == claims.INCONCLUSIVE and out["E2"].seeds == "7 per task, 14 pairs"
+    assert "-> holds on Hopper-v5 alone at this budget -> inconclusive" in out["E2"].our_setting
+    assert out["E2-Walker2d"].our_setting.endswith("-> does not hold")  # the 49k sweep ran it
+
+
 def edit_in_block(text: str, name: str, old: str, new: str) -> str:
     """`text` with the first `old` inside block table:<name> replaced by `new`."""
     start = text.index(f"<!-- table:{name} -->")
