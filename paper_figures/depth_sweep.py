@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
         rows = collect(args, algos, env_ids, depths)
         if args.keep_committed:
             kept = keep(args.out / "depth_sweep.csv", rows, algos, depths)
-            rows += kept
+            rows = kept + rows  # committed tasks first
             env_ids = list(dict.fromkeys([r["env_id"] for r in kept] + env_ids))
             print(f"kept from depth_sweep.csv: {len(kept)} runs")
         env_ids = [e for e in env_ids if any(r["env_id"] == e for r in rows)]  # no empty panels
