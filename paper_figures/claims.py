@@ -233,6 +233,31 @@ def _family_setting(rows) -> tuple[list[str], str, str]:
     return envs, ours, budget
 
 
+# E1's paired claims: id, paper, claim, a, b (the claim is a beats b), the paper's budget
+E1_PAIRS = [
+    ("E1-PPO", "Proximal Policy Optimization Algorithms (arXiv 1707.06347)",
+     "PPO is more sample-efficient than TRPO", "ppo", "trpo", PPO_BUDGET),
+    ("E1-SPO", "Simple Policy Optimization (arXiv 2401.16025)", "SPO outperforms PPO",
+     "spo", "ppo", SPO_BUDGET),
+    ("E1-BPO", "Bounded Ratio Reinforcement Learning (arXiv 2604.18578)",
+     "BPO matches or beats PPO", "bpo", "ppo", BPO_BUDGET),
+    ("E1-FixPO", FIXPO_PAPER, "FixPO is competitive with other trust-region methods (vs TRPO)",
+     "fixpo", "trpo", FIXPO_BUDGET),
+]  # fmt: skip
+# each paper's own MuJoCo setting (its reference code where the paper's text was not read)
+E1_SETTINGS = {
+    "E1-PPO": "MuJoCo locomotion at 1M steps",
+    "E1-SPO": "MuJoCo locomotion at 10M steps",
+    "E1-BPO": "MuJoCo (Ant, HalfCheetah, Hopper, Humanoid, Swimmer), per-task tuned settings",
+    "E1-FixPO": "7 MuJoCo tasks (HalfCheetah, Hopper, Walker2d, Swimmer, InvertedPendulum, "
+    "InvertedDoublePendulum, Reacher) at 10M steps",
+}
+E1_METRIC = (
+    "final deterministic evaluation return, difference of min-max normalised scores (per task,"
+    " over the runs of the two algorithms compared)"
+)
+
+
 def trust_region_rows() -> list[Row]:
     """E1 from the 300k-step rerun (trust_region_family.csv), each with the verdict of the
     49,152-step five-task figure it replaces (trust_region_family_49k.csv); E16-DPO, which the
@@ -241,31 +266,12 @@ def trust_region_rows() -> list[Row]:
     envs, ours, budget = _family_setting(rows)
     old_envs, old_ours, old_budget = _family_setting(old)
     seeds = sorted({r["seed"] for r in rows})
-    metric = (
-        "final deterministic evaluation return, difference of min-max normalised scores (per task,"
-        " over the runs of the two algorithms compared)"
-    )
-    # each paper's own MuJoCo setting (its reference code where the paper's text was not read)
-    settings = {
-        "E1-PPO": "MuJoCo locomotion at 1M steps",
-        "E1-SPO": "MuJoCo locomotion at 10M steps",
-        "E1-BPO": "MuJoCo (Ant, HalfCheetah, Hopper, Humanoid, Swimmer), per-task tuned settings",
-        "E1-FixPO": "7 MuJoCo tasks (HalfCheetah, Hopper, Walker2d, Swimmer, InvertedPendulum, "
-        "InvertedDoublePendulum, Reacher) at 10M steps",
-    }
+    metric = E1_METRIC
+    settings = E1_SETTINGS
     dpo_setting = "Brax locomotion tasks, Brax's PPO settings (LPO meta-trained on Brax's Ant)"
     ran = {r["algo"] for r in rows}
     out = []
-    for rid, paper, claim, a, b, theirs in [
-        ("E1-PPO", "Proximal Policy Optimization Algorithms (arXiv 1707.06347)",
-         "PPO is more sample-efficient than TRPO", "ppo", "trpo", PPO_BUDGET),
-        ("E1-SPO", "Simple Policy Optimization (arXiv 2401.16025)", "SPO outperforms PPO",
-         "spo", "ppo", SPO_BUDGET),
-        ("E1-BPO", "Bounded Ratio Reinforcement Learning (arXiv 2604.18578)",
-         "BPO matches or beats PPO", "bpo", "ppo", BPO_BUDGET),
-        ("E1-FixPO", FIXPO_PAPER, "FixPO is competitive with other trust-region methods (vs TRPO)",
-         "fixpo", "trpo", FIXPO_BUDGET),
-    ]:  # fmt: skip
+    for rid, paper, claim, a, b, theirs in E1_PAIRS:
         was_d = normalised_diffs(old, "final_eval_return", a, b, old_envs)
         was = paired_verdict(was_d)[1]
         per_task = []
@@ -377,7 +383,7 @@ def _per_task_rows(rows, old, rid, paper, claim, setting, a, b, envs, budget, me
             was_d = normalised_diffs(old, "final_eval_return", a, b, [e])
             where += f"; was {paired_verdict(was_d)[1]} at 49,152 steps ({was_d.size} pairs)"
             where += f" -> {verdict}"
-        out.append(Row(f"{rid}-{e.split('-')[0]}", paper, f"{claim} (on {e})", setting, where,
+        out.append(Row(f"{rid}-{e.split('-')[0]}", paper, f"{claim}, on {e}", setting, where,
                        budget, f"{d.size} pairs", metric, stat, verdict, det,
                        "trust_region_family.csv, trust_region_family_49k.csv"))  # fmt: skip
     return out
@@ -439,7 +445,7 @@ def depth_rows() -> list[Row]:
         if any(r["env_id"] == e for r in old):
             e_was = paired_verdict(_depth_gap([r for r in old if r["env_id"] == e]), ".4g")[1]
             where += f"; was {e_was} at 49,152 steps ({n_old} seeds) -> {e_verdict}"
-        per_task.append(Row(f"E2-{e.split('-')[0]}", paper, f"{claim} (on {e})", setting, where,
+        per_task.append(Row(f"E2-{e.split('-')[0]}", paper, f"{claim}, on {e}", setting, where,
                             budget, f"{d.size} pairs", metric, e_stat, e_verdict, e_det,
                             files))  # fmt: skip
     where = (

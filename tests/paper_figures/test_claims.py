@@ -502,3 +502,29 @@ def test_every_entropy_law_row_states_the_papers_budget_beside_ours(claims):
     assert len(rows) == 8
     for r in rows:
         assert r.budget.startswith("ours ") and "; the paper's LLM runs" in r.budget, r.id
+
+
+def test_e1_at_1m_restates_each_pair_on_its_tasks_beside_the_300k_verdict(claims):
+    from paper_figures import claims_family_1m
+
+    def runs(steps, sign, envs):  # spo - ppo = sign * seed on every env
+        return [{"algo": algo, "env_id": e, "seed": str(s), "steps": str(steps),
+                 "train_s": "360", "final_eval_return": str(1000 + (algo == "spo") * sign * s)}
+                for e in envs for s in range(1, 8) for algo in ("spo", "ppo")]  # fmt: skip
+
+    tables = {
+        "trust_region_family_1m.csv": runs(999424, 1.0, ["Hopper-v5"]),
+        # at 300k SPO loses on Hopper and wins on HalfCheetah: only Hopper may enter the old verdict
+        "trust_region_family.csv": runs(299008, -1.0, ["Hopper-v5"])
+        + runs(299008, 50.0, ["HalfCheetah-v5"]),
+    }
+    out = claims_family_1m.rows(tables.__getitem__)
+    assert [r.id for r in out] == ["E1-SPO-1M"]  # the pairs the rerun did not run are left out
+    (row,) = out
+    assert row.verdict == claims.HOLDS and row.seeds == "7 per task, 7 pairs"
+    assert "; was does not hold on Hopper-v5 at 299,008 steps (7 pairs" in row.our_setting
+    assert row.our_setting.endswith("-> holds at 999,424")
+    assert "HalfCheetah-v5 and Walker2d-v5 not rerun at this budget" in row.our_setting
+    assert row.budget.startswith("ours 999,424 env steps per run; ")
+    assert claims.SPO_BUDGET in row.budget and "1.4 CPU-hours" in row.budget
+    assert row.evidence == "trust_region_family_1m.csv, trust_region_family.csv"
