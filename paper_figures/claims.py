@@ -230,6 +230,8 @@ def _family_setting(rows) -> tuple[list[str], str, str]:
     if "train_s" in rows[0]:  # the experiment's compute, once
         hours = sum(float(r["train_s"]) for r in rows) / 3600
         budget += f"; {hours:.1f} CPU-hours of collection and updates in all"
+    else:
+        budget += f"; {NO_WALL_TIME}"
     return envs, ours, budget
 
 
@@ -560,7 +562,7 @@ def iql_rows() -> list[Row]:
             "D4RL, 1M gradient steps",
             "transplant: generated hopper datasets (medium, medium-replay) in the D4RL layout; "
             f"{claims_iql.tau_rerun_text(read)}",
-            f"ours {steps:,} gradient steps; paper 1,000,000",
+            f"ours {steps:,} gradient steps; paper 1,000,000; {wall_time(rows)}",
             f"{d.size} pairs",
             "final normalised score, tau 0.9 minus tau 0.5",
             stat,
@@ -586,7 +588,7 @@ def iql_rows() -> list[Row]:
             "transplant: generated hopper, halfcheetah, "
             "walker2d datasets (medium, medium-replay, medium-expert); "
             f"{claims_iql.rerun_text(read)}",
-            f"ours {int(vs[0]['steps']):,} gradient steps; paper 1,000,000",
+            f"ours {int(vs[0]['steps']):,} gradient steps; paper 1,000,000; {wall_time(vs)}",
             f"{d.size} pairs",
             "final normalised score, IQL minus BC",
             stat,

@@ -528,3 +528,16 @@ def test_e1_at_1m_restates_each_pair_on_its_tasks_beside_the_300k_verdict(claims
     assert row.budget.startswith("ours 999,424 env steps per run; ")
     assert claims.SPO_BUDGET in row.budget and "1.4 CPU-hours" in row.budget
     assert row.evidence == "trust_region_family_1m.csv, trust_region_family.csv"
+
+
+def test_every_control_and_offline_rerun_row_states_its_compute_or_that_none_was_recorded(claims):
+    """The experiments rerun at a power that can decide state their total wall time once, in the
+    row (or, for runs from before it was recorded, say so)."""
+    import re
+
+    rerun = re.compile(r"(E1|E2|E3|E4-mujoco|E5|E6|E7-mujoco|E7-under|E12-ppo|E12-grpo|E16|Brax)(-|$)")
+    ran = [r for r in claims.all_rows() if r.verdict not in (claims.CANNOT, claims.NOT_RUN)]
+    rows = [r for r in ran if rerun.match(r.id)]
+    assert len(rows) > 50
+    for r in rows:
+        assert "hours" in r.budget or "wall time" in r.budget, r.id
