@@ -118,6 +118,10 @@ ifdef FULL
 	  --envs HalfCheetah-v5,Walker2d-v5 --depths 2,7 --seeds 7 --total-timesteps 300000 \
 	  --workers 2 --sweep-dir runs/sweeps/depth_sweep_300k_more \
 	  --shallow-from runs/sweeps/trust_region_family_300k_more -- --eval-episodes 10
+	$(BIN)/python paper_figures/trust_region_family.py --train --algos ppo,trpo,spo,fixpo,bpo \
+	  --envs Hopper-v5 --seeds 7 --total-timesteps 1000000 --workers 2 \
+	  --sweep-dir runs/sweeps/trust_region_family_1m --name trust_region_family_1m \
+	  -- --eval-episodes 10
 	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --suite dmc --train --workers 2
 	$(BIN)/python paper_figures/bench_brax.py --out paper_figures/out/bench_brax.csv --timeout 600
 	$(BIN)/python paper_figures/brax_pipeline_check.py

@@ -1197,7 +1197,12 @@ def theory_rows() -> list[Row]:
 
 def all_rows() -> list[Row]:
     """Every ledger row, experiments E1-E18 first, then the theory statements."""
-    from paper_figures import claims_bandits, claims_brax, claims_cheap  # they import this module
+    from paper_figures import (  # they import this module
+        claims_bandits,
+        claims_brax,
+        claims_cheap,
+        claims_family_1m,
+    )
     from paper_figures.claims_fpo_under import rows as fpo_under_rows
     from paper_figures.claims_hard_starts import rows as hard_start_rows
     from paper_figures.claims_injection import rows as injection_rows
@@ -1208,6 +1213,7 @@ def all_rows() -> list[Row]:
 
     rows = (
         trust_region_rows()
+        + claims_family_1m.rows(read)
         + depth_rows()
         + gae_rows()
         + retrace_rows()

@@ -38,7 +38,7 @@ def rows(read) -> list[Row]:
         where = (
             f"transplant: {ours}{cut_tasks(envs)}; was {paired_verdict(was_d)[1]} on"
             f" {', '.join(envs)} at {steps_before:,} steps ({was_d.size} pairs, rows {rid} and"
-            f" {rid}-<task>) -> {verdict} at {int(runs[0]['steps']):,}"
+            f" {rid}-<task>) -> {verdict} at {int(runs[0]['steps']):,} steps"
         )
         out.append(Row(f"{rid}-1M", paper, claim, E1_SETTINGS[rid], where,
                        with_theirs(budget, theirs), f"{len(seeds)} per task, {d.size} pairs",

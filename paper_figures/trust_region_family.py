@@ -26,8 +26,11 @@ seeds, as 5 pairs cannot reach p < 0.05 in the exact sign-flip test). The earlie
 x 5 seeds x 49,152 steps with DPO, is kept as trust_region_family_49k.csv (_curves, _iqm, .png):
 --train --seeds 5 --total-timesteps 49152 --name trust_region_family_49k, redrawn from its CSVs
 alone with --keep-committed --seeds 5 --total-timesteps 49152 --name trust_region_family_49k
---sweep-dir runs/none (a directory without runs). To rerun one algorithm only and keep the others'
-committed results:
+--sweep-dir runs/none (a directory without runs). The PPO paper's budget, 1M steps, on Hopper-v5
+alone is trust_region_family_1m.csv (_curves, _iqm, .png): --train --algos ppo,trpo,spo,fixpo,bpo
+--envs Hopper-v5 --seeds 7 --total-timesteps 1000000 --workers 2 --sweep-dir
+runs/sweeps/trust_region_family_1m --name trust_region_family_1m -- --eval-episodes 10. To rerun one
+algorithm only and keep the others' committed results:
 
     python paper_figures/trust_region_family.py --train --algos fixpo --out runs/fixpo ...
     python paper_figures/trust_region_family.py --keep-committed ...   # same --sweep-dir

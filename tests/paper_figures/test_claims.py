@@ -523,7 +523,7 @@ def test_e1_at_1m_restates_each_pair_on_its_tasks_beside_the_300k_verdict(claims
     (row,) = out
     assert row.verdict == claims.HOLDS and row.seeds == "7 per task, 7 pairs"
     assert "; was does not hold on Hopper-v5 at 299,008 steps (7 pairs" in row.our_setting
-    assert row.our_setting.endswith("-> holds at 999,424")
+    assert row.our_setting.endswith("-> holds at 999,424 steps")
     assert "HalfCheetah-v5 and Walker2d-v5 not rerun at this budget" in row.our_setting
     assert row.budget.startswith("ours 999,424 env steps per run; ")
     assert claims.SPO_BUDGET in row.budget and "1.4 CPU-hours" in row.budget
