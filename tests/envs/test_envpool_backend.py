@@ -73,3 +73,31 @@ def test_time_limit_is_truncation_with_final_observation():
     obs2, *_ = vec.step(np.zeros((2, 6)))  # and the next step continues that new episode
     assert not np.array_equal(obs2, obs)
     vec.close()
+
+
+@pytest.mark.parametrize("name", ["Hopper-v5", "HalfCheetah-v5", "Walker2d-v5"])
+def test_envpool_v5_ids_are_gymnasiums_tasks(name):
+    """The same MDP on both backends: put Gymnasium's env in the state EnvPool reset to (the
+    observation holds qpos without x, which no dynamics or reward depends on, and qvel), take the
+    same actions, and both give the same observations, rewards and terminations up to rounding
+    (EnvPool's rewards are float32). HalfCheetah is chaotic, so the horizon is short."""
+    import gymnasium as gym
+
+    vec = envs.make(f"envpool:{name}", 1, seed=3)
+    obs, _ = vec.reset(seed=3)
+    ref = gym.make(name).unwrapped
+    ref.reset(seed=0)
+    nq = ref.model.nq
+    ref.set_state(np.concatenate([[0.0], obs[0, : nq - 1]]), obs[0, nq - 1 :])
+    np.testing.assert_allclose(ref._get_obs(), obs[0], atol=1e-12)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        a = rng.uniform(-1, 1, ref.action_space.shape).astype(np.float32)
+        obs, reward, terminated, *_ = vec.step(a[None])
+        want, want_reward, want_terminated, *_ = ref.step(a)
+        np.testing.assert_allclose(obs[0], want, atol=1e-9)
+        np.testing.assert_allclose(reward[0], want_reward, atol=1e-5)
+        assert terminated[0] == want_terminated
+        if want_terminated:
+            break
+    vec.close()
