@@ -268,8 +268,6 @@ def trust_region_rows() -> list[Row]:
     envs, ours, budget = _family_setting(rows)
     old_envs, old_ours, old_budget = _family_setting(old)
     seeds = sorted({r["seed"] for r in rows})
-    metric = E1_METRIC
-    settings = E1_SETTINGS
     dpo_setting = "Brax locomotion tasks, Brax's PPO settings (LPO meta-trained on Brax's Ant)"
     ran = {r["algo"] for r in rows}
     out = []
@@ -278,8 +276,8 @@ def trust_region_rows() -> list[Row]:
         was = paired_verdict(was_d)[1]
         per_task = []
         if {a, b} <= ran and len(envs) > 1:  # each task alone: where the pooled verdict comes from
-            per_task = _per_task_rows(rows, old, rid, paper, claim, settings[rid], a, b, envs,
-                                      with_theirs(budget, theirs), metric)  # fmt: skip
+            per_task = _per_task_rows(rows, old, rid, paper, claim, E1_SETTINGS[rid], a, b, envs,
+                                      with_theirs(budget, theirs), E1_METRIC)  # fmt: skip
         if {a, b} <= ran:
             d = normalised_diffs(rows, "final_eval_return", a, b, envs)
             stat, verdict, det = paired_verdict(d)
@@ -291,7 +289,7 @@ def trust_region_rows() -> list[Row]:
             where = f"transplant: {old_ours} (the 300k rerun did not reach {a} vs {b})"
             row_budget, n = with_theirs(old_budget, theirs), f"{was_d.size} pairs"
         files = "trust_region_family.csv, trust_region_family_49k.csv"
-        out.append(Row(rid, paper, claim, settings[rid], where, row_budget, n, metric, stat,
+        out.append(Row(rid, paper, claim, E1_SETTINGS[rid], where, row_budget, n, E1_METRIC, stat,
                        verdict, det, files))  # fmt: skip
         out += per_task
     d = normalised_diffs(old, "final_eval_return", "dpo", "ppo", old_envs)
@@ -300,7 +298,7 @@ def trust_region_rows() -> list[Row]:
         Row("E16-DPO", "Discovered Policy Optimisation (arXiv 2210.05639)",
             "DPO's closed-form drift beats PPO", dpo_setting, f"transplant: {old_ours}",
             with_theirs(old_budget, DPO_BUDGET),
-            f"{len({r['seed'] for r in old})} per task, {d.size} pairs", metric, stat, verdict,
+            f"{len({r['seed'] for r in old})} per task, {d.size} pairs", E1_METRIC, stat, verdict,
             det, "trust_region_family_49k.csv")
     )  # fmt: skip
     # SPO's ratio containment: fraction of samples with |r - 1| > eps, PPO minus SPO
@@ -322,7 +320,7 @@ def trust_region_rows() -> list[Row]:
             "E1-SPO-ratio",
             "Simple Policy Optimization (arXiv 2401.16025)",
             "SPO keeps the ratio inside the trust region better than PPO's clip",
-            settings["E1-SPO"],
+            E1_SETTINGS["E1-SPO"],
             f"transplant: {ours}",
             with_theirs(budget, SPO_BUDGET),
             f"{len(seeds)} per task, {d.size} pairs",

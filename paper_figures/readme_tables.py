@@ -468,11 +468,13 @@ def trust_region(read: Read) -> str:
 def _iqm_parts(iqm: dict) -> list[str]:
     """'<ALGO> <iqm> [<lo>, <hi>]' for each algorithm of an _iqm.csv, best first."""
     order = sorted(iqm, key=lambda a: -float(iqm[a]["iqm"]))
-    return [
-        f"{NAMES[a]} {f(float(iqm[a]['iqm']), '.2f')} [{f(float(iqm[a]['ci_lo']), '.2f')},"
-        f" {f(float(iqm[a]['ci_hi']), '.2f')}]"
-        for a in order
-    ]
+    return [f"{NAMES[a]} {_iqm_cell(iqm[a])}" for a in order]
+
+
+def _iqm_cell(r: dict) -> str:
+    """'<iqm> [<lo>, <hi>]' of one _iqm.csv row."""
+    iqm, lo, hi = (f(float(r[k]), ".2f") for k in ("iqm", "ci_lo", "ci_hi"))
+    return f"{iqm} [{lo}, {hi}]"
 
 
 def _family_size(runs) -> str:
@@ -1280,8 +1282,7 @@ def _family(read: Read, name: str) -> str:
     runs = read(f"{name}.csv")
     order = sorted(iqm, key=lambda a: -float(iqm[a]["iqm"]))
     envs = list(dict.fromkeys(r["env_id"] for r in runs))
-    row1 = [f"{f(float(iqm[a]['iqm']), '.2f')} [{f(float(iqm[a]['ci_lo']), '.2f')},"
-            f" {f(float(iqm[a]['ci_hi']), '.2f')}]" for a in order]  # fmt: skip
+    row1 = [_iqm_cell(iqm[a]) for a in order]
     row2 = [f(np.mean(col(rows_where(runs, algo=a), "ratio_dev_mean")), ".3f") for a in order]
     row3 = [f(max(col(rows_where(runs, algo=a), "kl_max_max")), ".3f") for a in order]
     body = [

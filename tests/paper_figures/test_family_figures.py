@@ -38,10 +38,7 @@ def test_family_keeps_committed_rows_and_curves(tmp_path):
     curves write_curves stored (NaN cells dropped), the others from their runs."""
     import numpy as np
 
-    path = ROOT / "paper_figures" / "trust_region_family.py"  # a script, not in a package
-    spec = importlib.util.spec_from_file_location("trust_region_family", path)
-    fam = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fam)
+    fam = _load("trust_region_family")
 
     row = {"algo": "ppo", "env_id": "Hopper-v5", "seed": "3", "steps": 4096}
     row.update(final_train_return=12.5, kl_max=float("nan"))
@@ -90,6 +87,7 @@ def test_committed_family_figure_redraws_from_its_csvs_alone(name, tmp_path):
 
 
 def _load(name: str):
+    """paper_figures/<name>.py, a script, not in a package."""
     spec = importlib.util.spec_from_file_location(name, ROOT / "paper_figures" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
