@@ -413,6 +413,33 @@ def _depth_gap(rows) -> np.ndarray:
     return np.array(diffs)
 
 
+E2_PAPER = "Simple Policy Optimization (arXiv 2401.16025)"
+E2_CLAIM = "SPO's advantage over PPO grows with network depth"
+E2_SETTING = "deep policy networks trained end to end"
+E2_METRIC = (
+    "final deterministic evaluation return: (SPO - PPO at the deepest) - (SPO - PPO at "
+    "the shallowest), divided per task by the spread (max - min) of its runs' returns"
+)
+
+
+def depth_budget(rows) -> str:
+    """E2's budget column: our steps, the SPO reference's budget, the CPU-hours of every run."""
+    return (
+        f"ours {int(rows[0]['steps']):,} env steps per run; "
+        f"{sum(float(r['train_s']) for r in rows) / 3600:.1f} CPU-hours of collection and "
+        f"updates in all (the depth-2 runs are the trust-region family's); {SPO_BUDGET}"
+    )
+
+
+def depth_setting(envs, depths) -> str:
+    """E2's transplant in words: the tasks, the two depths, the nets and the layout."""
+    return (
+        f"transplant: {', '.join(envs)}, policy depth {depths[0]} vs {depths[-1]} hidden "
+        f"layers (SPO's 7-layer policy; critics 64-64 as in the paper; {layout('ppo')})"
+        f"{cut_tasks(envs)}"
+    )
+
+
 def depth_rows() -> list[Row]:
     """E2 pooled over the tasks of depth_sweep.csv, then (with several) one row per task."""
     rows, old = read("depth_sweep.csv"), read("depth_sweep_49k.csv")
@@ -424,18 +451,7 @@ def depth_rows() -> list[Row]:
     old_envs = ", ".join(sorted({r["env_id"] for r in old}))
     n_old = len({r["seed"] for r in old})
     n_seeds = len({r["seed"] for r in rows})
-    paper = "Simple Policy Optimization (arXiv 2401.16025)"
-    claim = "SPO's advantage over PPO grows with network depth"
-    setting = "deep policy networks trained end to end"
-    budget = (
-        f"ours {int(rows[0]['steps']):,} env steps per run; "
-        f"{sum(float(r['train_s']) for r in rows) / 3600:.1f} CPU-hours of collection and "
-        f"updates in all (the depth-2 runs are the trust-region family's); {SPO_BUDGET}"
-    )
-    metric = (
-        "final deterministic evaluation return: (SPO - PPO at the deepest) - (SPO - PPO at "
-        "the shallowest), divided per task by the spread (max - min) of its runs' returns"
-    )
+    budget = depth_budget(rows)
     files = "depth_sweep.csv, depth_sweep_49k.csv"
     per_task = []
     for e in envs if len(envs) > 1 else []:
@@ -445,17 +461,16 @@ def depth_rows() -> list[Row]:
         if any(r["env_id"] == e for r in old):
             e_was = paired_verdict(_depth_gap([r for r in old if r["env_id"] == e]), ".4g")[1]
             where += f"; was {e_was} at 49,152 steps ({n_old} seeds) -> {e_verdict}"
-        per_task.append(Row(f"E2-{e.split('-')[0]}", paper, f"{claim}, on {e}", setting, where,
-                            budget, f"{d.size} pairs", metric, e_stat, e_verdict, e_det,
+        per_task.append(Row(f"E2-{e.split('-')[0]}", E2_PAPER, f"{E2_CLAIM}, on {e}", E2_SETTING,
+                            where, budget, f"{d.size} pairs", E2_METRIC, e_stat, e_verdict, e_det,
                             files))  # fmt: skip
     where = (
-        f"transplant: {', '.join(envs)}, policy depth {depths[0]} vs {depths[-1]} hidden "
-        f"layers (SPO's 7-layer policy; critics 64-64 as in the paper; {layout('ppo')})"
-        f"{cut_tasks(envs)}; was {was} at 49,152 steps ({old_envs}, {n_old} seeds)"
+        f"{depth_setting(envs, depths)}; was {was} at 49,152 steps ({old_envs}, {n_old} seeds)"
         + grown_text("E2", verdict, envs, {r.id: r.verdict for r in per_task})
     )
     n = f"{n_seeds} per task, {diffs.size} pairs"
-    pooled = Row("E2", paper, claim, setting, where, budget, n, metric, stat, verdict, det, files)
+    pooled = Row("E2", E2_PAPER, E2_CLAIM, E2_SETTING, where, budget, n, E2_METRIC, stat, verdict,
+                 det, files)  # fmt: skip
     return [pooled, *per_task]
 
 

@@ -4,8 +4,8 @@ against the number of hidden layers.
 
     python paper_figures/depth_sweep.py --train     # sweeps what is missing, then plots
     python paper_figures/depth_sweep.py             # plots the sweeps under --sweep-dir
-    python paper_figures/depth_sweep.py --from-csv --total-timesteps 49152   # redraws the PNG
-                                                    # from <out>/depth_sweep.csv alone
+    python paper_figures/depth_sweep.py --from-csv  # redraws the PNG from <out>/depth_sweep.csv
+                                                    # alone
 
 Depths (hidden layers, tanh): 2 = 64-64 (SPO's '3-layer' option), 4 = 128-128-64-64,
 7 = 256-256-128-128-64-64 plus one 64 (SPO's '7-layer' net is these six hidden layers and the
@@ -15,11 +15,15 @@ common plumbing. One sweep per (depth, algorithm):
 <sweep-dir>/d<depth>/<algo>/. With --shallow-from, depth 2 is the trust-region family's PPO and
 SPO runs of that sweep directory (trust_region_family.py's common protocol gives the same flags:
 each run's config.json is checked against this sweep's depth-2 flags, a difference refused).
-Writes <out>/depth_sweep.png and depth_sweep.csv (one row per run). --keep-committed keeps the rows
-of depth_sweep.csv that this sweep has no run of, so the study grows by tasks; the committed study
-is the Hopper runs grown so: --train --keep-committed --envs HalfCheetah-v5,Walker2d-v5 --depths 2,7
---seeds 7 --total-timesteps 300000 --sweep-dir runs/sweeps/depth_sweep_300k_more --shallow-from
-runs/sweeps/trust_region_family_300k_more -- --eval-episodes 10.
+Writes <out>/<name>.png and <name>.csv (one row per run; --name, default depth_sweep).
+--keep-committed keeps the rows of <name>.csv that this sweep has no run of, so the study grows
+by tasks; the committed study is the Hopper runs grown so: --train --keep-committed --envs
+HalfCheetah-v5,Walker2d-v5 --depths 2,7 --seeds 7 --total-timesteps 300000 --sweep-dir
+runs/sweeps/depth_sweep_300k_more --shallow-from runs/sweeps/trust_region_family_300k_more --
+--eval-episodes 10. The PPO paper's budget on Hopper is depth_sweep_1m.csv (.png): --train --envs
+Hopper-v5 --depths 2,7 --seeds 7 --total-timesteps 1000000 --workers 2 --sweep-dir
+runs/sweeps/depth_sweep_1m --shallow-from runs/sweeps/trust_region_family_1m --name
+depth_sweep_1m -- --eval-episodes 10.
 The PNG: per depth the seeds as dots and their mean; the 95% bootstrap CI (controlrl.stats) only
 from 5 seeds on, no interval below.
 """
@@ -66,6 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--total-timesteps", type=int, default=1_000_000)
     p.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "depth_sweep")
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--name", default="depth_sweep", help="the output files' stem")
     p.add_argument("--final-window", type=int, default=20_480)
     p.add_argument("--train", action="store_true", help="run missing runs first (sweeps)")
     p.add_argument("--workers", type=int, default=1, help="runs at once when training")
@@ -78,16 +83,17 @@ def main(argv: list[str] | None = None) -> None:
         "(refused unless their configs equal this sweep's depth-2 flags)",
     )
     p.add_argument(
-        "--from-csv", action="store_true", help="redraw the PNG from <out>/depth_sweep.csv alone"
+        "--from-csv", action="store_true", help="redraw the PNG from <out>/<name>.csv alone"
     )
     p.add_argument(
         "--keep-committed",
         action="store_true",
         help="(algorithm, env, depth) runs of --algos x --depths without a finished run here: "
-        "take their rows from <out>/depth_sweep.csv, envs outside --envs included",
+        "take their rows from <out>/<name>.csv, envs outside --envs included",
     )
     p.add_argument("extra", nargs="*", help="flags passed to every algorithm script (after --)")
     args = p.parse_args(argv)
+    csv_path, png_path = args.out / f"{args.name}.csv", args.out / f"{args.name}.png"
     algos, env_ids = args.algos.split(","), args.envs.split(",")
     depths = [int(d) for d in args.depths.split(",")]
     unknown = [d for d in depths if d not in NETS]
@@ -114,33 +120,29 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.from_csv:
         wanted = {(a, e, d) for a in algos for e in env_ids for d in depths}
-        rows = [
-            r
-            for r in read_csv(args.out / "depth_sweep.csv")
-            if (r["algo"], r["env_id"], r["depth"]) in wanted
-        ]
+        rows = [r for r in read_csv(csv_path) if (r["algo"], r["env_id"], r["depth"]) in wanted]
         if not rows:
-            raise SystemExit(f"error: no rows of {algos} x {env_ids} x {depths} in depth_sweep.csv")
+            raise SystemExit(f"error: no rows of {algos} x {env_ids} x {depths} in {csv_path.name}")
     else:
         rows = collect(args, algos, env_ids, depths)
         if args.keep_committed:
-            kept = keep(args.out / "depth_sweep.csv", rows, algos, depths)
+            kept = keep(csv_path, rows, algos, depths)
             rows = kept + rows  # committed tasks first
             env_ids = list(dict.fromkeys([r["env_id"] for r in kept] + env_ids))
-            print(f"kept from depth_sweep.csv: {len(kept)} runs")
+            print(f"kept from {csv_path.name}: {len(kept)} runs")
         env_ids = [e for e in env_ids if any(r["env_id"] == e for r in rows)]  # no empty panels
         if not rows:
             raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
         args.out.mkdir(parents=True, exist_ok=True)
-        with (args.out / "depth_sweep.csv").open("w", newline="") as f:
+        with csv_path.open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
-    plot(args, rows, algos, env_ids, depths)
+    plot(png_path, rows, algos, env_ids, depths, sorted({int(r["steps"]) for r in rows}))
     report(rows, algos, env_ids, depths)
-    wrote = "" if args.from_csv else " and depth_sweep.csv"
+    wrote = "" if args.from_csv else f" and {csv_path.name}"
     print(
-        f"wrote {args.out / 'depth_sweep.png'}{wrote}; command: python "
+        f"wrote {png_path}{wrote}; command: python "
         f"paper_figures/depth_sweep.py {' '.join(argv if argv is not None else sys.argv[1:])}"
     )
 
@@ -181,7 +183,7 @@ def collect(args, algos: list[str], env_ids: list[str], depths: list[int]) -> li
 
 
 def read_csv(path: Path) -> list[dict]:
-    """depth_sweep.csv's rows with depth and steps as ints and the returns as floats."""
+    """A depth sweep CSV's rows with depth and steps as ints and the returns as floats."""
     floats = ("final_train_return", "final_eval_return", "ratio_dev_mean")
     return read_rows(path, ints=("depth", "steps"), floats=floats)
 
@@ -202,7 +204,7 @@ def keep(path: Path, rows: list[dict], algos: list[str], depths: list[int]) -> l
         theirs = {r["steps"] for r in kept if (r["algo"], r["depth"]) == key}
         if ours and ours != theirs:
             raise SystemExit(
-                f"error: --keep-committed: depth_sweep.csv holds {key[0]} at depth {key[1]} with "
+                f"error: --keep-committed: {path.name} holds {key[0]} at depth {key[1]} with "
                 f"{sorted(theirs)} steps, the sweep's runs have {sorted(ours)}"
             )
     return kept
@@ -220,9 +222,11 @@ def check_shallow(run_dir: Path, algo: str, args) -> None:
         raise SystemExit(f"error: --shallow-from {run_dir}: its {', '.join(differ)} differ")
 
 
-def plot(args, rows: list[dict], algos: list[str], env_ids: list[str], depths: list[int]) -> None:
+def plot(png: Path, rows: list[dict], algos: list[str], env_ids: list[str], depths: list[int],
+         steps: list[int]) -> None:  # fmt: skip
     """Per env the final training return by depth, and |r - 1| over all envs: seeds as dots,
-    their mean, the 95% bootstrap CI only from 5 seeds (plots.plot_points)."""
+    their mean, the 95% bootstrap CI only from 5 seeds (plots.plot_points); the title gives
+    `steps`, the steps the runs took (from the rows: a redraw says what was run)."""
     import matplotlib.pyplot as plt
 
     panels = [(e, "final_train_return") for e in env_ids] + [(None, "ratio_dev_mean")]
@@ -257,13 +261,13 @@ def plot(args, rows: list[dict], algos: list[str], env_ids: list[str], depths: l
             ax.set_title(env_id or "all envs (dots: runs)", fontsize=9)
             ax.set_ylabel("final training return" if env_id else "mean |r - 1| after update")
             ax.legend(fontsize=7)
+        per_run = " / ".join(f"{s:,}" for s in steps)
         fig.suptitle(
-            f"SPO vs PPO by depth, {args.total_timesteps:,} steps, {plots.points_words(counts)}",
-            fontsize=9,
+            f"SPO vs PPO by depth, {per_run} steps, {plots.points_words(counts)}", fontsize=9
         )
         fig.tight_layout()
-        args.out.mkdir(parents=True, exist_ok=True)
-        fig.savefig(args.out / "depth_sweep.png", dpi=80)
+        png.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(png, dpi=80)
         plt.close(fig)
 
 

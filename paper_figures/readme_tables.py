@@ -769,7 +769,12 @@ def gae_grid(read: Read) -> str:
 
 @table("depth")
 def depth(read: Read) -> str:
-    rows = read("depth_sweep.csv")
+    return _depth(read, "depth_sweep")
+
+
+def _depth(read: Read, name: str) -> str:
+    """Per depth: each algorithm's mean |r - 1| and its final training return on each task."""
+    rows = read(f"{name}.csv")
     depths = sorted({r["depth"] for r in rows}, key=int)
     envs = list(dict.fromkeys(r["env_id"] for r in rows))
     body, groups = [], []
@@ -788,8 +793,9 @@ def depth(read: Read) -> str:
         body.append([d, *cells])
     n = uniform_n(groups)
     names = " / ".join(e.split("-")[0] for e in envs)
+    steps = " / ".join(f"{s:,}" for s in sorted({int(r["steps"]) for r in rows}))
     return (
-        f"`out/depth_sweep.csv`, mean over {n} seeds:\n\n"
+        f"`out/{name}.csv`, {steps} steps per run, mean over {n} seeds:\n\n"
         + md(["depth", "PPO mean \\|r - 1\\|", "SPO mean \\|r - 1\\|", f"PPO train: {names}",
               f"SPO train: {names}"], body, ["---", "---:", "---:", "---", "---"])
     )  # fmt: skip

@@ -10,7 +10,10 @@ KL, ratio deviation |r - 1|, FixPO's fixup share).
 Protocol "common" (default) runs every algorithm on the same plumbing (1 env x 2048 steps,
 32 minibatches, 10 epochs, 64-64 tanh nets, observation and reward normalisation) with its own
 algorithm-specific settings at their reference defaults; "reference" runs each script's own
-defaults (SPO's 7-layer policy, FixPO's 64 envs x 128 steps, BPO's un-normalised 256-256 ReLU).
+defaults (SPO's 7-layer policy, FixPO's 64 envs x 128 steps, BPO's un-normalised 256-256 ReLU);
+"spo-reference" runs PPO and SPO in the SPO reference's MuJoCo setting (8 envs x 256 steps, 4
+minibatches x 10 epochs, its 7-layer policy and 64-64 critic, timeouts as terminal; its PPO
+baseline shares the trainer).
 TRPO takes its own defaults in both. Each algorithm is one sweep: <sweep-dir>/<algo>/.
 
 Writes <out>/<name>.png, <name>.csv (one row per run; --name, default trust_region_family),
@@ -66,6 +69,12 @@ BAND = "95% bootstrap CI over seeds (min-max range below 5 seeds)"
 ENVS = "Hopper-v5,HalfCheetah-v5,Walker2d-v5,Swimmer-v5,InvertedPendulum-v5"
 COMMON = ["--num-envs", "1", "--num-steps", "2048", "--num-minibatches", "32"]
 COMMON += ["--update-epochs", "10", "--hidden-sizes", "64", "64"]
+# the SPO reference's MuJoCo trainer (mujoco/main.py), whose PPO baseline shares it: 8 envs x 256
+# steps, 4 minibatches x 10 epochs, the 7-layer policy (six hidden layers), critic 64-64, a
+# timeout ends the episode as a termination does (done = terminated or truncated)
+SPO_REFERENCE = ["--num-envs", "8", "--num-steps", "256", "--num-minibatches", "4"]
+SPO_REFERENCE += ["--update-epochs", "10", "--hidden-sizes", "256", "256", "128", "128", "64", "64"]
+SPO_REFERENCE += ["--critic-hidden-sizes", "64", "64", "--truncation-as-terminal"]
 PROTOCOLS = {
     "common": {
         "ppo": COMMON,
@@ -76,6 +85,7 @@ PROTOCOLS = {
         "dpo": COMMON,
     },
     "reference": {},
+    "spo-reference": dict.fromkeys(("ppo", "spo"), SPO_REFERENCE),
 }
 DIAGNOSTICS = ("kl_mean", "kl_max", "ratio_dev_frac", "ratio_dev_mean", "ratio_dev_max")
 CURVES = ("episode_return", "kl_max", "ratio_dev_mean", "fixup_share")  # train/ columns plotted

@@ -530,6 +530,72 @@ def test_e1_at_1m_restates_each_pair_on_its_tasks_beside_the_300k_verdict(claims
     assert row.evidence == "trust_region_family_1m.csv, trust_region_family.csv"
 
 
+def test_e2_at_1m_restates_the_depth_gap_on_its_tasks_beside_the_300k_verdict(claims):
+    from paper_figures import claims_family_1m
+
+    def runs(steps, sign, envs):  # SPO - PPO grows (sign > 0) by seed from depth 2 to depth 7
+        return [{"algo": algo, "env_id": e, "seed": str(s), "depth": depth, "steps": str(steps),
+                 "train_s": "600", "final_eval_return": str(1000 + (algo == "spo") * gap)}
+                for e in envs for s in range(1, 8) for depth, gap in (("2", 0.0), ("7", sign * s))
+                for algo in ("spo", "ppo")]  # fmt: skip
+
+    tables = {
+        "depth_sweep_1m.csv": runs(999424, 1.0, ["Hopper-v5"]),
+        # at 300k the gap shrinks on Hopper and grows on Walker2d: only Hopper may enter
+        "depth_sweep.csv": runs(299008, -1.0, ["Hopper-v5"]) + runs(299008, 50.0, ["Walker2d-v5"]),
+    }
+    (row,) = claims_family_1m.depth_rows(tables.__getitem__)
+    assert row.id == "E2-1M" and row.claim == claims.E2_CLAIM
+    assert row.verdict == claims.HOLDS and row.seeds == "7 per task, 7 pairs"
+    assert "; was does not hold on Hopper-v5 at 299,008 steps (7 pairs, row E2-Hopper)" in (
+        row.our_setting
+    )
+    assert row.our_setting.endswith("-> holds at 999,424 steps")
+    assert "policy depth 2 vs 7 hidden layers" in row.our_setting
+    assert "HalfCheetah-v5 and Walker2d-v5 not rerun at this budget" in row.our_setting
+    assert row.budget.startswith("ours 999,424 env steps per run; 4.7 CPU-hours")
+    assert claims.SPO_BUDGET in row.budget
+    assert row.evidence == "depth_sweep_1m.csv, depth_sweep.csv"
+
+
+def test_spo_in_its_own_setting_is_set_beside_the_same_pair_in_cleanrls(claims):
+    import importlib.util
+
+    from paper_figures import claims_family_1m
+
+    def runs(env, sign):  # spo - ppo = sign * seed
+        return [{"algo": algo, "env_id": env, "seed": str(s), "steps": "999424", "train_s": "300",
+                 "final_eval_return": str(1000 + (algo == "spo") * sign * s)}
+                for s in range(1, 8) for algo in ("spo", "ppo")]  # fmt: skip
+
+    tables = {
+        "spo_reference_1m.csv": runs("envpool:Hopper-v5", 1.0),
+        "trust_region_family_1m.csv": runs("Hopper-v5", -1.0) + runs("Walker2d-v5", 9.0),
+    }
+    (row,) = claims_family_1m.spo_reference_rows(tables.__getitem__)
+    assert row.id == "E1-SPO-ref" and row.claim == "SPO outperforms PPO"
+    assert row.verdict == claims.HOLDS and row.seeds == "7 per task, 7 pairs"
+    assert row.our_setting.startswith("paper's own setting at 999,424 of its 10,000,000 steps: ")
+    assert "was does not hold in CleanRL's setting" in row.our_setting  # Hopper's pairs alone
+    assert "on Hopper-v5 at 999,424 steps (7 pairs, row E1-SPO-1M) -> holds" in row.our_setting
+    assert "HalfCheetah-v5 and Walker2d-v5 not rerun" in row.our_setting
+    assert claims.SPO_BUDGET in row.budget and "1.2 CPU-hours" in row.budget
+    # the words are the flags the sweep ran with
+    path = claims.ROOT / "paper_figures" / "trust_region_family.py"
+    spec = importlib.util.spec_from_file_location("trust_region_family", path)
+    family = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(family)
+    flags = " ".join(family.PROTOCOLS["spo-reference"]["spo"])
+    assert family.PROTOCOLS["spo-reference"]["ppo"] == family.PROTOCOLS["spo-reference"]["spo"]
+    text = claims_family_1m.SPO_REF_SETTING
+    for words, flag in (("8 envs x 256 steps", "--num-envs 8 --num-steps 256"),
+                        ("4 minibatches x 10 epochs", "--num-minibatches 4 --update-epochs 10"),
+                        ("policy (256-256-128-128-64-64)", "--hidden-sizes 256 256 128 128 64 64 "),
+                        ("64-64 critic", "--critic-hidden-sizes 64 64"),
+                        ("timeouts as terminal", "--truncation-as-terminal")):  # fmt: skip
+        assert words in text and flag in flags + " ", flag
+
+
 def test_every_control_and_offline_rerun_row_states_its_compute_or_that_none_was_recorded(claims):
     """The experiments rerun at a power that can decide state their total wall time once, in the
     row (or, for runs from before it was recorded, say so)."""

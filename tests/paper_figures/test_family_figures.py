@@ -99,10 +99,12 @@ def test_depth_sweep_toy(tmp_path):
     cmd = [sys.executable, "paper_figures/depth_sweep.py", "--train", "--envs", "Hopper-v5"]
     cmd += ["--depths", "2,7", "--seeds", "2", "--total-timesteps", "512"]
     cmd += ["--final-window", "512", "--sweep-dir", str(tmp_path / "sweep")]
-    cmd += ["--out", str(tmp_path / "out"), "--", *TOY]
+    cmd += ["--out", str(tmp_path / "out"), "--name", "depth_toy", "--", *TOY]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
-    rows = list(csv.DictReader((tmp_path / "out" / "depth_sweep.csv").open()))
+    wrote = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert wrote == ["depth_toy.csv", "depth_toy.png"]
+    rows = list(csv.DictReader((tmp_path / "out" / "depth_toy.csv").open()))
     assert sorted({(r["algo"], r["depth"]) for r in rows}) == [
         ("ppo", "2"),
         ("ppo", "7"),
@@ -110,7 +112,7 @@ def test_depth_sweep_toy(tmp_path):
         ("spo", "7"),
     ]
     assert {r["hidden_sizes"] for r in rows if r["depth"] == "7"} == {"256-256-128-128-64-64-64"}
-    assert (tmp_path / "out" / "depth_sweep.png").stat().st_size > 5000
+    assert (tmp_path / "out" / "depth_toy.png").stat().st_size > 5000
 
 
 def _script(name: str):
