@@ -561,39 +561,55 @@ def test_e2_at_1m_restates_the_depth_gap_on_its_tasks_beside_the_300k_verdict(cl
 def test_spo_in_its_own_setting_is_set_beside_the_same_pair_in_cleanrls(claims):
     import importlib.util
 
-    from paper_figures import claims_family_1m
+    from paper_figures import claims_spo_reference as ref
 
-    def runs(env, sign):  # spo - ppo = sign * seed
-        return [{"algo": algo, "env_id": env, "seed": str(s), "steps": "999424", "train_s": "300",
+    def runs(envs, sign, steps):  # spo - ppo = sign * seed on every env
+        return [{"algo": algo, "env_id": e, "seed": str(s), "steps": str(steps), "train_s": "100",
                  "final_eval_return": str(1000 + (algo == "spo") * sign * s)}
-                for s in range(1, 8) for algo in ("spo", "ppo")]  # fmt: skip
+                for e in envs for s in range(1, 8) for algo in ("spo", "ppo")]  # fmt: skip
 
+    ours = ["envpool:HalfCheetah-v5", "envpool:Hopper-v5", "envpool:Walker2d-v5"]
     tables = {
-        "spo_reference_1m.csv": runs("envpool:Hopper-v5", 1.0),
-        "trust_region_family_1m.csv": runs("Hopper-v5", -1.0) + runs("Walker2d-v5", 9.0),
+        "spo_reference_300k.csv": runs(ours, 1.0, 299008),
+        "trust_region_family.csv": runs(["HalfCheetah-v5", "Hopper-v5"], -1.0, 299008)
+        + runs(["Walker2d-v5"], 1.0, 299008),
+        "spo_reference_1m.csv": runs(["envpool:Hopper-v5"], -1.0, 999424),
+        # Walker2d ran at 1M in CleanRL's setting only: its pairs may not enter the Hopper verdict
+        "trust_region_family_1m.csv": runs(["Hopper-v5"], 1.0, 999424)
+        + runs(["Walker2d-v5"], -9.0, 999424),
     }
-    (row,) = claims_family_1m.spo_reference_rows(tables.__getitem__)
-    assert row.id == "E1-SPO-ref" and row.claim == "SPO outperforms PPO"
-    assert row.verdict == claims.HOLDS and row.seeds == "7 per task, 7 pairs"
-    assert row.our_setting.startswith("paper's own setting at 999,424 of its 10,000,000 steps: ")
-    assert "was does not hold in CleanRL's setting" in row.our_setting  # Hopper's pairs alone
-    assert "on Hopper-v5 at 999,424 steps (7 pairs, row E1-SPO-1M) -> holds" in row.our_setting
-    assert "HalfCheetah-v5 and Walker2d-v5 not rerun" in row.our_setting
-    assert claims.SPO_BUDGET in row.budget and "1.2 CPU-hours" in row.budget
-    # the words are the flags the sweep ran with
+    out = {r.id: r for r in ref.rows(tables.__getitem__)}
+    assert list(out) == ["E1-SPO-ref", "E1-SPO-ref-HalfCheetah", "E1-SPO-ref-Hopper",
+                         "E1-SPO-ref-Walker2d", "E1-SPO-ref-1M"]  # fmt: skip
+    pooled, walker, at_1m = out["E1-SPO-ref"], out["E1-SPO-ref-Walker2d"], out["E1-SPO-ref-1M"]
+    assert pooled.verdict == claims.HOLDS and pooled.seeds == "7 per task, 21 pairs"
+    assert pooled.claim == "SPO outperforms PPO" and walker.claim.endswith(", on Walker2d-v5")
+    assert pooled.our_setting.startswith("paper's own setting at 299,008 of its 10,000,000 steps:")
+    assert "steps (21 pairs, row E1-SPO) -> holds in the paper's" in pooled.our_setting
+    assert "was holds in CleanRL's setting" in walker.our_setting and walker.seeds == "7 pairs"
+    assert "(7 pairs, row E1-SPO-Walker2d)" in walker.our_setting
+    assert "was does not hold in CleanRL's setting" in out["E1-SPO-ref-Hopper"].our_setting
+    assert at_1m.verdict == claims.FAILS and "was holds in CleanRL's setting" in at_1m.our_setting
+    assert "on Hopper-v5 at 999,424 steps (7 pairs, row E1-SPO-1M) -> does not hold" in (
+        at_1m.our_setting
+    )
+    assert "HalfCheetah-v5 and Walker2d-v5 not rerun" in at_1m.our_setting
+    assert "not rerun" not in pooled.our_setting
+    assert claims.SPO_BUDGET in at_1m.budget and "0.4 CPU-hours" in at_1m.budget
+    assert at_1m.evidence == "spo_reference_1m.csv, trust_region_family_1m.csv"
+    # the words are the flags the sweeps ran with
     path = claims.ROOT / "paper_figures" / "trust_region_family.py"
     spec = importlib.util.spec_from_file_location("trust_region_family", path)
     family = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(family)
-    flags = " ".join(family.PROTOCOLS["spo-reference"]["spo"])
+    flags = " ".join(family.PROTOCOLS["spo-reference"]["spo"]) + " "
     assert family.PROTOCOLS["spo-reference"]["ppo"] == family.PROTOCOLS["spo-reference"]["spo"]
-    text = claims_family_1m.SPO_REF_SETTING
-    for words, flag in (("8 envs x 256 steps", "--num-envs 8 --num-steps 256"),
-                        ("4 minibatches x 10 epochs", "--num-minibatches 4 --update-epochs 10"),
+    for words, flag in (("8 envs x 256 steps", "--num-envs 8 --num-steps 256 "),
+                        ("4 minibatches x 10 epochs", "--num-minibatches 4 --update-epochs 10 "),
                         ("policy (256-256-128-128-64-64)", "--hidden-sizes 256 256 128 128 64 64 "),
-                        ("64-64 critic", "--critic-hidden-sizes 64 64"),
-                        ("timeouts as terminal", "--truncation-as-terminal")):  # fmt: skip
-        assert words in text and flag in flags + " ", flag
+                        ("64-64 critic", "--critic-hidden-sizes 64 64 "),
+                        ("timeouts as terminal", "--truncation-as-terminal ")):  # fmt: skip
+        assert words in ref.SETTING and flag in flags, flag
 
 
 def test_every_control_and_offline_rerun_row_states_its_compute_or_that_none_was_recorded(claims):

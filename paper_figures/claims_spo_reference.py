@@ -1,0 +1,65 @@
+"""Ledger rows of SPO vs PPO in the SPO reference's own MuJoCo setting (trust_region_family.py
+--protocol spo-reference, on EnvPool, whose v5 ids are Gymnasium's tasks): each beside the same
+pair at the same budget on the same tasks in CleanRL's setting (E1-SPO at 300k, E1-SPO-1M), so
+that only the setting differs; paired over seeds on the final deterministic evaluation return."""
+
+from __future__ import annotations
+
+from paper_figures.claims import (
+    E1_METRIC,
+    E1_PAIRS,
+    E1_SETTINGS,
+    Row,
+    _family_setting,
+    cut_tasks,
+    layout,
+    normalised_diffs,
+    paired_verdict,
+    with_theirs,
+)
+
+SETTING = (
+    "the SPO reference's MuJoCo trainer (mujoco/main.py) with its PPO baseline in the same "
+    "trainer: the 7-layer tanh policy (256-256-128-128-64-64) and 64-64 critic, 8 envs x 256 steps "
+    "per batch, 4 minibatches x 10 epochs, lr 3e-4 decayed, no entropy bonus, timeouts as "
+    "terminal; one observation normaliser over the 8 envs where the reference keeps one per env"
+)
+# (our CSV, the CleanRL-setting CSV at the same budget, the id of its E1-SPO row, our row's id)
+STUDIES = [
+    ("spo_reference_300k", "trust_region_family", "E1-SPO", "E1-SPO-ref"),
+    ("spo_reference_1m", "trust_region_family_1m", "E1-SPO-1M", "E1-SPO-ref-1M"),
+]
+
+
+def rows(read) -> list[Row]:
+    """Per study: SPO vs PPO pooled over its tasks, then (with several) one row per task."""
+    _, paper, claim, a, b, theirs = next(p for p in E1_PAIRS if p[0] == "E1-SPO")
+    out = []
+    for name, before_name, was_id, rid in STUDIES:
+        runs, before = read(f"{name}.csv"), read(f"{before_name}.csv")
+        envs = sorted({r["env_id"] for r in runs})
+        tasks = [e.removeprefix("envpool:") for e in envs]
+        budget = with_theirs(_family_setting(runs)[2], theirs)
+        steps, files = int(runs[0]["steps"]), f"{name}.csv, {before_name}.csv"
+        n_seeds = len({r["seed"] for r in runs})
+        studies = [(rid, envs, tasks, was_id)]
+        if len(envs) > 1:
+            studies += [(f"{rid}-{t.split('-')[0]}", [e], [t], f"{was_id}-{t.split('-')[0]}")
+                        for e, t in zip(envs, tasks)]  # fmt: skip
+        for row_id, row_envs, row_tasks, row_was in studies:
+            d = normalised_diffs(runs, "final_eval_return", a, b, row_envs)
+            stat, verdict, det = paired_verdict(d)
+            was_d = normalised_diffs(before, "final_eval_return", a, b, row_tasks)
+            where = (
+                f"paper's own setting at {steps:,} of its 10,000,000 steps: {SETTING}; on EnvPool "
+                f"({', '.join(row_envs)}: Gymnasium's v5 MDP; the reference ran v4)"
+                f"{cut_tasks(tasks)}; was {paired_verdict(was_d)[1]} in CleanRL's setting "
+                f"({layout('ppo')}, 64-64 tanh) on {', '.join(row_tasks)} at "
+                f"{int(before[0]['steps']):,} steps ({was_d.size} pairs, row {row_was}) -> "
+                f"{verdict} in the paper's"
+            )
+            seeds = f"{n_seeds} per task, {d.size} pairs" if row_id == rid else f"{d.size} pairs"
+            claim_here = claim if row_id == rid else f"{claim}, on {row_tasks[0]}"
+            out.append(Row(row_id, paper, claim_here, E1_SETTINGS["E1-SPO"], where, budget, seeds,
+                           E1_METRIC, stat, verdict, det, files))  # fmt: skip
+    return out
