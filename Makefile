@@ -122,6 +122,12 @@ ifdef FULL
 	  --envs Hopper-v5 --seeds 7 --total-timesteps 1000000 --workers 2 \
 	  --sweep-dir runs/sweeps/trust_region_family_1m --name trust_region_family_1m \
 	  -- --eval-episodes 10
+	$(BIN)/python paper_figures/depth_sweep.py --train --envs Hopper-v5 --depths 2,7 --seeds 7 \
+	  --total-timesteps 1000000 --workers 2 --sweep-dir runs/sweeps/depth_sweep_1m \
+	  --shallow-from runs/sweeps/trust_region_family_1m --name depth_sweep_1m -- --eval-episodes 10
+	$(BIN)/python paper_figures/trust_region_family.py --train --protocol spo-reference \
+	  --algos ppo,spo --envs envpool:Hopper-v5 --seeds 7 --total-timesteps 300000 --workers 2 \
+	  --sweep-dir runs/sweeps/spo_reference_300k --name spo_reference_300k -- --eval-episodes 10
 	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --suite dmc --train --workers 2
 	$(BIN)/python paper_figures/bench_brax.py --out paper_figures/out/bench_brax.csv --timeout 600
 	$(BIN)/python paper_figures/brax_pipeline_check.py

@@ -184,13 +184,19 @@ def check_config(config: SweepConfig, algos_dir: Path = ALGOS_DIR) -> None:
             raise SweepError(f"--envs: {exc}") from None
 
 
+def env_tag(env_id: str) -> str:
+    """The directory name of an env id's runs: <out>/runs/<algo>/<env_tag>/seed<k> (a backend's
+    'envpool:Hopper-v5' is envpool_Hopper-v5, a colon being no path character everywhere)."""
+    return env_id.replace(":", "_")
+
+
 def plan(config: SweepConfig, out: Path, algos_dir: Path = ALGOS_DIR) -> list[Task]:
     """Every (algo, env, seed) of the sweep, seeds numbered 1..n, with absolute paths."""
     out, algos_dir = Path(out).expanduser().resolve(), Path(algos_dir).expanduser().resolve()
     tasks = []
     for algo in config.algos:
         for env_id in config.envs:
-            tag = env_id.replace(":", "_")
+            tag = env_tag(env_id)
             for seed in range(1, config.seeds + 1):
                 tasks.append(
                     Task(
@@ -907,8 +913,8 @@ def summarize(out: Path) -> dict:
     rates = []  # seconds per env step, measured on runs in progress or finished
     remaining_steps = 0.0
     for run_id, run in runs.items():
-        algo, env_tag, seed = run_id.split("/")
-        tag = env_tag.replace(":", "_")
+        algo, env_id, seed = run_id.split("/")
+        tag = env_tag(env_id)
         run_dir = out / "runs" / algo / tag / seed
         own = read_run_state(out / "state" / algo / tag / f"{seed}.json")
         if run["status"] in ("done", "failed"):

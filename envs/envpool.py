@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector.utils import batch_space
 
 from envs.errors import check_known
 
@@ -42,8 +43,9 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
         self._pool = self._build(0)
         self.single_observation_space = self._pool.single_observation_space
         self.single_action_space = self._pool.single_action_space
-        self.observation_space = self._pool.observation_space
-        self.action_space = self._pool.action_space
+        # EnvPool's own spaces are one env's; a VectorEnv's are the batch's, as Gymnasium's are
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
         self.metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
 
     def _build(self, seed: int):

@@ -1215,6 +1215,7 @@ def all_rows() -> list[Row]:
         claims_brax,
         claims_cheap,
         claims_family_1m,
+        claims_spo_reference,
     )
     from paper_figures.claims_fpo_under import rows as fpo_under_rows
     from paper_figures.claims_hard_starts import rows as hard_start_rows
@@ -1227,6 +1228,7 @@ def all_rows() -> list[Row]:
     rows = (
         trust_region_rows()
         + claims_family_1m.rows(read)
+        + claims_spo_reference.rows(read)
         + depth_rows()
         + gae_rows()
         + retrace_rows()

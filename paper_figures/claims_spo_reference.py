@@ -24,27 +24,28 @@ SETTING = (
     "per batch, 4 minibatches x 10 epochs, lr 3e-4 decayed, no entropy bonus, timeouts as "
     "terminal; one observation normaliser over the 8 envs where the reference keeps one per env"
 )
-# (our CSV, the CleanRL-setting CSV at the same budget, the id of its E1-SPO row, our row's id)
-STUDIES = [
-    ("spo_reference_300k", "trust_region_family", "E1-SPO", "E1-SPO-ref"),
-    ("spo_reference_1m", "trust_region_family_1m", "E1-SPO-1M", "E1-SPO-ref-1M"),
-]
+# (our CSV, the CleanRL-setting CSV at the same budget, the id of its E1-SPO row, whether that
+# row has per-task rows <id>-<task> beside it, our row's id)
+AT_300K = ("spo_reference_300k", "trust_region_family", "E1-SPO", True, "E1-SPO-ref")
+AT_1M = ("spo_reference_1m", "trust_region_family_1m", "E1-SPO-1M", False, "E1-SPO-ref-1M")
+STUDIES = [AT_300K]  # the committed ones
 
 
-def rows(read) -> list[Row]:
+def rows(read, studies=STUDIES) -> list[Row]:
     """Per study: SPO vs PPO pooled over its tasks, then (with several) one row per task."""
     _, paper, claim, a, b, theirs = next(p for p in E1_PAIRS if p[0] == "E1-SPO")
     out = []
-    for name, before_name, was_id, rid in STUDIES:
+    for name, before_name, was_id, per_task, rid in studies:
         runs, before = read(f"{name}.csv"), read(f"{before_name}.csv")
         envs = sorted({r["env_id"] for r in runs})
         tasks = [e.removeprefix("envpool:") for e in envs]
         budget = with_theirs(_family_setting(runs)[2], theirs)
         steps, files = int(runs[0]["steps"]), f"{name}.csv, {before_name}.csv"
         n_seeds = len({r["seed"] for r in runs})
-        studies = [(rid, envs, tasks, was_id)]
+        several = per_task and len({r["env_id"] for r in before}) > 1
+        studies = [(rid, envs, tasks, _was_row(was_id, tasks, several))]
         if len(envs) > 1:
-            studies += [(f"{rid}-{t.split('-')[0]}", [e], [t], f"{was_id}-{t.split('-')[0]}")
+            studies += [(f"{rid}-{t.split('-')[0]}", [e], [t], _was_row(was_id, [t], several))
                         for e, t in zip(envs, tasks)]  # fmt: skip
         for row_id, row_envs, row_tasks, row_was in studies:
             d = normalised_diffs(runs, "final_eval_return", a, b, row_envs)
@@ -63,3 +64,9 @@ def rows(read) -> list[Row]:
             out.append(Row(row_id, paper, claim_here, E1_SETTINGS["E1-SPO"], where, budget, seeds,
                            E1_METRIC, stat, verdict, det, files))  # fmt: skip
     return out
+
+
+def _was_row(was_id: str, tasks: list[str], several: bool) -> str:
+    """The ledger row of the same comparison in CleanRL's setting: for one task of several there,
+    that task's row, else the pooled one."""
+    return f"{was_id}-{tasks[0].split('-')[0]}" if len(tasks) == 1 and several else was_id

@@ -39,7 +39,7 @@ import numpy as np
 
 from controlrl import plots, stats
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig, differing_flags, read_rows, run_sweep
+from controlrl.experiment import SweepConfig, differing_flags, env_tag, read_rows, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -156,7 +156,8 @@ def collect(args, algos: list[str], env_ids: list[str], depths: list[int]) -> li
             if depth == 2 and args.shallow_from is not None:
                 root = args.shallow_from / algo
             for env_id in env_ids:
-                for done in sorted((root / "runs" / algo / env_id).glob("seed*/final_eval.json")):
+                runs = root / "runs" / algo / env_tag(env_id)
+                for done in sorted(runs.glob("seed*/final_eval.json")):
                     run_dir = done.parent
                     if depth == 2 and args.shallow_from is not None:
                         check_shallow(run_dir, algo, args)

@@ -29,7 +29,7 @@ import numpy as np
 
 from controlrl import experiment, plots
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig, run_sweep
+from controlrl.experiment import SweepConfig, env_tag, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 ALGOS = ("fpo", "ppo")
@@ -50,7 +50,7 @@ def results(args) -> list[dict]:
     out = []
     for env in args.envs:
         for algo in ALGOS:
-            base = args.sweep_dir / "runs" / algo / env.replace(":", "_")
+            base = args.sweep_dir / "runs" / algo / env_tag(env)
             for done in sorted(base.glob("seed*/final_eval.json")):
                 final = json.loads(done.read_text())
                 steps, returns = plots.read_metrics(done.parent, "eval/return")

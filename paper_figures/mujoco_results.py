@@ -29,7 +29,7 @@ import numpy as np
 
 from controlrl import plots, stats
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig, read_rows, run_sweep
+from controlrl.experiment import SweepConfig, env_tag, read_rows, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     rows, curves = [], {}
     for sweep_dir, envs_, _ in groups_:
         for env_id in envs_:
-            env_dir = sweep_dir / "runs" / args.algo / env_id.replace(":", "_")
+            env_dir = sweep_dir / "runs" / args.algo / env_tag(env_id)
             done = sorted(env_dir.glob("seed*/final_eval.json"))
             for path in done:
                 run_dir, final = path.parent, json.loads(path.read_text())

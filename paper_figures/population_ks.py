@@ -99,12 +99,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.paired_dir is None:
         args.paired_dir = bench_dir / ("none" if args.toy else "population1000")
     import envs
-    from controlrl.experiment import SweepConfig, run_sweep
+    from controlrl.experiment import SweepConfig, env_tag, run_sweep
 
     optimal = float(envs.make(ENV, 1, seed=0).optimal_reward)  # asked of the env
     config = SweepConfig([args.algo], [ENV], args.singles, args.samples, extra)
     runs = run_sweep(config, args.sweep_dir, workers=args.workers)
-    base = args.sweep_dir / "runs" / args.algo / ENV.replace(":", "_")
+    base = args.sweep_dir / "runs" / args.algo / env_tag(ENV)
     singles = {
         seed: final_success(
             read_rows(base / f"seed{seed}" / "metrics.csv"), args.final_window, optimal

@@ -29,7 +29,7 @@ import numpy as np
 
 from controlrl import plots
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig, run_sweep
+from controlrl.experiment import SweepConfig, env_tag, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS = ROOT / "paper_figures" / "peers"
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
             failed = [k for k, v in runs.items() if v["status"] == "failed"]
             if failed:
                 print(f"warning: failed runs {failed}; see {sweep_dir}/sweep.json", flush=True)
-        env_dir = sweep_dir / "runs" / algo / args.env_id.replace(":", "_")
+        env_dir = sweep_dir / "runs" / algo / env_tag(args.env_id)
         for path in sorted(env_dir.glob("seed*/final_eval.json")):
             run_dir, final = path.parent, json.loads(path.read_text())
             curves.setdefault(label, []).append(plots.read_metrics(run_dir, "train/episode_return"))

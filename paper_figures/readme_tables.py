@@ -1346,6 +1346,11 @@ def trust_region_family_1m(read: Read) -> str:
     return _family(read, "trust_region_family_1m")
 
 
+@table("spo-reference-300k")
+def spo_reference_300k(read: Read) -> str:
+    return _family(read, "spo_reference_300k")
+
+
 @table("brax-pipeline")
 def brax_pipeline(read: Read) -> str:
     rows = read("brax_pipeline_check.csv")

@@ -32,8 +32,11 @@ alone with --keep-committed --seeds 5 --total-timesteps 49152 --name trust_regio
 --sweep-dir runs/none (a directory without runs). The PPO paper's budget, 1M steps, on Hopper-v5
 alone is trust_region_family_1m.csv (_curves, _iqm, .png): --train --algos ppo,trpo,spo,fixpo,bpo
 --envs Hopper-v5 --seeds 7 --total-timesteps 1000000 --workers 2 --sweep-dir
-runs/sweeps/trust_region_family_1m --name trust_region_family_1m -- --eval-episodes 10. To rerun one
-algorithm only and keep the others' committed results:
+runs/sweeps/trust_region_family_1m --name trust_region_family_1m -- --eval-episodes 10. PPO and SPO
+in the SPO reference's own setting are spo_reference_300k.csv (_curves, _iqm, .png): --train
+--protocol spo-reference --algos ppo,spo --envs envpool:Hopper-v5 --seeds 7 --total-timesteps
+300000 --workers 2 --sweep-dir runs/sweeps/spo_reference_300k --name spo_reference_300k --
+--eval-episodes 10. To rerun one algorithm only and keep the others' committed results:
 
     python paper_figures/trust_region_family.py --train --algos fixpo --out runs/fixpo ...
     python paper_figures/trust_region_family.py --keep-committed ...   # same --sweep-dir
@@ -61,7 +64,7 @@ import numpy as np
 import envs
 from controlrl import plots, stats
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig, run_sweep
+from controlrl.experiment import SweepConfig, env_tag, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 BAND = "95% bootstrap CI over seeds (min-max range below 5 seeds)"
@@ -148,7 +151,7 @@ def collect(args, algos, env_ids) -> list[dict]:
     runs = []
     for algo in algos:
         for env_id in env_ids:
-            base = args.sweep_dir / algo / "runs" / algo / env_id
+            base = args.sweep_dir / algo / "runs" / algo / env_tag(env_id)
             for done in sorted(base.glob("seed*/final_eval.json")):
                 run_dir = done.parent
                 final = json.loads(done.read_text())
@@ -366,14 +369,16 @@ def main(argv: list[str] | None = None) -> None:
             ],
         ):
             groups = {a: c for a, c in diag.get(col, {}).items() if any(len(s) for s, _ in c)}
-            if groups:  # the same colour per algorithm as in the other panels
-                ax.set_prop_cycle(color=[colours[algos.index(a) % len(colours)] for a in groups])
+            if not groups:  # e.g. no FixPO in the figure: no empty panel
+                ax.axis("off")
+                continue
+            # the same colour per algorithm as in the other panels
+            ax.set_prop_cycle(color=[colours[algos.index(a) % len(colours)] for a in groups])
             plots.plot_curves(ax, groups, smooth_window=3, band_in_legend=False)
             ax.set_title(f"{label}, all envs' runs", fontsize=8)  # n counts runs, not seeds
             if col == "kl_max":
                 ax.set_yscale("log")
-            if groups:
-                ax.legend(fontsize=6)
+            ax.legend(fontsize=6)
         note = f"; no curves on disk for {', '.join(no_curves)} (final rows only)" * bool(no_curves)
         fig.suptitle(
             f"trust-region family, {args.total_timesteps:,} steps, protocol {args.protocol}, "

@@ -28,6 +28,20 @@ def test_spaces_and_same_seed_same_first_100_steps():
     assert not np.array_equal(a, run(6))
 
 
+def test_batch_spaces_are_the_batchs_as_gymnasiums_are():
+    """observation_space and action_space of a VectorEnv hold the whole batch: a sample of the
+    action space is one step's actions for every env."""
+    vec, ref = envs.make("envpool:Hopper-v5", 2, seed=0), envs.make("Hopper-v5", 2, seed=0)
+    assert vec.action_space.shape == ref.action_space.shape == (2, 3)
+    assert vec.observation_space.shape == ref.observation_space.shape == (2, 11)
+    vec.action_space.seed(0)
+    vec.reset(seed=0)
+    _, reward, *_ = vec.step(vec.action_space.sample())
+    assert reward.shape == (2,)
+    vec.close()
+    ref.close()
+
+
 def test_termination_resets_in_the_same_step():
     vec = envs.make("envpool:Hopper-v5", 4, seed=0)
     vec.reset(seed=0)

@@ -578,7 +578,7 @@ def test_spo_in_its_own_setting_is_set_beside_the_same_pair_in_cleanrls(claims):
         "trust_region_family_1m.csv": runs(["Hopper-v5"], 1.0, 999424)
         + runs(["Walker2d-v5"], -9.0, 999424),
     }
-    out = {r.id: r for r in ref.rows(tables.__getitem__)}
+    out = {r.id: r for r in ref.rows(tables.__getitem__, [ref.AT_300K, ref.AT_1M])}
     assert list(out) == ["E1-SPO-ref", "E1-SPO-ref-HalfCheetah", "E1-SPO-ref-Hopper",
                          "E1-SPO-ref-Walker2d", "E1-SPO-ref-1M"]  # fmt: skip
     pooled, walker, at_1m = out["E1-SPO-ref"], out["E1-SPO-ref-Walker2d"], out["E1-SPO-ref-1M"]
@@ -597,6 +597,14 @@ def test_spo_in_its_own_setting_is_set_beside_the_same_pair_in_cleanrls(claims):
     assert "not rerun" not in pooled.our_setting
     assert claims.SPO_BUDGET in at_1m.budget and "0.4 CPU-hours" in at_1m.budget
     assert at_1m.evidence == "spo_reference_1m.csv, trust_region_family_1m.csv"
+    # one task of the three that ran in CleanRL's setting: its per-task row is the old verdict
+    tables["spo_reference_300k.csv"] = runs(["envpool:Walker2d-v5"], -1.0, 299008)
+    (alone,) = ref.rows(tables.__getitem__, [ref.AT_300K])
+    assert alone.id == "E1-SPO-ref" and alone.verdict == claims.FAILS
+    assert "was holds in CleanRL's setting" in alone.our_setting
+    assert alone.our_setting.endswith(
+        "at 299,008 steps (7 pairs, row E1-SPO-Walker2d) -> does not hold in the paper's"
+    )
     # the words are the flags the sweeps ran with
     path = claims.ROOT / "paper_figures" / "trust_region_family.py"
     spec = importlib.util.spec_from_file_location("trust_region_family", path)

@@ -67,6 +67,8 @@ COMMITTED = {  # the committed family figures and the flags that made them
     "trust_region_family_49k": ["--seeds", "5", "--total-timesteps", "49152"],
     "trust_region_family_1m": [*FIVE, "--envs", "Hopper-v5", "--seeds", "7", "--total-timesteps",
                                "1000000"],
+    "spo_reference_300k": ["--protocol", "spo-reference", "--algos", "ppo,spo", "--envs",
+                           "envpool:Hopper-v5", "--seeds", "7", "--total-timesteps", "300000"],
 }  # fmt: skip
 
 
