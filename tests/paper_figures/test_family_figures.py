@@ -88,6 +88,37 @@ def test_committed_family_figure_redraws_from_its_csvs_alone(name, tmp_path):
         assert (tmp_path / f).read_bytes() == (out / f).read_bytes(), f
 
 
+def test_runs_of_a_backend_id_are_found_where_the_sweep_writes_them(tmp_path):
+    """An 'envpool:<id>' run lives in the directory the sweep runner plans for it: the family
+    and depth scripts read it back from there (a colon is no path character)."""
+    import argparse
+    import json
+
+    from controlrl import experiment
+
+    env = "envpool:Hopper-v5"
+    config = experiment.SweepConfig(["ppo"], [env], 1, 4096)
+    (task,) = experiment.plan(config, tmp_path / "ppo")
+    run = Path(task.run_dir)
+    run.mkdir(parents=True)
+    (run / "final_eval.json").write_text(json.dumps({"step": 4096, "eval_return_mean": 7.0}))
+    (run / "metrics.csv").write_text(
+        "step,train/episode_return,train/episodes,train/ratio_dev_mean,train/ratio_dev_max,"
+        "train/kl_max\n4096,5.0,2,0.1,0.2,0.01\n"
+    )
+    (run / "timing.csv").write_text("step,time/rollout_s,time/update_s\n4096,1.0,2.0\n")
+    fam = _load("trust_region_family")
+    args = argparse.Namespace(sweep_dir=tmp_path, final_window=4096)
+    (found,) = fam.collect(args, ["ppo"], [env])
+    assert found["row"]["env_id"] == env and found["row"]["final_eval_return"] == 7.0
+    depth = _load("depth_sweep")
+    args = argparse.Namespace(sweep_dir=tmp_path, final_window=4096, shallow_from=None)
+    (tmp_path / "d4").mkdir()
+    (tmp_path / "ppo").rename(tmp_path / "d4" / "ppo")
+    (row,) = depth.collect(args, ["ppo"], [env], [4])
+    assert row["env_id"] == env and row["steps"] == 4096 and row["train_s"] == 3.0
+
+
 def _load(name: str):
     """paper_figures/<name>.py, a script, not in a package."""
     spec = importlib.util.spec_from_file_location(name, ROOT / "paper_figures" / f"{name}.py")
