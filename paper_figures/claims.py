@@ -431,12 +431,16 @@ def depth_budget(rows) -> str:
     )
 
 
-def depth_setting(envs, depths) -> str:
+def depth_setting(rows) -> str:
     """E2's transplant in words: the tasks, the two depths, the nets and the layout."""
+    envs = sorted({r["env_id"] for r in rows})
+    sizes = {int(r["depth"]): r["hidden_sizes"] for r in rows}
+    lo, hi = min(sizes), max(sizes)
+    deep = ", the SPO reference's 7-layer policy (six hidden layers) with one more 64-unit layer"
     return (
-        f"transplant: {', '.join(envs)}, policy depth {depths[0]} vs {depths[-1]} hidden "
-        f"layers (SPO's 7-layer policy; critics 64-64 as in the paper; {layout('ppo')})"
-        f"{cut_tasks(envs)}"
+        f"transplant: {', '.join(envs)}, policy depth {lo} vs {hi} hidden layers ({sizes[lo]} vs "
+        f"{sizes[hi]}{deep * (sizes[hi] == '256-256-128-128-64-64-64')}; critics 64-64 as in the "
+        f"paper; {layout('ppo')}){cut_tasks(envs)}"
     )
 
 
@@ -444,7 +448,6 @@ def depth_rows() -> list[Row]:
     """E2 pooled over the tasks of depth_sweep.csv, then (with several) one row per task."""
     rows, old = read("depth_sweep.csv"), read("depth_sweep_49k.csv")
     envs = sorted({r["env_id"] for r in rows})
-    depths = sorted({int(r["depth"]) for r in rows})
     diffs = _depth_gap(rows)
     stat, verdict, det = paired_verdict(diffs, ".4g")
     was = paired_verdict(_depth_gap(old), ".4g")[1]
@@ -465,7 +468,7 @@ def depth_rows() -> list[Row]:
                             where, budget, f"{d.size} pairs", E2_METRIC, e_stat, e_verdict, e_det,
                             files))  # fmt: skip
     where = (
-        f"{depth_setting(envs, depths)}; was {was} at 49,152 steps ({old_envs}, {n_old} seeds)"
+        f"{depth_setting(rows)}; was {was} at 49,152 steps ({old_envs}, {n_old} seeds)"
         + grown_text("E2", verdict, envs, {r.id: r.verdict for r in per_task})
     )
     n = f"{n_seeds} per task, {diffs.size} pairs"
@@ -1230,6 +1233,7 @@ def all_rows() -> list[Row]:
         + claims_family_1m.rows(read)
         + claims_spo_reference.rows(read)
         + depth_rows()
+        + claims_family_1m.depth_rows(read)
         + gae_rows()
         + retrace_rows()
         + iql_rows()

@@ -772,6 +772,11 @@ def depth(read: Read) -> str:
     return _depth(read, "depth_sweep")
 
 
+@table("depth-1m")
+def depth_1m(read: Read) -> str:
+    return _depth(read, "depth_sweep_1m")
+
+
 def _depth(read: Read, name: str) -> str:
     """Per depth: each algorithm's mean |r - 1| and its final training return on each task."""
     rows = read(f"{name}.csv")

@@ -143,7 +143,13 @@ def test_depth_rows_pool_the_tasks_then_give_each_task_its_row(claims):
         for seed in range(1, 8):
             for depth, spo in (("2", 100.0), ("7", 100.0 + sign * (10 + seed))):
                 for algo, value in (("spo", spo), ("ppo", 100.0)):
-                    run = {"algo": algo, "env_id": env, "seed": seed, "depth": depth}
+                    run = {
+                        "algo": algo,
+                        "env_id": env,
+                        "seed": seed,
+                        "depth": depth,
+                        "hidden_sizes": "64-64" if depth == "2" else "64-64-64-64-64-64-64",
+                    }
                     rows.append({**run, "steps": 1000, "final_eval_return": value, "train_s": 1})
     with (claims.OUT / "depth_sweep.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -534,8 +540,10 @@ def test_e2_at_1m_restates_the_depth_gap_on_its_tasks_beside_the_300k_verdict(cl
     from paper_figures import claims_family_1m
 
     def runs(steps, sign, envs):  # SPO - PPO grows (sign > 0) by seed from depth 2 to depth 7
+        nets = {"2": "64-64", "7": "256-256-128-128-64-64-64"}
         return [{"algo": algo, "env_id": e, "seed": str(s), "depth": depth, "steps": str(steps),
-                 "train_s": "600", "final_eval_return": str(1000 + (algo == "spo") * gap)}
+                 "hidden_sizes": nets[depth], "train_s": "600",
+                 "final_eval_return": str(1000 + (algo == "spo") * gap)}
                 for e in envs for s in range(1, 8) for depth, gap in (("2", 0.0), ("7", sign * s))
                 for algo in ("spo", "ppo")]  # fmt: skip
 
@@ -544,18 +552,26 @@ def test_e2_at_1m_restates_the_depth_gap_on_its_tasks_beside_the_300k_verdict(cl
         # at 300k the gap shrinks on Hopper and grows on Walker2d: only Hopper may enter
         "depth_sweep.csv": runs(299008, -1.0, ["Hopper-v5"]) + runs(299008, 50.0, ["Walker2d-v5"]),
     }
-    (row,) = claims_family_1m.depth_rows(tables.__getitem__)
+    row, deep = claims_family_1m.depth_rows(tables.__getitem__)
     assert row.id == "E2-1M" and row.claim == claims.E2_CLAIM
     assert row.verdict == claims.HOLDS and row.seeds == "7 per task, 7 pairs"
     assert "; was does not hold on Hopper-v5 at 299,008 steps (7 pairs, row E2-Hopper)" in (
         row.our_setting
     )
     assert row.our_setting.endswith("-> holds at 999,424 steps")
-    assert "policy depth 2 vs 7 hidden layers" in row.our_setting
+    assert "policy depth 2 vs 7 hidden layers (64-64 vs 256-256-128-128-64-64-64, the SPO" in (
+        row.our_setting
+    )
     assert "HalfCheetah-v5 and Walker2d-v5 not rerun at this budget" in row.our_setting
     assert row.budget.startswith("ours 999,424 env steps per run; 4.7 CPU-hours")
     assert claims.SPO_BUDGET in row.budget
     assert row.evidence == "depth_sweep_1m.csv, depth_sweep.csv"
+    # SPO vs PPO both deep: every seed's SPO above PPO at 1M, below at 300k on Hopper
+    assert deep.id == "E2-deep-1M" and deep.verdict == claims.HOLDS and "p=0.0156" in deep.statistic
+    assert "was does not hold on Hopper-v5 at 299,008 steps (7 pairs, the depth-7 runs" in (
+        deep.our_setting
+    )
+    assert deep.our_setting.endswith("-> holds at 999,424 steps") and deep.budget == row.budget
 
 
 def test_spo_in_its_own_setting_is_set_beside_the_same_pair_in_cleanrls(claims):
