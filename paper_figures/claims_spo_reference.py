@@ -28,7 +28,7 @@ SETTING = (
 # row has per-task rows <id>-<task> beside it, our row's id)
 AT_300K = ("spo_reference_300k", "trust_region_family", "E1-SPO", True, "E1-SPO-ref")
 AT_1M = ("spo_reference_1m", "trust_region_family_1m", "E1-SPO-1M", False, "E1-SPO-ref-1M")
-STUDIES = [AT_300K]  # the committed ones
+STUDIES = [AT_300K, AT_1M]
 
 
 def rows(read, studies=STUDIES) -> list[Row]:

@@ -1356,6 +1356,11 @@ def spo_reference_300k(read: Read) -> str:
     return _family(read, "spo_reference_300k")
 
 
+@table("spo-reference-1m")
+def spo_reference_1m(read: Read) -> str:
+    return _family(read, "spo_reference_1m")
+
+
 @table("brax-pipeline")
 def brax_pipeline(read: Read) -> str:
     rows = read("brax_pipeline_check.csv")

@@ -69,6 +69,8 @@ COMMITTED = {  # the committed family figures and the flags that made them
                                "1000000"],
     "spo_reference_300k": ["--protocol", "spo-reference", "--algos", "ppo,spo", "--envs",
                            "envpool:Hopper-v5", "--seeds", "7", "--total-timesteps", "300000"],
+    "spo_reference_1m": ["--protocol", "spo-reference", "--algos", "ppo,spo", "--envs",
+                         "envpool:Hopper-v5", "--seeds", "7", "--total-timesteps", "1000000"],
 }  # fmt: skip
 
 
