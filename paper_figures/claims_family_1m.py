@@ -1,8 +1,8 @@
 """Ledger rows of E1 and E2 at 1M env steps per run (the PPO paper's budget): each E1 paired
-comparison on the tasks of trust_region_family_1m.csv, and E2's depth gap on the tasks of
-depth_sweep_1m.csv (whose depth-2 runs are that family's), each beside the verdict of the same
-comparison on the same tasks at 300k steps (trust_region_family.csv, depth_sweep.csv), paired
-over seeds on the final deterministic evaluation return."""
+comparison on the tasks of trust_region_family_1m.csv, and E2's depth gap and SPO vs PPO with the
+deep policy on the tasks of depth_sweep_1m.csv (whose depth-2 runs are that family's), each beside
+the verdict of the same comparison on the same tasks at 300k steps (trust_region_family.csv,
+depth_sweep.csv), paired over seeds on the final deterministic evaluation return."""
 
 from __future__ import annotations
 

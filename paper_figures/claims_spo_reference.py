@@ -43,11 +43,11 @@ def rows(read, studies=STUDIES) -> list[Row]:
         steps, files = int(runs[0]["steps"]), f"{name}.csv, {before_name}.csv"
         n_seeds = len({r["seed"] for r in runs})
         several = per_task and len({r["env_id"] for r in before}) > 1
-        studies = [(rid, envs, tasks, _was_row(was_id, tasks, several))]
+        cases = [(rid, envs, tasks, _was_row(was_id, tasks, several))]
         if len(envs) > 1:
-            studies += [(f"{rid}-{t.split('-')[0]}", [e], [t], _was_row(was_id, [t], several))
+            cases += [(f"{rid}-{t.split('-')[0]}", [e], [t], _was_row(was_id, [t], several))
                         for e, t in zip(envs, tasks)]  # fmt: skip
-        for row_id, row_envs, row_tasks, row_was in studies:
+        for row_id, row_envs, row_tasks, row_was in cases:
             d = normalised_diffs(runs, "final_eval_return", a, b, row_envs)
             stat, verdict, det = paired_verdict(d)
             was_d = normalised_diffs(before, "final_eval_return", a, b, row_tasks)
