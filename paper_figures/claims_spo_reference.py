@@ -1,7 +1,9 @@
 """Ledger rows of SPO vs PPO in the SPO reference's own MuJoCo setting (trust_region_family.py
 --protocol spo-reference, on EnvPool, whose v5 ids are Gymnasium's tasks): each beside the same
 pair at the same budget on the same tasks in CleanRL's setting (E1-SPO at 300k, E1-SPO-1M), so
-that only the setting differs; paired over seeds on the final deterministic evaluation return."""
+that only the setting differs; then one factor of CleanRL's setting at a time in the reference's
+own, each beside the reference's own at the same budget; paired over seeds on the final
+deterministic evaluation return."""
 
 from __future__ import annotations
 
@@ -29,6 +31,13 @@ SETTING = (
 AT_300K = ("spo_reference_300k", "trust_region_family", "E1-SPO", True, "E1-SPO-ref")
 AT_1M = ("spo_reference_1m", "trust_region_family_1m", "E1-SPO-1M", False, "E1-SPO-ref-1M")
 STUDIES = [AT_300K, AT_1M]
+# One factor of CleanRL's setting put into the reference's, at 1M steps on Hopper-v5: (our CSV,
+# (the reference's words in SETTING, CleanRL's that replace them), our row's id)
+EPOCHS, BATCH = 10, 2048  # the reference's, kept by every study here
+MB32 = ("spo_reference_mb32_1m", ("4 minibatches", "32 minibatches"), "E1-SPO-ref-1M-mb32")
+LAYOUT = ("spo_reference_1x2048_1m", ("8 envs x 256 steps", "1 env x 2,048 steps"),
+          "E1-SPO-ref-1M-1x2048")  # fmt: skip
+ABLATIONS = [MB32, LAYOUT]
 
 
 def rows(read, studies=STUDIES) -> list[Row]:
@@ -47,6 +56,7 @@ def rows(read, studies=STUDIES) -> list[Row]:
         if len(envs) > 1:
             cases += [(f"{rid}-{t.split('-')[0]}", [e], [t], _was_row(was_id, [t], several))
                         for e, t in zip(envs, tasks)]  # fmt: skip
+        _check_minibatches(runs, SETTING)
         for row_id, row_envs, row_tasks, row_was in cases:
             d = normalised_diffs(runs, "final_eval_return", a, b, row_envs)
             stat, verdict, det = paired_verdict(d)
@@ -64,6 +74,52 @@ def rows(read, studies=STUDIES) -> list[Row]:
             out.append(Row(row_id, paper, claim_here, E1_SETTINGS["E1-SPO"], where, budget, seeds,
                            E1_METRIC, stat, verdict, det, files))  # fmt: skip
     return out
+
+
+def ablation_rows(read, ablations=ABLATIONS) -> list[Row]:
+    """Per ablation: SPO vs PPO on Hopper at 1M in the reference's setting with one factor of
+    CleanRL's, beside the same pair in the reference's own (row E1-SPO-ref-1M)."""
+    _, paper, claim, a, b, theirs = next(p for p in E1_PAIRS if p[0] == "E1-SPO")
+    name, _, _, _, was_id = AT_1M
+    before = read(f"{name}.csv")
+    out = []
+    for name, (old, new), rid in ablations:
+        runs = read(f"{name}.csv")
+        setting = SETTING.replace(old, new)
+        if setting == SETTING:
+            raise ValueError(f"{rid}: {old!r} is not in the reference's setting")
+        _check_minibatches(runs, setting)
+        envs = sorted({r["env_id"] for r in runs})
+        steps = int(runs[0]["steps"])
+        if steps != int(before[0]["steps"]) or envs != sorted({r["env_id"] for r in before}):
+            raise ValueError(f"{name}.csv and {AT_1M[0]}.csv ran different tasks or budgets")
+        d = normalised_diffs(runs, "final_eval_return", a, b, envs)
+        stat, verdict, det = paired_verdict(d)
+        was_d = normalised_diffs(before, "final_eval_return", a, b, envs)
+        where = (
+            f"the paper's own setting with one factor of CleanRL's ({new} for {old}), at "
+            f"{steps:,} of its 10,000,000 steps: {setting}; on EnvPool ({', '.join(envs)})"
+            f"{cut_tasks([e.removeprefix('envpool:') for e in envs])}; was "
+            f"{paired_verdict(was_d)[1]} in the paper's own setting ({was_d.size} pairs, row "
+            f"{was_id}) -> {verdict} with {new}"
+        )
+        budget = with_theirs(_family_setting(runs)[2], theirs)
+        seeds = f"{len({r['seed'] for r in runs})} per task, {d.size} pairs"
+        out.append(Row(rid, paper, claim, E1_SETTINGS["E1-SPO"], where, budget, seeds, E1_METRIC,
+                       stat, verdict, det, f"{name}.csv, {AT_1M[0]}.csv"))  # fmt: skip
+    return out
+
+
+def _check_minibatches(runs, setting: str) -> None:
+    """The minibatch count the row's words state is the one every run's gradient steps show."""
+    for r in runs:
+        updates = int(r["steps"]) // BATCH
+        mb = float(r["grad_steps"]) / (EPOCHS * updates)
+        if f"{mb:g} minibatches x {EPOCHS} epochs" not in setting:
+            raise ValueError(
+                f"{r['algo']} seed {r['seed']} took {mb:g} minibatches per epoch; the row says "
+                f"{setting!r}"
+            )
 
 
 def _was_row(was_id: str, tasks: list[str], several: bool) -> str:

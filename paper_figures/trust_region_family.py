@@ -102,6 +102,18 @@ def default_algos() -> str:
     return ",".join(a for a in names if (ROOT / "algos" / f"{a}.py").exists())
 
 
+def setting_flags(extra: list[str]) -> str:
+    """' + <flags>' for the flags after -- that change the training setting (evaluation's
+    do not), so that a figure names what its runs changed from the protocol; else ''."""
+    kept, skip = [], False
+    for flag in extra:
+        if skip or flag.startswith("--eval"):
+            skip = not skip and flag.startswith("--eval") and "=" not in flag
+            continue
+        kept.append(flag)
+    return f" + {' '.join(kept)}" if kept else ""
+
+
 def column_mean(run_dir: Path, column: str, reduce=np.mean) -> float:
     """A metrics column reduced over all updates; nan when the run does not log it."""
     try:
@@ -383,8 +395,8 @@ def main(argv: list[str] | None = None) -> None:
             ax.legend(fontsize=6)
         note = f"; no curves on disk for {', '.join(no_curves)} (final rows only)" * bool(no_curves)
         fig.suptitle(
-            f"trust-region family, {args.total_timesteps:,} steps, protocol {args.protocol}, "
-            f"mean and {BAND}{note}",
+            f"trust-region family, {args.total_timesteps:,} steps, protocol {args.protocol}"
+            f"{setting_flags(args.extra)}, mean and {BAND}{note}",
             fontsize=9,
         )
         fig.tight_layout()

@@ -581,7 +581,8 @@ def test_spo_in_its_own_setting_is_set_beside_the_same_pair_in_cleanrls(claims):
 
     def runs(envs, sign, steps):  # spo - ppo = sign * seed on every env
         return [{"algo": algo, "env_id": e, "seed": str(s), "steps": str(steps), "train_s": "100",
-                 "final_eval_return": str(1000 + (algo == "spo") * sign * s)}
+                 "final_eval_return": str(1000 + (algo == "spo") * sign * s),
+                 "grad_steps": str(steps // 2048 * 40)}
                 for e in envs for s in range(1, 8) for algo in ("spo", "ppo")]  # fmt: skip
 
     ours = ["envpool:HalfCheetah-v5", "envpool:Hopper-v5", "envpool:Walker2d-v5"]
@@ -634,6 +635,44 @@ def test_spo_in_its_own_setting_is_set_beside_the_same_pair_in_cleanrls(claims):
                         ("64-64 critic", "--critic-hidden-sizes 64 64 "),
                         ("timeouts as terminal", "--truncation-as-terminal ")):  # fmt: skip
         assert words in ref.SETTING and flag in flags, flag
+    # a CSV whose runs took other minibatches than the words say is refused
+    tables["spo_reference_1m.csv"][3]["grad_steps"] = str(999424 // 2048 * 320)
+    with pytest.raises(ValueError, match="ppo seed 2 took 32 minibatches per epoch"):
+        ref.rows(tables.__getitem__, [ref.AT_1M])
+
+
+def test_one_factor_of_cleanrls_setting_is_set_beside_the_spo_references_own(claims):
+    from paper_figures import claims_spo_reference as ref
+
+    def runs(sign, minibatches, envs=("envpool:Hopper-v5",), steps=999424):
+        return [{"algo": algo, "env_id": e, "seed": str(s), "steps": str(steps), "train_s": "360",
+                 "final_eval_return": str(1000 + (algo == "spo") * sign * s),
+                 "grad_steps": str(steps // 2048 * 10 * minibatches)}
+                for e in envs for s in range(1, 8) for algo in ("spo", "ppo")]  # fmt: skip
+
+    tables = {"spo_reference_1m.csv": runs(-1.0, 4), "spo_reference_mb32_1m.csv": runs(1.0, 32),
+              "spo_reference_1x2048_1m.csv": runs(0.0, 4)}  # fmt: skip
+    mb32, wide = ref.ablation_rows(tables.__getitem__)
+    assert (mb32.id, wide.id) == ("E1-SPO-ref-1M-mb32", "E1-SPO-ref-1M-1x2048")
+    assert mb32.verdict == claims.HOLDS and wide.verdict == claims.INCONCLUSIVE
+    assert mb32.claim == "SPO outperforms PPO" and mb32.seeds == "7 per task, 7 pairs"
+    assert mb32.our_setting.startswith(
+        "the paper's own setting with one factor of CleanRL's (32 minibatches for 4 minibatches)"
+    )
+    assert "8 envs x 256 steps per batch, 32 minibatches x 10 epochs" in mb32.our_setting
+    assert "1 env x 2,048 steps per batch, 4 minibatches x 10 epochs" in wide.our_setting
+    was = "was does not hold in the paper's own setting (7 pairs, row E1-SPO-ref-1M) -> holds "
+    assert was in mb32.our_setting
+    assert "HalfCheetah-v5 and Walker2d-v5 not rerun" in mb32.our_setting
+    assert "1.4 CPU-hours" in mb32.budget and claims.SPO_BUDGET in mb32.budget
+    assert mb32.evidence == "spo_reference_mb32_1m.csv, spo_reference_1m.csv"
+    # the words are checked against the runs' gradient steps, and the budgets against each other
+    tables["spo_reference_mb32_1m.csv"] = runs(1.0, 4)
+    with pytest.raises(ValueError, match="took 4 minibatches per epoch"):
+        ref.ablation_rows(tables.__getitem__, [ref.MB32])
+    tables["spo_reference_mb32_1m.csv"] = runs(1.0, 32, steps=299008)
+    with pytest.raises(ValueError, match="different tasks or budgets"):
+        ref.ablation_rows(tables.__getitem__, [ref.MB32])
 
 
 def test_every_control_and_offline_rerun_row_states_its_compute_or_that_none_was_recorded(claims):

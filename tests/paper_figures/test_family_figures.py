@@ -74,6 +74,15 @@ COMMITTED = {  # the committed family figures and the flags that made them
 }  # fmt: skip
 
 
+def test_a_figure_names_the_flags_that_changed_its_setting_from_the_protocol():
+    fam = _load("trust_region_family")
+    assert fam.setting_flags(["--num-minibatches", "32", "--eval-episodes", "10"]) == (
+        " + --num-minibatches 32"
+    )
+    assert fam.setting_flags(["--eval-episodes", "10", "--eval-every=0"]) == ""
+    assert fam.setting_flags(["--eval-every=0", "--num-envs", "1"]) == " + --num-envs 1"
+
+
 @pytest.mark.parametrize("name", sorted(COMMITTED))
 def test_committed_family_figure_redraws_from_its_csvs_alone(name, tmp_path):
     """--keep-committed with a sweep directory without runs redraws the PNG from the committed
