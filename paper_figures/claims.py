@@ -1232,6 +1232,7 @@ def all_rows() -> list[Row]:
         trust_region_rows()
         + claims_family_1m.rows(read)
         + claims_spo_reference.rows(read)
+        + claims_spo_reference.ablation_rows(read)
         + depth_rows()
         + claims_family_1m.depth_rows(read)
         + gae_rows()

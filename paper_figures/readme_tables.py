@@ -1361,6 +1361,11 @@ def spo_reference_1m(read: Read) -> str:
     return _family(read, "spo_reference_1m")
 
 
+@table("spo-reference-mb32-1m")
+def spo_reference_mb32_1m(read: Read) -> str:
+    return _family(read, "spo_reference_mb32_1m")
+
+
 @table("brax-pipeline")
 def brax_pipeline(read: Read) -> str:
     rows = read("brax_pipeline_check.csv")

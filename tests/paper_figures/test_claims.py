@@ -652,7 +652,7 @@ def test_one_factor_of_cleanrls_setting_is_set_beside_the_spo_references_own(cla
 
     tables = {"spo_reference_1m.csv": runs(-1.0, 4), "spo_reference_mb32_1m.csv": runs(1.0, 32),
               "spo_reference_1x2048_1m.csv": runs(0.0, 4)}  # fmt: skip
-    mb32, wide = ref.ablation_rows(tables.__getitem__)
+    mb32, wide = ref.ablation_rows(tables.__getitem__, [ref.MB32, ref.LAYOUT])
     assert (mb32.id, wide.id) == ("E1-SPO-ref-1M-mb32", "E1-SPO-ref-1M-1x2048")
     assert mb32.verdict == claims.HOLDS and wide.verdict == claims.INCONCLUSIVE
     assert mb32.claim == "SPO outperforms PPO" and mb32.seeds == "7 per task, 7 pairs"

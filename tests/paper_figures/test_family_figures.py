@@ -71,7 +71,10 @@ COMMITTED = {  # the committed family figures and the flags that made them
                            "envpool:Hopper-v5", "--seeds", "7", "--total-timesteps", "300000"],
     "spo_reference_1m": ["--protocol", "spo-reference", "--algos", "ppo,spo", "--envs",
                          "envpool:Hopper-v5", "--seeds", "7", "--total-timesteps", "1000000"],
+    "spo_reference_mb32_1m": ["--protocol", "spo-reference", "--algos", "ppo,spo", "--envs",
+                              "envpool:Hopper-v5", "--seeds", "7", "--total-timesteps", "1000000"],
 }  # fmt: skip
+EXTRA = {"spo_reference_mb32_1m": ["--num-minibatches", "32"]}  # the flags after --
 
 
 def test_a_figure_names_the_flags_that_changed_its_setting_from_the_protocol():
@@ -93,7 +96,7 @@ def test_committed_family_figure_redraws_from_its_csvs_alone(name, tmp_path):
         shutil.copy(out / f, tmp_path / f)
     fam = _load("trust_region_family")
     fam.main([*COMMITTED[name], "--keep-committed", "--name", name, "--out", str(tmp_path),
-              "--sweep-dir", str(tmp_path / "none")])  # fmt: skip
+              "--sweep-dir", str(tmp_path / "none"), "--", *EXTRA.get(name, [])])  # fmt: skip
     assert (tmp_path / f"{name}.png").stat().st_size > 5000
     for f in files:
         assert (tmp_path / f).read_bytes() == (out / f).read_bytes(), f
