@@ -58,15 +58,13 @@ def rows(read, studies=STUDIES) -> list[Row]:
                         for e, t in zip(envs, tasks)]  # fmt: skip
         _check_minibatches(runs, SETTING)
         for row_id, row_envs, row_tasks, row_was in cases:
-            d = normalised_diffs(runs, "final_eval_return", a, b, row_envs)
-            stat, verdict, det = paired_verdict(d)
-            was_d = normalised_diffs(before, "final_eval_return", a, b, row_tasks)
+            d, stat, verdict, det, was, n_was = _pair(a, b, runs, row_envs, before, row_tasks)
             where = (
                 f"paper's own setting at {steps:,} of its 10,000,000 steps: {SETTING}; on EnvPool "
                 f"({', '.join(row_envs)}: Gymnasium's v5 MDP; the reference ran v4)"
-                f"{cut_tasks(tasks)}; was {paired_verdict(was_d)[1]} in CleanRL's setting "
+                f"{cut_tasks(tasks)}; was {was} in CleanRL's setting "
                 f"({layout('ppo')}, 64-64 tanh) on {', '.join(row_tasks)} at "
-                f"{int(before[0]['steps']):,} steps ({was_d.size} pairs, row {row_was}) -> "
+                f"{int(before[0]['steps']):,} steps ({n_was} pairs, row {row_was}) -> "
                 f"{verdict} in the paper's"
             )
             seeds = f"{n_seeds} per task, {d.size} pairs" if row_id == rid else f"{d.size} pairs"
@@ -93,21 +91,26 @@ def ablation_rows(read, ablations=ABLATIONS) -> list[Row]:
         steps = int(runs[0]["steps"])
         if steps != int(before[0]["steps"]) or envs != sorted({r["env_id"] for r in before}):
             raise ValueError(f"{name}.csv and {AT_1M[0]}.csv ran different tasks or budgets")
-        d = normalised_diffs(runs, "final_eval_return", a, b, envs)
-        stat, verdict, det = paired_verdict(d)
-        was_d = normalised_diffs(before, "final_eval_return", a, b, envs)
+        d, stat, verdict, det, was, n_was = _pair(a, b, runs, envs, before, envs)
         where = (
             f"the paper's own setting with one factor of CleanRL's ({new} for {old}), at "
             f"{steps:,} of its 10,000,000 steps: {setting}; on EnvPool ({', '.join(envs)})"
-            f"{cut_tasks([e.removeprefix('envpool:') for e in envs])}; was "
-            f"{paired_verdict(was_d)[1]} in the paper's own setting ({was_d.size} pairs, row "
-            f"{was_id}) -> {verdict} with {new}"
+            f"{cut_tasks([e.removeprefix('envpool:') for e in envs])}; was {was} in the paper's "
+            f"own setting ({n_was} pairs, row {was_id}) -> {verdict} with {new}"
         )
         budget = with_theirs(_family_setting(runs)[2], theirs)
         seeds = f"{len({r['seed'] for r in runs})} per task, {d.size} pairs"
         out.append(Row(rid, paper, claim, E1_SETTINGS["E1-SPO"], where, budget, seeds, E1_METRIC,
                        stat, verdict, det, f"{name}.csv, {AT_1M[0]}.csv"))  # fmt: skip
     return out
+
+
+def _pair(a, b, runs, envs, before, was_envs):
+    """(a - b normalised diffs, statistic, verdict, detectable) on `runs`' `envs`, then the
+    verdict and pair count of the same comparison in `before` on `was_envs`."""
+    d = normalised_diffs(runs, "final_eval_return", a, b, envs)
+    was_d = normalised_diffs(before, "final_eval_return", a, b, was_envs)
+    return d, *paired_verdict(d), paired_verdict(was_d)[1], was_d.size
 
 
 def _check_minibatches(runs, setting: str) -> None:
