@@ -163,7 +163,15 @@ def main(args: Args) -> None:
         args.seeds, args.pulls, args.steps, args.curve_every = 8, 200, 300, 50
     if args.batch % 2 or args.batch < 2:
         raise SystemExit("error: --batch must be even (CoPG takes the minibatch as pairs)")
-    torch.set_default_dtype(torch.float64)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)  # for this figure only: restored for code after it
+    try:
+        run(args)
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def run(args: Args) -> None:
     p = problems(args.seeds, args.pulls)
     pi_star = regularised_optimum(p["ref"], p["means"])
     pi_hat = regularised_optimum(p["ref"], p["empirical"])

@@ -1,10 +1,23 @@
 """Shared test setup: headless MuJoCo rendering, and fixtures used by several test files."""
 
 import os
+import sys
 
 import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+@pytest.fixture(autouse=True)
+def _default_dtype_restored():
+    """A test that leaves torch's default dtype changed fails itself, not whichever test runs
+    after it on the same worker."""
+    yield
+    torch = sys.modules.get("torch")  # only where the test imported it
+    if torch is not None and torch.get_default_dtype() != torch.float32:
+        leaked = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float32)
+        pytest.fail(f"the test left torch's default dtype at {leaked}")
 
 
 @pytest.fixture
