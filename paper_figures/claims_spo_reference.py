@@ -37,7 +37,7 @@ EPOCHS, BATCH = 10, 2048  # the reference's, kept by every study here
 MB32 = ("spo_reference_mb32_1m", ("4 minibatches", "32 minibatches"), "E1-SPO-ref-1M-mb32")
 LAYOUT = ("spo_reference_1x2048_1m", ("8 envs x 256 steps", "1 env x 2,048 steps"),
           "E1-SPO-ref-1M-1x2048")  # fmt: skip
-ABLATIONS = [MB32]
+ABLATIONS = [MB32, LAYOUT]
 
 
 def rows(read, studies=STUDIES) -> list[Row]:

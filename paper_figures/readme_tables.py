@@ -1366,6 +1366,11 @@ def spo_reference_mb32_1m(read: Read) -> str:
     return _family(read, "spo_reference_mb32_1m")
 
 
+@table("spo-reference-1x2048-1m")
+def spo_reference_1x2048_1m(read: Read) -> str:
+    return _family(read, "spo_reference_1x2048_1m")
+
+
 @table("brax-pipeline")
 def brax_pipeline(read: Read) -> str:
     rows = read("brax_pipeline_check.csv")

@@ -73,8 +73,12 @@ COMMITTED = {  # the committed family figures and the flags that made them
                          "envpool:Hopper-v5", "--seeds", "7", "--total-timesteps", "1000000"],
     "spo_reference_mb32_1m": ["--protocol", "spo-reference", "--algos", "ppo,spo", "--envs",
                               "envpool:Hopper-v5", "--seeds", "7", "--total-timesteps", "1000000"],
+    "spo_reference_1x2048_1m": ["--protocol", "spo-reference", "--algos", "ppo,spo", "--envs",
+                                "envpool:Hopper-v5", "--seeds", "7", "--total-timesteps",
+                                "1000000"],
 }  # fmt: skip
-EXTRA = {"spo_reference_mb32_1m": ["--num-minibatches", "32"]}  # the flags after --
+EXTRA = {"spo_reference_mb32_1m": ["--num-minibatches", "32"],  # the flags after --
+         "spo_reference_1x2048_1m": ["--num-envs", "1", "--num-steps", "2048"]}  # fmt: skip
 
 
 def test_a_figure_names_the_flags_that_changed_its_setting_from_the_protocol():
