@@ -78,8 +78,8 @@ def ablation_rows(read, ablations=ABLATIONS) -> list[Row]:
     """Per ablation: SPO vs PPO on Hopper at 1M in the reference's setting with one factor of
     CleanRL's, beside the same pair in the reference's own (row E1-SPO-ref-1M)."""
     _, paper, claim, a, b, theirs = next(p for p in E1_PAIRS if p[0] == "E1-SPO")
-    name, _, _, _, was_id = AT_1M
-    before = read(f"{name}.csv")
+    ref_name, _, _, _, was_id = AT_1M
+    before = read(f"{ref_name}.csv")
     out = []
     for name, (old, new), rid in ablations:
         runs = read(f"{name}.csv")
@@ -90,7 +90,7 @@ def ablation_rows(read, ablations=ABLATIONS) -> list[Row]:
         envs = sorted({r["env_id"] for r in runs})
         steps = int(runs[0]["steps"])
         if steps != int(before[0]["steps"]) or envs != sorted({r["env_id"] for r in before}):
-            raise ValueError(f"{name}.csv and {AT_1M[0]}.csv ran different tasks or budgets")
+            raise ValueError(f"{name}.csv and {ref_name}.csv ran different tasks or budgets")
         d, stat, verdict, det, was, n_was = _pair(a, b, runs, envs, before, envs)
         where = (
             f"the paper's own setting with one factor of CleanRL's ({new} for {old}), at "
@@ -101,7 +101,7 @@ def ablation_rows(read, ablations=ABLATIONS) -> list[Row]:
         budget = with_theirs(_family_setting(runs)[2], theirs)
         seeds = f"{len({r['seed'] for r in runs})} per task, {d.size} pairs"
         out.append(Row(rid, paper, claim, E1_SETTINGS["E1-SPO"], where, budget, seeds, E1_METRIC,
-                       stat, verdict, det, f"{name}.csv, {AT_1M[0]}.csv"))  # fmt: skip
+                       stat, verdict, det, f"{name}.csv, {ref_name}.csv"))  # fmt: skip
     return out
 
 
