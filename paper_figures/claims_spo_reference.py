@@ -1,9 +1,10 @@
 """Ledger rows of SPO vs PPO in the SPO reference's own MuJoCo setting (trust_region_family.py
 --protocol spo-reference, on EnvPool, whose v5 ids are Gymnasium's tasks): each beside the same
 pair at the same budget on the same tasks in CleanRL's setting (E1-SPO at 300k, E1-SPO-1M), so
-that only the setting differs; then one factor of CleanRL's setting at a time in the reference's
-own, each beside the reference's own at the same budget; paired over seeds on the final
-deterministic evaluation return."""
+that only the setting differs (a task that CleanRL's setting did not run at that budget has no old
+verdict, and the pooled old verdict is over the tasks it did run); then one factor of CleanRL's
+setting at a time in the reference's own, each beside the reference's own at the same budget;
+paired over seeds on the final deterministic evaluation return."""
 
 from __future__ import annotations
 
@@ -54,18 +55,26 @@ def rows(read, studies=STUDIES) -> list[Row]:
         several = per_task and len({r["env_id"] for r in before}) > 1
         cases = [(rid, envs, tasks, _was_row(was_id, tasks, several))]
         if len(envs) > 1:
-            cases += [(f"{rid}-{t.split('-')[0]}", [e], [t], _was_row(was_id, [t], several))
+            cases += [(_task_row(rid, e), [e], [t], _was_row(was_id, [t], several))
                         for e, t in zip(envs, tasks)]  # fmt: skip
         _check_minibatches(runs, SETTING)
+        before_steps, before_tasks = int(before[0]["steps"]), {r["env_id"] for r in before}
         for row_id, row_envs, row_tasks, row_was in cases:
-            d, stat, verdict, det, was, n_was = _pair(a, b, runs, row_envs, before, row_tasks)
+            ran = [t for t in row_tasks if t in before_tasks]
+            d, stat, verdict, det, was, n_was = _pair(a, b, runs, row_envs, before, ran)
+            if ran:  # tasks that CleanRL's setting did not run at this budget have no old verdict
+                unrun = [t for t in row_tasks if t not in ran]
+                old = (
+                    f"was {was} in CleanRL's setting ({layout('ppo')}, 64-64 tanh) on "
+                    f"{', '.join(ran)} at {before_steps:,} steps ({n_was} pairs, row {row_was}"
+                    + (f"; {' and '.join(unrun)} not run there at this budget)" if unrun else ")")
+                )
+            else:
+                old = f"not run in CleanRL's setting at {before_steps:,} steps"
             where = (
                 f"paper's own setting at {steps:,} of its 10,000,000 steps: {SETTING}; on EnvPool "
                 f"({', '.join(row_envs)}: Gymnasium's v5 MDP; the reference ran v4)"
-                f"{cut_tasks(tasks)}; was {was} in CleanRL's setting "
-                f"({layout('ppo')}, 64-64 tanh) on {', '.join(row_tasks)} at "
-                f"{int(before[0]['steps']):,} steps ({n_was} pairs, row {row_was}) -> "
-                f"{verdict} in the paper's"
+                f"{cut_tasks(tasks)}; {old} -> {verdict} in the paper's"
             )
             seeds = f"{n_seeds} per task, {d.size} pairs" if row_id == rid else f"{d.size} pairs"
             claim_here = claim if row_id == rid else f"{claim}, on {row_tasks[0]}"
@@ -76,7 +85,8 @@ def rows(read, studies=STUDIES) -> list[Row]:
 
 def ablation_rows(read, ablations=ABLATIONS) -> list[Row]:
     """Per ablation: SPO vs PPO on Hopper at 1M in the reference's setting with one factor of
-    CleanRL's, beside the same pair in the reference's own (row E1-SPO-ref-1M)."""
+    CleanRL's, beside the same pair in the reference's own (row E1-SPO-ref-1M, or its row for the
+    one task the ablation ran)."""
     _, paper, claim, a, b, theirs = next(p for p in E1_PAIRS if p[0] == "E1-SPO")
     ref_name, _, _, _, was_id = AT_1M
     before = read(f"{ref_name}.csv")
@@ -89,14 +99,17 @@ def ablation_rows(read, ablations=ABLATIONS) -> list[Row]:
         _check_minibatches(runs, setting)
         envs = sorted({r["env_id"] for r in runs})
         steps = int(runs[0]["steps"])
-        if steps != int(before[0]["steps"]) or envs != sorted({r["env_id"] for r in before}):
+        ref_envs = sorted({r["env_id"] for r in before})
+        one_of = len(envs) == 1 and envs[0] in ref_envs  # beside the reference's per-task row
+        if steps != int(before[0]["steps"]) or not (envs == ref_envs or one_of):
             raise ValueError(f"{name}.csv and {ref_name}.csv ran different tasks or budgets")
+        was_row = _task_row(was_id, envs[0]) if envs != ref_envs else was_id
         d, stat, verdict, det, was, n_was = _pair(a, b, runs, envs, before, envs)
         where = (
             f"the paper's own setting with one factor of CleanRL's ({new} for {old}), at "
             f"{steps:,} of its 10,000,000 steps: {setting}; on EnvPool ({', '.join(envs)})"
             f"{cut_tasks([e.removeprefix('envpool:') for e in envs])}; was {was} in the paper's "
-            f"own setting ({n_was} pairs, row {was_id}) -> {verdict} with {new}"
+            f"own setting ({n_was} pairs, row {was_row}) -> {verdict} with {new}"
         )
         budget = with_theirs(_family_setting(runs)[2], theirs)
         seeds = f"{len({r['seed'] for r in runs})} per task, {d.size} pairs"
@@ -107,10 +120,17 @@ def ablation_rows(read, ablations=ABLATIONS) -> list[Row]:
 
 def _pair(a, b, runs, envs, before, was_envs):
     """(a - b normalised diffs, statistic, verdict, detectable) on `runs`' `envs`, then the
-    verdict and pair count of the same comparison in `before` on `was_envs`."""
+    verdict and pair count of the same comparison in `before` on `was_envs` (None, 0 on none)."""
     d = normalised_diffs(runs, "final_eval_return", a, b, envs)
+    if not was_envs:
+        return d, *paired_verdict(d), None, 0
     was_d = normalised_diffs(before, "final_eval_return", a, b, was_envs)
     return d, *paired_verdict(d), paired_verdict(was_d)[1], was_d.size
+
+
+def _task_row(rid: str, env_id: str) -> str:
+    """The id of a study's per-task row: <id>-<task name without version>."""
+    return f"{rid}-{env_id.removeprefix('envpool:').split('-')[0]}"
 
 
 def _check_minibatches(runs, setting: str) -> None:

@@ -635,6 +635,25 @@ def test_spo_in_its_own_setting_is_set_beside_the_same_pair_in_cleanrls(claims):
                         ("64-64 critic", "--critic-hidden-sizes 64 64 "),
                         ("timeouts as terminal", "--truncation-as-terminal ")):  # fmt: skip
         assert words in ref.SETTING and flag in flags, flag
+    # the reference's setting on tasks that CleanRL's did not run at 1M: no old verdict there,
+    # and the pooled old verdict is over the tasks that it did run
+    tables["spo_reference_1m.csv"] = runs(ours, 1.0, 999424)
+    tables["trust_region_family_1m.csv"] = runs(["Hopper-v5"], -1.0, 999424)
+    three = {r.id: r for r in ref.rows(tables.__getitem__, [ref.AT_1M])}
+    assert list(three) == ["E1-SPO-ref-1M", "E1-SPO-ref-1M-HalfCheetah", "E1-SPO-ref-1M-Hopper",
+                           "E1-SPO-ref-1M-Walker2d"]  # fmt: skip
+    assert three["E1-SPO-ref-1M"].verdict == claims.HOLDS
+    assert three["E1-SPO-ref-1M"].seeds == "7 per task, 21 pairs"
+    assert "on Hopper-v5 at 999,424 steps (7 pairs, row E1-SPO-1M; HalfCheetah-v5 and " \
+        "Walker2d-v5 not run there at this budget) -> holds in the paper's" in (
+        three["E1-SPO-ref-1M"].our_setting)  # fmt: skip
+    assert "not rerun" not in three["E1-SPO-ref-1M"].our_setting
+    assert three["E1-SPO-ref-1M-Walker2d"].our_setting.endswith(
+        "; not run in CleanRL's setting at 999,424 steps -> holds in the paper's"
+    )
+    assert "was does not hold in CleanRL's setting" in three["E1-SPO-ref-1M-Hopper"].our_setting
+    assert "(7 pairs, row E1-SPO-1M) -> holds" in three["E1-SPO-ref-1M-Hopper"].our_setting
+    tables["spo_reference_1m.csv"] = runs(["envpool:Hopper-v5"], -1.0, 999424)
     # a CSV whose runs took other minibatches than the words say is refused
     tables["spo_reference_1m.csv"][3]["grad_steps"] = str(999424 // 2048 * 320)
     with pytest.raises(ValueError, match="ppo seed 2 took 32 minibatches per epoch"):
@@ -671,6 +690,15 @@ def test_one_factor_of_cleanrls_setting_is_set_beside_the_spo_references_own(cla
     with pytest.raises(ValueError, match="took 4 minibatches per epoch"):
         ref.ablation_rows(tables.__getitem__, [ref.MB32])
     tables["spo_reference_mb32_1m.csv"] = runs(1.0, 32, steps=299008)
+    with pytest.raises(ValueError, match="different tasks or budgets"):
+        ref.ablation_rows(tables.__getitem__, [ref.MB32])
+    # beside a reference that ran three tasks, a one-task ablation is set beside that task's row
+    three = ("envpool:HalfCheetah-v5", "envpool:Hopper-v5", "envpool:Walker2d-v5")
+    tables["spo_reference_1m.csv"] = runs(-1.0, 4, envs=three)
+    tables["spo_reference_mb32_1m.csv"] = runs(1.0, 32)
+    (beside,) = ref.ablation_rows(tables.__getitem__, [ref.MB32])
+    assert "(7 pairs, row E1-SPO-ref-1M-Hopper) -> holds with 32" in beside.our_setting
+    tables["spo_reference_mb32_1m.csv"] = runs(1.0, 32, envs=("envpool:Ant-v5",))
     with pytest.raises(ValueError, match="different tasks or budgets"):
         ref.ablation_rows(tables.__getitem__, [ref.MB32])
 
