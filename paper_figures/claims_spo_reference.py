@@ -33,11 +33,13 @@ AT_300K = ("spo_reference_300k", "trust_region_family", "E1-SPO", True, "E1-SPO-
 AT_1M = ("spo_reference_1m", "trust_region_family_1m", "E1-SPO-1M", False, "E1-SPO-ref-1M")
 STUDIES = [AT_300K, AT_1M]
 # One factor of CleanRL's setting put into the reference's, at 1M steps on Hopper-v5: (our CSV,
-# (the reference's words in SETTING, CleanRL's that replace them), our row's id)
+# (the reference's words in SETTING, CleanRL's that replace them), the flags after -- that make
+# it, our row's id)
 EPOCHS, BATCH = 10, 2048  # the reference's, kept by every study here
-MB32 = ("spo_reference_mb32_1m", ("4 minibatches", "32 minibatches"), "E1-SPO-ref-1M-mb32")
+MB32 = ("spo_reference_mb32_1m", ("4 minibatches", "32 minibatches"), "--num-minibatches 32",
+        "E1-SPO-ref-1M-mb32")  # fmt: skip
 LAYOUT = ("spo_reference_1x2048_1m", ("8 envs x 256 steps", "1 env x 2,048 steps"),
-          "E1-SPO-ref-1M-1x2048")  # fmt: skip
+          "--num-envs 1 --num-steps 2048", "E1-SPO-ref-1M-1x2048")  # fmt: skip
 ABLATIONS = [MB32, LAYOUT]
 
 
@@ -91,7 +93,7 @@ def ablation_rows(read, ablations=ABLATIONS) -> list[Row]:
     ref_name, _, _, _, was_id = AT_1M
     before = read(f"{ref_name}.csv")
     out = []
-    for name, (old, new), rid in ablations:
+    for name, (old, new), _, rid in ablations:
         runs = read(f"{name}.csv")
         setting = SETTING.replace(old, new)
         if setting == SETTING:

@@ -703,6 +703,39 @@ def test_one_factor_of_cleanrls_setting_is_set_beside_the_spo_references_own(cla
         ref.ablation_rows(tables.__getitem__, [ref.MB32])
 
 
+def test_each_one_factor_rows_words_are_what_its_flags_make_of_the_references_setting(claims):
+    """The reference's protocol flags, then an ablation's flags after --, parsed by the scripts
+    that ran them: the setting they make is the one the row's words state, factor by factor."""
+    import importlib.util
+
+    from algos import ppo, spo
+    from controlrl.cli import parse
+    from paper_figures import claims_spo_reference as ref
+
+    path = claims.ROOT / "paper_figures" / "trust_region_family.py"
+    spec = importlib.util.spec_from_file_location("trust_region_family", path)
+    family = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(family)
+
+    def words(args) -> list[str]:
+        hidden, critic = ("-".join(map(str, h)) for h in (args.hidden_sizes,
+                                                           args.critic_hidden_sizes))  # fmt: skip
+        envs = "1 env" if args.num_envs == 1 else f"{args.num_envs} envs"
+        timeouts = "as terminal" if args.truncation_as_terminal else "bootstrapped"
+        return [f"the {len(args.hidden_sizes) + 1}-layer tanh policy ({hidden}",
+                f"and {critic} critic", f"{envs} x {args.num_steps:,} steps per batch",
+                f"{args.num_minibatches} minibatches x {args.update_epochs} epochs",
+                f"timeouts {timeouts}"]  # fmt: skip
+
+    cases = [(ref.SETTING, "")] + [(ref.SETTING.replace(*w), f) for _, w, f, _ in ref.ABLATIONS]
+    for setting, flags in cases:
+        for algo in (ppo, spo):
+            argv = family.PROTOCOLS["spo-reference"][algo.__name__.split(".")[-1]] + flags.split()
+            for w in words(parse(algo.Args, argv)):
+                assert w in setting, (flags, w)
+    assert len({f for _, _, f, _ in ref.ABLATIONS}) == len(ref.ABLATIONS) > 1
+
+
 def test_every_control_and_offline_rerun_row_states_its_compute_or_that_none_was_recorded(claims):
     """The experiments rerun at a power that can decide state their total wall time once, in the
     row (or, for runs from before it was recorded, say so)."""

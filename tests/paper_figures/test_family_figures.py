@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from paper_figures.claims_spo_reference import ABLATIONS
+
 ROOT = Path(__file__).resolve().parents[2]
 TOY = ["--num-steps", "256", "--num-minibatches", "4", "--update-epochs", "1"]
 TOY += ["--eval-episodes", "1"]
@@ -77,8 +79,7 @@ COMMITTED = {  # the committed family figures and the flags that made them
                                 "envpool:Hopper-v5", "--seeds", "7", "--total-timesteps",
                                 "1000000"],
 }  # fmt: skip
-EXTRA = {"spo_reference_mb32_1m": ["--num-minibatches", "32"],  # the flags after --
-         "spo_reference_1x2048_1m": ["--num-envs", "1", "--num-steps", "2048"]}  # fmt: skip
+EXTRA = {name: flags.split() for name, _, flags, _ in ABLATIONS}  # the flags after --
 
 
 def test_a_figure_names_the_flags_that_changed_its_setting_from_the_protocol():
