@@ -129,8 +129,9 @@ ifdef FULL
 	  --algos ppo,spo --envs envpool:Hopper-v5 --seeds 7 --total-timesteps 300000 --workers 2 \
 	  --sweep-dir runs/sweeps/spo_reference_300k --name spo_reference_300k -- --eval-episodes 10
 	$(BIN)/python paper_figures/trust_region_family.py --train --protocol spo-reference \
-	  --algos ppo,spo --envs envpool:Hopper-v5 --seeds 7 --total-timesteps 1000000 --workers 2 \
-	  --sweep-dir runs/sweeps/spo_reference_1m --name spo_reference_1m -- --eval-episodes 10
+	  --algos ppo,spo --envs envpool:Hopper-v5,envpool:HalfCheetah-v5,envpool:Walker2d-v5 \
+	  --seeds 7 --total-timesteps 1000000 --workers 2 --sweep-dir runs/sweeps/spo_reference_1m \
+	  --name spo_reference_1m -- --eval-episodes 10
 	$(BIN)/python paper_figures/trust_region_family.py --train --protocol spo-reference \
 	  --algos ppo,spo --envs envpool:Hopper-v5 --seeds 7 --total-timesteps 1000000 --workers 2 \
 	  --sweep-dir runs/sweeps/spo_reference_mb32_1m --name spo_reference_mb32_1m \

@@ -36,9 +36,10 @@ runs/sweeps/trust_region_family_1m --name trust_region_family_1m -- --eval-episo
 in the SPO reference's own setting are spo_reference_300k.csv (_curves, _iqm, .png): --train
 --protocol spo-reference --algos ppo,spo --envs envpool:Hopper-v5 --seeds 7 --total-timesteps
 300000 --workers 2 --sweep-dir runs/sweeps/spo_reference_300k --name spo_reference_300k --
---eval-episodes 10, and at 1M steps spo_reference_1m.csv (the same with --total-timesteps 1000000
---sweep-dir runs/sweeps/spo_reference_1m --name spo_reference_1m). To rerun one algorithm only and
-keep the others' committed results:
+--eval-episodes 10, and at 1M steps on the three tasks spo_reference_1m.csv (the same with --envs
+envpool:Hopper-v5,envpool:HalfCheetah-v5,envpool:Walker2d-v5 --total-timesteps 1000000 --sweep-dir
+runs/sweeps/spo_reference_1m --name spo_reference_1m). To rerun one algorithm only and keep the
+others' committed results:
 
     python paper_figures/trust_region_family.py --train --algos fixpo --out runs/fixpo ...
     python paper_figures/trust_region_family.py --keep-committed ...   # same --sweep-dir
