@@ -140,6 +140,10 @@ ifdef FULL
 	  --algos ppo,spo --envs envpool:Hopper-v5 --seeds 7 --total-timesteps 1000000 --workers 2 \
 	  --sweep-dir runs/sweeps/spo_reference_1x2048_1m --name spo_reference_1x2048_1m \
 	  -- --num-envs 1 --num-steps 2048 --eval-episodes 10
+	$(BIN)/python paper_figures/trust_region_family.py --train --protocol spo-reference \
+	  --algos ppo,spo --envs envpool:Hopper-v5 --seeds 7 --total-timesteps 1000000 --workers 2 \
+	  --sweep-dir runs/sweeps/spo_reference_timeouts_1m --name spo_reference_timeouts_1m \
+	  -- --no-truncation-as-terminal --eval-episodes 10
 	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --suite dmc --train --workers 2
 	$(BIN)/python paper_figures/bench_brax.py --out paper_figures/out/bench_brax.csv --timeout 600
 	$(BIN)/python paper_figures/brax_pipeline_check.py

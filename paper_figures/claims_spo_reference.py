@@ -40,7 +40,9 @@ MB32 = ("spo_reference_mb32_1m", ("4 minibatches", "32 minibatches"), "--num-min
         "E1-SPO-ref-1M-mb32")  # fmt: skip
 LAYOUT = ("spo_reference_1x2048_1m", ("8 envs x 256 steps", "1 env x 2,048 steps"),
           "--num-envs 1 --num-steps 2048", "E1-SPO-ref-1M-1x2048")  # fmt: skip
-ABLATIONS = [MB32, LAYOUT]
+TIMEOUTS = ("spo_reference_timeouts_1m", ("timeouts as terminal", "timeouts bootstrapped"),
+            "--no-truncation-as-terminal", "E1-SPO-ref-1M-timeouts")  # fmt: skip
+ABLATIONS = [MB32, LAYOUT, TIMEOUTS]
 
 
 def rows(read, studies=STUDIES) -> list[Row]:

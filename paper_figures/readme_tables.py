@@ -1371,6 +1371,11 @@ def spo_reference_1x2048_1m(read: Read) -> str:
     return _family(read, "spo_reference_1x2048_1m")
 
 
+@table("spo-reference-timeouts-1m")
+def spo_reference_timeouts_1m(read: Read) -> str:
+    return _family(read, "spo_reference_timeouts_1m")
+
+
 @table("brax-pipeline")
 def brax_pipeline(read: Read) -> str:
     rows = read("brax_pipeline_check.csv")

@@ -79,6 +79,9 @@ COMMITTED = {  # the committed family figures and the flags that made them
     "spo_reference_1x2048_1m": ["--protocol", "spo-reference", "--algos", "ppo,spo", "--envs",
                                 "envpool:Hopper-v5", "--seeds", "7", "--total-timesteps",
                                 "1000000"],
+    "spo_reference_timeouts_1m": ["--protocol", "spo-reference", "--algos", "ppo,spo", "--envs",
+                                  "envpool:Hopper-v5", "--seeds", "7", "--total-timesteps",
+                                  "1000000"],
 }  # fmt: skip
 EXTRA = {name: flags.split() for name, _, flags, _ in ABLATIONS}  # the flags after --
 
