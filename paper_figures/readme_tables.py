@@ -17,6 +17,7 @@ of the mean over seeds.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import textwrap
@@ -1336,44 +1337,11 @@ def _family(read: Read, name: str) -> str:
     )
 
 
-@table("trust-region-family")
-def trust_region_family(read: Read) -> str:
-    return _family(read, "trust_region_family")
-
-
-@table("trust-region-family-49k")
-def trust_region_family_49k(read: Read) -> str:
-    return _family(read, "trust_region_family_49k")
-
-
-@table("trust-region-family-1m")
-def trust_region_family_1m(read: Read) -> str:
-    return _family(read, "trust_region_family_1m")
-
-
-@table("spo-reference-300k")
-def spo_reference_300k(read: Read) -> str:
-    return _family(read, "spo_reference_300k")
-
-
-@table("spo-reference-1m")
-def spo_reference_1m(read: Read) -> str:
-    return _family(read, "spo_reference_1m")
-
-
-@table("spo-reference-mb32-1m")
-def spo_reference_mb32_1m(read: Read) -> str:
-    return _family(read, "spo_reference_mb32_1m")
-
-
-@table("spo-reference-1x2048-1m")
-def spo_reference_1x2048_1m(read: Read) -> str:
-    return _family(read, "spo_reference_1x2048_1m")
-
-
-@table("spo-reference-timeouts-1m")
-def spo_reference_timeouts_1m(read: Read) -> str:
-    return _family(read, "spo_reference_timeouts_1m")
+FAMILY_TABLES = ["trust_region_family", "trust_region_family_49k", "trust_region_family_1m",
+                 "spo_reference_300k", "spo_reference_1m", "spo_reference_mb32_1m",
+                 "spo_reference_1x2048_1m", "spo_reference_timeouts_1m"]  # fmt: skip
+for _name in FAMILY_TABLES:  # block <name with dashes>: the family table of out/<name>.csv
+    table(_name.replace("_", "-"))(functools.partial(_family, name=_name))
 
 
 @table("brax-pipeline")
