@@ -74,14 +74,10 @@ COMMITTED = {  # the committed family figures and the flags that made them
     "spo_reference_1m": ["--protocol", "spo-reference", "--algos", "ppo,spo", "--envs",
                          "envpool:Hopper-v5,envpool:HalfCheetah-v5,envpool:Walker2d-v5",
                          "--seeds", "7", "--total-timesteps", "1000000"],
-    "spo_reference_mb32_1m": ["--protocol", "spo-reference", "--algos", "ppo,spo", "--envs",
-                              "envpool:Hopper-v5", "--seeds", "7", "--total-timesteps", "1000000"],
-    "spo_reference_1x2048_1m": ["--protocol", "spo-reference", "--algos", "ppo,spo", "--envs",
-                                "envpool:Hopper-v5", "--seeds", "7", "--total-timesteps",
-                                "1000000"],
-    "spo_reference_timeouts_1m": ["--protocol", "spo-reference", "--algos", "ppo,spo", "--envs",
-                                  "envpool:Hopper-v5", "--seeds", "7", "--total-timesteps",
-                                  "1000000"],
+    # each one-factor ablation: the reference's protocol on Hopper at 1M, its flags after --
+    **dict.fromkeys((name for name, *_ in ABLATIONS),
+                    ["--protocol", "spo-reference", "--algos", "ppo,spo", "--envs",
+                     "envpool:Hopper-v5", "--seeds", "7", "--total-timesteps", "1000000"]),
 }  # fmt: skip
 EXTRA = {name: flags.split() for name, _, flags, _ in ABLATIONS}  # the flags after --
 
