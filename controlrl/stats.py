@@ -14,6 +14,8 @@ Conventions (what every table and verdict of the repository states):
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -107,6 +109,189 @@ def sign_flip_p(diffs, n_perm: int = 20000, seed: int = 0) -> float:
     return float((np.sum(extreme) + 1) / (n_perm + 1))  # the observed signs count once
 
 
+SIGN_FLIP_EXACT_MAX = 20
+"""Most pairs the sign-flip tests enumerate every sign pattern for; above, Monte-Carlo."""
+
+_PATTERN_CHUNK = 2**16  # sign patterns per block: [65536, 20] float64 is 10 MB, 2^20 is 168 MB
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """A permutation test's p, its method, and how many sign patterns or splits it counted."""
+
+    __test__ = False  # not a pytest class, though its name starts with Test
+
+    p: float
+    method: str  # "exact" or "Monte-Carlo"
+    draws: int
+
+
+SignFlip = TestResult
+
+
+def _sign_patterns(start: int, stop: int, n: int) -> np.ndarray:
+    # bit j of k flips the sign of difference j; k = 0 keeps every sign (the observed pattern)
+    return 1.0 - 2.0 * (np.arange(start, stop)[:, None] >> np.arange(n) & 1)
+
+
+def _sign_flip(e: np.ndarray, two_sided: bool, n_perm: int, seed: int) -> TestResult:
+    """p of the sign-flip test on mean(e): |mean| (two-sided) or mean (one-sided, larger)."""
+    n = e.size
+    observed = abs(e.mean()) if two_sided else e.mean()
+    floor = observed - 1e-12 * max(1.0, abs(observed))  # ties with the observed mean count
+
+    def extreme(signs: np.ndarray) -> int:
+        means = signs @ e / n
+        return int(np.sum((np.abs(means) if two_sided else means) >= floor))
+
+    if n <= SIGN_FLIP_EXACT_MAX:  # blocks of patterns; up to n = 16 one block, as sign_flip_p
+        total = 2**n
+        count = sum(
+            extreme(_sign_patterns(k, min(k + _PATTERN_CHUNK, total), n))
+            for k in range(0, total, _PATTERN_CHUNK)
+        )
+        return TestResult(count / total, "exact", total)
+    signs = np.random.default_rng(seed).choice((1.0, -1.0), size=(n_perm, n))
+    return TestResult((extreme(signs) + 1) / (n_perm + 1), "Monte-Carlo", n_perm)  # observed once
+
+
+def _differences(diffs) -> np.ndarray:
+    d = np.asarray(diffs, np.float64).ravel()
+    if d.size == 0 or not np.all(np.isfinite(d)):
+        raise ValueError(f"a sign-flip test needs finite differences, got {d.size} values: {d}")
+    return d
+
+
+def sign_flip(diffs, n_perm: int = 20000, seed: int = 0) -> TestResult:
+    """Two-sided paired sign-flip test on the mean difference (exact up to 20 pairs)."""
+    return _sign_flip(_differences(diffs), True, n_perm, seed)
+
+
+def one_sided_sign_flip_p(
+    diffs, shift: float = 0.0, greater: bool = True, n_perm: int = 20000, seed: int = 0
+) -> TestResult:
+    """One-sided sign-flip test of H0 mean(d) <= shift (greater; else H0 mean(d) >= shift)."""
+    d = _differences(diffs)
+    # flipping the signs of d - shift is the null distribution with the mean at shift
+    e = d - shift if greater else shift - d
+    return _sign_flip(e, False, n_perm, seed)
+
+
+def equivalence_sign_flip(diffs, margin: float, n_perm: int = 20000, seed: int = 0) -> TestResult:
+    """Equivalence (TOST) sign-flip test of -margin < mean(d) < margin: the larger one-sided p."""
+    if not 0 < margin < math.inf:
+        raise ValueError(f"an equivalence margin must be positive and finite, got {margin}")
+    lower = one_sided_sign_flip_p(diffs, -margin, True, n_perm, seed)
+    upper = one_sided_sign_flip_p(diffs, margin, False, n_perm, seed)
+    return TestResult(max(lower.p, upper.p), lower.method, lower.draws)
+
+
+def min_sign_flip_p(n: int) -> float:
+    """Smallest two-sided p the exact sign-flip test can give with n pairs."""
+    if n < 0:
+        raise ValueError(f"a number of pairs is >= 0, got {n}")
+    return min(1.0, 2.0 ** (1 - n))  # the observed signs and their mirror
+
+
+DETECT_DRAWS = 4000
+"""Normal samples per effect size in detectable_sign_flip's simulation (n <= 10)."""
+
+
+@functools.lru_cache(maxsize=256)
+def _standardised_detectable_sign_flip(
+    n: int, alpha: float, power: float, one_sided: bool
+) -> float:
+    """detectable_sign_flip for SD 1 (the test is scale-invariant)."""
+    if n <= 10:
+        # the exact test on DETECT_DRAWS fixed N(delta, 1) samples; the draws are common to every
+        # delta, so the estimated power is a deterministic function that bisection can invert
+        z = np.random.default_rng(0).standard_normal((DETECT_DRAWS, n))
+        signs = _sign_patterns(0, 2**n, n)  # row 0 is the observed pattern
+        flipped, weight = signs @ z.T / n, signs.sum(1)[:, None] / n
+
+        def power_at(delta: float) -> float:
+            means = flipped + delta * weight  # [patterns, draws]: flipped means of z + delta
+            if not one_sided:
+                means = np.abs(means)
+            floor = means[0] - 1e-12 * np.maximum(1.0, np.abs(means[0]))
+            return float(np.mean(np.mean(means >= floor, axis=0) < alpha))
+
+        if power_at(0.0) >= power:
+            return 0.0
+        lo, hi = 0.0, 1.0
+        while power_at(hi) < power:  # all pairs of one sign reject, so the power reaches 1
+            lo, hi = hi, 2 * hi
+            if hi > 2**20:  # unless no pattern reaches p < alpha (detectable_sign_flip's inf)
+                return math.inf
+        while hi - lo > 1e-6 * hi:
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if power_at(mid) >= power else (mid, hi)
+        return hi
+    # the sign-flip distribution of sum d given |d| has variance sum d^2, so the test rejects
+    # where |sum d| / sqrt(sum d^2) > z; that is |t| > c for the one-sample t, whose power is a
+    # noncentral t tail with noncentrality sqrt(n) delta
+    z = sps.norm.ppf(1 - (alpha if one_sided else alpha / 2))
+    if n <= z**2:  # |sum d| / sqrt(sum d^2) <= sqrt(n) never exceeds z
+        return math.inf
+    df, c = n - 1, z * math.sqrt((n - 1) / (n - z**2))
+
+    def missing_power(nc: float) -> float:
+        reject = sps.nct.sf(c, df, nc) + (0.0 if one_sided else sps.nct.cdf(-c, df, nc))
+        return reject - power
+
+    if missing_power(0.0) >= 0:
+        return 0.0
+    hi = 1.0
+    while missing_power(hi) < 0:
+        hi *= 2
+        if hi > 1024 or not np.isfinite(missing_power(hi)):
+            return math.nan
+    return float(optimize.brentq(missing_power, 0.0, hi) / math.sqrt(n))
+
+
+def detectable_sign_flip(
+    sd_diff: float, n: int, alpha: float = 0.05, power: float = 0.8, one_sided: bool = False
+) -> float:
+    """Smallest true mean difference the sign-flip test on n pairs detects at p < alpha with power.
+
+    Differences are normal with SD sd_diff; the test is two-sided, or one-sided in the difference's
+    direction; inf where no n pairs can reach p < alpha. The test is scale-invariant, so delta / sd
+    is found once per (n, alpha, power, one_sided). Method: for n <= 10, simulation of the exact
+    test (all 2^n patterns) on DETECT_DRAWS normal samples with a fixed seed, bisecting on delta;
+    above, the normal approximation to the sign-flip distribution, which rejects where
+    |sum d| / sqrt(sum d^2) > z (z_(1 - alpha/2), one-sided z_(1 - alpha)), i.e. where the
+    one-sample t has |t| > z sqrt((n - 1) / (n - z^2)): a noncentral-t tail, root-found."""
+    if n < 2 or not np.isfinite(sd_diff):
+        return math.nan
+    if sd_diff < 0 or not (0 < alpha < 1 and 0 < power < 1):
+        raise ValueError(f"need sd >= 0 and alpha, power in (0, 1): {sd_diff}, {alpha}, {power}")
+    smallest_p = min_sign_flip_p(n) / 2 if one_sided else min_sign_flip_p(n)
+    if smallest_p >= alpha:
+        return math.inf
+    if sd_diff == 0:
+        return 0.0
+    return float(_standardised_detectable_sign_flip(n, alpha, power, one_sided) * sd_diff)
+
+
+def bh_adjust(pvalues) -> np.ndarray:
+    """Benjamini-Hochberg q-values in the input's order (nan stays nan, not counted in m)."""
+    p = np.asarray(pvalues, np.float64)
+    flat = p.ravel()
+    known = ~np.isnan(flat)
+    x = flat[known]
+    if np.any((x < 0) | (x > 1)):
+        raise ValueError(f"p-values lie in [0, 1], got {x[(x < 0) | (x > 1)]}")
+    order = np.argsort(x, kind="stable")
+    scaled = x[order] * x.size / np.arange(1, x.size + 1)
+    # step-up: the i-th smallest is rejected at alpha when any rank >= i passes m p_(j) / j <=
+    # alpha; the largest q is p_(m) itself, so none exceeds 1
+    q = np.empty_like(x)
+    q[order] = np.minimum.accumulate(scaled[::-1])[::-1]
+    out = np.full_like(flat, np.nan)
+    out[known] = q
+    return out.reshape(p.shape)
+
+
 def detectable_paired(sd_diff: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float:
     """Smallest true mean difference a two-sided paired t-test on n pairs with this SD of the
     differences detects with the given power (noncentral t, exact)."""
@@ -184,6 +369,34 @@ def permutation_p(a, b, n_perm: int = 20000, seed: int = 0) -> float:
     diffs = np.abs(shuffled[:, : a.size].mean(1) - shuffled[:, a.size :].mean(1))
     # the observed labelling counts as one permutation (p is never 0)
     return float((np.sum(diffs >= observed - 1e-12 * max(1.0, observed)) + 1) / (n_perm + 1))
+
+
+PERMUTATION_EXACT_MAX = 200_000
+"""Most splits permutation_test enumerates; above, Monte-Carlo as permutation_p."""
+
+
+def permutation_test(a, b, n_perm: int = 20000, seed: int = 0) -> TestResult:
+    """Two-sided two-sample permutation test on the mean difference (exact up to 200k splits)."""
+    a = np.asarray(a, np.float64).ravel()
+    b = np.asarray(b, np.float64).ravel()
+    if a.size == 0 or b.size == 0:
+        raise ValueError(f"a two-sample test needs values on both sides: {a.size}, {b.size}")
+    splits = math.comb(a.size + b.size, a.size)
+    if splits > PERMUTATION_EXACT_MAX:
+        return TestResult(permutation_p(a, b, n_perm, seed), "Monte-Carlo", n_perm)
+    # |mean(a) - mean(b)| is the same from either side: enumerate the smaller side's members
+    small, large = (a, b) if a.size <= b.size else (b, a)
+    x = np.concatenate([small, large])
+    x = x - x.mean()  # the statistic ignores a shift; centred sums round less
+    k, total = small.size, x.sum()
+    members = itertools.chain.from_iterable(itertools.combinations(range(x.size), k))
+    idx = np.fromiter(members, np.int64, splits * k).reshape(splits, k)
+    inside = x[idx].sum(1)
+    diffs = np.abs(inside / k - (total - inside) / (x.size - k))
+    observed = diffs[0]  # combination 0, 1, .., k - 1 is the observed split, computed alike
+    return TestResult(
+        float(np.mean(diffs >= observed - 1e-12 * max(1.0, observed))), "exact", splits
+    )
 
 
 @dataclass(frozen=True)
