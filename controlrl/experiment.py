@@ -5,6 +5,10 @@ done, failed with the tail of its log, and the driver's pid, host, state and hea
 runs/<algo>/<env>/seed<n>/ (each run's own directory), state/<algo>/<env>/seed<n>.json (what
 each run says about itself while it lives: started, heartbeat, node, attempt), sweep.lock (held
 by the driver) and sweep.marker (a token each node checks to prove it sees the same directory).
+Columns of runs are algorithms, or arms (Arm: a name, an algorithm, its own flags), whose name
+takes the algorithm's place in those paths. Seeds are 1..n or an explicit list; in population
+mode one process trains a contiguous block of them (--seed first --num-seeds count), its
+directory runs/<arm>/<env>/seeds<first>-<last>/.
 Re-running the same sweep skips finished runs and resumes killed ones from their checkpoints.
 Backends: a local pool of worker threads, each driving one subprocess (default, no dependency),
 or Ray (`pip install .[ray]`), where the same task function runs under ray.remote.
@@ -15,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -23,7 +28,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from controlrl.rundir import flock_holder, take_flock, write_text_atomic
@@ -37,10 +42,12 @@ HEARTBEAT_S = 5.0  # the driver and every run rewrite their heartbeat this often
 STALE_S = 30.0  # a heartbeat older than this belongs to a process that is gone
 CONNECT_TIMEOUT_S = 30.0  # joining a Ray cluster
 MAX_SEEDS = 10_000
+MAX_SEED = 2**31 - 1  # the largest seed number a seed list may hold
 MAX_TIMESTEPS = 10**12
 MAX_WORKERS = 1024
 LOCK_NAME, MARKER_NAME = "sweep.lock", "sweep.marker"
 OWN_FILES = {LOCK_NAME, MARKER_NAME}  # what a sweep writes before sweep.json
+ARM_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
 class SweepError(ValueError):
@@ -53,7 +60,8 @@ class SweepTimeout(SweepError):
 
 @dataclass(frozen=True)
 class Task:
-    """One run: which script, which flags, where it writes."""
+    """One run: which script, which flags, where it writes. A population task (population=True)
+    trains the seeds `seeds` (a contiguous block, `seed` its first) in one process."""
 
     algo: str
     env_id: str
@@ -63,21 +71,122 @@ class Task:
     script: str
     extra: tuple[str, ...] = ()
     state: str = ""  # the run's own state file (status, heartbeat, node), "" for none
+    arm: str = ""  # the arm's name (the directory component in place of algo), "" for none
+    seeds: tuple[int, ...] = ()  # the seeds the run trains; () is (seed,)
+    population: bool = False  # --seed seeds[0] --num-seeds len(seeds)
+
+    def __post_init__(self) -> None:
+        if not self.seeds:
+            object.__setattr__(self, "seeds", (self.seed,))
 
     @property
     def run_id(self) -> str:
-        return f"{self.algo}/{self.env_id}/seed{self.seed}"
+        """<arm or algo>/<env id>/seed<n>, a population's .../seeds<first>-<last>."""
+        return f"{self.arm or self.algo}/{self.env_id}/{seed_dir_name(self.seeds, self.population)}"
+
+
+@dataclass(frozen=True)
+class Arm:
+    """A column of a sweep: `name` (its directory, in place of the algorithm's), the script
+    algos/<algo>.py, and `flags` appended after the sweep's common `extra`."""
+
+    name: str
+    algo: str
+    flags: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "flags", tuple(self.flags))  # a list from JSON or a caller
 
 
 @dataclass
 class SweepConfig:
-    """What defines a sweep; a directory belongs to exactly one."""
+    """What defines a sweep; a directory belongs to exactly one.
+
+    arms: when given, the columns of runs in place of `algos` (which must then be empty).
+    seed_list: the seeds in place of 1..seeds (then `seeds` is 0 or its length).
+    population: one run per (column, env, contiguous block of seeds), --num-seeds.
+    steps_per_env: {env id: steps} in place of total_timesteps for the envs it names."""
 
     algos: list[str]
     envs: list[str]
     seeds: int
     total_timesteps: int
     extra: list[str] = field(default_factory=list)
+    arms: list[Arm] | None = None
+    seed_list: list[int] | None = None
+    population: bool = False
+    steps_per_env: dict[str, int] | None = None
+
+    def columns(self) -> list[Arm]:
+        """The arms, or one per algorithm (named as it) without flags of its own."""
+        if self.arms is not None:
+            return list(self.arms)
+        return [Arm(algo, algo) for algo in self.algos]
+
+    def seed_numbers(self) -> list[int]:
+        """The sweep's seeds, ascending: seed_list, or 1..seeds."""
+        if self.seed_list is not None:
+            return sorted(self.seed_list)
+        return list(range(1, self.seeds + 1))
+
+    def steps_for(self, env_id: str) -> int:
+        """The step budget of each run on env_id."""
+        return (self.steps_per_env or {}).get(env_id, self.total_timesteps)
+
+    def to_dict(self) -> dict:
+        """What sweep.json's "config" holds: the fields of old sweeps, then each new field only
+        where it is not its default (an old configuration writes what it always wrote)."""
+        data = {
+            "algos": list(self.algos),
+            "envs": list(self.envs),
+            "seeds": self.seeds,
+            "total_timesteps": self.total_timesteps,
+            "extra": list(self.extra),
+        }
+        if self.arms is not None:
+            data["arms"] = [
+                {"name": a.name, "algo": a.algo, "flags": list(a.flags)} for a in self.arms
+            ]
+        if self.seed_list is not None:
+            data["seed_list"] = list(self.seed_list)
+        if self.population:
+            data["population"] = True
+        if self.steps_per_env is not None:
+            data["steps_per_env"] = dict(self.steps_per_env)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SweepConfig:
+        """The configuration to_dict wrote (a sweep.json's, checked by load_status)."""
+        arms, steps = data.get("arms"), data.get("steps_per_env")
+        return cls(
+            list(data["algos"]),
+            list(data["envs"]),
+            data["seeds"],
+            data["total_timesteps"],
+            list(data["extra"]),
+            arms=None if arms is None else [Arm(a["name"], a["algo"], a["flags"]) for a in arms],
+            seed_list=None if data.get("seed_list") is None else list(data["seed_list"]),
+            population=bool(data.get("population", False)),
+            steps_per_env=None if steps is None else dict(steps),
+        )
+
+
+def seed_dir_name(seeds: tuple[int, ...] | list[int], population: bool) -> str:
+    """A run's directory name: seed<n>, a population's seeds<first>-<last>."""
+    return f"seeds{seeds[0]}-{seeds[-1]}" if population else f"seed{seeds[0]}"
+
+
+def seed_blocks(seeds: list[int]) -> list[tuple[int, ...]]:
+    """The maximal runs of consecutive numbers of a sorted seed list: [1, 2, 3, 7, 8] ->
+    [(1, 2, 3), (7, 8)], each what one population run trains."""
+    blocks: list[list[int]] = []
+    for seed in seeds:
+        if blocks and seed == blocks[-1][-1] + 1:
+            blocks[-1].append(seed)
+        else:
+            blocks.append([seed])
+    return [tuple(b) for b in blocks]
 
 
 def apply_toy(args, argv: list[str] | None, toy: dict) -> None:
@@ -154,34 +263,148 @@ def differing_flags(run_dir: str | Path, algo: str, argv: list[str], ignore=()) 
     return [k for k in plain if k not in skip and saved.get(k) != plain[k]]
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def check_config(config: SweepConfig, algos_dir: Path = ALGOS_DIR) -> None:
-    """Raise SweepError for an unknown algorithm or env id, a repeated entry or a count out of
-    range."""
+    """Raise SweepError for an unknown algorithm or env id, a repeated entry, a count out of
+    range, a bad arm, seed list or step budget, or (population) an algorithm without
+    --num-seeds or an env whose runs cannot share one process; starts nothing."""
     from envs import UnknownEnvError, check_env_id
 
-    if config.seeds <= 0:
+    if config.seed_list is not None:
+        _check_seed_list(config)
+    elif config.seeds <= 0:
         raise SweepError(f"--seeds must be > 0, got {config.seeds}")
-    if config.seeds > MAX_SEEDS:
+    elif config.seeds > MAX_SEEDS:
         raise SweepError(f"--seeds must be <= {MAX_SEEDS}, got {config.seeds}")
     if config.total_timesteps <= 0:
         raise SweepError(f"--total-timesteps must be > 0, got {config.total_timesteps}")
     if config.total_timesteps > MAX_TIMESTEPS:
         raise SweepError(f"--total-timesteps must be <= 1e12, got {config.total_timesteps}")
-    if not config.algos or not config.envs:
+    if config.arms is not None:
+        if config.algos:
+            raise SweepError("give algos or arms, not both (arms name their own algorithms)")
+        if not config.arms:
+            raise SweepError("arms must name at least one arm")
+        _check_arms(config.arms)
+    if not config.columns() or not config.envs:
         raise SweepError("--algos and --envs must each name at least one entry")
     for flag, names in (("--algos", config.algos), ("--envs", config.envs)):
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:  # two workers would share one run directory
             raise SweepError(f"{flag} names {', '.join(twice)} more than once")
     known = sorted(p.stem for p in algos_dir.glob("*.py") if not p.stem.startswith("_"))
-    for algo in config.algos:
-        if algo not in known:
-            raise SweepError(f"unknown algorithm '{algo}' (known: {', '.join(known)})")
+    for arm in config.columns():
+        if arm.algo not in known:
+            raise SweepError(f"unknown algorithm '{arm.algo}' (known: {', '.join(known)})")
     for env_id in config.envs:
         try:
             check_env_id(env_id)
         except UnknownEnvError as exc:
             raise SweepError(f"--envs: {exc}") from None
+    if config.steps_per_env is not None:
+        _check_steps_per_env(config)
+    if config.population:
+        _check_population(config, algos_dir)
+
+
+def _check_seed_list(config: SweepConfig) -> None:
+    seeds = config.seed_list
+    if not isinstance(seeds, list | tuple) or not seeds:
+        raise SweepError(f"seed_list must be a non-empty list of seeds, got {seeds!r}")
+    if len(seeds) > MAX_SEEDS:
+        raise SweepError(f"seed_list must hold <= {MAX_SEEDS} seeds, got {len(seeds)}")
+    bad = [s for s in seeds if not (_is_int(s) and 0 < s <= MAX_SEED)]
+    if bad:
+        raise SweepError(f"seed_list: seeds must be integers in 1..{MAX_SEED}, got {bad[0]!r}")
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice:  # two runs of one seed would share one run directory
+        raise SweepError(f"seed_list names {', '.join(map(str, twice))} more than once")
+    if config.seeds not in (0, len(seeds)):
+        raise SweepError(
+            f"seeds must be 0 or the length of seed_list ({len(seeds)}), got {config.seeds}"
+        )
+
+
+def _check_arms(arms: list[Arm]) -> None:
+    for arm in arms:
+        if not isinstance(arm, Arm):
+            raise SweepError(f"arms must hold Arm entries, got {arm!r}")
+        name_ok = isinstance(arm.name, str) and ARM_NAME.fullmatch(arm.name) is not None
+        if not name_ok or arm.name in (".", ".."):
+            raise SweepError(
+                f"arm name {arm.name!r} must be letters, digits, '.', '_' or '-' (a directory name)"
+            )
+        if not all(isinstance(f, str) for f in arm.flags):
+            raise SweepError(f"arm '{arm.name}': flags must be strings, got {list(arm.flags)!r}")
+    names = [arm.name for arm in arms]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:  # two columns would share one directory
+        raise SweepError(f"arms name {', '.join(twice)} more than once")
+
+
+def _check_steps_per_env(config: SweepConfig) -> None:
+    steps = config.steps_per_env
+    if not isinstance(steps, dict):
+        raise SweepError(f"steps_per_env must map env ids to steps, got {steps!r}")
+    for env_id, value in steps.items():
+        if env_id not in config.envs:
+            raise SweepError(f"steps_per_env names '{env_id}', which is not one of the envs")
+        if not (_is_int(value) and 0 < value <= MAX_TIMESTEPS):
+            raise SweepError(f"steps_per_env['{env_id}'] must be in 1..1e12, got {value!r}")
+
+
+def _check_population(config: SweepConfig, algos_dir: Path) -> None:
+    """Every column's algorithm takes --num-seeds; every env is a bandit whose envs end their
+    episodes together (what controlrl/population.py batches over seeds)."""
+    from envs import bandits, split_id
+
+    for env_id in config.envs:
+        backend, name = split_id(env_id)
+        if backend != "bandit" or not bandits.lockstep(name):
+            raise SweepError(
+                f"population needs bandit: envs whose episodes end together, got {env_id} "
+                "(run its seeds as separate runs)"
+            )
+    for algo in dict.fromkeys(arm.algo for arm in config.columns()):
+        if not takes_num_seeds(algo, algos_dir):
+            users = [arm.name for arm in config.columns() if arm.algo == algo]
+            raise SweepError(
+                f"population: algos/{algo}.py has no --num-seeds (arms {', '.join(users)}); "
+                "run its seeds as separate runs"
+            )
+
+
+def takes_num_seeds(algo: str, algos_dir: Path = ALGOS_DIR) -> bool:
+    """Whether algos_dir/<algo>.py accepts --num-seeds: this checkout's algorithms by their
+    Args (a num_seeds field), any other script by its --help."""
+    import dataclasses
+    import importlib
+
+    script = (Path(algos_dir) / f"{algo}.py").resolve()
+    if script.parent == ALGOS_DIR.resolve():
+        try:
+            module = importlib.import_module(f"algos.{algo}")
+        except Exception:  # an optional dependency missing: ask the script itself
+            module = None
+        loaded = module is not None and Path(module.__file__ or "").resolve() == script
+        if loaded and dataclasses.is_dataclass(getattr(module, "Args", None)):
+            return "num_seeds" in {f.name for f in dataclasses.fields(module.Args)}
+    pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    try:
+        done = subprocess.run(
+            [sys.executable, str(script), "--help"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": pythonpath},
+            timeout=300,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return re.search(r"(?<![\w-])--num-seeds(?![\w-])", done.stdout) is not None
 
 
 def env_tag(env_id: str) -> str:
@@ -191,26 +414,58 @@ def env_tag(env_id: str) -> str:
 
 
 def plan(config: SweepConfig, out: Path, algos_dir: Path = ALGOS_DIR) -> list[Task]:
-    """Every (algo, env, seed) of the sweep, seeds numbered 1..n, with absolute paths."""
+    """Every run of the sweep, with absolute paths: per column (arm or algorithm), env and seed
+    (seeds 1..n or seed_list, ascending), or in population mode per column, env and contiguous
+    block of seeds. A run's flags: the sweep's extra, then its arm's own."""
     out, algos_dir = Path(out).expanduser().resolve(), Path(algos_dir).expanduser().resolve()
+    seeds = config.seed_numbers()
+    groups = seed_blocks(seeds) if config.population else [(seed,) for seed in seeds]
     tasks = []
-    for algo in config.algos:
+    for arm in config.columns():
         for env_id in config.envs:
             tag = env_tag(env_id)
-            for seed in range(1, config.seeds + 1):
+            for group in groups:
+                name = seed_dir_name(group, config.population)
                 tasks.append(
                     Task(
-                        algo,
+                        arm.algo,
                         env_id,
-                        seed,
-                        config.total_timesteps,
-                        str(out / "runs" / algo / tag / f"seed{seed}"),
-                        str(algos_dir / f"{algo}.py"),
-                        tuple(config.extra),
-                        str(out / "state" / algo / tag / f"seed{seed}.json"),
+                        group[0],
+                        config.steps_for(env_id),
+                        str(out / "runs" / arm.name / tag / name),
+                        str(algos_dir / f"{arm.algo}.py"),
+                        (*config.extra, *arm.flags),
+                        str(out / "state" / arm.name / tag / f"{name}.json"),
+                        arm=arm.name if config.arms is not None else "",
+                        seeds=group,
+                        population=config.population,
                     )
                 )
     return tasks
+
+
+def task_command(task: Task, resume: bool = False) -> list[str]:
+    """The command that runs `task` (run_task runs it from the checkout's root, with the
+    checkout first on PYTHONPATH): a fresh start, or with resume=True the continuation of its
+    run directory from its checkpoint."""
+    if resume:
+        return [sys.executable, task.script, "--resume", str(task.run_dir)]
+    seeds = ["--seed", str(task.seed)]
+    if task.population:
+        seeds += ["--num-seeds", str(len(task.seeds))]
+    return [
+        sys.executable,
+        task.script,
+        "--env-id",
+        task.env_id,
+        *seeds,
+        "--total-timesteps",
+        str(task.total_timesteps),
+        "--run-dir",
+        str(task.run_dir),
+        "--no-progress",
+        *task.extra,
+    ]
 
 
 def is_done(run_dir: Path) -> bool:
@@ -281,25 +536,12 @@ def run_task(
         return {**result, "status": "done", "returncode": 0, "error": "", "seconds": 0.0}
     start_step = 0
     if (run_dir / "checkpoints" / "latest.pt").exists():
-        cmd = [sys.executable, task.script, "--resume", str(run_dir)]
+        cmd = task_command(task, resume=True)
         start_step = _last_step(run_dir)
     else:
         if run_dir.exists():  # killed before its first checkpoint: nothing worth keeping
             shutil.rmtree(run_dir)
-        cmd = [
-            sys.executable,
-            task.script,
-            "--env-id",
-            task.env_id,
-            "--seed",
-            str(task.seed),
-            "--total-timesteps",
-            str(task.total_timesteps),
-            "--run-dir",
-            str(run_dir),
-            "--no-progress",
-            *task.extra,
-        ]
+        cmd = task_command(task)
     state_path = Path(task.state) if task.state else None
     previous = read_run_state(state_path) if state_path else None
     attempt = (previous or {}).get("attempt", 0) + 1 if previous else 1
@@ -378,6 +620,16 @@ def _is_str_list(value) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
+def _is_arm_list(value) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(a, dict)
+        and isinstance(a.get("name"), str)
+        and isinstance(a.get("algo"), str)
+        and _is_str_list(a.get("flags"))
+        for a in value
+    )
+
+
 def _status_problem(data) -> str:
     """What is wrong with a parsed sweep.json (empty if nothing)."""
     if not isinstance(data, dict):
@@ -399,6 +651,14 @@ def _status_problem(data) -> str:
             return f"missing key 'config.{key}'"
         if not ok(config[key]):
             return f"'config.{key}' has the wrong type ({type(config[key]).__name__})"
+    for key, ok in (  # what newer sweeps add, each where it is not its default
+        ("arms", _is_arm_list),
+        ("seed_list", lambda v: isinstance(v, list) and all(_is_int(s) for s in v)),
+        ("population", lambda v: isinstance(v, bool)),
+        ("steps_per_env", lambda v: isinstance(v, dict) and all(map(_is_int, v.values()))),
+    ):
+        if config.get(key) is not None and not ok(config[key]):
+            return f"'config.{key}' has the wrong type or form ({type(config[key]).__name__})"
     if not isinstance(runs, dict):
         return "'runs' is not an object"
     for run_id, run in runs.items():
@@ -532,7 +792,7 @@ class StatusFile:
         self.path = Path(out) / "sweep.json"
         self.lock = threading.Lock()
         Path(out).mkdir(parents=True, exist_ok=True)
-        self.data: dict = {"config": asdict(config), "runs": {}}
+        self.data: dict = {"config": config.to_dict(), "runs": {}}
         if self.path.exists():  # check_out_dir made sure the configuration is the same
             self.data["runs"] = load_status(Path(out))["runs"]
         if driver is not None:
@@ -551,6 +811,32 @@ class StatusFile:
             _write_json(self.path, self.data)
 
 
+def same_sweep(saved: SweepConfig, new: SweepConfig) -> bool:
+    """Whether `new` is the sweep `saved` or that sweep grown: the same columns (algorithms or
+    arms), extra, total_timesteps, population mode and each saved env's step budget, and every
+    run of `saved` still a run of `new` (more seeds or envs: more runs; a population whose
+    blocks of seeds changed is another sweep)."""
+    if saved.seed_list is None and not 0 < saved.seeds <= MAX_SEEDS:
+        return False  # not a sweep this runner writes: planning it could take forever
+    fixed = ("algos", "extra", "arms", "population", "total_timesteps")
+    if any(_plain(getattr(saved, k)) != _plain(getattr(new, k)) for k in fixed):
+        return False
+    if any(saved.steps_for(env_id) != new.steps_for(env_id) for env_id in saved.envs):
+        return False
+    here = Path(".")  # run ids do not depend on where the runs are
+    new_ids = {t.run_id for t in plan(new, here)}
+    return all(t.run_id in new_ids for t in plan(saved, here))
+
+
+def _plain(value):
+    """Lists for tuples, recursively, so a JSON copy compares equal to the original."""
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Arm):
+        return [value.name, value.algo, list(value.flags)]
+    return value
+
+
 def check_out_dir(out: Path, config: SweepConfig) -> None:
     """Raise SweepError if `out` holds a sweep with another configuration (or is not a sweep).
     More seeds or more tasks of the same configuration are the same sweep grown: its runs are
@@ -558,10 +844,7 @@ def check_out_dir(out: Path, config: SweepConfig) -> None:
     out = Path(out)
     if (out / "sweep.json").exists():
         saved = load_status(out)["config"]
-        new = asdict(config)
-        same = {**saved, "seeds": new["seeds"], "envs": new["envs"]} == new
-        grown = new["seeds"] >= saved["seeds"] and set(saved["envs"]) <= set(new["envs"])
-        if not (same and grown):
+        if not same_sweep(SweepConfig.from_dict(saved), config):
             raise SweepError(
                 f"{out} belongs to a different sweep configuration ({saved}); use another --out"
             )
@@ -907,7 +1190,7 @@ def summarize(out: Path) -> dict:
     state = driver.get("state", "unknown")
     if state == "running" and not alive:  # its driver is gone without saying so
         state = "interrupted"
-    total_steps = data["config"]["total_timesteps"]
+    config = SweepConfig.from_dict(data["config"])
     now = time.time()
     shown: dict[str, str] = {}
     rates = []  # seconds per env step, measured on runs in progress or finished
@@ -915,6 +1198,7 @@ def summarize(out: Path) -> dict:
     for run_id, run in runs.items():
         algo, env_id, seed = run_id.split("/")
         tag = env_tag(env_id)
+        total_steps = config.steps_for(env_id)
         run_dir = out / "runs" / algo / tag / seed
         own = read_run_state(out / "state" / algo / tag / f"{seed}.json")
         if run["status"] in ("done", "failed"):
