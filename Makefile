@@ -90,7 +90,11 @@ mutation: setup
 # every figure of paper_figures/README.md: at toy size into runs/figures_toy (minutes), or with
 # FULL=1 at the budgets stated there into paper_figures/out (hours on 2 cores)
 TOY_OUT := runs/figures_toy
+# the declared experiments (paper_figures/<id>/experiment.toml): each one command, run through the
+# sweep runner into runs/lab/<id> (toy size: runs/lab/<id>-toy), resumable
+DECLARED := $(notdir $(patsubst %/,%,$(dir $(wildcard paper_figures/*/experiment.toml))))
 figures: setup
+	for id in $(DECLARED); do $(BIN)/python -m paper_figures run $$id $(if $(FULL),,--toy) || exit 1; done
 ifdef FULL
 	$(BIN)/python paper_figures/retrace_contraction.py
 	$(BIN)/python paper_figures/retrace_vs_traces.py --train --total-timesteps 30000 \

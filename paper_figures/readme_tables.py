@@ -6,7 +6,7 @@ Each README holds generated blocks:
     ...text written by TABLES[<name>](read)...
     <!-- table:end -->
 
-`python paper_figures/claims.py` rewrites every block from its function; `--check` fails naming
+`python -m paper_figures report` rewrites every block from its function; `check` fails naming
 each block whose text differs from what its CSVs give, and a block without a function (or a
 function whose block is gone) is an error. A function takes `read` (claims.read: the rows of one
 committed CSV of paper_figures/out/, a missing file an error naming it) and returns the block's
@@ -1072,45 +1072,6 @@ def dynamic_pg(read: Read) -> str:
         f"  `out/dynamic_pg.csv` (step size {lr:g}, iterations to eps-optimality):\n\n"
         + md(["H", "simultaneous", "dynamic", "simultaneous / dynamic"], body,
              ["---:", "---:", "---:", "---:"])
-    )  # fmt: skip
-
-
-@table("objective-zoo")
-def objective_zoo(read: Read) -> str:
-    from paper_figures.claims_zoo import verdicts
-
-    rows, ledger = read("objective_zoo_summary.csv"), verdicts()
-    body = []
-    for r in rows:
-
-        def ci(name, spec=".3f", r=r):
-            return (
-                f"{f(float(r[name]), spec)} [{f(float(r[name + '_lo']), spec)}, "
-                f"{f(float(r[name + '_hi']), spec)}]"
-            )
-
-        diff = (
-            ""
-            if r["final_success_diff"] == ""
-            else (
-                f"{float(r['final_success_diff']):+.3f} [{float(r['final_success_diff_lo']):+.3f},"
-                f" {float(r['final_success_diff_hi']):+.3f}]; p {g(float(r['final_success_p']))}"
-            )
-        )
-        flags = f"`{r['flags']}`" if r["flags"] else "(defaults)"
-        bandit = r["bandit"].removeprefix("bandit:")
-        rows_of = "; ".join(ledger.get((r["bandit"], r["objective"]), []))
-        body.append([bandit, r["label"].replace("\n", " "), flags, ci("final_success"),
-                     ci("auc"), diff, rows_of])  # fmt: skip
-    n = {r["bandit"].removeprefix("bandit:"): r["seeds"] for r in rows}
-    seeds = ", ".join(f"{b} {k}" for b, k in n.items())
-    return (
-        para(f"`out/objective_zoo_summary.csv` (seeds per row: {seeds}; mean [95% bootstrap CI];"
-             " the difference to GRPO paired over the same seeds, sign-flip p; the ledger rows"
-             " Z-* each row's objective supports or contradicts, with their verdicts):")
-        + "\n\n"
-        + md(["bandit", "objective", "flags", "final success", "AUC", "final - GRPO",
-              "ledger rows (verdict)"], body)
     )  # fmt: skip
 
 

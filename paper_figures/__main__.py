@@ -1,0 +1,60 @@
+"""python -m paper_figures list | run ID [--toy] [--workers N] | report | check
+
+list     the declared experiments, their claims and arms
+run      train what is missing (resumable), collect the results table, then report
+report   write CLAIMS.md, every experiment's page and the README blocks
+check    exit 1 if any of them differs from what the declarations and results give
+"""
+
+from __future__ import annotations
+
+import sys
+
+from envs.errors import ArgumentParser  # the one-line parser, without torch
+
+
+def main(argv: list[str] | None = None) -> int:
+    from paper_figures.lab import report, runner, spec
+
+    parser = ArgumentParser(prog="python -m paper_figures", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="the declared experiments")
+    run = sub.add_parser("run", help="train, collect and report one experiment")
+    run.add_argument("id", help="an experiment folder under paper_figures/")
+    run.add_argument("--toy", action="store_true", help="the declaration's toy size (tests)")
+    run.add_argument("--workers", type=int, default=2, help="runs at once")
+    run.add_argument("--backend", choices=("local", "ray"), default="local")
+    run.add_argument("--address", default=None, help="a Ray cluster (with --backend ray)")
+    sub.add_parser("report", help="write the ledger, pages and README blocks")
+    sub.add_parser("check", help="compare them with what the results give")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        for exp in spec.load_all():
+            print(
+                f"{exp.id}: {exp.title} ({len(exp.claims)} claims, arms "
+                f"{', '.join(exp.arms)}, {len(exp.envs)} envs, {len(exp.seeds)} seeds)"
+            )
+        return 0
+    if args.command == "run":
+        folders = {p.name: p for p in spec.discover()}
+        if args.id not in folders:
+            parser.error(f"unknown experiment {args.id!r} (known: {', '.join(folders)})")
+        exp = spec.load(folders[args.id])
+        spec.check_flags(exp)
+        failed = runner.run(exp, args.toy, args.workers, args.backend, args.address)
+        target = runner.write(exp, args.toy)
+        print(f"wrote {target}" + (f"; failed runs: {', '.join(failed)}" if failed else ""))
+        if not args.toy:
+            report.write()
+        return 1 if failed else 0
+    if args.command == "report":
+        report.write()
+        return 0
+    problems = report.check()
+    for p in problems:
+        print(f"check: {p}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""An experiment's claims judged on its results table: one Line per claim (per env where the
+claim says so), and the per-env details of a pooled claim."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+
+from paper_figures.lab import protocol, results
+from paper_figures.lab.spec import Claim, Experiment
+
+
+@dataclass
+class Line:
+    """One ledger line before the multiplicity adjustment fills q, verdict and cause."""
+
+    id: str
+    exp: Experiment
+    claim: Claim
+    envs: list[str]
+    judgement: protocol.Judgement
+    main: bool = True  # a detail (one env of a pooled claim) does not count in the headline
+    parent: str = ""
+    suffix: str = ""  # the env suffix of a per-env line
+    q: float = float("nan")
+    verdict: str = ""
+    cause: str = ""
+    details: list[Line] = field(default_factory=list)
+
+    @property
+    def paper(self):
+        return self.exp.papers[self.claim.paper]
+
+
+def _analysis(exp: Experiment):
+    """The experiment's analysis.py as a module (None when it has none)."""
+    if not exp.analysis:
+        return None
+    path = exp.folder / "analysis.py"
+    spec = importlib.util.spec_from_file_location(f"paper_figures.{exp.id}_analysis", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def compare(exp: Experiment, claim: Claim, rows: list[dict], envs: list[str]):
+    """The claim's judgement on `envs` (kinds with a statistic; exact and all-of elsewhere)."""
+    if claim.kind in ("above", "below"):
+        return protocol.bar(
+            results.sample(rows, claim.a, claim.metric, envs), claim.kind, claim.bar
+        )
+    if claim.kind == "unpaired":
+        a = results.sample(rows, claim.a, claim.metric, envs)
+        b = results.sample(rows, claim.b, claim.metric, envs)
+        return protocol.unpaired(a, b)
+    d = results.differences(rows, claim, envs)
+    if d.size == 0:
+        raise ValueError(f"{exp.id} claim {claim.id}: no pairs of {claim.a} and {claim.b} on "
+                         f"{', '.join(envs)}")  # fmt: skip
+    return protocol.paired(d, claim.kind, claim.margin, claim.shift)
+
+
+def lines(exp: Experiment, rows: list[dict]) -> list[Line]:
+    """Every line of the experiment, in declaration order (all-of lines judged later)."""
+    analysis = _analysis(exp)
+    exact = analysis.judge(exp, rows) if analysis and hasattr(analysis, "judge") else {}
+    out = []
+    for claim in exp.claims:
+        if claim.kind == "exact":
+            if claim.id not in exact:
+                raise ValueError(f"{exp.id}: analysis.py gives no judgement for {claim.id}")
+            out.append(Line(claim.id, exp, claim, list(exp.envs), exact[claim.id]))
+            continue
+        envs = results.claim_envs(exp, claim, rows) if claim.a else list(claim.envs)
+        if claim.kind == "all-of":
+            for env in envs if claim.per_env else [""]:
+                suffix = exp.envs[env].suffix if env else ""
+                line = Line(claim.id + suffix, exp, claim, [env] if env else [],
+                            protocol.Judgement("all-of"), suffix=suffix)  # fmt: skip
+                out.append(line)
+            continue
+        if not envs:
+            continue  # neither side ran here (an env-restricted arm)
+        if claim.per_env:
+            for env in envs:
+                suffix = exp.envs[env].suffix
+                judged = compare(exp, claim, rows, [env])
+                out.append(Line(claim.id + suffix, exp, claim, [env], judged, suffix=suffix))
+            continue
+        line = Line(claim.id, exp, claim, envs, compare(exp, claim, rows, envs))
+        if len(envs) > 1:
+            for env in envs:
+                rid = claim.id + (exp.envs[env].suffix or f"-{exp.envs[env].label}")
+                detail = Line(rid, exp, claim, [env], compare(exp, claim, rows, [env]), False)
+                detail.parent = claim.id
+                line.details.append(detail)
+        out.append(line)
+    return out
+
+
+def settle_all_of(every: list[Line]) -> None:
+    """Judge the all-of lines from their parts' verdicts (each part in the same experiment)."""
+    by_key = {(ln.exp.id, ln.id): ln for ln in every}
+    for ln in every:
+        if ln.claim.kind != "all-of":
+            continue
+        parts = [by_key[(ln.exp.id, p + ln.suffix)].verdict for p in ln.claim.of]
+        ln.judgement = protocol.all_of(parts)
+        ln.verdict, ln.cause = ln.judgement.verdict, ln.judgement.cause
+        ln.judgement.text = "; ".join(f"{p}: {v}" for p, v in zip(ln.claim.of, parts))

@@ -1,0 +1,114 @@
+"""Named metrics of a finished run directory, per seed: what a declaration's [run] metrics list.
+
+A run directory is one seed's run or a population run (--num-seeds: final_eval.json lists its
+seeds, metrics.csv has a `seed` column). Names:
+
+  final_eval_return   the final deterministic evaluation's mean return (final_eval.json)
+  final_train_return  mean train/episode_return over the last `final_window` env steps' rows
+  final_success       bandits: mean train/episode_return over the last `final_window` samples
+                      (episodes), over the bandit's optimal expected reward (envs/bandits.py)
+  final_eval          bandits: the final evaluation's mean reward over the optimum
+  auc                 bandits: the mean over iterations of train/episode_return over the optimum
+  <agg>:<column>      agg (mean, max, sum, last) of a metrics.csv column over the run's rows
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+AGGREGATES = {"mean": np.nanmean, "max": np.nanmax, "sum": np.nansum, "last": lambda x: x[-1]}
+NAMED = ("final_eval_return", "final_train_return", "final_success", "final_eval", "auc")
+
+
+def check_name(name: str) -> None:
+    """Raise ValueError for a metric name this module cannot compute."""
+    agg, _, column = name.partition(":")
+    if name in NAMED or (column and agg in AGGREGATES):
+        return
+    raise ValueError(f"unknown metric {name!r} (known: {', '.join(NAMED)}, or <agg>:<column> "
+                     f"with agg one of {', '.join(AGGREGATES)})")  # fmt: skip
+
+
+@cache
+def bandit_optimum(env_id: str) -> float:
+    """A bandit's optimal expected reward, from envs/bandits.py."""
+    from envs import bandits
+
+    env = bandits.make(env_id.removeprefix("bandit:"), 1)
+    try:
+        return float(env.optimal_reward)
+    finally:
+        env.close()
+
+
+def _rows(run_dir: Path) -> list[dict]:
+    with (run_dir / "metrics.csv").open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _float(value: str | None) -> float:
+    return float(value) if value not in (None, "") else math.nan
+
+
+def _by_seed(run_dir: Path, seeds: list[int]) -> dict[int, list[dict]]:
+    out: dict[int, list[dict]] = {s: [] for s in seeds}
+    for r in _rows(run_dir):
+        seed = int(r["seed"]) if r.get("seed") not in (None, "") else seeds[0]
+        if seed in out:
+            out[seed].append(r)
+    return out
+
+
+def seeds_of(run_dir: Path) -> list[int]:
+    """The seeds a finished run directory holds (its final_eval.json, else config.json)."""
+    final = json.loads((run_dir / "final_eval.json").read_text())
+    if "seeds" in final:
+        return [int(s) for s in final["seeds"]]
+    return [int(json.loads((run_dir / "config.json").read_text())["args"]["seed"])]
+
+
+def extract(run_dir: Path, env_id: str, names, final_window: int) -> dict[int, dict[str, float]]:
+    """{seed: {metric: value}} of a finished run directory."""
+    run_dir = Path(run_dir)
+    seeds = seeds_of(run_dir)
+    final = json.loads((run_dir / "final_eval.json").read_text())
+    evals = dict(zip(seeds, final.get("eval_return_per_seed", [final["eval_return_mean"]])))
+    rows = _by_seed(run_dir, seeds)
+    out = {}
+    for seed in seeds:
+        mine = rows[seed]
+        values = {}
+        for name in names:
+            values[name] = _one(name, mine, evals[seed], env_id, final_window)
+        out[seed] = values
+    return out
+
+
+def _one(name: str, rows: list[dict], final_eval: float, env_id: str, window: int) -> float:
+    if name == "final_eval_return":
+        return float(final_eval)
+    if name == "final_eval":
+        return float(final_eval) / bandit_optimum(env_id)
+    points = [r for r in rows if r.get("train/episode_return") not in (None, "")]
+    returns = np.array([float(r["train/episode_return"]) for r in points])
+    if name == "final_train_return":
+        steps = np.array([float(r["step"]) for r in points])
+        return float(returns[steps > steps[-1] - window].mean())
+    if name in ("final_success", "auc"):
+        success = returns / bandit_optimum(env_id)
+        if name == "auc":
+            return float(success.mean())
+        samples = np.cumsum([float(r["train/episodes"]) for r in points])
+        return float(success[samples > samples[-1] - window].mean())
+    agg, _, column = name.partition(":")
+    x = np.array([_float(r.get(column)) for r in rows])
+    x = x[np.isfinite(x)] if agg == "last" else x
+    if x.size == 0 or not np.isfinite(x).any():
+        return math.nan
+    return float(AGGREGATES[agg](x))

@@ -1,0 +1,87 @@
+"""Everything generated from the declarations and their committed results: CLAIMS.md, each
+experiment's page, the README blocks (and, until every experiment is declared, the old scripts'
+README tables through paper_figures/claims.py). `check` compares instead of writing."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from paper_figures.lab import ledger, pages, results, spec
+
+README = spec.ROOT / "README.md"
+FIGURES_README = spec.FIGURES / "README.md"
+COUNTS_BEGIN, COUNTS_END = "<!-- claims:begin -->", "<!-- claims:end -->"
+
+
+def replace_block(text: str, begin: str, end: str, block: str, name: str) -> str:
+    """`text` with the marked block replaced by `block` (which holds the markers)."""
+    start, stop = text.find(begin), text.find(end)
+    if start < 0 or stop < start:
+        raise ValueError(f"{name} lacks the {begin} ... {end} markers")
+    return text[:start] + block + text[stop + len(end) :]
+
+
+def counts_block(lines, legacy) -> str:
+    counted = ledger.headline(lines)
+    tally = Counter(ln.verdict for ln in counted)
+    old = Counter(r.verdict.replace(" at this power", "") for r in legacy)
+    every = tally + old
+    parts = [f"{every.get(v, 0)} {v}" for v in ledger.VERDICTS if every.get(v, 0)]
+    return (
+        f"{COUNTS_BEGIN}\nVerdicts on the papers' claims, one line each, in the claims ledger "
+        f"[`paper_figures/CLAIMS.md`](paper_figures/CLAIMS.md): {len(counted) + len(legacy)} "
+        f"claims ({', '.join(parts)}); {len(counted)} of them declared as experiments and "
+        f"judged by one protocol with the multiplicity adjusted over the ledger.\n{COUNTS_END}"
+    )
+
+
+def outputs(
+    root: Path = spec.FIGURES, readme: Path = README, figures_readme: Path = FIGURES_README
+) -> tuple[dict[Path, str], list[str]]:
+    """{path: text} of everything generated, and the old tables' blocks whose text differs."""
+    from paper_figures import claims  # the rows not yet declared, and their README tables
+
+    experiments = spec.load_all(root)
+    problems = []
+    for exp in experiments:
+        problems += [f"{exp.id}: {s}" for s in results.stale(exp, results.read(results.path(exp)))]
+    if problems:
+        raise ValueError("results that the declarations no longer give (rerun them):\n  "
+                         + "\n  ".join(problems[:20]))  # fmt: skip
+    lines = ledger.judged(experiments)
+    legacy = claims.all_rows()
+    texts = {root / "CLAIMS.md": ledger.markdown(lines, legacy)}
+    history = pages.history_of(lines)
+    for exp in experiments:
+        rows = results.read(results.path(exp))
+        texts[exp.folder / "README.md"] = pages.page(exp, lines, rows, history)
+    old, changed = claims.readme_texts(readme, figures_readme)
+    texts[readme] = replace_block(old[readme], COUNTS_BEGIN, COUNTS_END,
+                                  counts_block(lines, legacy), readme.name)  # fmt: skip
+    texts[figures_readme] = replace_block(
+        old[figures_readme], pages.INDEX_BEGIN, pages.INDEX_END,
+        pages.index_block(experiments, lines), figures_readme.name,
+    )  # fmt: skip
+    return texts, changed
+
+
+def write() -> dict[str, int]:
+    texts, _ = outputs()
+    for path, text in texts.items():
+        path.write_text(text)
+    return {}
+
+
+def check(
+    root: Path = spec.FIGURES, readme: Path = README, figures_readme: Path = FIGURES_README
+) -> list[str]:
+    """What differs from what the declarations and results give (empty: all in step)."""
+    try:
+        texts, changed = outputs(root, readme, figures_readme)
+    except (ValueError, FileNotFoundError) as exc:
+        return [str(exc)]
+    stale = [f"{p.relative_to(spec.ROOT) if p.is_relative_to(spec.ROOT) else p} differs from "
+             "what the declarations and results give"
+             for p, text in texts.items() if not p.exists() or p.read_text() != text]  # fmt: skip
+    return stale + [f"{b} differs from what its CSVs give" for b in changed]

@@ -1,0 +1,101 @@
+"""An experiment's results table (results/runs.csv): one row per (env, arm, seed) with the run's
+algorithm, budget, full flags, digest and every declared metric. It is the only input of every
+statistic, figure, page and README block."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+
+from paper_figures.lab.spec import Claim, Experiment, run_digest
+
+FIXED = ("env", "arm", "seed", "algo", "steps", "digest", "flags")
+
+
+def path(exp: Experiment, toy: bool = False, out: Path | None = None) -> Path:
+    """Where the table lives: the experiment's results/ (a toy run's: under `out`)."""
+    return (out or exp.folder / "results") / "runs.csv"
+
+
+def write(target: Path, exp: Experiment, rows: list[dict]) -> None:
+    """The table, rows in the canonical order (env as declared, arm as declared, seed)."""
+    env_order = {e: i for i, e in enumerate(exp.envs)}
+    arm_order = {a: i for i, a in enumerate(exp.arms)}
+    rows = sorted(rows, key=lambda r: (env_order[r["env"]], arm_order[r["arm"]], int(r["seed"])))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("w", newline="") as f:
+        writer = csv.DictWriter(f, [*FIXED, *exp.metrics], lineterminator="\n")
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in r.items()})
+
+
+def read(target: Path) -> list[dict]:
+    """The table's rows, seed as int and metrics as float (an empty cell as nan)."""
+    if not target.exists():
+        raise FileNotFoundError(f"{target} is missing: run the experiment first")
+    with target.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        r["seed"] = int(r["seed"])
+        for k in list(r):
+            if k not in FIXED:
+                r[k] = float(r[k]) if r[k] != "" else math.nan
+    return rows
+
+
+def stale(exp: Experiment, rows: list[dict]) -> list[str]:
+    """Rows whose digest is not what the declaration gives for that (arm, env, seed): results
+    of runs the declaration no longer describes."""
+    planned = {(a, e, s): (steps, flags) for a, e, s, steps, flags in exp.runs()}
+    out = []
+    for r in rows:
+        key = (r["arm"], r["env"], r["seed"])
+        if key not in planned:
+            out.append(f"{r['arm']} {r['env']} seed {r['seed']}: not declared")
+            continue
+        steps, flags = planned[key]
+        want = run_digest(exp.arms[r["arm"]].algo, flags, r["env"], r["seed"], steps)
+        if r["digest"] != want:
+            out.append(f"{r['arm']} {r['env']} seed {r['seed']}: digest {r['digest']} != {want}")
+    return out
+
+
+def values(rows: list[dict], arm: str, env: str, metric: str) -> dict[int, float]:
+    return {r["seed"]: r[metric] for r in rows if r["arm"] == arm and r["env"] == env}
+
+
+def claim_envs(exp: Experiment, claim: Claim, rows: list[dict]) -> list[str]:
+    """The envs a claim is judged on: its own list, else every declared env both arms ran."""
+    if claim.envs:
+        return list(claim.envs)
+    ran = {(r["arm"], r["env"]) for r in rows}
+    arms = [claim.a] + ([claim.b] if claim.b else [])
+    return [e for e in exp.envs if all((a, e) in ran for a in arms)]
+
+
+def differences(rows: list[dict], claim: Claim, envs: list[str]) -> np.ndarray:
+    """Per (env, seed) in canonical order: a - b on the claim's metric, normalised per env by
+    the spread of both arms' runs there when the claim says minmax-pair."""
+    out = []
+    for env in envs:
+        va = values(rows, claim.a, env, claim.metric)
+        vb = values(rows, claim.b, env, claim.metric)
+        spread = 1.0
+        if claim.normalise == "minmax-pair":
+            every = list(va.values()) + list(vb.values())
+            spread = (max(every) - min(every)) or 1.0
+        out += [(va[s] - vb[s]) / spread for s in sorted(va) if s in vb]
+    return np.array(out, np.float64)
+
+
+def sample(rows: list[dict], arm: str, metric: str, envs: list[str]) -> np.ndarray:
+    """One arm's runs on the envs, canonical order."""
+    out = []
+    for env in envs:
+        v = values(rows, arm, env, metric)
+        out += [v[s] for s in sorted(v)]
+    return np.array(out, np.float64)

@@ -1,0 +1,93 @@
+"""An experiment's runs through the sweep runner (controlrl/experiment.py), one sweep per arm,
+and their collection into the results table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from controlrl import experiment as sweep
+from paper_figures.lab import metrics, results
+from paper_figures.lab.spec import ROOT, Experiment, run_digest
+
+SWEEPS = ROOT / "runs" / "lab"
+
+
+def base(exp: Experiment, toy: bool, root: Path = SWEEPS) -> Path:
+    return Path(root) / (exp.id + ("-toy" if toy else ""))
+
+
+def configs(exp: Experiment, toy: bool = False) -> dict[str, sweep.SweepConfig]:
+    """{sweep name: its sweep}, one per arm and mode: the arm's envs, the declared seeds (the
+    toy's with toy=True), each env's budget; flags: the experiment's, the arm's, the toy's."""
+    out = {}
+    for arm in exp.arms.values():
+        if toy and arm.name not in exp.toy.arms:
+            continue
+        for mode in ("population", "separate"):
+            envs = [e for e in arm.envs if (not toy or e in exp.toy.envs)
+                    and exp.envs[e].mode == mode]  # fmt: skip
+            if envs:
+                name = arm.name + ("" if mode == exp.mode else f"-{mode}")
+                out[name] = _config(exp, arm, envs, mode, toy)
+    return out
+
+
+def _config(exp: Experiment, arm, envs: list[str], mode: str, toy: bool) -> sweep.SweepConfig:
+    steps = {e: exp.toy.steps if toy else exp.envs[e].steps for e in envs}
+    flags = arm.flags + (exp.toy.flags if toy else ())
+    return sweep.SweepConfig(
+        algos=[],
+        envs=envs,
+        seeds=0,
+        total_timesteps=max(steps.values()),
+        extra=list(exp.flags),
+        arms=[sweep.Arm(arm.name, arm.algo, flags)],
+        seed_list=list(exp.toy.seeds if toy else exp.seeds),
+        population=exp.mode == "population",
+        steps_per_env=steps,
+    )
+
+
+def run(exp: Experiment, toy: bool = False, workers: int = 2, backend: str = "local",
+        address: str | None = None, root: Path = SWEEPS) -> list[str]:  # fmt: skip
+    """Every run not yet finished (resumable); returns the failed runs' ids."""
+    failed = []
+    for name, config in configs(exp, toy).items():
+        status = sweep.run_sweep(config, base(exp, toy, root) / name, backend=backend,
+                                 workers=workers, address=address,
+                                 on_update=lambda r: print(f"[{r['status']}] {r['run_id']}",
+                                                           flush=True))  # fmt: skip
+        failed += [k for k, v in status.items() if v["status"] == "failed"]
+    return failed
+
+
+def collect(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> list[dict]:
+    """The results rows of every finished run (an unfinished one is left out)."""
+    rows = []
+    for name, config in configs(exp, toy).items():
+        arm = exp.arms[config.arms[0].name]
+        for task in sweep.plan(config, base(exp, toy, root) / name):
+            run_dir = Path(task.run_dir)
+            if not sweep.is_done(run_dir):
+                continue
+            window = exp.final_window
+            per_seed = metrics.extract(run_dir, task.env_id, exp.metrics, window)
+            for seed, values in sorted(per_seed.items()):
+                rows.append({
+                    "env": task.env_id, "arm": arm.name, "seed": seed, "algo": arm.algo,
+                    "steps": task.total_timesteps,
+                    "digest": run_digest(arm.algo, task.extra, task.env_id, seed,
+                                         task.total_timesteps),
+                    "flags": " ".join(task.extra), **values,
+                })  # fmt: skip
+    return rows
+
+
+def write(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> Path:
+    """Collect and write the results table: the experiment's results/ (a toy's: its sweep's)."""
+    rows = collect(exp, toy, root)
+    if not rows:
+        raise SystemExit(f"error: {exp.id}: no finished runs under {base(exp, toy, root)}")
+    target = results.path(exp, out=base(exp, toy, root) / "results" if toy else None)
+    results.write(target, exp, rows)
+    return target

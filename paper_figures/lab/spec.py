@@ -1,0 +1,391 @@
+"""An experiment's declaration (paper_figures/<experiment>/experiment.toml) as dataclasses.
+
+Unknown keys are refused, every reference (a claim's arms, paper, metric, envs) is resolved and
+every arm's flags are parsed by its algorithm's own Args before anything runs. The digest of a
+run (algorithm, its full flags, env, seed, budget) identifies it: the results table records it,
+and `check` refuses results whose digest the declaration no longer gives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+FIGURES = HERE.parent  # paper_figures/: one folder per experiment
+ROOT = FIGURES.parent
+DECLARATION = "experiment.toml"
+KINDS = ("superior", "inferior", "non-inferior", "equivalent", "above", "below", "unpaired")
+KINDS += ("all-of", "exact")
+MAX_CLAIM = 110  # characters of a ledger line's claim; a longer claim needs a `short`
+
+
+class SpecError(ValueError):
+    """A declaration that cannot be read; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Paper:
+    key: str
+    title: str
+    arxiv: str = ""  # "2503.14476"; empty for a paper without one (then `ref` says where)
+    ref: str = ""
+
+    @property
+    def name(self) -> str:
+        """'<title> (arXiv <id>)', or the title with its reference."""
+        where = f"arXiv {self.arxiv}" if self.arxiv else self.ref
+        return f"{self.title} ({where})" if where else self.title
+
+
+@dataclass(frozen=True)
+class Env:
+    id: str
+    label: str
+    suffix: str  # appended to a claim's id where the claim is judged per env
+    steps: int
+    unit: str
+    setting: str  # what this env adds to the run's setting, in words
+    mode: str  # the run's mode here ("separate" where episodes do not end together)
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    algo: str
+    flags: tuple[str, ...]
+    recipe: str  # where the flags come from: the paper's file:line, project defaults, a budget
+    label: str
+    envs: tuple[str, ...]  # the envs this arm runs on
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    paper: str  # a Paper key
+    claim: str
+    short: str  # the ledger line's words (the claim when it is short enough)
+    kind: str
+    a: str = ""  # arms (kind "above"/"below": a alone)
+    b: str = ""
+    metric: str = ""
+    envs: tuple[str, ...] = ()  # judged on these (default: every env both arms ran)
+    per_env: bool = False  # one claim per env (id + the env's suffix) instead of a pooled one
+    normalise: str = "none"  # "none" or "minmax-pair": (a - b) / the spread of both arms' runs
+    margin: float | None = None  # the smallest difference that matters (equivalence, shifts)
+    margin_why: str = ""
+    shift: str = ""  # "", "margin": superior by more than the margin; "-margin": non-inferior
+    bar: float | None = None
+    bar_why: str = ""
+    of: tuple[str, ...] = ()  # kind "all-of": the claims it joins
+    paper_setting: str = ""
+    setting: str = ""  # ours, where it differs from the experiment's
+    note: str = ""
+    posthoc: str = ""  # what of the rule was chosen after the data were seen, and why
+    supersedes: tuple[str, ...] = ()
+    part: bool = False  # a part of an all-of claim: judged and adjusted, not counted on its own
+
+
+@dataclass(frozen=True)
+class Toy:
+    seeds: tuple[int, ...]
+    steps: int
+    flags: tuple[str, ...]
+    envs: tuple[str, ...]
+    arms: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    id: str
+    folder: Path
+    title: str
+    summary: str
+    papers: dict[str, Paper]
+    mode: str  # "population" (seeds as a batch dimension, one process) or "separate"
+    seeds: tuple[int, ...]
+    flags: tuple[str, ...]  # common to every arm
+    metrics: tuple[str, ...]
+    setting: str
+    paper_setting: str
+    budget: str  # the paper's budget, beside ours
+    envs: dict[str, Env]
+    arms: dict[str, Arm]
+    claims: tuple[Claim, ...]
+    toy: Toy
+    final_window: int = 1000  # steps (bandits: samples) of the final_* metrics' window
+    analysis: bool = False  # an analysis.py beside the declaration
+    digest: str = ""  # of the declaration's bytes
+    extra: dict = field(default_factory=dict)  # [analysis] table: what analysis.py reads
+
+    def runs(self, toy: bool = False) -> list[tuple[str, str, int, int, tuple[str, ...]]]:
+        """(arm, env, seed, steps, full flags) of every planned run."""
+        out = []
+        for arm in self.arms.values():
+            if toy and arm.name not in self.toy.arms:
+                continue
+            for env_id in arm.envs:
+                if toy and env_id not in self.toy.envs:
+                    continue
+                steps = self.toy.steps if toy else self.envs[env_id].steps
+                flags = self.flags + arm.flags + (self.toy.flags if toy else ())  # toy's last
+                for seed in self.toy.seeds if toy else self.seeds:
+                    out.append((arm.name, env_id, seed, steps, flags))
+        return out
+
+
+def run_digest(algo: str, flags, env_id: str, seed: int, steps: int) -> str:
+    """What identifies a run: its algorithm, full flags, env, seed and budget."""
+    text = json.dumps([algo, list(flags), env_id, int(seed), int(steps)])
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _take(table: dict, where: str, known: dict[str, type], required=()) -> dict:
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(known)})")
+    for key in required:
+        if key not in table:
+            raise SpecError(f"{where}: missing key '{key}'")
+    for key, value in table.items():
+        want = known[key]
+        ok = isinstance(value, want) and not (want is int and isinstance(value, bool))
+        if want is float:
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not ok:
+            raise SpecError(f"{where}: '{key}' must be {want.__name__}, got {value!r}")
+    return table
+
+
+def _strs(value, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SpecError(f"{where}: expected a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _seeds(value, where: str) -> tuple[int, ...]:
+    seeds = tuple(range(1, value + 1)) if isinstance(value, int) else tuple(value)
+    if not seeds or not all(isinstance(s, int) and s > 0 for s in seeds):
+        raise SpecError(f"{where}: seeds must be a count > 0 or a list of positive integers")
+    if len(set(seeds)) != len(seeds):
+        raise SpecError(f"{where}: a seed is listed twice")
+    return seeds
+
+
+TOP = {"title": str, "summary": str, "paper": list, "run": dict, "envs": dict, "arms": dict}
+TOP |= {"claim": list, "toy": dict, "analysis": dict}
+RUN = {"algo": str, "mode": str, "seeds": object, "steps": int, "unit": str, "flags": list}
+RUN |= {"metrics": list, "setting": str, "paper_setting": str, "budget": str}
+RUN |= {"final_window": int}
+ENV = {"label": str, "suffix": str, "steps": int, "unit": str, "setting": str, "mode": str}
+ARM = {"algo": str, "flags": list, "recipe": str, "label": str, "envs": list}
+CLAIM = {"id": str, "paper": str, "claim": str, "short": str, "kind": str, "a": str, "b": str}
+CLAIM |= {"metric": str, "envs": list, "per_env": bool, "normalise": str, "margin": float}
+CLAIM |= {"margin_why": str, "shift": str, "bar": float, "bar_why": str, "of": list}
+CLAIM |= {"paper_setting": str, "setting": str, "note": str, "posthoc": str, "supersedes": list}
+CLAIM |= {"part": bool}
+PAPER = {"key": str, "title": str, "arxiv": str, "ref": str}
+TOY = {"seeds": object, "steps": int, "flags": list, "envs": list, "arms": list}
+
+
+def load(folder: Path) -> Experiment:
+    """The declaration in `folder` (its experiment.toml), checked."""
+    folder = Path(folder)
+    path = folder / DECLARATION
+    where = f"{folder.name}/{DECLARATION}"
+    raw = path.read_bytes()
+    try:
+        data = tomllib.loads(raw.decode())
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{where}: {exc}") from None
+    _take(data, where, TOP, ("title", "paper", "run", "envs", "arms", "claim", "toy"))
+    run = _take(data["run"], f"{where} [run]", RUN, ("algo", "seeds", "steps", "metrics"))
+    mode = run.get("mode", "separate")
+    if mode not in ("separate", "population"):
+        raise SpecError(f"{where} [run]: mode must be 'separate' or 'population', got {mode!r}")
+    papers = {}
+    for i, p in enumerate(data["paper"]):
+        p = _take(p, f"{where} [[paper]] {i + 1}", PAPER, ("key", "title"))
+        papers[p["key"]] = Paper(p["key"], p["title"], p.get("arxiv", ""), p.get("ref", ""))
+    unit = run.get("unit", "env steps")
+    envs = {}
+    for env_id, e in data["envs"].items():
+        e = _take(e, f'{where} [envs."{env_id}"]', ENV)
+        envs[env_id] = Env(
+            env_id,
+            e.get("label", env_id),
+            e.get("suffix", ""),
+            e.get("steps", run["steps"]),
+            e.get("unit", unit),
+            e.get("setting", ""),
+            e.get("mode", mode),
+        )
+        if envs[env_id].mode not in ("separate", "population"):
+            raise SpecError(f"{where} [envs.\"{env_id}\"]: mode must be 'separate' or "
+                            "'population'")  # fmt: skip
+    arms = {}
+    for name, a in data["arms"].items():
+        a = _take(a, f"{where} [arms.{name}]", ARM, ("recipe",))
+        arm_envs = _strs(a.get("envs", list(envs)), f"{where} [arms.{name}] envs")
+        bad = [e for e in arm_envs if e not in envs]
+        if bad:
+            raise SpecError(f"{where} [arms.{name}]: envs {bad} are not in [envs]")
+        arms[name] = Arm(
+            name,
+            a.get("algo", run["algo"]),
+            _strs(a.get("flags", []), f"{where} [arms.{name}] flags"),
+            a["recipe"],
+            a.get("label", name),
+            arm_envs,
+        )
+    claims = tuple(
+        _claim(c, i, where, papers, arms, envs, run) for i, c in enumerate(data["claim"])
+    )
+    ids = [c.id for c in claims]
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        raise SpecError(f"{where}: claim ids {twice} appear twice")
+    for c in claims:
+        missing = [o for o in c.of if o not in ids]
+        if missing:
+            raise SpecError(f"{where} claim {c.id}: 'of' names unknown claims {missing}")
+    toy = _take(data["toy"], f"{where} [toy]", TOY, ("seeds", "steps"))
+    toy_envs = _strs(toy.get("envs", list(envs)[:1]), f"{where} [toy] envs")
+    toy_arms = _strs(toy.get("arms", list(arms)), f"{where} [toy] arms")
+    for name, group, pool in (("envs", toy_envs, envs), ("arms", toy_arms, arms)):
+        bad = [x for x in group if x not in pool]
+        if bad:
+            raise SpecError(f"{where} [toy]: {name} {bad} are not declared")
+    exp = Experiment(
+        id=folder.name,
+        folder=folder,
+        title=data["title"],
+        summary=data.get("summary", ""),
+        papers=papers,
+        mode=mode,
+        seeds=_seeds(run["seeds"], f"{where} [run]"),
+        flags=_strs(run.get("flags", []), f"{where} [run] flags"),
+        metrics=_strs(run["metrics"], f"{where} [run] metrics"),
+        setting=run.get("setting", ""),
+        paper_setting=run.get("paper_setting", ""),
+        budget=run.get("budget", ""),
+        envs=envs,
+        arms=arms,
+        claims=claims,
+        toy=Toy(
+            _seeds(toy["seeds"], f"{where} [toy]"),
+            toy["steps"],
+            _strs(toy.get("flags", []), f"{where} [toy] flags"),
+            toy_envs,
+            toy_arms,
+        ),
+        final_window=run.get("final_window", 1000),
+        analysis=(folder / "analysis.py").exists(),
+        digest=hashlib.sha256(raw).hexdigest()[:12],
+        extra=data.get("analysis", {}),
+    )
+    from paper_figures.lab.metrics import check_name
+
+    for name in exp.metrics:
+        try:
+            check_name(name)
+        except ValueError as exc:
+            raise SpecError(f"{where} [run] metrics: {exc}") from None
+    for c in claims:
+        if c.metric and c.metric not in exp.metrics:
+            raise SpecError(f"{where} claim {c.id}: metric '{c.metric}' is not in [run] metrics")
+    return exp
+
+
+def _claim(c: dict, i: int, where: str, papers, arms, envs, run) -> Claim:
+    where = f"{where} [[claim]] {c.get('id', i + 1)}"
+    c = _take(c, where, CLAIM, ("id", "paper", "claim", "kind"))
+    if c["paper"] not in papers:
+        raise SpecError(f"{where}: paper '{c['paper']}' is not a [[paper]] key")
+    kind = c["kind"]
+    if kind not in KINDS:
+        raise SpecError(f"{where}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    short = c.get("short", c["claim"])
+    if len(short) > MAX_CLAIM:
+        raise SpecError(f"{where}: the claim is {len(short)} characters; give a `short` of at "
+                        f"most {MAX_CLAIM} for the ledger line")  # fmt: skip
+    sides = ("a",) if kind in ("above", "below") else ("a", "b")
+    if kind not in ("all-of", "exact"):
+        for side in sides:
+            if c.get(side) not in arms:
+                raise SpecError(f"{where}: '{side}' must name an arm, got {c.get(side)!r}")
+        if "metric" not in c:
+            raise SpecError(f"{where}: missing key 'metric'")
+    if kind in ("non-inferior", "equivalent") and "margin" not in c:
+        raise SpecError(f"{where}: kind {kind} needs a margin (and margin_why)")
+    if "margin" in c and not c.get("margin_why"):
+        raise SpecError(f"{where}: a margin needs margin_why (where it comes from)")
+    if kind in ("above", "below") and ("bar" not in c or not c.get("bar_why")):
+        raise SpecError(f"{where}: kind {kind} needs a bar and bar_why")
+    if c.get("shift", "") not in ("", "margin"):
+        raise SpecError(f"{where}: shift must be '' or 'margin', got {c['shift']!r}")
+    if c.get("normalise", "none") not in ("none", "minmax-pair"):
+        raise SpecError(f"{where}: normalise must be 'none' or 'minmax-pair'")
+    claim_envs = _strs(c.get("envs", []), f"{where} envs")
+    bad = [e for e in claim_envs if e not in envs]
+    if bad:
+        raise SpecError(f"{where}: envs {bad} are not in [envs]")
+    margin = c.get("margin")
+    return Claim(
+        id=c["id"],
+        paper=c["paper"],
+        claim=c["claim"],
+        short=short,
+        kind=kind,
+        a=c.get("a", ""),
+        b=c.get("b", ""),
+        metric=c.get("metric", ""),
+        envs=claim_envs,
+        per_env=c.get("per_env", False),
+        normalise=c.get("normalise", "none"),
+        margin=None if margin is None else float(margin),
+        margin_why=c.get("margin_why", ""),
+        shift=c.get("shift", ""),
+        bar=None if c.get("bar") is None else float(c["bar"]),
+        bar_why=c.get("bar_why", ""),
+        of=_strs(c.get("of", []), f"{where} of"),
+        paper_setting=c.get("paper_setting", ""),
+        setting=c.get("setting", ""),
+        note=c.get("note", ""),
+        posthoc=c.get("posthoc", ""),
+        supersedes=_strs(c.get("supersedes", []), f"{where} supersedes"),
+        part=c.get("part", False),
+    )
+
+
+def discover(root: Path = FIGURES) -> list[Path]:
+    """Every experiment folder under paper_figures/ (one holding an experiment.toml), sorted."""
+    return sorted(p.parent for p in Path(root).glob(f"*/{DECLARATION}"))
+
+
+def load_all(root: Path = FIGURES) -> list[Experiment]:
+    return [load(p) for p in discover(root)]
+
+
+def check_flags(exp: Experiment) -> None:
+    """Parse every arm's full flags with its algorithm's own Args (what a run would do), so a
+    misspelt flag fails here, before anything runs."""
+    import importlib
+
+    from controlrl.cli import parse
+
+    for arm in exp.arms.values():
+        env_id = arm.envs[0]
+        argv = ["--env-id", env_id, "--seed", "1", "--total-timesteps"]
+        argv += [str(exp.envs[env_id].steps), *exp.flags, *arm.flags]
+        if exp.envs[env_id].mode == "population":
+            argv += ["--num-seeds", str(len(exp.seeds))]
+        module = importlib.import_module(f"algos.{arm.algo}")
+        try:
+            parse(module.Args, argv)
+        except SystemExit as exc:
+            raise SpecError(f"{exp.id} arm {arm.name}: algos/{arm.algo}.py refuses its flags "
+                            f"{' '.join(argv)} (exit {exc.code})") from None  # fmt: skip
