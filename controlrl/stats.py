@@ -134,6 +134,15 @@ def _sign_patterns(start: int, stop: int, n: int) -> np.ndarray:
     return 1.0 - 2.0 * (np.arange(start, stop)[:, None] >> np.arange(n) & 1)
 
 
+@functools.lru_cache(maxsize=8)
+def _random_signs(n_perm: int, n: int, seed: int) -> np.ndarray:
+    # the same draws sign_flip_p makes; drawn once per (n_perm, n, seed), as a ledger tests many
+    # claims of the same size (read-only: every caller only multiplies by it)
+    signs = np.random.default_rng(seed).choice((1.0, -1.0), size=(n_perm, n))
+    signs.setflags(write=False)
+    return signs
+
+
 def _sign_flip(e: np.ndarray, two_sided: bool, n_perm: int, seed: int) -> TestResult:
     """p of the sign-flip test on mean(e): |mean| (two-sided) or mean (one-sided, larger)."""
     n = e.size
@@ -151,7 +160,7 @@ def _sign_flip(e: np.ndarray, two_sided: bool, n_perm: int, seed: int) -> TestRe
             for k in range(0, total, _PATTERN_CHUNK)
         )
         return TestResult(count / total, "exact", total)
-    signs = np.random.default_rng(seed).choice((1.0, -1.0), size=(n_perm, n))
+    signs = _random_signs(n_perm, n, seed)
     return TestResult((extreme(signs) + 1) / (n_perm + 1), "Monte-Carlo", n_perm)  # observed once
 
 

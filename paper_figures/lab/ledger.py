@@ -4,6 +4,7 @@ experiments not yet declared follow, judged by the rules they were written with.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import Counter
 
@@ -18,12 +19,26 @@ VERDICTS = (protocol.HOLDS, protocol.FAILS, protocol.INCONCLUSIVE, protocol.NOT_
 VERDICTS += (protocol.CANNOT,)
 
 
+_JUDGED: dict[tuple, list[Line]] = {}  # (folder, declaration digest, results bytes) -> lines
+
+
+def _lines(exp: spec.Experiment) -> list[Line]:
+    """judge.lines of the experiment, computed once per declaration and results table."""
+    path = results.path(exp)
+    key = (str(exp.folder), exp.digest, hashlib.sha256(path.read_bytes()).hexdigest())
+    if key not in _JUDGED:
+        _JUDGED[key] = judge.lines(exp, results.read(path))
+    return _JUDGED[key]
+
+
 def judged(experiments: list[spec.Experiment]) -> list[Line]:
     """Every line of the experiments, q and verdict filled: Benjamini-Hochberg over the lines
     with a p-value (per-env details aside), then the all-of lines from their parts."""
     every: list[Line] = []
     for exp in experiments:
-        every += judge.lines(exp, results.read(results.path(exp)))
+        if not results.path(exp).exists():
+            raise FileNotFoundError(f"{results.path(exp)} is missing: run the experiment first")
+        every += _lines(exp)
     family = [ln for ln in every if not math.isnan(ln.judgement.p)]
     qs = stats.bh_adjust(np.array([ln.judgement.p for ln in family]))
     for ln, q in zip(family, qs, strict=True):
