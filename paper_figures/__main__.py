@@ -1,7 +1,8 @@
-"""python -m paper_figures list | run ID [--toy] [--workers N] | report | check
+"""python -m paper_figures list | run ID [--toy] [--workers N] | figure ID | report | check
 
 list     the declared experiments, their claims and arms
-run      train what is missing (resumable), collect the results table, then report
+run      train what is missing (resumable), collect the results table, draw its figure, report
+figure   draw an experiment's results/figure.png from its results and the judged ledger
 report   write CLAIMS.md, every experiment's page and the README blocks
 check    exit 1 if any of them differs from what the declarations and results give
 """
@@ -14,7 +15,7 @@ from envs.errors import ArgumentParser  # the one-line parser, without torch
 
 
 def main(argv: list[str] | None = None) -> int:
-    from paper_figures.lab import report, runner, spec
+    from paper_figures.lab import figures, report, runner, spec
 
     parser = ArgumentParser(prog="python -m paper_figures", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -25,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--workers", type=int, default=2, help="runs at once")
     run.add_argument("--backend", choices=("local", "ray"), default="local")
     run.add_argument("--address", default=None, help="a Ray cluster (with --backend ray)")
+    fig = sub.add_parser("figure", help="draw one experiment's results/figure.png")
+    fig.add_argument("id", help="an experiment folder under paper_figures/")
     sub.add_parser("report", help="write the ledger, pages and README blocks")
     sub.add_parser("check", help="compare them with what the results give")
     args = parser.parse_args(argv)
@@ -35,15 +38,21 @@ def main(argv: list[str] | None = None) -> int:
                 f"{', '.join(exp.arms)}, {len(exp.envs)} envs, {len(exp.seeds)} seeds)"
             )
         return 0
-    if args.command == "run":
+    if args.command in ("run", "figure"):
         folders = {p.name: p for p in spec.discover()}
         if args.id not in folders:
             parser.error(f"unknown experiment {args.id!r} (known: {', '.join(folders)})")
         exp = spec.load(folders[args.id])
+    if args.command == "figure":
+        print(f"wrote {figures.write(exp)}")
+        return 0
+    if args.command == "run":
         spec.check_flags(exp)
         failed = runner.run(exp, args.toy, args.workers, args.backend, args.address)
         target = runner.write(exp, args.toy)
         print(f"wrote {target}" + (f"; failed runs: {', '.join(failed)}" if failed else ""))
+        drawn = figures.write_toy(exp, target) if args.toy else figures.write(exp)
+        print(f"wrote {drawn}")
         if not args.toy:
             report.write()
         return 1 if failed else 0
