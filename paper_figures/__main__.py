@@ -51,8 +51,9 @@ def main(argv: list[str] | None = None) -> int:
         failed = runner.run(exp, args.toy, args.workers, args.backend, args.address)
         target = runner.write(exp, args.toy)
         print(f"wrote {target}" + (f"; failed runs: {', '.join(failed)}" if failed else ""))
-        drawn = figures.write_toy(exp, target) if args.toy else figures.write(exp)
-        print(f"wrote {drawn}")
+        if exp.arms:  # an exact experiment has no runs to draw
+            drawn = figures.write_toy(exp, target) if args.toy else figures.write(exp)
+            print(f"wrote {drawn}")
         if not args.toy:
             report.write()
         return 1 if failed else 0

@@ -1112,92 +1112,6 @@ def not_run_rows() -> list[Row]:
     ]
 
 
-# ---------------------------------------------------------------- theory
-
-
-THEORY = {
-    "T-TR1": "performance-difference identity",
-    "T-TR2": "TRPO's lower bound (max-KL and TV^2)",
-    "T-TR3": "minorize-maximize monotonicity",
-    "T-TR4": "Taylor expansion of the return (TayPO)",
-    "T-PPO1": "PPO clip's gradient table",
-    "T-PPO2": "PPO ratios escape the clip range, SPO's do not",
-    "T-SPO1": "SPO's per-sample optimum r* = 1 + eps sign(A)",
-    "T-FIX1": "FixPO's fixup enforces the trust region on every update",
-    "T-BPO1": "BPO's analytic target, improvement and bound",
-    "T-S1": "success conditioning is a chi^2 trust region",
-    "T-GAE1": "GAE identities and truncation",
-    "T-GAE2": "GAE is unbiased with the true value",
-    "T-GAE3": "a wrong value biases GAE except at lambda = 1",
-    "T-RET1": "Retrace operator: fixed point and gamma-contraction",
-    "T-RET2": "uncorrected traces are not a contraction",
-    "T-RET3": "Retrace no slower than tree backup near on-policy",
-    "T-RET4": "Retrace control reaches Q*",
-    "T-RET5": "sampled Retrace target matches the operator",
-    "T-IQL1": "expectiles",
-    "T-IQL2": "in-sample optimality as tau -> 1",
-    "T-IQL3": "advantage-weighted extraction's closed form",
-    "T-REG1": "polylog regret with stochastic losses",
-    "T-REG2": "sqrt(K) regret with adversarial losses",
-    "T-REG3": "regret under delayed feedback",
-    "T-REG4": "dynamic PG needs fewer iterations",
-    "T-REG5": "exact NPG is monotone to the optimum",
-    "T-K1": "KL-regularised closed form (and A*-PO's bias)",
-    "T-K2": "VIMPO's path-independent implied value",
-    "T-K3": "REBEL's regression is mirror descent",
-    "T-K4": "off-policy pair regression anchored at pi_ref recovers the KL optimum; CoPG's loss "
-    "has zero expected gradient at pi* under any behaviour, the PG without weights only with "
-    "the baseline V*",
-    "T-K5": "DPO = KL optimum; EXO differs in a restricted class",
-    "T-G1": "GRPO's success-probability recurrence",
-    "T-G2": "zero-variance groups",
-    "T-G3": "rollout allocation by marginal gains",
-    "T-G4": "group estimators' bias and variance",
-    "T-G5": "the optimal baseline",
-    "T-G6": "TPO's logit gradient and fit",
-    "T-G7": "max@k gradient estimator",
-    "T-G8": "NFT equals GRPO on-policy",
-    "T-E1": "first-order entropy change",
-    "T-E2": "GRPO's entropy collapse",
-    "T-C1": "guidance never lowers the optimality probability",
-    "T-C2": "Tsallis KL limit",
-    "T-C3": "control as inference by enumeration",
-    "T-C4": "Mountain Car DP reference",
-    "T-C5": "offline dataset diagnostics (SACo, TQ) on a deterministic tabular MDP's datasets "
-    "(the MuJoCo datasets are generated on demand, not shipped in the repository)",
-}
-
-
-def theory_rows() -> list[Row]:
-    rows = {r["statement"]: r for r in read("theory_checks.csv")}
-    out = []
-    for sid, what in THEORY.items():
-        r = rows[sid]
-        if r["reason"]:
-            verdict, stat = NOT_RUN, r["reason"]
-        else:
-            n = int(r["passed"]) + int(r["failed"])
-            verdict = HOLDS if r["failed"] == "0" else FAILS
-            stat = f"{r['passed']} of {n} exact tests pass"
-        out.append(
-            Row(
-                sid,
-                "see statement",
-                what,
-                "tabular MDPs and bandits, exact",
-                "paper's own setting (exact)",
-                "exact",
-                "n/a",
-                "exact equality or bound within the tests' tolerance",
-                stat,
-                verdict,
-                "exact",
-                "theory_checks.csv: " + r["tests"].replace(" ", ", "),
-            )
-        )
-    return out
-
-
 # ---------------------------------------------------------------- output
 
 
@@ -1253,8 +1167,7 @@ def all_rows() -> list[Row]:
     )
     from paper_figures.claims_theory import rows as theory_curve_rows
 
-    measured = {r.id: r for r in theory_curve_rows(read)}
-    return rows + [measured.get(r.id, r) for r in theory_rows()]
+    return rows + theory_curve_rows(read)
 
 
 def readme_texts(readme: Path, figures_readme: Path) -> tuple[dict[Path, str], list[str]]:

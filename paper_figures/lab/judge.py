@@ -32,7 +32,7 @@ class Line:
         return self.exp.papers[self.claim.paper]
 
 
-def _analysis(exp: Experiment):
+def analysis_module(exp: Experiment):
     """The experiment's analysis.py as a module (None when it has none)."""
     if not exp.analysis:
         return None
@@ -62,7 +62,7 @@ def compare(exp: Experiment, claim: Claim, rows: list[dict], envs: list[str]):
 
 def lines(exp: Experiment, rows: list[dict]) -> list[Line]:
     """Every line of the experiment, in declaration order (all-of lines judged later)."""
-    analysis = _analysis(exp)
+    analysis = analysis_module(exp)
     exact = analysis.judge(exp, rows) if analysis and hasattr(analysis, "judge") else {}
     out = []
     for claim in exp.claims:

@@ -27,7 +27,7 @@ def _lines(exp: spec.Experiment) -> list[Line]:
     path = results.path(exp)
     key = (str(exp.folder), exp.digest, hashlib.sha256(path.read_bytes()).hexdigest())
     if key not in _JUDGED:
-        _JUDGED[key] = judge.lines(exp, results.read(path))
+        _JUDGED[key] = judge.lines(exp, results.rows_of(exp, path))
     return _JUDGED[key]
 
 

@@ -61,36 +61,39 @@ def page(exp: Experiment, lines: list[Line], rows: list[dict], history: dict[str
         "",
     ]
     out += [f"- {p.name}" for p in exp.papers.values()]
-    out += ["", "## Setting", "", "| | the paper | ours |", "|---|---|---|"]
-    out.append(f"| setting | {cell(exp.paper_setting)} | {cell(exp.setting)} |")
-    steps = sorted({e.steps for e in exp.envs.values()})
-    ours = " / ".join(f"{s:,}" for s in steps) + f" {next(iter(exp.envs.values())).unit} per run"
-    out.append(f"| budget | {cell(exp.budget)} | {ours} |")
-    mode = "one process, seeds as a batch dimension" if exp.mode == "population" else "one "
-    mode += "process per seed" if exp.mode != "population" else ""
-    out.append(f"| seeds | | {_seeds(exp)}; {mode} |")
-    out += ["", "Envs:", "", "| env | steps per run | note |", "|---|---|---|"]
-    out += [f"| {e.id} | {e.steps:,} {e.unit} | {cell(e.setting)} |" for e in exp.envs.values()]
-    out += ["", "## Arms", "", "| arm | algorithm | flags | where the flags come from |",
-            "|---|---|---|---|"]  # fmt: skip
-    for a in exp.arms.values():
-        flags = shlex.join(a.flags) or "(defaults)"
-        out.append(f"| {a.name} | algos/{a.algo}.py | `{flags}` | {cell(a.recipe)} |")
-    if exp.flags:
-        out += ["", f"Every arm also takes `{shlex.join(exp.flags)}`."]
-    out += ["", "The exact command of each arm's runs, per env:", "", "```"]
-    for a in exp.arms.values():
-        out += [command(exp, a.name, env_id) for env_id in a.envs]
-    out += ["```", "", "## Results", ""]
-    metric = next((c.metric for c in exp.claims if c.metric), exp.metrics[0])
-    out += [f"{metric}: mean [95% CI] over seeds (a range below 5 seeds), from results/runs.csv.",
-            "", "| arm | " + " | ".join(e.label for e in exp.envs.values()) + " |",
-            "|---|" + "---|" * len(exp.envs)]  # fmt: skip
-    for a in exp.arms.values():
-        cells = [_summary(results.sample(rows, a.name, metric, [e])) for e in exp.envs]
-        out.append(f"| {a.label} | " + " | ".join(cells) + " |")
-    if (exp.folder / "results" / "figure.png").exists():
-        out += ["", "![figure](results/figure.png)"]
+    if exp.arms:  # an exact experiment has no runs: its table and analysis say it all
+        out += ["", "## Setting", "", "| | the paper | ours |", "|---|---|---|"]
+        out.append(f"| setting | {cell(exp.paper_setting)} | {cell(exp.setting)} |")
+        steps = sorted({e.steps for e in exp.envs.values()})
+        ours = (
+            " / ".join(f"{s:,}" for s in steps) + f" {next(iter(exp.envs.values())).unit} per run"
+        )
+        out.append(f"| budget | {cell(exp.budget)} | {ours} |")
+        mode = "one process, seeds as a batch dimension" if exp.mode == "population" else "one "
+        mode += "process per seed" if exp.mode != "population" else ""
+        out.append(f"| seeds | | {_seeds(exp)}; {mode} |")
+        out += ["", "Envs:", "", "| env | steps per run | note |", "|---|---|---|"]
+        out += [f"| {e.id} | {e.steps:,} {e.unit} | {cell(e.setting)} |" for e in exp.envs.values()]
+        out += ["", "## Arms", "", "| arm | algorithm | flags | where the flags come from |",
+                "|---|---|---|---|"]  # fmt: skip
+        for a in exp.arms.values():
+            flags = shlex.join(a.flags) or "(defaults)"
+            out.append(f"| {a.name} | algos/{a.algo}.py | `{flags}` | {cell(a.recipe)} |")
+        if exp.flags:
+            out += ["", f"Every arm also takes `{shlex.join(exp.flags)}`."]
+        out += ["", "The exact command of each arm's runs, per env:", "", "```"]
+        for a in exp.arms.values():
+            out += [command(exp, a.name, env_id) for env_id in a.envs]
+        out += ["```", "", "## Results", ""]
+        metric = next((c.metric for c in exp.claims if c.metric), exp.metrics[0])
+        out += [f"{metric}: mean [95% CI] over seeds (a range below 5 seeds), results/runs.csv.",
+                "", "| arm | " + " | ".join(e.label for e in exp.envs.values()) + " |",
+                "|---|" + "---|" * len(exp.envs)]  # fmt: skip
+        for a in exp.arms.values():
+            cells = [_summary(results.sample(rows, a.name, metric, [e])) for e in exp.envs]
+            out.append(f"| {a.label} | " + " | ".join(cells) + " |")
+        if (exp.folder / "results" / "figure.png").exists():
+            out += ["", "![figure](results/figure.png)"]
     out += ["", "## Claims", ""]
     for ln in mine:
         out += _claim_block(ln, history)

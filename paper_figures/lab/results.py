@@ -16,8 +16,14 @@ FIXED = ("env", "arm", "seed", "algo", "steps", "digest", "flags")
 
 
 def path(exp: Experiment, toy: bool = False, out: Path | None = None) -> Path:
-    """Where the table lives: the experiment's results/ (a toy run's: under `out`)."""
-    return (out or exp.folder / "results") / "runs.csv"
+    """Where the table lives: the experiment's results/ (a toy run's: under `out`); an exact
+    experiment's table is results/checks.csv."""
+    return (out or exp.folder / "results") / ("runs.csv" if exp.arms else "checks.csv")
+
+
+def rows_of(exp: Experiment, target: Path | None = None) -> list[dict]:
+    """The experiment's results rows (parsed, or as written for an exact experiment)."""
+    return read(target or path(exp), raw=not exp.arms)
 
 
 def write(target: Path, exp: Experiment, rows: list[dict]) -> None:
@@ -33,12 +39,15 @@ def write(target: Path, exp: Experiment, rows: list[dict]) -> None:
             writer.writerow({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in r.items()})
 
 
-def read(target: Path) -> list[dict]:
-    """The table's rows, seed as int and metrics as float (an empty cell as nan)."""
+def read(target: Path, raw: bool = False) -> list[dict]:
+    """The table's rows, seed as int and metrics as float (an empty cell as nan); raw=True: as
+    written (an exact experiment's own table, read by its analysis.py)."""
     if not target.exists():
         raise FileNotFoundError(f"{target} is missing: run the experiment first")
     with target.open(newline="") as f:
         rows = list(csv.DictReader(f))
+    if raw:
+        return rows
     for r in rows:
         r["seed"] = int(r["seed"])
         for k in list(r):
@@ -49,7 +58,9 @@ def read(target: Path) -> list[dict]:
 
 def stale(exp: Experiment, rows: list[dict]) -> list[str]:
     """Rows whose digest is not what the declaration gives for that (arm, env, seed): results
-    of runs the declaration no longer describes."""
+    of runs the declaration no longer describes (an exact experiment's table has no runs)."""
+    if not exp.arms:
+        return []
     planned = {(a, e, s): (steps, flags) for a, e, s, steps, flags in exp.runs()}
     out = []
     for r in rows:

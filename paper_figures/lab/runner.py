@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from controlrl import experiment as sweep
-from paper_figures.lab import metrics, results
+from paper_figures.lab import judge, metrics, results
 from paper_figures.lab.spec import ROOT, Experiment, run_digest
 
 SWEEPS = ROOT / "runs" / "lab"
@@ -50,7 +50,10 @@ def _config(exp: Experiment, arm, envs: list[str], mode: str, toy: bool) -> swee
 
 def run(exp: Experiment, toy: bool = False, workers: int = 2, backend: str = "local",
         address: str | None = None, root: Path = SWEEPS) -> list[str]:  # fmt: skip
-    """Every run not yet finished (resumable); returns the failed runs' ids."""
+    """Every run not yet finished (resumable); returns the failed runs' ids. An exact
+    experiment (no arms) computes its table with its analysis.py's `run` instead."""
+    if not exp.arms:
+        return []  # its table is written by `write`
     failed = []
     for name, config in configs(exp, toy).items():
         status = sweep.run_sweep(config, base(exp, toy, root) / name, backend=backend,
@@ -85,6 +88,11 @@ def collect(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> list[dic
 
 def write(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> Path:
     """Collect and write the results table: the experiment's results/ (a toy's: its sweep's)."""
+    if not exp.arms:  # an exact experiment: its analysis computes the table
+        target = results.path(exp, out=base(exp, toy, root) / "results" if toy else None)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        judge.analysis_module(exp).run(exp, toy, target)
+        return target
     rows = collect(exp, toy, root)
     if not rows:
         raise SystemExit(f"error: {exp.id}: no finished runs under {base(exp, toy, root)}")

@@ -201,7 +201,19 @@ def load(folder: Path) -> Experiment:
         data = tomllib.loads(raw.decode())
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{where}: {exc}") from None
-    _take(data, where, TOP, ("title", "paper", "run", "envs", "arms", "claim", "toy"))
+    _take(data, where, TOP, ("title", "paper", "claim"))
+    # an experiment whose every claim is an exact computation (its analysis.py) has no runs
+    exact_only = all(c.get("kind") in ("exact", "all-of") for c in data["claim"])
+    if exact_only and not (folder / "analysis.py").exists():
+        raise SpecError(f"{where}: every claim is exact, so the folder needs an analysis.py")
+    if exact_only:
+        data.setdefault("run", {"algo": "", "seeds": 1, "steps": 0, "metrics": []})
+        data.setdefault("envs", {})
+        data.setdefault("arms", {})
+        data.setdefault("toy", {"seeds": 1, "steps": 0, "envs": [], "arms": []})
+    for key in ("run", "envs", "arms", "toy"):
+        if key not in data:
+            raise SpecError(f"{where}: missing key '{key}'")
     run = _take(data["run"], f"{where} [run]", RUN, ("algo", "seeds", "steps", "metrics"))
     mode = run.get("mode", "separate")
     if mode not in ("separate", "population"):
