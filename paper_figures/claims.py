@@ -1118,7 +1118,6 @@ def not_run_rows() -> list[Row]:
 def all_rows() -> list[Row]:
     """Every ledger row, experiments E1-E18 first, then the theory statements."""
     from paper_figures import (  # they import this module
-        claims_bandits,
         claims_brax,
         claims_cheap,
         claims_family_1m,
@@ -1150,7 +1149,6 @@ def all_rows() -> list[Row]:
         + claims_brax.rows(read, "brax_ant_2m", "brax_locomotion", "-2m")
         + regret_rows()
         + rarl_rows(read)
-        + claims_bandits.rows()
         + tpo_rows()
         + entropy_law_rows()
         + entropy_covariance_rows()

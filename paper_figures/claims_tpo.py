@@ -8,6 +8,14 @@ The paper gives numbers in Appendix B (lambda, beta at p = 0.1), Table 3 (exact-
 on their log axes ("~"). "Reproduced" is said only where ours falls within the paper's reported
 spread; a number read by eye off a figure has no spread, and our token-reversal budget is not the
 paper's, so those rows carry a verdict on the paper's comparison at our budget instead.
+
+These rows are not yet a declared experiment (paper_figures/<id>/experiment.toml): the tabular
+rows and Appendix B's check are computations of tpo_repro.py, not runs of algos/*.py (only exact
+claims, no arms); the network and token-reversal cells are population runs of seeds 0-199 (a
+declaration's seeds are positive), their final error averages the last 10 updates (a final
+window in updates, not env steps), each cell sets its own --num-envs and --group-size, and the
+token-reversal rows are inconclusive where both sides stay above 95% error (the paper's "no
+meaningful learning"), a guard the protocol does not state.
 """
 
 from __future__ import annotations

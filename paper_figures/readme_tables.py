@@ -486,33 +486,6 @@ def _family_size(runs) -> str:
     return f"{', '.join(envs)} x {n} seeds x {f(int(runs[0]['steps']))} steps"
 
 
-BANDITS = ["bandit:bernoulli-10", "bandit:sparse-1000", "bandit:contextual-16-10",
-           "bandit:sequence-reverse-2-6", "bandit:sequence-add-2-3"]  # fmt: skip
-
-
-@table("bandits")
-def bandits(read: Read) -> str:
-    rows = read("bandit_suite_summary.csv")
-    methods = ["pg", "ppo", "grpo", "tpo"]
-    body, ns = [], set()
-    for b in BANDITS:
-        cells = []
-        for m in methods:
-            found = [r for r in rows if r["bandit"] == b and r["method"] == m]
-            ns.update(r["seeds"] for r in found)
-            cells.append(f(float(found[0]["final_success"]), ".3f") if found else "not run")
-        body.append([b.split(":", 1)[1], *cells])
-    return (
-        para(
-            f"**Bandits** (`bandit_suite_summary.csv`: {'/'.join(sorted(ns, key=int))} seeds per"
-            " cell, final success = return over the last 1,280 samples / the bandit's optimum,"
-            " mean over seeds; intervals in `paper_figures/README.md`):"
-        )
-        + "\n\n"
-        + md(["bandit", *(NAMES[m] for m in methods)], body, ["---"] + ["---:"] * len(methods))
-    )
-
-
 @table("population")
 def population(read: Read) -> str:
     rows = [
@@ -804,37 +777,6 @@ def _depth(read: Read, name: str) -> str:
         f"`out/{name}.csv`, {steps} steps per run, mean over {n} seeds:\n\n"
         + md(["depth", "PPO mean \\|r - 1\\|", "SPO mean \\|r - 1\\|", f"PPO train: {names}",
               f"SPO train: {names}"], body, ["---", "---:", "---:", "---", "---"])
-    )  # fmt: skip
-
-
-SUITE_METHODS = {"pg": "PG", "pg-filter": "PG + filter", "ppo": "PPO", "grpo": "GRPO",
-                 "grpo-seq": "GRPO `--ratio sequence`", "grpo-kalman": "GRPO `--ratio kalman`",
-                 "tpo": "TPO"}  # fmt: skip
-
-
-@table("bandit-suite")
-def bandit_suite(read: Read) -> str:
-    rows = read("bandit_suite_summary.csv")
-    body, ns = [], set()
-    for r in rows:
-        ns.add(r["seeds"])
-        never = r["reached_half"] == "0" or isnan(r["samples_to_half_median"])
-        body.append([
-            r["bandit"].split(":", 1)[1], SUITE_METHODS[r["method"]],
-            f"{f(float(r['final_success']), '.3f')} [{f(float(r['final_success_lo']), '.3f')},"
-            f" {f(float(r['final_success_hi']), '.3f')}]",
-            f"{f(float(r['mean_success']), '.3f')} [{f(float(r['mean_success_lo']), '.3f')},"
-            f" {f(float(r['mean_success_hi']), '.3f')}]",
-            "never" if never else f(float(r["samples_to_half_median"])),
-        ])  # fmt: skip
-    return (
-        para(
-            f"`out/bandit_suite_summary.csv` ({'/'.join(sorted(ns))} seeds, mean [95% bootstrap"
-            " CI]), `out/bandit_suite.csv` (per run):"
-        )
-        + "\n\n"
-        + md(["bandit", "method", "final success", "mean success",
-              "samples to success 0.5 (median)"], body, ["---"] * 4 + ["---:"])
     )  # fmt: skip
 
 
@@ -2041,31 +1983,4 @@ def entropy_law_bandit(read: Read) -> str:
         ],
         body,
         ["---", "---:", "---", "---", "---", "---:"],
-    )
-
-
-@table("bandit-verdict")
-def bandit_verdict(read: Read) -> str:
-    rows = read("bandit_suite_summary.csv")
-    b4 = [b for b in BANDITS]
-    short = {"bandit:bernoulli-10": "bernoulli-10", "bandit:sparse-1000": "sparse",
-             "bandit:contextual-16-10": "contextual",
-             "bandit:sequence-reverse-2-6": "sequence",
-             "bandit:sequence-add-2-3": "addition"}  # fmt: skip
-    sp = {m: one(rows, bandit="bandit:sparse-1000", method=m) for m in ("tpo", "grpo")}
-    rise = ", ".join(
-        f"{float(one(rows, bandit=b, method='grpo')['entropy_rise_frac']):.0%} ({short[b]})"
-        for b in b4
-    )
-    pg_rise = float(one(rows, bandit="bandit:bernoulli-10", method="pg")["entropy_rise_frac"])
-    seq = {m: one(rows, bandit="bandit:sequence-reverse-2-6", method=m)
-           for m in ("grpo-kalman", "grpo", "grpo-seq")}  # fmt: skip
-    return para(
-        f"Entropy at the end on sparse-1000: TPO {f(float(sp['tpo']['entropy_last']), '.2f')}"
-        f" nats, GRPO {f(float(sp['grpo']['entropy_last']), '.2f')}. GRPO's entropy rises from one"
-        f" iteration to the next in {rise} of iterations; PG's in {pg_rise:.0%} on bernoulli-10."
-        " Clip fraction on sequence-reverse-2-6: Kalman ratio"
-        f" {g(float(seq['grpo-kalman']['clip_frac']))}, per-step"
-        f" {g(float(seq['grpo']['clip_frac']))},"
-        f" sequence {g(float(seq['grpo-seq']['clip_frac']))} (`out/bandit_suite_summary.csv`)."
     )

@@ -10,6 +10,8 @@ seeds, metrics.csv has a `seed` column). Names:
   final_eval          bandits: the final evaluation's mean reward over the optimum
   auc                 bandits: the mean over iterations of train/episode_return over the optimum
   <agg>:<column>      agg (mean, max, sum, last) of a metrics.csv column over the run's rows
+  rise:<column>       the fraction of the column's consecutive logged values that rise (an
+                      entropy that falls monotonically: 0)
 """
 
 from __future__ import annotations
@@ -23,6 +25,15 @@ from pathlib import Path
 import numpy as np
 
 AGGREGATES = {"mean": np.nanmean, "max": np.nanmax, "sum": np.nansum, "last": lambda x: x[-1]}
+
+
+def rise_frac(x: np.ndarray) -> float:
+    """The fraction of consecutive finite values that rise (nan with fewer than two)."""
+    x = x[np.isfinite(x)]
+    return float(np.mean(np.diff(x) > 0)) if x.size > 1 else math.nan
+
+
+AGGREGATES["rise"] = rise_frac
 NAMED = ("final_eval_return", "final_train_return", "final_success", "final_eval", "auc")
 
 

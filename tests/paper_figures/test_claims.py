@@ -196,9 +196,9 @@ def test_a_block_without_its_function_fails_the_check(claims, monkeypatch):
     from paper_figures import readme_tables
 
     tables = dict(readme_tables.TABLES)
-    del tables["bandits"]
+    del tables["population"]
     monkeypatch.setattr(readme_tables, "TABLES", tables)
-    assert any("table:bandits has no function" in p for p in claims.check())
+    assert any("table:population has no function" in p for p in claims.check())
 
 
 def test_a_function_without_its_block_fails_the_check(claims, tmp_path):
