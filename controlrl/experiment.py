@@ -316,9 +316,9 @@ def _check_seed_list(config: SweepConfig) -> None:
         raise SweepError(f"seed_list must be a non-empty list of seeds, got {seeds!r}")
     if len(seeds) > MAX_SEEDS:
         raise SweepError(f"seed_list must hold <= {MAX_SEEDS} seeds, got {len(seeds)}")
-    bad = [s for s in seeds if not (_is_int(s) and 0 < s <= MAX_SEED)]
+    bad = [s for s in seeds if not (_is_int(s) and 0 <= s <= MAX_SEED)]
     if bad:
-        raise SweepError(f"seed_list: seeds must be integers in 1..{MAX_SEED}, got {bad[0]!r}")
+        raise SweepError(f"seed_list: seeds must be integers in 0..{MAX_SEED}, got {bad[0]!r}")
     twice = sorted({s for s in seeds if seeds.count(s) > 1})
     if twice:  # two runs of one seed would share one run directory
         raise SweepError(f"seed_list names {', '.join(map(str, twice))} more than once")

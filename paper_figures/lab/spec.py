@@ -168,8 +168,10 @@ def _strs(value, where: str) -> tuple[str, ...]:
 
 def _seeds(value, where: str) -> tuple[int, ...]:
     seeds = tuple(range(1, value + 1)) if isinstance(value, int) else tuple(value)
-    if not seeds or not all(isinstance(s, int) and s > 0 for s in seeds):
-        raise SpecError(f"{where}: seeds must be a count > 0 or a list of positive integers")
+    if isinstance(value, int) and value <= 0:
+        raise SpecError(f"{where}: a seed count must be > 0, got {value}")
+    if not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
+        raise SpecError(f"{where}: seeds must be a count > 0 or a list of integers >= 0")
     if len(set(seeds)) != len(seeds):
         raise SpecError(f"{where}: a seed is listed twice")
     return seeds

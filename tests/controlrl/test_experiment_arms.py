@@ -135,8 +135,8 @@ def test_seed_list_plans_its_seeds_in_order(tmp_path, fake_algos):
     "seeds, seed_list, fragment",
     [
         (0, [], "non-empty list"),
-        (0, [0, 1], "seeds must be integers in 1.."),
-        (0, [1, True], "seeds must be integers in 1.."),
+        (0, [-1, 1], "seeds must be integers in 0.."),
+        (0, [1, True], "seeds must be integers in 0.."),
         (0, [2, 1, 2], "seed_list names 2 more than once"),
         (2, [1, 2, 3], "seeds must be 0 or the length of seed_list"),
     ],
