@@ -33,10 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "list":
         for exp in spec.load_all():
-            print(
-                f"{exp.id}: {exp.title} ({len(exp.claims)} claims, arms "
-                f"{', '.join(exp.arms)}, {len(exp.envs)} envs, {len(exp.seeds)} seeds)"
-            )
+            runs = "exact, no runs"
+            if exp.arms:
+                runs = f"arms {', '.join(exp.arms)}, {len(exp.envs)} envs, {len(exp.seeds)} seeds"
+            print(f"{exp.id}: {exp.title} ({len(exp.claims)} claims; {runs})")
         return 0
     if args.command in ("run", "figure"):
         folders = {p.name: p for p in spec.discover()}

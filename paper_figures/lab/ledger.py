@@ -152,13 +152,15 @@ def header(lines: list[Line], legacy: list) -> list[str]:
 
 def markdown(lines: list[Line], legacy: list) -> str:
     out = header(lines, legacy)
-    by_paper: dict[str, list[Line]] = {}
+    by_paper: dict[str, list[Line]] = {}  # one paper, however each declaration titles it
     for ln in headline(lines):
-        by_paper.setdefault(ln.paper.name, []).append(ln)
-    for paper in sorted(by_paper, key=str.lower):
+        by_paper.setdefault(ln.paper.arxiv or ln.paper.name, []).append(ln)
+    names = {key: max((ln.paper.name for ln in group), key=len) for key, group in by_paper.items()}
+    for key in sorted(by_paper, key=lambda k: names[k].lower()):
+        paper = names[key]
         out += ["", f"## {paper}", "", "| id | claim | kind | verdict | effect [95% CI] | n | q "
                 "| experiment |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
-        out += ["| " + " | ".join(cell(c) for c in line_cells(ln)) + " |" for ln in by_paper[paper]]
+        out += ["| " + " | ".join(cell(c) for c in line_cells(ln)) + " |" for ln in by_paper[key]]
     if legacy:
         out += ["", "## Rows not yet declared", "",
                 "Written before the declarations, by the rules of the scripts that made them "
