@@ -216,7 +216,6 @@ ifdef FULL
 	$(BIN)/python paper_figures/entrpo_cartpole.py
 	$(BIN)/python paper_figures/rarl_robustness.py
 	$(BIN)/python paper_figures/success_conditioning.py
-	$(BIN)/python paper_figures/success_injection.py --train
 	$(BIN)/python paper_figures/knapsack_allocation.py
 else
 	$(BIN)/python paper_figures/retrace_contraction.py --toy --out $(TOY_OUT)
@@ -275,8 +274,6 @@ else
 	$(BIN)/python paper_figures/rarl_robustness.py --toy --sweeps-root $(TOY_OUT)/sweeps/rarl \
 	  --out $(TOY_OUT)
 	$(BIN)/python paper_figures/success_conditioning.py --toy --out $(TOY_OUT)
-	$(BIN)/python paper_figures/success_injection.py --toy --train \
-	  --sweep-dir $(TOY_OUT)/sweeps/success_injection --out $(TOY_OUT)
 	$(BIN)/python paper_figures/knapsack_allocation.py --toy --out $(TOY_OUT)
 endif
 

@@ -1212,7 +1212,6 @@ def all_rows() -> list[Row]:
     )
     from paper_figures.claims_fpo_under import rows as fpo_under_rows
     from paper_figures.claims_hard_starts import rows as hard_start_rows
-    from paper_figures.claims_injection import rows as injection_rows
     from paper_figures.claims_knapsack import rows as knapsack_rows
     from paper_figures.claims_rarl import rows as rarl_rows
     from paper_figures.claims_subspace import rows as subspace_rows
@@ -1244,7 +1243,6 @@ def all_rows() -> list[Row]:
         + ratio_filter_rows()
         + subspace_rows(read)
         + hard_start_rows(read)
-        + injection_rows(read)
         + knapsack_rows(read)
         + not_run_rows()
         + claims_cheap.rows()

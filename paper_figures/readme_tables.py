@@ -946,30 +946,6 @@ def hard_starts(read: Read) -> str:
     )  # fmt: skip
 
 
-@table("success-injection")
-def success_injection(read: Read) -> str:
-    rows = read("success_injection.csv")
-    names = {"grpo": "GRPO", "hapo": "HAPO: gated injection (threshold 0.5)",
-             "forced": "injection into every failed group (no gate)"}  # fmt: skip
-    groups = [rows_where(rows, arm=a) for a in dict.fromkeys(r["arm"] for r in rows)]
-    body = []
-    for g in groups:
-        rate = [spread(col(g, k), ".3f") if np.isfinite(col(g, k)).all() else "-"
-                for k in ("inject_first", "inject_last")]  # fmt: skip
-        body.append([names.get(g[0]["arm"], g[0]["arm"]), spread(col(g, "final_success"), ".3f"),
-                     spread(col(g, "auc"), ".3f"), *rate])  # fmt: skip
-    n = uniform_n(groups)
-    return (
-        para(f"`out/success_injection.csv` ({kind(n)} over {n} seeds, "
-             f"{int(rows[0]['samples']):,} samples per seed; success over the optimum, on the "
-             "policy's own samples):")
-        + "\n\n"
-        + md(["arm", "final success", "area under the success curve",
-              "groups injected, first tenth", "last tenth"], body,
-             ["---", "---:", "---:", "---:", "---:"])
-    )  # fmt: skip
-
-
 @table("knapsack-allocation")
 def knapsack_allocation(read: Read) -> str:
     rows = read("knapsack_allocation.csv")

@@ -9,7 +9,9 @@ seeds, metrics.csv has a `seed` column). Names:
                       (episodes), over the bandit's optimal expected reward (envs/bandits.py)
   final_eval          bandits: the final evaluation's mean reward over the optimum
   auc                 bandits: the mean over iterations of train/episode_return over the optimum
-  <agg>:<column>      agg (mean, max, sum, last) of a metrics.csv column over the run's rows
+  <agg>:<column>      agg (mean, max, sum, last) of a metrics.csv column over the run's rows;
+                      first-tenth, last-tenth: its mean over the first, the last tenth of the
+                      rows; tenth-drop: the first tenth's mean minus the last tenth's
 """
 
 from __future__ import annotations
@@ -23,6 +25,20 @@ from pathlib import Path
 import numpy as np
 
 AGGREGATES = {"mean": np.nanmean, "max": np.nanmax, "sum": np.nansum, "last": lambda x: x[-1]}
+
+
+def tenth(x: np.ndarray, last: bool) -> float:
+    """The mean of the first (last=False) or the last tenth of a run's rows (at least one row)."""
+    n = max(1, x.size // 10)
+    return float(np.nanmean(x[-n:] if last else x[:n]))
+
+
+# a rate's first and last tenth of the iterations, and how far it falls from the one to the other
+AGGREGATES |= {
+    "first-tenth": lambda x: tenth(x, False),
+    "last-tenth": lambda x: tenth(x, True),
+    "tenth-drop": lambda x: tenth(x, False) - tenth(x, True),
+}
 NAMED = ("final_eval_return", "final_train_return", "final_success", "final_eval", "auc")
 
 
