@@ -1993,33 +1993,6 @@ def copg_bandit(read: Read) -> str:
     )
 
 
-@table("entropy-law-bandit")
-def entropy_law_bandit(read: Read) -> str:
-    rows = read("entropy_law_bandit.csv")
-    body = []
-    for method in ("pg", "grpo", "tpo"):
-        mine = rows_where(rows, method=method)
-        first, last = col(mine, "entropy_first"), col(mine, "entropy_last")
-        r2 = np.array(col(mine, "r2")) - np.array(col(mine, "r2_linear"))
-        late = np.array(col(mine, "late_error_linear")) - np.array(col(mine, "late_error"))
-        body.append([NAMES[method], str(len(mine)),
-                     f"{f(np.median(first), '.2f')} -> {f(np.median(last), '.2f')}",
-                     spread(r2, ".4f"), spread(late, ".4f"),
-                     f"{f(float(np.mean(r2 > 0)) * 100, '.0f')}%"])  # fmt: skip
-    return "`out/entropy_law_bandit.csv` (mean [95% bootstrap CI] over seeds):\n\n" + md(
-        [
-            "method",
-            "seeds",
-            "entropy, first -> last iteration (nats, medians)",
-            "R^2 of the law minus R^2 of the line",
-            "late-return error of the line minus of the law",
-            "seeds where the law fits better",
-        ],
-        body,
-        ["---", "---:", "---", "---", "---", "---:"],
-    )
-
-
 @table("bandit-verdict")
 def bandit_verdict(read: Read) -> str:
     rows = read("bandit_suite_summary.csv")
