@@ -918,61 +918,6 @@ def entropy_covariance_rows() -> list[Row]:
     return out
 
 
-def entropy_law_bandit_rows() -> list[Row]:
-    rows = read("entropy_law_bandit.csv")
-    paper = (
-        "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models "
-        "(arXiv 2505.22617)"
-    )
-    out = []
-    for method in ("pg", "grpo", "tpo"):
-        mine = [r for r in rows if r["method"] == method]
-        col = {k: np.array([float(r[k]) for r in mine]) for k in mine[0] if k not in ("method",)}
-        ours = (
-            f"transplant: softmax {method.upper()} on bandit:bernoulli-10 (the bandit suite's "
-            f"runs; entropy {np.median(col['entropy_first']):.2f} -> "
-            f"{np.median(col['entropy_last']):.2f} nats, medians)"
-        )
-        budget = (
-            f"ours {int(np.median(col['points']))} iterations of 256 samples per seed; the "
-            "paper's LLM runs"
-        )
-        for rid, claim, metric, d in [
-            (
-                f"E12-bandit-{method}",
-                "return follows R = -a exp(H) + b in the entropy H",
-                "R^2 of the exponential law minus R^2 of a straight line, per seed (all "
-                "iterations)",
-                col["r2"] - col["r2_linear"],
-            ),
-            (
-                f"E12-bandit-{method}-predict",
-                "the law fitted early predicts the late return",
-                "absolute error of the straight line's minus the law's prediction of the "
-                "last quarter's mean return, both fitted on the first half, per seed",
-                col["late_error_linear"] - col["late_error"],
-            ),
-        ]:
-            stat, verdict, det = paired_verdict(d, ".3g")
-            out.append(
-                Row(
-                    rid,
-                    paper,
-                    claim,
-                    "LLM RL on math reasoning (validation accuracy against token entropy)",
-                    ours,
-                    budget,
-                    f"{d.size}",
-                    metric,
-                    stat,
-                    verdict,
-                    det,
-                    "entropy_law_bandit.csv",
-                )
-            )
-    return out
-
-
 def ratio_filter_rows() -> list[Row]:
     rows = read("ratio_filters.csv")
     stale = max(int(r["staleness"]) for r in rows)
@@ -1125,7 +1070,6 @@ def all_rows() -> list[Row]:
     )
     from paper_figures.claims_fpo_under import rows as fpo_under_rows
     from paper_figures.claims_hard_starts import rows as hard_start_rows
-    from paper_figures.claims_injection import rows as injection_rows
     from paper_figures.claims_knapsack import rows as knapsack_rows
     from paper_figures.claims_rarl import rows as rarl_rows
     from paper_figures.claims_subspace import rows as subspace_rows
@@ -1152,11 +1096,9 @@ def all_rows() -> list[Row]:
         + tpo_rows()
         + entropy_law_rows()
         + entropy_covariance_rows()
-        + entropy_law_bandit_rows()
         + ratio_filter_rows()
         + subspace_rows(read)
         + hard_start_rows(read)
-        + injection_rows(read)
         + knapsack_rows(read)
         + not_run_rows()
         + claims_cheap.rows()

@@ -888,30 +888,6 @@ def hard_starts(read: Read) -> str:
     )  # fmt: skip
 
 
-@table("success-injection")
-def success_injection(read: Read) -> str:
-    rows = read("success_injection.csv")
-    names = {"grpo": "GRPO", "hapo": "HAPO: gated injection (threshold 0.5)",
-             "forced": "injection into every failed group (no gate)"}  # fmt: skip
-    groups = [rows_where(rows, arm=a) for a in dict.fromkeys(r["arm"] for r in rows)]
-    body = []
-    for g in groups:
-        rate = [spread(col(g, k), ".3f") if np.isfinite(col(g, k)).all() else "-"
-                for k in ("inject_first", "inject_last")]  # fmt: skip
-        body.append([names.get(g[0]["arm"], g[0]["arm"]), spread(col(g, "final_success"), ".3f"),
-                     spread(col(g, "auc"), ".3f"), *rate])  # fmt: skip
-    n = uniform_n(groups)
-    return (
-        para(f"`out/success_injection.csv` ({kind(n)} over {n} seeds, "
-             f"{int(rows[0]['samples']):,} samples per seed; success over the optimum, on the "
-             "policy's own samples):")
-        + "\n\n"
-        + md(["arm", "final success", "area under the success curve",
-              "groups injected, first tenth", "last tenth"], body,
-             ["---", "---:", "---:", "---:", "---:"])
-    )  # fmt: skip
-
-
 @table("knapsack-allocation")
 def knapsack_allocation(read: Read) -> str:
     rows = read("knapsack_allocation.csv")
@@ -1956,31 +1932,4 @@ def copg_bandit(read: Read) -> str:
     body.append(["the dataset's own optimum pi_hat*", spread(floor, ".4f"), "0"])
     return f"`out/copg_bandit.csv`, {nseeds(rows)} seeds, mean [95% bootstrap CI]:\n\n" + md(
         ["policy after training", "J(pi*) - J(pi)", "KL(pi, pi_hat*)"], body
-    )
-
-
-@table("entropy-law-bandit")
-def entropy_law_bandit(read: Read) -> str:
-    rows = read("entropy_law_bandit.csv")
-    body = []
-    for method in ("pg", "grpo", "tpo"):
-        mine = rows_where(rows, method=method)
-        first, last = col(mine, "entropy_first"), col(mine, "entropy_last")
-        r2 = np.array(col(mine, "r2")) - np.array(col(mine, "r2_linear"))
-        late = np.array(col(mine, "late_error_linear")) - np.array(col(mine, "late_error"))
-        body.append([NAMES[method], str(len(mine)),
-                     f"{f(np.median(first), '.2f')} -> {f(np.median(last), '.2f')}",
-                     spread(r2, ".4f"), spread(late, ".4f"),
-                     f"{f(float(np.mean(r2 > 0)) * 100, '.0f')}%"])  # fmt: skip
-    return "`out/entropy_law_bandit.csv` (mean [95% bootstrap CI] over seeds):\n\n" + md(
-        [
-            "method",
-            "seeds",
-            "entropy, first -> last iteration (nats, medians)",
-            "R^2 of the law minus R^2 of the line",
-            "late-return error of the line minus of the law",
-            "seeds where the law fits better",
-        ],
-        body,
-        ["---", "---:", "---", "---", "---", "---:"],
     )

@@ -9,9 +9,17 @@ seeds, metrics.csv has a `seed` column). Names:
                       (episodes), over the bandit's optimal expected reward (envs/bandits.py)
   final_eval          bandits: the final evaluation's mean reward over the optimum
   auc                 bandits: the mean over iterations of train/episode_return over the optimum
-  <agg>:<column>      agg (mean, max, sum, last) of a metrics.csv column over the run's rows
   rise:<column>       the fraction of the column's consecutive logged values that rise (an
                       entropy that falls monotonically: 0)
+  entropy-law-r2-gain the R^2 of the entropy law R = -a exp(H) + b (arXiv 2505.22617) minus
+                      that of a straight line R = c H + d, over the run's (train/entropy,
+                      train/episode_return) points
+  entropy-law-late-gain
+                      the absolute error of the line's prediction of the last quarter's mean
+                      return minus the law's, both fitted on the first half of the points
+  <agg>:<column>      agg (mean, max, sum, last) of a metrics.csv column over the run's rows;
+                      first-tenth, last-tenth: its mean over the first, the last tenth of the
+                      rows; tenth-drop: the first tenth's mean minus the last tenth's
 """
 
 from __future__ import annotations
@@ -34,7 +42,24 @@ def rise_frac(x: np.ndarray) -> float:
 
 
 AGGREGATES["rise"] = rise_frac
+
+
+def tenth(x: np.ndarray, last: bool) -> float:
+    """The mean of the first (last=False) or the last tenth of a run's rows (at least one row)."""
+    n = max(1, x.size // 10)
+    return float(np.nanmean(x[-n:] if last else x[:n]))
+
+
+# a rate's first and last tenth of the iterations, and how far it falls from the one to the other
+AGGREGATES |= {
+    "first-tenth": lambda x: tenth(x, False),
+    "last-tenth": lambda x: tenth(x, True),
+    "tenth-drop": lambda x: tenth(x, False) - tenth(x, True),
+}
 NAMED = ("final_eval_return", "final_train_return", "final_success", "final_eval", "auc")
+# the entropy law R = -a exp(H) + b against a straight line on a run's (entropy, return) points
+ENTROPY_LAW = ("entropy-law-r2-gain", "entropy-law-late-gain")
+NAMED += ENTROPY_LAW
 
 
 def check_name(name: str) -> None:
@@ -108,6 +133,9 @@ def _one(name: str, rows: list[dict], final_eval: float, env_id: str, window: in
         return float(final_eval) / bandit_optimum(env_id)
     points = [r for r in rows if r.get("train/episode_return") not in (None, "")]
     returns = np.array([float(r["train/episode_return"]) for r in points])
+    if name in ENTROPY_LAW:
+        entropy = np.array([float(r["train/entropy"]) for r in points])
+        return entropy_law_gains(entropy, returns)[name]
     if name == "final_train_return":
         steps = np.array([float(r["step"]) for r in points])
         return float(returns[steps > steps[-1] - window].mean())
@@ -123,3 +151,21 @@ def _one(name: str, rows: list[dict], final_eval: float, env_id: str, window: in
     if x.size == 0 or not np.isfinite(x).any():
         return math.nan
     return float(AGGREGATES[agg](x))
+
+
+def entropy_law_gains(h: np.ndarray, r: np.ndarray) -> dict[str, float]:
+    """The entropy law (paper_figures/entropy_law.py's fits) against a straight line on one
+    seed's points in iteration order: {entropy-law-r2-gain, entropy-law-late-gain}."""
+    from paper_figures.entropy_law import fit_law, law, linear_r2
+
+    _, _, r2 = fit_law(h, r)
+    half, quarter = len(h) // 2, max(1, len(h) // 4)
+    a, b, _ = fit_law(h[:half], r[:half])
+    c, d = np.polyfit(h[:half], r[:half], 1)
+    late_h, late_r = h[-quarter:], float(r[-quarter:].mean())
+    late_law = abs(float(law(late_h, a, b).mean()) - late_r)
+    late_line = abs(float((c * late_h + d).mean()) - late_r)
+    return {
+        "entropy-law-r2-gain": r2 - linear_r2(h, r),
+        "entropy-law-late-gain": late_line - late_law,
+    }

@@ -502,9 +502,9 @@ def test_entropy_law_rows_state_each_methods_own_steps_per_run(claims):
 
 
 def test_every_entropy_law_row_states_the_papers_budget_beside_ours(claims):
-    """Bandit and MuJoCo transplants alike: the budget column names the paper's LLM runs."""
-    rows = claims.entropy_law_rows() + claims.entropy_law_bandit_rows()
-    assert len(rows) == 8
+    """The MuJoCo transplants: the budget column names the paper's LLM runs."""
+    rows = claims.entropy_law_rows()
+    assert len(rows) == 2
     for r in rows:
         assert r.budget.startswith("ours ") and "; the paper's LLM runs" in r.budget, r.id
 
