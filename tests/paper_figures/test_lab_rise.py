@@ -23,7 +23,7 @@ def test_rise_counts_the_consecutive_values_that_go_up():
 
 def test_entropy_claim_holds_only_when_no_seed_rises():
     exp = spec.load(spec.FIGURES / "bandit-suite")
-    analysis = judge._analysis(exp)
+    analysis = judge.analysis_module(exp)
     rows = [{"env": "bandit:bernoulli-10", "arm": "grpo", "rise:train/entropy": 0.0}] * 3
     assert analysis.judge(exp, rows)["E11-entropy"].verdict == protocol.HOLDS
     rows = rows + [{"env": "bandit:bernoulli-10", "arm": "grpo", "rise:train/entropy": 0.01}]
