@@ -10,6 +10,8 @@ seeds, metrics.csv has a `seed` column). Names:
   final_eval          bandits: the final evaluation's mean reward over the optimum
   auc                 bandits: the mean over iterations of train/episode_return over the optimum
   <agg>:<column>      agg (mean, max, sum, last) of a metrics.csv column over the run's rows
+  fixup_share         FixPO: sum of train/fixup_steps over sum of train/grad_steps (the share of
+                      gradient steps its fixup phase adds); nan for a run without the column
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 
 AGGREGATES = {"mean": np.nanmean, "max": np.nanmax, "sum": np.nansum, "last": lambda x: x[-1]}
 NAMED = ("final_eval_return", "final_train_return", "final_success", "final_eval", "auc")
+NAMED += ("fixup_share",)
 
 
 def check_name(name: str) -> None:
@@ -90,7 +93,18 @@ def extract(run_dir: Path, env_id: str, names, final_window: int) -> dict[int, d
     return out
 
 
+def share(rows: list[dict], part: str, whole: str) -> float:
+    """Sum of the column `part` over the sum of the column `whole` (nan when `part` is absent)."""
+    num = np.array([_float(r.get(part)) for r in rows])
+    den = np.array([_float(r.get(whole)) for r in rows])
+    if not np.isfinite(num).any() or not np.nansum(den):
+        return math.nan
+    return float(np.nansum(num) / np.nansum(den))
+
+
 def _one(name: str, rows: list[dict], final_eval: float, env_id: str, window: int) -> float:
+    if name == "fixup_share":
+        return share(rows, "train/fixup_steps", "train/grad_steps")
     if name == "final_eval_return":
         return float(final_eval)
     if name == "final_eval":
