@@ -26,7 +26,6 @@ from controlrl import stats
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "paper_figures" / "out"
 ALPHA = 0.05
-DPO_BUDGET = "DPO reference: Brax, 30M (Ant) to 100M (HalfCheetah) env steps per training"
 # each trust-region row's own paper's MuJoCo budget, read from its paper or reference code
 PPO_BUDGET = "PPO paper 1M steps, 3 seeds"
 SPO_BUDGET = (
@@ -250,102 +249,6 @@ E1_METRIC = (
 )
 
 
-def trust_region_rows() -> list[Row]:
-    """E1 from the 300k-step rerun (trust_region_family.csv), each with the verdict of the
-    49,152-step five-task figure it replaces (trust_region_family_49k.csv); E16-DPO, which the
-    rerun does not include, from the 49k figure."""
-    rows, old = read("trust_region_family.csv"), read("trust_region_family_49k.csv")
-    envs, ours, budget = _family_setting(rows)
-    old_envs, old_ours, old_budget = _family_setting(old)
-    seeds = sorted({r["seed"] for r in rows})
-    dpo_setting = "Brax locomotion tasks, Brax's PPO settings (LPO meta-trained on Brax's Ant)"
-    ran = {r["algo"] for r in rows}
-    out = []
-    for rid, paper, claim, a, b, theirs in E1_PAIRS:
-        was_d = normalised_diffs(old, "final_eval_return", a, b, old_envs)
-        was = paired_verdict(was_d)[1]
-        per_task = []
-        if {a, b} <= ran and len(envs) > 1:  # each task alone: where the pooled verdict comes from
-            per_task = _per_task_rows(rows, old, rid, paper, claim, E1_SETTINGS[rid], a, b, envs,
-                                      with_theirs(budget, theirs), E1_METRIC)  # fmt: skip
-        if {a, b} <= ran:
-            d = normalised_diffs(rows, "final_eval_return", a, b, envs)
-            stat, verdict, det = paired_verdict(d)
-            where = f"transplant: {ours}{cut_tasks(envs)}; was {was} at 49,152 steps ({old_ours})"
-            where += grown_text(rid, verdict, envs, {r.id: r.verdict for r in per_task})
-            row_budget, n = with_theirs(budget, theirs), f"{len(seeds)} per task, {d.size} pairs"
-        else:  # the rerun did not reach this pair: the 49k figure's verdict stands
-            stat, verdict, det = paired_verdict(was_d)
-            where = f"transplant: {old_ours} (the 300k rerun did not reach {a} vs {b})"
-            row_budget, n = with_theirs(old_budget, theirs), f"{was_d.size} pairs"
-        files = "trust_region_family.csv, trust_region_family_49k.csv"
-        out.append(Row(rid, paper, claim, E1_SETTINGS[rid], where, row_budget, n, E1_METRIC, stat,
-                       verdict, det, files))  # fmt: skip
-        out += per_task
-    d = normalised_diffs(old, "final_eval_return", "dpo", "ppo", old_envs)
-    stat, verdict, det = paired_verdict(d)
-    out.append(
-        Row("E16-DPO", "Discovered Policy Optimisation (arXiv 2210.05639)",
-            "DPO's closed-form drift beats PPO", dpo_setting, f"transplant: {old_ours}",
-            with_theirs(old_budget, DPO_BUDGET),
-            f"{len({r['seed'] for r in old})} per task, {d.size} pairs", E1_METRIC, stat, verdict,
-            det, "trust_region_family_49k.csv")
-    )  # fmt: skip
-    # SPO's ratio containment: fraction of samples with |r - 1| > eps, PPO minus SPO
-    d = np.concatenate(
-        [
-            [ppo[k] - spo[k] for k in sorted(ppo)]
-            for e in envs
-            for ppo, spo in [
-                (
-                    values(rows, "ratio_dev_frac", algo="ppo", env_id=e),
-                    values(rows, "ratio_dev_frac", algo="spo", env_id=e),
-                )
-            ]
-        ]
-    )
-    stat, verdict, det = paired_verdict(d)
-    out.append(
-        Row(
-            "E1-SPO-ratio",
-            "Simple Policy Optimization (arXiv 2401.16025)",
-            "SPO keeps the ratio inside the trust region better than PPO's clip",
-            E1_SETTINGS["E1-SPO"],
-            f"transplant: {ours}",
-            with_theirs(budget, SPO_BUDGET),
-            f"{len(seeds)} per task, {d.size} pairs",
-            "fraction of samples with |r - 1| > eps over training, PPO minus SPO",
-            stat,
-            verdict,
-            det,
-            "trust_region_family.csv",
-        )
-    )
-    fix = rows if "fixpo" in ran else old
-    shares = np.array([float(r["fixup_share"]) for r in fix if r["algo"] == "fixpo"])
-    s = stats.summarize(shares)
-    verdict = (
-        HOLDS if s.kind != "range" and s.hi < 0.05 else (FAILS if s.lo > 0.05 else INCONCLUSIVE)
-    )
-    out.append(
-        Row(
-            "E1-FixPO-share",
-            FIXPO_PAPER,
-            "the fixup phase adds fewer than 5% extra gradient steps",
-            "several architectures and action spaces",
-            f"transplant: {_family_setting(fix)[1]}",
-            with_theirs(_family_setting(fix)[2], FIXPO_BUDGET),
-            f"{shares.size} runs",
-            "fixup steps / all gradient steps per run",
-            s.text(".3g"),
-            verdict,
-            "n/a",
-            "trust_region_family.csv" if fix is rows else "trust_region_family_49k.csv",
-        )
-    )
-    return out
-
-
 FIRST_TASK = "Hopper-v5"  # the 300k reruns ran it alone first; the other tasks were added to it
 
 
@@ -359,24 +262,6 @@ def grown_text(rid: str, verdict: str, envs, per_task: dict[str, str]) -> str:
     text = f" -> {first} on {FIRST_TASK} alone at this budget" if first else ""
     text += f" -> {verdict} pooled over the {len(envs)} tasks"
     return f"{text}; per task (rows {rid}-<task>): {tasks}"
-
-
-def _per_task_rows(rows, old, rid, paper, claim, setting, a, b, envs, budget, metric):
-    """One row per task of the pooled E1 row `rid`: the same paired comparison on that task's
-    seeds alone, with the 49k figure's verdict on that task where it ran it."""
-    out = []
-    for e in envs:
-        d = normalised_diffs(rows, "final_eval_return", a, b, [e])
-        stat, verdict, det = paired_verdict(d)
-        where = f"transplant: {e} alone, the runs of {rid}"
-        if any(r["env_id"] == e for r in old):
-            was_d = normalised_diffs(old, "final_eval_return", a, b, [e])
-            where += f"; was {paired_verdict(was_d)[1]} at 49,152 steps ({was_d.size} pairs)"
-            where += f" -> {verdict}"
-        out.append(Row(f"{rid}-{e.split('-')[0]}", paper, f"{claim}, on {e}", setting, where,
-                       budget, f"{d.size} pairs", metric, stat, verdict, det,
-                       "trust_region_family.csv, trust_region_family_49k.csv"))  # fmt: skip
-    return out
 
 
 def _depth_gap(rows) -> np.ndarray:
@@ -1076,9 +961,7 @@ def all_rows() -> list[Row]:
     from paper_figures.claims_tpo import rows as tpo_rows  # it imports this module
 
     rows = (
-        trust_region_rows()
-        + claims_family_1m.rows(read)
-        + claims_spo_reference.rows(read)
+        claims_spo_reference.rows(read)
         + claims_spo_reference.ablation_rows(read)
         + depth_rows()
         + claims_family_1m.depth_rows(read)

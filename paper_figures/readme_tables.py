@@ -447,43 +447,14 @@ def offline_rerun(read: Read) -> str:
     return text
 
 
-TRUST_REGION_ORDER = ["bpo", "fixpo", "ppo", "trpo", "spo"]
 NAMES = {"bpo": "BPO", "dpo": "DPO", "fixpo": "FixPO", "ppo": "PPO", "trpo": "TRPO", "spo": "SPO",
          "pg": "PG", "grpo": "GRPO", "tpo": "TPO"}  # fmt: skip
-
-
-@table("trust-region")
-def trust_region(read: Read) -> str:
-    iqm = {r["algo"]: r for r in read("trust_region_family_iqm.csv")}
-    iqm_1m = {r["algo"]: r for r in read("trust_region_family_1m_iqm.csv")}
-    return para(
-        f"**Trust-region family** (`trust_region_family_iqm.csv`:"
-        f" {_family_size(read('trust_region_family.csv'))}; IQM of the final training return"
-        " normalised per env (0 = uniform random policy, 1 = the best algorithm's mean), 95%"
-        f" stratified-bootstrap CI): {', '.join(_iqm_parts(iqm))}. At the PPO paper's 1M steps"
-        f" (`trust_region_family_1m_iqm.csv`: {_family_size(read('trust_region_family_1m.csv'))}):"
-        f" {', '.join(_iqm_parts(iqm_1m))}."
-    )
-
-
-def _iqm_parts(iqm: dict) -> list[str]:
-    """'<ALGO> <iqm> [<lo>, <hi>]' for each algorithm of an _iqm.csv, best first."""
-    order = sorted(iqm, key=lambda a: -float(iqm[a]["iqm"]))
-    return [f"{NAMES[a]} {_iqm_cell(iqm[a])}" for a in order]
 
 
 def _iqm_cell(r: dict) -> str:
     """'<iqm> [<lo>, <hi>]' of one _iqm.csv row."""
     iqm, lo, hi = (f(float(r[k]), ".2f") for k in ("iqm", "ci_lo", "ci_hi"))
     return f"{iqm} [{lo}, {hi}]"
-
-
-def _family_size(runs) -> str:
-    """'<tasks> x <n> seeds x <steps> steps' of a trust-region family CSV."""
-    envs = sorted({r["env_id"] for r in runs})
-    n = uniform_n([rows_where(runs, algo=a, env_id=e) for a in {r["algo"] for r in runs}
-                   for e in envs])  # fmt: skip
-    return f"{', '.join(envs)} x {n} seeds x {f(int(runs[0]['steps']))} steps"
 
 
 @table("population")
@@ -1216,8 +1187,7 @@ def _family(read: Read, name: str) -> str:
     )
 
 
-FAMILY_TABLES = ["trust_region_family", "trust_region_family_49k", "trust_region_family_1m",
-                 "spo_reference_300k", "spo_reference_1m", "spo_reference_mb32_1m",
+FAMILY_TABLES = ["spo_reference_300k", "spo_reference_1m", "spo_reference_mb32_1m",
                  "spo_reference_1x2048_1m", "spo_reference_timeouts_1m"]  # fmt: skip
 for _name in FAMILY_TABLES:  # block <name with dashes>: the family table of out/<name>.csv
     table(_name.replace("_", "-"))(functools.partial(_family, name=_name))

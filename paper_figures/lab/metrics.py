@@ -20,6 +20,8 @@ seeds, metrics.csv has a `seed` column). Names:
   <agg>:<column>      agg (mean, max, sum, last) of a metrics.csv column over the run's rows;
                       first-tenth, last-tenth: its mean over the first, the last tenth of the
                       rows; tenth-drop: the first tenth's mean minus the last tenth's
+  fixup_share         FixPO: sum of train/fixup_steps over sum of train/grad_steps (the share of
+                      gradient steps its fixup phase adds); nan for a run without the column
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ NAMED = ("final_eval_return", "final_train_return", "final_success", "final_eval
 # the entropy law R = -a exp(H) + b against a straight line on a run's (entropy, return) points
 ENTROPY_LAW = ("entropy-law-r2-gain", "entropy-law-late-gain")
 NAMED += ENTROPY_LAW
+NAMED += ("fixup_share",)
 
 
 def check_name(name: str) -> None:
@@ -126,7 +129,18 @@ def extract(run_dir: Path, env_id: str, names, final_window: int) -> dict[int, d
     return out
 
 
+def share(rows: list[dict], part: str, whole: str) -> float:
+    """Sum of the column `part` over the sum of the column `whole` (nan when `part` is absent)."""
+    num = np.array([_float(r.get(part)) for r in rows])
+    den = np.array([_float(r.get(whole)) for r in rows])
+    if not np.isfinite(num).any() or not np.nansum(den):
+        return math.nan
+    return float(np.nansum(num) / np.nansum(den))
+
+
 def _one(name: str, rows: list[dict], final_eval: float, env_id: str, window: int) -> float:
+    if name == "fixup_share":
+        return share(rows, "train/fixup_steps", "train/grad_steps")
     if name == "final_eval_return":
         return float(final_eval)
     if name == "final_eval":
