@@ -10,6 +10,8 @@ seeds, metrics.csv has a `seed` column). Names:
   final_eval          bandits: the final evaluation's mean reward over the optimum
   auc                 bandits: the mean over iterations of train/episode_return over the optimum
   <agg>:<column>      agg (mean, max, sum, last) of a metrics.csv column over the run's rows
+  last10:<column>     the mean of the column's last 10 logged values (one row an update: the
+                      last 10 updates)
   rise:<column>       the fraction of the column's consecutive logged values that rise (an
                       entropy that falls monotonically: 0)
 """
@@ -34,6 +36,15 @@ def rise_frac(x: np.ndarray) -> float:
 
 
 AGGREGATES["rise"] = rise_frac
+
+
+def last10(x: np.ndarray) -> float:
+    """The mean of the last 10 finite values (a final window of 10 updates: one row an update)."""
+    x = x[np.isfinite(x)]
+    return float(x[-10:].mean()) if x.size else math.nan
+
+
+AGGREGATES["last10"] = last10
 NAMED = ("final_eval_return", "final_train_return", "final_success", "final_eval", "auc")
 
 
