@@ -9,13 +9,16 @@ on their log axes ("~"). "Reproduced" is said only where ours falls within the p
 spread; a number read by eye off a figure has no spread, and our token-reversal budget is not the
 paper's, so those rows carry a verdict on the paper's comparison at our budget instead.
 
-These rows are not yet a declared experiment (paper_figures/<id>/experiment.toml): the tabular
-rows and Appendix B's check are computations of tpo_repro.py, not runs of algos/*.py (only exact
-claims, no arms); the network and token-reversal cells are population runs of seeds 0-199 (a
-declaration's seeds are positive), their final error averages the last 10 updates (a final
-window in updates, not env steps), each cell sets its own --num-envs and --group-size, and the
-token-reversal rows are inconclusive where both sides stay above 95% error (the paper's "no
-meaningful learning"), a guard the protocol does not state.
+The network bandits (E11-TPO-net-*) and the token-reversal rows of TPO against GRPO, GRPO without
+KL and PG, GRPO's KL row and the masking row are declared experiments now
+(paper_figures/tpo-network-bandits and paper_figures/tpo-token-reversal). What stays here, and
+why it is not yet declared: the tabular rows and Appendix B's check are computations of
+tpo_repro.py, not runs of algos/*.py (an exact-only experiment with an analysis.py would hold
+them, its paired rows judged there); the single-sample baselines (PPO, DG, prompt- and
+interaction-matched) run 100 or 800 one-answer prompts an update, so at the same 60 updates their
+env-step budget is not TPO's, and a declared arm runs each env at the env's one budget (pairing
+them with TPO needs a budget per arm and env, or updates as the unit). Their rows keep the
+no-learning guard (inconclusive where both sides stay above 95% error).
 """
 
 from __future__ import annotations
@@ -284,40 +287,11 @@ def run_rows() -> list[Row]:
         r = next(r for r in rows if r["task"] == task and r["method"] == method)
         return int(r["updates"]), int(r["samples_per_update"])
 
-    net = (
-        "differs: our network implementations (64-64 MLP, Adam 1e-3, 4 epochs, clip 1.0; TPO's "
-        "target over the sampled group), sampled pulls instead of the paper's logit table"
-    )
-    specs = [
-        ("E11-TPO-net-single", "sparse-100", "tpo", "grpo",
-         "TPO reaches lower error than GRPO on the single-context bandit", TAB_SETTING[SINGLE],
-         net + " (one group of 100 pulls per update)", "n/a (the paper has no network run)",
-         -1),
-        ("E11-TPO-net-multi", "onehot-100-10", "tpo", "grpo",
-         "TPO reaches lower error than GRPO on the multi-context bandit", TAB_SETTING[MULTI],
-         net + " (20 groups of 10 pulls per update, contexts sampled)",
-         "n/a (the paper has no network run)", -1),
-    ]  # fmt: skip
     seq_setting = (
         "V = 2, terminal exact-match reward, 2-layer transformer, Muon 1e-3, B = 100 x K = 8, "
         "4 epochs, 2000 episodes, 20 seeds (section 3.6, Table 3, prompt-matched)"
     )
-    pg = (
-        SEQ_OURS + "; PG = REINFORCE with the group-mean baseline, 1 epoch (the paper's PG is not "
-        "in its terminal-reward table)"
-    )
-    tpo_paper = {7: 6.9, 8: 8.6, 9: 6.1, 10: 7.4}  # Table 3, prompt-matched
-    for L, paper_nokl in ((7, 66.6), (8, 92.5), (9, None), (10, None)):
-        task, H = f"sequence-reverse-2-{L}", seq_setting.replace("V = 2", f"V = 2, H = {L}")
-        nokl = "> 95%" if paper_nokl is None else f"{paper_nokl}%"
-        specs += [
-            (f"E11-TPO-reverse-L{L}-vs-GRPO-noKL", task, "tpo", "grpo-nokl",
-             f"TPO's exact-match error is below GRPO without KL's (L = {L})", H, SEQ_OURS,
-             f"paper at 2000 episodes: TPO {tpo_paper[L]}%, GRPO (no KL) {nokl}", -1),
-            (f"E11-TPO-reverse-L{L}-vs-PG", task, "tpo", "pg",
-             f"TPO's exact-match error is below PG's (L = {L})", H, pg,
-             "no number (PG not in Table 3)", -1),
-        ]  # fmt: skip
+    specs = []
     single = (
         SEQ_OURS + "; PPO and DG as the reference's single-sample baselines (src/tpo/experiments/"
         "_trial.py): one answer per prompt (100 an update against TPO's 800, prompt-matched as "
@@ -333,14 +307,14 @@ def run_rows() -> list[Row]:
     # the paper's Table 3 (exact-match error %, 2000 episodes); None: "no meaningful learning"
     # (> 95%)
     prompt = {
-        7: {"tpo": 6.9, "ppo": 12.0, "dg": 33.8, "grpo": 14.5},
-        8: {"tpo": 8.6, "ppo": 26.3, "dg": 58.8, "grpo": 27.6},
-        9: {"tpo": 6.1, "ppo": 90.6, "dg": None, "grpo": 30.0},
-        10: {"tpo": 7.4, "ppo": None, "dg": None, "grpo": 50.4},
+        7: {"tpo": 6.9, "ppo": 12.0, "dg": 33.8},
+        8: {"tpo": 8.6, "ppo": 26.3, "dg": 58.8},
+        9: {"tpo": 6.1, "ppo": 90.6, "dg": None},
+        10: {"tpo": 7.4, "ppo": None, "dg": None},
     }
     interaction = {7: {"tpo": 1.8, "ppo-im": 38.6, "dg-im": 47.7},
                    8: {"tpo": 2.8, "ppo-im": 62.1, "dg-im": 69.4}}  # fmt: skip
-    names = {"ppo": "PPO", "dg": "DG", "grpo": "GRPO", "ppo-im": "PPO-im", "dg-im": "DG-im"}
+    names = {"ppo": "PPO", "dg": "DG", "ppo-im": "PPO-im", "dg-im": "DG-im"}
 
     def pct(v):
         return "> 95%" if v is None else f"{v}%"
@@ -349,8 +323,7 @@ def run_rows() -> list[Row]:
         for L, paper in table.items():
             for b in (m for m in paper if m != "tpo"):
                 name = names[b]
-                kl = "; our KL to the initial policy (the reference's to the rollout snapshot)"
-                ours = im if b.endswith("-im") else SEQ_OURS + kl if b == "grpo" else single
+                ours = im if b.endswith("-im") else single
                 specs.append(
                     (f"E11-TPO-reverse-L{L}-vs-{name}", f"sequence-reverse-2-{L}", "tpo", b,
                      f"TPO's exact-match error is below {name.removesuffix('-im')}'s (L = {L},"
@@ -358,17 +331,6 @@ def run_rows() -> list[Row]:
                      f"paper at 2000 episodes: TPO {pct(paper['tpo'])}, "
                      f"{name.removesuffix('-im')} {pct(paper[b])}", -1)
                 )  # fmt: skip
-    specs += [
-        ("E11-TPO-reverse-L7-KL", "sequence-reverse-2-7", "grpo-nokl", "grpo",
-         "removing GRPO's KL penalty makes it substantially worse (L = 7)",
-         seq_setting.replace("V = 2", "V = 2, H = 7"), SEQ_OURS,
-         "paper at 2000 episodes: GRPO (no KL) 66.6%, GRPO 14.5%", +1),
-        ("E11-TPO-zero-variance-mask", "sequence-reverse-2-7", "grpo-masked", "grpo",
-         "masking zero-variance groups makes GRPO markedly worse",
-         "H = 8, V = 2, K = 32, B = 256, 4 epochs, 2000 episodes, 30 seeds (section 4.2)",
-         SEQ_OURS + "; at the main setting H = 7, K = 8, B = 100 (not the ablation's "
-         "H = 8, K = 32, B = 256)", "paper: final error 6.3% (GRPO) -> 29.7% (masked)", +1),
-    ]  # fmt: skip
     for rid, task, a, b, claim, setting, ours, paper_num, sign in specs:
         if (task, a) not in cells or (task, b) not in cells:
             out.append(

@@ -57,7 +57,23 @@ def compare(exp: Experiment, claim: Claim, rows: list[dict], envs: list[str]):
     if d.size == 0:
         raise ValueError(f"{exp.id} claim {claim.id}: no pairs of {claim.a} and {claim.b} on "
                          f"{', '.join(envs)}")  # fmt: skip
-    return protocol.paired(d, claim.kind, claim.margin, claim.shift)
+    return guarded(claim, rows, envs, protocol.paired(d, claim.kind, claim.margin, claim.shift))
+
+
+def guarded(claim: Claim, rows: list[dict], envs: list[str], j: protocol.Judgement):
+    """The judgement under the claim's guard: when neither arm's mean of the metric reaches
+    `guard` (neither learns), no rejection can decide the claim: inconclusive, 'guard not met'."""
+    if claim.guard is None:
+        return j
+    means = [
+        float(results.sample(rows, arm, claim.metric, envs).mean()) for arm in (claim.a, claim.b)
+    ]
+    met = max(means) >= claim.guard
+    j.text += (f"; guard {claim.guard:g} ({claim.guard_why}): {claim.a} {means[0]:.3g}, "
+               f"{claim.b} {means[1]:.3g}, {'met' if met else 'not met'}")  # fmt: skip
+    if not met:
+        j.direction, j.cause = 0, protocol.GUARD
+    return j
 
 
 def lines(exp: Experiment, rows: list[dict]) -> list[Line]:

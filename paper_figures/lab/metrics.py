@@ -9,6 +9,8 @@ seeds, metrics.csv has a `seed` column). Names:
                       (episodes), over the bandit's optimal expected reward (envs/bandits.py)
   final_eval          bandits: the final evaluation's mean reward over the optimum
   auc                 bandits: the mean over iterations of train/episode_return over the optimum
+  last10:<column>     the mean of the column's last 10 logged values (one row an update: the
+                      last 10 updates)
   rise:<column>       the fraction of the column's consecutive logged values that rise (an
                       entropy that falls monotonically: 0)
   entropy-law-r2-gain the R^2 of the entropy law R = -a exp(H) + b (arXiv 2505.22617) minus
@@ -58,6 +60,15 @@ AGGREGATES |= {
     "last-tenth": lambda x: tenth(x, True),
     "tenth-drop": lambda x: tenth(x, False) - tenth(x, True),
 }
+
+
+def last10(x: np.ndarray) -> float:
+    """The mean of the last 10 finite values (a final window of 10 updates: one row an update)."""
+    x = x[np.isfinite(x)]
+    return float(x[-10:].mean()) if x.size else math.nan
+
+
+AGGREGATES["last10"] = last10
 NAMED = ("final_eval_return", "final_train_return", "final_success", "final_eval", "auc")
 # the entropy law R = -a exp(H) + b against a straight line on a run's (entropy, return) points
 ENTROPY_LAW = ("entropy-law-r2-gain", "entropy-law-late-gain")

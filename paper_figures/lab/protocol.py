@@ -54,6 +54,10 @@ INCONCLUSIVE_RULES = [
     f"{CEILING}: every pair identical (both arms at the same value on every seed)",
     f"{NO_TEST}: the exact test cannot reach p < 0.05 with this many pairs",
 ]
+INCONCLUSIVE_RULES.append(
+    f"{GUARD}: a claim's declared guard is not met (neither arm's mean of the metric reaches it, "
+    "so neither learns at this budget): the test is shown and adjusted but decides nothing"
+)
 
 
 @dataclass

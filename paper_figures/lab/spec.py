@@ -87,6 +87,8 @@ class Claim:
     posthoc: str = ""  # what of the rule was chosen after the data were seen, and why
     supersedes: tuple[str, ...] = ()
     part: bool = False  # a part of an all-of claim: judged and adjusted, not counted on its own
+    guard: float | None = None  # inconclusive unless an arm's mean of the metric reaches it
+    guard_why: str = ""
 
 
 @dataclass(frozen=True)
@@ -189,6 +191,7 @@ CLAIM |= {"metric": str, "envs": list, "per_env": bool, "normalise": str, "margi
 CLAIM |= {"margin_why": str, "shift": str, "bar": float, "bar_why": str, "of": list}
 CLAIM |= {"paper_setting": str, "setting": str, "note": str, "posthoc": str, "supersedes": list}
 CLAIM |= {"part": bool}
+CLAIM |= {"guard": float, "guard_why": str}
 PAPER = {"key": str, "title": str, "arxiv": str, "ref": str}
 TOY = {"seeds": object, "steps": int, "flags": list, "envs": list, "arms": list}
 
@@ -372,7 +375,20 @@ def _claim(c: dict, i: int, where: str, papers, arms, envs, run) -> Claim:
         posthoc=c.get("posthoc", ""),
         supersedes=_strs(c.get("supersedes", []), f"{where} supersedes"),
         part=c.get("part", False),
+        **_guard(c, where),
     )
+
+
+def _guard(c: dict, where: str) -> dict:
+    """A claim's guard (a paired claim's: at least one arm's mean of the metric reaches it, else
+    the line is inconclusive, 'guard not met'), checked."""
+    if "guard" not in c:
+        return {}
+    if not c.get("guard_why"):
+        raise SpecError(f"{where}: a guard needs guard_why (what it stands for)")
+    if c["kind"] not in ("superior", "inferior", "non-inferior", "equivalent"):
+        raise SpecError(f"{where}: a guard applies to paired kinds, not {c['kind']}")
+    return {"guard": float(c["guard"]), "guard_why": c["guard_why"]}
 
 
 def discover(root: Path = FIGURES) -> list[Path]:
