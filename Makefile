@@ -62,7 +62,7 @@ bench-iql: d3rlpy-venv
 
 # Scores, ours vs d3rlpy's IQL on hopper-medium-v5-s0 (its dataset from `make figures FULL=1`):
 # both at 20,000 updates x 3 seeds; d3rlpy alone at 100,000 x 5 (ours at that budget is
-# iql_tau.py's IQL in iql_vs_bc_100k.csv), two runs at a time (about 55 minutes a run here),
+# the declared experiment paper_figures/iql-100k), two runs at a time (about 55 minutes a run here),
 # --resume keeping the finished runs of a killed call.
 bench-iql-eval: d3rlpy-venv
 	$(BIN)/python paper_figures/bench_iql.py --dataset hopper-medium-v5-s0 --eval --seeds 1,2,3 \
@@ -168,33 +168,6 @@ ifdef FULL
 	$(BIN)/python paper_figures/iql_tau.py --train --envs Hopper-v5,HalfCheetah-v5,Walker2d-v5 \
 	  --kinds medium,medium-replay,medium-expert --taus 0.7 --online-steps 0 --steps 20000 \
 	  --eval-every 5000 --eval-episodes 10 --name iql_vs_bc --sweep-dir runs/sweeps/iql_vs_bc
-	$(BIN)/python paper_figures/iql_tau.py --train --envs Hopper-v5 --kinds medium,medium-replay \
-	  --taus 0.7 --online-steps 0 --steps 100000 --eval-every 10000 --eval-episodes 10 --seeds 5 \
-	  --workers 2 --curves --name iql_vs_bc_100k --sweep-dir runs/sweeps/iql_vs_bc_100k
-	$(BIN)/python paper_figures/iql_tau.py --train --envs Hopper-v5 --kinds medium-replay \
-	  --taus 0.5,0.9 --online-steps 0 --steps 100000 --eval-every 10000 --eval-episodes 10 \
-	  --seeds 5 --workers 2 --curves --name iql_vs_bc_100k --sweep-dir runs/sweeps/iql_vs_bc_100k \
-	  --keep-committed
-	$(BIN)/python paper_figures/iql_tau.py --train --envs Hopper-v5 --kinds medium \
-	  --taus 0.5,0.9 --online-steps 0 --steps 100000 --eval-every 10000 --eval-episodes 10 \
-	  --seeds 5 --workers 2 --curves --name iql_vs_bc_100k --sweep-dir runs/sweeps/iql_vs_bc_100k \
-	  --keep-committed
-	$(BIN)/python paper_figures/iql_tau.py --train --envs Walker2d-v5 --kinds medium-replay \
-	  --taus 0.7 --online-steps 0 --steps 100000 --eval-every 10000 --eval-episodes 10 \
-	  --seeds 5 --workers 2 --curves --name iql_vs_bc_100k --sweep-dir runs/sweeps/iql_vs_bc_100k \
-	  --keep-committed
-	$(BIN)/python paper_figures/iql_tau.py --train --envs HalfCheetah-v5 --kinds medium-replay \
-	  --taus 0.7 --online-steps 0 --steps 100000 --eval-every 10000 --eval-episodes 10 \
-	  --seeds 5 --workers 2 --curves --name iql_vs_bc_100k --sweep-dir runs/sweeps/iql_vs_bc_100k \
-	  --keep-committed
-	$(BIN)/python paper_figures/iql_tau.py --train --envs Walker2d-v5 --kinds medium-replay \
-	  --taus 0.5,0.9 --online-steps 0 --steps 100000 --eval-every 10000 --eval-episodes 10 \
-	  --seeds 5 --workers 2 --curves --name iql_vs_bc_100k --sweep-dir runs/sweeps/iql_vs_bc_100k \
-	  --keep-committed
-	$(BIN)/python paper_figures/iql_tau.py --train --envs HalfCheetah-v5 --kinds medium-replay \
-	  --taus 0.5,0.9 --online-steps 0 --steps 100000 --eval-every 10000 --eval-episodes 10 \
-	  --seeds 5 --workers 2 --curves --name iql_vs_bc_100k --sweep-dir runs/sweeps/iql_vs_bc_100k \
-	  --keep-committed
 	$(BIN)/python paper_figures/bandit_suite.py --train
 	$(BIN)/python paper_figures/dppo_finetune.py --train --datasets \
 	  hopper-medium-v5-s0,walker2d-medium-v5-s0 --seeds 3 --steps 60000 --eval-episodes 5 \

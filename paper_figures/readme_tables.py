@@ -393,58 +393,11 @@ def offline(read: Read) -> str:
             f" vs {spread(sides['d3rlpy'], '.1f')}."
         )
         + "\n\n"
-        + offline_rerun(read)
-    )
-
-
-def offline_rerun(read: Read) -> str:
-    """The larger-budget rerun: per dataset BC and IQL at each tau run there, mean [CI], with
-    the ledger's verdicts (IQL vs BC at tau 0.7; tau 0.9 vs 0.5 where both ran), then d3rlpy's
-    IQL at that budget."""
-    from paper_figures import claims_iql
-
-    every = read(claims_iql.NOW)
-    now = claims_iql.vs_bc(every)
-    verdicts = {r.id: r.verdict for r in claims_iql.rows(read)}
-    taus = (claims_iql.TAU_LO, claims_iql.VS_BC_TAU, claims_iql.TAU_HI)
-    body = []
-    for ds in dict.fromkeys(r["dataset"] for r in now):
-        name = claims_iql.short_name(rows_where(now, dataset=ds)[0])
-        runs = [rows_where(every, dataset=ds, method="bc")]
-        runs += [[r for r in every if (r["dataset"], r["tau"]) == (ds, t)] for t in taus]
-        score = [col(x, "final_normalized_score") if x else [] for x in runs]
-        body.append(
-            [name, *(spread(x, ".1f") if x else "not run" for x in score),
-             verdicts[f"E5-vs-BC-{name}"], verdicts.get(f"E5-tau-{name}", "not run")]
-        )  # fmt: skip
-    n = nseeds(every)
-    text = (
-        para(
-            f"Rerun at {f(int(now[0]['steps']))} gradient steps x {n} seeds"
-            f" (`{claims_iql.NOW}`, final normalised score, {kind(n)}; verdicts: ledger rows"
-            f" `E5-vs-BC-<dataset>` at tau {claims_iql.VS_BC_TAU}, `E5-tau-<dataset>`):"
+        + para(
+            "Rerun at 100,000 gradient steps x 5 seeds, with IQL's tau 0.5, 0.7 and 0.9 on four of"
+            " these datasets: [`paper_figures/iql-100k`](paper_figures/iql-100k/README.md)."
         )
-        + "\n\n"
-        + md(
-            [
-                "dataset",
-                "BC",
-                *(f"IQL tau {t}" for t in taus),
-                "IQL beats BC",
-                f"tau {claims_iql.TAU_HI} beats {claims_iql.TAU_LO}",
-            ],
-            body,
-        )  # fmt: skip
     )
-    peer = claims_iql.d3rlpy_test(every, read(claims_iql.D3RLPY))
-    if peer:
-        ds, t, _ = peer
-        text += "\n\n" + para(
-            f"d3rlpy's IQL on {ds} at that budget (`{claims_iql.D3RLPY}`, {t.b.n} seeds):"
-            f" {spread(claims_iql.d3rlpy_scores(every, read(claims_iql.D3RLPY))[1], '.1f')};"
-            f" ours minus d3rlpy {_diff_cell(t)}."
-        )
-    return text
 
 
 NAMES = {"bpo": "BPO", "dpo": "DPO", "fixpo": "FixPO", "ppo": "PPO", "trpo": "TRPO", "spo": "SPO",
@@ -984,104 +937,6 @@ def iql_vs_bc(read: Read) -> str:
     )
 
 
-@table("iql-vs-bc-100k")
-def iql_vs_bc_100k(read: Read) -> str:
-    from paper_figures import claims_iql
-
-    now, old = claims_iql.vs_bc(read(claims_iql.NOW)), read(claims_iql.OLD)
-    curves = claims_iql.vs_bc(read(claims_iql.CURVES))
-    verdicts = {r.id: r.verdict for r in claims_iql.rows(read)}
-    body, ns = [], set()
-    for ds in dict.fromkeys(r["dataset"] for r in now):
-        name = claims_iql.short_name(rows_where(now, dataset=ds)[0])
-        cells = [name]
-        for rows in (old, now):
-            for method in ("bc", "iql"):
-                g = [r for r in rows if r["dataset"] == ds and r["method"] == method]
-                cells.append(spread(col(g, "final_normalized_score"), ".1f") if g else "-")
-                if rows is now:
-                    ns.add(len(g))
-        for m in ("bc", "iql"):  # the ledger's interval (stats.summarize), not a second one
-            cells.append(_interval(stats.summarize(claims_iql.slopes(curves, ds, m)), ".2f"))
-        cells.append(verdicts[f"E5-vs-BC-{name}"])
-        body.append(cells)
-    steps, old_steps = int(now[0]["steps"]), int(old[0]["steps"])
-    n_old = len({r["seed"] for r in old})
-    hours = claims_iql.update_hours(now)
-    return (
-        para(
-            f"`out/{claims_iql.NOW}`: final D4RL-normalised score (deterministic evaluation over"
-            f" 10 episodes) at {f(steps)} gradient steps, {kind(min(ns))} over"
-            f" {'/'.join(map(str, sorted(ns)))} seeds, beside the {f(old_steps)}-step runs"
-            f" of `out/{claims_iql.OLD}` ({kind(n_old)} over {n_old} seeds). Slope: the"
-            " least-squares slope of the evaluation score over the second half of each run, per"
-            f" {f(claims_iql.SLOPE_PER)} gradient steps. {hours:.1f} CPU-hours of updates in"
-            " all; the verdict is the ledger's (IQL minus BC, permutation test):"
-        )
-        + "\n\n"
-        + md(
-            ["dataset", f"BC, {f(old_steps)}", f"IQL, {f(old_steps)}", f"BC, {f(steps)}",
-             f"IQL, {f(steps)}", "BC's slope", "IQL's slope", "IQL beats BC"],
-            body,
-        )
-    )  # fmt: skip
-
-
-@table("iql-tau-100k")
-def iql_tau_100k(read: Read) -> str:
-    from paper_figures import claims_iql
-
-    now, curves = read(claims_iql.NOW), read(claims_iql.CURVES)
-    rows = {r.id: r for r in claims_iql.rows(read)}
-    swept = claims_iql.tau_datasets(now)
-    taus = sorted({r["tau"] for r in now if r["dataset"] in swept and r["method"] == "iql"},
-                  key=float)  # fmt: skip
-    body, ns = [], set()
-    for ds in swept:
-        name = claims_iql.short_name(rows_where(now, dataset=ds)[0])
-        cells = [name]
-        for match in [{"method": "bc"}, *({"method": "iql", "tau": t} for t in taus)]:
-            g = rows_where(now, dataset=ds, **match)
-            ns.add(len(g))
-            cells.append(spread(col(g, "final_normalized_score"), ".1f"))
-        for t in taus:
-            cells.append(_interval(stats.summarize(claims_iql.slopes(curves, ds, "iql", t)), ".2f"))
-        cells.append(rows[f"E5-tau-{name}"].verdict)
-        body.append(cells)
-    if not body:
-        raise ValueError(f"{claims_iql.NOW} holds no tau sweep")
-    lo, hi = claims_iql.TAU_LO, claims_iql.TAU_HI
-    steps = int(now[0]["steps"])
-    tests = "; ".join(dict.fromkeys(rows[f"E5-tau-{b[0]}"].seeds for b in body))
-    means = [
-        f"{claims_iql.short_name(rows_where(now, dataset=ds)[0])}: "
-        + ", ".join(
-            f"tau {t} {_interval(stats.summarize(claims_iql.run_means_of(curves, ds, t)))}"
-            for t in taus
-        )
-        for ds in swept
-    ]
-    return (
-        para(
-            f"`out/{claims_iql.NOW}`: final D4RL-normalised score (deterministic evaluation over"
-            f" 10 episodes) at {f(steps)} gradient steps, {kind(min(ns))} over"
-            f" {'/'.join(map(str, sorted(ns)))} seeds; slopes as above. The verdict is the"
-            f" ledger's (tau {hi} minus tau {lo}; seeds {tests}):"
-        )
-        + "\n\n"
-        + md(
-            ["dataset", "BC", *(f"IQL tau {t}" for t in taus),
-             *(f"tau {t}'s slope" for t in taus), f"tau {hi} beats tau {lo}"],
-            body,
-        )
-        + "\n\n"
-        + para(
-            "The mean over each run's evaluations along its steps (a second metric, not the"
-            f" verdict's), {kind(min(ns))}: {'; '.join(means)}."
-        )
-    )  # fmt: skip
-
-
 @table("iql-tau")
 def iql_tau(read: Read) -> str:
     rows = read("iql_tau.csv")
@@ -1544,29 +1399,51 @@ def same_iql(ev, runs) -> None:
             )
 
 
+IQL_100K = "iql-100k"  # the declared IQL runs at 100,000 gradient steps (our side's larger budget)
+IQL_20K = "iql_vs_bc.csv"  # iql_tau.py's IQL at 20,000 gradient steps
+D3RLPY_100K = "bench_iql_eval_100k.csv"  # d3rlpy's IQL at the declared runs' budget
+
+
+def iql_100k_scores(dataset: str, steps: int) -> list[float]:
+    """Our IQL (tau 0.7) on `dataset` at `steps` gradient steps: the declared experiment
+    iql-100k's runs (its results table), seeds in order."""
+    from paper_figures.lab import results, spec
+
+    exp = spec.load(spec.FIGURES / IQL_100K)
+    arm = f"iql-{dataset.removesuffix('-v5-s0')}"
+    if arm not in exp.arms or exp.envs[exp.arms[arm].envs[0]].steps != steps:
+        raise ValueError(f"{IQL_100K} declares no IQL run of {dataset} at {steps:,} steps")
+    env = exp.arms[arm].envs[0]
+    got = results.values(results.rows_of(exp), arm, env, "final_eval_normalized_score")
+    return [got[s] for s in sorted(got)]
+
+
 @table("bench-iql-eval")
 def bench_iql_eval(read: Read) -> str:
-    from paper_figures import claims_iql
-
     ev = [r for r in read("bench_iql_eval.csv") if r["status"] == "ok"]
-    same_iql(ev, read(claims_iql.OLD))
+    same_iql(ev, read(IQL_20K))
     sides = {c: col(rows_where(ev, contender=c), "normalized_score") for c in ("ours", "d3rlpy")}
     body = [[f(int(ev[0]["updates"])), f"{len(sides['ours'])} / {len(sides['d3rlpy'])}",
              spread(sides["ours"], ".1f"), spread(sides["d3rlpy"], ".1f"),
              _diff_cell(stats.two_sample(sides["ours"], sides["d3rlpy"]))]]  # fmt: skip
     sources = [f"at {f(int(ev[0]['updates']))} updates both sides from `bench_iql_eval.csv`"]
-    episodes = {r["eval_episodes"] for r in ev + read(claims_iql.D3RLPY)}
+    peer = [r for r in read(D3RLPY_100K) if r["contender"] == "d3rlpy" and r["status"] == "ok"]
+    episodes = {r["eval_episodes"] for r in ev + peer}
     if len(episodes) != 1:
         raise ValueError(f"bench-iql-eval: the runs differ in evaluation episodes {episodes}")
-    peer = claims_iql.d3rlpy_test(read(claims_iql.NOW), read(claims_iql.D3RLPY))
     if peer:
-        ds, t, _ = peer
-        ours, theirs = claims_iql.d3rlpy_scores(read(claims_iql.NOW), read(claims_iql.D3RLPY))
-        body.append([f(int(read(claims_iql.NOW)[0]["steps"])), f"{t.a.n} / {t.b.n}",
-                     spread(ours, ".1f"), spread(theirs, ".1f"), _diff_cell(t)])  # fmt: skip
+        keys = {(r["dataset"].removesuffix(".hdf5"), int(r["updates"])) for r in peer}
+        if len(keys) != 1:
+            raise ValueError(f"{D3RLPY_100K} mixes datasets or budgets {sorted(keys)}")
+        ds, updates = keys.pop()
+        ours = iql_100k_scores(ds, updates)
+        theirs = [float(r["normalized_score"]) for r in peer]
+        t = stats.two_sample(ours, theirs)
+        body.append([f(updates), f"{t.a.n} / {t.b.n}", spread(ours, ".1f"),
+                     spread(theirs, ".1f"), _diff_cell(t)])  # fmt: skip
         sources.append(
-            f"at {f(int(read(claims_iql.NOW)[0]['steps']))} ours from `{claims_iql.NOW}` (IQL,"
-            f" tau 0.7) and d3rlpy from `{claims_iql.D3RLPY}`"
+            f"at {f(updates)} ours from [`{IQL_100K}`]({IQL_100K}/README.md) (IQL, tau 0.7) and"
+            f" d3rlpy from `{D3RLPY_100K}`"
         )
     return (
         md(
@@ -1582,7 +1459,7 @@ def bench_iql_eval(read: Read) -> str:
             " libraries draw differently from a seed), with its permutation p;"
             f" {'; '.join(sources)}."
             " Our IQL in the two files is one code path: the 20,000-update scores of `ours`"
-            f" equal `{claims_iql.OLD}`'s IQL at the same seeds to the last digit (checked when"
+            f" equal `{IQL_20K}`'s IQL at the same seeds to the last digit (checked when"
             " this table is written)."
         )
     )

@@ -4,6 +4,8 @@ A run directory is one seed's run or a population run (--num-seeds: final_eval.j
 seeds, metrics.csv has a `seed` column). Names:
 
   final_eval_return   the final deterministic evaluation's mean return (final_eval.json)
+  final_eval_normalized_score  offline: that evaluation's D4RL-normalised score (final_eval.json;
+                      nan for a dataset without reference scores)
   final_train_return  mean train/episode_return over the last `final_window` env steps' rows
   final_success       bandits: mean train/episode_return over the last `final_window` samples
                       (episodes), over the bandit's optimal expected reward (envs/bandits.py)
@@ -74,6 +76,7 @@ NAMED = ("final_eval_return", "final_train_return", "final_success", "final_eval
 ENTROPY_LAW = ("entropy-law-r2-gain", "entropy-law-late-gain")
 NAMED += ENTROPY_LAW
 NAMED += ("fixup_share",)
+NAMED += ("final_eval_normalized_score",)
 
 
 def check_name(name: str) -> None:
@@ -135,6 +138,9 @@ def extract(run_dir: Path, env_id: str, names, final_window: int) -> dict[int, d
         mine = rows[seed]
         values = {}
         for name in names:
+            if name == "final_eval_normalized_score":
+                values[name] = normalized_score(final)
+                continue
             values[name] = _one(name, mine, evals[seed], env_id, final_window)
         out[seed] = values
     return out
@@ -147,6 +153,13 @@ def share(rows: list[dict], part: str, whole: str) -> float:
     if not np.isfinite(num).any() or not np.nansum(den):
         return math.nan
     return float(np.nansum(num) / np.nansum(den))
+
+
+def normalized_score(final: dict) -> float:
+    """The final evaluation's D4RL-normalised score of a one-seed run (offline algorithms write
+    eval_normalized_score into final_eval.json when the dataset has reference scores)."""
+    value = final.get("eval_normalized_score")
+    return math.nan if value is None else float(value)
 
 
 def _one(name: str, rows: list[dict], final_eval: float, env_id: str, window: int) -> float:

@@ -54,6 +54,7 @@ def run(exp: Experiment, toy: bool = False, workers: int = 2, backend: str = "lo
     experiment (no arms) computes its table with its analysis.py's `run` instead."""
     if not exp.arms:
         return []  # its table is written by `write`
+    prepare(exp, toy)
     failed = []
     for name, config in configs(exp, toy).items():
         status = sweep.run_sweep(config, base(exp, toy, root) / name, backend=backend,
@@ -62,6 +63,14 @@ def run(exp: Experiment, toy: bool = False, workers: int = 2, backend: str = "lo
                                                            flush=True))  # fmt: skip
         failed += [k for k, v in status.items() if v["status"] == "failed"]
     return failed
+
+
+def prepare(exp: Experiment, toy: bool = False) -> None:
+    """What the runs read and no run makes (an offline experiment's datasets): the analysis.py's
+    `prepare(exp, toy)`, where it has one."""
+    analysis = judge.analysis_module(exp)
+    if analysis is not None and hasattr(analysis, "prepare"):
+        analysis.prepare(exp, toy)
 
 
 def collect(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> list[dict]:

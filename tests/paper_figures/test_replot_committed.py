@@ -24,8 +24,6 @@ CASES = {
                           ["--replot", "--name", "dppo_finetune_60k"], "dppo_finetune_60k.png"),
     "iql_tau": (["iql_vs_bc.csv", "iql_vs_bc_curves.csv"], ["--replot", "--name", "iql_vs_bc"],
                 "iql_vs_bc.png"),
-    "iql_tau:100k": (["iql_vs_bc_100k.csv", "iql_vs_bc_100k_curves.csv"],
-                     ["--replot", "--curves", "--name", "iql_vs_bc_100k"], "iql_vs_bc_100k.png"),
     "ratio_filters": (["ratio_filters.csv"], ["--replot"], "ratio_filters.png"),
     "rarl_robustness": (["rarl_robustness.csv"], ["--replot"], "rarl_robustness.png"),
     "fpo_multimodal": (
