@@ -96,7 +96,6 @@ DECLARED := $(notdir $(patsubst %/,%,$(dir $(wildcard paper_figures/*/experiment
 figures: setup
 	for id in $(DECLARED); do $(BIN)/python -m paper_figures run $$id $(if $(FULL),,--toy) || exit 1; done
 ifdef FULL
-	$(BIN)/python paper_figures/retrace_contraction.py
 	$(BIN)/python paper_figures/retrace_vs_traces.py --train --total-timesteps 30000 \
 	  --mujoco-name retrace_vs_traces_mujoco_30k --sweep-dir runs/sweeps/retrace_30k
 	$(BIN)/python paper_figures/retrace_vs_traces.py --train --traces retrace,is,q_lambda --seeds 5 \
@@ -219,7 +218,6 @@ ifdef FULL
 	$(BIN)/python paper_figures/success_injection.py --train
 	$(BIN)/python paper_figures/knapsack_allocation.py
 else
-	$(BIN)/python paper_figures/retrace_contraction.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/retrace_vs_traces.py --toy --train --sweep-dir $(TOY_OUT)/sweeps/retrace \
 	  --out $(TOY_OUT)
 	$(BIN)/python paper_figures/regret.py --toy --out $(TOY_OUT)

@@ -15,7 +15,6 @@ experiment would detect with power 0.8. Rows of experiments not run here say why
 from __future__ import annotations
 
 import csv
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -510,37 +509,6 @@ def gae_rows() -> list[Row]:
                 )
             )
     return out
-
-
-def retrace_rows() -> list[Row]:
-    rows = read("retrace_contraction.csv")
-    worst = defaultdict(float)
-    for r in rows:
-        worst[r["kind"]] = max(worst[r["kind"]], float(r["max_factor"]))
-    gamma = float(rows[0]["gamma"])
-    n = rows[0]["n_mdps"]
-    safe = worst["retrace"] <= gamma + 1e-9 and worst["q_lambda"] > 1
-    out = [
-        Row(
-            "E4",
-            "Safe and Efficient Off-Policy Reinforcement Learning (arXiv 1606.02647)",
-            "Retrace contracts for any behaviour policy; uncorrected traces do not",
-            "tabular operators (the paper's theorem)",
-            f"paper's own setting: exact operators on {n} random MDPs, lambda and mismatch sweeps",
-            "exact",
-            "n/a",
-            "worst contraction factor ||RQ - Q^pi|| / ||Q - Q^pi|| over the sweeps",
-            f"retrace {worst['retrace']:.3g} (gamma {gamma:g}); tree backup "
-            f"{worst['tree_backup']:.3g}; IS {worst['is']:.3g}; uncorrected "
-            f"{worst['q_lambda']:.3g}",
-            HOLDS if safe else FAILS,
-            "exact",
-            "retrace_contraction.csv",
-        )
-    ]
-    from paper_figures import claims_retrace  # it imports this module
-
-    return out + claims_retrace.rows(read)
 
 
 def iql_rows() -> list[Row]:
@@ -1139,7 +1107,6 @@ def all_rows() -> list[Row]:
         + depth_rows()
         + claims_family_1m.depth_rows(read)
         + gae_rows()
-        + retrace_rows()
         + iql_rows()
         + dppo_rows()
         + fpo_rows()

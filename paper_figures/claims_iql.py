@@ -5,7 +5,7 @@ IQL minus BC. The two are different learners (BC trains no critics), so a seed d
 them: two-sample permutation test.
 E5-tau-<dataset>: on each dataset the study also ran IQL at tau 0.5 and 0.9, tau 0.9 minus
 tau 0.5 (same learner, same seeds: paired where enough pairs can decide, see
-claims_retrace.seed_test), the other tau and BC beside.
+seed_test below), the other tau and BC beside.
 Each row states the earlier, smaller run's verdict on the same dataset, whether the curves are
 still rising at the end of the budget (the least-squares slope over the second half of each run's
 evaluations), and its compute."""
@@ -15,8 +15,31 @@ from __future__ import annotations
 import numpy as np
 
 from controlrl import stats
-from paper_figures.claims import Row, values
-from paper_figures.claims_retrace import seed_test, two_sample_verdict
+from paper_figures.claims import ALPHA, FAILS, HOLDS, INCONCLUSIVE, Row, paired_verdict, values
+
+MIN_PAIRS = 6  # the fewest pairs at which the exact sign-flip test can reach p < 0.05 (2/64)
+
+
+def two_sample_verdict(t: stats.TwoSample) -> str:
+    """Holds when the permutation test rejects at ALPHA with the claimed sign (a > b), does not
+    hold when it rejects with the other, inconclusive otherwise or on a range (< 5 seeds)."""
+    if t.kind == "range" or t.p >= ALPHA:
+        return INCONCLUSIVE
+    return HOLDS if t.diff > 0 else FAILS
+
+
+def seed_test(a: dict, b: dict, fmt: str = ".3g") -> tuple[str, str, str, str]:
+    """(statistic, verdict, detectable, seeds) of a - b for {seed: value} dicts whose seeds pair:
+    the exact sign-flip test on the pairs from MIN_PAIRS of them, below that the two-sample
+    permutation test (which can reject at 5 vs 5), saying why."""
+    d = np.array([a[s] - b[s] for s in sorted(a) if s in b])
+    if d.size >= MIN_PAIRS:
+        stat, verdict, det = paired_verdict(d, fmt)
+        return stat, verdict, det, f"{d.size} pairs"
+    t = stats.two_sample(list(a.values()), list(b.values()))
+    seeds = f"{t.a.n} vs {t.b.n} (two-sample: {d.size} pairs cannot reach p < {ALPHA:g})"
+    return t.text(fmt), two_sample_verdict(t), format(t.detectable, fmt), seeds
+
 
 PAPER = "Offline Reinforcement Learning with Implicit Q-Learning (arXiv 2110.06169)"
 NOW, OLD = "iql_vs_bc_100k.csv", "iql_vs_bc.csv"

@@ -322,3 +322,18 @@ def test_the_readme_rerun_table_shows_each_tau_run_and_not_run_where_cut():
     assert row["hopper-medium-replay"][1] == spread([20, 21, 22, 23, 24], ".1f")  # tau 0.5's
     assert row["hopper-medium-replay"][4:] == ["holds", "holds |"]
     assert "d3rlpy" not in "\n".join(lines)  # no d3rlpy runs at this budget: no sentence
+
+
+def test_seed_test_compares_five_seeds_two_sample_and_six_pairs_paired():
+    """The exact sign-flip test cannot reach p < 0.05 on 5 pairs (2/32), so 5 seeds a side are
+    compared two-sample, which can decide; from 6 pairs the paired test."""
+    from paper_figures.claims_iql import seed_test
+
+    a = {s: 1000.0 + 10 * s for s in range(1, 6)}
+    b = {s: v - 300.0 for s, v in a.items()}
+    stat, verdict, _, seeds = seed_test(a, b)
+    assert seeds.startswith("5 vs 5 (two-sample") and verdict == claims.HOLDS
+    assert seed_test(b, a)[1] == claims.FAILS
+    a[6], b[6] = 1060.0, 760.0
+    stat, verdict, _, seeds = seed_test(a, b)
+    assert seeds == "6 pairs" and "sign-flip p=0.0312" in stat and verdict == claims.HOLDS
