@@ -103,8 +103,6 @@ ifdef FULL
 	$(BIN)/python paper_figures/regret.py
 	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --train
 	$(BIN)/python paper_figures/mujoco_results.py --algo trpo --train
-	$(BIN)/python paper_figures/gae_lambda_gamma.py --env-id Hopper-v5 --total-timesteps 300000 \
-	  --seeds 7 --lambdas 0.0,0.9,0.95,1.0 --gammas 0.99,0.995
 	$(BIN)/python paper_figures/trust_region_family.py --train --seeds 5 --total-timesteps 49152 \
 	  --sweep-dir runs/sweeps/trust_region_family_5seeds --name trust_region_family_49k
 	$(BIN)/python paper_figures/trust_region_family.py --train --algos ppo,trpo,spo,fixpo,bpo \
@@ -224,9 +222,6 @@ else
 	for algo in ppo trpo; do $(BIN)/python paper_figures/mujoco_results.py --algo $$algo --train \
 	  --envs Hopper-v5 --seeds 2 --total-timesteps 4096 --sweeps-root $(TOY_OUT)/sweeps \
 	  --out $(TOY_OUT) -- --num-steps 512 --num-envs 2 --eval-episodes 1 || exit 1; done
-	$(BIN)/python paper_figures/gae_lambda_gamma.py --total-timesteps 2048 --seeds 1 \
-	  --lambdas 0.0,0.95,1.0 --gammas 0.99 --sweeps-root $(TOY_OUT)/sweeps/gae_grid \
-	  --out $(TOY_OUT) -- --num-steps 512
 	$(BIN)/python paper_figures/trust_region_family.py --train --algos ppo,spo,fixpo,bpo \
 	  --envs Hopper-v5,InvertedPendulum-v5 --seeds 2 --total-timesteps 512 --final-window 512 \
 	  --sweep-dir $(TOY_OUT)/sweeps/family --out $(TOY_OUT) -- --num-steps 256 \

@@ -41,9 +41,6 @@ FIXPO_BUDGET = (
     "the FixPO reference (uscresl/stabilized-rl exps_tianshou.py): 10,000,000 env steps per run, "
     "10 seeds, beside tianshou's PPO and TRPO"
 )
-GAE_BUDGET = (
-    "the paper: the 3D biped's experience is 1-2 weeks of simulated real time (its abstract)"
-)
 
 
 def dppo_budget(env: str) -> str:
@@ -464,51 +461,6 @@ def depth_rows() -> list[Row]:
     pooled = Row("E2", E2_PAPER, E2_CLAIM, E2_SETTING, where, budget, n, E2_METRIC, stat, verdict,
                  det, files)  # fmt: skip
     return [pooled, *per_task]
-
-
-def gae_rows() -> list[Row]:
-    rows = [r for r in read("gae_lambda_gamma.csv") if r["status"] == "done"]
-    env = rows[0]["env_id"]
-    steps = {r["steps"] for r in rows}
-    old = read("gae_lambda_gamma_invertedpendulum.csv")
-    out = []
-    for gamma in sorted({r["gamma"] for r in rows}, key=float):
-        mid = values(rows, "final_return", gamma=gamma, **{"lambda": "0.95"})
-        for end in ("0.0", "1.0"):
-            other = values(rows, "final_return", gamma=gamma, **{"lambda": end})
-            d = np.array([mid[s] - other[s] for s in sorted(mid) if s in other])
-            stat, verdict, det = paired_verdict(d, ".4g")
-            was = ""
-            if gamma == "0.99":  # the earlier transplant, kept in its own CSV
-                a = values(old, "final_return", gamma=gamma, **{"lambda": "0.95"})
-                b = values(old, "final_return", gamma=gamma, **{"lambda": end})
-                e = np.array([a[s] - b[s] for s in sorted(a) if s in b])
-                was_verdict = paired_verdict(e, ".4g")[1]
-                was = (
-                    f"; was {was_verdict} on {old[0]['env_id']} ({e.size} seeds, a task that "
-                    f"saturates: gae_lambda_gamma_invertedpendulum.csv) -> {verdict}"
-                )
-            out.append(
-                Row(
-                    f"E3-lambda{end[0]}-gamma{gamma}",
-                    "High-Dimensional Continuous Control Using "
-                    "Generalized Advantage Estimation (arXiv 1506.02438)",
-                    f"an intermediate lambda (0.95) beats lambda = {end[0]}",
-                    "3D biped and quadruped locomotion, TRPO steps",
-                    f"transplant: {env}, the paper's algorithm (algos/gae.py; {layout('gae')}), "
-                    f"gamma {gamma}{was}",
-                    f"ours {', '.join(f'{int(x):,}' for x in sorted(steps))} env steps per run;"
-                    f" {GAE_BUDGET}; {wall_time(rows)}",
-                    f"{d.size} pairs",
-                    "mean training return over the last 20,480 steps, lambda 0.95 minus the "
-                    "other, paired by seed",
-                    stat,
-                    verdict,
-                    det,
-                    "gae_lambda_gamma.csv",
-                )
-            )
-    return out
 
 
 def iql_rows() -> list[Row]:
@@ -1106,7 +1058,6 @@ def all_rows() -> list[Row]:
         + claims_spo_reference.ablation_rows(read)
         + depth_rows()
         + claims_family_1m.depth_rows(read)
-        + gae_rows()
         + iql_rows()
         + dppo_rows()
         + fpo_rows()

@@ -638,29 +638,6 @@ def dmc(read: Read) -> str:
     return f"`out/ppo_dmc.csv`, {kind(n)} over {n} seeds:\n\n" + text
 
 
-@table("gae-grid")
-def gae_grid(read: Read) -> str:
-    rows = read("gae_lambda_gamma.csv")
-    gammas = sorted({r["gamma"] for r in rows}, key=float)
-    lams = sorted({r["lambda"] for r in rows}, key=float)
-    body, groups = [], []
-    for gm in gammas:
-        cells = []
-        for lm in lams:
-            grp = rows_where(rows, gamma=gm, **{"lambda": lm})
-            groups.append(grp)
-            cells.append(spread(col(grp, "final_return")))
-        body.append([gm, *cells])
-    n = uniform_n(groups)
-    band = "mean [95% bootstrap CI]" if n >= stats.MIN_SEEDS else "mean (range)"
-    return (
-        f"`out/gae_lambda_gamma.csv` ({rows[0]['env_id']}), mean training return over the last"
-        f" 20,480 steps, {band} over {n} seeds:\n\n"
-        + md(["gamma \\ lambda", *(f"{float(x):g}" for x in lams)], body,
-             ["---"] + ["---:"] * len(lams))
-    )  # fmt: skip
-
-
 @table("depth")
 def depth(read: Read) -> str:
     return _depth(read, "depth_sweep")
