@@ -100,7 +100,6 @@ ifdef FULL
 	  --mujoco-name retrace_vs_traces_mujoco_30k --sweep-dir runs/sweeps/retrace_30k
 	$(BIN)/python paper_figures/retrace_vs_traces.py --train --traces retrace,is,q_lambda --seeds 5 \
 	  --total-timesteps 100000 --eval-every 10000 --eval-episodes 10 --workers 2
-	$(BIN)/python paper_figures/regret.py
 	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --train
 	$(BIN)/python paper_figures/mujoco_results.py --algo trpo --train
 	$(BIN)/python paper_figures/trust_region_family.py --train --seeds 5 --total-timesteps 49152 \
@@ -218,7 +217,6 @@ ifdef FULL
 else
 	$(BIN)/python paper_figures/retrace_vs_traces.py --toy --train --sweep-dir $(TOY_OUT)/sweeps/retrace \
 	  --out $(TOY_OUT)
-	$(BIN)/python paper_figures/regret.py --toy --out $(TOY_OUT)
 	for algo in ppo trpo; do $(BIN)/python paper_figures/mujoco_results.py --algo $$algo --train \
 	  --envs Hopper-v5 --seeds 2 --total-timesteps 4096 --sweeps-root $(TOY_OUT)/sweeps \
 	  --out $(TOY_OUT) -- --num-steps 512 --num-envs 2 --eval-episodes 1 || exit 1; done

@@ -678,48 +678,6 @@ def fpo_rows() -> list[Row]:
     ]
 
 
-SQRT_BAR = 0.55  # a log-log slope of sqrt(K) order: 0.5 and a margin for lower-order terms
-
-
-def regret_rows() -> list[Row]:
-    rows = read("regret_slopes.csv")
-    by = {r["setting"]: r for r in rows}
-    out = []
-    for rid, setting, claim in [
-        (
-            "E8-stochastic",
-            "stochastic, c_b = 0.1",
-            f"regret grows as sqrt(K) (log-log slope <= {SQRT_BAR})",
-        ),
-        (
-            "E8-adversarial",
-            "switching every 1000, c_b = 0.1",
-            f"regret stays sqrt(K)-order under switching losses (log-log slope <= {SQRT_BAR})",
-        ),
-    ]:
-        r = by[setting]
-        slope, lo, hi = float(r["slope"]), float(r["lo"]), float(r["hi"])
-        verdict = bar_verdict(r["band"], lo, hi, SQRT_BAR, above=False)
-        out.append(
-            Row(
-                rid,
-                "Optimistic Policy Optimization with Bandit Feedback (Shani et al., ICML 2020)",
-                claim,
-                "the paper's theorem (tabular, unknown transitions)",
-                f"paper's own setting: random 5x3x5 MDPs, {setting}",
-                f"K {int(r['k_min']):,}-{int(r['k_max']):,} episodes",
-                r["seeds"],
-                "log-log slope of cumulative regret over the last two octaves, mean over "
-                f"seeds; holds if its {r['band']} lies at or below {SQRT_BAR}, fails if above",
-                f"{slope:.3f} ({r['band']} {lo:.3f} to {hi:.3f}; n={r['seeds']})",
-                verdict,
-                "n/a",
-                "regret_slopes.csv",
-            )
-        )
-    return out
-
-
 def law_verdict(s: stats.Summary) -> str:
     """E12's verdict on R^2(law) - R^2(line) per seed: its 95% CI above 0 or below 0."""
     return bar_verdict(s.kind, s.lo, s.hi, 0.0)
@@ -1065,7 +1023,6 @@ def all_rows() -> list[Row]:
         + claims_brax.rows(read)
         + claims_brax.rows(read, "brax_halfcheetah_2m", "brax_locomotion", "-2m")
         + claims_brax.rows(read, "brax_ant_2m", "brax_locomotion", "-2m")
-        + regret_rows()
         + rarl_rows(read)
         + tpo_rows()
         + entropy_law_rows()

@@ -566,29 +566,6 @@ def retrace_traces(read: Read) -> str:
     )
 
 
-@table("regret")
-def regret(read: Read) -> str:
-    slopes = read("regret_slopes.csv")
-    reg = read("regret.csv")
-    body = []
-    for r in slopes:
-        final = [q for q in reg if q["setting"] == r["setting"] and q["panel"] == r["panel"]]
-        last = max(final, key=lambda q: float(q["K"]))
-        body.append([r["setting"], f(float(r["slope"]), ".2f"), f(float(last["mean_regret"]))])
-    ks = {int(r["k_min"]) for r in slopes} | {int(r["k_max"]) for r in slopes}
-    seeds = {r["seeds"] for r in slopes}
-    kmax = max(ks)
-    return (
-        para(
-            f"`out/regret_slopes.csv` (slope of log regret against log K over [{min(ks):,},"
-            f" {kmax:,}], log-spaced K; {seeds.pop()} seeds) and `out/regret.csv` (mean regret at"
-            f" K = {kmax:,}):"
-        )
-        + "\n\n"
-        + md(["setting", "slope", f"regret at K = {kmax:,}"], body, ["---", "---:", "---:"])
-    )
-
-
 @table("grpo-recurrence")
 def grpo_recurrence(read: Read) -> str:
     rows = read("grpo_recurrence.csv")

@@ -51,3 +51,23 @@ def test_retrace_contraction_toy_factors_and_verdict(tmp_path):
         if r["kind"] == "retrace":
             r["max_factor"] = "0.95"
     assert analysis.judge(exp, rows)["E4"].verdict == protocol.FAILS
+
+
+@pytest.mark.parametrize(
+    "lo, hi, band, verdict",
+    [
+        ("0.47", "0.55", "95% CI", "holds"),  # at the bar counts as at or below it
+        ("0.56", "0.60", "95% CI", "does not hold"),
+        ("0.50", "0.60", "95% CI", "inconclusive"),
+        ("0.40", "0.45", "range", "inconclusive"),  # fewer than 5 seeds: no interval
+    ],
+)
+def test_regret_slope_claims_hold_only_at_or_below_the_bar(lo, hi, band, verdict):
+    from paper_figures.lab import judge, spec
+
+    exp = spec.load(spec.FIGURES / "regret-optimistic-po")
+    row = {"slope": "0.5", "lo": lo, "hi": hi, "band": band, "seeds": "5", "k_min": "16384",
+           "k_max": "65536"}  # fmt: skip
+    rows = [row | {"setting": s} for s in exp.extra["settings"].values()]
+    judged = judge.analysis_module(exp).judge(exp, rows)
+    assert {j.verdict for j in judged.values()} == {verdict}
