@@ -96,16 +96,12 @@ DECLARED := $(notdir $(patsubst %/,%,$(dir $(wildcard paper_figures/*/experiment
 figures: setup
 	for id in $(DECLARED); do $(BIN)/python -m paper_figures run $$id $(if $(FULL),,--toy) || exit 1; done
 ifdef FULL
-	$(BIN)/python paper_figures/retrace_contraction.py
 	$(BIN)/python paper_figures/retrace_vs_traces.py --train --total-timesteps 30000 \
 	  --mujoco-name retrace_vs_traces_mujoco_30k --sweep-dir runs/sweeps/retrace_30k
 	$(BIN)/python paper_figures/retrace_vs_traces.py --train --traces retrace,is,q_lambda --seeds 5 \
 	  --total-timesteps 100000 --eval-every 10000 --eval-episodes 10 --workers 2
-	$(BIN)/python paper_figures/regret.py
 	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --train
 	$(BIN)/python paper_figures/mujoco_results.py --algo trpo --train
-	$(BIN)/python paper_figures/gae_lambda_gamma.py --env-id Hopper-v5 --total-timesteps 300000 \
-	  --seeds 7 --lambdas 0.0,0.9,0.95,1.0 --gammas 0.99,0.995
 	$(BIN)/python paper_figures/trust_region_family.py --train --seeds 5 --total-timesteps 49152 \
 	  --sweep-dir runs/sweeps/trust_region_family_5seeds --name trust_region_family_49k
 	$(BIN)/python paper_figures/trust_region_family.py --train --algos ppo,trpo,spo,fixpo,bpo \
@@ -190,16 +186,11 @@ ifdef FULL
 	$(BIN)/python paper_figures/success_conditioning.py
 	$(BIN)/python paper_figures/knapsack_allocation.py
 else
-	$(BIN)/python paper_figures/retrace_contraction.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/retrace_vs_traces.py --toy --train --sweep-dir $(TOY_OUT)/sweeps/retrace \
 	  --out $(TOY_OUT)
-	$(BIN)/python paper_figures/regret.py --toy --out $(TOY_OUT)
 	for algo in ppo trpo; do $(BIN)/python paper_figures/mujoco_results.py --algo $$algo --train \
 	  --envs Hopper-v5 --seeds 2 --total-timesteps 4096 --sweeps-root $(TOY_OUT)/sweeps \
 	  --out $(TOY_OUT) -- --num-steps 512 --num-envs 2 --eval-episodes 1 || exit 1; done
-	$(BIN)/python paper_figures/gae_lambda_gamma.py --total-timesteps 2048 --seeds 1 \
-	  --lambdas 0.0,0.95,1.0 --gammas 0.99 --sweeps-root $(TOY_OUT)/sweeps/gae_grid \
-	  --out $(TOY_OUT) -- --num-steps 512
 	$(BIN)/python paper_figures/trust_region_family.py --train --algos ppo,spo,fixpo,bpo \
 	  --envs Hopper-v5,InvertedPendulum-v5 --seeds 2 --total-timesteps 512 --final-window 512 \
 	  --sweep-dir $(TOY_OUT)/sweeps/family --out $(TOY_OUT) -- --num-steps 256 \

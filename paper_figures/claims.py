@@ -15,7 +15,6 @@ experiment would detect with power 0.8. Rows of experiments not run here say why
 from __future__ import annotations
 
 import csv
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,9 +39,6 @@ BPO_BUDGET = (
 FIXPO_BUDGET = (
     "the FixPO reference (uscresl/stabilized-rl exps_tianshou.py): 10,000,000 env steps per run, "
     "10 seeds, beside tianshou's PPO and TRPO"
-)
-GAE_BUDGET = (
-    "the paper: the 3D biped's experience is 1-2 weeks of simulated real time (its abstract)"
 )
 
 
@@ -352,82 +348,6 @@ def depth_rows() -> list[Row]:
     return [pooled, *per_task]
 
 
-def gae_rows() -> list[Row]:
-    rows = [r for r in read("gae_lambda_gamma.csv") if r["status"] == "done"]
-    env = rows[0]["env_id"]
-    steps = {r["steps"] for r in rows}
-    old = read("gae_lambda_gamma_invertedpendulum.csv")
-    out = []
-    for gamma in sorted({r["gamma"] for r in rows}, key=float):
-        mid = values(rows, "final_return", gamma=gamma, **{"lambda": "0.95"})
-        for end in ("0.0", "1.0"):
-            other = values(rows, "final_return", gamma=gamma, **{"lambda": end})
-            d = np.array([mid[s] - other[s] for s in sorted(mid) if s in other])
-            stat, verdict, det = paired_verdict(d, ".4g")
-            was = ""
-            if gamma == "0.99":  # the earlier transplant, kept in its own CSV
-                a = values(old, "final_return", gamma=gamma, **{"lambda": "0.95"})
-                b = values(old, "final_return", gamma=gamma, **{"lambda": end})
-                e = np.array([a[s] - b[s] for s in sorted(a) if s in b])
-                was_verdict = paired_verdict(e, ".4g")[1]
-                was = (
-                    f"; was {was_verdict} on {old[0]['env_id']} ({e.size} seeds, a task that "
-                    f"saturates: gae_lambda_gamma_invertedpendulum.csv) -> {verdict}"
-                )
-            out.append(
-                Row(
-                    f"E3-lambda{end[0]}-gamma{gamma}",
-                    "High-Dimensional Continuous Control Using "
-                    "Generalized Advantage Estimation (arXiv 1506.02438)",
-                    f"an intermediate lambda (0.95) beats lambda = {end[0]}",
-                    "3D biped and quadruped locomotion, TRPO steps",
-                    f"transplant: {env}, the paper's algorithm (algos/gae.py; {layout('gae')}), "
-                    f"gamma {gamma}{was}",
-                    f"ours {', '.join(f'{int(x):,}' for x in sorted(steps))} env steps per run;"
-                    f" {GAE_BUDGET}; {wall_time(rows)}",
-                    f"{d.size} pairs",
-                    "mean training return over the last 20,480 steps, lambda 0.95 minus the "
-                    "other, paired by seed",
-                    stat,
-                    verdict,
-                    det,
-                    "gae_lambda_gamma.csv",
-                )
-            )
-    return out
-
-
-def retrace_rows() -> list[Row]:
-    rows = read("retrace_contraction.csv")
-    worst = defaultdict(float)
-    for r in rows:
-        worst[r["kind"]] = max(worst[r["kind"]], float(r["max_factor"]))
-    gamma = float(rows[0]["gamma"])
-    n = rows[0]["n_mdps"]
-    safe = worst["retrace"] <= gamma + 1e-9 and worst["q_lambda"] > 1
-    out = [
-        Row(
-            "E4",
-            "Safe and Efficient Off-Policy Reinforcement Learning (arXiv 1606.02647)",
-            "Retrace contracts for any behaviour policy; uncorrected traces do not",
-            "tabular operators (the paper's theorem)",
-            f"paper's own setting: exact operators on {n} random MDPs, lambda and mismatch sweeps",
-            "exact",
-            "n/a",
-            "worst contraction factor ||RQ - Q^pi|| / ||Q - Q^pi|| over the sweeps",
-            f"retrace {worst['retrace']:.3g} (gamma {gamma:g}); tree backup "
-            f"{worst['tree_backup']:.3g}; IS {worst['is']:.3g}; uncorrected "
-            f"{worst['q_lambda']:.3g}",
-            HOLDS if safe else FAILS,
-            "exact",
-            "retrace_contraction.csv",
-        )
-    ]
-    from paper_figures import claims_retrace  # it imports this module
-
-    return out + claims_retrace.rows(read)
-
-
 IQL_RERUN = (
     "rerun at 100,000 gradient steps on hopper-medium, hopper-medium-replay, "
     "walker2d-medium-replay and halfcheetah-medium-replay (the declared experiment iql-100k: "
@@ -617,48 +537,6 @@ def fpo_rows() -> list[Row]:
             "fpo_multimodal.csv",
         ),
     ]
-
-
-SQRT_BAR = 0.55  # a log-log slope of sqrt(K) order: 0.5 and a margin for lower-order terms
-
-
-def regret_rows() -> list[Row]:
-    rows = read("regret_slopes.csv")
-    by = {r["setting"]: r for r in rows}
-    out = []
-    for rid, setting, claim in [
-        (
-            "E8-stochastic",
-            "stochastic, c_b = 0.1",
-            f"regret grows as sqrt(K) (log-log slope <= {SQRT_BAR})",
-        ),
-        (
-            "E8-adversarial",
-            "switching every 1000, c_b = 0.1",
-            f"regret stays sqrt(K)-order under switching losses (log-log slope <= {SQRT_BAR})",
-        ),
-    ]:
-        r = by[setting]
-        slope, lo, hi = float(r["slope"]), float(r["lo"]), float(r["hi"])
-        verdict = bar_verdict(r["band"], lo, hi, SQRT_BAR, above=False)
-        out.append(
-            Row(
-                rid,
-                "Optimistic Policy Optimization with Bandit Feedback (Shani et al., ICML 2020)",
-                claim,
-                "the paper's theorem (tabular, unknown transitions)",
-                f"paper's own setting: random 5x3x5 MDPs, {setting}",
-                f"K {int(r['k_min']):,}-{int(r['k_max']):,} episodes",
-                r["seeds"],
-                "log-log slope of cumulative regret over the last two octaves, mean over "
-                f"seeds; holds if its {r['band']} lies at or below {SQRT_BAR}, fails if above",
-                f"{slope:.3f} ({r['band']} {lo:.3f} to {hi:.3f}; n={r['seeds']})",
-                verdict,
-                "n/a",
-                "regret_slopes.csv",
-            )
-        )
-    return out
 
 
 def law_verdict(s: stats.Summary) -> str:
@@ -941,8 +819,6 @@ def all_rows() -> list[Row]:
         + claims_spo_reference.ablation_rows(read)
         + depth_rows()
         + claims_family_1m.depth_rows(read)
-        + gae_rows()
-        + retrace_rows()
         + iql_rows()
         + dppo_rows()
         + fpo_rows()
@@ -950,7 +826,6 @@ def all_rows() -> list[Row]:
         + claims_brax.rows(read)
         + claims_brax.rows(read, "brax_halfcheetah_2m", "brax_locomotion", "-2m")
         + claims_brax.rows(read, "brax_ant_2m", "brax_locomotion", "-2m")
-        + regret_rows()
         + rarl_rows(read)
         + tpo_rows()
         + entropy_law_rows()

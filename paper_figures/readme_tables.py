@@ -446,37 +446,6 @@ TRACE_KINDS = {"retrace": "Retrace", "is": "IS", "tree_backup": "tree backup",
                "q_lambda": "uncorrected Q(lambda)"}  # fmt: skip
 
 
-@table("retrace-contraction")
-def retrace_contraction(read: Read) -> str:
-    rows = read("retrace_contraction.csv")
-    at = {k: one(rows, sweep="lambda", kind=k, x="1.0000") for k in TRACE_KINDS}
-    cells = [f"{f(float(r['mean_factor']), '.3g')} (max {f(float(r['max_factor']), '.3g')})"
-             for r in at.values()]  # fmt: skip
-    n = {r["n_mdps"] for r in rows}.pop()
-    gamma = float(rows[0]["gamma"])
-    q = [r for r in rows if r["sweep"] == "lambda" and r["kind"] == "q_lambda"]
-    first = min(float(r["x"]) for r in q if float(r["mean_factor"]) > 1)
-    worst = one(rows, sweep="mismatch", kind="q_lambda", x="1.0000")
-    contracting = [
-        TRACE_KINDS[k] for k in TRACE_KINDS
-        if max(float(r["max_factor"]) for r in rows if r["kind"] == k) <= gamma + 1e-9
-    ]  # fmt: skip
-    return (
-        para(f"`out/retrace_contraction.csv` ({n} MDPs), at lambda 1 and mismatch alpha 0.5 (mean"
-             " over MDPs, max):") + "\n\n"
-        + md(["kind", *TRACE_KINDS.values()], [["factor", *cells]], ["---"] + ["---:"] * 4)
-        + "\n\n"
-        + para(
-            f"Verdict: {', '.join(contracting)} contract (factor at most gamma = {gamma:g}) at"
-            " every lambda and mismatch of the sweep; uncorrected Q(lambda) does not (mean factor"
-            f" above 1 from lambda {first:g} at alpha 0.5, max"
-            f" {f(float(worst['max_factor']), '.2f')}"
-            " at alpha 1). IS's expected operator contracts; its cost is the variance of its"
-            " sampled targets (next figure)."
-        )
-    )  # fmt: skip
-
-
 @table("retrace-traces")
 def retrace_traces(read: Read) -> str:
     rows = read("retrace_vs_traces_summary.csv")
@@ -518,78 +487,6 @@ def retrace_traces(read: Read) -> str:
             " the predictions hold on the chain (Retrace converges at every mismatch; IS has the"
             " largest variance; Q(lambda) diverges far off-policy)."
         )
-    )
-
-
-MUJOCO_TRACES = [("retrace-retrace", "retrace.py `--trace retrace`"),
-                 ("retrace-is", "retrace.py `--trace is`"),
-                 ("retrace-q_lambda", "retrace.py `--trace q_lambda`"),
-                 ("retrace-tree_backup", "retrace.py `--trace tree_backup`"),
-                 ("ppo", "ppo.py")]  # fmt: skip
-
-
-@table("retrace-mujoco")
-def retrace_mujoco(read: Read) -> str:
-    rows = read("retrace_vs_traces_mujoco.csv")
-    body, ns = [], set()
-    for config, label in MUJOCO_TRACES:
-        g = [r for r in rows if r["config"] == config]
-        if not g:  # a trace kind not in this run set
-            continue
-        ns.add(len(g))
-        ok = [r for r in g if r["status"] == "finished"]
-        bad = [r for r in g if r["status"] != "finished"]
-        steps = {r["steps"] for r in ok}
-        if config == "ppo":
-            label += f", {f(int(steps.pop()))} steps"
-
-        def s(column: str, ok: list = ok) -> str:
-            if len(ok) == 1:
-                return f"{f(float(ok[0][column]))} (one seed)"
-            return spread(col(ok, column)) if ok else "-"
-
-        status = f"{len(ok)} finished"
-        if bad:
-            status += (
-                f", {len(bad)} {bad[0]['status']} (steps"
-                f" {' and '.join(f(int(r['steps'])) for r in bad)})"
-            )
-        # the trace coefficient c averaged over each run's updates (retrace.py only)
-        traces = [float(r.get("mean_trace", "nan")) for r in ok]
-        trace = "-" if not traces or np.isnan(traces).any() else spread(traces, ".2f")
-        body.append([label, s("final_eval_return"), s("mean_eval_return"), trace, status])
-    return (
-        para(
-            f"Panel B, `out/retrace_vs_traces_mujoco.csv` ({kind(min(ns))} over the finished"
-            f' runs of {"/".join(map(str, sorted(ns)))} seeds; "run average" = mean of the'
-            ' evaluations along the run; "mean trace c" = the trace coefficient averaged over'
-            " the run's updates, 1 = uncut):"
-        )
-        + "\n\n"
-        + md(["algo", "final evaluation", "run average", "mean trace c", "status"], body)
-    )
-
-
-@table("regret")
-def regret(read: Read) -> str:
-    slopes = read("regret_slopes.csv")
-    reg = read("regret.csv")
-    body = []
-    for r in slopes:
-        final = [q for q in reg if q["setting"] == r["setting"] and q["panel"] == r["panel"]]
-        last = max(final, key=lambda q: float(q["K"]))
-        body.append([r["setting"], f(float(r["slope"]), ".2f"), f(float(last["mean_regret"]))])
-    ks = {int(r["k_min"]) for r in slopes} | {int(r["k_max"]) for r in slopes}
-    seeds = {r["seeds"] for r in slopes}
-    kmax = max(ks)
-    return (
-        para(
-            f"`out/regret_slopes.csv` (slope of log regret against log K over [{min(ks):,},"
-            f" {kmax:,}], log-spaced K; {seeds.pop()} seeds) and `out/regret.csv` (mean regret at"
-            f" K = {kmax:,}):"
-        )
-        + "\n\n"
-        + md(["setting", "slope", f"regret at K = {kmax:,}"], body, ["---", "---:", "---:"])
     )
 
 
@@ -640,29 +537,6 @@ def mujoco(read: Read) -> str:
 def dmc(read: Read) -> str:
     text, n = learning_body(read, ["ppo_dmc.csv"])
     return f"`out/ppo_dmc.csv`, {kind(n)} over {n} seeds:\n\n" + text
-
-
-@table("gae-grid")
-def gae_grid(read: Read) -> str:
-    rows = read("gae_lambda_gamma.csv")
-    gammas = sorted({r["gamma"] for r in rows}, key=float)
-    lams = sorted({r["lambda"] for r in rows}, key=float)
-    body, groups = [], []
-    for gm in gammas:
-        cells = []
-        for lm in lams:
-            grp = rows_where(rows, gamma=gm, **{"lambda": lm})
-            groups.append(grp)
-            cells.append(spread(col(grp, "final_return")))
-        body.append([gm, *cells])
-    n = uniform_n(groups)
-    band = "mean [95% bootstrap CI]" if n >= stats.MIN_SEEDS else "mean (range)"
-    return (
-        f"`out/gae_lambda_gamma.csv` ({rows[0]['env_id']}), mean training return over the last"
-        f" 20,480 steps, {band} over {n} seeds:\n\n"
-        + md(["gamma \\ lambda", *(f"{float(x):g}" for x in lams)], body,
-             ["---"] + ["---:"] * len(lams))
-    )  # fmt: skip
 
 
 @table("depth")

@@ -10,8 +10,11 @@ regret_slopes.csv (log-log slope over the top two octaves [K/4, K], fitted on lo
 each octave weighs the same, with a bootstrap CI over seeds from >= 5 seeds, the range of the
 per-seed slopes below; the band column says which) to --out.
 
-    python paper_figures/regret.py --seeds 5        # the committed CSVs: K = 2^16, 5 seeds
+    python paper_figures/regret.py --seeds 5        # K = 2^16, 5 seeds
     python paper_figures/regret.py --toy --out runs/toy/regret   # seconds
+
+The declared experiment paper_figures/regret-optimistic-po runs it (its analysis.py) and keeps
+the tables and the figure in its results/.
 """
 
 from __future__ import annotations
@@ -60,6 +63,21 @@ def settings() -> list[tuple[str, str, dict]]:
     return out
 
 
+def slope_band(regs: np.ndarray, ks: np.ndarray, K: int) -> tuple[float, float, float, str]:
+    """(slope, lo, hi, band) of the seeds' regret curves `regs` (seeds x K) over the points ks:
+    the mean curve's log-log slope with its 95% bootstrap CI over seeds (200 resamples, seed 0),
+    or below 5 seeds the range of the per-seed slopes."""
+    k_min = int(ks[0])
+    if len(regs) >= MIN_SEEDS:
+        rng = np.random.default_rng(0)
+        slope, lo, hi = bootstrap_slope_ci(ks, regs[:, ks - 1], k_min, K, rng, 200)
+        return slope, lo, hi, "95% CI"
+    # no interval from fewer than 5 seeds: the range of the per-seed slopes
+    slope = loglog_slope(ks, regs[:, ks - 1].mean(0), k_min, K)
+    each = [loglog_slope(ks, r[ks - 1], k_min, K) for r in regs]
+    return slope, min(each), max(each), "range"
+
+
 def main(args: Args) -> None:
     """Run every setting, write CSVs and the figure, print the command."""
     K = 2**9 if args.toy else 2**args.log2_k
@@ -82,14 +100,7 @@ def main(args: Args) -> None:
         regs = cache[key]
         curves[(panel, label)] = regs.mean(0)
         k_min = int(ks[0])
-        rng = np.random.default_rng(0)
-        if seeds >= MIN_SEEDS:
-            slope, lo, hi = bootstrap_slope_ci(ks, regs[:, ks - 1], k_min, K, rng, 200)
-            band = "95% CI"
-        else:  # no interval from fewer than 5 seeds: the range of the per-seed slopes
-            slope = loglog_slope(ks, regs[:, ks - 1].mean(0), k_min, K)
-            each = [loglog_slope(ks, r[ks - 1], k_min, K) for r in regs]
-            lo, hi, band = min(each), max(each), "range"
+        slope, lo, hi, band = slope_band(regs, ks, K)
         slopes.append((panel, label, k_min, K, seeds, slope, lo, hi, band))
         print(
             f"[{time.time() - t0:6.0f}s] {panel} {label}: slope {slope:.3f} [{lo:.3f}, {hi:.3f}]"

@@ -7,6 +7,8 @@ seeds, metrics.csv has a `seed` column). Names:
   final_eval_normalized_score  offline: that evaluation's D4RL-normalised score (final_eval.json;
                       nan for a dataset without reference scores)
   final_train_return  mean train/episode_return over the last `final_window` env steps' rows
+  final_train_return_weighted  the same, each row weighted by the episodes it ended
+                      (train/episodes): controlrl.plots.final_return on one seed's rows
   final_success       bandits: mean train/episode_return over the last `final_window` samples
                       (episodes), over the bandit's optimal expected reward (envs/bandits.py)
   final_eval          bandits: the final evaluation's mean reward over the optimum
@@ -77,6 +79,18 @@ ENTROPY_LAW = ("entropy-law-r2-gain", "entropy-law-late-gain")
 NAMED += ENTROPY_LAW
 NAMED += ("fixup_share",)
 NAMED += ("final_eval_normalized_score",)
+NAMED += ("final_train_return_weighted",)
+
+
+def final_train_weighted(rows: list[dict], window: int) -> float:
+    """Episode-weighted mean train/episode_return of the episodes that ended in the last
+    `window` env steps (controlrl.plots.final_return on one seed's metrics.csv rows)."""
+    end = float(rows[-1]["step"])
+    tail = [r for r in rows if float(r["step"]) > end - window
+            and _float(r.get("train/episodes")) > 0]  # fmt: skip
+    n = np.array([_float(r["train/episodes"]) for r in tail])
+    ret = np.array([_float(r["train/episode_return"]) for r in tail])
+    return float((n * ret).sum() / n.sum()) if n.sum() else math.nan
 
 
 def check_name(name: str) -> None:
@@ -167,6 +181,8 @@ def _one(name: str, rows: list[dict], final_eval: float, env_id: str, window: in
         return share(rows, "train/fixup_steps", "train/grad_steps")
     if name == "final_eval_return":
         return float(final_eval)
+    if name == "final_train_return_weighted":
+        return final_train_weighted(rows, window)
     if name == "final_eval":
         return float(final_eval) / bandit_optimum(env_id)
     points = [r for r in rows if r.get("train/episode_return") not in (None, "")]
