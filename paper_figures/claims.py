@@ -999,53 +999,6 @@ def ratio_filter_rows() -> list[Row]:
     ]
 
 
-def grpo_recurrence_rows() -> list[Row]:
-    rows = read("grpo_recurrence.csv")
-    paper = (
-        "Reinforcement Learning with Verifiable Rewards: GRPO's Effective Loss, Dynamics, and "
-        "Success Amplification (arXiv 2503.06639)"
-    )
-    setting = "the recurrence itself, population statistics (no sampled runs)"
-    ours = "paper's own step on sampled groups of G, two-arm Bernoulli bandit"
-    seeds = f"{min(int(r['seeds']) for r in rows)} per row"
-    budget = f"{rows[0]['steps']} iterations"
-
-    def count(subset, column):
-        return sum(r[column] == "1" for r in subset), len(subset)
-
-    small = [r for r in rows if r["setting"] in ("ref-kl", "mirror+ref")]
-    large = [r for r in rows if r["setting"] == "no-population-fixed-point"]
-    amplified = sum(float(r["final_lo"]) > float(r["p_ref"]) for r in rows)
-    inside_small, n_small = count(small, "final_inside")
-    inside_large, n_large = count(large, "final_inside")
-    population_inside = sum(
-        float(r["final_lo"]) <= float(r["fixed_point_population"]) <= float(r["final_hi"])
-        for r in small
-    )
-
-    def verdict(k, n):
-        return HOLDS if k == n else (FAILS if k == 0 else INCONCLUSIVE)
-
-    out = []
-    for rid, claim, k, n, metric in [
-        ("GRPO-amplification", "iterated GRPO amplifies the success probability above p_ref",
-         amplified, len(rows), "rows whose 95% CI of the final PoS lies above p_ref"),
-        ("GRPO-recurrence-small-step", "the recurrence predicts the PoS (small steps: p_ref "
-         "0.361, beta2 3)", inside_small, n_small, "rows whose 95% CI of the final PoS holds "
-         "the finite-G recurrence's value"),
-        ("GRPO-recurrence-large-step", "the recurrence predicts the PoS (large steps: beta2 0.5)",
-         inside_large, n_large, "rows whose 95% CI of the final PoS holds the finite-G "
-         "recurrence's value"),
-        ("GRPO-population-fixed-point", "runs settle at the paper's (population) fixed point",
-         population_inside, len(small), "rows whose 95% CI of the final PoS holds the "
-         "population fixed point"),
-    ]:  # fmt: skip
-        out.append(Row(rid, paper, claim, setting, ours, budget, seeds,
-                       metric + " (final PoS: mean over seeds, 95% bootstrap CI)", f"{k} of {n}",
-                       verdict(k, n), "per-row CI in the CSV", "grpo_recurrence.csv"))  # fmt: skip
-    return out
-
-
 def entropy_mechanism_rows() -> list[Row]:
     rows = read("entropy_mechanism.csv")
     paper = (
@@ -1160,7 +1113,6 @@ def all_rows() -> list[Row]:
         + knapsack_rows(read)
         + not_run_rows()
         + claims_cheap.rows()
-        + grpo_recurrence_rows()
         + entropy_mechanism_rows()
     )
     from paper_figures.claims_theory import rows as theory_curve_rows

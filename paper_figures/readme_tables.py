@@ -669,43 +669,6 @@ def regret(read: Read) -> str:
     )
 
 
-@table("grpo-recurrence")
-def grpo_recurrence(read: Read) -> str:
-    rows = read("grpo_recurrence.csv")
-    picks = [("ref-kl", 2, 1), ("ref-kl", 16, 1), ("no-population-fixed-point", 16, 1),
-             ("damped-small-p_ref", 16, 16)]  # fmt: skip
-    body = []
-    for setting, g, groups in picks:
-        r = one(rows, setting=setting, G=g, groups=groups)
-        p = r["fixed_point_population"]
-        body.append([
-            f"({r['p_ref']}, {r['beta1']}, {r['beta2']})", str(g), str(groups),
-            f(float(r["final_pred"]), ".4f"),
-            f"{f(float(r['final_mean']), '.4f')} [{f(float(r['final_lo']), '.4f')},"
-            f" {f(float(r['final_hi']), '.4f')}]",
-            "none" if isnan(p) else f(float(p), ".4f"),
-        ])  # fmt: skip
-    seeds = {r["seeds"] for r in rows}
-    return (
-        para(
-            "Final PoS, mean over seeds with its 95% bootstrap CI (`out/grpo_recurrence.csv`,"
-            f" {seeds.pop()} seeds per row), a few rows:"
-        )
-        + "\n\n"
-        + md(
-            [
-                "(p_ref, beta1, beta2)",
-                "G",
-                "groups",
-                "recurrence",
-                "sampled mean [95% CI]",
-                "population p*",
-            ],
-            body,
-        )  # fmt: skip
-    )
-
-
 @table("mujoco")
 def mujoco(read: Read) -> str:
     text, n = learning_body(read, ["ppo_mujoco.csv", "trpo_mujoco.csv"])
