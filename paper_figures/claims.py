@@ -999,38 +999,6 @@ def ratio_filter_rows() -> list[Row]:
     ]
 
 
-def entropy_mechanism_rows() -> list[Row]:
-    rows = read("entropy_mechanism.csv")
-    paper = (
-        "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models "
-        "(arXiv 2505.22617)"
-    )
-    smallest = min(float(r["eta"]) for r in rows)
-    first = [r for r in rows if float(r["eta"]) == smallest]
-    k = sum(r["first_inside"] == "1" for r in first)
-    single = [r for r in rows if r["update"] == "natural" and r["B"] == "1"]
-    reversed_sign = [r for r in single if float(r["hi"]) < 0 < float(r["pred_first"])]
-    batches = f"{min(int(r['batches']) for r in rows)} batches per row"
-    first_eta = min((float(r["eta"]) for r in reversed_sign), default=0.0)
-    sign_text = f"{len(reversed_sign)} rows (from eta {first_eta:.3g})" if reversed_sign else "0"
-    ours = "the theorem's setting: one softmax state, 10 arms, sampled vanilla and natural PG steps"
-    return [
-        Row("Entropy-first-order", paper, "one policy-gradient step changes the entropy by "
-            "-eta Cov(log pi, A) (natural PG) or -eta Cov(log pi, pi A) (vanilla), to first order",
-            "the theorem (exact expected update); LLM experiments", ours,
-            f"eta {smallest:g} to 1", batches, "mean one-step entropy change vs the covariance "
-            f"term at eta {smallest:g} (95% bootstrap CI)", f"{k} of {len(first)} inside",
-            HOLDS if k == len(first) else FAILS, "per-row CI in the CSV",
-            "entropy_mechanism.csv"),
-        Row("Entropy-sampled-sign", paper, "the entropy moves in the covariance term's direction "
-            "(beyond first order, single-sample natural PG)", "the theorem (exact expected "
-            "update)", ours, "eta 0.01 to 1", batches, "rows where the covariance term predicts "
-            "a rise and the 95% CI of the measured change lies below 0",
-            sign_text, FAILS if reversed_sign else HOLDS,
-            "per-row CI in the CSV", "entropy_mechanism.csv"),
-    ]  # fmt: skip
-
-
 NOT_RUN_ROWS = [  # id, paper, claim, why not run
     (
         "E16-LPO",
@@ -1113,7 +1081,6 @@ def all_rows() -> list[Row]:
         + knapsack_rows(read)
         + not_run_rows()
         + claims_cheap.rows()
-        + entropy_mechanism_rows()
     )
     from paper_figures.claims_theory import rows as theory_curve_rows
 

@@ -1881,30 +1881,6 @@ def locomotion_table(read: Read, stem: str) -> str:
     )
 
 
-@table("entropy-mechanism")
-def entropy_mechanism(read: Read) -> str:
-    rows = read("entropy_mechanism.csv")
-    small = min({r["eta"] for r in rows}, key=float)
-    first = [r for r in rows if r["eta"] == small]
-    inside = sum(r["first_inside"] == "1" for r in first)
-    v = one(rows, bandit="aligned", update="vanilla", B=1, eta=small)
-    nat = one(rows, bandit="anti-aligned", update="natural", B=1, eta="0.1")
-    return para(
-        "On a 10-armed softmax bandit with sampled steps (`out/entropy_mechanism.csv`, mean"
-        " entropy change with its 95% bootstrap CI over"
-        f" {f(int(v['batches']))} batches): the covariance term is inside the CI at eta ="
-        f" {float(small):g} in {inside} of {len(first)} combinations, and the gap grows as eta^2"
-        " with the exact second-order constant (vanilla, batch 1:"
-        f" {f(float(v['rem_over_eta2']), '.4f')} measured against {f(float(v['d2']), '.4f')})."
-        " Finding: the sampled step's second-order term carries a noise share that shrinks like"
-        " 1/batch, and for natural PG with single samples on the bandit whose likely arms pay"
-        " less, the entropy falls where the covariance term predicts a rise (eta 0.1:"
-        f" {f(float(nat['mean']), '.4f')}, CI {f(float(nat['lo']), '.4f')} to"
-        f" {f(float(nat['hi']), '.4f')}, against {sign(float(nat['pred_first']))}"
-        f"{f(float(nat['pred_first']), '.4f')})."
-    )
-
-
 @table("copg-bandit")
 def copg_bandit(read: Read) -> str:
     rows = read("copg_bandit.csv")
