@@ -999,40 +999,6 @@ def ratio_filter_rows() -> list[Row]:
     ]
 
 
-NOT_RUN_ROWS = [  # id, paper, claim, why not run
-    (
-        "E16-LPO",
-        "Discovered Policy Optimisation (arXiv 2210.05639)",
-        "the closed-form discovered drift (DPO) matches the meta-learned one (LPO)",
-        "LPO's drift is a 128-unit network meta-learned by OpenES (1025 generations x population "
-        "32, each fitness a full 30M-step Brax Ant training: the reference's main_drift_brax.py), "
-        "far beyond two CPU cores, and the reference repository ships no trained drift; DPO "
-        "against PPO is row E16-DPO",
-    ),
-]
-CANNOT_RUN_IDS = {"E16-LPO"}
-
-
-def not_run_rows() -> list[Row]:
-    return [
-        Row(
-            i,
-            paper,
-            claim,
-            "",
-            "",
-            "",
-            "",
-            "",
-            why,
-            CANNOT if i in CANNOT_RUN_IDS else NOT_RUN,
-            "",
-            "",
-        )
-        for i, paper, claim, why in NOT_RUN_ROWS
-    ]
-
-
 # ---------------------------------------------------------------- output
 
 
@@ -1079,7 +1045,6 @@ def all_rows() -> list[Row]:
         + hard_start_rows(read)
         + injection_rows(read)
         + knapsack_rows(read)
-        + not_run_rows()
         + claims_cheap.rows()
     )
     from paper_figures.claims_theory import rows as theory_curve_rows
