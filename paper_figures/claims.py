@@ -800,124 +800,6 @@ def regret_rows() -> list[Row]:
     return out
 
 
-def law_verdict(s: stats.Summary) -> str:
-    """E12's verdict on R^2(law) - R^2(line) per seed: its 95% CI above 0 or below 0."""
-    return bar_verdict(s.kind, s.lo, s.hi, 0.0)
-
-
-def entropy_law_rows() -> list[Row]:
-    rows = read("entropy_law_fits.csv")
-    curves = read("entropy_law.csv")
-    # the PPO runs' compute from their every update; GRPO logs no covariance batch, so its runs'
-    # compute is read from their rows of the fits
-    timed = {
-        "ppo": entropy_law_hours(read("entropy_law_covariance.csv")),
-        "grpo": wall_time([r for r in rows if r["method"] == "grpo" and r["seed"] != "all"]),
-    }
-    out = []
-    for method in ("ppo", "grpo"):
-        seeds = [r for r in rows if r["method"] == method and r["seed"] != "all"]
-        (p,) = [r for r in rows if r["method"] == method and r["seed"] == "all"]
-        pooled = f"{float(p['entropy_min']):.2f} to {float(p['entropy_max']):.2f} nats"
-        steps = run_steps([r for r in curves if r["method"] == method])
-        r2 = np.array([float(r["r2"]) for r in seeds])
-        lin = np.array([float(r["r2_linear"]) for r in seeds])
-        s = stats.summarize(r2 - lin)
-        verdict = law_verdict(s)
-        was = ""
-        old = [r for r in read("entropy_law_fits_3seeds.csv") if r["method"] == method]
-        old = [float(r["r2"]) - float(r["r2_linear"]) for r in old if r["seed"] != "all"]
-        if len(old) != r2.size:  # the figure this one replaced
-            w = stats.summarize(old)
-            was = f"; was {law_verdict(w)} at {len(old)} seeds ({w.kind} {w.lo:.3g} to "
-            was += f"{w.hi:.3g}) -> {verdict}"
-        out.append(
-            Row(
-                f"E12-{method}",
-                "The Entropy Mechanism of Reinforcement Learning for "
-                "Reasoning Language Models (arXiv 2505.22617)",
-                "return follows R = -a exp(H) + b in the entropy H",
-                "LLM RL on math reasoning",
-                f"transplant: Gaussian {method.upper()} on Hopper-v5 ({layout(method)}; entropy "
-                f"{pooled}){was}",
-                f"ours {steps} env steps per run; the paper's LLM runs; {timed[method]}",
-                f"{r2.size}",
-                "R^2 of the exponential law minus R^2 of a linear fit, per seed; holds if the "
-                "95% CI lies above 0, does not hold if below",
-                s.text(".3g"),
-                verdict,
-                "n/a",
-                "entropy_law_fits.csv, entropy_law_fits_3seeds.csv",
-            )
-        )
-    return out
-
-
-def run_steps(curves) -> str:
-    """Each run's last logged step (its env steps): one number when the runs agree, else their
-    range (GRPO's whole episodes end a run at a different step per seed)."""
-    last: dict[str, int] = {}
-    for r in curves:
-        last[r["seed"]] = max(last.get(r["seed"], 0), int(r["step"]))
-    lo, hi = min(last.values()), max(last.values())
-    return f"{lo:,}" if lo == hi else f"{lo:,}-{hi:,}"
-
-
-def entropy_law_hours(rows) -> str:
-    """The PPO runs' collection and update hours from entropy_law_covariance.csv's every
-    update, once."""
-    secs = np.array([float(r["train_s"]) for r in rows if r["method"] == "ppo"])
-    if secs.size == 0 or np.isnan(secs).any():
-        return NO_WALL_TIME
-    runs = len({r["seed"] for r in rows if r["method"] == "ppo"})
-    return f"{secs.sum() / 3600:.1f} hours of collection and updates summed over the {runs} runs"
-
-
-def entropy_covariance_rows() -> list[Row]:
-    """E12-ppo-covariance (per seed, the correlation of each update's entropy change with
-    -Cov(log pi_old, A)) and E12-ppo-covariance-sign (the share of updates whose entropy moved
-    in -Cov's direction, minus that share by chance), from the E12-ppo runs' every update."""
-    from paper_figures.entropy_law import covariance_laws
-
-    rows = read("entropy_law_covariance.csv")
-    laws = covariance_laws(rows, "ppo")
-    steps = max(int(r["step"]) for r in rows)
-    updates = sorted({c["updates"] for c in laws})
-    ours = (
-        f"transplant: Gaussian PPO on Hopper-v5 (CleanRL's defaults: {layout('ppo')}, Adam, "
-        "clipped ratio, a state-independent std, for which one plain gradient step "
-        "of size eta moves the entropy by exactly -2 eta Cov(log pi, A)), the E12-ppo runs, "
-        f"{'-'.join(map(str, updates))} updates each"
-    )
-    paper = ("The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models "
-             "(arXiv 2505.22617)")  # fmt: skip
-    out = []
-    for rid, claim, metric, values_ in (
-        ("E12-ppo-covariance",
-         "an update changes the entropy by -eta Cov(log pi, A) to first order: the entropy "
-         "change follows -Cov",
-         "Pearson correlation of each update's entropy change (the batch-mean entropy after "
-         "minus before) with -Cov(log pi_old(a|s), A) over the update's batch, over the run's "
-         "updates, per seed; holds if the 95% CI lies above 0, does not hold if below",
-         [c["corr"] for c in laws]),
-        ("E12-ppo-covariance-sign",
-         "the entropy moves in the direction of -Cov(log pi, A)",
-         "share of the run's updates whose entropy change has the sign of -Cov, minus the "
-         "share by chance (the two signs independent, each with the run's own frequency), per "
-         "seed; holds if the 95% CI lies above 0, does not hold if below",
-         [c["sign_share"] - c["sign_chance"] for c in laws]),
-    ):  # fmt: skip
-        summary = stats.summarize(values_)
-        out.append(
-            Row(rid, paper, claim, "LLM RL on math reasoning (softmax policies over tokens)",
-                ours, f"ours {steps:,} env steps per run; the paper's LLM runs; wall time in "
-                "the E12-ppo row",
-                f"{len(laws)}", metric, summary.text(".3g"), law_verdict(summary), "n/a",
-                "entropy_law_covariance.csv")
-        )  # fmt: skip
-    return out
-
-
 def entropy_law_bandit_rows() -> list[Row]:
     rows = read("entropy_law_bandit.csv")
     paper = (
@@ -1037,8 +919,6 @@ def all_rows() -> list[Row]:
         + regret_rows()
         + rarl_rows(read)
         + tpo_rows()
-        + entropy_law_rows()
-        + entropy_covariance_rows()
         + entropy_law_bandit_rows()
         + ratio_filter_rows()
         + subspace_rows(read)

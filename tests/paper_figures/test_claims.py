@@ -425,86 +425,10 @@ def test_dppo_rows_pair_by_seed_take_out_the_clone_gap_and_state_the_old_verdict
     assert not any("not rerun" in r.our_setting for r in rows)
 
 
-def test_entropy_covariance_rows_correlate_the_change_with_minus_cov(claims):
-    """Runs whose entropy changes are -2 eta Cov plus a little noise hold on both rows; runs
-    whose entropy moves with +Cov do not hold; the hours are the updates' seconds summed, stated
-    in the E12-ppo row only."""
-    rng = np.random.default_rng(0)
-
-    def rows(sign):
-        out = []
-        for seed in range(1, 8):
-            cov = rng.normal(0, 1, 40)
-            dh = -sign * 2e-3 * cov + rng.normal(0, 1e-4, 40)
-            out += [
-                dict(
-                    method="ppo",
-                    seed=seed,
-                    step=2048 * (i + 1),
-                    entropy_change=d,
-                    logp_adv_cov=c,
-                    train_s=90.0,
-                )
-                for i, (d, c) in enumerate(zip(dh, cov))
-            ]
-        return out  # fmt: skip
-
-    _write_csv(claims.OUT / "entropy_law_covariance.csv", rows(+1))
-    corr, sign = claims.entropy_covariance_rows()
-    hours = claims.entropy_law_hours(claims.read("entropy_law_covariance.csv"))
-    assert hours == "7.0 hours of collection and updates summed over the 7 runs"  # 7 x 40 x 90 s
-    assert corr.budget.endswith("wall time in the E12-ppo row")  # stated once
-    assert (corr.id, corr.verdict, sign.verdict) == (
-        "E12-ppo-covariance",
-        claims.HOLDS,
-        claims.HOLDS,
-    )
-    assert corr.seeds == "7" and "ours 81,920 env steps per run" in corr.budget
-    assert "40 updates each" in corr.our_setting
-    _write_csv(claims.OUT / "entropy_law_covariance.csv", rows(-1))
-    assert [r.verdict for r in claims.entropy_covariance_rows()] == [claims.FAILS] * 2
-
-
-def test_entropy_law_rows_state_each_methods_compute_from_its_own_runs(claims):
-    """E12-grpo's wall time is its runs' train_s summed from entropy_law_fits.csv (the pooled
-    'all' row, itself a sum, not counted twice); fits without the column say it was not
-    recorded."""
-    path = claims.OUT / "entropy_law_fits.csv"
-    fits = claims.read("entropy_law_fits.csv")
-    timed = [r | {"train_s": "nan" if r["method"] == "ppo" else 1800} for r in fits]
-    for r in timed:
-        if r["method"] == "grpo" and r["seed"] == "all":
-            r["train_s"] = 1800 * 7
-    _write_csv(path, timed)
-    grpo = next(r for r in claims.entropy_law_rows() if r.id == "E12-grpo")
-    assert grpo.budget.endswith("3.5 hours of collection and updates summed over the 7 runs")
-    _write_csv(path, [{k: v for k, v in r.items() if k != "train_s"} for r in fits])
-    grpo = next(r for r in claims.entropy_law_rows() if r.id == "E12-grpo")
-    assert grpo.budget.endswith(claims.NO_WALL_TIME)
-
-
-def test_entropy_law_rows_state_each_methods_own_steps_per_run(claims):
-    """PPO's runs end at whole batches, GRPO's at whole episodes: each row reads its own runs."""
-    rows = {r.id: r for r in claims.entropy_law_rows()}
-    curves = claims.read("entropy_law.csv")
-    for method in ("ppo", "grpo"):
-        last = {}
-        for r in curves:
-            if r["method"] == method:
-                last[r["seed"]] = max(last.get(r["seed"], 0), int(r["step"]))
-        lo, hi = min(last.values()), max(last.values())
-        steps = f"{lo:,}" if lo == hi else f"{lo:,}-{hi:,}"
-        assert rows[f"E12-{method}"].budget.startswith(f"ours {steps} env steps per run;")
-    assert claims.run_steps([{"seed": "1", "step": "5"}, {"seed": "2", "step": "7"}]) == "5-7"
-    assert claims.run_steps([{"seed": "1", "step": "2048"}, {"seed": "1", "step": "4096"}]) == (
-        "4,096"
-    )
-
-
 def test_every_entropy_law_row_states_the_papers_budget_beside_ours(claims):
-    """Bandit and MuJoCo transplants alike: the budget column names the paper's LLM runs."""
-    rows = claims.entropy_law_rows() + claims.entropy_law_bandit_rows()
-    assert len(rows) == 8
+    """The bandit transplants: the budget column names the paper's LLM runs."""
+    rows = claims.entropy_law_bandit_rows()
+    assert len(rows) == 6
     for r in rows:
         assert r.budget.startswith("ours ") and "; the paper's LLM runs" in r.budget, r.id
 
