@@ -900,21 +900,6 @@ def knapsack_allocation(read: Read) -> str:
     )  # fmt: skip
 
 
-@table("entrpo")
-def entrpo(read: Read) -> str:
-    rows = read("entrpo_cartpole.csv")
-    body, groups = [], []
-    for v, name in (("trpo", "TRPO"), ("entrpo", "EnTRPO")):
-        g = rows_where(rows, variant=v)
-        groups.append(g)
-        body.append([name, spread(col(g, "final_eval_return"), ".0f"),
-                     spread(col(g, "mean_eval_return"), ".0f")])  # fmt: skip
-    n = uniform_n(groups)
-    return f"`out/entrpo_cartpole.csv`, {kind(n)} over {n} seeds:\n\n" + md(
-        ["variant", "final evaluation", "mean of the evaluations over the run"], body
-    )
-
-
 @table("rarl")
 def rarl(read: Read) -> str:
     rows = read("rarl_robustness.csv")
