@@ -181,7 +181,6 @@ ifdef FULL
 	$(BIN)/python paper_figures/entropy_law.py --seeds 7
 	$(BIN)/python paper_figures/mountain_car.py
 	$(BIN)/python paper_figures/hard_starts.py
-	$(BIN)/python paper_figures/entrpo_cartpole.py
 	$(BIN)/python paper_figures/rarl_robustness.py
 	$(BIN)/python paper_figures/success_conditioning.py
 	$(BIN)/python paper_figures/knapsack_allocation.py
@@ -229,8 +228,6 @@ else
 	$(BIN)/python paper_figures/mountain_car.py --toy --sweeps-root $(TOY_OUT)/sweeps/mountain_car \
 	  --out $(TOY_OUT)
 	$(BIN)/python paper_figures/hard_starts.py --toy --sweeps-root $(TOY_OUT)/sweeps/hard_starts \
-	  --out $(TOY_OUT)
-	$(BIN)/python paper_figures/entrpo_cartpole.py --toy --sweeps-root $(TOY_OUT)/sweeps/entrpo \
 	  --out $(TOY_OUT)
 	$(BIN)/python paper_figures/rarl_robustness.py --toy --sweeps-root $(TOY_OUT)/sweeps/rarl \
 	  --out $(TOY_OUT)

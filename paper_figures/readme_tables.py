@@ -490,43 +490,6 @@ def retrace_traces(read: Read) -> str:
     )
 
 
-@table("grpo-recurrence")
-def grpo_recurrence(read: Read) -> str:
-    rows = read("grpo_recurrence.csv")
-    picks = [("ref-kl", 2, 1), ("ref-kl", 16, 1), ("no-population-fixed-point", 16, 1),
-             ("damped-small-p_ref", 16, 16)]  # fmt: skip
-    body = []
-    for setting, g, groups in picks:
-        r = one(rows, setting=setting, G=g, groups=groups)
-        p = r["fixed_point_population"]
-        body.append([
-            f"({r['p_ref']}, {r['beta1']}, {r['beta2']})", str(g), str(groups),
-            f(float(r["final_pred"]), ".4f"),
-            f"{f(float(r['final_mean']), '.4f')} [{f(float(r['final_lo']), '.4f')},"
-            f" {f(float(r['final_hi']), '.4f')}]",
-            "none" if isnan(p) else f(float(p), ".4f"),
-        ])  # fmt: skip
-    seeds = {r["seeds"] for r in rows}
-    return (
-        para(
-            "Final PoS, mean over seeds with its 95% bootstrap CI (`out/grpo_recurrence.csv`,"
-            f" {seeds.pop()} seeds per row), a few rows:"
-        )
-        + "\n\n"
-        + md(
-            [
-                "(p_ref, beta1, beta2)",
-                "G",
-                "groups",
-                "recurrence",
-                "sampled mean [95% CI]",
-                "population p*",
-            ],
-            body,
-        )  # fmt: skip
-    )
-
-
 @table("mujoco")
 def mujoco(read: Read) -> str:
     text, n = learning_body(read, ["ppo_mujoco.csv", "trpo_mujoco.csv"])
@@ -709,21 +672,6 @@ def knapsack_allocation(read: Read) -> str:
               "final accuracy", "prompts solved (pi > 0.5)", "mean accuracy over updates"],
              body, ["---:", "---", "---:", "---:", "---:", "---:", "---:"])
     )  # fmt: skip
-
-
-@table("entrpo")
-def entrpo(read: Read) -> str:
-    rows = read("entrpo_cartpole.csv")
-    body, groups = [], []
-    for v, name in (("trpo", "TRPO"), ("entrpo", "EnTRPO")):
-        g = rows_where(rows, variant=v)
-        groups.append(g)
-        body.append([name, spread(col(g, "final_eval_return"), ".0f"),
-                     spread(col(g, "mean_eval_return"), ".0f")])  # fmt: skip
-    n = uniform_n(groups)
-    return f"`out/entrpo_cartpole.csv`, {kind(n)} over {n} seeds:\n\n" + md(
-        ["variant", "final evaluation", "mean of the evaluations over the run"], body
-    )
 
 
 @table("rarl")
@@ -1053,79 +1001,6 @@ def ratio_filters(read: Read) -> str:
             f" {noise('kalman')};"
             f" KL of an update {g(float(on['kalman']['kl_update']))} against"
             f" {g(float(on['step']['kl_update']))}."
-        )
-    )  # fmt: skip
-
-
-@table("entropy-law")
-def entropy_law(read: Read) -> str:
-    rows = read("entropy_law_fits.csv")
-    body = []
-    for r in rows:
-        who = "pooled" if r["seed"] == "all" else f"seed {r['seed']}"
-        who = f"{r['method'].upper()}, {who}"
-        body.append([who, r["points"], f(float(r["a"]), ".1f"), f(float(r["b"])),
-                     f(float(r["r2"]), ".2f"), f(float(r["r2_linear"]), ".2f"),
-                     f"{f(float(r['late_predicted']))} / {f(float(r['late_return']))}",
-                     ])  # fmt: skip
-    pooled = one(rows, method="ppo", seed="all")
-    best = max(rows_where(rows, method="ppo"), key=lambda r: float(r["late_return"]))
-    gr = one(rows, method="grpo", seed="all")
-    return (
-        "`out/entropy_law_fits.csv`:\n\n"
-        + md(
-            [
-                "fit",
-                "points",
-                "a",
-                "b",
-                "R^2",
-                "R^2 of the line",
-                "last-quarter return: predicted from the first half / measured",
-            ],
-            body,
-            ["---"] + ["---:"] * 5 + ["---"],
-        )  # fmt: skip
-        + "\n\n"
-        + para(
-            "Verdict: the law fits PPO's curves worse than a straight line and does not predict"
-            f" its ceiling (the pooled fit's b - a = {f(float(pooled['ceiling']))} is below seed"
-            f" {best['seed']}'s last-quarter return, {f(float(best['late_return']))}). GRPO's"
-            f" entropy barely moves in 300k steps ({f(float(gr['entropy_min']), '.2f')}-"
-            f"{f(float(gr['entropy_max']), '.2f')} nats), so its fit tests nothing."
-        )
-    )
-
-
-@table("entropy-covariance")
-def entropy_covariance(read: Read) -> str:
-    from paper_figures.entropy_law import covariance_laws
-
-    laws = covariance_laws(read("entropy_law_covariance.csv"), "ppo")
-    share = [100 * c["sign_share"] for c in laws]
-    chance = [100 * c["sign_chance"] for c in laws]
-    body = [[f"seed {c['seed']}", str(c["updates"]), f(c["corr"], ".2f"), f(a, ".0f"),
-             f(b, ".0f")] for c, a, b in zip(laws, share, chance)]  # fmt: skip
-    body.append([f"{len(laws)} seeds, {kind(len(laws))}", "",
-                 spread([c["corr"] for c in laws], ".2f"), spread(share, ".0f"),
-                 spread(chance, ".0f")])  # fmt: skip
-    margin = np.array(share) - np.array(chance)
-    return (
-        "`out/entropy_law_covariance.csv`, PPO's every update (entropy change, Cov over the"
-        " batch):\n\n"
-        + md(["run", "updates", "corr(entropy change, -Cov)", "% of updates in -Cov's direction",
-              "% by chance"], body, ["---", "---:", "---:", "---:", "---:"])
-        + "\n\n"
-        + para(
-            f"In -Cov's direction minus by chance: {spread(margin, '.0f')} percentage points."
-            f" Verdict: the correlation is positive in {sum(c['corr'] > 0 for c in laws)} of"
-            f" {len(laws)} seeds and the direction beats chance in {int(np.sum(margin > 0))} of"
-            f" {len(laws)}: PPO's entropy"
-            + (" follows" if all(c["corr"] > 0 for c in laws) and (margin > 0).all()
-               else " does not consistently follow")
-            + " the covariance law's direction through Adam, several epochs and clipping; the mean"
-            f" correlation is {f(np.mean([c['corr'] for c in laws]), '.2f')} (the law exactly:"
-            " 1)."
         )
     )  # fmt: skip
 
@@ -1612,30 +1487,6 @@ def locomotion_table(read: Read, stem: str) -> str:
             ],
             body,
         )  # fmt: skip
-    )
-
-
-@table("entropy-mechanism")
-def entropy_mechanism(read: Read) -> str:
-    rows = read("entropy_mechanism.csv")
-    small = min({r["eta"] for r in rows}, key=float)
-    first = [r for r in rows if r["eta"] == small]
-    inside = sum(r["first_inside"] == "1" for r in first)
-    v = one(rows, bandit="aligned", update="vanilla", B=1, eta=small)
-    nat = one(rows, bandit="anti-aligned", update="natural", B=1, eta="0.1")
-    return para(
-        "On a 10-armed softmax bandit with sampled steps (`out/entropy_mechanism.csv`, mean"
-        " entropy change with its 95% bootstrap CI over"
-        f" {f(int(v['batches']))} batches): the covariance term is inside the CI at eta ="
-        f" {float(small):g} in {inside} of {len(first)} combinations, and the gap grows as eta^2"
-        " with the exact second-order constant (vanilla, batch 1:"
-        f" {f(float(v['rem_over_eta2']), '.4f')} measured against {f(float(v['d2']), '.4f')})."
-        " Finding: the sampled step's second-order term carries a noise share that shrinks like"
-        " 1/batch, and for natural PG with single samples on the bandit whose likely arms pay"
-        " less, the entropy falls where the covariance term predicts a rise (eta 0.1:"
-        f" {f(float(nat['mean']), '.4f')}, CI {f(float(nat['lo']), '.4f')} to"
-        f" {f(float(nat['hi']), '.4f')}, against {sign(float(nat['pred_first']))}"
-        f"{f(float(nat['pred_first']), '.4f')})."
     )
 
 

@@ -14,6 +14,9 @@ from paper_figures.lab import judge, ledger, pages, protocol, report, results, r
 
 ROOT = Path(__file__).resolve().parents[2]
 DECLARED = spec.discover()
+# an exact experiment's toy decides each claim it can judge at toy size (its table is too small to
+# repeat the full verdicts), or says the claim cannot run here
+TOY_VERDICTS = (protocol.HOLDS, protocol.FAILS, protocol.INCONCLUSIVE, protocol.CANNOT)
 
 
 def test_every_declaration_loads_and_its_arms_flags_parse():
@@ -30,7 +33,9 @@ def test_every_declaration_runs_at_toy_size_end_to_end(folder, tmp_path):
     target = runner.write(exp, toy=True, root=tmp_path)
     if not exp.arms:  # an exact experiment: its analysis computed the toy's table and judges it
         judged = judge.analysis_module(exp).judge(exp, results.rows_of(exp, target))
-        assert judged and all(j.verdict == protocol.HOLDS for j in judged.values())
+        assert judged and all(j.verdict in TOY_VERDICTS and j.text for j in judged.values())
+        if exp.id == "theory-statements":  # its toy's tests are exact statements that hold
+            assert all(j.verdict == protocol.HOLDS for j in judged.values())
         return
     rows = results.read(target)
     planned = {(a, e, s) for a, e, s, *_ in exp.runs(toy=True)}
