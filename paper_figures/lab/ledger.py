@@ -80,6 +80,8 @@ def verdict_text(ln: Line) -> str:
     cause = ln.cause
     if cause == protocol.UNDERPOWERED and not math.isnan(ln.judgement.detectable):
         cause += f", detectable {num(ln.judgement.detectable)}"
+    if not cause and ln.claim.kind == "exact":
+        cause = "undecided by its exact rule"
     return f"inconclusive: {cause}" if cause else "inconclusive"
 
 
@@ -150,7 +152,7 @@ def header(lines: list[Line], legacy: list) -> list[str]:
     for v in VERDICTS:
         out.append(f"| {v} | {tally.get(v, 0)} | {old.get(v, 0)} |")
     for cause, k in sorted(causes.items()):
-        out.append(f"| inconclusive: {cause or 'a part is inconclusive'} | {k} | |")
+        out.append(f"| inconclusive: {cause or 'undecided by its exact rule'} | {k} | |")
     return out
 
 

@@ -53,6 +53,8 @@ INCONCLUSIVE_RULES = [
     "within the declared margin",
     f"{CEILING}: every pair identical (both arms at the same value on every seed)",
     f"{NO_TEST}: the exact test cannot reach p < 0.05 with this many pairs",
+    "undecided by its exact rule: an exact claim whose rule, stated on its page, decides "
+    "neither way",
 ]
 INCONCLUSIVE_RULES.append(
     f"{GUARD}: a claim's declared guard is not met (neither arm's mean of the metric reaches it, "
