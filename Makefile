@@ -125,25 +125,6 @@ ifdef FULL
 	$(BIN)/python paper_figures/depth_sweep.py --train --envs Hopper-v5 --depths 2,7 --seeds 7 \
 	  --total-timesteps 1000000 --workers 2 --sweep-dir runs/sweeps/depth_sweep_1m \
 	  --shallow-from runs/sweeps/trust_region_family_1m --name depth_sweep_1m -- --eval-episodes 10
-	$(BIN)/python paper_figures/trust_region_family.py --train --protocol spo-reference \
-	  --algos ppo,spo --envs envpool:Hopper-v5 --seeds 7 --total-timesteps 300000 --workers 2 \
-	  --sweep-dir runs/sweeps/spo_reference_300k --name spo_reference_300k -- --eval-episodes 10
-	$(BIN)/python paper_figures/trust_region_family.py --train --protocol spo-reference \
-	  --algos ppo,spo --envs envpool:Hopper-v5,envpool:HalfCheetah-v5,envpool:Walker2d-v5 \
-	  --seeds 7 --total-timesteps 1000000 --workers 2 --sweep-dir runs/sweeps/spo_reference_1m \
-	  --name spo_reference_1m -- --eval-episodes 10
-	$(BIN)/python paper_figures/trust_region_family.py --train --protocol spo-reference \
-	  --algos ppo,spo --envs envpool:Hopper-v5 --seeds 7 --total-timesteps 1000000 --workers 2 \
-	  --sweep-dir runs/sweeps/spo_reference_mb32_1m --name spo_reference_mb32_1m \
-	  -- --num-minibatches 32 --eval-episodes 10
-	$(BIN)/python paper_figures/trust_region_family.py --train --protocol spo-reference \
-	  --algos ppo,spo --envs envpool:Hopper-v5 --seeds 7 --total-timesteps 1000000 --workers 2 \
-	  --sweep-dir runs/sweeps/spo_reference_1x2048_1m --name spo_reference_1x2048_1m \
-	  -- --num-envs 1 --num-steps 2048 --eval-episodes 10
-	$(BIN)/python paper_figures/trust_region_family.py --train --protocol spo-reference \
-	  --algos ppo,spo --envs envpool:Hopper-v5 --seeds 7 --total-timesteps 1000000 --workers 2 \
-	  --sweep-dir runs/sweeps/spo_reference_timeouts_1m --name spo_reference_timeouts_1m \
-	  -- --no-truncation-as-terminal --eval-episodes 10
 	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --suite dmc --train --workers 2
 	$(BIN)/python paper_figures/bench_brax.py --out paper_figures/out/bench_brax.csv --timeout 600
 	$(BIN)/python paper_figures/brax_pipeline_check.py

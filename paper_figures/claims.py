@@ -25,20 +25,10 @@ from controlrl import stats
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "paper_figures" / "out"
 ALPHA = 0.05
-# each trust-region row's own paper's MuJoCo budget, read from its paper or reference code
-PPO_BUDGET = "PPO paper 1M steps, 3 seeds"
+# the SPO paper's MuJoCo budget, read from its reference code (the depth rows name it)
 SPO_BUDGET = (
     "the SPO reference (MyRepositories-hub/Simple-Policy-Optimization mujoco/main.py): "
     "10,000,000 env steps per run, 5 seeds, 8 envs x 256 steps, 4 minibatches"
-)
-BPO_BUDGET = (
-    "the BPO reference (bounded-ratio-rl/bounded_ratio_rl sweeps/mujoco/*/bpo_seed.yaml): "
-    "10 seeds per task with per-task tuned settings, run length cfgs/config.yaml's "
-    "total_timesteps 40,000,000, which those sweeps leave as is"
-)
-FIXPO_BUDGET = (
-    "the FixPO reference (uscresl/stabilized-rl exps_tianshou.py): 10,000,000 env steps per run, "
-    "10 seeds, beside tianshou's PPO and TRPO"
 )
 
 
@@ -86,9 +76,6 @@ def layout(algo: str) -> str:
 
 
 NO_WALL_TIME = "wall time not recorded for these runs"
-FIXPO_PAPER = (
-    "Guaranteed Trust Region Optimization via Two-Phase KL Penalization (Zentner et al. 2023)"
-)
 
 HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive at this power"
 NOT_RUN, CANNOT = "not run yet", "cannot run here"
@@ -199,46 +186,6 @@ def cut_tasks(envs) -> str:
     return f"; {' and '.join(cut)} not rerun at this budget (cut to fit the compute)" if cut else ""
 
 
-def with_theirs(budget: str, theirs: str) -> str:
-    """'ours <steps> env steps per run; <the row's paper's budget>; <our compute>'."""
-    head, _, compute = budget.partition("; ")
-    return "; ".join(x for x in (head, theirs, compute) if x)
-
-
-def _family_setting(rows) -> tuple[list[str], str, str]:
-    """(tasks, our setting, budget) of a trust-region family CSV."""
-    envs = sorted({r["env_id"] for r in rows})
-    steps = int(rows[0]["steps"])
-    ours = f"{len(envs)} MuJoCo v5 task{'s' * (len(envs) > 1)} ({', '.join(envs)}), CleanRL's "
-    ours += f"PPO settings ({layout('ppo')}, 64-64 tanh)"
-    budget = f"ours {steps:,} env steps per run"
-    if "train_s" in rows[0]:  # the experiment's compute, once
-        hours = sum(float(r["train_s"]) for r in rows) / 3600
-        budget += f"; {hours:.1f} CPU-hours of collection and updates in all"
-    else:
-        budget += f"; {NO_WALL_TIME}"
-    return envs, ours, budget
-
-
-# E1's paired claims: id, paper, claim, a, b (the claim is a beats b), the paper's budget
-E1_PAIRS = [
-    ("E1-PPO", "Proximal Policy Optimization Algorithms (arXiv 1707.06347)",
-     "PPO is more sample-efficient than TRPO", "ppo", "trpo", PPO_BUDGET),
-    ("E1-SPO", "Simple Policy Optimization (arXiv 2401.16025)", "SPO outperforms PPO",
-     "spo", "ppo", SPO_BUDGET),
-    ("E1-BPO", "Bounded Ratio Reinforcement Learning (arXiv 2604.18578)",
-     "BPO matches or beats PPO", "bpo", "ppo", BPO_BUDGET),
-    ("E1-FixPO", FIXPO_PAPER, "FixPO is competitive with other trust-region methods (vs TRPO)",
-     "fixpo", "trpo", FIXPO_BUDGET),
-]  # fmt: skip
-# each paper's own MuJoCo setting (its reference code where the paper's text was not read)
-E1_SETTINGS = {
-    "E1-PPO": "MuJoCo locomotion at 1M steps",
-    "E1-SPO": "MuJoCo locomotion at 10M steps",
-    "E1-BPO": "MuJoCo (Ant, HalfCheetah, Hopper, Humanoid, Swimmer), per-task tuned settings",
-    "E1-FixPO": "7 MuJoCo tasks (HalfCheetah, Hopper, Walker2d, Swimmer, InvertedPendulum, "
-    "InvertedDoublePendulum, Reacher) at 10M steps",
-}
 E1_METRIC = (
     "final deterministic evaluation return, difference of min-max normalised scores (per task,"
     " over the runs of the two algorithms compared)"
@@ -574,7 +521,6 @@ def all_rows() -> list[Row]:
         claims_brax,
         claims_cheap,
         claims_family_1m,
-        claims_spo_reference,
     )
     from paper_figures.claims_fpo_under import rows as fpo_under_rows
     from paper_figures.claims_hard_starts import rows as hard_start_rows
@@ -584,9 +530,7 @@ def all_rows() -> list[Row]:
     from paper_figures.claims_tpo import rows as tpo_rows  # it imports this module
 
     rows = (
-        claims_spo_reference.rows(read)
-        + claims_spo_reference.ablation_rows(read)
-        + depth_rows()
+        depth_rows()
         + claims_family_1m.depth_rows(read)
         + iql_rows()
         + dppo_rows()

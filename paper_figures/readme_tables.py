@@ -17,7 +17,6 @@ of the mean over seeds.
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 import textwrap
@@ -398,16 +397,6 @@ def offline(read: Read) -> str:
             " these datasets: [`paper_figures/iql-100k`](paper_figures/iql-100k/README.md)."
         )
     )
-
-
-NAMES = {"bpo": "BPO", "dpo": "DPO", "fixpo": "FixPO", "ppo": "PPO", "trpo": "TRPO", "spo": "SPO",
-         "pg": "PG", "grpo": "GRPO", "tpo": "TPO"}  # fmt: skip
-
-
-def _iqm_cell(r: dict) -> str:
-    """'<iqm> [<lo>, <hi>]' of one _iqm.csv row."""
-    iqm, lo, hi = (f(float(r[k]), ".2f") for k in ("iqm", "ci_lo", "ci_hi"))
-    return f"{iqm} [{lo}, {hi}]"
 
 
 @table("population")
@@ -813,61 +802,6 @@ def dmc_verdict(read: Read) -> str:
         f" {seeds_above(read, 'ppo_dmc.csv', 'final_train_return')}; final evaluation"
         f" {seeds_above(read, 'ppo_dmc.csv', 'final_eval_return')}."
     )
-
-
-def _family(read: Read, name: str) -> str:
-    """The trust-region family's table from <name>.csv and <name>_iqm.csv."""
-    iqm = {r["algo"]: r for r in read(f"{name}_iqm.csv")}
-    runs = read(f"{name}.csv")
-    order = sorted(iqm, key=lambda a: -float(iqm[a]["iqm"]))
-    envs = list(dict.fromkeys(r["env_id"] for r in runs))
-    row1 = [_iqm_cell(iqm[a]) for a in order]
-    row2 = [f(np.mean(col(rows_where(runs, algo=a), "ratio_dev_mean")), ".3f") for a in order]
-    row3 = [f(max(col(rows_where(runs, algo=a), "kl_max_max")), ".3f") for a in order]
-    body = [
-        ["IQM of the normalised final train return [95% stratified bootstrap]"
-         f" (`out/{name}_iqm.csv`)", *row1],
-        [f"mean \\|r - 1\\| after an update, mean over runs (`out/{name}.csv`)", *row2],
-        ["largest per-state KL of any update, max over runs", *row3],
-    ]  # fmt: skip
-    for i, e in enumerate(envs):  # each task's returns themselves, beside the aggregate
-        n1 = uniform_n([rows_where(runs, algo=a, env_id=e) for a in iqm])
-        body.insert(i, [f"final deterministic evaluation on {e}, {kind(n1)} over seeds"
-                        f" (`out/{name}.csv`)",
-                        *(spread(col(rows_where(runs, algo=a, env_id=e), "final_eval_return"))
-                          for a in order)])  # fmt: skip
-    notes = []
-    ran = {r["algo"] for r in runs}
-    if "fixpo" in ran:
-        fix = rows_where(runs, algo="fixpo")
-        share = col(fix, "fixup_share")
-        notes.append(
-            "FixPO's largest per-state KL after any update is"
-            f" {f(max(col(fix, 'kl_max_max')), '.4f')} and its fixup phase adds"
-            f" {np.mean(share):.1%} gradient steps on average (largest {max(share):.1%} per run;"
-            " the paper says < 5%)."
-        )
-    if "trpo" in ran:
-        notes.append(
-            "TRPO's largest per-state KL is"
-            f" {f(max(col(rows_where(runs, algo='trpo'), 'kl_max_max')), '.2f')}, against its"
-            " mean-KL radius 0.01."
-        )
-    n = uniform_n([rows_where(runs, algo=a, env_id=e) for a in iqm for e in envs])
-    head = para(f"`out/{name}.csv`: {', '.join(envs)}, {n} seeds x"
-                f" {f(int(runs[0]['steps']))} steps per run:")  # fmt: skip
-    return (
-        head
-        + "\n\n"
-        + md(["", *(NAMES[a] for a in order)], body)
-        + ("\n\n" + para(" ".join(notes)) if notes else "")
-    )
-
-
-FAMILY_TABLES = ["spo_reference_300k", "spo_reference_1m", "spo_reference_mb32_1m",
-                 "spo_reference_1x2048_1m", "spo_reference_timeouts_1m"]  # fmt: skip
-for _name in FAMILY_TABLES:  # block <name with dashes>: the family table of out/<name>.csv
-    table(_name.replace("_", "-"))(functools.partial(_family, name=_name))
 
 
 @table("brax-pipeline")

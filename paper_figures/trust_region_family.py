@@ -10,11 +10,10 @@ KL, ratio deviation |r - 1|, FixPO's fixup share).
 Protocol "common" (default) runs every algorithm on the same plumbing (1 env x 2048 steps,
 32 minibatches, 10 epochs, 64-64 tanh nets, observation and reward normalisation) with its own
 algorithm-specific settings at their reference defaults; "reference" runs each script's own
-defaults (SPO's 7-layer policy, FixPO's 64 envs x 128 steps, BPO's un-normalised 256-256 ReLU);
-"spo-reference" runs PPO and SPO in the SPO reference's MuJoCo setting (8 envs x 256 steps, 4
-minibatches x 10 epochs, its 7-layer policy and 64-64 critic, timeouts as terminal; its PPO
-baseline shares the trainer).
-TRPO takes its own defaults in both. Each algorithm is one sweep: <sweep-dir>/<algo>/.
+defaults (SPO's 7-layer policy, FixPO's 64 envs x 128 steps, BPO's un-normalised 256-256 ReLU).
+TRPO takes its own defaults in both. (PPO and SPO in the SPO reference's own MuJoCo setting are
+declared experiments: paper_figures/spo-reference-*/, each arm's flags in its experiment.toml.)
+Each algorithm is one sweep: <sweep-dir>/<algo>/.
 
 Writes <out>/<name>.png, <name>.csv (one row per run; --name, default trust_region_family),
 <name>_curves.csv (the plotted per-run curves) and <name>_iqm.csv (IQM
@@ -32,14 +31,8 @@ alone with --keep-committed --seeds 5 --total-timesteps 49152 --name trust_regio
 --sweep-dir runs/none (a directory without runs). The PPO paper's budget, 1M steps, on Hopper-v5
 alone is trust_region_family_1m.csv (_curves, _iqm, .png): --train --algos ppo,trpo,spo,fixpo,bpo
 --envs Hopper-v5 --seeds 7 --total-timesteps 1000000 --workers 2 --sweep-dir
-runs/sweeps/trust_region_family_1m --name trust_region_family_1m -- --eval-episodes 10. PPO and SPO
-in the SPO reference's own setting are spo_reference_300k.csv (_curves, _iqm, .png): --train
---protocol spo-reference --algos ppo,spo --envs envpool:Hopper-v5 --seeds 7 --total-timesteps
-300000 --workers 2 --sweep-dir runs/sweeps/spo_reference_300k --name spo_reference_300k --
---eval-episodes 10, and at 1M steps on the three tasks spo_reference_1m.csv (the same with --envs
-envpool:Hopper-v5,envpool:HalfCheetah-v5,envpool:Walker2d-v5 --total-timesteps 1000000 --sweep-dir
-runs/sweeps/spo_reference_1m --name spo_reference_1m). To rerun one algorithm only and keep the
-others' committed results:
+runs/sweeps/trust_region_family_1m --name trust_region_family_1m -- --eval-episodes 10. To rerun
+one algorithm only and keep the others' committed results:
 
     python paper_figures/trust_region_family.py --train --algos fixpo --out runs/fixpo ...
     python paper_figures/trust_region_family.py --keep-committed ...   # same --sweep-dir
@@ -75,12 +68,6 @@ BAND = "95% bootstrap CI over seeds (min-max range below 5 seeds)"
 ENVS = "Hopper-v5,HalfCheetah-v5,Walker2d-v5,Swimmer-v5,InvertedPendulum-v5"
 COMMON = ["--num-envs", "1", "--num-steps", "2048", "--num-minibatches", "32"]
 COMMON += ["--update-epochs", "10", "--hidden-sizes", "64", "64"]
-# the SPO reference's MuJoCo trainer (mujoco/main.py), whose PPO baseline shares it: 8 envs x 256
-# steps, 4 minibatches x 10 epochs, the 7-layer policy (six hidden layers), critic 64-64, a
-# timeout ends the episode as a termination does (done = terminated or truncated)
-SPO_REFERENCE = ["--num-envs", "8", "--num-steps", "256", "--num-minibatches", "4"]
-SPO_REFERENCE += ["--update-epochs", "10", "--hidden-sizes", "256", "256", "128", "128", "64", "64"]
-SPO_REFERENCE += ["--critic-hidden-sizes", "64", "64", "--truncation-as-terminal"]
 PROTOCOLS = {
     "common": {
         "ppo": COMMON,
@@ -91,7 +78,6 @@ PROTOCOLS = {
         "dpo": COMMON,
     },
     "reference": {},
-    "spo-reference": dict.fromkeys(("ppo", "spo"), SPO_REFERENCE),
 }
 DIAGNOSTICS = ("kl_mean", "kl_max", "ratio_dev_frac", "ratio_dev_mean", "ratio_dev_max")
 CURVES = ("episode_return", "kl_max", "ratio_dev_mean", "fixup_share")  # train/ columns plotted

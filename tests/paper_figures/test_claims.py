@@ -54,10 +54,10 @@ def test_edited_quote_or_csv_number_fails_the_check(claims, tmp_path):
     assert claims.check()
     readme.write_text(text)
     assert claims.check() == []
-    path = claims.OUT / "spo_reference_300k.csv"
+    path = claims.OUT / "depth_sweep.csv"
     lines = path.read_text().splitlines()
     fields = lines[1].split(",")
-    fields[5] = str(float(fields[5]) + 1000.0)  # final_eval_return of one run
+    fields[7] = str(float(fields[7]) + 1000.0)  # final_eval_return of one run
     path.write_text("\n".join([lines[0], ",".join(fields), *lines[2:]]) + "\n")
     assert claims.check()
 
@@ -210,24 +210,6 @@ def test_spread_is_a_range_below_five_seeds_and_an_interval_from_five():
     assert kind(4) == "mean (range)" and kind(5) == "mean [95% bootstrap CI]"
 
 
-def test_family_table_gives_each_tasks_final_evaluation_from_its_own_runs():
-    from paper_figures.readme_tables import _family, spread
-
-    runs, iqm = [], []
-    for algo, base in (("ppo", 100.0), ("trpo", 300.0)):
-        iqm.append({"algo": algo, "iqm": str(base / 300), "ci_lo": "0", "ci_hi": "1"})
-        for env, scale in (("Hopper-v5", 1.0), ("Walker2d-v5", 10.0)):
-            for seed in range(1, 6):
-                runs.append({"algo": algo, "env_id": env, "seed": str(seed), "steps": "1000",
-                             "final_eval_return": str(scale * (base + seed)),
-                             "ratio_dev_mean": "0.1", "kl_max_max": "0.01"})  # fmt: skip
-    text = _family({"fam.csv": runs, "fam_iqm.csv": iqm}.__getitem__, "fam")
-    for env, scale in (("Hopper-v5", 1.0), ("Walker2d-v5", 10.0)):
-        line = next(x for x in text.splitlines() if f"evaluation on {env}," in x)
-        cells = [c.strip() for c in line.strip("|").split("|")][1:]
-        assert cells == [spread([scale * (b + s) for s in range(1, 6)]) for b in (300.0, 100.0)]
-
-
 def test_bar_verdict_decides_only_with_the_whole_interval_on_one_side():
     from paper_figures.claims import FAILS, HOLDS, INCONCLUSIVE, bar_verdict
 
@@ -289,13 +271,6 @@ def test_cut_tasks_names_the_locomotion_tasks_a_rerun_left_out(claims):
         "; HalfCheetah-v5 and Walker2d-v5 not rerun at this budget (cut to fit the compute)"
     )
     assert claims.cut_tasks(["HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Swimmer-v5"]) == ""
-
-
-def test_with_theirs_sets_the_papers_budget_between_ours_and_our_compute(claims):
-    assert claims.with_theirs("ours 9 env steps per run; 1.0 CPU-hours", "X") == (
-        "ours 9 env steps per run; X; 1.0 CPU-hours"
-    )
-    assert claims.with_theirs("ours 9 env steps per run", "X") == "ours 9 env steps per run; X"
 
 
 @pytest.mark.parametrize("algo", ["ppo", "gae", "retrace", "grpo"])
@@ -432,168 +407,6 @@ def test_e2_at_1m_restates_the_depth_gap_on_its_tasks_beside_the_300k_verdict(cl
         deep.our_setting
     )
     assert deep.our_setting.endswith("-> holds at 999,424 steps") and deep.budget == row.budget
-
-
-def test_spo_in_its_own_setting_is_set_beside_the_same_pair_in_cleanrls(claims):
-    import importlib.util
-
-    from paper_figures import claims_spo_reference as ref
-
-    def runs(envs, sign, steps):  # spo - ppo = sign * seed on every env
-        return [{"algo": algo, "env_id": e, "seed": str(s), "steps": str(steps), "train_s": "100",
-                 "final_eval_return": str(1000 + (algo == "spo") * sign * s),
-                 "grad_steps": str(steps // 2048 * 40)}
-                for e in envs for s in range(1, 8) for algo in ("spo", "ppo")]  # fmt: skip
-
-    ours = ["envpool:HalfCheetah-v5", "envpool:Hopper-v5", "envpool:Walker2d-v5"]
-    tables = {
-        "spo_reference_300k.csv": runs(ours, 1.0, 299008),
-        "trust_region_family.csv": runs(["HalfCheetah-v5", "Hopper-v5"], -1.0, 299008)
-        + runs(["Walker2d-v5"], 1.0, 299008),
-        "spo_reference_1m.csv": runs(["envpool:Hopper-v5"], -1.0, 999424),
-        # Walker2d ran at 1M in CleanRL's setting only: its pairs may not enter the Hopper verdict
-        "trust_region_family_1m.csv": runs(["Hopper-v5"], 1.0, 999424)
-        + runs(["Walker2d-v5"], -9.0, 999424),
-    }
-    out = {r.id: r for r in ref.rows(tables.__getitem__, [ref.AT_300K, ref.AT_1M])}
-    assert list(out) == ["E1-SPO-ref", "E1-SPO-ref-HalfCheetah", "E1-SPO-ref-Hopper",
-                         "E1-SPO-ref-Walker2d", "E1-SPO-ref-1M"]  # fmt: skip
-    pooled, walker, at_1m = out["E1-SPO-ref"], out["E1-SPO-ref-Walker2d"], out["E1-SPO-ref-1M"]
-    assert pooled.verdict == claims.HOLDS and pooled.seeds == "7 per task, 21 pairs"
-    assert pooled.claim == "SPO outperforms PPO" and walker.claim.endswith(", on Walker2d-v5")
-    assert pooled.our_setting.startswith("paper's own setting at 299,008 of its 10,000,000 steps:")
-    assert "steps (21 pairs, row E1-SPO) -> holds in the paper's" in pooled.our_setting
-    assert "was holds in CleanRL's setting" in walker.our_setting and walker.seeds == "7 pairs"
-    assert "(7 pairs, row E1-SPO-Walker2d)" in walker.our_setting
-    assert "was does not hold in CleanRL's setting" in out["E1-SPO-ref-Hopper"].our_setting
-    assert at_1m.verdict == claims.FAILS and "was holds in CleanRL's setting" in at_1m.our_setting
-    assert "on Hopper-v5 at 999,424 steps (7 pairs, row E1-SPO-1M) -> does not hold" in (
-        at_1m.our_setting
-    )
-    assert "HalfCheetah-v5 and Walker2d-v5 not rerun" in at_1m.our_setting
-    assert "not rerun" not in pooled.our_setting
-    assert claims.SPO_BUDGET in at_1m.budget and "0.4 CPU-hours" in at_1m.budget
-    assert at_1m.evidence == "spo_reference_1m.csv, trust_region_family_1m.csv"
-    # one task of the three that ran in CleanRL's setting: its per-task row is the old verdict
-    tables["spo_reference_300k.csv"] = runs(["envpool:Walker2d-v5"], -1.0, 299008)
-    (alone,) = ref.rows(tables.__getitem__, [ref.AT_300K])
-    assert alone.id == "E1-SPO-ref" and alone.verdict == claims.FAILS
-    assert "was holds in CleanRL's setting" in alone.our_setting
-    assert alone.our_setting.endswith(
-        "at 299,008 steps (7 pairs, row E1-SPO-Walker2d) -> does not hold in the paper's"
-    )
-    # the words are the flags the sweeps ran with
-    path = claims.ROOT / "paper_figures" / "trust_region_family.py"
-    spec = importlib.util.spec_from_file_location("trust_region_family", path)
-    family = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(family)
-    flags = " ".join(family.PROTOCOLS["spo-reference"]["spo"]) + " "
-    assert family.PROTOCOLS["spo-reference"]["ppo"] == family.PROTOCOLS["spo-reference"]["spo"]
-    for words, flag in (("8 envs x 256 steps", "--num-envs 8 --num-steps 256 "),
-                        ("4 minibatches x 10 epochs", "--num-minibatches 4 --update-epochs 10 "),
-                        ("policy (256-256-128-128-64-64)", "--hidden-sizes 256 256 128 128 64 64 "),
-                        ("64-64 critic", "--critic-hidden-sizes 64 64 "),
-                        ("timeouts as terminal", "--truncation-as-terminal ")):  # fmt: skip
-        assert words in ref.SETTING and flag in flags, flag
-    # the reference's setting on tasks that CleanRL's did not run at 1M: no old verdict there,
-    # and the pooled old verdict is over the tasks that it did run
-    tables["spo_reference_1m.csv"] = runs(ours, 1.0, 999424)
-    tables["trust_region_family_1m.csv"] = runs(["Hopper-v5"], -1.0, 999424)
-    three = {r.id: r for r in ref.rows(tables.__getitem__, [ref.AT_1M])}
-    assert list(three) == ["E1-SPO-ref-1M", "E1-SPO-ref-1M-HalfCheetah", "E1-SPO-ref-1M-Hopper",
-                           "E1-SPO-ref-1M-Walker2d"]  # fmt: skip
-    assert three["E1-SPO-ref-1M"].verdict == claims.HOLDS
-    assert three["E1-SPO-ref-1M"].seeds == "7 per task, 21 pairs"
-    assert "on Hopper-v5 at 999,424 steps (7 pairs, row E1-SPO-1M; HalfCheetah-v5 and " \
-        "Walker2d-v5 not run there at this budget) -> holds in the paper's" in (
-        three["E1-SPO-ref-1M"].our_setting)  # fmt: skip
-    assert "not rerun" not in three["E1-SPO-ref-1M"].our_setting
-    assert three["E1-SPO-ref-1M-Walker2d"].our_setting.endswith(
-        "; not run in CleanRL's setting at 999,424 steps -> holds in the paper's"
-    )
-    assert "was does not hold in CleanRL's setting" in three["E1-SPO-ref-1M-Hopper"].our_setting
-    assert "(7 pairs, row E1-SPO-1M) -> holds" in three["E1-SPO-ref-1M-Hopper"].our_setting
-    tables["spo_reference_1m.csv"] = runs(["envpool:Hopper-v5"], -1.0, 999424)
-    # a CSV whose runs took other minibatches than the words say is refused
-    tables["spo_reference_1m.csv"][3]["grad_steps"] = str(999424 // 2048 * 320)
-    with pytest.raises(ValueError, match="ppo seed 2 took 32 minibatches per epoch"):
-        ref.rows(tables.__getitem__, [ref.AT_1M])
-
-
-def test_one_factor_of_cleanrls_setting_is_set_beside_the_spo_references_own(claims):
-    from paper_figures import claims_spo_reference as ref
-
-    def runs(sign, minibatches, envs=("envpool:Hopper-v5",), steps=999424):
-        return [{"algo": algo, "env_id": e, "seed": str(s), "steps": str(steps), "train_s": "360",
-                 "final_eval_return": str(1000 + (algo == "spo") * sign * s),
-                 "grad_steps": str(steps // 2048 * 10 * minibatches)}
-                for e in envs for s in range(1, 8) for algo in ("spo", "ppo")]  # fmt: skip
-
-    tables = {"spo_reference_1m.csv": runs(-1.0, 4), "spo_reference_mb32_1m.csv": runs(1.0, 32),
-              "spo_reference_1x2048_1m.csv": runs(0.0, 4)}  # fmt: skip
-    mb32, wide = ref.ablation_rows(tables.__getitem__, [ref.MB32, ref.LAYOUT])
-    assert (mb32.id, wide.id) == ("E1-SPO-ref-1M-mb32", "E1-SPO-ref-1M-1x2048")
-    assert mb32.verdict == claims.HOLDS and wide.verdict == claims.INCONCLUSIVE
-    assert mb32.claim == "SPO outperforms PPO" and mb32.seeds == "7 per task, 7 pairs"
-    assert mb32.our_setting.startswith(
-        "the paper's own setting with one factor of CleanRL's (32 minibatches for 4 minibatches)"
-    )
-    assert "8 envs x 256 steps per batch, 32 minibatches x 10 epochs" in mb32.our_setting
-    assert "1 env x 2,048 steps per batch, 4 minibatches x 10 epochs" in wide.our_setting
-    was = "was does not hold in the paper's own setting (7 pairs, row E1-SPO-ref-1M) -> holds "
-    assert was in mb32.our_setting
-    assert "HalfCheetah-v5 and Walker2d-v5 not rerun" in mb32.our_setting
-    assert "1.4 CPU-hours" in mb32.budget and claims.SPO_BUDGET in mb32.budget
-    assert mb32.evidence == "spo_reference_mb32_1m.csv, spo_reference_1m.csv"
-    # the words are checked against the runs' gradient steps, and the budgets against each other
-    tables["spo_reference_mb32_1m.csv"] = runs(1.0, 4)
-    with pytest.raises(ValueError, match="took 4 minibatches per epoch"):
-        ref.ablation_rows(tables.__getitem__, [ref.MB32])
-    tables["spo_reference_mb32_1m.csv"] = runs(1.0, 32, steps=299008)
-    with pytest.raises(ValueError, match="different tasks or budgets"):
-        ref.ablation_rows(tables.__getitem__, [ref.MB32])
-    # beside a reference that ran three tasks, a one-task ablation is set beside that task's row
-    three = ("envpool:HalfCheetah-v5", "envpool:Hopper-v5", "envpool:Walker2d-v5")
-    tables["spo_reference_1m.csv"] = runs(-1.0, 4, envs=three)
-    tables["spo_reference_mb32_1m.csv"] = runs(1.0, 32)
-    (beside,) = ref.ablation_rows(tables.__getitem__, [ref.MB32])
-    assert "(7 pairs, row E1-SPO-ref-1M-Hopper) -> holds with 32" in beside.our_setting
-    tables["spo_reference_mb32_1m.csv"] = runs(1.0, 32, envs=("envpool:Ant-v5",))
-    with pytest.raises(ValueError, match="different tasks or budgets"):
-        ref.ablation_rows(tables.__getitem__, [ref.MB32])
-
-
-def test_each_one_factor_rows_words_are_what_its_flags_make_of_the_references_setting(claims):
-    """The reference's protocol flags, then an ablation's flags after --, parsed by the scripts
-    that ran them: the setting they make is the one the row's words state, factor by factor."""
-    import importlib.util
-
-    from algos import ppo, spo
-    from controlrl.cli import parse
-    from paper_figures import claims_spo_reference as ref
-
-    path = claims.ROOT / "paper_figures" / "trust_region_family.py"
-    spec = importlib.util.spec_from_file_location("trust_region_family", path)
-    family = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(family)
-
-    def words(args) -> list[str]:
-        hidden, critic = ("-".join(map(str, h)) for h in (args.hidden_sizes,
-                                                           args.critic_hidden_sizes))  # fmt: skip
-        envs = "1 env" if args.num_envs == 1 else f"{args.num_envs} envs"
-        timeouts = "as terminal" if args.truncation_as_terminal else "bootstrapped"
-        return [f"the {len(args.hidden_sizes) + 1}-layer tanh policy ({hidden}",
-                f"and {critic} critic", f"{envs} x {args.num_steps:,} steps per batch",
-                f"{args.num_minibatches} minibatches x {args.update_epochs} epochs",
-                f"timeouts {timeouts}"]  # fmt: skip
-
-    cases = [(ref.SETTING, "")] + [(ref.SETTING.replace(*w), f) for _, w, f, _ in ref.ABLATIONS]
-    for setting, flags in cases:
-        for algo in (ppo, spo):
-            argv = family.PROTOCOLS["spo-reference"][algo.__name__.split(".")[-1]] + flags.split()
-            for w in words(parse(algo.Args, argv)):
-                assert w in setting, (flags, w)
-    assert len({f for _, _, f, _ in ref.ABLATIONS}) == len(ref.ABLATIONS) > 1
 
 
 def test_every_control_and_offline_rerun_row_states_its_compute_or_that_none_was_recorded(claims):

@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from paper_figures.claims_spo_reference import ABLATIONS
-
 ROOT = Path(__file__).resolve().parents[2]
 TOY = ["--num-steps", "256", "--num-minibatches", "4", "--update-epochs", "1"]
 TOY += ["--eval-episodes", "1"]
@@ -69,17 +67,7 @@ COMMITTED = {  # the committed family figures and the flags that made them
     "trust_region_family_49k": ["--seeds", "5", "--total-timesteps", "49152"],
     "trust_region_family_1m": [*FIVE, "--envs", "Hopper-v5", "--seeds", "7", "--total-timesteps",
                                "1000000"],
-    "spo_reference_300k": ["--protocol", "spo-reference", "--algos", "ppo,spo", "--envs",
-                           "envpool:Hopper-v5", "--seeds", "7", "--total-timesteps", "300000"],
-    "spo_reference_1m": ["--protocol", "spo-reference", "--algos", "ppo,spo", "--envs",
-                         "envpool:Hopper-v5,envpool:HalfCheetah-v5,envpool:Walker2d-v5",
-                         "--seeds", "7", "--total-timesteps", "1000000"],
-    # each one-factor ablation: the reference's protocol on Hopper at 1M, its flags after --
-    **dict.fromkeys((name for name, *_ in ABLATIONS),
-                    ["--protocol", "spo-reference", "--algos", "ppo,spo", "--envs",
-                     "envpool:Hopper-v5", "--seeds", "7", "--total-timesteps", "1000000"]),
 }  # fmt: skip
-EXTRA = {name: flags.split() for name, _, flags, _ in ABLATIONS}  # the flags after --
 
 
 def test_a_figure_names_the_flags_that_changed_its_setting_from_the_protocol():
@@ -101,7 +89,7 @@ def test_committed_family_figure_redraws_from_its_csvs_alone(name, tmp_path):
         shutil.copy(out / f, tmp_path / f)
     fam = _load("trust_region_family")
     fam.main([*COMMITTED[name], "--keep-committed", "--name", name, "--out", str(tmp_path),
-              "--sweep-dir", str(tmp_path / "none"), "--", *EXTRA.get(name, [])])  # fmt: skip
+              "--sweep-dir", str(tmp_path / "none")])  # fmt: skip
     assert (tmp_path / f"{name}.png").stat().st_size > 5000
     for f in files:
         assert (tmp_path / f).read_bytes() == (out / f).read_bytes(), f
