@@ -192,109 +192,6 @@ E1_METRIC = (
 )
 
 
-FIRST_TASK = "Hopper-v5"  # the 300k reruns ran it alone first; the other tasks were added to it
-
-
-def grown_text(rid: str, verdict: str, envs, per_task: dict[str, str]) -> str:
-    """' -> <verdict>' for a rerun on one task; on several, the verdict on FIRST_TASK alone (the
-    row's verdict before the others were added) -> the pooled one, and each task's verdict."""
-    if len(envs) == 1:
-        return f" -> {verdict}"
-    first = per_task.get(f"{rid}-{FIRST_TASK.split('-')[0]}")
-    tasks = ", ".join(f"{e} {per_task[rid + '-' + e.split('-')[0]]}" for e in envs)
-    text = f" -> {first} on {FIRST_TASK} alone at this budget" if first else ""
-    text += f" -> {verdict} pooled over the {len(envs)} tasks"
-    return f"{text}; per task (rows {rid}-<task>): {tasks}"
-
-
-def _depth_gap(rows) -> np.ndarray:
-    """Per (env, seed): (SPO - PPO at the deepest) - (SPO - PPO at the shallowest), divided by
-    the spread (max - min) of the final returns of that env's runs at those two depths, so that
-    pooled over tasks no task's scale dominates (as normalised_diffs does for E1)."""
-    envs = sorted({r["env_id"] for r in rows})
-    depths = sorted({int(r["depth"]) for r in rows})
-    lo, hi = str(depths[0]), str(depths[-1])
-    diffs = []
-    for e in envs:
-        every = [
-            float(r["final_eval_return"])
-            for r in rows
-            if r["env_id"] == e and r["depth"] in (lo, hi) and r["algo"] in ("spo", "ppo")
-        ]
-        spread = max(every) - min(every) or 1.0
-        gap = {}
-        for depth in (lo, hi):
-            spo = values(rows, "final_eval_return", algo="spo", env_id=e, depth=depth)
-            ppo = values(rows, "final_eval_return", algo="ppo", env_id=e, depth=depth)
-            gap[depth] = {s: spo[s] - ppo[s] for s in spo if s in ppo}
-        diffs += [(gap[hi][s] - gap[lo][s]) / spread for s in sorted(gap[hi]) if s in gap[lo]]
-    return np.array(diffs)
-
-
-E2_PAPER = "Simple Policy Optimization (arXiv 2401.16025)"
-E2_CLAIM = "SPO's advantage over PPO grows with network depth"
-E2_SETTING = "deep policy networks trained end to end"
-E2_METRIC = (
-    "final deterministic evaluation return: (SPO - PPO at the deepest) - (SPO - PPO at "
-    "the shallowest), divided per task by the spread (max - min) of its runs' returns"
-)
-
-
-def depth_budget(rows) -> str:
-    """E2's budget column: our steps, the SPO reference's budget, the CPU-hours of every run."""
-    return (
-        f"ours {int(rows[0]['steps']):,} env steps per run; "
-        f"{sum(float(r['train_s']) for r in rows) / 3600:.1f} CPU-hours of collection and "
-        f"updates in all (the depth-2 runs are the trust-region family's); {SPO_BUDGET}"
-    )
-
-
-def depth_setting(rows) -> str:
-    """E2's transplant in words: the tasks, the two depths, the nets and the layout."""
-    envs = sorted({r["env_id"] for r in rows})
-    sizes = {int(r["depth"]): r["hidden_sizes"] for r in rows}
-    lo, hi = min(sizes), max(sizes)
-    deep = ", the SPO reference's 7-layer policy (six hidden layers) with one more 64-unit layer"
-    return (
-        f"transplant: {', '.join(envs)}, policy depth {lo} vs {hi} hidden layers ({sizes[lo]} vs "
-        f"{sizes[hi]}{deep * (sizes[hi] == '256-256-128-128-64-64-64')}; critics 64-64 as in the "
-        f"paper; {layout('ppo')}){cut_tasks(envs)}"
-    )
-
-
-def depth_rows() -> list[Row]:
-    """E2 pooled over the tasks of depth_sweep.csv, then (with several) one row per task."""
-    rows, old = read("depth_sweep.csv"), read("depth_sweep_49k.csv")
-    envs = sorted({r["env_id"] for r in rows})
-    diffs = _depth_gap(rows)
-    stat, verdict, det = paired_verdict(diffs, ".4g")
-    was = paired_verdict(_depth_gap(old), ".4g")[1]
-    old_envs = ", ".join(sorted({r["env_id"] for r in old}))
-    n_old = len({r["seed"] for r in old})
-    n_seeds = len({r["seed"] for r in rows})
-    budget = depth_budget(rows)
-    files = "depth_sweep.csv, depth_sweep_49k.csv"
-    per_task = []
-    for e in envs if len(envs) > 1 else []:
-        d = _depth_gap([r for r in rows if r["env_id"] == e])
-        e_stat, e_verdict, e_det = paired_verdict(d, ".4g")
-        where = f"transplant: {e} alone, the runs of E2"
-        if any(r["env_id"] == e for r in old):
-            e_was = paired_verdict(_depth_gap([r for r in old if r["env_id"] == e]), ".4g")[1]
-            where += f"; was {e_was} at 49,152 steps ({n_old} seeds) -> {e_verdict}"
-        per_task.append(Row(f"E2-{e.split('-')[0]}", E2_PAPER, f"{E2_CLAIM}, on {e}", E2_SETTING,
-                            where, budget, f"{d.size} pairs", E2_METRIC, e_stat, e_verdict, e_det,
-                            files))  # fmt: skip
-    where = (
-        f"{depth_setting(rows)}; was {was} at 49,152 steps ({old_envs}, {n_old} seeds)"
-        + grown_text("E2", verdict, envs, {r.id: r.verdict for r in per_task})
-    )
-    n = f"{n_seeds} per task, {diffs.size} pairs"
-    pooled = Row("E2", E2_PAPER, E2_CLAIM, E2_SETTING, where, budget, n, E2_METRIC, stat, verdict,
-                 det, files)  # fmt: skip
-    return [pooled, *per_task]
-
-
 IQL_RERUN = (
     "rerun at 100,000 gradient steps on hopper-medium, hopper-medium-replay, "
     "walker2d-medium-replay and halfcheetah-medium-replay (the declared experiment iql-100k: "
@@ -520,7 +417,6 @@ def all_rows() -> list[Row]:
     from paper_figures import (  # they import this module
         claims_brax,
         claims_cheap,
-        claims_family_1m,
     )
     from paper_figures.claims_fpo_under import rows as fpo_under_rows
     from paper_figures.claims_hard_starts import rows as hard_start_rows
@@ -530,9 +426,7 @@ def all_rows() -> list[Row]:
     from paper_figures.claims_tpo import rows as tpo_rows  # it imports this module
 
     rows = (
-        depth_rows()
-        + claims_family_1m.depth_rows(read)
-        + iql_rows()
+        iql_rows()
         + dppo_rows()
         + fpo_rows()
         + fpo_under_rows(read)

@@ -491,45 +491,6 @@ def dmc(read: Read) -> str:
     return f"`out/ppo_dmc.csv`, {kind(n)} over {n} seeds:\n\n" + text
 
 
-@table("depth")
-def depth(read: Read) -> str:
-    return _depth(read, "depth_sweep")
-
-
-@table("depth-1m")
-def depth_1m(read: Read) -> str:
-    return _depth(read, "depth_sweep_1m")
-
-
-def _depth(read: Read, name: str) -> str:
-    """Per depth: each algorithm's mean |r - 1| and its final training return on each task."""
-    rows = read(f"{name}.csv")
-    depths = sorted({r["depth"] for r in rows}, key=int)
-    envs = list(dict.fromkeys(r["env_id"] for r in rows))
-    body, groups = [], []
-    for d in depths:
-        cells = []
-        for algo in ("ppo", "spo"):
-            g = rows_where(rows, algo=algo, depth=d)
-            cells.append(f(np.mean(col(g, "ratio_dev_mean")), ".3f"))
-        for algo in ("ppo", "spo"):
-            per_env = []
-            for e in envs:
-                g = rows_where(rows, algo=algo, depth=d, env_id=e)
-                groups.append(g)
-                per_env.append(f(np.mean(col(g, "final_train_return"))))
-            cells.append(" / ".join(per_env))
-        body.append([d, *cells])
-    n = uniform_n(groups)
-    names = " / ".join(e.split("-")[0] for e in envs)
-    steps = " / ".join(f"{s:,}" for s in sorted({int(r["steps"]) for r in rows}))
-    return (
-        f"`out/{name}.csv`, {steps} steps per run, mean over {n} seeds:\n\n"
-        + md(["depth", "PPO mean \\|r - 1\\|", "SPO mean \\|r - 1\\|", f"PPO train: {names}",
-              f"SPO train: {names}"], body, ["---", "---:", "---:", "---", "---"])
-    )  # fmt: skip
-
-
 TPO_NAMES = {
     "tpo": "TPO",
     "dg": "DG",

@@ -148,7 +148,7 @@ def toy_lines(exp: spec.Experiment, rows: list[dict]) -> list[Line]:
     keep = []
     for c in exp.claims:
         on = tuple(e for e in c.envs if e in envs)
-        if c.kind not in NO_EFFECT and {c.a, c.b} - {""} <= arms and (on or not c.envs):
+        if c.kind not in NO_EFFECT and {c.a, c.b, c.c, c.d} - {""} <= arms and (on or not c.envs):
             keep.append(dataclasses.replace(c, envs=on))
     return judge.lines(dataclasses.replace(exp, claims=tuple(keep), analysis=False), rows)
 

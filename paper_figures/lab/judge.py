@@ -53,11 +53,24 @@ def compare(exp: Experiment, claim: Claim, rows: list[dict], envs: list[str]):
         a = results.sample(rows, claim.a, claim.metric, envs)
         b = results.sample(rows, claim.b, claim.metric, envs)
         return protocol.unpaired(a, b)
+    if claim.kind == "contrast":
+        return contrast(exp, claim, rows, envs)
     d = results.differences(rows, claim, envs)
     if d.size == 0:
         raise ValueError(f"{exp.id} claim {claim.id}: no pairs of {claim.a} and {claim.b} on "
                          f"{', '.join(envs)}")  # fmt: skip
     return guarded(claim, rows, envs, protocol.paired(d, claim.kind, claim.margin, claim.shift))
+
+
+def contrast(exp: Experiment, claim: Claim, rows: list[dict], envs: list[str]):
+    """Kind contrast: (a - b) - (c - d) per (env, seed), judged as superior (the claim: > 0)."""
+    d = results.contrasts(rows, claim, envs)
+    if d.size == 0:
+        raise ValueError(f"{exp.id} claim {claim.id}: no seed of {claim.a}, {claim.b}, {claim.c} "
+                         f"and {claim.d} on {', '.join(envs)}")  # fmt: skip
+    j = protocol.paired(d, "superior", claim.margin, claim.shift)
+    j.kind = "contrast"
+    return j
 
 
 def guarded(claim: Claim, rows: list[dict], envs: list[str], j: protocol.Judgement):

@@ -117,6 +117,9 @@ def _claim_block(ln: Line, history: dict[str, str]) -> list[str]:
     if c.kind not in ("exact", "all-of"):
         side = f"{c.a} minus {c.b}" if c.b else c.a
         norm = ", min-max normalised per env over both arms" if c.normalise != "none" else ""
+        if c.kind == "contrast":
+            side = f"({c.a} minus {c.b}) minus ({c.c} minus {c.d})"
+            norm = norm.replace("both arms", "the four arms")
         out.append(f"- metric: {c.metric}, {side}{norm}; envs: {', '.join(ln.envs)}")
     if c.paper_setting:
         out.append(f"- the paper's setting: {c.paper_setting}")

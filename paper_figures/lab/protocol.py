@@ -46,6 +46,11 @@ RULES = [
     "minmax-pair normalisation: per env, (a - b) divided by the spread (max - min) of both arms' "
     "runs there, so that no task's scale dominates a pooled comparison.",
 ]
+RULES.append(
+    "contrast (an interaction of two cells, a - b against c - d): per seed and env the "
+    "difference (a - b) - (c - d), judged as superior (the claim: it is above 0); with "
+    "minmax-pair each env's contrast is divided by the spread of all four arms' runs there."
+)
 INCONCLUSIVE_RULES = [
     f"{UNDERPOWERED}: the test did not reject; 'detectable' is the smallest true difference the "
     "test used detects with power 0.8 at these pairs and this spread (normal differences)",

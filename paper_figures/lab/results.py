@@ -85,6 +85,7 @@ def claim_envs(exp: Experiment, claim: Claim, rows: list[dict]) -> list[str]:
         return list(claim.envs)
     ran = {(r["arm"], r["env"]) for r in rows}
     arms = [claim.a] + ([claim.b] if claim.b else [])
+    arms += [x for x in (claim.c, claim.d) if x]  # kind contrast's second cell
     return [e for e in exp.envs if all((a, e) in ran for a in arms)]
 
 
@@ -109,4 +110,20 @@ def sample(rows: list[dict], arm: str, metric: str, envs: list[str]) -> np.ndarr
     for env in envs:
         v = values(rows, arm, env, metric)
         out += [v[s] for s in sorted(v)]
+    return np.array(out, np.float64)
+
+
+def contrasts(rows: list[dict], claim: Claim, envs: list[str]) -> np.ndarray:
+    """Kind contrast, per (env, seed) in canonical order: (a - b) - (c - d) on the claim's
+    metric, normalised per env by the spread of all four arms' runs there when the claim says
+    minmax-pair; a seed counts where all four arms ran it."""
+    out = []
+    for env in envs:
+        v = [values(rows, arm, env, claim.metric) for arm in (claim.a, claim.b, claim.c, claim.d)]
+        spread = 1.0
+        if claim.normalise == "minmax-pair":
+            every = [x for side in v for x in side.values()]
+            spread = (max(every) - min(every)) or 1.0
+        seeds = sorted(set(v[0]) & set(v[1]) & set(v[2]) & set(v[3]))
+        out += [((v[0][s] - v[1][s]) - (v[2][s] - v[3][s])) / spread for s in seeds]
     return np.array(out, np.float64)

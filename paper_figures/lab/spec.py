@@ -20,6 +20,7 @@ ROOT = FIGURES.parent
 DECLARATION = "experiment.toml"
 KINDS = ("superior", "inferior", "non-inferior", "equivalent", "above", "below", "unpaired")
 KINDS += ("all-of", "exact")
+KINDS += ("contrast",)  # (a - b) - (c - d) > 0 per (env, seed): an interaction of two cells
 MAX_CLAIM = 110  # characters of a ledger line's claim; a longer claim needs a `short`
 
 
@@ -89,6 +90,8 @@ class Claim:
     part: bool = False  # a part of an all-of claim: judged and adjusted, not counted on its own
     guard: float | None = None  # inconclusive unless an arm's mean of the metric reaches it
     guard_why: str = ""
+    c: str = ""  # kind "contrast": the second cell's arms, the claim (a - b) - (c - d) > 0
+    d: str = ""
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,7 @@ CLAIM |= {"margin_why": str, "shift": str, "bar": float, "bar_why": str, "of": l
 CLAIM |= {"paper_setting": str, "setting": str, "note": str, "posthoc": str, "supersedes": list}
 CLAIM |= {"part": bool}
 CLAIM |= {"guard": float, "guard_why": str}
+CLAIM |= {"c": str, "d": str}
 PAPER = {"key": str, "title": str, "arxiv": str, "ref": str}
 TOY = {"seeds": object, "steps": int, "flags": list, "envs": list, "arms": list}
 
@@ -336,6 +340,7 @@ def _claim(c: dict, i: int, where: str, papers, arms, envs, run) -> Claim:
                 raise SpecError(f"{where}: '{side}' must name an arm, got {c.get(side)!r}")
         if "metric" not in c:
             raise SpecError(f"{where}: missing key 'metric'")
+    _contrast_arms(c, where, kind, arms)
     if kind in ("non-inferior", "equivalent") and "margin" not in c:
         raise SpecError(f"{where}: kind {kind} needs a margin (and margin_why)")
     if "margin" in c and not c.get("margin_why"):
@@ -376,7 +381,20 @@ def _claim(c: dict, i: int, where: str, papers, arms, envs, run) -> Claim:
         supersedes=_strs(c.get("supersedes", []), f"{where} supersedes"),
         part=c.get("part", False),
         **_guard(c, where),
+        c=c.get("c", ""),
+        d=c.get("d", ""),
     )
+
+
+def _contrast_arms(c: dict, where: str, kind: str, arms) -> None:
+    """Kind contrast names four arms (a, b, c, d); any other kind names no c or d."""
+    if kind != "contrast":
+        if "c" in c or "d" in c:
+            raise SpecError(f"{where}: 'c' and 'd' belong to kind contrast, not {kind}")
+        return
+    for side in ("c", "d"):
+        if c.get(side) not in arms:
+            raise SpecError(f"{where}: '{side}' must name an arm, got {c.get(side)!r}")
 
 
 def _guard(c: dict, where: str) -> dict:

@@ -43,8 +43,8 @@ def test_committed_ledger_is_what_the_csvs_give(claims):
 
 
 def test_missing_csv_is_an_error_naming_it(claims):
-    (claims.OUT / "depth_sweep.csv").unlink()
-    assert any("depth_sweep.csv" in p for p in claims.check())
+    (claims.OUT / "dppo_finetune.csv").unlink()
+    assert any("dppo_finetune.csv" in p for p in claims.check())
 
 
 def test_edited_quote_or_csv_number_fails_the_check(claims, tmp_path):
@@ -94,57 +94,6 @@ def test_normalised_differences_are_per_task_min_max(claims):
     d = claims.normalised_diffs(rows, "v", "x", "y", ["A", "B"])
     # on B the spread is x's and y's (1000 - 500): the third algorithm z does not enter
     np.testing.assert_allclose(d, [1.0, 1.0])
-
-
-def test_depth_gap_is_per_task_normalised_by_the_spread_of_its_runs(claims):
-    rows = []
-    for env, scale in (("A", 1.0), ("B", 100.0)):
-        for depth, spo, ppo in (("2", 4.0, 2.0), ("4", 50.0, -50.0), ("7", 9.0, 1.0)):
-            for algo, v in (("spo", spo), ("ppo", ppo)):
-                rows.append({"algo": algo, "env_id": env, "seed": "1", "depth": depth,
-                             "final_eval_return": str(scale * v)})  # fmt: skip
-    # (9 - 1) - (4 - 2) = 6 over the spread 9 - 1 at depths 2 and 7 (depth 4 does not enter),
-    # the same on B at a hundred times the scale
-    np.testing.assert_allclose(claims._depth_gap(rows), [0.75, 0.75])
-
-
-def test_a_pooled_row_names_its_verdict_on_the_first_task_alone_and_each_tasks(claims):
-    assert claims.grown_text("E1-X", "holds", ["Hopper-v5"], {}) == " -> holds"
-    per = {"E1-X-Hopper": "does not hold", "E1-X-Walker2d": "holds"}
-    text = claims.grown_text("E1-X", "inconclusive", ["Hopper-v5", "Walker2d-v5"], per)
-    assert text.startswith(" -> does not hold on Hopper-v5 alone at this budget -> inconclusive")
-    assert text.endswith("Hopper-v5 does not hold, Walker2d-v5 holds")
-    per = {"E1-X-HalfCheetah": "holds", "E1-X-Walker2d": "holds"}  # no first task: no old verdict
-    text = claims.grown_text("E1-X", "holds", ["HalfCheetah-v5", "Walker2d-v5"], per)
-    assert text.startswith(" -> holds pooled over the 2 tasks")
-
-
-def test_depth_rows_pool_the_tasks_then_give_each_task_its_row(claims):
-    import csv
-
-    rows = []
-    for env, sign in (("Hopper-v5", 1.0), ("Walker2d-v5", -1.0)):  # the gap grows on one only
-        for seed in range(1, 8):
-            for depth, spo in (("2", 100.0), ("7", 100.0 + sign * (10 + seed))):
-                for algo, value in (("spo", spo), ("ppo", 100.0)):
-                    run = {
-                        "algo": algo,
-                        "env_id": env,
-                        "seed": seed,
-                        "depth": depth,
-                        "hidden_sizes": "64-64" if depth == "2" else "64-64-64-64-64-64-64",
-                    }
-                    rows.append({**run, "steps": 1000, "final_eval_return": value, "train_s": 1})
-    with (claims.OUT / "depth_sweep.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    out = {r.id: r for r in claims.depth_rows()}
-    assert list(out) == ["E2", "E2-Hopper", "E2-Walker2d"]
-    assert out["E2-Hopper"].verdict == claims.HOLDS and out["E2-Walker2d"].verdict == claims.FAILS
-    assert out["E2"].verdict == claims.INCONCLUSIVE and out["E2"].seeds == "7 per task, 14 pairs"
-    assert "-> holds on Hopper-v5 alone at this budget -> inconclusive" in out["E2"].our_setting
-    assert out["E2-Walker2d"].our_setting.endswith("-> does not hold")  # the 49k sweep ran it
 
 
 def edit_in_block(text: str, name: str, old: str, new: str) -> str:
@@ -369,44 +318,6 @@ def test_dppo_rows_pair_by_seed_take_out_the_clone_gap_and_state_the_old_verdict
     assert "on walker2d-medium (3 pairs) -> holds" in walk.our_setting
     assert "7.0 hours of collection and updates summed over the 14 runs" in walk.budget
     assert not any("not rerun" in r.our_setting for r in rows)
-
-
-def test_e2_at_1m_restates_the_depth_gap_on_its_tasks_beside_the_300k_verdict(claims):
-    from paper_figures import claims_family_1m
-
-    def runs(steps, sign, envs):  # SPO - PPO grows (sign > 0) by seed from depth 2 to depth 7
-        nets = {"2": "64-64", "7": "256-256-128-128-64-64-64"}
-        return [{"algo": algo, "env_id": e, "seed": str(s), "depth": depth, "steps": str(steps),
-                 "hidden_sizes": nets[depth], "train_s": "600",
-                 "final_eval_return": str(1000 + (algo == "spo") * gap)}
-                for e in envs for s in range(1, 8) for depth, gap in (("2", 0.0), ("7", sign * s))
-                for algo in ("spo", "ppo")]  # fmt: skip
-
-    tables = {
-        "depth_sweep_1m.csv": runs(999424, 1.0, ["Hopper-v5"]),
-        # at 300k the gap shrinks on Hopper and grows on Walker2d: only Hopper may enter
-        "depth_sweep.csv": runs(299008, -1.0, ["Hopper-v5"]) + runs(299008, 50.0, ["Walker2d-v5"]),
-    }
-    row, deep = claims_family_1m.depth_rows(tables.__getitem__)
-    assert row.id == "E2-1M" and row.claim == claims.E2_CLAIM
-    assert row.verdict == claims.HOLDS and row.seeds == "7 per task, 7 pairs"
-    assert "; was does not hold on Hopper-v5 at 299,008 steps (7 pairs, row E2-Hopper)" in (
-        row.our_setting
-    )
-    assert row.our_setting.endswith("-> holds at 999,424 steps")
-    assert "policy depth 2 vs 7 hidden layers (64-64 vs 256-256-128-128-64-64-64, the SPO" in (
-        row.our_setting
-    )
-    assert "HalfCheetah-v5 and Walker2d-v5 not rerun at this budget" in row.our_setting
-    assert row.budget.startswith("ours 999,424 env steps per run; 4.7 CPU-hours")
-    assert claims.SPO_BUDGET in row.budget
-    assert row.evidence == "depth_sweep_1m.csv, depth_sweep.csv"
-    # SPO vs PPO both deep: every seed's SPO above PPO at 1M, below at 300k on Hopper
-    assert deep.id == "E2-deep-1M" and deep.verdict == claims.HOLDS and "p=0.0156" in deep.statistic
-    assert "was does not hold on Hopper-v5 at 299,008 steps (7 pairs, the depth-7 runs" in (
-        deep.our_setting
-    )
-    assert deep.our_setting.endswith("-> holds at 999,424 steps") and deep.budget == row.budget
 
 
 def test_every_control_and_offline_rerun_row_states_its_compute_or_that_none_was_recorded(claims):

@@ -1,4 +1,4 @@
-"""The trust-region family and depth-sweep figures at toy size: train, plot, write the CSVs."""
+"""The trust-region family figure at toy size: train, plot, write the CSVs."""
 
 import csv
 import importlib.util
@@ -97,7 +97,7 @@ def test_committed_family_figure_redraws_from_its_csvs_alone(name, tmp_path):
 
 def test_runs_of_a_backend_id_are_found_where_the_sweep_writes_them(tmp_path):
     """An 'envpool:<id>' run lives in the directory the sweep runner plans for it: the family
-    and depth scripts read it back from there (a colon is no path character)."""
+    script reads it back from there (a colon is no path character)."""
     import argparse
     import json
 
@@ -118,12 +118,6 @@ def test_runs_of_a_backend_id_are_found_where_the_sweep_writes_them(tmp_path):
     args = argparse.Namespace(sweep_dir=tmp_path, final_window=4096)
     (found,) = fam.collect(args, ["ppo"], [env])
     assert found["row"]["env_id"] == env and found["row"]["final_eval_return"] == 7.0
-    depth = _load("depth_sweep")
-    args = argparse.Namespace(sweep_dir=tmp_path, final_window=4096, shallow_from=None)
-    (tmp_path / "d4").mkdir()
-    (tmp_path / "ppo").rename(tmp_path / "d4" / "ppo")
-    (row,) = depth.collect(args, ["ppo"], [env], [4])
-    assert row["env_id"] == env and row["steps"] == 4096 and row["train_s"] == 3.0
 
 
 def _load(name: str):
@@ -134,59 +128,11 @@ def _load(name: str):
     return module
 
 
-@pytest.mark.slow
-def test_depth_sweep_toy(tmp_path):
-    cmd = [sys.executable, "paper_figures/depth_sweep.py", "--train", "--envs", "Hopper-v5"]
-    cmd += ["--depths", "2,7", "--seeds", "2", "--total-timesteps", "512"]
-    cmd += ["--final-window", "512", "--sweep-dir", str(tmp_path / "sweep")]
-    cmd += ["--out", str(tmp_path / "out"), "--name", "depth_toy", "--", *TOY]
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stderr[-3000:]
-    wrote = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert wrote == ["depth_toy.csv", "depth_toy.png"]
-    rows = list(csv.DictReader((tmp_path / "out" / "depth_toy.csv").open()))
-    assert sorted({(r["algo"], r["depth"]) for r in rows}) == [
-        ("ppo", "2"),
-        ("ppo", "7"),
-        ("spo", "2"),
-        ("spo", "7"),
-    ]
-    assert {r["hidden_sizes"] for r in rows if r["depth"] == "7"} == {"256-256-128-128-64-64-64"}
-    assert (tmp_path / "out" / "depth_toy.png").stat().st_size > 5000
-
-
 def _script(name: str):
     spec = importlib.util.spec_from_file_location(name, ROOT / "paper_figures" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.mark.parametrize("algo", ["ppo", "spo"])
-def test_depth_two_runs_may_come_from_the_family_only_with_equal_flags(algo, tmp_path):
-    """--shallow-from: a family run (its protocol's flags, as trust_region_family.py passes
-    them) is accepted as depth 2; a changed evaluation or critic is refused."""
-    import importlib
-    import json
-
-    from controlrl.cli import parse
-
-    fam, depth = _script("trust_region_family"), _script("depth_sweep")
-    argv = ["--env-id", "Hopper-v5", "--seed", "3", "--total-timesteps", "4096"]
-    argv += ["--eval-every", "0", "--eval-episodes", "5", *fam.PROTOCOLS["common"][algo]]
-    saved = vars(parse(importlib.import_module(f"algos.{algo}").Args, argv))
-    saved = {k: list(v) if isinstance(v, tuple) else v for k, v in saved.items()}
-    args = type("A", (), {"total_timesteps": 4096, "extra": []})()
-    run = tmp_path / "seed3"
-    run.mkdir()
-    for change, ok in [({}, True), ({"eval_episodes": 10}, False),
-                       ({"critic_hidden_sizes": [32, 32]}, False)]:  # fmt: skip
-        (run / "config.json").write_text(json.dumps({"args": {**saved, **change}}))
-        if ok:
-            depth.check_shallow(run, algo, args)
-        else:
-            with pytest.raises(SystemExit, match="differ"):
-                depth.check_shallow(run, algo, args)
 
 
 def test_keep_committed_grows_the_study_by_tasks_and_refuses_another_budget(tmp_path):
@@ -207,25 +153,3 @@ def test_keep_committed_grows_the_study_by_tasks_and_refuses_another_budget(tmp_
     other = [{"row": {**swept[0]["row"], "steps": 8192}}]
     with pytest.raises(SystemExit, match="ppo runs of \\[4096\\] steps"):
         fam.keep(other, tmp_path, ["ppo", "trpo"], "fam")
-
-
-def test_depth_sweep_keep_committed_grows_by_tasks_and_refuses_another_budget(tmp_path):
-    """depth_sweep.keep(): committed (algorithm, env, depth) rows the sweep has none of come
-    back, other envs and depths outside --depths aside; other steps are refused."""
-    depth = _script("depth_sweep")
-    envs = ("Hopper-v5", "Walker2d-v5")
-    committed = [{"algo": a, "env_id": e, "depth": d, "steps": 4096, "final_train_return": 1.0,
-                  "final_eval_return": 2.0, "ratio_dev_mean": 0.1}
-                 for a in ("ppo", "spo") for e in envs for d in (2, 4, 7)]  # fmt: skip
-    with (tmp_path / "depth_sweep.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(committed[0]))
-        writer.writeheader()
-        writer.writerows(committed)
-    swept = [{"algo": "ppo", "env_id": "Walker2d-v5", "depth": 7, "steps": 4096}]
-    kept = depth.keep(tmp_path / "depth_sweep.csv", swept, ["ppo", "spo"], [2, 7])
-    got = sorted((r["algo"], r["env_id"], r["depth"]) for r in kept)
-    assert len(got) == 7 and ("ppo", "Walker2d-v5", 7) not in got
-    assert all(d != 4 for _, _, d in got) and ("spo", "Hopper-v5", 2) in got
-    assert kept[0]["steps"] == 4096 and kept[0]["final_eval_return"] == 2.0
-    with pytest.raises(SystemExit, match="ppo at depth 7 with \\[4096\\] steps"):
-        depth.keep(tmp_path / "depth_sweep.csv", [{**swept[0], "steps": 8192}], ["ppo"], [7])

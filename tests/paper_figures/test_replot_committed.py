@@ -12,10 +12,6 @@ ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "paper_figures" / "out"
 
 CASES = {
-    "depth_sweep": (["depth_sweep.csv"], ["--from-csv"], "depth_sweep.png"),
-    "depth_sweep:1m": (["depth_sweep_1m.csv"], ["--from-csv", "--envs", "Hopper-v5", "--depths",
-                                                 "2,7", "--name", "depth_sweep_1m"],
-                       "depth_sweep_1m.png"),
     "mujoco_results": (["trpo_mujoco.csv"], ["--algo", "trpo", "--from-csv"], "trpo_mujoco.png"),
     "dppo_finetune": (
         ["dppo_finetune.csv", "dppo_finetune_curves.csv"], ["--replot"], "dppo_finetune.png"
