@@ -54,10 +54,10 @@ def test_edited_quote_or_csv_number_fails_the_check(claims, tmp_path):
     assert claims.check()
     readme.write_text(text)
     assert claims.check() == []
-    path = claims.OUT / "depth_sweep.csv"
+    path = claims.OUT / "dppo_finetune.csv"
     lines = path.read_text().splitlines()
     fields = lines[1].split(",")
-    fields[7] = str(float(fields[7]) + 1000.0)  # final_eval_return of one run
+    fields[5] = str(float(fields[5]) + 1000.0)  # final_return of one run
     path.write_text("\n".join([lines[0], ",".join(fields), *lines[2:]]) + "\n")
     assert claims.check()
 
@@ -329,6 +329,6 @@ def test_every_control_and_offline_rerun_row_states_its_compute_or_that_none_was
     rerun = re.compile(rf"({families})(-|$)")
     ran = [r for r in claims.all_rows() if r.verdict not in (claims.CANNOT, claims.NOT_RUN)]
     rows = [r for r in ran if rerun.match(r.id)]
-    assert len(rows) > 20  # the rows not yet declared of these families
+    assert len(rows) > 10  # the rows not yet declared of these families
     for r in rows:
         assert "hours" in r.budget or "wall time" in r.budget, r.id
