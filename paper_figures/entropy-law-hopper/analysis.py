@@ -16,9 +16,8 @@ range instead of a CI.
 from __future__ import annotations
 
 import csv
-import importlib.util
+import importlib
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
@@ -47,20 +46,10 @@ VALUES = {
 }  # fmt: skip
 
 
-def script():
-    """paper_figures/entropy_law.py as a module."""
-    path = ROOT / "paper_figures" / "entropy_law.py"
-    spec = importlib.util.spec_from_file_location("entropy_law", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
 def run(exp: Experiment, toy: bool, target: Path) -> None:
     """Refit the committed points with the script (at any size: the training is the script's
     --train) and write one row per run."""
-    module = script()
+    module = importlib.import_module("paper_figures.entropy_law")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         for name in POINTS:

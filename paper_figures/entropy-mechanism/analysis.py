@@ -15,32 +15,15 @@ script's --toy (2,000 batches, two step sizes, B = 4, the aligned bandit).
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
-import sys
-import tempfile
 from pathlib import Path
 
-from paper_figures.lab import protocol
-from paper_figures.lab.spec import ROOT, Experiment
-
-
-def script():
-    """paper_figures/entropy_mechanism.py as a module."""
-    path = ROOT / "paper_figures" / "entropy_mechanism.py"
-    spec = importlib.util.spec_from_file_location("entropy_mechanism", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+from paper_figures.lab import protocol, runner
+from paper_figures.lab.spec import Experiment
 
 
 def run(exp: Experiment, toy: bool, target: Path) -> None:
     """Sample every row with the script (the toy: its --toy) and write its CSV as the table."""
-    module = script()
-    with tempfile.TemporaryDirectory() as tmp:
-        module.main(module.Args(out=tmp, toy=toy))
-        shutil.copyfile(Path(tmp) / "entropy_mechanism.csv", target)
+    runner.script_table("entropy_mechanism", toy, target)
 
 
 def judge(exp: Experiment, rows: list[dict]) -> dict[str, protocol.Judgement]:

@@ -10,35 +10,18 @@ script's --toy (20 seeds, 10 iterations, the first setting).
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
-import sys
-import tempfile
 from pathlib import Path
 
-from paper_figures.lab import protocol
-from paper_figures.lab.spec import ROOT, Experiment
+from paper_figures.lab import protocol, runner
+from paper_figures.lab.spec import Experiment
 
 SMALL = ("ref-kl", "mirror+ref")  # the small-step settings (p_ref 0.361, beta2 3)
 LARGE = ("no-population-fixed-point",)  # beta2 0.5
 
 
-def script():
-    """paper_figures/grpo_recurrence.py as a module."""
-    path = ROOT / "paper_figures" / "grpo_recurrence.py"
-    spec = importlib.util.spec_from_file_location("grpo_recurrence", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 def run(exp: Experiment, toy: bool, target: Path) -> None:
     """Sample every row with the script (the toy: its --toy) and write its CSV as the table."""
-    module = script()
-    with tempfile.TemporaryDirectory() as tmp:
-        module.main(module.Args(out=tmp, toy=toy))
-        shutil.copyfile(Path(tmp) / "grpo_recurrence.csv", target)
+    runner.script_table("grpo_recurrence", toy, target)
 
 
 def count_verdict(k: int, n: int) -> str:

@@ -26,6 +26,14 @@ def rows_of(exp: Experiment, target: Path | None = None) -> list[dict]:
     return read(target or path(exp), raw=not exp.arms)
 
 
+def row(exp: Experiment, arm: str, env: str, seed: int, steps: int, flags, values: dict) -> dict:
+    """One results row: the run's identity (algorithm, budget, full flags, digest) and metrics."""
+    algo = exp.arms[arm].algo
+    digest = run_digest(algo, flags, env, seed, steps)
+    identity = {"env": env, "arm": arm, "seed": seed, "algo": algo, "steps": steps}
+    return identity | {"digest": digest, "flags": " ".join(flags), **values}
+
+
 def write(target: Path, exp: Experiment, rows: list[dict]) -> None:
     """The table, rows in the canonical order (env as declared, arm as declared, seed)."""
     env_order = {e: i for i, e in enumerate(exp.envs)}

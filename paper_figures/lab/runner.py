@@ -3,11 +3,14 @@ and their collection into the results table."""
 
 from __future__ import annotations
 
+import importlib
+import shutil
+import tempfile
 from pathlib import Path
 
 from controlrl import experiment as sweep
 from paper_figures.lab import judge, metrics, results
-from paper_figures.lab.spec import ROOT, Experiment, run_digest
+from paper_figures.lab.spec import ROOT, Experiment
 
 SWEEPS = ROOT / "runs" / "lab"
 
@@ -85,13 +88,8 @@ def collect(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> list[dic
             window = exp.final_window
             per_seed = metrics.extract(run_dir, task.env_id, exp.metrics, window)
             for seed, values in sorted(per_seed.items()):
-                rows.append({
-                    "env": task.env_id, "arm": arm.name, "seed": seed, "algo": arm.algo,
-                    "steps": task.total_timesteps,
-                    "digest": run_digest(arm.algo, task.extra, task.env_id, seed,
-                                         task.total_timesteps),
-                    "flags": " ".join(task.extra), **values,
-                })  # fmt: skip
+                rows.append(results.row(exp, arm.name, task.env_id, seed,
+                                        task.total_timesteps, task.extra, values))  # fmt: skip
     return rows
 
 
@@ -108,3 +106,12 @@ def write(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> Path:
     target = results.path(exp, out=base(exp, toy, root) / "results" if toy else None)
     results.write(target, exp, rows)
     return target
+
+
+def script_table(name: str, toy: bool, target: Path) -> None:
+    """An exact experiment's table made by a figure script: paper_figures/<name>.py's main (its
+    toy size with toy=True) run into a scratch folder, its <name>.csv kept as `target`."""
+    module = importlib.import_module(f"paper_figures.{name}")
+    with tempfile.TemporaryDirectory() as tmp:
+        module.main(module.Args(out=tmp, toy=toy))
+        shutil.copyfile(Path(tmp) / f"{name}.csv", target)

@@ -94,10 +94,7 @@ def _fake_results(exp, diffs: list[float]) -> None:
     rows = []
     planned = sorted(exp.runs(), key=lambda r: r[0])  # grpo's six runs, then rgra's
     for (arm, env, seed, steps, flags), value in zip(planned, [0.5] * 6 + [0.5 - d for d in diffs]):
-        digest = spec.run_digest(exp.arms[arm].algo, flags, env, seed, steps)
-        rows.append({"env": env, "arm": arm, "seed": seed, "algo": exp.arms[arm].algo,
-                     "steps": steps, "digest": digest, "flags": " ".join(flags),
-                     "final_success": value})  # fmt: skip
+        rows.append(results.row(exp, arm, env, seed, steps, flags, {"final_success": value}))
     results.write(results.path(exp), exp, rows)
 
 

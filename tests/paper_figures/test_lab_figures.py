@@ -90,13 +90,9 @@ def exp(tmp_path):
 def _rows(exp, toy: bool) -> list[dict]:
     """A results table of every planned run (the toy's with toy=True): each arm's mean plus
     a small per-seed wobble, as runner.collect would give it."""
-    rows = []
-    for arm, env, seed, steps, flags in exp.runs(toy):
-        digest = spec.run_digest(exp.arms[arm].algo, flags, env, seed, steps)
-        rows.append({"env": env, "arm": arm, "seed": seed, "algo": exp.arms[arm].algo,
-                     "steps": steps, "digest": digest, "flags": " ".join(flags),
-                     "final_success": MEANS[arm] + 0.01 * np.sin(seed)})  # fmt: skip
-    return rows
+    return [results.row(exp, arm, env, seed, steps, flags,
+                        {"final_success": MEANS[arm] + 0.01 * np.sin(seed)})
+            for arm, env, seed, steps, flags in exp.runs(toy)]  # fmt: skip
 
 
 def test_the_toy_figure_is_drawn_from_a_toy_results_table(exp, tmp_path):
