@@ -110,7 +110,7 @@ def write(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> Path:
 
 def script_table(name: str, toy: bool, target: Path) -> None:
     """An exact experiment's table made by a figure script: paper_figures/<name>.py's main (its
-    toy size with toy=True) run into a scratch folder, its <name>.csv kept as `target`."""
+    toy size with toy=True) run into a temporary folder, its <name>.csv kept as `target`."""
     module = importlib.import_module(f"paper_figures.{name}")
     with tempfile.TemporaryDirectory() as tmp:
         module.main(module.Args(out=tmp, toy=toy))
