@@ -1,7 +1,8 @@
-"""python -m paper_figures list | run ID [--toy] [--workers N] | figure ID | report | check
+"""python -m paper_figures list | run | collect | figure | report | check (one command each)
 
 list     the declared experiments, their claims and arms
 run      train what is missing (resumable), collect the results table, draw its figure, report
+collect  write a script experiment's results table from its outputs already made (--from DIR)
 figure   draw an experiment's results/figure.png from its results and the judged ledger
 report   write CLAIMS.md, every experiment's page and the README blocks
 check    exit 1 if any of them differs from what the declarations and results give
@@ -10,6 +11,7 @@ check    exit 1 if any of them differs from what the declarations and results gi
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from envs.errors import ArgumentParser  # the one-line parser, without torch
 
@@ -26,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--workers", type=int, default=2, help="runs at once")
     run.add_argument("--backend", choices=("local", "ray"), default="local")
     run.add_argument("--address", default=None, help="a Ray cluster (with --backend ray)")
+    col = sub.add_parser("collect", help="a script's results table from its outputs in DIR")
+    col.add_argument("id", help="an experiment folder under paper_figures/ with a [run] script")
+    col.add_argument("--from", dest="source", required=True, help="the script's --out folder")
     fig = sub.add_parser("figure", help="draw one experiment's results/figure.png")
     fig.add_argument("id", help="an experiment folder under paper_figures/")
     sub.add_parser("report", help="write the ledger, pages and README blocks")
@@ -38,11 +43,17 @@ def main(argv: list[str] | None = None) -> int:
                 runs = f"arms {', '.join(exp.arms)}, {len(exp.envs)} envs, {len(exp.seeds)} seeds"
             print(f"{exp.id}: {exp.title} ({len(exp.claims)} claims; {runs})")
         return 0
-    if args.command in ("run", "figure"):
+    if args.command in ("run", "figure", "collect"):
         folders = {p.name: p for p in spec.discover()}
         if args.id not in folders:
             parser.error(f"unknown experiment {args.id!r} (known: {', '.join(folders)})")
         exp = spec.load(folders[args.id])
+    if args.command == "collect":
+        if not exp.script:
+            parser.error(f"{exp.id} has no [run] script: `run` collects its sweeps")
+        print(f"wrote {runner.write(exp, source=Path(args.source))}")
+        report.write()
+        return 0
     if args.command == "figure":
         print(f"wrote {figures.write(exp)}")
         return 0

@@ -21,6 +21,8 @@ def command(exp: Experiment, arm: str, env_id: str) -> str:
     """The exact command of the arm's runs on one env (every seed: a population run covers them
     in one process; separate runs take --seed k for each)."""
     a = exp.arms[arm]
+    if exp.script:  # one command runs every arm, env and seed of the script
+        return shlex.join(["python", "-m", f"paper_figures.{exp.script}", *exp.flags])
     argv = ["python", f"algos/{a.algo}.py", "--env-id", env_id, "--total-timesteps"]
     argv += [str(exp.envs[env_id].steps), *exp.flags, *a.flags]
     seeds = exp.seeds
@@ -74,17 +76,7 @@ def page(exp: Experiment, lines: list[Line], rows: list[dict], history: dict[str
         out.append(f"| seeds | | {_seeds(exp)}; {mode} |")
         out += ["", "Envs:", "", "| env | steps per run | note |", "|---|---|---|"]
         out += [f"| {e.id} | {e.steps:,} {e.unit} | {cell(e.setting)} |" for e in exp.envs.values()]
-        out += ["", "## Arms", "", "| arm | algorithm | flags | where the flags come from |",
-                "|---|---|---|---|"]  # fmt: skip
-        for a in exp.arms.values():
-            flags = shlex.join(a.flags) or "(defaults)"
-            out.append(f"| {a.name} | algos/{a.algo}.py | `{flags}` | {cell(a.recipe)} |")
-        if exp.flags:
-            out += ["", f"Every arm also takes `{shlex.join(exp.flags)}`."]
-        out += ["", "The exact command of each arm's runs, per env:", "", "```"]
-        for a in exp.arms.values():
-            out += [command(exp, a.name, env_id) for env_id in a.envs]
-        out += ["```", "", "## Results", ""]
+        out += _arms(exp)
         metric = next((c.metric for c in exp.claims if c.metric), exp.metrics[0])
         out += [f"{metric}: mean [95% CI] over seeds (a range below 5 seeds), results/runs.csv.",
                 "", "| arm | " + " | ".join(e.label for e in exp.envs.values()) + " |",
@@ -101,6 +93,27 @@ def page(exp: Experiment, lines: list[Line], rows: list[dict], history: dict[str
     if notes.exists():
         out += ["## Notes", "", notes.read_text().strip(), ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _arms(exp: Experiment) -> list[str]:
+    """The arms, where their settings come from and the exact command of their runs."""
+    if exp.script:
+        out = ["", "## Arms", "", f"Every arm is a condition of `paper_figures/{exp.script}.py`, "
+               "which runs them all:", "", "| arm | what it runs |", "|---|---|"]  # fmt: skip
+        out += [f"| {a.name} | {cell(a.recipe)} |" for a in exp.arms.values()]
+        out += ["", "The exact command of the runs:", "", "```", command(exp, "", ""), "```"]
+        return out + ["", "## Results", ""]
+    out = ["", "## Arms", "", "| arm | algorithm | flags | where the flags come from |",
+           "|---|---|---|---|"]  # fmt: skip
+    for a in exp.arms.values():
+        flags = shlex.join(a.flags) or "(defaults)"
+        out.append(f"| {a.name} | algos/{a.algo}.py | `{flags}` | {cell(a.recipe)} |")
+    if exp.flags:
+        out += ["", f"Every arm also takes `{shlex.join(exp.flags)}`."]
+    out += ["", "The exact command of each arm's runs, per env:", "", "```"]
+    for a in exp.arms.values():
+        out += [command(exp, a.name, env_id) for env_id in a.envs]
+    return out + ["```", "", "## Results", ""]
 
 
 def _claim_block(ln: Line, history: dict[str, str]) -> list[str]:

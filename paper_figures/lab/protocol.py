@@ -51,6 +51,10 @@ RULES.append(
     "difference (a - b) - (c - d), judged as superior (the claim: it is above 0); with "
     "minmax-pair each env's contrast is divided by the spread of all four arms' runs there."
 )
+RULES.append(
+    "ratio difference (where a claim declares it): the paired kinds on a / b - 1 per pair, a "
+    "relative gain, in place of a - b."
+)
 INCONCLUSIVE_RULES = [
     f"{UNDERPOWERED}: the test did not reject; 'detectable' is the smallest true difference the "
     "test used detects with power 0.8 at these pairs and this spread (normal differences)",

@@ -99,7 +99,8 @@ def claim_envs(exp: Experiment, claim: Claim, rows: list[dict]) -> list[str]:
 
 def differences(rows: list[dict], claim: Claim, envs: list[str]) -> np.ndarray:
     """Per (env, seed) in canonical order: a - b on the claim's metric, normalised per env by
-    the spread of both arms' runs there when the claim says minmax-pair."""
+    the spread of both arms' runs there when the claim says minmax-pair (a / b - 1 when the
+    claim's difference is 'ratio')."""
     out = []
     for env in envs:
         va = values(rows, claim.a, env, claim.metric)
@@ -108,6 +109,9 @@ def differences(rows: list[dict], claim: Claim, envs: list[str]) -> np.ndarray:
         if claim.normalise == "minmax-pair":
             every = list(va.values()) + list(vb.values())
             spread = (max(every) - min(every)) or 1.0
+        if claim.difference == "ratio":
+            out += [va[s] / vb[s] - 1 for s in sorted(va) if s in vb]
+            continue
         out += [(va[s] - vb[s]) / spread for s in sorted(va) if s in vb]
     return np.array(out, np.float64)
 

@@ -23,7 +23,7 @@ def configs(exp: Experiment, toy: bool = False) -> dict[str, sweep.SweepConfig]:
     """{sweep name: its sweep}, one per arm and mode: the arm's envs, the declared seeds (the
     toy's with toy=True), each env's budget; flags: the experiment's, the arm's, the toy's."""
     out = {}
-    for arm in exp.arms.values():
+    for arm in exp.arms.values() if not exp.script else ():  # a script runs its own arms
         if toy and arm.name not in exp.toy.arms:
             continue
         for mode in ("population", "separate"):
@@ -57,6 +57,9 @@ def run(exp: Experiment, toy: bool = False, workers: int = 2, backend: str = "lo
     experiment (no arms) computes its table with its analysis.py's `run` instead."""
     if not exp.arms:
         return []  # its table is written by `write`
+    if exp.script:
+        run_script(exp, toy, script_dir(exp, toy, root))
+        return []
     prepare(exp, toy)
     failed = []
     for name, config in configs(exp, toy).items():
@@ -76,8 +79,49 @@ def prepare(exp: Experiment, toy: bool = False) -> None:
         analysis.prepare(exp, toy)
 
 
+def script_dir(exp: Experiment, toy: bool, root: Path = SWEEPS) -> Path:
+    return base(exp, toy, root) / "script"
+
+
+def script_argv(exp: Experiment, toy: bool, out: Path) -> list[str]:
+    """The script's command line: the declaration's flags, the toy's after them, and --out."""
+    return [*exp.flags, *(exp.toy.flags if toy else ()), "--out", str(out)]
+
+
+def run_script(exp: Experiment, toy: bool, out: Path) -> None:
+    """Run paper_figures/<script>.py into `out` (its analysis.py's `run_script(exp, toy, out)`
+    where the script takes no argv)."""
+    out.mkdir(parents=True, exist_ok=True)
+    analysis = judge.analysis_module(exp)
+    if hasattr(analysis, "run_script"):
+        analysis.run_script(exp, toy, out)
+        return
+    importlib.import_module(f"paper_figures.{exp.script}").main(script_argv(exp, toy, out))
+
+
+def script_rows(exp: Experiment, toy: bool, source: Path) -> list[dict]:
+    """The results rows of a script's outputs in `source`: its analysis.py's `table(exp, source)`
+    gives {env, arm, seed, <metric>...} per run; each row must be a declared (arm, env, seed)."""
+    planned = {(a, e, s): (steps, flags) for a, e, s, steps, flags in exp.runs(toy)}
+    rows = []
+    for r in judge.analysis_module(exp).table(exp, Path(source)):
+        key = (r["arm"], r["env"], int(r["seed"]))
+        if key not in planned:
+            raise ValueError(f"{exp.id}: the script's table has {key}, which is not a declared "
+                             "(arm, env, seed) of this size")  # fmt: skip
+        missing = [m for m in exp.metrics if m not in r]
+        if missing:
+            raise ValueError(f"{exp.id}: the script's table lacks metric(s) {missing} for {key}")
+        steps, flags = planned[key]
+        values = {m: float(r[m]) for m in exp.metrics}
+        rows.append(results.row(exp, key[0], key[1], key[2], steps, flags, values))
+    return rows
+
+
 def collect(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> list[dict]:
     """The results rows of every finished run (an unfinished one is left out)."""
+    if exp.script:
+        return script_rows(exp, toy, script_dir(exp, toy, root))
     rows = []
     for name, config in configs(exp, toy).items():
         arm = exp.arms[config.arms[0].name]
@@ -93,14 +137,16 @@ def collect(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> list[dic
     return rows
 
 
-def write(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> Path:
-    """Collect and write the results table: the experiment's results/ (a toy's: its sweep's)."""
+def write(exp: Experiment, toy: bool = False, root: Path = SWEEPS, source: Path | None = None,
+          ) -> Path:  # fmt: skip
+    """Collect and write the results table: the experiment's results/ (a toy's: its sweep's);
+    a script's table from its outputs in `source` where given (outputs it already made)."""
     if not exp.arms:  # an exact experiment: its analysis computes the table
         target = results.path(exp, out=base(exp, toy, root) / "results" if toy else None)
         target.parent.mkdir(parents=True, exist_ok=True)
         judge.analysis_module(exp).run(exp, toy, target)
         return target
-    rows = collect(exp, toy, root)
+    rows = script_rows(exp, toy, source) if source else collect(exp, toy, root)
     if not rows:
         raise SystemExit(f"error: {exp.id}: no finished runs under {base(exp, toy, root)}")
     target = results.path(exp, out=base(exp, toy, root) / "results" if toy else None)

@@ -92,6 +92,7 @@ class Claim:
     guard_why: str = ""
     c: str = ""  # kind "contrast": the second cell's arms, the claim (a - b) - (c - d) > 0
     d: str = ""
+    difference: str = "diff"  # paired kinds: "diff" a - b per pair, "ratio" a / b - 1
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,8 @@ class Experiment:
     analysis: bool = False  # an analysis.py beside the declaration
     digest: str = ""  # of the declaration's bytes
     extra: dict = field(default_factory=dict)  # [analysis] table: what analysis.py reads
+    script: str = ""  # paper_figures/<script>.py makes the runs (its analysis.py's `table` reads
+    # them); empty: each arm runs an algos/ file through the sweep runner
 
     def runs(self, toy: bool = False) -> list[tuple[str, str, int, int, tuple[str, ...]]]:
         """(arm, env, seed, steps, full flags) of every planned run."""
@@ -186,7 +189,7 @@ TOP = {"title": str, "summary": str, "paper": list, "run": dict, "envs": dict, "
 TOP |= {"claim": list, "toy": dict, "analysis": dict}
 RUN = {"algo": str, "mode": str, "seeds": object, "steps": int, "unit": str, "flags": list}
 RUN |= {"metrics": list, "setting": str, "paper_setting": str, "budget": str}
-RUN |= {"final_window": int}
+RUN |= {"final_window": int, "script": str}
 ENV = {"label": str, "suffix": str, "steps": int, "unit": str, "setting": str, "mode": str}
 ARM = {"algo": str, "flags": list, "recipe": str, "label": str, "envs": list}
 CLAIM = {"id": str, "paper": str, "claim": str, "short": str, "kind": str, "a": str, "b": str}
@@ -196,6 +199,7 @@ CLAIM |= {"paper_setting": str, "setting": str, "note": str, "posthoc": str, "su
 CLAIM |= {"part": bool}
 CLAIM |= {"guard": float, "guard_why": str}
 CLAIM |= {"c": str, "d": str}
+CLAIM |= {"difference": str}
 PAPER = {"key": str, "title": str, "arxiv": str, "ref": str}
 TOY = {"seeds": object, "steps": int, "flags": list, "envs": list, "arms": list}
 
@@ -223,7 +227,8 @@ def load(folder: Path) -> Experiment:
     for key in ("run", "envs", "arms", "toy"):
         if key not in data:
             raise SpecError(f"{where}: missing key '{key}'")
-    run = _take(data["run"], f"{where} [run]", RUN, ("algo", "seeds", "steps", "metrics"))
+    need = ("seeds", "steps", "metrics") + (("algo",) if "script" not in data["run"] else ())
+    run = _take(data["run"], f"{where} [run]", RUN, need)
     mode = run.get("mode", "separate")
     if mode not in ("separate", "population"):
         raise SpecError(f"{where} [run]: mode must be 'separate' or 'population', got {mode!r}")
@@ -247,16 +252,24 @@ def load(folder: Path) -> Experiment:
         if envs[env_id].mode not in ("separate", "population"):
             raise SpecError(f"{where} [envs.\"{env_id}\"]: mode must be 'separate' or "
                             "'population'")  # fmt: skip
+    script = run.get("script", "")
+    if script and not (folder / "analysis.py").exists():
+        raise SpecError(f"{where} [run]: a script's runs need an analysis.py whose `table` reads "
+                        "them")  # fmt: skip
     arms = {}
     for name, a in data["arms"].items():
         a = _take(a, f"{where} [arms.{name}]", ARM, ("recipe",))
+        if script and ({"algo", "flags"} & set(a)):
+            raise SpecError(f"{where} [arms.{name}]: an arm of script {script} is one of its "
+                            "conditions; it takes no algo or flags ([run] flags are the "
+                            "script's)")  # fmt: skip
         arm_envs = _strs(a.get("envs", list(envs)), f"{where} [arms.{name}] envs")
         bad = [e for e in arm_envs if e not in envs]
         if bad:
             raise SpecError(f"{where} [arms.{name}]: envs {bad} are not in [envs]")
         arms[name] = Arm(
             name,
-            a.get("algo", run["algo"]),
+            script or a.get("algo", run["algo"]),
             _strs(a.get("flags", []), f"{where} [arms.{name}] flags"),
             a["recipe"],
             a.get("label", name),
@@ -307,10 +320,11 @@ def load(folder: Path) -> Experiment:
         analysis=(folder / "analysis.py").exists(),
         digest=hashlib.sha256(raw).hexdigest()[:12],
         extra=data.get("analysis", {}),
+        script=script,
     )
     from paper_figures.lab.metrics import check_name
 
-    for name in exp.metrics:
+    for name in exp.metrics if not script else ():  # a script's metrics are its table's columns
         try:
             check_name(name)
         except ValueError as exc:
@@ -351,6 +365,8 @@ def _claim(c: dict, i: int, where: str, papers, arms, envs, run) -> Claim:
         raise SpecError(f"{where}: shift must be '' or 'margin', got {c['shift']!r}")
     if c.get("normalise", "none") not in ("none", "minmax-pair"):
         raise SpecError(f"{where}: normalise must be 'none' or 'minmax-pair'")
+    if c.get("difference", "diff") not in ("diff", "ratio"):
+        raise SpecError(f"{where}: difference must be 'diff' (a - b) or 'ratio' (a / b - 1)")
     claim_envs = _strs(c.get("envs", []), f"{where} envs")
     bad = [e for e in claim_envs if e not in envs]
     if bad:
@@ -383,6 +399,7 @@ def _claim(c: dict, i: int, where: str, papers, arms, envs, run) -> Claim:
         **_guard(c, where),
         c=c.get("c", ""),
         d=c.get("d", ""),
+        difference=c.get("difference", "diff"),
     )
 
 
@@ -425,6 +442,8 @@ def check_flags(exp: Experiment) -> None:
 
     from controlrl.cli import parse
 
+    if exp.script:  # the arms are the script's conditions; its toy run parses its flags
+        return
     for arm in exp.arms.values():
         env_id = arm.envs[0]
         argv = ["--env-id", env_id, "--seed", "1", "--total-timesteps"]
