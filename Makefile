@@ -102,19 +102,6 @@ ifdef FULL
 	  --total-timesteps 100000 --eval-every 10000 --eval-episodes 10 --workers 2
 	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --train
 	$(BIN)/python paper_figures/mujoco_results.py --algo trpo --train
-	$(BIN)/python paper_figures/trust_region_family.py --train --seeds 5 --total-timesteps 49152 \
-	  --sweep-dir runs/sweeps/trust_region_family_5seeds --name trust_region_family_49k
-	$(BIN)/python paper_figures/trust_region_family.py --train --algos ppo,trpo,spo,fixpo,bpo \
-	  --envs Hopper-v5 --seeds 7 --total-timesteps 300000 \
-	  --sweep-dir runs/sweeps/trust_region_family_300k -- --eval-episodes 10
-	$(BIN)/python paper_figures/trust_region_family.py --train --keep-committed \
-	  --algos ppo,trpo,spo,fixpo,bpo --envs HalfCheetah-v5,Walker2d-v5 --seeds 7 \
-	  --total-timesteps 300000 --workers 2 --sweep-dir runs/sweeps/trust_region_family_300k_more \
-	  -- --eval-episodes 10
-	$(BIN)/python paper_figures/trust_region_family.py --train --algos ppo,trpo,spo,fixpo,bpo \
-	  --envs Hopper-v5 --seeds 7 --total-timesteps 1000000 --workers 2 \
-	  --sweep-dir runs/sweeps/trust_region_family_1m --name trust_region_family_1m \
-	  -- --eval-episodes 10
 	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --suite dmc --train --workers 2
 	$(BIN)/python paper_figures/bench_brax.py --out paper_figures/out/bench_brax.csv --timeout 600
 	$(BIN)/python paper_figures/brax_pipeline_check.py
@@ -161,10 +148,6 @@ else
 	for algo in ppo trpo; do $(BIN)/python paper_figures/mujoco_results.py --algo $$algo --train \
 	  --envs Hopper-v5 --seeds 2 --total-timesteps 4096 --sweeps-root $(TOY_OUT)/sweeps \
 	  --out $(TOY_OUT) -- --num-steps 512 --num-envs 2 --eval-episodes 1 || exit 1; done
-	$(BIN)/python paper_figures/trust_region_family.py --train --algos ppo,spo,fixpo,bpo \
-	  --envs Hopper-v5,InvertedPendulum-v5 --seeds 2 --total-timesteps 512 --final-window 512 \
-	  --sweep-dir $(TOY_OUT)/sweeps/family --out $(TOY_OUT) -- --num-steps 256 \
-	  --num-minibatches 4 --update-epochs 1 --eval-episodes 1
 	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --suite dmc --train --seeds 1 \
 	  --total-timesteps 512 --sweeps-root $(TOY_OUT)/sweeps --out $(TOY_OUT) -- --num-steps 256 \
 	  --num-envs 2 --eval-episodes 1 --num-minibatches 4 --update-epochs 1

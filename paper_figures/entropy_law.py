@@ -404,7 +404,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--ppo-from",
         type=Path,
         default=None,
-        help="a trust_region_family.py sweep dir: its PPO runs on --env-id are the PPO runs "
+        help="a sweep dir of PPO runs: its PPO runs on --env-id are the PPO runs "
         "(each run's config checked against this figure's PPO flags; a difference refused)",
     )
     p.add_argument(

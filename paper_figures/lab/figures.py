@@ -17,6 +17,7 @@ from controlrl.plots import plt
 from paper_figures.lab import judge, ledger, protocol, results, spec
 from paper_figures.lab.judge import Line
 
+CURVE_ENVS = 5  # learning-curve axes at most (the first envs as declared)
 NO_EFFECT = ("exact", "all-of")  # kinds whose lines carry no effect to plot
 LOOK = {protocol.HOLDS: ("tab:green", "o"), protocol.FAILS: ("tab:red", "X"),
         protocol.INCONCLUSIVE: ("tab:gray", "s")}  # verdict: (colour, marker)  # fmt: skip
@@ -121,20 +122,40 @@ def arms_panel(ax, exp: spec.Experiment, rows: list[dict]) -> None:
     bar.set_label(f"mean {metric}", fontsize=7)
 
 
-def draw(exp: spec.Experiment, lines: list[Line], rows: list[dict], target: Path) -> None:
-    """The experiment's figure, written to `target` (PNG)."""
+def curves_panels(axes, exp: spec.Experiment, curves: dict) -> None:
+    """Per env (one axis each), every arm's train return over env steps: the mean and its band
+    over seeds (controlrl.plots.plot_curves: 95% bootstrap CI from 5 seeds, range below)."""
+    envs = [e for e in exp.envs if any(env == e for env, _ in curves)]
+    for ax, env in zip(axes, envs):
+        groups = {a.label: [(np.array(s), np.array(v)) for s, v in curves[(env, a.name)]]
+                  for a in exp.arms.values() if (env, a.name) in curves}  # fmt: skip
+        plots.plot_curves(ax, groups)
+        ax.set_title(exp.envs[env].label, fontsize=8)
+        ax.set_ylabel("train return", fontsize=7)
+        ax.legend(fontsize=5.5)
+
+
+def draw(exp: spec.Experiment, lines: list[Line], rows: list[dict], target: Path,
+         curves: dict | None = None) -> None:  # fmt: skip
+    """The experiment's figure, written to `target` (PNG); with `curves` (results/curves.csv) a
+    row of learning curves below, one axis per env (at most CURVE_ENVS)."""
     n = len(forest_lines(exp, lines))
     seeds = len({r["seed"] for r in rows})
     height = max(4.5, 0.16 * n + 2.2, 0.3 * len({r["arm"] for r in rows}) + 2.2)
+    envs = min(CURVE_ENVS, len({env for env, _ in curves or {}}))
+    total = height + 3.6 * (envs > 0)
     with plt.rc_context(plots.STYLE):
-        fig, (left, right) = plt.subplots(
-            1, 2, figsize=(13, height), gridspec_kw={"width_ratios": [1, 1.15]}
-        )
-        forest(left, exp, lines)
-        arms_panel(right, exp, rows)
+        fig = plt.figure(figsize=(13, total))
+        grid = fig.add_gridspec(2 if envs else 1, 1, height_ratios=[height, 3.6][: 1 + (envs > 0)])
+        top = grid[0].subgridspec(1, 2, width_ratios=[1, 1.15])
+        forest(fig.add_subplot(top[0]), exp, lines)
+        arms_panel(fig.add_subplot(top[1]), exp, rows)
+        if envs:
+            bottom = grid[1].subgridspec(1, envs)
+            curves_panels([fig.add_subplot(bottom[i]) for i in range(envs)], exp, curves)
         title = f"{exp.id}: {exp.title} ({seeds} seeds)"
         fig.suptitle(textwrap.fill(title, 130), fontsize=10)
-        fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / height))
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / total))
         target.parent.mkdir(parents=True, exist_ok=True)
         fig.canvas.draw()  # saved as RGB (no alpha): a tenth smaller than savefig's RGBA
         pixels = np.asarray(fig.canvas.buffer_rgba())[..., :3]
@@ -157,7 +178,8 @@ def write(exp: spec.Experiment) -> Path:
     """results/figure.png of a declared experiment, its lines judged with the whole ledger."""
     lines = ledger.judged(spec.load_all(exp.folder.parent))
     target = exp.folder / "results" / "figure.png"
-    draw(exp, lines, results.read(results.path(exp)), target)
+    table = results.path(exp)
+    draw(exp, lines, results.read(table), target, results.read_curves(table))
     return target
 
 
@@ -165,5 +187,5 @@ def write_toy(exp: spec.Experiment, table: Path) -> Path:
     """figure.png beside a toy's results table, its lines judged on the toy's rows alone."""
     rows = results.read(table)
     target = table.parent / "figure.png"
-    draw(exp, toy_lines(exp, rows), rows, target)
+    draw(exp, toy_lines(exp, rows), rows, target, results.read_curves(table))
     return target

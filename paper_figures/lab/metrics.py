@@ -140,6 +140,27 @@ def seeds_of(run_dir: Path) -> list[int]:
     return [int(json.loads((run_dir / "config.json").read_text())["args"]["seed"])]
 
 
+CURVE = "train/episode_return"  # what an experiment's results/curves.csv holds per run
+POINTS = 100  # the most points a run's curve keeps
+
+
+def curves(run_dir: Path, points: int = POINTS) -> dict[int, list[tuple[int, float]]]:
+    """{seed: [(step, return)]} of a finished run directory: its logged train/episode_return,
+    in at most `points` consecutive chunks of rows, each the last step and the mean return (a
+    seed that logged none is left out)."""
+    run_dir = Path(run_dir)
+    out = {}
+    for seed, rows in _by_seed(run_dir, seeds_of(run_dir)).items():
+        logged = [r for r in rows if r.get(CURVE) not in (None, "")]
+        if not logged:  # an offline run trains on no episodes
+            continue
+        chunks = np.array_split(np.arange(len(logged)), min(points, len(logged)))
+        out[seed] = [(int(float(logged[c[-1]]["step"])),
+                      float(np.mean([float(logged[i][CURVE]) for i in c])))
+                     for c in chunks if c.size]  # fmt: skip
+    return out
+
+
 def extract(run_dir: Path, env_id: str, names, final_window: int) -> dict[int, dict[str, float]]:
     """{seed: {metric: value}} of a finished run directory."""
     run_dir = Path(run_dir)

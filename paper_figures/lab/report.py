@@ -61,6 +61,7 @@ def outputs(
     problems = []
     for exp in experiments:
         problems += [f"{exp.id}: {s}" for s in results.stale(exp, results.rows_of(exp))]
+        problems += [f"{exp.id}: {s}" for s in results.stray_curves(exp)]
     if problems:
         raise ValueError("results that the declarations no longer give (rerun them):\n  "
                          + "\n  ".join(problems[:20]))  # fmt: skip

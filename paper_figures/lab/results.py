@@ -34,6 +34,59 @@ def row(exp: Experiment, arm: str, env: str, seed: int, steps: int, flags, value
     return identity | {"digest": digest, "flags": " ".join(flags), **values}
 
 
+CURVE_FIELDS = ("env", "arm", "seed", "digest", "step", "train_return")
+
+
+def curves_path(table: Path) -> Path:
+    """The curves beside a results table (results/curves.csv): per run, its train return over
+    steps (at most metrics.POINTS points), the run's digest tying each to its table row."""
+    return table.parent / "curves.csv"
+
+
+def write_curves(target: Path, exp: Experiment, points: list[dict]) -> None:
+    """The curves in the canonical order (env, arm as declared, seed, then step)."""
+    env_order = {e: i for i, e in enumerate(exp.envs)}
+    arm_order = {a: i for i, a in enumerate(exp.arms)}
+    points = sorted(points, key=lambda r: (env_order[r["env"]], arm_order[r["arm"]],
+                                           int(r["seed"]), int(r["step"])))  # fmt: skip
+    with target.open("w", newline="") as f:
+        writer = csv.DictWriter(f, CURVE_FIELDS, lineterminator="\n")
+        writer.writeheader()
+        for r in points:
+            writer.writerow({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in r.items()})
+
+
+def read_curves(table: Path) -> dict[tuple[str, str], list[tuple[list[int], list[float]]]]:
+    """{(env, arm): [(steps, returns) per seed]} of the curves beside `table` ({} without)."""
+    target = curves_path(table)
+    if not target.exists():
+        return {}
+    runs: dict[tuple, tuple[list, list]] = {}
+    with target.open(newline="") as f:
+        for r in csv.DictReader(f):
+            steps, values = runs.setdefault((r["env"], r["arm"], r["seed"]), ([], []))
+            steps.append(int(r["step"]))
+            values.append(float(r["train_return"]))
+    out: dict[tuple, list] = {}
+    for (env, arm, _), run in runs.items():
+        out.setdefault((env, arm), []).append(run)
+    return out
+
+
+def stray_curves(exp: Experiment) -> list[str]:
+    """Curves (results/curves.csv) of a run the results table does not hold (its digest)."""
+    target = curves_path(path(exp))
+    if not exp.arms or not target.exists():
+        return []
+    held = {r["digest"] for r in rows_of(exp)}
+    with target.open(newline="") as f:
+        stray = sorted({(r["arm"], r["env"], r["seed"], r["digest"]) for r in csv.DictReader(f)
+                        if r["digest"] not in held})  # fmt: skip
+    return [
+        f"curves of {a} {e} seed {s}: digest {d} is no run of the table" for a, e, s, d in stray
+    ]
+
+
 def write(target: Path, exp: Experiment, rows: list[dict]) -> None:
     """The table, rows in the canonical order (env as declared, arm as declared, seed)."""
     env_order = {e: i for i, e in enumerate(exp.envs)}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from controlrl import experiment as sweep
 from paper_figures.lab import judge, metrics, results
-from paper_figures.lab.spec import ROOT, Experiment
+from paper_figures.lab.spec import ROOT, Experiment, run_digest
 
 SWEEPS = ROOT / "runs" / "lab"
 
@@ -137,6 +137,22 @@ def collect(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> list[dic
     return rows
 
 
+def collect_curves(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> list[dict]:
+    """The curve points of every finished run (results/curves.csv); a script has none."""
+    points = []
+    for name, config in configs(exp, toy).items():
+        arm = exp.arms[config.arms[0].name]
+        for task in sweep.plan(config, base(exp, toy, root) / name):
+            if not sweep.is_done(Path(task.run_dir)):
+                continue
+            for seed, curve in sorted(metrics.curves(Path(task.run_dir)).items()):
+                digest = run_digest(arm.algo, task.extra, task.env_id, seed, task.total_timesteps)
+                points += [{"env": task.env_id, "arm": arm.name, "seed": seed, "digest": digest,
+                            "step": step, "train_return": value}
+                           for step, value in curve]  # fmt: skip
+    return points
+
+
 def write(exp: Experiment, toy: bool = False, root: Path = SWEEPS, source: Path | None = None,
           ) -> Path:  # fmt: skip
     """Collect and write the results table: the experiment's results/ (a toy's: its sweep's);
@@ -151,6 +167,9 @@ def write(exp: Experiment, toy: bool = False, root: Path = SWEEPS, source: Path 
         raise SystemExit(f"error: {exp.id}: no finished runs under {base(exp, toy, root)}")
     target = results.path(exp, out=base(exp, toy, root) / "results" if toy else None)
     results.write(target, exp, rows)
+    points = [] if source else collect_curves(exp, toy, root)
+    if points:
+        results.write_curves(results.curves_path(target), exp, points)
     return target
 
 

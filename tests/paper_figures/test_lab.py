@@ -3,6 +3,7 @@ multiplicity, the toy run of every declaration end to end, and `check` against h
 
 from __future__ import annotations
 
+import csv
 import math
 import shutil
 from pathlib import Path
@@ -43,6 +44,13 @@ def test_every_declaration_runs_at_toy_size_end_to_end(folder, tmp_path):
     assert all(np.isfinite(r[exp.metrics[0]]) for r in rows)
     # the toy's rows carry the toy's flags: the declaration's full-size digests refuse them
     assert len(results.stale(exp, rows)) == len(rows)
+    offline = all(a.algo == "iql" for a in exp.arms.values())  # it logs no train episodes
+    assert results.curves_path(target).exists() != (offline or bool(exp.script))
+    if not offline and not exp.script:  # each run's curve beside its row, tied by the digest
+        curves = list(csv.DictReader(results.curves_path(target).open()))
+        assert {(r["arm"], r["env"], int(r["seed"]), r["digest"]) for r in curves} == {
+            (r["arm"], r["env"], r["seed"], r["digest"]) for r in rows
+        }
     toy = [c for c in exp.claims if {c.a, c.b} <= set(exp.toy.arms)]
     for claim in toy:
         envs = results.claim_envs(exp, claim, rows)
