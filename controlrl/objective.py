@@ -238,8 +238,9 @@ def gbpo_loss(t: Tokens, o: Objective) -> torch.Tensor:
 
 @register(POLICY_LOSSES, "nft")
 def nft_policy_loss(t: Tokens, o: Objective) -> torch.Tensor:
-    """-omega_q [r log R + (1 - r) log max((1 - r_q R) / (1 - r_q), 1e-6)], r the score (a
-    success, 0 or 1), r_q its group's mean, R the ratio: NFT, Negative-aware Fine-Tuning (arXiv
+    """-omega_q [r log R + (1 - r) log c((1 - r_q R) / (1 - r_q))], r the score (a success, 0
+    or 1), r_q its group's mean, R the ratio, c the authors' clamp from below at 1 that keeps the
+    gradient (NVlabs/NFT dp_actor.py, clamp_negative 1.0): NFT, Negative-aware Fine-Tuning (arXiv
     2505.18116; controlrl/nft.py), with the prompt weight omega_q = (1 - r_q) / std (GRPO's) or
     1 - r_q (Dr. GRPO's), so that at theta = theta_old its gradient is that GRPO's (T-G8)."""
     omega = grpo_equivalent_weight(t.group_scores, o.nft_scale).squeeze(-1)
