@@ -189,7 +189,9 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     """--policy-loss kl-cov: coefficient of |log r| on the selected rows (verl ppo_kl_coef 1.0)"""
     gbpo_temperature: float = 1.0
     """--policy-loss gbpo: temperature T of the target ratio's sigmoid (the reference's verl
-    config gbpo_temperature 1.0; its TTRL scripts 1e-4 with clip 0.3)"""
+    config gbpo_temperature 1.0; its TTRL scripts 1e-4 with clip 0.3); the target's score gap
+    to the group median is divided by the group's std except with --adv-norm mean (the
+    reference's norm_adv_by_std_in_grpo)"""
     overlong_max: int | None = None
     """DAPO's soft overlong punishment (arXiv 2503.14476, eq. 13): episodes longer than
     overlong_max - overlong_cache steps lose up to 1 from their score, linearly, 1 beyond
@@ -382,6 +384,7 @@ def objective_of(args: Args) -> Objective:
         clip_cov_ub=args.clip_cov_ub,
         kl_cov_coef=args.kl_cov_coef,
         gbpo_temperature=args.gbpo_temperature,
+        gbpo_std=args.adv_norm != "mean",
         nft_scale="mean" if args.adv_norm == "mean" else "mean_std",
     )
 

@@ -70,6 +70,7 @@ class Objective:
     clip_cov_ub: float = 5.0
     kl_cov_coef: float = 1.0
     gbpo_temperature: float = 1.0  # T of GBPO's target ratio
+    gbpo_std: bool = True  # GBPO's target over the group's std (verl's norm_adv_by_std_in_grpo)
     nft_scale: str = "mean_std"  # NFT's prompt weight: GRPO's (mean_std) or Dr. GRPO's (mean)
 
 
@@ -223,15 +224,23 @@ def kl_cov_loss(t: Tokens, o: Objective) -> torch.Tensor:
 @register(POLICY_LOSSES, "gbpo")
 def gbpo_loss(t: Tokens, o: Objective) -> torch.Tensor:
     """|r - sg(r*)| |A| with r* = 1 - eps_low + (eps_low + eps_high) sigmoid(z / T), z = (score -
-    its group's median) / (the group's std + 1e-4): GBPO, BPO's group variant (Bounded Ratio
-    Reinforcement Learning, arXiv 2604.18578; bounded-ratio-rl/bounded_ratio_rl,
-    src/verl/trainer/ppo/core_algos.py, compute_policy_loss_gbpo and the gbpo estimator): the
-    ratio is regressed onto the bounded-ratio optimum, above 1 for scores above the group's
-    MEDIAN, below it under, exactly 1 at the median (eps_low = eps_high)."""
+    its group's median) / (the group's std + 1e-4) (gbpo_std; without it, --adv-norm mean, z is
+    not divided): GBPO, BPO's group variant (Bounded Ratio Reinforcement Learning, arXiv
+    2604.18578; bounded-ratio-rl/bounded_ratio_rl, src/verl/trainer/ppo/core_algos.py,
+    compute_policy_loss_gbpo and compute_gbpo_outcome_advantage_and_target, which also takes
+    median 0 and std 1 for a group of one): the ratio is regressed onto the bounded-ratio
+    optimum, above 1 for scores above the group's MEDIAN, below it under, exactly 1 at the
+    median (eps_low = eps_high)."""
     g = t.group_scores  # [R, G]
     s, G = g.sort(-1).values, g.shape[-1]
-    median = (s[..., (G - 1) // 2] + s[..., G // 2]) / 2  # torch.quantile(., 0.5)'s
-    z = (t.score - median) / (g.std(-1) + 1e-4)
+    if G > 1:
+        median = (s[..., (G - 1) // 2] + s[..., G // 2]) / 2  # torch.quantile(., 0.5)'s
+        std = g.std(-1)
+    else:  # the reference's group of one: median 0, std 1
+        median, std = torch.zeros_like(t.score), torch.ones_like(t.score)
+    z = t.score - median
+    if o.gbpo_std:
+        z = z / (std + 1e-4)
     target = 1 - o.eps_low + (o.eps_low + o.eps_high) * torch.sigmoid(z / o.gbpo_temperature)
     return ((t.ratio - target.detach()) * t.adv).abs()
 
