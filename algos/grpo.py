@@ -179,8 +179,9 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     """--policy-loss dpg: temperature eta of the gate sigma(A x surprisal / eta) (the paper's
     value not checked here: 1)"""
     cov_frac: float = 2e-4
-    """--policy-loss clip-cov / kl-cov: fraction of a minibatch's rows selected (at least one)
-    (verl clip_cov_ratio / kl_cov_ratio 2e-4)"""
+    """--policy-loss clip-cov / kl-cov: fraction of a minibatch's rows in the loss (padding
+    and dropped groups not counted, as verl counts its loss mask) selected, at least one (verl
+    clip_cov_ratio / kl_cov_ratio 2e-4)"""
     clip_cov_lb: float = 1.0
     """--policy-loss clip-cov: covariance lower bound of the rows it may cut (verl 1.0)"""
     clip_cov_ub: float = 5.0

@@ -65,7 +65,7 @@ class Objective:
     sapo_tau_pos: float = 1.0
     sapo_tau_neg: float = 1.05
     dpg_eta: float = 1.0
-    cov_frac: float = 2e-4  # Clip-Cov / KL-Cov: fraction of a minibatch's rows selected
+    cov_frac: float = 2e-4  # Clip-Cov / KL-Cov: fraction of a minibatch's loss rows selected
     clip_cov_lb: float = 1.0
     clip_cov_ub: float = 5.0
     kl_cov_coef: float = 1.0
@@ -189,36 +189,41 @@ def covariance(t: Tokens) -> torch.Tensor:
     return (adv - (used * adv).sum() / count) * (logp - (used * logp).sum() / count)
 
 
-def top_rows(score: torch.Tensor, frac: float) -> torch.Tensor:
-    """The max(int(frac * R), 1) rows of largest score among those with score > -inf (bool
-    [R]); a fixed count, so that it runs under vmap."""
-    k = max(int(frac * score.shape[-1]), 1)
-    idx = score.topk(k).indices
-    chosen = torch.zeros_like(score).scatter(-1, idx, 1.0) > 0
-    return chosen & (score > -torch.inf)
+def top_rows(score: torch.Tensor, frac: float, used: torch.Tensor) -> torch.Tensor:
+    """The max(int(frac * n), 1) rows of largest score among those with score > -inf (bool
+    [R]), n the rows in the loss (used, bool [R]): verl counts the tokens of the loss mask, not
+    the padded rows (volcengine/verl verl/trainer/ppo/core_algos.py,
+    compute_policy_loss_clip_cov's clip_num and compute_policy_loss_kl_cov's k_percent_nums).
+    Ranks rather than topk: the count is data-dependent and this runs under vmap."""
+    n = used.to(torch.float64).sum(-1, keepdim=True)
+    k = (frac * n).floor().clamp_min(1.0)  # max(int(frac * n), 1) in Python's float64
+    rank = score.argsort(dim=-1, descending=True, stable=True).argsort(dim=-1)
+    return (rank < k) & (score > -torch.inf)
 
 
 @register(POLICY_LOSSES, "clip-cov")
 def clip_cov_loss(t: Tokens, o: Objective) -> torch.Tensor:
-    """The clip loss with the gradient of a random cov_frac of the rows whose covariance lies in
-    (lb, ub) (and not already clipped) cut off (Clip-Cov, arXiv 2505.22617; verl clip_cov)."""
+    """The clip loss with the gradient of a random cov_frac of the rows in the loss cut off,
+    chosen among those whose covariance lies in (lb, ub) (and not already clipped) (Clip-Cov,
+    arXiv 2505.22617; verl core_algos.py compute_policy_loss_clip_cov)."""
     unclipped, clipped = -t.adv * t.ratio, -t.adv * t.ratio.clamp(1 - o.eps_low, 1 + o.eps_high)
     cov = covariance(t)
     eligible = (
         (t.weight > 0) & (cov > o.clip_cov_lb) & (cov < o.clip_cov_ub) & ~(clipped > unclipped)
     )
     noise = t.noise if t.noise is not None else torch.zeros_like(cov)
-    cut = top_rows(torch.where(eligible, noise, -torch.inf), o.cov_frac)
+    cut = top_rows(torch.where(eligible, noise, -torch.inf), o.cov_frac, t.weight > 0)
     return torch.where(cut, 0.0, torch.max(unclipped, clipped))
 
 
 @register(POLICY_LOSSES, "kl-cov")
 def kl_cov_loss(t: Tokens, o: Objective) -> torch.Tensor:
-    """-r A, plus kl_cov_coef |log r| on the cov_frac rows of largest covariance (KL-Cov, arXiv
-    2505.22617; verl kl_cov); no clip."""
+    """-r A, plus kl_cov_coef |log r| on the cov_frac of the rows in the loss of largest
+    covariance (KL-Cov, arXiv 2505.22617; verl core_algos.py compute_policy_loss_kl_cov); no
+    clip."""
     cov = torch.where(t.weight > 0, covariance(t), -torch.inf)
     penalty = o.kl_cov_coef * (t.logp - t.old_logp).abs()
-    return -t.adv * t.ratio + torch.where(top_rows(cov, o.cov_frac), penalty, 0.0)
+    return -t.adv * t.ratio + torch.where(top_rows(cov, o.cov_frac, t.weight > 0), penalty, 0.0)
 
 
 @register(POLICY_LOSSES, "gbpo")
