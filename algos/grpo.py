@@ -142,7 +142,8 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     policy_loss: str = "clip"
     """per-step policy loss (controlrl.objective.POLICY_LOSSES; verl's policy_loss.loss_mode):
     clip (PPO / GRPO; DAPO with --eps-high 0.28), cispo (MiniMax-M1 arXiv 2506.13585: the
-    clipped stop-gradient ratio times A log pi; verl / TorchRL cispo), sapo (soft gate
+    stop-gradient ratio capped at 1 + eps_high, no lower bound, times A log pi; TRL cispo),
+    sapo (soft gate
     (4 / tau) sigma(tau (r - 1)), arXiv 2511.20347), dpg (Delightful PG's gate sigma(A x
     surprisal / eta), arXiv 2603.14608), reinforce (-A log pi, no ratio or clip: GPG arXiv
     2504.02546 with --adv-norm mean --kl-coef 0, RGRA with GRPO's advantage; verl gpg),
@@ -163,8 +164,8 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     """where the KL enters: loss (beta k per step, GRPO) or reward (beta sum_t k of the
     rollout policy off each episode's score before the advantage; verl's use_kl_in_reward)"""
     clip_coef: float = 0.2
-    """ratio clip eps (DeepSeekMath 0.2): the range [1 - eps_low, 1 + eps_high] of clip, cispo
-    and clip-cov and of every clip statistic"""
+    """ratio clip eps (DeepSeekMath 0.2): the range [1 - eps_low, 1 + eps_high] of clip and
+    clip-cov and of every clip statistic; cispo's cap 1 + eps_high (no lower bound)"""
     eps_low: float | None = None
     """lower clip eps (None: --clip-coef; DAPO 0.2; verl clip_ratio_low)"""
     eps_high: float | None = None

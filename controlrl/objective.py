@@ -150,10 +150,12 @@ def clip_loss(t: Tokens, o: Objective) -> torch.Tensor:
 
 @register(POLICY_LOSSES, "cispo")
 def cispo_loss(t: Tokens, o: Objective) -> torch.Tensor:
-    """-sg(clip(r, 1 - eps_low, 1 + eps_high)) A log pi: REINFORCE weighted by the clipped,
-    stop-gradient ratio, every token keeps its gradient (MiniMax-M1, arXiv 2506.13585, eq. 4;
-    verl / TorchRL cispo)."""
-    return -t.ratio.clamp(1 - o.eps_low, 1 + o.eps_high).detach() * t.adv * t.logp
+    """-sg(min(r, 1 + eps_high)) A log pi: REINFORCE weighted by the stop-gradient ratio capped
+    from above, every token keeps its gradient (MiniMax-M1, arXiv 2506.13585, eq. 4-5: no lower
+    bound on the IS weight, eps_low^IS set large; huggingface/trl trl/trainer/grpo_trainer.py,
+    GRPOTrainer._compute_loss, loss_type "cispo": clamp(coef_1, max=epsilon_high) only). verl's
+    compute_policy_loss_cispo also clamps at 1 - clip_ratio_low; eps_low is not used here."""
+    return -t.ratio.clamp_max(1 + o.eps_high).detach() * t.adv * t.logp
 
 
 @register(POLICY_LOSSES, "sapo")

@@ -96,12 +96,16 @@ def test_overlong_penalty_is_daposs_piecewise_linear_punishment():
     assert got.tolist() == want
 
 
-def test_cispo_keeps_every_arms_gradient_weighted_by_the_clipped_ratio():
+def test_cispo_keeps_every_arms_gradient_weighted_by_the_ratio_capped_from_above():
+    """MiniMax-M1's IS weight has no lower bound (eps_low^IS large), as TRL's cispo
+    (grpo_trainer.py: clamp(coef_1, max=epsilon_high)): arm 3's ratio, below 1 - eps_low,
+    weighs its gradient as it is."""
     shift = 3 * SHIFT  # ratios far outside [0.8, 1.28]: the clip loss cuts these arms
     r = ratios_of(shift)
+    assert float(r[3]) < 0.6 and float(r[0]) > 1.5
     o = Objective(policy_loss="cispo", eps_low=0.2, eps_high=0.28)
     got = logit_grad(shift, o)
-    torch.testing.assert_close(got, expected(r.clamp(0.8, 1.28) * ADV, shift), rtol=1e-12, atol=0)
+    torch.testing.assert_close(got, expected(r.clamp_max(1.28) * ADV, shift), rtol=1e-12, atol=0)
     assert (got - logit_grad(shift, Objective(eps_low=0.2, eps_high=0.28))).abs().max() > 0.05
 
 
