@@ -28,9 +28,10 @@ clip, cispo, sapo, dpg, reinforce, clip-cov, kl-cov, gbpo, nft), its clip range 
 it enters (--kl-estimator, --kl-in loss | reward), the loss aggregation and the zero-variance
 filter.
 Recipes: DAPO's clip-higher --eps-high 0.28; CISPO --policy-loss cispo --eps-high 0.28; GPG
---policy-loss reinforce --adv-norm mean --kl-coef 0 --update-epochs 1; RGRA --policy-loss
+--policy-loss reinforce --adv-norm gpg --kl-coef 0 --update-epochs 1; RGRA --policy-loss
 reinforce --update-epochs 1 (its ablation: --drop-negatives). Estimators of
-controlrl/advantages.py (--adv-norm rloo, reinforce++, reinforce++-baseline, lite-ppo, bnpo)
+controlrl/advantages.py (--adv-norm rloo, reinforce++, reinforce++-baseline, lite-ppo, bnpo,
+gpg)
 and controlrl/kl_estimators.py (--kl-estimator k1, k2, k3-unbiased); train-inference
 mismatch (controlrl/mismatch.py): --rollout-mismatch temperature | bf16 draws the rollout from
 a perturbed copy of the policy, --mismatch-correction none | tis | mis reweights its loss.
@@ -119,12 +120,13 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     adv_norm: str = "mean-std"
     """advantage estimator over each group's scores (controlrl.objective.ADVANTAGES): mean-std
     (r - mean) / (std + 1e-4) (GRPO; TRL's unbiased std and epsilon) or mean, r - mean
-    (Dr. GRPO, GPG); rloo (leave-one-out mean, arXiv 2402.14740), reinforce++ (rewards
-    whitened over the batch, arXiv 2501.03262) and reinforce++-baseline (group mean off, then
-    whitened; OpenRLHF / verl), lite-ppo (group mean, batch std, arXiv 2508.08221), bnpo (Beta
-    normalisation, arXiv 2506.02864; changyi7231/BNPO), batch-mean (r - the batch's mean,
-    groups ignored: the TPO reference's PG / PPO / DG baseline, JeanKaddour/tpo), all in
-    controlrl/advantages.py"""
+    (Dr. GRPO); gpg, alpha (r - mean) with alpha = B / (B - M), M the outputs of groups with
+    no spread (GPG, arXiv 2504.02546; AMAP-ML/GPG); rloo (leave-one-out mean, arXiv
+    2402.14740), reinforce++ (rewards whitened over the batch, arXiv 2501.03262) and
+    reinforce++-baseline (group mean off, then whitened; OpenRLHF / verl), lite-ppo (group
+    mean, batch std, arXiv 2508.08221), bnpo (Beta normalisation, arXiv 2506.02864;
+    changyi7231/BNPO), batch-mean (r - the batch's mean, groups ignored: the TPO reference's
+    PG / PPO / DG baseline, JeanKaddour/tpo), all in controlrl/advantages.py"""
     drop_negatives: bool = False
     """advantages below 0 set to 0: RGRA's negatives-off ablation (REINFORCE with Group
     Relative Advantage: negative samples are essential)"""
@@ -146,7 +148,7 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     sapo (soft gate
     (4 / tau) sigma(tau (r - 1)), arXiv 2511.20347), dpg (Delightful PG's gate sigma(A x
     surprisal / eta), arXiv 2603.14608), reinforce (-A log pi, no ratio or clip: GPG arXiv
-    2504.02546 with --adv-norm mean --kl-coef 0, RGRA with GRPO's advantage; verl gpg),
+    2504.02546 with --adv-norm gpg --kl-coef 0, RGRA with GRPO's advantage; verl gpg),
     clip-cov and kl-cov (the entropy mechanism, arXiv 2505.22617; verl clip_cov / kl_cov,
     reference PRIME-RL/Entropy-Mechanism-of-RL), gbpo (BPO's group variant, the ratio regressed
     onto the bounded-ratio target above / below the group's median score, arXiv 2604.18578;

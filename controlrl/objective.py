@@ -101,7 +101,7 @@ def grpo_advantage(scores: torch.Tensor) -> torch.Tensor:
 
 @register(ADVANTAGES, "mean")
 def mean_advantage(scores: torch.Tensor) -> torch.Tensor:
-    """r - mean over each group (Dr. GRPO, GPG)."""
+    """r - mean over each group (Dr. GRPO; GPG's, times its alpha, is controlrl.advantages.gpg)."""
     return group_advantages(scores, "mean")
 
 
@@ -177,8 +177,8 @@ def delightful_loss(t: Tokens, o: Objective) -> torch.Tensor:
 
 @register(POLICY_LOSSES, "reinforce")
 def reinforce_loss(t: Tokens, o: Objective) -> torch.Tensor:
-    """-A log pi: no ratio, no clip (GPG, arXiv 2504.02546, verl's gpg; RGRA, REINFORCE with
-    GRPO's group-relative advantage)."""
+    """-A log pi: no ratio, no clip (GPG, arXiv 2504.02546, verl's gpg, with --adv-norm gpg;
+    RGRA, REINFORCE with GRPO's group-relative advantage)."""
     return -t.adv * t.logp
 
 

@@ -143,7 +143,7 @@ def test_population_of_two_equals_the_single_runs(flags, tmp_path, recorded_acti
         (["--policy-loss", "ppo2"], "--policy-loss must be one of cispo, clip, clip-cov"),
         (
             ["--adv-norm", "rlo"],
-            "--adv-norm must be one of batch-mean, bnpo, lite-ppo, mean, mean-std",
+            "--adv-norm must be one of batch-mean, bnpo, gpg, lite-ppo, mean, mean-std",
         ),
         (["--kl-estimator", "k9"], "--kl-estimator must be one of k1, k2, k3, k3-unbiased"),
         (["--kl-in", "value"], "--kl-in must be one of loss, reward, got 'value'"),
@@ -255,3 +255,17 @@ def test_gbpo_target_std_follows_the_advantage_norm(adv_norm, std):
     reference's norm_adv_by_std_in_grpo False); every other estimator keeps it."""
     args = grpo.Args(policy_loss="gbpo", adv_norm=adv_norm)
     assert grpo.objective_of(args).gbpo_std is std
+
+
+def test_gpg_advantage_reaches_the_batch():
+    """--adv-norm gpg (GPG's recipe): r - group mean times alpha = B / (B - M), here 2 groups
+    of 4 with one flat: alpha 2."""
+    torch.manual_seed(0)
+    policy = CategoricalPolicy(3, 4, (8,))
+    lengths, returns = [2, 3, 1, 3, 3, 2, 1, 2], [1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    rollout = rollout_of(policy, lengths, returns, 4)
+    batch, _ = batch_of(rollout, policy, policy, adv_norm="gpg", policy_loss="reinforce")
+    want = 2 * group_advantages(torch.tensor(returns).double().reshape(2, 4), "mean")
+    torch.testing.assert_close(
+        first_step_advantages(batch, 3, 8), want.reshape(-1).float().double()
+    )
