@@ -145,9 +145,8 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     """per-step policy loss (controlrl.objective.POLICY_LOSSES; verl's policy_loss.loss_mode):
     clip (PPO / GRPO; DAPO with --eps-high 0.28), cispo (MiniMax-M1 arXiv 2506.13585: the
     stop-gradient ratio capped at 1 + eps_high, no lower bound, times A log pi; TRL cispo),
-    sapo (soft gate
-    (4 / tau) sigma(tau (r - 1)), arXiv 2511.20347), dpg (Delightful PG's gate sigma(A x
-    surprisal / eta), arXiv 2603.14608), reinforce (-A log pi, no ratio or clip: GPG arXiv
+    sapo (soft gate (4 / tau) sigma(tau (r - 1)), arXiv 2511.20347), dpg (Delightful PG's gate
+    sigma(A x surprisal / eta), arXiv 2603.14608), reinforce (-A log pi, no ratio or clip: GPG arXiv
     2504.02546 with --adv-norm gpg --kl-coef 0, RGRA with GRPO's advantage; verl gpg),
     clip-cov and kl-cov (the entropy mechanism, arXiv 2505.22617; verl clip_cov / kl_cov,
     reference PRIME-RL/Entropy-Mechanism-of-RL), gbpo (BPO's group variant, the ratio regressed

@@ -6,7 +6,7 @@ pi_old = r_q pi_+ + (1 - r_q) pi_- with r_q the context's success rate, so the n
 are modelled by the implicit negative policy pi_- = (pi_old - r_q pi_theta) / (1 - r_q). With
 R = pi_theta / pi_old per sample, the loss of a group is
 
-    -(1/G) sum_i omega_q [ r_i log R_i + (1 - r_i) log (1 - r_q R_i) / (1 - r_q) ]
+    -(1/G) sum_i omega_q [ r_i log R_i + (1 - r_i) log((1 - r_q R_i) / (1 - r_q)) ]
 
 (maximum likelihood of the positives under pi_theta and of the negatives under pi_-). At
 theta = theta_old (R = 1) its gradient is omega_q / (1 - r_q) times Dr. GRPO's, so the prompt
@@ -18,10 +18,10 @@ Off-policy, a failure whose probability rose (R > 1) has an implicit-negative ra
 (1 - r_q R) / (1 - r_q) below 1, and below 0 once r_q R > 1. As the authors' code (NVlabs/NFT
 dp_actor.py: clamp_preserve_grad(proxy, min_val=clamp_negative), config/nft_trainer.yaml
 clamp_negative 1.0), the log takes the ratio clamped from below at clamp_negative in its value
-while the gradient passes through the clamp unchanged: there the failure's loss falls with
-slope r_q R per unit of log R times omega_q / (1 - r_q), finite for every R, where the exact
-log's slope r_q R / (1 - r_q R) grows without bound as r_q R nears 1 and a floor on the ratio
-cuts it to 0 beyond.
+while the gradient passes through the clamp unchanged: there the failure's loss grows with
+log R at the slope omega_q r_q R / (1 - r_q) (r_q R for Dr. GRPO's omega_q = 1 - r_q), finite
+for every R, where the exact log's slope omega_q r_q R / (1 - r_q R) grows without bound as
+r_q R nears 1 and a floor on the ratio cuts it to 0 beyond.
 """
 
 from __future__ import annotations
