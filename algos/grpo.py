@@ -28,9 +28,10 @@ clip, cispo, sapo, dpg, reinforce, clip-cov, kl-cov, gbpo, nft), its clip range 
 it enters (--kl-estimator, --kl-in loss | reward), the loss aggregation and the zero-variance
 filter.
 Recipes: DAPO's clip-higher --eps-high 0.28; CISPO --policy-loss cispo --eps-high 0.28; GPG
---policy-loss reinforce --adv-norm mean --kl-coef 0 --update-epochs 1; RGRA --policy-loss
+--policy-loss reinforce --adv-norm gpg --kl-coef 0 --update-epochs 1; RGRA --policy-loss
 reinforce --update-epochs 1 (its ablation: --drop-negatives). Estimators of
-controlrl/advantages.py (--adv-norm rloo, reinforce++, reinforce++-baseline, lite-ppo, bnpo)
+controlrl/advantages.py (--adv-norm rloo, reinforce++, reinforce++-baseline, lite-ppo, bnpo,
+gpg)
 and controlrl/kl_estimators.py (--kl-estimator k1, k2, k3-unbiased); train-inference
 mismatch (controlrl/mismatch.py): --rollout-mismatch temperature | bf16 draws the rollout from
 a perturbed copy of the policy, --mismatch-correction none | tis | mis reweights its loss.
@@ -119,12 +120,13 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     adv_norm: str = "mean-std"
     """advantage estimator over each group's scores (controlrl.objective.ADVANTAGES): mean-std
     (r - mean) / (std + 1e-4) (GRPO; TRL's unbiased std and epsilon) or mean, r - mean
-    (Dr. GRPO, GPG); rloo (leave-one-out mean, arXiv 2402.14740), reinforce++ (rewards
-    whitened over the batch, arXiv 2501.03262) and reinforce++-baseline (group mean off, then
-    whitened; OpenRLHF / verl), lite-ppo (group mean, batch std, arXiv 2508.08221), bnpo (Beta
-    normalisation, arXiv 2506.02864; changyi7231/BNPO), batch-mean (r - the batch's mean,
-    groups ignored: the TPO reference's PG / PPO / DG baseline, JeanKaddour/tpo), all in
-    controlrl/advantages.py"""
+    (Dr. GRPO); gpg, alpha (r - mean) with alpha = B / (B - M), M the outputs of groups with
+    no spread (GPG, arXiv 2504.02546; AMAP-ML/GPG); rloo (leave-one-out mean, arXiv
+    2402.14740), reinforce++ (rewards whitened over the batch, arXiv 2501.03262) and
+    reinforce++-baseline (group mean off, then whitened; OpenRLHF / verl), lite-ppo (group
+    mean, batch std, arXiv 2508.08221), bnpo (Beta normalisation, arXiv 2506.02864;
+    changyi7231/BNPO), batch-mean (r - the batch's mean, groups ignored: the TPO reference's
+    PG / PPO / DG baseline, JeanKaddour/tpo), all in controlrl/advantages.py"""
     drop_negatives: bool = False
     """advantages below 0 set to 0: RGRA's negatives-off ablation (REINFORCE with Group
     Relative Advantage: negative samples are essential)"""
@@ -142,10 +144,10 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     policy_loss: str = "clip"
     """per-step policy loss (controlrl.objective.POLICY_LOSSES; verl's policy_loss.loss_mode):
     clip (PPO / GRPO; DAPO with --eps-high 0.28), cispo (MiniMax-M1 arXiv 2506.13585: the
-    clipped stop-gradient ratio times A log pi; verl / TorchRL cispo), sapo (soft gate
-    (4 / tau) sigma(tau (r - 1)), arXiv 2511.20347), dpg (Delightful PG's gate sigma(A x
-    surprisal / eta), arXiv 2603.14608), reinforce (-A log pi, no ratio or clip: GPG arXiv
-    2504.02546 with --adv-norm mean --kl-coef 0, RGRA with GRPO's advantage; verl gpg),
+    stop-gradient ratio capped at 1 + eps_high, no lower bound, times A log pi; TRL cispo),
+    sapo (soft gate (4 / tau) sigma(tau (r - 1)), arXiv 2511.20347), dpg (Delightful PG's gate
+    sigma(A x surprisal / eta), arXiv 2603.14608), reinforce (-A log pi, no ratio or clip: GPG arXiv
+    2504.02546 with --adv-norm gpg --kl-coef 0, RGRA with GRPO's advantage; verl gpg),
     clip-cov and kl-cov (the entropy mechanism, arXiv 2505.22617; verl clip_cov / kl_cov,
     reference PRIME-RL/Entropy-Mechanism-of-RL), gbpo (BPO's group variant, the ratio regressed
     onto the bounded-ratio target above / below the group's median score, arXiv 2604.18578;
@@ -163,8 +165,8 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     """where the KL enters: loss (beta k per step, GRPO) or reward (beta sum_t k of the
     rollout policy off each episode's score before the advantage; verl's use_kl_in_reward)"""
     clip_coef: float = 0.2
-    """ratio clip eps (DeepSeekMath 0.2): the range [1 - eps_low, 1 + eps_high] of clip, cispo
-    and clip-cov and of every clip statistic"""
+    """ratio clip eps (DeepSeekMath 0.2): the range [1 - eps_low, 1 + eps_high] of clip and
+    clip-cov and of every clip statistic; cispo's cap 1 + eps_high (no lower bound)"""
     eps_low: float | None = None
     """lower clip eps (None: --clip-coef; DAPO 0.2; verl clip_ratio_low)"""
     eps_high: float | None = None
@@ -179,8 +181,9 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     """--policy-loss dpg: temperature eta of the gate sigma(A x surprisal / eta) (the paper's
     value not checked here: 1)"""
     cov_frac: float = 2e-4
-    """--policy-loss clip-cov / kl-cov: fraction of a minibatch's rows selected (at least one)
-    (verl clip_cov_ratio / kl_cov_ratio 2e-4)"""
+    """--policy-loss clip-cov / kl-cov: fraction of a minibatch's rows in the loss (padding
+    and dropped groups not counted, as verl counts its loss mask) selected, at least one (verl
+    clip_cov_ratio / kl_cov_ratio 2e-4)"""
     clip_cov_lb: float = 1.0
     """--policy-loss clip-cov: covariance lower bound of the rows it may cut (verl 1.0)"""
     clip_cov_ub: float = 5.0
@@ -189,7 +192,9 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     """--policy-loss kl-cov: coefficient of |log r| on the selected rows (verl ppo_kl_coef 1.0)"""
     gbpo_temperature: float = 1.0
     """--policy-loss gbpo: temperature T of the target ratio's sigmoid (the reference's verl
-    config gbpo_temperature 1.0; its TTRL scripts 1e-4 with clip 0.3)"""
+    config gbpo_temperature 1.0; its TTRL scripts 1e-4 with clip 0.3); the target's score gap
+    to the group median is divided by the group's std except with --adv-norm mean (the
+    reference's norm_adv_by_std_in_grpo)"""
     overlong_max: int | None = None
     """DAPO's soft overlong punishment (arXiv 2503.14476, eq. 13): episodes longer than
     overlong_max - overlong_cache steps lose up to 1 from their score, linearly, 1 beyond
@@ -382,6 +387,7 @@ def objective_of(args: Args) -> Objective:
         clip_cov_ub=args.clip_cov_ub,
         kl_cov_coef=args.kl_cov_coef,
         gbpo_temperature=args.gbpo_temperature,
+        gbpo_std=args.adv_norm != "mean",
         nft_scale="mean" if args.adv_norm == "mean" else "mean_std",
     )
 

@@ -6,7 +6,8 @@ controlrl.group.group_advantages). Batch-level ones reduce over the last two axe
 
 Reference code: JeanKaddour/tpo src/tpo/experiments/_trial.py (the batch-mean baseline);
 volcengine/verl verl/trainer/ppo/core_algos.py (compute_rloo_outcome_advantage,
-compute_reinforce_plus_plus_outcome_advantage, ..._baseline_outcome_advantage);
+compute_reinforce_plus_plus_outcome_advantage, ..._baseline_outcome_advantage); AMAP-ML/GPG
+open-r1/src/open_r1/gpg_trainer.py (GPG's alpha);
 changyi7231/BNPO recipe/bnpo/src/bnpo_ray_trainer.py (compute_bnpo_outcome_advantage).
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from controlrl.group import group_advantages
+from controlrl.group import group_advantages, zero_variance_mask
 from controlrl.objective import ADVANTAGES, register
 
 BATCH = (-2, -1)  # the axes of one batch: every output of every group
@@ -72,6 +73,24 @@ def lite_ppo(rewards: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
     std, const = _batch_std(rewards)
     out = group_advantages(rewards, "mean") / (std + eps)
     return torch.where(const, torch.zeros_like(out), out)
+
+
+@register(ADVANTAGES, "gpg")
+def gpg(rewards: torch.Tensor) -> torch.Tensor:
+    """GPG's corrected advantage (Chu et al. 2025, "GPG: A Simple and Strong Reinforcement
+    Learning Baseline for Model Reasoning", arXiv 2504.02546): alpha (r - group mean), alpha =
+    B / (B - M) over the batch, B its outputs and M those of the groups whose scores are all
+    equal (no gradient): the batch's mean gradient rescaled to the outputs that carry one. As
+    the authors' code (AMAP-ML/GPG open-r1/src/open_r1/gpg_trainer.py:
+    inverse_alpha = n_valid_samples / num_samples, groups with std 0 not valid, the loss divided
+    by it); alpha 1 where no group has spread (every advantage is 0 there). verl's
+    compute_gpg_outcome_advantage takes B over the number of nonzero scores instead (for 0/1
+    rewards, the successes): not this estimator."""
+    flat = zero_variance_mask(rewards)  # [..., n]
+    valid = (~flat).sum(-1, keepdim=True).unsqueeze(-1).to(rewards.dtype)  # [..., 1, 1]
+    n = rewards.shape[-2]
+    alpha = torch.where(valid > 0, n / valid.clamp_min(1.0), torch.ones_like(valid))
+    return alpha * group_advantages(rewards, "mean")
 
 
 def beta_parameters(p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -65,11 +65,12 @@ class Objective:
     sapo_tau_pos: float = 1.0
     sapo_tau_neg: float = 1.05
     dpg_eta: float = 1.0
-    cov_frac: float = 2e-4  # Clip-Cov / KL-Cov: fraction of a minibatch's rows selected
+    cov_frac: float = 2e-4  # Clip-Cov / KL-Cov: fraction of a minibatch's loss rows selected
     clip_cov_lb: float = 1.0
     clip_cov_ub: float = 5.0
     kl_cov_coef: float = 1.0
     gbpo_temperature: float = 1.0  # T of GBPO's target ratio
+    gbpo_std: bool = True  # GBPO's target over the group's std (verl's norm_adv_by_std_in_grpo)
     nft_scale: str = "mean_std"  # NFT's prompt weight: GRPO's (mean_std) or Dr. GRPO's (mean)
 
 
@@ -100,7 +101,7 @@ def grpo_advantage(scores: torch.Tensor) -> torch.Tensor:
 
 @register(ADVANTAGES, "mean")
 def mean_advantage(scores: torch.Tensor) -> torch.Tensor:
-    """r - mean over each group (Dr. GRPO, GPG)."""
+    """r - mean over each group (Dr. GRPO; GPG's, times its alpha, is controlrl.advantages.gpg)."""
     return group_advantages(scores, "mean")
 
 
@@ -149,10 +150,12 @@ def clip_loss(t: Tokens, o: Objective) -> torch.Tensor:
 
 @register(POLICY_LOSSES, "cispo")
 def cispo_loss(t: Tokens, o: Objective) -> torch.Tensor:
-    """-sg(clip(r, 1 - eps_low, 1 + eps_high)) A log pi: REINFORCE weighted by the clipped,
-    stop-gradient ratio, every token keeps its gradient (MiniMax-M1, arXiv 2506.13585, eq. 4;
-    verl / TorchRL cispo)."""
-    return -t.ratio.clamp(1 - o.eps_low, 1 + o.eps_high).detach() * t.adv * t.logp
+    """-sg(min(r, 1 + eps_high)) A log pi: REINFORCE weighted by the stop-gradient ratio capped
+    from above, every token keeps its gradient (MiniMax-M1, arXiv 2506.13585, eq. 4-5: no lower
+    bound on the IS weight, eps_low^IS set large; huggingface/trl trl/trainer/grpo_trainer.py,
+    GRPOTrainer._compute_loss, loss_type "cispo": clamp(coef_1, max=epsilon_high) only). verl's
+    compute_policy_loss_cispo also clamps at 1 - clip_ratio_low; eps_low is not used here."""
+    return -t.ratio.clamp_max(1 + o.eps_high).detach() * t.adv * t.logp
 
 
 @register(POLICY_LOSSES, "sapo")
@@ -174,8 +177,8 @@ def delightful_loss(t: Tokens, o: Objective) -> torch.Tensor:
 
 @register(POLICY_LOSSES, "reinforce")
 def reinforce_loss(t: Tokens, o: Objective) -> torch.Tensor:
-    """-A log pi: no ratio, no clip (GPG, arXiv 2504.02546, verl's gpg; RGRA, REINFORCE with
-    GRPO's group-relative advantage)."""
+    """-A log pi: no ratio, no clip (GPG, arXiv 2504.02546, verl's gpg, with --adv-norm gpg;
+    RGRA, REINFORCE with GRPO's group-relative advantage)."""
     return -t.adv * t.logp
 
 
@@ -188,58 +191,72 @@ def covariance(t: Tokens) -> torch.Tensor:
     return (adv - (used * adv).sum() / count) * (logp - (used * logp).sum() / count)
 
 
-def top_rows(score: torch.Tensor, frac: float) -> torch.Tensor:
-    """The max(int(frac * R), 1) rows of largest score among those with score > -inf (bool
-    [R]); a fixed count, so that it runs under vmap."""
-    k = max(int(frac * score.shape[-1]), 1)
-    idx = score.topk(k).indices
-    chosen = torch.zeros_like(score).scatter(-1, idx, 1.0) > 0
-    return chosen & (score > -torch.inf)
+def top_rows(score: torch.Tensor, frac: float, used: torch.Tensor) -> torch.Tensor:
+    """The max(int(frac * n), 1) rows of largest score among those with score > -inf (bool
+    [R]), n the rows in the loss (used, bool [R]): verl counts the tokens of the loss mask, not
+    the padded rows (volcengine/verl verl/trainer/ppo/core_algos.py,
+    compute_policy_loss_clip_cov's clip_num and compute_policy_loss_kl_cov's k_percent_nums).
+    Ranks rather than topk: the count is data-dependent and this runs under vmap."""
+    n = used.to(torch.float64).sum(-1, keepdim=True)
+    k = (frac * n).floor().clamp_min(1.0)  # max(int(frac * n), 1) in Python's float64
+    rank = score.argsort(dim=-1, descending=True, stable=True).argsort(dim=-1)
+    return (rank < k) & (score > -torch.inf)
 
 
 @register(POLICY_LOSSES, "clip-cov")
 def clip_cov_loss(t: Tokens, o: Objective) -> torch.Tensor:
-    """The clip loss with the gradient of a random cov_frac of the rows whose covariance lies in
-    (lb, ub) (and not already clipped) cut off (Clip-Cov, arXiv 2505.22617; verl clip_cov)."""
+    """The clip loss with the gradient of a random cov_frac of the rows in the loss cut off,
+    chosen among those whose covariance lies in (lb, ub) (and not already clipped) (Clip-Cov,
+    arXiv 2505.22617; verl core_algos.py compute_policy_loss_clip_cov)."""
     unclipped, clipped = -t.adv * t.ratio, -t.adv * t.ratio.clamp(1 - o.eps_low, 1 + o.eps_high)
     cov = covariance(t)
     eligible = (
         (t.weight > 0) & (cov > o.clip_cov_lb) & (cov < o.clip_cov_ub) & ~(clipped > unclipped)
     )
     noise = t.noise if t.noise is not None else torch.zeros_like(cov)
-    cut = top_rows(torch.where(eligible, noise, -torch.inf), o.cov_frac)
+    cut = top_rows(torch.where(eligible, noise, -torch.inf), o.cov_frac, t.weight > 0)
     return torch.where(cut, 0.0, torch.max(unclipped, clipped))
 
 
 @register(POLICY_LOSSES, "kl-cov")
 def kl_cov_loss(t: Tokens, o: Objective) -> torch.Tensor:
-    """-r A, plus kl_cov_coef |log r| on the cov_frac rows of largest covariance (KL-Cov, arXiv
-    2505.22617; verl kl_cov); no clip."""
+    """-r A, plus kl_cov_coef |log r| on the cov_frac of the rows in the loss of largest
+    covariance (KL-Cov, arXiv 2505.22617; verl core_algos.py compute_policy_loss_kl_cov); no
+    clip."""
     cov = torch.where(t.weight > 0, covariance(t), -torch.inf)
     penalty = o.kl_cov_coef * (t.logp - t.old_logp).abs()
-    return -t.adv * t.ratio + torch.where(top_rows(cov, o.cov_frac), penalty, 0.0)
+    return -t.adv * t.ratio + torch.where(top_rows(cov, o.cov_frac, t.weight > 0), penalty, 0.0)
 
 
 @register(POLICY_LOSSES, "gbpo")
 def gbpo_loss(t: Tokens, o: Objective) -> torch.Tensor:
     """|r - sg(r*)| |A| with r* = 1 - eps_low + (eps_low + eps_high) sigmoid(z / T), z = (score -
-    its group's median) / (the group's std + 1e-4): GBPO, BPO's group variant (Bounded Ratio
-    Reinforcement Learning, arXiv 2604.18578; bounded-ratio-rl/bounded_ratio_rl,
-    src/verl/trainer/ppo/core_algos.py, compute_policy_loss_gbpo and the gbpo estimator): the
-    ratio is regressed onto the bounded-ratio optimum, above 1 for scores above the group's
-    MEDIAN, below it under, exactly 1 at the median (eps_low = eps_high)."""
+    its group's median) / (the group's std + 1e-4) (gbpo_std; without it, --adv-norm mean, z is
+    not divided): GBPO, BPO's group variant (Bounded Ratio Reinforcement Learning, arXiv
+    2604.18578; bounded-ratio-rl/bounded_ratio_rl, src/verl/trainer/ppo/core_algos.py,
+    compute_policy_loss_gbpo and compute_gbpo_outcome_advantage_and_target, which also takes
+    median 0 and std 1 for a group of one): the ratio is regressed onto the bounded-ratio
+    optimum, above 1 for scores above the group's MEDIAN, below it under, exactly 1 at the
+    median (eps_low = eps_high)."""
     g = t.group_scores  # [R, G]
     s, G = g.sort(-1).values, g.shape[-1]
-    median = (s[..., (G - 1) // 2] + s[..., G // 2]) / 2  # torch.quantile(., 0.5)'s
-    z = (t.score - median) / (g.std(-1) + 1e-4)
+    if G > 1:
+        median = (s[..., (G - 1) // 2] + s[..., G // 2]) / 2  # torch.quantile(., 0.5)'s
+        std = g.std(-1)
+    else:  # the reference's group of one: median 0, std 1
+        median, std = torch.zeros_like(t.score), torch.ones_like(t.score)
+    z = t.score - median
+    if o.gbpo_std:
+        z = z / (std + 1e-4)
     target = 1 - o.eps_low + (o.eps_low + o.eps_high) * torch.sigmoid(z / o.gbpo_temperature)
     return ((t.ratio - target.detach()) * t.adv).abs()
 
 
 @register(POLICY_LOSSES, "nft")
 def nft_policy_loss(t: Tokens, o: Objective) -> torch.Tensor:
-    """-omega_q [r log R + (1 - r) log max((1 - r_q R) / (1 - r_q), 1e-6)], r the score (a
-    success, 0 or 1), r_q its group's mean, R the ratio: NFT, Negative-aware Fine-Tuning (arXiv
+    """-omega_q [r log R + (1 - r) log c((1 - r_q R) / (1 - r_q))], r the score (a success, 0
+    or 1), r_q its group's mean, R the ratio, c the authors' clamp from below at 1 that keeps the
+    gradient (NVlabs/NFT dp_actor.py, clamp_negative 1.0): NFT, Negative-aware Fine-Tuning (arXiv
     2505.18116; controlrl/nft.py), with the prompt weight omega_q = (1 - r_q) / std (GRPO's) or
     1 - r_q (Dr. GRPO's), so that at theta = theta_old its gradient is that GRPO's (T-G8)."""
     omega = grpo_equivalent_weight(t.group_scores, o.nft_scale).squeeze(-1)

@@ -304,7 +304,10 @@ def test_dataset_generator_flags(argv, fragment, capsys):
 @pytest.mark.parametrize(
     "argv, fragment",
     [
-        (["algos/grpo.py", "--adv-norm", "foo"], "must be one of batch-mean, bnpo, lite-ppo, mean"),
+        (
+            ["algos/grpo.py", "--adv-norm", "foo"],
+            "must be one of batch-mean, bnpo, gpg, lite-ppo, mean",
+        ),
         (["algos/ppo.py", "--adv-norm", "foo"], "unknown flag --adv-norm"),
         (["algos/optimistic_po.py", "--resume", "x"], "unknown flag --resume"),
         (["paper_figures/bench_ppo.py", "--warmup", "x"], "argument --warmup: invalid int"),

@@ -143,7 +143,7 @@ def test_population_of_two_equals_the_single_runs(flags, tmp_path, recorded_acti
         (["--policy-loss", "ppo2"], "--policy-loss must be one of cispo, clip, clip-cov"),
         (
             ["--adv-norm", "rlo"],
-            "--adv-norm must be one of batch-mean, bnpo, lite-ppo, mean, mean-std",
+            "--adv-norm must be one of batch-mean, bnpo, gpg, lite-ppo, mean, mean-std",
         ),
         (["--kl-estimator", "k9"], "--kl-estimator must be one of k1, k2, k3, k3-unbiased"),
         (["--kl-in", "value"], "--kl-in must be one of loss, reward, got 'value'"),
@@ -235,3 +235,37 @@ def test_grpo_batch_carries_each_rows_score_and_its_groups():
     for a, b in zip(grads["nft"], grads["clip"], strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
     assert max(float((a - b).abs().max()) for a, b in zip(grads["gbpo"], grads["clip"])) > 1e-4
+
+
+def test_gbpo_with_groups_of_one_trains(tmp_path):
+    """--policy-loss gbpo --group-size 1 (the TPO reference's one answer per prompt, with the
+    batch-mean baseline): the target takes the reference's median 0 and std 1 for a group of
+    one, so the update's loss is finite (the unbiased std of one score is NaN)."""
+    argv = ["--env-id", "bandit:bernoulli-10", "--group-size", "1", "--adv-norm", "batch-mean"]
+    argv += ["--policy-loss", "gbpo", "--total-timesteps", "64", "--num-envs", "16"]
+    grpo.main(parse(grpo.Args, [*argv, "--hidden-sizes", "8", *QUIET, "--run-dir", str(tmp_path)]))
+    header, *rows = (tmp_path / "metrics.csv").read_text().splitlines()
+    losses = [float(dict(zip(header.split(","), row.split(",")))["train/loss"]) for row in rows]
+    assert len(losses) == 4 and np.isfinite(losses).all()
+
+
+@pytest.mark.parametrize("adv_norm, std", [("mean", False), ("mean-std", True), ("rloo", True)])
+def test_gbpo_target_std_follows_the_advantage_norm(adv_norm, std):
+    """--adv-norm mean turns off GBPO's division of its target by the group's std (the
+    reference's norm_adv_by_std_in_grpo False); every other estimator keeps it."""
+    args = grpo.Args(policy_loss="gbpo", adv_norm=adv_norm)
+    assert grpo.objective_of(args).gbpo_std is std
+
+
+def test_gpg_advantage_reaches_the_batch():
+    """--adv-norm gpg (GPG's recipe): r - group mean times alpha = B / (B - M), here 2 groups
+    of 4 with one flat: alpha 2."""
+    torch.manual_seed(0)
+    policy = CategoricalPolicy(3, 4, (8,))
+    lengths, returns = [2, 3, 1, 3, 3, 2, 1, 2], [1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    rollout = rollout_of(policy, lengths, returns, 4)
+    batch, _ = batch_of(rollout, policy, policy, adv_norm="gpg", policy_loss="reinforce")
+    want = 2 * group_advantages(torch.tensor(returns).double().reshape(2, 4), "mean")
+    torch.testing.assert_close(
+        first_step_advantages(batch, 3, 8), want.reshape(-1).float().double()
+    )

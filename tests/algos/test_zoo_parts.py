@@ -90,7 +90,7 @@ def test_mis_masking_every_step_leaves_the_policy_where_it_was(tmp_path):
 BAD = [
     (
         ["--adv-norm", "rlooo"],
-        "--adv-norm must be one of batch-mean, bnpo, lite-ppo, mean, mean-std",
+        "--adv-norm must be one of batch-mean, bnpo, gpg, lite-ppo, mean, mean-std",
     ),
     (["--kl-estimator", "k4"], "--kl-estimator must be one of k1, k2, k3, k3-unbiased"),
     (["--rollout-mismatch", "fp8"], "--rollout-mismatch must be one of bf16, none, temperature"),

@@ -119,5 +119,38 @@ def parts_parameters(p):
 
 def test_registered_under_their_flag_names():
     names = {"rloo", "reinforce++", "reinforce++-baseline", "lite-ppo", "bnpo", "batch-mean"}
+    names |= {"gpg"}
     assert names | {"mean", "mean-std"} == set(ADVANTAGES)
     assert ADVANTAGES["rloo"] is adv.rloo and ADVANTAGES["bnpo"] is adv.bnpo
+
+
+def authors_gpg_advantages(rewards: torch.Tensor, G: int) -> torch.Tensor:
+    """AMAP-ML/GPG open-r1/src/open_r1/gpg_trainer.py (scale_rewards false, adjust_gd: the
+    loss divided by inverse_alpha, here the advantage), transliterated on one flat batch."""
+    stds = rewards.view(-1, G).std(dim=1)
+    num_identical_reward_groups = (stds == 0).sum().item()
+    num_samples = stds.numel()
+    n_valid_samples = num_samples - num_identical_reward_groups
+    mean_grouped_rewards = rewards.view(-1, G).mean(dim=1).repeat_interleave(G, dim=0)
+    advantages = rewards - mean_grouped_rewards
+    inverse_alpha = min(1.0, n_valid_samples / num_samples)
+    return advantages / inverse_alpha
+
+
+def test_gpg_is_the_group_mean_advantage_times_the_authors_alpha():
+    """alpha = B / (B - M), M the outputs of zero-variance groups (GPG, arXiv 2504.02546):
+    4 groups of 4 with one flat group give 4/3; every seed of a batch has its own alpha, equal to
+    the authors' code's."""
+    r = torch.tensor([[1, 0, 0, 0], [1, 1, 1, 1], [0, 1, 1, 0], [0, 0, 1, 0]]).double()
+    got = ADVANTAGES["gpg"](r)
+    torch.testing.assert_close(got, 4 / 3 * group_advantages(r, "mean"), rtol=1e-15, atol=0)
+    for G in (2, 4, 8):
+        gen = torch.Generator().manual_seed(G)
+        r = torch.bernoulli(torch.full((5, 6, G), 0.3, dtype=torch.float64), generator=gen)
+        r[0, :3] = 1.0  # seed 0: at least half of its groups flat
+        got = ADVANTAGES["gpg"](r)
+        for k in range(r.shape[0]):
+            want = authors_gpg_advantages(r[k].reshape(-1), G).reshape(r[k].shape)
+            torch.testing.assert_close(got[k], want, rtol=1e-14, atol=1e-15)
+    flat = torch.ones(2, 3, 4, dtype=torch.float64)
+    assert torch.equal(ADVANTAGES["gpg"](flat), torch.zeros_like(flat))  # alpha 1, A = 0

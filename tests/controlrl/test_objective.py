@@ -96,12 +96,16 @@ def test_overlong_penalty_is_daposs_piecewise_linear_punishment():
     assert got.tolist() == want
 
 
-def test_cispo_keeps_every_arms_gradient_weighted_by_the_clipped_ratio():
+def test_cispo_keeps_every_arms_gradient_weighted_by_the_ratio_capped_from_above():
+    """MiniMax-M1's IS weight has no lower bound (eps_low^IS large), as TRL's cispo
+    (grpo_trainer.py: clamp(coef_1, max=epsilon_high)): arm 3's ratio, below 1 - eps_low,
+    weighs its gradient as it is."""
     shift = 3 * SHIFT  # ratios far outside [0.8, 1.28]: the clip loss cuts these arms
     r = ratios_of(shift)
+    assert float(r[3]) < 0.6 and float(r[0]) > 1.5
     o = Objective(policy_loss="cispo", eps_low=0.2, eps_high=0.28)
     got = logit_grad(shift, o)
-    torch.testing.assert_close(got, expected(r.clamp(0.8, 1.28) * ADV, shift), rtol=1e-12, atol=0)
+    torch.testing.assert_close(got, expected(r.clamp_max(1.28) * ADV, shift), rtol=1e-12, atol=0)
     assert (got - logit_grad(shift, Objective(eps_low=0.2, eps_high=0.28))).abs().max() > 0.05
 
 
@@ -275,3 +279,78 @@ def test_parts_run_under_a_population_vmap():
             [one(*(x[k] for x in (logp, old, adv, weight, noise, score, groups))) for k in range(S)]
         )
         np.testing.assert_allclose(batched.numpy(), alone.numpy(), rtol=1e-12, err_msg=name)
+
+
+def masked_mean(x, mask):
+    return (x * mask).sum() / mask.sum()
+
+
+def verl_clip_cov(old, logp, adv, mask, noise, lo, hi, frac, lb, ub):
+    """volcengine/verl verl/trainer/ppo/core_algos.py, compute_policy_loss_clip_cov on [B, T],
+    token-mean, transliterated; its random permutation of the eligible tokens is drawn from the
+    noise (largest first), as controlrl's choice is."""
+    ratio = torch.exp(logp - old)
+    pg_losses1 = -adv * ratio
+    corr = torch.ones_like(adv)
+    pg_losses2 = -adv * torch.clamp(ratio, 1 - lo, 1 + hi)
+    clip_by_origin = (pg_losses2 > pg_losses1) & (mask > 0)
+    cov_all = (adv - masked_mean(adv, mask)) * (logp - masked_mean(logp.detach(), mask))
+    cov_all[mask == 0] = -torch.inf
+    cov_all[clip_by_origin] = -torch.inf
+    clip_num = max(int(frac * mask.sum().item()), 1)
+    top_k_idx = torch.nonzero((cov_all < ub) & (cov_all > lb) & (mask > 0))
+    if len(top_k_idx) > 0:
+        perm = noise[top_k_idx[:, 0], top_k_idx[:, 1]].argsort(descending=True, stable=True)
+        top_k_idx = top_k_idx[perm[: min(clip_num, len(top_k_idx))]]
+    corr[top_k_idx[:, 0], top_k_idx[:, 1]] = 0
+    return masked_mean(torch.maximum(pg_losses1, pg_losses2) * corr, mask)
+
+
+def verl_kl_cov(old, logp, adv, mask, frac, coef):
+    """volcengine/verl verl/trainer/ppo/core_algos.py, compute_policy_loss_kl_cov on [B, T],
+    token-mean, transliterated."""
+    negative_approx_kl = logp - old
+    ratio = torch.exp(negative_approx_kl)
+    pg_losses = -adv * ratio
+    pg_losses_kl = -adv * ratio + coef * negative_approx_kl.abs()
+    all_valid = mask > 0
+    all_valid_idx = torch.nonzero(all_valid.reshape(-1), as_tuple=True)[0]
+    all_valid_adv = adv[all_valid].detach().reshape(-1)
+    all_valid_logp = logp[all_valid].detach().reshape(-1)
+    cov = (all_valid_adv - all_valid_adv.mean()) * (all_valid_logp - all_valid_logp.mean())
+    k_percent_nums = max(1, int(len(cov) * frac))
+    large = all_valid_idx[torch.topk(cov, k_percent_nums, largest=True).indices]
+    T = adv.shape[1]
+    pg_losses[large // T, large % T] = pg_losses_kl[large // T, large % T]
+    return masked_mean(pg_losses, mask)
+
+
+def test_clip_cov_and_kl_cov_count_the_rows_in_the_loss_as_verl():
+    """Clip-Cov cuts max(int(frac * n), 1) of the eligible tokens and KL-Cov penalises as many,
+    n the tokens in the loss mask (verl), not the rows with padding: 400 random padded batches,
+    each loss equal to verl's (and in many of them the padded count would pick another k)."""
+    gen = torch.Generator().manual_seed(0)
+    differs = 0
+    for case in range(400):
+        B, T = (int(x) for x in torch.randint(2, 9, (2,), generator=gen))
+        lengths = torch.randint(1, T + 1, (B,), generator=gen)
+        mask = (torch.arange(T)[None] < lengths[:, None]).double()
+        old = -torch.rand(B, T, generator=gen, dtype=torch.float64) * 3
+        logp = old + 0.3 * torch.randn(B, T, generator=gen, dtype=torch.float64)
+        adv = torch.randn(B, 1, generator=gen, dtype=torch.float64).expand(B, T).clone()
+        noise = torch.rand(B, T, generator=gen, dtype=torch.float64)
+        frac = float(torch.empty(1).uniform_(0.05, 0.6, generator=gen))
+        differs += max(int(frac * B * T), 1) != max(int(frac * mask.sum().item()), 1)
+        lp = logp.reshape(-1).clone().requires_grad_()
+        rows = (old.reshape(-1), torch.exp(lp - old.reshape(-1)), adv.reshape(-1), old.reshape(-1))
+        weight = (mask / mask.sum()).reshape(-1)
+        t = Tokens(lp, rows[0], rows[1], rows[2], rows[3], weight, noise=noise.reshape(-1))
+        o = Objective(policy_loss="clip-cov", cov_frac=frac, clip_cov_lb=-0.5, clip_cov_ub=0.5)
+        got = group_objective(t, o)[0]
+        want = verl_clip_cov(old, logp, adv, mask, noise, 0.2, 0.2, frac, -0.5, 0.5)
+        assert float(got) == pytest.approx(float(want), rel=1e-12, abs=1e-15), case
+        o = Objective(policy_loss="kl-cov", cov_frac=frac, kl_cov_coef=0.7)
+        got = group_objective(t, o)[0]
+        want = verl_kl_cov(old, logp, adv, mask, frac, 0.7)
+        assert float(got) == pytest.approx(float(want), rel=1e-12, abs=1e-15), case
+    assert differs > 100

@@ -1,18 +1,21 @@
 """The policy losses that read the scores of a step's group (controlrl/objective.py's
 SCORED_LOSSES), against their closed forms on a K-armed softmax bandit (the rows are all K arms,
 weighted by pi_old, as tests/controlrl/test_objective.py): GBPO's bounded-ratio regression
-(target above 1 above the group's MEDIAN score, 1 at it, below it under; loss |r - target| |A|)
-and NFT as a flag value (its gradient at theta = theta_old is GRPO's for every group: T-G8);
-the scores reach the rows through algos/grpo.py's batch in tests/algos/test_objectives.py."""
+(target above 1 above the group's MEDIAN score, 1 at it, below it under; loss |r - target| |A|;
+against the reference's code for groups of one and without the std) and NFT as a flag value
+(its gradient at theta = theta_old is GRPO's for every group: T-G8); the scores reach the rows
+through algos/grpo.py's batch in tests/algos/test_objectives.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
 import pytest
 import torch
 
+from controlrl import objective
 from controlrl.group import group_advantages
 from controlrl.objective import Objective, Tokens, group_objective
 
@@ -141,3 +144,58 @@ def test_nft_flag_value_is_grpo_at_theta_old_for_every_group(scale, adv_norm):
             *(logit_grad(n, actions, rewards, moved) for n in ("nft", "clip"))
         )
     assert parted > 100
+
+
+def reference_gbpo_rows(scores, index, ratio, adv, o: Objective, norm: bool, eps: float):
+    """bounded-ratio-rl/bounded_ratio_rl src/verl/trainer/ppo/core_algos.py, transliterated:
+    compute_gbpo_outcome_advantage_and_target's target_adv (a group of one: mean 0, std 1,
+    median 0; norm_adv_by_std_in_grpo divides by std + epsilon, the function's argument) and
+    compute_policy_loss_gbpo's per-token |ratio - target_ratio| |A|."""
+    groups: dict[int, list] = {}
+    for i in range(len(scores)):
+        groups.setdefault(int(index[i]), []).append(scores[i])
+    median, std = {}, {}
+    for k, g in groups.items():
+        if len(g) == 1:
+            median[k], std[k] = torch.tensor(0.0).double(), torch.tensor(1.0).double()
+        else:
+            stacked = torch.stack(g)
+            median[k], std[k] = torch.quantile(stacked, 0.5), torch.std(stacked)
+    target_adv = torch.empty_like(scores)
+    for i in range(len(scores)):
+        z = scores[i] - median[int(index[i])]
+        if norm:
+            z = z / (std[int(index[i])] + eps)
+        target_adv[i] = z / o.gbpo_temperature
+    target = 1.0 - o.eps_low + (o.eps_high + o.eps_low) * torch.sigmoid(target_adv)
+    return torch.abs((ratio - target) * adv)
+
+
+def gbpo_rows(scores, G, ratio, adv, o: Objective) -> torch.Tensor:
+    """--policy-loss gbpo's per-row loss on rows of consecutive groups of G."""
+    groups = scores.reshape(-1, G).repeat_interleave(G, 0)
+    t = Tokens(ratio.log(), torch.zeros_like(ratio), ratio, adv, ratio, torch.ones_like(ratio))
+    t.score, t.group_scores = scores, groups
+    return objective.POLICY_LOSSES["gbpo"](t, o)
+
+
+@pytest.mark.parametrize("G, std", [(1, True), (1, False), (4, False), (8, False), (4, True)])
+def test_gbpo_matches_the_reference_for_groups_of_one_and_without_the_std(G, std):
+    """A group of one (--group-size 1, e.g. with --adv-norm batch-mean) takes the reference's
+    median 0 and std 1 (a finite loss, where the unbiased std of one score is NaN); with
+    gbpo_std off (--adv-norm mean, the reference's norm_adv_by_std_in_grpo False) the target
+    is not divided by the group's std."""
+    gen = torch.Generator().manual_seed(G)
+    n = 16
+    scores = torch.bernoulli(torch.full((n,), 0.4, dtype=torch.float64), generator=gen)
+    scores[:G] = 1.0  # a flat group
+    ratio = torch.exp(0.3 * torch.randn(n, generator=gen, dtype=torch.float64))
+    adv = torch.randn(n, generator=gen, dtype=torch.float64)
+    for temperature, clip in ((1.0, (0.2, 0.28)), (1e-4, (0.3, 0.3))):
+        o = Objective(policy_loss="gbpo", eps_low=clip[0], eps_high=clip[1], gbpo_std=std)
+        o = dataclasses.replace(o, gbpo_temperature=temperature)
+        got = gbpo_rows(scores, G, ratio, adv, o)
+        index = torch.arange(n) // G
+        want = reference_gbpo_rows(scores, index, ratio, adv, o, norm=std, eps=1e-4)
+        assert bool(torch.isfinite(got).all())
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-15)
