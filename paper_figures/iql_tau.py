@@ -53,7 +53,8 @@ import numpy as np
 from controlrl import experiment, plots, stats
 from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, run_sweep
-from envs.offline.store import DEFAULT_PPO_BUDGET, DEFAULT_STEPS, data_root, dataset_name
+from envs.offline.store import DEFAULT_PPO_BUDGET, DEFAULT_SCORE_EPISODES, DEFAULT_STEPS
+from envs.offline.store import data_root, dataset_name
 
 ROOT = Path(__file__).resolve().parents[1]
 CSV_FIELDS = ("env", "dataset", "kind", "method", "tau", "online_steps", "seed", "steps")
@@ -70,7 +71,8 @@ TOY = {
     "eval_every": 50,
     "eval_episodes": 1,
     "dataset_steps": 2000,
-    "gen_args": "--score-episodes 2 --num-envs 2 --no-minari",
+    "score_episodes": 2,
+    "gen_args": "--num-envs 2 --no-minari",
     "workers": 2,
 }
 TOY_IQL = ["--hidden-sizes", "32", "32", "--batch-size", "32"]
@@ -97,7 +99,8 @@ def configs(args) -> list[dict]:
 
 
 def dataset_id(args, env: str, kind: str) -> str:
-    return dataset_name(env, kind, args.data_seed, args.dataset_steps, args.ppo_budget)
+    steps, budget, scored = args.dataset_steps, args.ppo_budget, args.score_episodes
+    return dataset_name(env, kind, args.data_seed, steps, budget, scored)
 
 
 def dataset_file(args, name: str) -> Path:
@@ -108,7 +111,8 @@ def generate_command(args, env: str, kind: str) -> list[str]:
     """The generator call that writes the dataset of `kind` into --data-dir."""
     cmd = [sys.executable, "-m", "envs.offline", "generate", "--env", env, "--kind", kind]
     cmd += ["--seed", str(args.data_seed), "--steps", str(args.dataset_steps)]
-    cmd += ["--ppo-budget", str(args.ppo_budget), "--out", str(args.data_dir), "--no-progress"]
+    cmd += ["--ppo-budget", str(args.ppo_budget), "--score-episodes", str(args.score_episodes)]
+    cmd += ["--out", str(args.data_dir), "--no-progress"]
     return cmd + args.gen_args.split()
 
 
@@ -344,6 +348,28 @@ def plot(args, runs: list[dict], table: list[tuple]) -> None:
         plt.close(fig)
 
 
+def lab_table(path: Path) -> list[dict]:
+    """A declared experiment's results rows of <name>.csv: env the dataset's env and kind
+    (hopper-medium-replay, whatever the generator's suffixes), arm bc or iql-tau<tau> (with
+    -online for an offline-to-online run)."""
+    with Path(path).open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    out = []
+    for r in rows:
+        arm = "bc" if r["method"] == "bc" else f"iql-tau{r['tau']}"
+        arm += "-online" if int(r["online_steps"]) else ""
+        env = r["dataset"].split("-v")[0]
+        metrics = {"final_eval_normalized_score": r["final_normalized_score"],
+                   "final_eval_return": r["final_return"]}  # fmt: skip
+        out.append({"env": env, "arm": arm, "seed": r["seed"], **metrics})
+    return out
+
+
+def run_lab(argv: list[str], out: Path) -> None:
+    """A declared experiment's script run: main(argv) with its sweeps and datasets under out."""
+    main([*argv, "--sweep-dir", str(Path(out) / "sweeps")])
+
+
 def print_table(table: list[tuple]) -> None:
     print("final D4RL-normalised score, mean [95% bootstrap CI from >= 5 seeds, range below]")
     for name, label, mean, lo, hi, n in table:
@@ -370,6 +396,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--data-seed", type=int, default=0, help="the generator's --seed")
     p.add_argument("--dataset-steps", type=int, default=DEFAULT_STEPS, help="generator --steps")
     p.add_argument("--ppo-budget", type=int, default=DEFAULT_PPO_BUDGET)
+    p.add_argument("--score-episodes", type=int, default=DEFAULT_SCORE_EPISODES,
+                   help="generator --score-episodes (the references' episodes)")  # fmt: skip
     p.add_argument(
         "--gen-args", default="", help="further generator flags that keep the dataset's id"
     )
