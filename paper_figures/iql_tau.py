@@ -53,8 +53,13 @@ import numpy as np
 from controlrl import experiment, plots, stats
 from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, run_sweep
-from envs.offline.store import DEFAULT_PPO_BUDGET, DEFAULT_SCORE_EPISODES, DEFAULT_STEPS
-from envs.offline.store import data_root, dataset_name
+from envs.offline.store import (
+    DEFAULT_PPO_BUDGET,
+    DEFAULT_SCORE_EPISODES,
+    DEFAULT_STEPS,
+    data_root,
+    dataset_name,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CSV_FIELDS = ("env", "dataset", "kind", "method", "tau", "online_steps", "seed", "steps")

@@ -74,8 +74,8 @@ def test_several_envs_each_run_on_their_own_datasets(tmp_path):
     args = argparse.Namespace(
         envs="Hopper-v5,Walker2d-v5", kinds="medium,medium-replay", taus="0.7",
         online_steps=10, online_kind="medium-replay", online_tau="0.7", data_seed=0,
-        dataset_steps=1_000_000, ppo_budget=1_000_000, data_dir=tmp_path, log_every=5,
-        eval_every=5, eval_episodes=1, toy=False, extra=[], steps=20, seeds=3,
+        dataset_steps=1_000_000, ppo_budget=1_000_000, score_episodes=100, data_dir=tmp_path,
+        log_every=5, eval_every=5, eval_episodes=1, toy=False, extra=[], steps=20, seeds=3,
         gen_args="",
     )  # fmt: skip
     cfgs = fig.configs(args)
