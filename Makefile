@@ -118,10 +118,6 @@ ifdef FULL
 	  --seeds 1,2,3,4,5 --total-timesteps 2048000 --timeout 3600 --name brax_ant_2m
 	$(BIN)/python paper_figures/ppo_vs_sb3.py --train --workers 2 \
 	  --sides controlrl,SB3,"controlrl vf_coef=1"
-	$(BIN)/python paper_figures/iql_tau.py --train
-	$(BIN)/python paper_figures/iql_tau.py --train --envs Hopper-v5,HalfCheetah-v5,Walker2d-v5 \
-	  --kinds medium,medium-replay,medium-expert --taus 0.7 --online-steps 0 --steps 20000 \
-	  --eval-every 5000 --eval-episodes 10 --name iql_vs_bc --sweep-dir runs/sweeps/iql_vs_bc
 	$(BIN)/python paper_figures/bandit_suite.py --train
 	$(BIN)/python paper_figures/dppo_finetune.py --train --datasets \
 	  hopper-medium-v5-s0,walker2d-medium-v5-s0 --seeds 3 --steps 60000 --eval-episodes 5 \
@@ -129,10 +125,6 @@ ifdef FULL
 	$(BIN)/python paper_figures/dppo_finetune.py --train
 	$(BIN)/python paper_figures/dppo_finetune.py --train --datasets walker2d-medium-v5-s0 \
 	  --keep-committed
-	$(BIN)/python paper_figures/fpo_multimodal.py --train --workers 2 --bandit-seeds 30 \
-	  --bandit-steps 30720 --bandit-checkpoint-every 5 --mujoco-seeds 7 --mujoco-steps 300000 \
-	  --eval-every 50000 --eval-episodes 10
-	$(BIN)/python paper_figures/fpo_underconditioned.py --train
 	$(BIN)/python paper_figures/ratio_filters.py --train --workers 2
 	$(BIN)/python paper_figures/entropy_law.py --train --methods grpo --seeds 7
 	$(BIN)/python paper_figures/entropy_law.py --train --methods ppo --seeds 7 -- --eval-episodes 10
@@ -159,8 +151,6 @@ else
 	$(BIN)/python paper_figures/brax_locomotion.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/ppo_vs_sb3.py --train --seeds 2 --total-timesteps 4096 \
 	  --sweeps-root $(TOY_OUT)/sweeps/ppo_vs_sb3 --out $(TOY_OUT) -- --eval-episodes 1
-	$(BIN)/python paper_figures/iql_tau.py --toy --train --sweep-dir $(TOY_OUT)/sweeps/iql_tau \
-	  --out $(TOY_OUT)
 	$(BIN)/python paper_figures/bandit_suite.py --toy --train \
 	  --sweep-dir $(TOY_OUT)/sweeps/bandit_suite --out $(TOY_OUT)
 	$(BIN)/python -m envs.offline generate --env Hopper-v5 --kind random --steps 2000 \
@@ -168,10 +158,6 @@ else
 	$(BIN)/python paper_figures/dppo_finetune.py --toy --train \
 	  --datasets $(TOY_OUT)/data/hopper-random-v5-s0-n2000.hdf5 \
 	  --sweep-dir $(TOY_OUT)/sweeps/dppo_finetune --out $(TOY_OUT)
-	$(BIN)/python paper_figures/fpo_multimodal.py --toy --train \
-	  --sweep-dir $(TOY_OUT)/sweeps/fpo_multimodal --out $(TOY_OUT)
-	$(BIN)/python paper_figures/fpo_underconditioned.py --toy --train \
-	  --sweep-dir $(TOY_OUT)/sweeps/fpo_underconditioned --out $(TOY_OUT)
 	$(BIN)/python paper_figures/ratio_filters.py --toy --train \
 	  --sweep-dir $(TOY_OUT)/sweeps/ratio_filters --out $(TOY_OUT)
 	$(BIN)/python paper_figures/entropy_law.py --toy --train \

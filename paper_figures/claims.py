@@ -192,76 +192,6 @@ E1_METRIC = (
 )
 
 
-IQL_RERUN = (
-    "rerun at 100,000 gradient steps on hopper-medium, hopper-medium-replay, "
-    "walker2d-medium-replay and halfcheetah-medium-replay (the declared experiment iql-100k: "
-    "rows `E5-vs-BC-<dataset>` and `E5-tau-<dataset>`)"
-)
-
-
-def iql_rows() -> list[Row]:
-    """E5-tau (iql_tau.csv, 5,000 gradient steps) and E5-vs-BC (iql_vs_bc.csv, 20,000): each
-    pooled over datasets; their 100,000-step rerun is the declared experiment iql-100k."""
-    rows = read("iql_tau.csv")
-    out = []
-    d = []
-    for ds in sorted({r["dataset"] for r in rows}):
-        hi = values(
-            rows, "final_normalized_score", dataset=ds, method="iql", tau="0.9", online_steps=0
-        )
-        lo = values(
-            rows, "final_normalized_score", dataset=ds, method="iql", tau="0.5", online_steps=0
-        )
-        d += [hi[s] - lo[s] for s in sorted(hi) if s in lo]
-    d = np.array(d)
-    stat, verdict, det = paired_verdict(d)
-    steps = int(rows[0]["steps"])
-    out.append(
-        Row(
-            "E5-tau",
-            "Offline Reinforcement Learning with Implicit Q-Learning (arXiv 2110.06169)",
-            "a larger expectile tau (0.9 vs 0.5) improves the score",
-            "D4RL, 1M gradient steps",
-            "transplant: generated hopper datasets (medium, medium-replay) in the D4RL layout; "
-            f"{IQL_RERUN}",
-            f"ours {steps:,} gradient steps; paper 1,000,000; {wall_time(rows)}",
-            f"{d.size} pairs",
-            "final normalised score, tau 0.9 minus tau 0.5",
-            stat,
-            verdict,
-            det,
-            "iql_tau.csv",
-        )
-    )
-    vs = read("iql_vs_bc.csv")
-    d = []
-    for ds in sorted({r["dataset"] for r in vs}):
-        a = values(vs, "final_normalized_score", dataset=ds, method="iql")
-        b = values(vs, "final_normalized_score", dataset=ds, method="bc")
-        d += [a[s] - b[s] for s in sorted(a) if s in b]
-    d = np.array(d)
-    stat, verdict, det = paired_verdict(d)
-    out.append(
-        Row(
-            "E5-vs-BC",
-            "Offline Reinforcement Learning with Implicit Q-Learning (arXiv 2110.06169)",
-            "IQL beats behaviour cloning on D4RL locomotion",
-            "D4RL, 1M gradient steps",
-            "transplant: generated hopper, halfcheetah, "
-            "walker2d datasets (medium, medium-replay, medium-expert); "
-            f"{IQL_RERUN}",
-            f"ours {int(vs[0]['steps']):,} gradient steps; paper 1,000,000; {wall_time(vs)}",
-            f"{d.size} pairs",
-            "final normalised score, IQL minus BC",
-            stat,
-            verdict,
-            det,
-            "iql_vs_bc.csv",
-        )
-    )
-    return out
-
-
 def _dppo_pairs(rows) -> tuple[np.ndarray, np.ndarray, list[float], list[str]]:
     """(final-return diffs, gain diffs, clone return ratios, datasets) of a dppo_finetune CSV,
     diffusion minus Gaussian paired by seed within each dataset: the gain is a run's final
@@ -348,41 +278,6 @@ def dppo_rows() -> list[Row]:
     return out
 
 
-KEEP_BOTH = 0.2  # fpo_multimodal.py: a policy keeps both modes when its minority share >= 0.2
-
-
-def fpo_rows() -> list[Row]:
-    """E7-modes (the FPO policies' minority-mode share against the keep-both bar); E7-mujoco is
-    the declared experiment fpo-hopper-300k."""
-    band = read("fpo_multimodal.csv")
-    share = {
-        k: [float(r["minority_share"]) for r in band if r["algo"] == k] for k in ("fpo", "ppo")
-    }
-    kept = sum(r["keeps_both"] == "True" for r in band if r["algo"] == "fpo")
-    s = stats.summarize(share["fpo"])
-    modes = bar_verdict(s.kind, s.lo, s.hi, KEEP_BOTH)
-    paper = "Flow Matching Policy Gradients (arXiv 2507.21053)"
-    return [
-        Row(
-            "E7-modes",
-            paper,
-            "flow policies keep a bimodal optimal action distribution",
-            "under-conditioned tasks",
-            "transplant: a continuous bandit with two equally good modes at -0.5 and +0.5",
-            f"ours {int(band[0]['steps']):,} samples per run",
-            f"{len(share['fpo'])} FPO, {len(share['ppo'])} PPO runs",
-            "minority-mode share of the final policy's sampled actions (an even split 0.5), "
-            f"mean over FPO's runs; holds if its 95% CI lies at or above {KEEP_BOTH} (keeps "
-            "both modes), fails if below",
-            f"FPO {s.text('.3g')}; {kept} of {len(share['fpo'])} FPO runs keep both; PPO "
-            f"(Gaussian) mean {np.mean(share['ppo']):.3g}",
-            modes,
-            "n/a",
-            "fpo_multimodal.csv",
-        ),
-    ]
-
-
 def ratio_filter_rows() -> list[Row]:
     rows = read("ratio_filters.csv")
     stale = max(int(r["staleness"]) for r in rows)
@@ -418,7 +313,6 @@ def all_rows() -> list[Row]:
         claims_brax,
         claims_cheap,
     )
-    from paper_figures.claims_fpo_under import rows as fpo_under_rows
     from paper_figures.claims_hard_starts import rows as hard_start_rows
     from paper_figures.claims_knapsack import rows as knapsack_rows
     from paper_figures.claims_rarl import rows as rarl_rows
@@ -426,10 +320,7 @@ def all_rows() -> list[Row]:
     from paper_figures.claims_tpo import rows as tpo_rows  # it imports this module
 
     rows = (
-        iql_rows()
-        + dppo_rows()
-        + fpo_rows()
-        + fpo_under_rows(read)
+        dppo_rows()
         + claims_brax.rows(read)
         + claims_brax.rows(read, "brax_halfcheetah_2m", "brax_locomotion", "-2m")
         + claims_brax.rows(read, "brax_ant_2m", "brax_locomotion", "-2m")

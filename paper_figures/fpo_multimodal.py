@@ -1,12 +1,13 @@
 r"""FPO vs Gaussian PPO (McAllister et al. 2025, "Flow Matching Policy Gradients", arXiv
-2507.21053; reference akanazawa/fpo): (A) the actions each policy samples on a continuous bandit
-with two equally good, well-separated modes, and (B) evaluation return on one MuJoCo task.
+2507.21053; reference akanazawa/fpo): the actions each policy samples on a continuous bandit with
+two equally good, well-separated modes (the declared experiment paper_figures/fpo-bimodal-bandit;
+FPO's MuJoCo return is paper_figures/fpo-hopper-300k).
 
     python paper_figures/fpo_multimodal.py --train     # runs what is missing, then plots
     python paper_figures/fpo_multimodal.py             # plots the runs under --sweep-dir
     python paper_figures/fpo_multimodal.py --replot    # the PNG from <out>/<name>*.csv alone
 
-(A) bandit:bimodal (one action in [-1, 1], reward exp(-d^2 / (2 0.1^2)), d the distance to the
+bandit:bimodal (one action in [-1, 1], reward exp(-d^2 / (2 0.1^2)), d the distance to the
 nearer of -0.5 and +0.5): algos/fpo.py and algos/ppo.py, each with its own defaults except the
 batch (--num-envs 64 --num-steps 8 --num-minibatches 4) and --no-norm-obs, --bandit-seeds seeds
 of --bandit-steps steps, every --bandit-checkpoint-every iterations a kept checkpoint. From each
@@ -15,14 +16,9 @@ within +-0.2 (two bump widths) of each mode is measured. The metric: the minorit
 min(share(-0.5), share(+0.5)); a policy "keeps both modes" when it is >= 0.2 (an even split is
 0.5), and "collapsed" when it is < 0.05 while the majority mode holds >= 0.5 of the samples.
 
-(B) --mujoco-env (Hopper-v5): fpo.py and ppo.py with their defaults (1 env), --mujoco-seeds x
---mujoco-steps, evaluation every --eval-every steps (--eval-episodes deterministic episodes; the
-flow policy's evaluation samples from noise, as the reference's).
-
 Writes <out>/fpo_multimodal.png and the CSVs behind it: fpo_multimodal.csv (per bandit run: the
 final checkpoint's shares, mean reward, keeps_both, collapsed), _shares.csv (per bandit
-checkpoint), _hist.csv (the final actions' histogram per run, 40 bins on [-1, 1]), _mujoco.csv
-(per MuJoCo run: final evaluation) and _mujoco_curves.csv (eval/return per run and step).
+checkpoint) and _hist.csv (the final actions' histogram per run, 40 bins on [-1, 1]).
 """
 
 from __future__ import annotations
@@ -52,25 +48,14 @@ TOY = {
     "bandit_steps": 1024,
     "bandit_checkpoint_every": 1,
     "samples": 500,
-    "mujoco_seeds": 1,
-    "mujoco_steps": 256,
-    "eval_every": 128,
-    "eval_episodes": 1,
     "workers": 2,
 }
-TOY_MUJOCO = ["--num-steps", "128", "--num-minibatches", "2", "--update-epochs", "1"]
 
 
 def bandit_config(args) -> SweepConfig:
     extra = BANDIT_FLAGS + ["--keep-checkpoints", "--eval-every", "0", "--eval-episodes", "10"]
     extra += ["--checkpoint-every", str(args.bandit_checkpoint_every)]
     return SweepConfig(list(ALGOS), ["bandit:bimodal"], args.bandit_seeds, args.bandit_steps, extra)
-
-
-def mujoco_config(args) -> SweepConfig:
-    extra = ["--eval-every", str(args.eval_every), "--eval-episodes", str(args.eval_episodes)]
-    extra += TOY_MUJOCO if args.toy else []
-    return SweepConfig(list(ALGOS), [args.mujoco_env], args.mujoco_seeds, args.mujoco_steps, extra)
 
 
 def load_policy(run_dir: Path, ckpt: Path) -> torch.nn.Module:
@@ -136,22 +121,7 @@ def bandit_results(args) -> list[dict]:
     return out
 
 
-def mujoco_results(args) -> list[dict]:
-    out = []
-    env = args.mujoco_env.replace(":", "_")
-    for algo in ALGOS:
-        base = args.sweep_dir / "mujoco" / "runs" / algo / env
-        for done in sorted(base.glob("seed*/final_eval.json")):
-            final = json.loads(done.read_text())
-            row = {"algo": algo, "env": args.mujoco_env, "seed": done.parent.name[4:]}
-            row.update(steps=final["step"], final_eval_return=final["eval_return_mean"])
-            row["train_s"] = plots.train_seconds(done.parent)  # collecting and updating
-            curve = plots.read_metrics(done.parent, "eval/return")
-            out.append({"row": row, "curve": curve})
-    return out
-
-
-def write_csvs(args, bandit: list[dict], mujoco: list[dict]) -> None:
+def write_csvs(args, bandit: list[dict]) -> None:
     out, name = args.out, args.name
     out.mkdir(parents=True, exist_ok=True)
 
@@ -184,25 +154,13 @@ def write_csvs(args, bandit: list[dict], mujoco: list[dict]) -> None:
             for lo, hi, c in zip(BINS[:-1], BINS[1:], r["hist"])
         ),
     )
-    mkeys = ["algo", "env", "seed", "steps", "final_eval_return", "train_s"]
-    write(out / f"{name}_mujoco.csv", mkeys, ([r["row"][k] for k in mkeys] for r in mujoco))
-    write(
-        out / f"{name}_mujoco_curves.csv",
-        ["algo", "env", "seed", "step", "eval_return"],
-        (
-            [r["row"]["algo"], r["row"]["env"], r["row"]["seed"], int(s), f"{v:.6g}"]
-            for r in mujoco
-            for s, v in zip(*r["curve"])
-        ),
-    )
 
 
-def plot(args, bandit: list[dict], mujoco: list[dict]) -> None:
+def plot(args, bandit: list[dict]) -> None:
     import matplotlib.pyplot as plt
 
     with plt.rc_context(plots.STYLE):
-        panels = 4 if mujoco else 3  # --skip-mujoco: the bandit panels only
-        fig, axes = plt.subplots(1, panels, figsize=(4 * panels, 3.6))
+        fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
         centers = (BINS[:-1] + BINS[1:]) / 2
         for ax, algo in zip(axes[:2], ALGOS):
             runs = [r for r in bandit if r["row"]["algo"] == algo]
@@ -245,35 +203,17 @@ def plot(args, bandit: list[dict], mujoco: list[dict]) -> None:
         ax.set_ylabel("minority-mode share")
         ax.set_title("bandit:bimodal, share of the less-used mode", fontsize=8)
         ax.legend(fontsize=7)
-        if not mujoco:
-            fig.suptitle("FPO (flow policy) vs Gaussian PPO on bandit:bimodal", fontsize=9)
-            fig.tight_layout()
-            fig.savefig(args.out / f"{args.name}.png", dpi=args.dpi)
-            return
-        ax = axes[3]
-        plots.plot_curves(
-            ax, {a: [r["curve"] for r in mujoco if r["row"]["algo"] == a] for a in ALGOS}
-        )
-        ax.set_ylabel("eval return")
-        ax.set_title(f"{args.mujoco_env}: {args.mujoco_steps:,} steps", fontsize=8)
-        ax.legend(fontsize=7)
-        counts = [sum(r["row"]["algo"] == a for r in mujoco) for a in ALGOS]
-        fig.suptitle(
-            "FPO (flow policy) vs Gaussian PPO: multimodality and return (right: "
-            f"{plots.band_words(c for c in counts if c)})",
-            fontsize=9,
-        )
+        fig.suptitle("FPO (flow policy) vs Gaussian PPO on bandit:bimodal", fontsize=9)
         fig.tight_layout()
         fig.savefig(args.out / f"{args.name}.png", dpi=args.dpi)
 
 
-def read_csvs(out: Path, name: str) -> tuple[list[dict], list[dict]]:
-    """The bandit and MuJoCo runs as write_csvs left them in `out` (the shares along training,
-    the final histogram, the evaluation curves); the sampled actions themselves are not kept."""
+def read_csvs(out: Path, name: str) -> list[dict]:
+    """The bandit runs as write_csvs left them in `out` (the shares along training, the final
+    histogram); the sampled actions themselves are not kept."""
     from controlrl.bench import read_csv
 
-    paths = {k: out / f"{name}{k}.csv" for k in ("", "_shares", "_hist", "_mujoco")}
-    paths["_mujoco_curves"] = out / f"{name}_mujoco_curves.csv"
+    paths = {k: out / f"{name}{k}.csv" for k in ("", "_shares", "_hist")}
     for path in paths.values():
         if not path.exists():
             raise SystemExit(f"error: --replot needs {path} (written by a run of this script)")
@@ -290,15 +230,7 @@ def read_csvs(out: Path, name: str) -> tuple[list[dict], list[dict]]:
         row["collapsed"] = row["collapsed"] == "True"
         key = (row["algo"], row["seed"])
         bandit.append({"row": row, "along": shares[key], "hist": np.array(hists[key])})
-    points: dict[tuple, list] = {}
-    for r in read_csv(paths["_mujoco_curves"]):
-        points.setdefault((r["algo"], r["seed"]), []).append((r["step"], r["eval_return"]))
-    mujoco = []
-    for row in read_csv(paths["_mujoco"]):
-        pts = points.get((row["algo"], row["seed"]), [])
-        curve = tuple(np.array([p[i] for p in pts], float) for i in (0, 1))
-        mujoco.append({"row": row, "curve": curve})
-    return bandit, mujoco
+    return bandit
 
 
 def report(result: dict) -> None:
@@ -311,12 +243,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--bandit-steps", type=int, default=61_440)
     p.add_argument("--bandit-checkpoint-every", type=int, default=10, help="iterations")
     p.add_argument("--samples", type=int, default=4000, help="actions sampled per checkpoint")
-    p.add_argument("--mujoco-env", default="Hopper-v5")
-    p.add_argument("--mujoco-seeds", type=int, default=3)
-    p.add_argument("--mujoco-steps", type=int, default=100_000)
-    p.add_argument("--eval-every", type=int, default=10_000)
-    p.add_argument("--eval-episodes", type=int, default=5)
-    p.add_argument("--skip-mujoco", action="store_true", help="only part A")
     p.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "fpo_multimodal")
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
     p.add_argument("--name", default="fpo_multimodal", help="stem of the PNG and CSVs")
@@ -329,43 +255,28 @@ def main(argv: list[str] | None = None) -> None:
     if args.toy:
         experiment.apply_toy(args, argv, TOY)
     if args.replot:  # the committed CSVs alone: no run directory or checkpoint is read
-        bandit, mujoco = read_csvs(args.out, args.name)
-        if mujoco:  # the title states what the CSVs hold
-            args.mujoco_env = mujoco[0]["row"]["env"]
-            args.mujoco_steps = max(r["row"]["steps"] for r in mujoco)
-        plot(args, bandit, mujoco)
+        plot(args, read_csvs(args.out, args.name))
         print(f"wrote {args.out / args.name}.png from its CSVs")
         return
     if args.train:
-        sweeps = [("bandit", bandit_config(args))]
-        if not args.skip_mujoco:
-            sweeps.append(("mujoco", mujoco_config(args)))
-        for part, config in sweeps:
-            runs = run_sweep(config, args.sweep_dir / part, workers=args.workers, on_update=report)
-            failed = [k for k, v in runs.items() if v["status"] == "failed"]
-            if failed:
-                print(f"warning: failed runs {failed}; see {args.sweep_dir / part}/sweep.json")
+        sweep = args.sweep_dir / "bandit"
+        runs = run_sweep(bandit_config(args), sweep, workers=args.workers, on_update=report)
+        failed = [k for k, v in runs.items() if v["status"] == "failed"]
+        if failed:
+            print(f"warning: failed runs {failed}; see {sweep}/sweep.json")
     bandit = bandit_results(args)
-    mujoco = [] if args.skip_mujoco else mujoco_results(args)
-    if not bandit and not mujoco:
+    if not bandit:
         raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
-    write_csvs(args, bandit, mujoco)
-    plot(args, bandit, mujoco)
+    write_csvs(args, bandit)
+    plot(args, bandit)
     for algo in ALGOS:
         rows = [r["row"] for r in bandit if r["row"]["algo"] == algo]
-        if rows:
-            shares = ", ".join(f"{r['minority_share']:.2f}" for r in rows)
-            print(
-                f"{algo} bandit:bimodal: keeps both {sum(r['keeps_both'] for r in rows)}/"
-                f"{len(rows)}, collapsed {sum(r['collapsed'] for r in rows)}/{len(rows)}, "
-                f"minority shares {shares}"
-            )
-        finals = [r["row"]["final_eval_return"] for r in mujoco if r["row"]["algo"] == algo]
-        if finals:
-            print(
-                f"{algo} {args.mujoco_env}: final eval return mean {np.mean(finals):.1f} "
-                f"(seeds: {', '.join(f'{f:.1f}' for f in finals)})"
-            )
+        shares = ", ".join(f"{r['minority_share']:.2f}" for r in rows)
+        print(
+            f"{algo} bandit:bimodal: keeps both {sum(r['keeps_both'] for r in rows)}/"
+            f"{len(rows)}, collapsed {sum(r['collapsed'] for r in rows)}/{len(rows)}, "
+            f"minority shares {shares}"
+        )
     print(
         f"wrote {args.out / args.name}.png and its CSVs; command: python "
         f"paper_figures/fpo_multimodal.py {' '.join(argv if argv is not None else sys.argv[1:])}"

@@ -5,18 +5,9 @@ on the medium and medium-replay datasets, and the offline-to-online curve on one
     python paper_figures/iql_tau.py --train        # generates missing datasets, runs missing runs
     python paper_figures/iql_tau.py                # plots the sweeps under --sweep-dir
     python paper_figures/iql_tau.py --replot [--name iql_vs_bc]   # the PNG from its CSVs alone
-    # IQL (tau 0.7) vs BC on three envs' datasets: the README's offline results table
-    python paper_figures/iql_tau.py --train --envs Hopper-v5,HalfCheetah-v5,Walker2d-v5 \
-        --kinds medium,medium-replay,medium-expert --taus 0.7 --online-steps 0 --name iql_vs_bc
-    # IQL (tau 0.7) vs BC at 100k gradient steps x 5 seeds, with the eval curves (--curves)
-    python paper_figures/iql_tau.py --train --envs Hopper-v5 --kinds medium,medium-replay \
-        --taus 0.7 --online-steps 0 --steps 100000 --eval-every 10000 --eval-episodes 10 \
-        --seeds 5 --workers 2 --curves --name iql_vs_bc_100k --sweep-dir runs/sweeps/iql_vs_bc_100k
-    # then tau 0.5 and 0.9 on hopper-medium-replay into the same study (the runs above kept)
-    python paper_figures/iql_tau.py --train --envs Hopper-v5 --kinds medium-replay --taus 0.5,0.9 \
-        --online-steps 0 --steps 100000 --eval-every 10000 --eval-episodes 10 --seeds 5 \
-        --workers 2 --curves --name iql_vs_bc_100k --sweep-dir runs/sweeps/iql_vs_bc_100k \
-        --keep-committed
+
+The declared experiments iql-tau-5k and iql-vs-bc-20k run it (their experiment.toml gives the
+flags; `python -m paper_figures run <experiment>`).
 
 Datasets come from envs.offline's generator (PPO behaviour runs, D4RL's recipe; nothing is
 downloaded): <env>-<kind>-v<version>-s<data seed>, e.g. hopper-medium-v5-s0, as the HDF5 file
@@ -27,10 +18,7 @@ Counting is in gradient steps (algos/iql.py --total-timesteps): --steps offline,
 --online-steps (one env step each) for the offline-to-online run. Default budget: 100k gradient
 steps x 3 seeds per configuration (CORL / the paper: 1M).
 
---envs runs the same configurations on each env's datasets. --keep-committed grows a study over
-several calls: the configurations (dataset, method, tau, online steps) of <out>/<name>.csv with
-no finished run under --sweep-dir keep their committed rows and curves (all at this call's
---steps, else an error).
+--envs runs the same configurations on each env's datasets.
 
 Writes <out>/<name>.png (--name, default iql_tau), <name>.csv (one row per finished run: its
 final_eval.json's normalised score and return, the gradient steps it ran, the seconds it spent
@@ -53,7 +41,13 @@ import numpy as np
 from controlrl import experiment, plots, stats
 from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, run_sweep
-from envs.offline.store import DEFAULT_PPO_BUDGET, DEFAULT_STEPS, data_root, dataset_name
+from envs.offline.store import (
+    DEFAULT_PPO_BUDGET,
+    DEFAULT_SCORE_EPISODES,
+    DEFAULT_STEPS,
+    data_root,
+    dataset_name,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CSV_FIELDS = ("env", "dataset", "kind", "method", "tau", "online_steps", "seed", "steps")
@@ -70,7 +64,8 @@ TOY = {
     "eval_every": 50,
     "eval_episodes": 1,
     "dataset_steps": 2000,
-    "gen_args": "--score-episodes 2 --num-envs 2 --no-minari",
+    "score_episodes": 2,
+    "gen_args": "--num-envs 2 --no-minari",
     "workers": 2,
 }
 TOY_IQL = ["--hidden-sizes", "32", "32", "--batch-size", "32"]
@@ -97,7 +92,8 @@ def configs(args) -> list[dict]:
 
 
 def dataset_id(args, env: str, kind: str) -> str:
-    return dataset_name(env, kind, args.data_seed, args.dataset_steps, args.ppo_budget)
+    steps, budget, scored = args.dataset_steps, args.ppo_budget, args.score_episodes
+    return dataset_name(env, kind, args.data_seed, steps, budget, scored)
 
 
 def dataset_file(args, name: str) -> Path:
@@ -108,7 +104,8 @@ def generate_command(args, env: str, kind: str) -> list[str]:
     """The generator call that writes the dataset of `kind` into --data-dir."""
     cmd = [sys.executable, "-m", "envs.offline", "generate", "--env", env, "--kind", kind]
     cmd += ["--seed", str(args.data_seed), "--steps", str(args.dataset_steps)]
-    cmd += ["--ppo-budget", str(args.ppo_budget), "--out", str(args.data_dir), "--no-progress"]
+    cmd += ["--ppo-budget", str(args.ppo_budget), "--score-episodes", str(args.score_episodes)]
+    cmd += ["--out", str(args.data_dir), "--no-progress"]
     return cmd + args.gen_args.split()
 
 
@@ -221,33 +218,6 @@ def read_csvs(out: Path, name: str) -> list[dict]:
     return runs
 
 
-CONFIG_KEY = ("dataset", "method", "tau", "online_steps")
-
-
-def with_committed(args, runs: list[dict]) -> list[dict]:
-    """--keep-committed: the runs of <out>/<name>.csv and _curves.csv whose configuration
-    (CONFIG_KEY) has no finished run here, then these runs. A study grown over several calls (a
-    dataset or tau at a time) keeps what it ran before; a kept run of another budget is an error,
-    so one CSV never mixes budgets."""
-    if not (args.out / f"{args.name}.csv").exists():
-        return runs
-    fresh = {tuple(r["row"][k] for k in CONFIG_KEY) for r in runs}
-    kept = [
-        r
-        for r in read_csvs(args.out, args.name)
-        if tuple(r["row"][k] for k in CONFIG_KEY) not in fresh
-    ]
-    for r in kept:
-        want = args.steps + r["row"]["online_steps"]
-        if r["row"]["steps"] != want:
-            raise SystemExit(
-                f"error: --keep-committed: {args.name}.csv holds a run of {r['row']['steps']:,}"
-                f" steps ({r['label']} on {r['row']['dataset']}, seed {r['row']['seed']}); this"
-                f" call's --steps gives {want:,}"
-            )
-    return kept + runs
-
-
 def summary(runs: list[dict]) -> list[tuple]:
     """(dataset, label, mean, lo, hi, n) of the final normalised score: the 95% bootstrap CI from
     >= 5 seeds, the min-max range below."""
@@ -344,6 +314,28 @@ def plot(args, runs: list[dict], table: list[tuple]) -> None:
         plt.close(fig)
 
 
+def lab_table(path: Path) -> list[dict]:
+    """A declared experiment's results rows of <name>.csv: env the dataset's env and kind
+    (hopper-medium-replay, whatever the generator's suffixes), arm bc or iql-tau<tau> (with
+    -online for an offline-to-online run)."""
+    with Path(path).open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    out = []
+    for r in rows:
+        arm = "bc" if r["method"] == "bc" else f"iql-tau{r['tau']}"
+        arm += "-online" if int(r["online_steps"]) else ""
+        env = r["dataset"].split("-v")[0]
+        metrics = {"final_eval_normalized_score": r["final_normalized_score"],
+                   "final_eval_return": r["final_return"]}  # fmt: skip
+        out.append({"env": env, "arm": arm, "seed": r["seed"], **metrics})
+    return out
+
+
+def run_lab(argv: list[str], out: Path) -> None:
+    """A declared experiment's script run: main(argv) with its sweeps and datasets under out."""
+    main([*argv, "--sweep-dir", str(Path(out) / "sweeps")])
+
+
 def print_table(table: list[tuple]) -> None:
     print("final D4RL-normalised score, mean [95% bootstrap CI from >= 5 seeds, range below]")
     for name, label, mean, lo, hi, n in table:
@@ -370,6 +362,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--data-seed", type=int, default=0, help="the generator's --seed")
     p.add_argument("--dataset-steps", type=int, default=DEFAULT_STEPS, help="generator --steps")
     p.add_argument("--ppo-budget", type=int, default=DEFAULT_PPO_BUDGET)
+    p.add_argument("--score-episodes", type=int, default=DEFAULT_SCORE_EPISODES,
+                   help="generator --score-episodes (the references' episodes)")  # fmt: skip
     p.add_argument(
         "--gen-args", default="", help="further generator flags that keep the dataset's id"
     )
@@ -384,11 +378,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
     p.add_argument(
         "--replot", action="store_true", help="only the PNG, from <out>/<name>.csv and _curves.csv"
-    )
-    p.add_argument(
-        "--keep-committed",
-        action="store_true",
-        help="keep the configurations of <out>/<name>.csv that have no finished run here",
     )
     p.add_argument("extra", nargs="*", help="flags passed to algos/iql.py (after --)")
     args = p.parse_args(argv)
@@ -407,8 +396,6 @@ def main(argv: list[str] | None = None) -> None:
     if args.train:
         train(args, cfgs)
     runs = collect(args, cfgs)
-    if args.keep_committed:
-        runs = with_committed(args, runs)
     if not runs:
         missing = [c for c in cfgs if not dataset_file(args, c["dataset"]).exists()]
         for c in {c["dataset"]: c for c in missing}.values():

@@ -393,7 +393,8 @@ def offline(read: Read) -> str:
         )
         + "\n\n"
         + para(
-            "Rerun at 100,000 gradient steps x 5 seeds, with IQL's tau 0.5, 0.7 and 0.9 on four of"
+            "Declared: [`paper_figures/iql-vs-bc-20k`](paper_figures/iql-vs-bc-20k/README.md);"
+            " rerun at 100,000 gradient steps x 5 seeds, with IQL's tau 0.5, 0.7 and 0.9 on four of"
             " these datasets: [`paper_figures/iql-100k`](paper_figures/iql-100k/README.md)."
         )
     )
@@ -689,53 +690,6 @@ def dynamic_pg(read: Read) -> str:
     )  # fmt: skip
 
 
-@table("iql-vs-bc")
-def iql_vs_bc(read: Read) -> str:
-    rows = read("iql_vs_bc.csv")
-    body, groups = [], []
-    for env in OFFLINE_ENVS:
-        for k in OFFLINE_KINDS:
-            bc = rows_where(rows, env=env, kind=k, method="bc")
-            iql = rows_where(rows, env=env, kind=k, method="iql", tau="0.7")
-            groups += [bc, iql]
-            body.append([
-                f"{env.split('-')[0].lower()}-{k}",
-                spread(col(bc, "final_normalized_score"), ".1f"),
-                spread(col(iql, "final_normalized_score"), ".1f"),
-            ])  # fmt: skip
-    n = uniform_n(groups)
-    return f"`out/iql_vs_bc.csv`, {kind(n)} over {n} seeds:\n\n" + md(
-        ["dataset", "BC", "IQL tau 0.7"], body
-    )
-
-
-@table("iql-tau")
-def iql_tau(read: Read) -> str:
-    rows = read("iql_tau.csv")
-    iql = {"method": "iql", "online_steps": "0"}
-    cols = [("BC", {"method": "bc"}), ("IQL tau 0.5", {**iql, "tau": "0.5"}),
-            ("tau 0.7", {**iql, "tau": "0.7"}), ("tau 0.9", {**iql, "tau": "0.9"}),
-            ("tau 0.7 + online", {"method": "iql", "tau": "0.7", "online_steps": "5000"}),
-            ]  # fmt: skip
-    body, ns = [], set()
-    for ds in dict.fromkeys(r["dataset"] for r in rows):
-        cells = [ds]
-        for _, match in cols:
-            g = [
-                r
-                for r in rows
-                if r["dataset"] == ds and all(r[k] == str(v) for k, v in match.items())
-            ]
-            if g:
-                ns.add(len(g))
-            cells.append(spread(col(g, "final_normalized_score"), ".1f") if g else "")
-        body.append(cells)
-    n = "/".join(map(str, sorted(ns)))
-    return f"`out/iql_tau.csv`, final normalised score, mean (range) over {n} seeds:\n\n" + md(
-        ["dataset", *(c for c, _ in cols)], body
-    )
-
-
 def seeds_above(read: Read, name: str, column: str) -> str:
     """Per env, how many seeds' `column` exceed the CSV's published reference."""
     rows = read(name)
@@ -812,52 +766,6 @@ def dppo(read: Read) -> str:
         + "\n\n"
         + para(f"Seeds that end above their clone: {', '.join(above)}.")
     )
-
-
-@table("fpo")
-def fpo(read: Read) -> str:
-    bandit = read("fpo_multimodal.csv")
-    mj = read("fpo_multimodal_mujoco.csv")
-    fb, pb = rows_where(bandit, algo="fpo"), rows_where(bandit, algo="ppo")
-    left = sum(float(r["share_left"]) > float(r["share_right"]) for r in fb)
-    minority = col(fb, "minority_share")
-    fpo_share = (
-        f"0 in all {len(fb)} ({left} left, {len(fb) - left} right)"
-        if max(minority) == 0
-        else med_range(minority, ".3f")
-    )
-    steps = {r["steps"] for r in bandit}.pop()
-    fm, pm = rows_where(mj, algo="fpo"), rows_where(mj, algo="ppo")
-    body = [
-        [f"bimodal: share of samples on the less-used mode at {f(int(steps))} steps, per seed",
-         fpo_share, span(min(col(pb, "minority_share")), max(col(pb, "minority_share")), ".3f"),
-         "`out/fpo_multimodal.csv`"],
-        [f"bimodal: mean reward, {kind(len(fb))}", spread(col(fb, "mean_reward"), ".3f"),
-         spread(col(pb, "mean_reward"), ".3f"), "`out/fpo_multimodal.csv`"],
-        [f"{mj[0]['env']} final evaluation at {int(mj[0]['steps']):,} steps, {kind(len(fm))}",
-         spread(col(fm, "final_eval_return")),
-         spread(col(pm, "final_eval_return")), "`out/fpo_multimodal_mujoco.csv`"],
-    ]  # fmt: skip
-    return md(["", "FPO", "Gaussian PPO", "CSV"], body)
-
-
-@table("fpo-under")
-def fpo_under(read: Read) -> str:
-    data = read("fpo_underconditioned.csv")
-    body = []
-    for env in dict.fromkeys(r["env"] for r in data):
-        fm, pm = rows_where(data, algo="fpo", env=env), rows_where(data, algo="ppo", env=env)
-        body.append(
-            [f"{env}, final evaluation at {int(fm[0]['steps']):,} steps, {kind(len(fm))}",
-             spread(col(fm, "final_eval_return"), ".1f"),
-             spread(col(pm, "final_eval_return"), ".1f")]
-        )  # fmt: skip
-        body.append(
-            [f"{env}, mean over the run's evaluations, {kind(len(fm))}",
-             spread(col(fm, "mean_eval_return"), ".1f"),
-             spread(col(pm, "mean_eval_return"), ".1f")]
-        )  # fmt: skip
-    return "`out/fpo_underconditioned.csv`:\n\n" + md(["", "FPO", "Gaussian PPO"], body)
 
 
 RATIO_KINDS = {"step": "per step", "sequence": "sequence", "sequence_mean": "GSPO",

@@ -1,5 +1,5 @@
 """The FPO multimodality figure: the mode-share metric on known actions, the toy run end to end
-(its CSVs hold what the runs' checkpoints and final evaluations hold), and, in the slow tier,
+(its CSVs hold what the runs' checkpoints hold), and, in the slow tier,
 what the committed budget shows on bandit:bimodal."""
 
 import csv
@@ -38,10 +38,10 @@ def test_mode_stats_on_known_actions():
     assert not s["keeps_both"] and not s["collapsed"]
 
 
-def run_toy(tmp_path, *extra):
+def run_toy(tmp_path):
     sweep, out = tmp_path / "sweep", tmp_path / "out"
     cmd = [sys.executable, "paper_figures/fpo_multimodal.py", "--toy", "--train"]
-    cmd += ["--sweep-dir", str(sweep), "--out", str(out), *extra]
+    cmd += ["--sweep-dir", str(sweep), "--out", str(out)]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert "command: python paper_figures/fpo_multimodal.py --toy" in done.stdout
@@ -69,23 +69,9 @@ def check_bandit_csvs(fig, sweep: Path, out: Path) -> None:
 
 @pytest.mark.slow  # the figure script end to end at toy size
 def test_toy_bandit_part(tmp_path):
-    sweep, out = run_toy(tmp_path, "--skip-mujoco")
-    check_bandit_csvs(_fig(), sweep, out)
-    assert (out / "fpo_multimodal.png").stat().st_size > 5000
-
-
-@pytest.mark.slow  # four processes, one a MuJoCo FPO run: ~1 min here
-def test_toy_with_mujoco(tmp_path):
     sweep, out = run_toy(tmp_path)
     check_bandit_csvs(_fig(), sweep, out)
-    rows = list(csv.DictReader((out / "fpo_multimodal_mujoco.csv").open()))
-    assert [(r["algo"], r["seed"]) for r in rows] == [("fpo", "1"), ("ppo", "1")]
-    for r in rows:
-        final = sweep / "mujoco" / "runs" / r["algo"] / "Hopper-v5" / "seed1" / "final_eval.json"
-        assert float(r["final_eval_return"]) == json.loads(final.read_text())["eval_return_mean"]
-        assert float(r["train_s"]) > 0  # the run's seconds collecting and updating
-    curves = list(csv.DictReader((out / "fpo_multimodal_mujoco_curves.csv").open()))
-    assert [int(c["step"]) for c in curves if c["algo"] == "fpo"] == [128, 256]
+    assert (out / "fpo_multimodal.png").stat().st_size > 5000
 
 
 @pytest.mark.slow  # two bandit runs of 15,360 steps with each script's defaults: ~2-4 min here

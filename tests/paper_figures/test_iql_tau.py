@@ -74,8 +74,8 @@ def test_several_envs_each_run_on_their_own_datasets(tmp_path):
     args = argparse.Namespace(
         envs="Hopper-v5,Walker2d-v5", kinds="medium,medium-replay", taus="0.7",
         online_steps=10, online_kind="medium-replay", online_tau="0.7", data_seed=0,
-        dataset_steps=1_000_000, ppo_budget=1_000_000, data_dir=tmp_path, log_every=5,
-        eval_every=5, eval_episodes=1, toy=False, extra=[], steps=20, seeds=3,
+        dataset_steps=1_000_000, ppo_budget=1_000_000, score_episodes=100, data_dir=tmp_path,
+        log_every=5, eval_every=5, eval_episodes=1, toy=False, extra=[], steps=20, seeds=3,
         gen_args="",
     )  # fmt: skip
     cfgs = fig.configs(args)
@@ -98,53 +98,6 @@ def test_several_envs_each_run_on_their_own_datasets(tmp_path):
         assert str(tmp_path / f"{c['dataset']}.hdf5") in sweep.extra
     cmd = fig.generate_command(args, "Walker2d-v5", "medium")
     assert cmd[cmd.index("--env") + 1] == "Walker2d-v5" and "medium" in cmd
-
-
-def _committed(out, rows):
-    fields = ["env", "dataset", "kind", "method", "tau", "online_steps", "seed", "steps"]
-    fields += ["final_normalized_score", "final_return"]
-    with (out / "iql_tau.csv").open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(fields)
-        w.writerows(rows)
-    with (out / "iql_tau_curves.csv").open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["dataset", "method", "tau", "online_steps", "seed", "step", "score"])
-        w.writerows([[r[1], r[3], r[4], r[5], r[6], r[7], r[8]] for r in rows])
-
-
-def test_keep_committed_grows_a_study_and_refuses_another_budget(tmp_path):
-    """--keep-committed: a configuration run here replaces its committed rows, one not run here
-    keeps them (curves too); a committed run of another budget stops the call, naming it."""
-    fig = _iql_tau()
-    sweep, out = tmp_path / "sweep", tmp_path / "out"
-    out.mkdir()
-    ds = "hopper-medium-v5-s0"
-    run = sweep / ds / "iql_tau0.7" / "runs" / "iql" / "Hopper-v5" / "seed1"
-    run.mkdir(parents=True)
-    final = {"step": 20, "eval_normalized_score": 50.0, "eval_return_mean": 1000.0}
-    (run / "final_eval.json").write_text(json.dumps(final))
-    (run / "metrics.csv").write_text("step,eval/normalized_score\n10,40.0\n20,50.0\n")
-    old = [
-        ["Hopper-v5", ds, "medium", "bc", "", 0, 1, 20, 30.0, 600.0],
-        ["Hopper-v5", ds, "medium", "iql", "0.7", 0, 1, 20, 10.0, 200.0],
-    ]
-    _committed(out, old)
-    argv = ["--kinds", "medium", "--taus", "0.7", "--online-steps", "0", "--steps", "20"]
-    argv += ["--sweep-dir", str(sweep), "--out", str(out), "--data-dir", str(tmp_path)]
-    fig.main(argv + ["--keep-committed"])
-    rows = list(csv.DictReader((out / "iql_tau.csv").open()))
-    got = [(r["method"], r["tau"], float(r["final_normalized_score"])) for r in rows]
-    assert got == [("bc", "", 30.0), ("iql", "0.7", 50.0)]
-    curves = list(csv.DictReader((out / "iql_tau_curves.csv").open()))
-    got = [(r["method"], r["step"]) for r in curves]
-    assert got == [("bc", "20"), ("iql", "10"), ("iql", "20")]
-    fig.main(argv)  # without the flag the CSV holds only what ran here
-    rows = list(csv.DictReader((out / "iql_tau.csv").open()))
-    assert [r["method"] for r in rows] == ["iql"]
-    _committed(out, [old[0][:7] + [30, 30.0, 600.0]])
-    with pytest.raises(SystemExit, match="holds a run of 30 steps .bc on hopper-medium-v5-s0"):
-        fig.main(argv + ["--keep-committed"])
 
 
 def test_curves_figure_has_a_panel_per_dataset_in_the_bars_colours(tmp_path, monkeypatch):

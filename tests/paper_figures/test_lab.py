@@ -52,9 +52,11 @@ def test_every_declaration_runs_at_toy_size_end_to_end(folder, tmp_path):
             (r["arm"], r["env"], r["seed"], r["digest"]) for r in rows
         }
     toy = [c for c in exp.claims if {c.a, c.b} <= set(exp.toy.arms)]
-    for claim in toy:
+    k = len(exp.toy.seeds)
+    for claim in toy:  # unpaired runs are counted per side
         envs = results.claim_envs(exp, claim, rows)
-        assert judge.compare(exp, claim, rows, envs).n == f"{len(exp.toy.seeds)} pairs"
+        want = f"{k} vs {k} runs" if claim.kind == "unpaired" else f"{k} pairs"
+        assert judge.compare(exp, claim, rows, envs).n == want
 
 
 def _toml(claims: str, extra: str = "") -> str:

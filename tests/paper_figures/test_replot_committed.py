@@ -23,8 +23,7 @@ CASES = {
     "ratio_filters": (["ratio_filters.csv"], ["--replot"], "ratio_filters.png"),
     "rarl_robustness": (["rarl_robustness.csv"], ["--replot"], "rarl_robustness.png"),
     "fpo_multimodal": (
-        ["fpo_multimodal.csv", "fpo_multimodal_shares.csv", "fpo_multimodal_hist.csv",
-         "fpo_multimodal_mujoco.csv", "fpo_multimodal_mujoco_curves.csv"],
+        ["fpo_multimodal.csv", "fpo_multimodal_shares.csv", "fpo_multimodal_hist.csv"],
         ["--replot"],
         "fpo_multimodal.png",
     ),

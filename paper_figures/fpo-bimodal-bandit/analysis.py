@@ -1,0 +1,21 @@
+"""The script's runs into the results table: paper_figures/fpo_multimodal.py writes one row per
+bandit run (the final checkpoint's mode shares) to <out>/fpo_multimodal.csv; its sweeps go under
+<out>/sweeps."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from paper_figures import fpo_multimodal
+from paper_figures.lab import runner
+
+
+def run_script(exp, toy: bool, out: Path) -> None:
+    argv = runner.script_argv(exp, toy, out) + ["--sweep-dir", str(Path(out) / "sweeps")]
+    fpo_multimodal.main(argv)
+
+
+def table(exp, source: Path) -> list[dict]:
+    with (Path(source) / "fpo_multimodal.csv").open(newline="") as f:
+        return [{"env": "bandit:bimodal", "arm": r["algo"], **r} for r in csv.DictReader(f)]
