@@ -422,7 +422,6 @@ def all_rows() -> list[Row]:
     from paper_figures.claims_hard_starts import rows as hard_start_rows
     from paper_figures.claims_knapsack import rows as knapsack_rows
     from paper_figures.claims_rarl import rows as rarl_rows
-    from paper_figures.claims_subspace import rows as subspace_rows
     from paper_figures.claims_tpo import rows as tpo_rows  # it imports this module
 
     rows = (
@@ -436,7 +435,6 @@ def all_rows() -> list[Row]:
         + rarl_rows(read)
         + tpo_rows()
         + ratio_filter_rows()
-        + subspace_rows(read)
         + hard_start_rows(read)
         + knapsack_rows(read)
         + claims_cheap.rows()
