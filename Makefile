@@ -146,7 +146,6 @@ ifdef FULL
 	  --bandit-steps 30720 --bandit-checkpoint-every 5 --mujoco-seeds 7 --mujoco-steps 300000 \
 	  --eval-every 50000 --eval-episodes 10
 	$(BIN)/python paper_figures/fpo_underconditioned.py --train
-	$(BIN)/python paper_figures/ratio_filters.py --train --workers 2
 	$(BIN)/python paper_figures/entropy_law.py --train --methods grpo --seeds 7
 	$(BIN)/python paper_figures/entropy_law.py --train --methods ppo --seeds 7 -- --eval-episodes 10
 	$(BIN)/python paper_figures/entropy_law.py --seeds 7
@@ -189,8 +188,6 @@ else
 	  --sweep-dir $(TOY_OUT)/sweeps/fpo_multimodal --out $(TOY_OUT)
 	$(BIN)/python paper_figures/fpo_underconditioned.py --toy --train \
 	  --sweep-dir $(TOY_OUT)/sweeps/fpo_underconditioned --out $(TOY_OUT)
-	$(BIN)/python paper_figures/ratio_filters.py --toy --train \
-	  --sweep-dir $(TOY_OUT)/sweeps/ratio_filters --out $(TOY_OUT)
 	$(BIN)/python paper_figures/entropy_law.py --toy --train \
 	  --sweep-dir $(TOY_OUT)/sweeps/entropy_law --out $(TOY_OUT)
 	$(BIN)/python paper_figures/mountain_car.py --toy --sweeps-root $(TOY_OUT)/sweeps/mountain_car \

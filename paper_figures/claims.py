@@ -383,32 +383,6 @@ def fpo_rows() -> list[Row]:
     ]
 
 
-def ratio_filter_rows() -> list[Row]:
-    rows = read("ratio_filters.csv")
-    stale = max(int(r["staleness"]) for r in rows)
-    k = values(rows, "grad_var", kind="kalman", staleness=stale)
-    s = values(rows, "grad_var", kind="step", staleness=stale)
-    d = np.array([np.log(s[x] / k[x]) for x in sorted(k) if x in s])
-    stat, verdict, det = paired_verdict(d)
-    return [
-        Row(
-            "E13",
-            "Online Causal Kalman Filtering for Stable and Effective Policy "
-            "Optimization (arXiv 2602.10609)",
-            "Kalman-filtered ratios have lower gradient variance than per-step ratios",
-            "LLM RL, token-level ratios",
-            f"transplant: Hopper-v5 PPO, per-step vs filtered ratios, staleness {stale}",
-            "ours: the figure's runs",
-            f"{d.size} pairs",
-            "log(gradient variance of per-step / of Kalman ratios)",
-            stat,
-            verdict,
-            det,
-            "ratio_filters.csv",
-        )
-    ]
-
-
 # ---------------------------------------------------------------- output
 
 
@@ -434,7 +408,6 @@ def all_rows() -> list[Row]:
         + claims_brax.rows(read, "brax_ant_2m", "brax_locomotion", "-2m")
         + rarl_rows(read)
         + tpo_rows()
-        + ratio_filter_rows()
         + hard_start_rows(read)
         + knapsack_rows(read)
         + claims_cheap.rows()
