@@ -125,7 +125,6 @@ ifdef FULL
 	$(BIN)/python paper_figures/dppo_finetune.py --train
 	$(BIN)/python paper_figures/dppo_finetune.py --train --datasets walker2d-medium-v5-s0 \
 	  --keep-committed
-	$(BIN)/python paper_figures/ratio_filters.py --train --workers 2
 	$(BIN)/python paper_figures/entropy_law.py --train --methods grpo --seeds 7
 	$(BIN)/python paper_figures/entropy_law.py --train --methods ppo --seeds 7 -- --eval-episodes 10
 	$(BIN)/python paper_figures/entropy_law.py --seeds 7
@@ -158,8 +157,6 @@ else
 	$(BIN)/python paper_figures/dppo_finetune.py --toy --train \
 	  --datasets $(TOY_OUT)/data/hopper-random-v5-s0-n2000.hdf5 \
 	  --sweep-dir $(TOY_OUT)/sweeps/dppo_finetune --out $(TOY_OUT)
-	$(BIN)/python paper_figures/ratio_filters.py --toy --train \
-	  --sweep-dir $(TOY_OUT)/sweeps/ratio_filters --out $(TOY_OUT)
 	$(BIN)/python paper_figures/entropy_law.py --toy --train \
 	  --sweep-dir $(TOY_OUT)/sweeps/entropy_law --out $(TOY_OUT)
 	$(BIN)/python paper_figures/mountain_car.py --toy --sweeps-root $(TOY_OUT)/sweeps/mountain_car \

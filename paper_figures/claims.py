@@ -278,32 +278,6 @@ def dppo_rows() -> list[Row]:
     return out
 
 
-def ratio_filter_rows() -> list[Row]:
-    rows = read("ratio_filters.csv")
-    stale = max(int(r["staleness"]) for r in rows)
-    k = values(rows, "grad_var", kind="kalman", staleness=stale)
-    s = values(rows, "grad_var", kind="step", staleness=stale)
-    d = np.array([np.log(s[x] / k[x]) for x in sorted(k) if x in s])
-    stat, verdict, det = paired_verdict(d)
-    return [
-        Row(
-            "E13",
-            "Online Causal Kalman Filtering for Stable and Effective Policy "
-            "Optimization (arXiv 2602.10609)",
-            "Kalman-filtered ratios have lower gradient variance than per-step ratios",
-            "LLM RL, token-level ratios",
-            f"transplant: Hopper-v5 PPO, per-step vs filtered ratios, staleness {stale}",
-            "ours: the figure's runs",
-            f"{d.size} pairs",
-            "log(gradient variance of per-step / of Kalman ratios)",
-            stat,
-            verdict,
-            det,
-            "ratio_filters.csv",
-        )
-    ]
-
-
 # ---------------------------------------------------------------- output
 
 
@@ -316,7 +290,6 @@ def all_rows() -> list[Row]:
     from paper_figures.claims_hard_starts import rows as hard_start_rows
     from paper_figures.claims_knapsack import rows as knapsack_rows
     from paper_figures.claims_rarl import rows as rarl_rows
-    from paper_figures.claims_subspace import rows as subspace_rows
     from paper_figures.claims_tpo import rows as tpo_rows  # it imports this module
 
     rows = (
@@ -326,8 +299,6 @@ def all_rows() -> list[Row]:
         + claims_brax.rows(read, "brax_ant_2m", "brax_locomotion", "-2m")
         + rarl_rows(read)
         + tpo_rows()
-        + ratio_filter_rows()
-        + subspace_rows(read)
         + hard_start_rows(read)
         + knapsack_rows(read)
         + claims_cheap.rows()

@@ -7,22 +7,20 @@ for Stable and Effective Policy Optimization", arXiv 2602.10609: the per-step lo
 causally along the episode, q 1e-6, v 1). KPO's claim, transplanted from tokens to time steps:
 filtered ratios have lower variance than per-step ratios, without the sequence ratio's bias.
 
-    python paper_figures/ratio_filters.py --train   # the committed figure: runs what is missing
-    python paper_figures/ratio_filters.py           # replots the runs under --sweep-dir
-    python paper_figures/ratio_filters.py --replot  # the PNG from <out>/ratio_filters.csv alone
-    python paper_figures/ratio_filters.py --toy --train --sweep-dir runs/toy/s --out runs/toy/f
+    python -m paper_figures run ratio-filters   # the declared runs, through this script
+    python paper_figures/ratio_filters.py --toy --out runs/toy/ratio_filters
 
-Staleness k (the x axis): the update of iteration i uses the rollout of iteration i - k, whose
-log-probs, advantages (GAE with the critic of that time) and normalised observations are those
-of its collection; every rollout is used exactly once, by one update of update_epochs epochs,
-and the first k iterations only collect. The age of the data in updates is min(k, i - 1 - k) at
-iteration i: the first k updates are a warm-up on data 0..k-1 updates old, and a run's
+Staleness k (the declaration's envs): the update of iteration i uses the rollout of iteration
+i-k, whose log-probs, advantages (GAE with the critic of that time) and normalised observations
+are those of its collection; every rollout is used exactly once, by one update of update_epochs
+epochs, and the first k iterations only collect. The age of the data in updates is min(k, i-1-k)
+at iteration i: the first k updates are a warm-up on data 0..k-1 updates old, and a run's
 statistics are means over its updates of full age k only (iterations 2k + 1 on). Why this and
-not more epochs over one rollout: more epochs change the number of gradient steps together
-with the age of the data, and every ratio kind starts each of them on-policy; a queue of k
-rollouts makes the data k updates old at the update's first step whatever the kind does, at the
-same number of steps and samples. The learning rate is constant (--no-anneal-lr) so that runs
-of different k take equal steps.
+not more epochs over one rollout: more epochs change the number of gradient steps together with
+the age of the data, and every ratio kind starts each of them on-policy; a queue of k rollouts
+makes the data k updates old at the update's first step whatever the kind does, at the same
+number of steps and samples. The learning rate is constant (--no-anneal-lr) so that runs of
+different k take equal steps.
 Sequence and Kalman ratios on stale data: controlrl.ratios.EpisodeRatios holds the log-ratios of
 rows outside a minibatch at a reference that starts at 0 (exact on-policy, where every log-ratio
 is 0 before the first step); with stale data they are not 0, so the reference is first set to
@@ -49,12 +47,10 @@ dimension on Hopper).
 Committed budget (the defaults): Hopper-v5, 4 kinds x k in {0, 2, 8} x 3 seeds = 36 runs of
 61,440 steps (30 iterations of 2,048 steps, CleanRL's 10 epochs x 32 minibatches).
 
-Writes <out>/ratio_filters.png, ratio_filters.csv (one row per run: means over its updates,
-final and best return, entropy first and last, collapsed), ratio_filters_curves.csv (per run and
-iteration) and ratio_filters_summary.csv (per kind and staleness: means with 95% bootstrap CIs
-over seeds, the min-max range below 5 seeds (controlrl.stats.band; the band column names which),
-collapse rate). The PNG: per kind the mean over seeds and the seeds as dots; the band is the
-95% bootstrap CI, drawn only from >= 5 seeds.
+Trains every run not yet finished under <out>/runs (resumable) and writes <out>/ratio_filters.csv,
+one row per run (means over its updates of full age, final and best return, entropy first and
+last, collapsed): the table paper_figures/ratio-filters/analysis.py reads. The claims, their rule
+and the figure are the declaration's (paper_figures/ratio-filters/experiment.toml).
 """
 
 from __future__ import annotations
@@ -80,8 +76,6 @@ if TYPE_CHECKING:  # torch is imported where it is used: --help and bad flags st
 ROOT = Path(__file__).resolve().parents[1]
 
 KINDS = ("step", "sequence", "sequence_mean", "kalman")
-LABELS = {"step": "per-step (PPO)", "sequence": "sequence (product)",
-          "sequence_mean": "sequence (geo. mean, GSPO)", "kalman": "Kalman (KPO)"}  # fmt: skip
 PROBE_KEYS = ("grad_var", "grad_rel_var", "grad_cos", "kl_behaviour", "kl_update")
 # every metrics.csv column of an iteration, NaN where the first k iterations have no update
 UPDATE_KEYS = PROBE_KEYS + ("approx_kl", "clip_frac", "loss", "policy_loss", "value_loss")
@@ -91,13 +85,11 @@ RUN_FIELDS = ("kind", "staleness", "seed", "iterations", "updates", "failed", "g
 RUN_FIELDS += ("grad_rel_var", "grad_cos", "kl_behaviour", "kl_update", "clip_frac")
 RUN_FIELDS += ("final_return", "best_return", "eval_return", "entropy_first", "entropy_last")
 RUN_FIELDS += ("collapsed",)
-MEANS = ("grad_var", "grad_rel_var", "grad_cos", "kl_behaviour", "kl_update", "clip_frac")
-MEANS += ("final_return",)
-CURVE_KEYS = ("episode_return", "policy_entropy", "grad_rel_var", "grad_cos", "kl_update")
 WINDOW = 5  # iterations of the final and best returns of the collapse criterion
-TOY = {"env_id": "Hopper-v5", "kinds": "step,kalman", "staleness": "0,1", "seeds": 1}
-TOY["steps"] = 1024
-TOY_FLAGS = ["--num-steps", "256", "--num-minibatches", "4", "--update-epochs", "2"]
+# the toy: k = 2 needs 2k + 1 = 5 iterations for one update on data of full age
+TOY = {"env_id": "Hopper-v5", "kinds": "step,kalman", "staleness": "2", "seeds": 2}
+TOY["steps"] = 640
+TOY_FLAGS = ["--num-steps", "128", "--num-minibatches", "2", "--update-epochs", "1"]
 TOY_FLAGS += ["--hidden-sizes", "8", "--eval-episodes", "1"]
 
 
@@ -210,7 +202,7 @@ def train_one(kind: str, staleness: int, seed: int, run_dir: Path, steps: int, e
 
 
 def run_dir_of(args, kind: str, staleness: int, seed: int) -> Path:
-    return args.sweep_dir / kind / f"k{staleness}" / f"seed{seed}"
+    return args.out / "runs" / kind / f"k{staleness}" / f"seed{seed}"
 
 
 def plan(args) -> list[tuple[str, int, int]]:
@@ -288,14 +280,14 @@ def data_age(iterations: int, k: int) -> np.ndarray:
     return np.where(i > k, np.minimum(k, i - 1 - k), -1)
 
 
-def run_row(kind: str, k: int, seed: int, run_dir: Path) -> tuple[dict, dict]:
-    """A run's CSV row and its curves."""
+def run_row(kind: str, k: int, seed: int, run_dir: Path) -> dict:
+    """A run's CSV row."""
     failed = (run_dir / "failed.json").exists()
     cols = read_columns(run_dir) if (run_dir / "metrics.csv").exists() else {}
     nan = float("nan")
     if not cols:
         row = dict.fromkeys(RUN_FIELDS, nan) | {"kind": kind, "staleness": k, "seed": seed}
-        return row | {"iterations": 0, "updates": 0, "failed": 1, "collapsed": 1}, {}
+        return row | {"iterations": 0, "updates": 0, "failed": 1, "collapsed": 1}
     ret, ent = cols["train/episode_return"], cols["train/policy_entropy"]
     updated = ~np.isnan(cols["train/grad_var"])
     full_age = updated & (data_age(len(ret), k) == k)  # the statistics' updates
@@ -315,114 +307,17 @@ def run_row(kind: str, k: int, seed: int, run_dir: Path) -> tuple[dict, dict]:
         "entropy_first": float(ent[0]), "entropy_last": float(ent[-1]),
         "collapsed": int(collapsed(ret, ent, failed)),
     }  # fmt: skip
-    curves = {"step": cols["step"], "episode_return": ret, "policy_entropy": ent}
-    curves |= {key: cols[f"train/{key}"] for key in ("grad_rel_var", "grad_cos", "kl_update")}
-    return row, curves
+    return row
 
 
 def collect(args) -> list[dict]:
+    """The row of every finished run, in plan order."""
     runs = []
     for kind, k, seed in plan(args):
         run_dir = run_dir_of(args, kind, k, seed)
         if (run_dir / "final_eval.json").exists() or (run_dir / "failed.json").exists():
-            row, curves = run_row(kind, k, seed, run_dir)
-            runs.append({"row": row, "curves": curves})
+            runs.append(run_row(kind, k, seed, run_dir))
     return runs
-
-
-def summary(runs: list[dict]) -> list[dict]:
-    """Per (kind, staleness): mean [95% bootstrap CI] over seeds, collapse rate."""
-    from controlrl import plots
-
-    groups: dict[tuple, list[dict]] = {}
-    for r in runs:
-        groups.setdefault((r["row"]["kind"], r["row"]["staleness"]), []).append(r["row"])
-    out = []
-    for (kind, k), rows in groups.items():
-        row = {"kind": kind, "staleness": k, "seeds": len(rows)}
-        row["band"] = "95% CI" if len(rows) >= plots.MIN_SEEDS else "range"
-        for key in MEANS:
-            values = np.array([[r[key]] for r in rows if np.isfinite(r[key])])
-            if len(values):
-                mean, lo, hi = plots.band(values)[:3]
-                row |= {key: float(mean[0]), f"{key}_lo": float(lo[0]), f"{key}_hi": float(hi[0])}
-            else:
-                row |= dict.fromkeys((key, f"{key}_lo", f"{key}_hi"), float("nan"))
-        row["collapse_rate"] = float(np.mean([r["collapsed"] for r in rows]))
-        row["failed"] = int(sum(r["failed"] for r in rows))
-        out.append(row)
-    return out
-
-
-def write_curves(path: Path, runs: list[dict]) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["kind", "staleness", "seed", "step", *CURVE_KEYS])
-        for r in runs:
-            cols = r["curves"]
-            key = [r["row"]["kind"], r["row"]["staleness"], r["row"]["seed"]]
-            for i in range(len(cols.get("step", ()))):
-                values = [f"{cols[c][i]:.5g}" for c in CURVE_KEYS]
-                writer.writerow([*key, int(cols["step"][i]), *values])
-
-
-def plot(args, table: list[dict], runs: list[dict]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from controlrl import plots, stats
-
-    panels = [
-        ("grad_var", "policy-gradient variance (tr Cov over minibatches)", True),
-        ("grad_rel_var", "gradient noise / signal (tr Cov / |mean|²)", True),
-        ("grad_cos", "cosine to the on-policy gradient", False),
-        ("kl_update", "KL(old || new) of an update", True),
-        ("kl_behaviour", "KL(behaviour || current) before it", False),  # 0 at k = 0
-        ("clip_frac", "clip fraction (of the ratio used)", False),
-        ("final_return", f"final return (last {WINDOW} iterations)", False),
-        ("collapse_rate", "collapse rate (fraction of seeds)", False),
-    ]
-    with plt.rc_context(plots.STYLE):
-        fig, axes = plt.subplots(2, 4, figsize=(15, 7))
-        for ax, (key, title, log) in zip(axes.ravel(), panels):
-            for i, kind in enumerate(args.kinds):
-                rows = sorted((t for t in table if t["kind"] == kind), key=lambda t: t["staleness"])
-                if not rows:
-                    continue
-                x = [t["staleness"] for t in rows]
-                y = np.array([t[key] for t in rows])
-                ax.plot(x, y, "o-", color=f"C{i}", label=LABELS[kind])
-                if f"{key}_lo" not in rows[0]:
-                    continue
-                for t in rows:  # the seeds as dots; the CI only from >= 5 seeds
-                    seeds = [
-                        r["row"][key]
-                        for r in runs
-                        if (r["row"]["kind"], r["row"]["staleness"]) == (kind, t["staleness"])
-                    ]
-                    ax.plot([t["staleness"]] * len(seeds), seeds, ".", color=f"C{i}", ms=3)
-                if all(t["seeds"] >= stats.MIN_SEEDS for t in rows):
-                    lo = np.array([t[f"{key}_lo"] for t in rows])
-                    hi = np.array([t[f"{key}_hi"] for t in rows])
-                    ax.fill_between(x, lo, hi, color=f"C{i}", alpha=0.15)
-            ax.set_title(title, fontsize=9)
-            ax.set_xlabel("staleness k (updates since collection)")
-            ax.set_xticks(args.staleness)
-            if log:
-                ax.set_yscale("log")
-        axes[0, 0].legend(fontsize=7)
-        counts = [t["seeds"] for t in table]
-        what = plots.points_words(counts)
-        fig.suptitle(
-            f"Ratio filters under stale data, PPO on {args.env_id}: {what}, "
-            f"{args.steps:,} steps per run",
-            fontsize=10,
-        )
-        fig.tight_layout()
-        fig.savefig(args.out / "ratio_filters.png", dpi=60)
-        plt.close(fig)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -432,14 +327,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--staleness", default="0,2,8", help="k values, iterations (>= 0)")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--steps", type=int, default=61_440, help="env steps per run")
-    p.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "ratio_filters")
-    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
-    p.add_argument("--train", action="store_true", help="run what is missing first")
-    p.add_argument("--workers", type=int, default=1, help="runs at once when training")
+    p.add_argument("--out", type=Path, default=ROOT / "runs" / "ratio_filters",
+                   help="the runs (<out>/runs) and ratio_filters.csv")  # fmt: skip
+    p.add_argument("--workers", type=int, default=1, help="runs at once")
     p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
-    p.add_argument(
-        "--replot", action="store_true", help="only the PNG, from <out>/ratio_filters.csv"
-    )
     p.add_argument("extra", nargs="*", help="flags passed to algos/ppo.py's Args (after --)")
     args = p.parse_args(argv)
     if args.toy:  # toy sizes replace the defaults, not what was given on the command line
@@ -470,51 +361,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def read_runs(out: Path) -> list[dict]:
-    """The runs' rows as ratio_filters.csv holds them (no curves)."""
-    from controlrl.bench import read_csv
-
-    path = out / "ratio_filters.csv"
-    if not path.exists():
-        raise SystemExit(f"error: --replot needs {path} (written by a run of this script)")
-    return [{"row": row, "curves": {}} for row in read_csv(path)]
-
-
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
-    if args.replot:  # the committed per-run CSV alone: no run directory is read
-        runs = read_runs(args.out)
-        args.kinds = [k for k in args.kinds if any(r["row"]["kind"] == k for r in runs)]
-        args.staleness = sorted({r["row"]["staleness"] for r in runs})
-        plot(args, summary(runs), runs)
-        print(f"wrote {args.out / 'ratio_filters.png'} from ratio_filters.csv")
-        return
-    if args.train:
-        train(args)
+    train(args)
     runs = collect(args)
     if not runs:
-        raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_rows(args.out / "ratio_filters.csv", [r["row"] for r in runs], RUN_FIELDS)
-    write_curves(args.out / "ratio_filters_curves.csv", runs)
-    table = summary(runs)
-    write_rows(args.out / "ratio_filters_summary.csv", table, table[0])
-    plot(args, table, runs)
-    print("per (kind, staleness): means over seeds [95% bootstrap CI from >= 5 seeds, range below]")
-    for t in table:
-        print(
-            f"  {t['kind']} k={t['staleness']}: grad variance {t['grad_var']:.3g}, "
-            f"noise/signal {t['grad_rel_var']:.3g} "
-            f"[{t['grad_rel_var_lo']:.3g}, {t['grad_rel_var_hi']:.3g}], cos {t['grad_cos']:.3f} "
-            f"[{t['grad_cos_lo']:.3f}, {t['grad_cos_hi']:.3f}], KL update {t['kl_update']:.3g}, "
-            f"KL behaviour {t['kl_behaviour']:.3g}, final return {t['final_return']:.1f}, "
-            f"collapsed {t['collapse_rate']:.2f} (n={t['seeds']})"
-        )
-    shown = " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-    print(
-        f"wrote {args.out / 'ratio_filters'}.png, .csv, _curves.csv and _summary.csv; "
-        f"command: python paper_figures/ratio_filters.py {shown}"
-    )
+        raise SystemExit(f"error: no finished runs under {args.out / 'runs'}")
+    write_rows(args.out / "ratio_filters.csv", runs, RUN_FIELDS)
+    shown = shlex.join(argv if argv is not None else sys.argv[1:])
+    print(f"wrote {args.out / 'ratio_filters.csv'} ({len(runs)} runs); command: "
+          f"python paper_figures/ratio_filters.py {shown}")  # fmt: skip
 
 
 if __name__ == "__main__":

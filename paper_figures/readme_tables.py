@@ -768,46 +768,6 @@ def dppo(read: Read) -> str:
     )
 
 
-RATIO_KINDS = {"step": "per step", "sequence": "sequence", "sequence_mean": "GSPO",
-               "kalman": "KPO Kalman"}  # fmt: skip
-
-
-@table("ratio-filters")
-def ratio_filters(read: Read) -> str:
-    rows = read("ratio_filters_summary.csv")
-    ks = sorted({r["staleness"] for r in rows}, key=int)
-    seeds = {r["seeds"] for r in rows}
-
-    def cells(kind_: str, column: str, spec: str | None) -> str:
-        v = [float(one(rows, kind=kind_, staleness=k)[column]) for k in ks]
-        return " / ".join(g(x) if spec is None else f(x, spec) for x in v)
-
-    body = [[name, cells(k, "grad_rel_var", ".1f"), cells(k, "grad_cos", ".2f"),
-             cells(k, "kl_update", None), cells(k, "final_return", ",.0f")]
-            for k, name in RATIO_KINDS.items()]  # fmt: skip
-    on = {k: one(rows, kind=k, staleness=ks[0]) for k in ("step", "kalman")}
-
-    def noise(k: str) -> str:
-        r = on[k]
-        lo, hi = float(r["grad_rel_var_lo"]), float(r["grad_rel_var_hi"])
-        return f"{f(float(r['grad_rel_var']), '.1f')} ({span(lo, hi, '.1f')})"
-
-    return (
-        f"`out/ratio_filters_summary.csv`, mean over {'/'.join(sorted(seeds))} seeds, k ="
-        f" {' / '.join(ks)}:\n\n"
-        + md(["ratio", "noise / signal of the policy gradient (tr Cov / \\|mean\\|^2)",
-              "cosine to the on-policy gradient", "KL(old \\|\\| new) of an update",
-              "final return (last 5 iterations)"], body)  # fmt: skip
-        + "\n\n"
-        + para(
-            f"On-policy noise / signal, mean (range): per step {noise('step')} against Kalman"
-            f" {noise('kalman')};"
-            f" KL of an update {g(float(on['kalman']['kl_update']))} against"
-            f" {g(float(on['step']['kl_update']))}."
-        )
-    )  # fmt: skip
-
-
 @table("bench-ppo")
 def bench_ppo(read: Read) -> str:
     specs = [("PPO (CleanRL settings)", "bench_ppo.csv", {"algo": "ppo", "num_envs": 1}),

@@ -92,6 +92,9 @@ def test_a_script_runs_its_arms_and_its_table_feeds_the_standard_kinds(exp, tmp_
     )
     # the page asks for the command with no arm: one command runs them all
     assert pages.command(exp, "", "") == pages.command(exp, "uniform", "lr-0.01")
+    # the page names the one command that runs every arm
+    page = pages.page(exp, judge.lines(exp, rows), rows, {})
+    assert "```\npython -m paper_figures.fake_allocation --epochs 40\n```" in page
 
 
 def test_a_script_table_row_that_is_not_declared_is_refused(exp, tmp_path):
