@@ -11,13 +11,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from envs import partial_goal_reacher, sparse_mountain_car
 from envs.errors import UnknownEnvError, check_known
 from envs.start_states import StartStates
-
-# SparseMountainCar-v0 and ReacherPartialGoal-v5 are plain Gymnasium ids from here on
-sparse_mountain_car.register()
-partial_goal_reacher.register()
 
 # headless offscreen rendering (videos) by default; MuJoCo reads this when it first renders
 os.environ.setdefault("MUJOCO_GL", "egl")
