@@ -191,7 +191,11 @@ def require_start_states(args) -> None:
 
 
 def fail(message: str) -> None:
-    """Print one line to stderr and exit with status 2 (bad input; nothing was written)."""
+    """Print one line to stderr and exit with status 2 (bad input; nothing was written: a run
+    directory this process made and wrote no run into is removed, controlrl.rundir)."""
+    from controlrl import rundir
+
+    rundir.discard_unused()
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(2)
 

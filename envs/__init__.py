@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
-from typing import TYPE_CHECKING
+
+import gymnasium as gym
 
 from envs import partial_goal_reacher, sparse_mountain_car
 from envs.errors import UnknownEnvError
-
-if TYPE_CHECKING:
-    import gymnasium as gym
 
 __all__ = [
     "UnknownEnvError",
@@ -29,6 +27,7 @@ __all__ = [
     "make",
     "missing_render_package",
     "renders",
+    "spaces",
     "split_id",
 ]
 
@@ -111,6 +110,16 @@ def make(
     envs = backend_module(backend).make(name, num_envs, vectorization=vectorization, **kwargs)
     envs.action_space.seed(seed)
     return envs
+
+
+def spaces(env_id: str, brax_pipeline: str | None = None) -> tuple[gym.Space, gym.Space]:
+    """(observation space, action space) of one env of env_id: what a script checks before its
+    run directory is made. Builds one env and closes it; compiles and steps nothing."""
+    vec = make(env_id, 1, 0, brax_pipeline=brax_pipeline)
+    try:
+        return vec.single_observation_space, vec.single_action_space
+    finally:
+        vec.close()
 
 
 def eval_num_envs(env_id: str, episodes: int) -> int:

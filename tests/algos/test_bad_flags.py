@@ -316,3 +316,41 @@ def test_scripts_as_processes(argv, fragment):
     )
     assert proc.returncode == 2, proc.stderr
     assert fragment in check_refusal(proc.stderr)
+
+
+# -- a refused command leaves no run directory -------------------------------------------------
+
+# commands whose refusal needs the env built (its spaces), or the dataset read against it
+REFUSED_BY_THE_ENV = [
+    ("retrace", ["--env-id", "CartPole-v1"], "retrace needs continuous (Box) actions"),
+    ("iql", ["--dataset", "HOPPER", "--env-id", "CartPole-v1"],
+     "iql needs continuous (Box) actions"),
+    ("iql", ["--dataset", "HOPPER", "--env-id", "HalfCheetah-v5"], "do not fit HalfCheetah-v5"),
+    ("dppo", ["--dataset", "HOPPER", "--env-id", "CartPole-v1"],
+     "dppo needs Box actions in [-1, 1]"),
+    ("dppo", ["--dataset", "HOPPER", "--env-id", "HalfCheetah-v5"], "do not fit HalfCheetah-v5"),
+    ("fpo", ["--env-id", "CartPole-v1"], "fpo needs continuous (Box) actions"),
+    ("grpo", ["--env-id", "bandit:continuous", "--rollout-mismatch", "temperature",
+              "--mismatch-correction", "tis"], "needs a discrete action space"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("explicit", [False, True], ids=["default-dir", "run-dir"])
+@pytest.mark.parametrize("name, argv, fragment", REFUSED_BY_THE_ENV)
+def test_a_refused_command_leaves_no_run_directory(
+    name, argv, fragment, explicit, hopper_file, tmp_path, monkeypatch, capsys
+):
+    """The script as its __main__ runs it (parse, then main), in an empty directory: the
+    refusal is one line, exit 2, and neither runs/ (the default run directory) nor --run-dir
+    (nor the parents made for it) is left behind."""
+    monkeypatch.chdir(tmp_path)
+    argv = [hopper_file if a == "HOPPER" else a for a in argv]
+    extra = ["--run-dir", str(tmp_path / "out" / "run")] if explicit else []
+    module = load(name)
+    with pytest.raises(SystemExit) as exc:
+        module.main(parse(module.Args, [*argv, *extra, "--no-progress", "--no-tensorboard"]))
+    controlrl.cli.forget_datasets()
+    assert exc.value.code == 2
+    assert fragment in check_refusal(capsys.readouterr().err)
+    left = [p.name for p in tmp_path.iterdir() if p.is_dir()]  # (MuJoCo may leave its log)
+    assert left == [], list(tmp_path.rglob("*"))
