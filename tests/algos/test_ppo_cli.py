@@ -99,3 +99,27 @@ def test_help_documents_every_flag_and_exit_code_is_2():
     )
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1].startswith("error: --env-id")
+
+
+def test_resume_refuses_a_flag_that_conflicts_with_the_run(capsys, tmp_path):
+    """--resume continues a run with the flags of its config.json: another value of any flag is
+    refused in one line (it was silently ignored), the run's own value is accepted, and
+    --progress / --no-progress applies."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    config = config_dict(Args(env_id="Hopper-v5", progress=True), "ppo")
+    (run_dir / "config.json").write_text(json.dumps(config))
+    for argv, fragment in (
+        (["--total-timesteps", "5000"], "--total-timesteps 5000 conflicts with --resume"),
+        (["--env-id", "Pendulum-v1"], "--env-id Pendulum-v1 conflicts"),
+        (["--seed=7"], "--seed 7 conflicts"),
+        (["--no-tensorboard"], "--tensorboard False conflicts"),
+        (["--hidden-sizes", "8", "8"], "--hidden-sizes (8, 8) conflicts"),
+        (["--run-dir", str(tmp_path / "other")], "is not the resumed directory"),
+    ):
+        line = parse_error(["--resume", str(run_dir), *argv], capsys)
+        assert fragment in line, (argv, line)
+    same = ["--env-id", "Hopper-v5", "--seed", "1", "--run-dir", str(run_dir), "--no-progress"]
+    args = parse(Args, ["--resume", str(run_dir), *same])
+    assert (args.env_id, args.total_timesteps, args.progress) == ("Hopper-v5", 1_000_000, False)
+    assert args.run_dir == str(run_dir)
