@@ -1,4 +1,5 @@
-"""Atomic checkpoint save and safe (weights-only) load."""
+"""Atomic checkpoint save and safe (weights-only) load; a run checkpoint's identity (the
+algorithm that wrote it) and counters checked before it is resumed."""
 
 from __future__ import annotations
 
@@ -68,3 +69,23 @@ def load(path: str | Path, required: tuple[str, ...] = ()) -> dict:
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks keys: {', '.join(missing)}")
     return state
+
+
+def check_run_state(state: dict, path: str | Path, algo: str) -> None:
+    """A run checkpoint (controlrl.session's) that `algo` may resume: its 'algo' is algo (a
+    checkpoint written before the name was stored carries none: config.json's check stands
+    alone), its 'step' and 'iteration' integers >= 0. CheckpointError naming the key."""
+    saved = state.get("algo")
+    if saved is not None and saved != algo:
+        raise CheckpointError(
+            f"checkpoint {path} [algo]: written by {str(saved)[:40]!r}, not {algo!r} (a "
+            "checkpoint resumes only the algorithm that wrote it)"
+        )
+    for key in ("step", "iteration"):
+        if key not in state:
+            continue
+        value = state[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise CheckpointError(
+                f"checkpoint {path} [{key}] is {repr(value)[:40]}, expected an integer >= 0"
+            )

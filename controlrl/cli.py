@@ -429,7 +429,8 @@ def _load_resume_config(cls: type[T], args: T) -> T:
     latest = run_dir / "checkpoints" / "latest.pt"
     try:
         if latest.exists():  # none yet (killed before the first one): restarts from step 0
-            checkpoint.load(latest, required=("step",))
+            state = checkpoint.load(latest, required=("step",))
+            checkpoint.check_run_state(state, latest, saved["algo"])
     except checkpoint.CheckpointError as exc:
         raise ArgError(f"--resume: {exc}") from None
     return resumed

@@ -123,3 +123,21 @@ def test_resume_refuses_a_flag_that_conflicts_with_the_run(capsys, tmp_path):
     args = parse(Args, ["--resume", str(run_dir), *same])
     assert (args.env_id, args.total_timesteps, args.progress) == ("Hopper-v5", 1_000_000, False)
     assert args.run_dir == str(run_dir)
+
+
+def test_a_checkpoint_resumes_only_the_algorithm_that_wrote_it(capsys, tmp_path):
+    """A checkpoint names the algorithm that wrote it: another's (a dpo checkpoint in a ppo run
+    directory) is refused in one line, as is a step or iteration that is not an integer >= 0
+    (accepted, or a traceback, before)."""
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps(config_dict(Args(env_id="Hopper-v5"), "ppo")))
+    latest = run_dir / "checkpoints" / "latest.pt"
+    checkpoint.save(latest, {"algo": "dpo", "step": 2048, "iteration": 1})
+    assert "written by 'dpo', not 'ppo'" in parse_error(["--resume", str(run_dir)], capsys)
+    for key, bad in (("step", -2048), ("step", "2048"), ("step", 1.5), ("iteration", -1)):
+        checkpoint.save(latest, {"algo": "ppo", "step": 2048, "iteration": 1, key: bad})
+        line = parse_error(["--resume", str(run_dir)], capsys)
+        assert f"[{key}] is {bad!r}, expected an integer >= 0" in line, line
+    checkpoint.save(latest, {"algo": "ppo", "step": 2048, "iteration": 1})
+    assert parse(Args, ["--resume", str(run_dir)]).resume == str(run_dir)
