@@ -30,7 +30,8 @@ def check_supported(name: str) -> None:
     Box nor Discrete. Builds the env once to read its spaces; steps nothing."""
     try:
         env = gym.make(name)
-    except gym.error.Error as exc:  # DependencyNotInstalled, DeprecatedEnv, ...
+    except (gym.error.Error, ImportError) as exc:  # DependencyNotInstalled, DeprecatedEnv,
+        # or a compatibility id whose shim is not installed (GymV26Environment-v0: shimmy)
         line = " ".join(str(exc).split())
         raise UnknownEnvError(f"'{name}' cannot be made here: {line}") from None
     obs_space, act_space = env.observation_space, env.action_space

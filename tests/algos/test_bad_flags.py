@@ -255,6 +255,22 @@ def test_ids_whose_package_is_missing_name_it(env_id, capsys):
     assert "--env-id" in err and env_id in err and "Box2D is not installed" in err
 
 
+@pytest.mark.parametrize("env_id", ["bandit:bernoulli-10", "brax:ant", "dmc:cheetah-run"])
+def test_rarl_refuses_ids_of_other_backends(env_id, capsys):
+    """rarl's adversary pushes MuJoCo bodies of a Gymnasium env: another backend's id is one
+    line (Gymnasium's registry was asked for it: a traceback), before its backend loads."""
+    err = refuse(load("rarl"), ["--env-id", env_id], capsys)
+    assert "--env-id must be a Gymnasium MuJoCo id for rarl" in err and env_id in err
+
+
+@pytest.mark.parametrize("name", ["ppo", "rarl"])
+def test_a_compatibility_id_without_its_shim_is_one_line(name, capsys):
+    if importlib.util.find_spec("shimmy") is not None:
+        pytest.skip("shimmy is installed here")
+    err = refuse(load(name), ["--env-id", "GymV26Environment-v0"], capsys)
+    assert "--env-id: 'GymV26Environment-v0' cannot be made here" in err and "shimmy" in err
+
+
 def test_videos_of_classic_control_need_pygame(monkeypatch, capsys):
     real = importlib.util.find_spec
     monkeypatch.setattr(

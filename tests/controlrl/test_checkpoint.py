@@ -6,7 +6,7 @@ import pickle
 import pytest
 import torch
 
-from controlrl import checkpoint
+from controlrl import checkpoint, rundir
 
 
 def test_round_trip_and_no_temp_files(tmp_path):
@@ -61,3 +61,47 @@ def test_failed_save_leaves_previous_checkpoint(tmp_path):
         checkpoint.save(path, {"step": 2, "x": Unsaveable()})
     assert checkpoint.load(path)["step"] == 1
     assert os.listdir(tmp_path) == ["latest.pt"]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598",
+        "PytorchStreamWriter failed writing file data/0: file write failed",
+    ],
+)
+def test_a_full_disk_inside_torch_save_is_a_one_line_disk_fault(tmp_path, monkeypatch, capsys,
+                                                                message):  # fmt: skip
+    """torch.save's writer reports a failed write (a full disk) as RuntimeError: the save raises
+    OSError instead, which a run reports in one line (exit 1), the last checkpoint kept."""
+    path = tmp_path / "latest.pt"
+    checkpoint.save(path, {"step": 1})
+
+    def full_disk(state, f):
+        f.write(b"PK")
+        raise RuntimeError(message)
+
+    monkeypatch.setattr(checkpoint.torch, "save", full_disk)
+    with pytest.raises(SystemExit) as exc:
+        with rundir.on_disk_fault(tmp_path):
+            checkpoint.save(path, {"step": 2})
+    assert exc.value.code == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "writing the checkpoint failed" in err, err
+    assert message.splitlines()[0] in err and "Traceback" not in err
+    monkeypatch.undo()
+    assert checkpoint.load(path)["step"] == 1 and os.listdir(tmp_path) == ["latest.pt"]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_checkpoint_written_to_a_full_device_raises_oserror(tmp_path, monkeypatch):
+    """The real writer on a full device (/dev/full: every write fails with ENOSPC), small
+    state and large: OSError either way, never torch's RuntimeError."""
+    for size in (10, 1_000_000):
+        monkeypatch.setattr(
+            checkpoint.tempfile,
+            "mkstemp",
+            lambda **kw: (os.open("/dev/full", os.O_WRONLY), str(tmp_path / "x.tmp")),
+        )
+        with pytest.raises(OSError):
+            checkpoint.save(tmp_path / "latest.pt", {"w": torch.zeros(size)})
