@@ -181,6 +181,12 @@ class Args(CommonArgs):
     def validate(self) -> None:
         require_finite(self)
         require_seed(self)
+        require(
+            self.env_id is None or self.env_id.strip() != "",
+            "env_id",
+            f"must name an env, got {self.env_id!r} (leave it out to take the dataset's or "
+            "--pretrained's)",
+        )
         require_positive(self, "pretrain_batch_size", "pretrain_lr", "pretrain_min_lr")
         require_positive(self, "denoising_steps", "ft_denoising_steps", "time_dim")
         require_positive(self, "min_sampling_std", "min_logprob_std", "denoised_clip", "randn_clip")

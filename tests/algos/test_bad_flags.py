@@ -182,6 +182,16 @@ def test_allocations_beyond_the_memory_are_refused(name, argv, fragment, memory_
     assert fragment in err and "GiB" in err and "8.0 GiB of memory available" in err
 
 
+@pytest.mark.parametrize("name", ["dppo", "iql", "ppo"])
+@pytest.mark.parametrize("env_id", ["", " "])
+def test_an_empty_env_id_is_refused(name, env_id, hopper_file, capsys):
+    """--env-id '' names no env (dppo took it as absent and ran on the dataset's env)."""
+    dataset = [] if name == "ppo" else ["--dataset", hopper_file]
+    err = refuse(load(name), [*dataset, "--env-id", env_id], capsys)
+    controlrl.cli.forget_datasets()
+    assert "--env-id" in err
+
+
 def test_offline_batches_are_bounded_by_the_datasets_shapes(hopper_file, memory_8gib, capsys):
     dppo, iql = load("dppo"), load("iql")
     err = refuse(dppo, ["--dataset", hopper_file, "--pretrain-batch-size", "100000000"], capsys)
