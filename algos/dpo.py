@@ -10,6 +10,8 @@ in the advantage's direction, in (r - 1) A with scale alpha for A >= 0 and in lo
 scale beta for A < 0 (paper: alpha 2, beta 0.6). Everything else is ppo.py's, with CleanRL's
 defaults, so that dpo.py and ppo.py differ in the policy loss alone. Logs what ppo.py logs;
 clip_frac and the ratio deviation count ratios outside PPO's 1 +- clip_coef (DPO clips nothing).
+--num-seeds S trains S seeds at once on a bandit, as ppo.py's population path
+(controlrl/population_actor_critic.py) with the DPO loss.
 """
 
 from __future__ import annotations
@@ -86,6 +88,21 @@ def update(
 
 
 def main(args: Args) -> None:
+    if args.num_seeds is not None:  # every seed at once (ppo.py's population path)
+        from controlrl.population_actor_critic import PopulationActorCriticRun
+
+        run = PopulationActorCriticRun(args)
+        critic_sizes = args.critic_hidden_sizes or args.hidden_sizes
+        policy, value_net = run.make_actor_critic(args.hidden_sizes, critic_sizes)
+        optimizer = adam(policy, lr=args.learning_rate)
+        run.train(
+            lambda batch: update(policy, value_net, optimizer, batch, args),
+            policy,
+            value_net,
+            ratio_eps=args.clip_coef,
+            optimizer=optimizer,
+        )
+        return
     run = Run(args)
     policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)
     value_net = ValueNet(run.obs_dim, args.critic_hidden_sizes or args.hidden_sizes)

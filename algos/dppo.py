@@ -52,7 +52,9 @@ import numpy as np
 import torch
 from torch import nn
 
+import envs
 from controlrl.cli import (
+    ArgError,
     CommonArgs,
     fail,
     forget_datasets,
@@ -179,6 +181,12 @@ class Args(CommonArgs):
     def validate(self) -> None:
         require_finite(self)
         require_seed(self)
+        require(
+            self.env_id is None or self.env_id.strip() != "",
+            "env_id",
+            f"must name an env, got {self.env_id!r} (leave it out to take the dataset's or "
+            "--pretrained's)",
+        )
         require_positive(self, "pretrain_batch_size", "pretrain_lr", "pretrain_min_lr")
         require_positive(self, "denoising_steps", "ft_denoising_steps", "time_dim")
         require_positive(self, "min_sampling_std", "min_logprob_std", "denoised_clip", "randn_clip")
@@ -232,6 +240,18 @@ class Args(CommonArgs):
             )
             self.env_id = self.env_id or dataset.env_id
         super().validate()
+        obs_space, act_space = envs.spaces(self.env_id, self.brax_pipeline)
+        action_space_error = bad_action_space(self.env_id, act_space)
+        if action_space_error:
+            raise ArgError(action_space_error)
+        if self.pretrained is None and self.resume is None:  # what start_from_clone checks
+            dataset = load_dataset(self.dataset)
+            shape = (dataset.observations.shape[1:], dataset.actions.shape[1:])
+            require(
+                shape == (obs_space.shape, act_space.shape),
+                "dataset",
+                f"obs x action shapes {shape} do not fit {self.env_id}",
+            )
 
 
 def pretrained_shape_flags(policy: str) -> tuple[str, ...]:
@@ -432,11 +452,19 @@ def make_optimizer(policy: nn.Module, value_net: nn.Module, args: Args) -> torch
     )
 
 
-def check_action_space(run: Run) -> None:
-    """DPPO's actions live in [-1, 1] (the denoised clip): the env's bounds must be those."""
-    space = run.act_space
+def bad_action_space(env_id: str, space) -> str | None:
+    """Why DPPO cannot act in space (its actions live in [-1, 1], the denoised clip: the env's
+    bounds must be those), or None."""
     if not hasattr(space, "low") or not (np.all(space.low == -1) and np.all(space.high == 1)):
-        fail(f"--env-id {run.args.env_id}: dppo needs Box actions in [-1, 1], got {space}")
+        return f"--env-id {env_id}: dppo needs Box actions in [-1, 1], got {space}"
+    return None
+
+
+def check_action_space(run: Run) -> None:
+    """bad_action_space of the run's env, exiting 2 in one line (validate checked it first)."""
+    error = bad_action_space(run.args.env_id, run.act_space)
+    if error:
+        fail(error)
 
 
 def main(args: Args, dataset=None) -> float:

@@ -31,7 +31,9 @@ import gymnasium as gym
 import torch
 from torch import nn
 
+import envs
 from controlrl.cli import (
+    ArgError,
     CommonArgs,
     fail,
     parse,
@@ -119,6 +121,13 @@ class Args(CommonArgs):
             self.cfm_mode in ("eps", "u"), "cfm_mode", f"must be eps or u, got {self.cfm_mode!r}"
         )
         require(self.target_kl is None or self.target_kl > 0, "target_kl", "must be > 0")
+        act_space = envs.spaces(self.env_id, self.brax_pipeline)[1]
+        if not isinstance(act_space, gym.spaces.Box):
+            raise ArgError(no_box_message(self.env_id, act_space))
+
+
+def no_box_message(env_id: str, act_space) -> str:
+    return f"--env-id: fpo needs continuous (Box) actions; {env_id} has {act_space}"
 
 
 class FlowPolicy(nn.Module):
@@ -195,7 +204,7 @@ def main(args: Args) -> None:
     run = Run(args)
     if not isinstance(run.act_space, gym.spaces.Box):
         run.envs.close()
-        fail(f"--env-id: fpo needs continuous (Box) actions; {args.env_id} has {run.act_space}")
+        fail(no_box_message(args.env_id, run.act_space))
     policy = FlowPolicy(run.obs_dim, run.act_space.shape[0], args)
     value_net = ValueNet(run.obs_dim, args.critic_hidden_sizes, nn.SiLU)
     optimizer = adam(policy, value_net, lr=args.learning_rate)

@@ -272,6 +272,15 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
             f"must be >= --num-envs ({self.num_envs}, one episode per env), "
             f"got {self.total_timesteps}",
         )
+        if self.rollout_mismatch != "none":  # checked again on the policy in main
+            import envs
+
+            act_space = envs.spaces(self.env_id, self.brax_pipeline)[1]
+            require(
+                hasattr(act_space, "n"),
+                "rollout_mismatch",
+                f"perturbs logits: it needs a discrete action space, {self.env_id} has {act_space}",
+            )
 
 
 def require_objective_flags(args: Args) -> None:

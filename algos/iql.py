@@ -173,6 +173,9 @@ class Args(CommonArgs):
         require_minibatch_memory("online_steps", rows, *dims, what="the replay buffer")
         require_minibatch_memory("batch_size", self.batch_size, *dims, self.hidden_sizes)
         super().validate()
+        if self.resume is None:  # a resumed run's dataset is checked by main (its dir exists)
+            dataset = load_dataset(self.dataset)
+            env_bound(self.env_id, dataset.observations.shape[1], dataset.actions.shape[1])
 
 
 @dataclass
@@ -400,6 +403,7 @@ def main(args: Args, dataset=None) -> float:
     except ArgError as exc:
         fail(str(exc))
     forget_datasets()
+    bound = max_action(args.env_id, dataset.observations.shape[1], dataset.actions.shape[1])
     session = Session(args, steps_per_iteration=args.log_every)
     buffer = OfflineBuffer.from_dataset(
         dataset,
@@ -408,7 +412,6 @@ def main(args: Args, dataset=None) -> float:
         seed=args.seed,
         reward_scale=scale,
     )
-    bound = max_action(args.env_id, buffer.obs_dim, buffer.act_dim)
     nets = Nets.build(buffer.obs_dim, buffer.act_dim, bound, args.hidden_sizes)
     learner = Learner(nets, args)
     online = OnlineActor(args, buffer) if args.online_steps else None
@@ -456,24 +459,31 @@ def start(session: Session, online: OnlineActor | None, stateful: dict):
     return iterations
 
 
-def max_action(env_id: str, obs_dim: int, act_dim: int) -> torch.Tensor:
-    """The env's action bound (symmetric Box), checking the dataset's dimensions against it."""
-    env = envs.make(env_id, 1, 0)
-    obs_space, act_space = env.single_observation_space, env.single_action_space
-    env.close()
+def env_bound(env_id: str, obs_dim: int, act_dim: int) -> torch.Tensor:
+    """The env's action bound (symmetric Box), checking the dataset's dimensions against it;
+    ArgError naming the flag at fault (validate checks it before the run directory is made)."""
+    obs_space, act_space = envs.spaces(env_id)
     if not hasattr(act_space, "low"):
-        fail(f"--env-id {env_id}: iql needs continuous (Box) actions")
+        raise ArgError(f"--env-id {env_id}: iql needs continuous (Box) actions")
     if obs_space.shape != (obs_dim,) or act_space.shape != (act_dim,):
-        fail(
+        raise ArgError(
             f"--dataset: observations x actions {obs_dim} x {act_dim} do not fit {env_id} "
             f"({obs_space.shape} x {act_space.shape})"
         )
     if not np.allclose(act_space.low, -act_space.high):
-        fail(
+        raise ArgError(
             f"--env-id {env_id}: iql needs symmetric action bounds, "
             f"got {act_space.low}..{act_space.high}"
         )
     return torch.as_tensor(act_space.high, dtype=torch.float32)
+
+
+def max_action(env_id: str, obs_dim: int, act_dim: int) -> torch.Tensor:
+    """env_bound, a misfit exiting 2 in one line."""
+    try:
+        return env_bound(env_id, obs_dim, act_dim)
+    except ArgError as exc:
+        fail(str(exc))
 
 
 if __name__ == "__main__":

@@ -95,6 +95,13 @@ class Args(CommonArgs):
     """hidden layers of both players' actors and critics (CleanRL 64, 64 tanh)"""
 
     def validate(self) -> None:
+        # before the common checks, which import the id's backend (brax: prints as it loads)
+        require(
+            envs.split_id(self.env_id)[0] == "gym",
+            "env_id",
+            f"must be a Gymnasium MuJoCo id for rarl (the adversary pushes MuJoCo bodies), got "
+            f"{self.env_id}",
+        )
         super().validate()
         require_minibatch_flags(self)
         require_positive(self, "clip_coef")

@@ -42,6 +42,7 @@ from torch import nn
 
 import envs
 from controlrl.cli import (
+    ArgError,
     CommonArgs,
     fail,
     parse,
@@ -198,6 +199,24 @@ class Args(CommonArgs):
             f"must be a Gymnasium id for retrace (its simulator state is checkpointed), got "
             f"{self.env_id}",
         )
+        check_env(self.env_id)
+
+
+def check_env(env_id: str) -> None:
+    """Box actions and a simulator state envs.state can capture, or ArgError naming --env-id:
+    checked on one env before the run directory is made."""
+    probe = envs.make(env_id, 1, 0, "sync")
+    try:
+        if not hasattr(probe.single_action_space, "low"):
+            raise ArgError(f"--env-id {env_id}: retrace needs continuous (Box) actions")
+        probe.reset(seed=0)
+        if env_state.capture(probe) is None:
+            raise ArgError(
+                f"--env-id {env_id}: retrace checkpoints the envs mid-episode, and "
+                "envs.state cannot capture this one (MuJoCo and classic control only)"
+            )
+    finally:
+        probe.close()
 
 
 class TanhGaussianPolicy(nn.Module):

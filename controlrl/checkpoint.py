@@ -1,12 +1,19 @@
-"""Atomic checkpoint save and safe (weights-only) load."""
+"""Atomic checkpoint save and safe (weights-only) load; a run checkpoint's identity (the
+algorithm that wrote it) and counters checked before it is resumed."""
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
 
 import torch
+
+# what torch.save's zip writer (caffe2 inline_container) raises, as RuntimeError, when a write
+# into the file fails: "PytorchStreamWriter failed writing file data/0: file write failed",
+# "[enforce fail at inline_container.cc:...] . unexpected pos 704 vs 598"
+WRITER_FAILURES = ("PytorchStreamWriter", "inline_container")
 
 
 class CheckpointError(Exception):
@@ -14,7 +21,8 @@ class CheckpointError(Exception):
 
 
 def save(path: str | Path, state: dict) -> None:
-    """Write state to path atomically: temp file in the same dir, fsync, rename."""
+    """Write state to path atomically: temp file in the same dir, fsync, rename. A failed write
+    (a full disk) raises OSError, what rundir.on_disk_fault reports in one line."""
     commit(write_temp(path, state), path)
 
 
@@ -26,7 +34,16 @@ def write_temp(path: str | Path, state: dict) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
+            try:
+                torch.save(state, f)
+            except RuntimeError as exc:
+                if not any(w in str(exc) for w in WRITER_FAILURES):
+                    raise
+                # torch's zip writer on a failed write (a full disk): a disk fault
+                lines = str(exc).strip().splitlines()
+                raise OSError(
+                    errno.EIO, f"writing the checkpoint failed ({lines[0][:160]})", str(path)
+                ) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -68,3 +85,23 @@ def load(path: str | Path, required: tuple[str, ...] = ()) -> dict:
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks keys: {', '.join(missing)}")
     return state
+
+
+def check_run_state(state: dict, path: str | Path, algo: str) -> None:
+    """A run checkpoint (controlrl.session's) that `algo` may resume: its 'algo' is algo (a
+    checkpoint written before the name was stored carries none: config.json's check stands
+    alone), its 'step' and 'iteration' integers >= 0. CheckpointError naming the key."""
+    saved = state.get("algo")
+    if saved is not None and saved != algo:
+        raise CheckpointError(
+            f"checkpoint {path} [algo]: written by {str(saved)[:40]!r}, not {algo!r} (a "
+            "checkpoint resumes only the algorithm that wrote it)"
+        )
+    for key in ("step", "iteration"):
+        if key not in state:
+            continue
+        value = state[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise CheckpointError(
+                f"checkpoint {path} [{key}] is {repr(value)[:40]}, expected an integer >= 0"
+            )

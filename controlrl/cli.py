@@ -191,7 +191,11 @@ def require_start_states(args) -> None:
 
 
 def fail(message: str) -> None:
-    """Print one line to stderr and exit with status 2 (bad input; nothing was written)."""
+    """Print one line to stderr and exit with status 2 (bad input; nothing was written: a run
+    directory this process made and wrote no run into is removed, controlrl.rundir)."""
+    from controlrl import rundir
+
+    rundir.discard_unused()
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(2)
 
@@ -238,7 +242,9 @@ class CommonArgs:
     """where the run writes; default runs/<algo>/<env>__seed<seed>__<time>"""
     resume: str | None = None
     """a run directory to continue from its last checkpoint (its config.json is used); one
-    killed before its first checkpoint starts again from step 0"""
+    killed before its first checkpoint starts again from step 0. Every other flag is the
+    run's own: one given with --resume must have the value in its config.json (another value
+    is refused), except --progress / --no-progress, which applies"""
     checkpoint_every: int = 10
     """iterations between checkpoints (one is always written at the end)"""
     keep_checkpoints: bool = False
@@ -423,7 +429,8 @@ def _load_resume_config(cls: type[T], args: T) -> T:
     latest = run_dir / "checkpoints" / "latest.pt"
     try:
         if latest.exists():  # none yet (killed before the first one): restarts from step 0
-            checkpoint.load(latest, required=("step",))
+            state = checkpoint.load(latest, required=("step",))
+            checkpoint.check_run_state(state, latest, saved["algo"])
     except checkpoint.CheckpointError as exc:
         raise ArgError(f"--resume: {exc}") from None
     return resumed
@@ -564,13 +571,58 @@ def cli(cls: type[T], argv: list[str] | None = None, description: str | None = N
     return args
 
 
+# the flags a resumed run takes from the command line (what it shows, not what it computes)
+RESUME_APPLIES = ("progress",)
+
+
+def _given(cls: type, argv: list[str]) -> list[str]:
+    """The fields of cls named by a --flag (or --no-flag) on the command line, in order."""
+    fields = {f.name for f in dataclasses.fields(cls)}
+    given = []
+    for token in argv:
+        if not token.startswith("--"):
+            continue
+        name = token[2:].partition("=")[0].replace("-", "_")
+        if name not in fields and name.startswith("no_") and name[3:] in fields:
+            name = name[3:]
+        if name in fields and name not in given:
+            given.append(name)
+    return given
+
+
+def _apply_to_resumed(resumed: T, args: T, given: list[str]) -> T:
+    """The resumed run's flags with those of RESUME_APPLIES given on the command line; any
+    other flag given must have the run's value (ArgError naming the first that differs)."""
+    for name in given:
+        new, saved = getattr(args, name), getattr(resumed, name)
+        if name in RESUME_APPLIES:
+            setattr(resumed, name, new)
+        elif name == "run_dir":
+            require(
+                Path(new).absolute() == Path(args.resume).absolute(),
+                name,
+                f"{new} is not the resumed directory {args.resume}: --resume continues a run "
+                "where it is",
+            )
+        elif name != "resume" and new != saved:
+            raise ArgError(
+                f"--{name.replace('_', '-')} {new} conflicts with --resume {args.resume}, whose "
+                f"run has {saved}: a resumed run keeps the flags of its config.json (only "
+                "--progress may change); start a new run to change it"
+            )
+    return resumed
+
+
 def parse(cls: type[T], argv: list[str] | None = None) -> T:
-    """Parse the command line into cls with tyro, then validate; exit 2 with one line on error."""
+    """Parse the command line into cls with tyro, then validate; exit 2 with one line on error.
+    With --resume the run's config.json gives every flag (see _apply_to_resumed)."""
     doc = sys.modules[cls.__module__].__doc__
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = cli(cls, argv, description=doc)
     try:
         if args.resume is not None:
-            args = _load_resume_config(cls, args)
+            resumed = _load_resume_config(cls, args)
+            args = _apply_to_resumed(resumed, args, _given(cls, argv))
         args.validate()
     except ArgError as exc:
         fail(str(exc))

@@ -20,6 +20,9 @@ from pathlib import Path
 
 LOCK_NAME = "run.lock"
 _HELD: dict[str, int] = {}  # lock file (real path) -> fd, the locks this process holds
+# lock file (real path) -> (run directory, the outermost directory lock() made for it), for the
+# run directories this process made: discard_unused removes those still holding no run
+_MADE: dict[str, tuple[Path, Path]] = {}
 
 
 class RunDirBusy(Exception):
@@ -82,6 +85,11 @@ def lock(run_dir: str | Path) -> None:
     into the lock file; RunDirBusy names the holder's pid. A lock this process already holds on
     the directory (a run of it that never finished) is taken over."""
     run_dir = Path(run_dir)
+    made = None  # the outermost directory made here (run_dir or one of its parents)
+    for directory in (run_dir.absolute(), *run_dir.absolute().parents):
+        if directory.exists():
+            break
+        made = directory
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / LOCK_NAME
     key = os.path.realpath(path)
@@ -94,6 +102,35 @@ def lock(run_dir: str | Path) -> None:
             "to end or choose another directory"
         )
     _HELD[key] = fd
+    if made is not None:
+        _MADE[key] = (run_dir.absolute(), made)
+
+
+def discard_unused() -> list[Path]:
+    """Remove the run directories this process made that hold nothing but their lock file (a
+    command refused after its directory was made leaves none behind), with the parents made for
+    them; returns what was removed. Called on every one-line refusal (controlrl.cli.fail)."""
+    removed = []
+    for key, (run_dir, made) in list(_MADE.items()):
+        del _MADE[key]
+        try:
+            if key not in _HELD or {p.name for p in run_dir.iterdir()} != {LOCK_NAME}:
+                continue
+            (run_dir / LOCK_NAME).unlink()
+        except OSError:
+            continue
+        unlock(run_dir)
+        directory = run_dir
+        while True:
+            try:
+                directory.rmdir()  # only an empty one
+            except OSError:
+                break
+            removed.append(directory)
+            if directory == made:
+                break
+            directory = directory.parent
+    return removed
 
 
 def holder(run_dir: str | Path) -> str | None:

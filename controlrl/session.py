@@ -10,7 +10,8 @@ guard and the final evaluation. Torch on-policy, JAX, off-policy and offline fil
     session.finish(evaluate=lambda: ...)
 
 Anything with state_dict()/load_state_dict() can be registered; the checkpoint also holds the
-step, the iteration and the torch RNG state, and is written atomically. --resume restores them
+algorithm's name (another algorithm's run refuses it), the step, the iteration and the torch RNG
+state, and is written atomically. --resume restores them
 and drops the rows logged after the checkpoint; a run directory without a checkpoint yet (killed
 before the first) starts again from step 0 with its config.json, its rows dropped. What the
 envs do on resume is the caller's (training.Run: the envs as saved where envs.state captures
@@ -74,6 +75,7 @@ class Session:
             try:
                 if not self.restart_from_scratch:
                     self.resume_state = checkpoint.load(path, ("step",))
+                    checkpoint.check_run_state(self.resume_state, path, self.algo)
             except checkpoint.CheckpointError as exc:
                 fail(str(exc))
         self.stateful: dict = {}
@@ -207,6 +209,7 @@ class Session:
     def save_checkpoint(self, iteration: int) -> None:
         """Everything needed to resume, written atomically."""
         state = {
+            "algo": self.algo,  # resumed only by the algorithm that wrote it
             "step": self.step,
             "iteration": iteration,
             "rng": rng_state(),

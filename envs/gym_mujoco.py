@@ -11,13 +11,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from envs import partial_goal_reacher, sparse_mountain_car
 from envs.errors import UnknownEnvError, check_known
 from envs.start_states import StartStates
-
-# SparseMountainCar-v0 and ReacherPartialGoal-v5 are plain Gymnasium ids from here on
-sparse_mountain_car.register()
-partial_goal_reacher.register()
 
 # headless offscreen rendering (videos) by default; MuJoCo reads this when it first renders
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -35,7 +30,8 @@ def check_supported(name: str) -> None:
     Box nor Discrete. Builds the env once to read its spaces; steps nothing."""
     try:
         env = gym.make(name)
-    except gym.error.Error as exc:  # DependencyNotInstalled, DeprecatedEnv, ...
+    except (gym.error.Error, ImportError) as exc:  # DependencyNotInstalled, DeprecatedEnv,
+        # or a compatibility id whose shim is not installed (GymV26Environment-v0: shimmy)
         line = " ".join(str(exc).split())
         raise UnknownEnvError(f"'{name}' cannot be made here: {line}") from None
     obs_space, act_space = env.observation_space, env.action_space

@@ -8,13 +8,13 @@ entries, in Reacher-v5's order. The dynamics, the target's draw (uniform in the 
 0.2), the reward (minus the fingertip-target distance, minus the control cost, both computed on
 the full state) and the 50-step time limit are Reacher-v5's.
 
-Registered with Gymnasium when envs is imported."""
+Registered with Gymnasium when envs is imported; MuJoCo (Reacher-v5's class) is imported when the
+env class is first asked for (gym.make of ENV_ID), not by the registration."""
 
 from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.envs.mujoco.reacher_v5 import ReacherEnv
 
 ENV_ID = "ReacherPartialGoal-v5"
 MAX_EPISODE_STEPS = 50  # Reacher-v5's time limit
@@ -22,15 +22,31 @@ HIDDEN = (5, 9)  # target y, fingertip-minus-target y in Reacher-v5's observatio
 KEPT = np.array([i for i in range(10) if i not in HIDDEN])
 
 
-class ReacherPartialGoalEnv(ReacherEnv):
-    """ReacherEnv whose observation leaves out the target's y coordinate."""
+def _env_class() -> type:
+    """ReacherPartialGoalEnv: Reacher-v5's env class whose observation leaves out the target's
+    y coordinate (made on first use: Reacher-v5's module imports MuJoCo)."""
+    from gymnasium.envs.mujoco.reacher_v5 import ReacherEnv
 
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (KEPT.size,), np.float64)
+    class ReacherPartialGoalEnv(ReacherEnv):
+        """ReacherEnv whose observation leaves out the target's y coordinate."""
 
-    def _get_obs(self) -> np.ndarray:
-        return super()._get_obs()[KEPT]
+        def __init__(self, **kwargs) -> None:
+            super().__init__(**kwargs)
+            self.observation_space = gym.spaces.Box(-np.inf, np.inf, (KEPT.size,), np.float64)
+
+        def _get_obs(self) -> np.ndarray:
+            return super()._get_obs()[KEPT]
+
+    ReacherPartialGoalEnv.__qualname__ = "ReacherPartialGoalEnv"  # picklable by name
+    return ReacherPartialGoalEnv
+
+
+def __getattr__(name: str) -> type:
+    """ReacherPartialGoalEnv, made (and kept) on first use."""
+    if name == "ReacherPartialGoalEnv":
+        cls = globals()[name] = _env_class()
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def register() -> None:

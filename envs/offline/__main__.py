@@ -100,10 +100,36 @@ def _check(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _check_fits_env(data) -> None:
+    """DatasetError unless the dataset's observations and actions have the dimensions of the env
+    it names (one that cannot be made here, or none named, is not checked)."""
+    import envs
+
+    if not data.env_id:
+        return
+    try:
+        obs_space, act_space = envs.spaces(data.env_id)
+    except (envs.UnknownEnvError, ImportError):
+        return
+    shapes = (data.observations.shape[1:], data.actions.shape[1:])
+    if hasattr(act_space, "n"):  # Discrete actions: stored as one index per row
+        fits = shapes[0] == obs_space.shape and shapes[1] in ((), (1,))
+    else:
+        fits = shapes == (obs_space.shape, act_space.shape)
+    if not fits:
+        raise DatasetError(
+            data.source,
+            None,
+            f"observations x actions {shapes[0]} x {shapes[1]} do not fit its env "
+            f"{data.env_id} ({obs_space.shape} x {act_space.shape})",
+        )
+
+
 def _info(target: str) -> None:
     from envs.offline.rollout import episode_returns
 
     data = load(target)
+    _check_fits_env(data)
     returns = episode_returns(data.rewards, data.terminals, data.timeouts)
     print(f"source            {data.source}")
     print(f"env_id            {data.env_id or '(unknown)'}")

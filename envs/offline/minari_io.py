@@ -244,7 +244,8 @@ def write_minari(
     place. Needs s'[i] == s[i + 1] inside each episode (a
     Minari episode stores T + 1 observations); ValueError otherwise. Our metadata goes under
     the 'controlrl' key of metadata.json, the reference scores under minari's own keys."""
-    path = Path(path)
+    given = Path(path)
+    path = given.absolute()  # MinariStorage joins a relative data path onto itself
     minari = _minari(path)
     from minari.data_collector import EpisodeBuffer
     from minari.dataset.minari_storage import MinariStorage
@@ -261,7 +262,7 @@ def write_minari(
             )
     obs_space, act_space, spec = _spaces(dataset)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp_dir = Path(tmp_parent) if tmp_parent is not None else path.parent
+    tmp_dir = Path(tmp_parent).absolute() if tmp_parent is not None else path.parent
     tmp_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=path.name + ".", suffix=".tmp", dir=tmp_dir))
     try:
@@ -269,7 +270,7 @@ def write_minari(
             tmp / "data", observation_space=obs_space, action_space=act_space, env_spec=spec
         )
         meta = {
-            "dataset_id": dataset_id or f"controlrl/{path.name}",
+            "dataset_id": dataset_id or f"controlrl/{given.name}",
             "minari_version": minari.__version__,
             "algorithm_name": str(dataset.metadata.get("algorithm", "unknown")),
             "controlrl": json.loads(json.dumps(dataset.metadata, default=json_default)),
@@ -293,4 +294,4 @@ def write_minari(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return path
+    return given

@@ -182,6 +182,16 @@ def test_allocations_beyond_the_memory_are_refused(name, argv, fragment, memory_
     assert fragment in err and "GiB" in err and "8.0 GiB of memory available" in err
 
 
+@pytest.mark.parametrize("name", ["dppo", "iql", "ppo"])
+@pytest.mark.parametrize("env_id", ["", " "])
+def test_an_empty_env_id_is_refused(name, env_id, hopper_file, capsys):
+    """--env-id '' names no env (dppo took it as absent and ran on the dataset's env)."""
+    dataset = [] if name == "ppo" else ["--dataset", hopper_file]
+    err = refuse(load(name), [*dataset, "--env-id", env_id], capsys)
+    controlrl.cli.forget_datasets()
+    assert "--env-id" in err
+
+
 def test_offline_batches_are_bounded_by_the_datasets_shapes(hopper_file, memory_8gib, capsys):
     dppo, iql = load("dppo"), load("iql")
     err = refuse(dppo, ["--dataset", hopper_file, "--pretrain-batch-size", "100000000"], capsys)
@@ -255,6 +265,22 @@ def test_ids_whose_package_is_missing_name_it(env_id, capsys):
     assert "--env-id" in err and env_id in err and "Box2D is not installed" in err
 
 
+@pytest.mark.parametrize("env_id", ["bandit:bernoulli-10", "brax:ant", "dmc:cheetah-run"])
+def test_rarl_refuses_ids_of_other_backends(env_id, capsys):
+    """rarl's adversary pushes MuJoCo bodies of a Gymnasium env: another backend's id is one
+    line (Gymnasium's registry was asked for it: a traceback), before its backend loads."""
+    err = refuse(load("rarl"), ["--env-id", env_id], capsys)
+    assert "--env-id must be a Gymnasium MuJoCo id for rarl" in err and env_id in err
+
+
+@pytest.mark.parametrize("name", ["ppo", "rarl"])
+def test_a_compatibility_id_without_its_shim_is_one_line(name, capsys):
+    if importlib.util.find_spec("shimmy") is not None:
+        pytest.skip("shimmy is installed here")
+    err = refuse(load(name), ["--env-id", "GymV26Environment-v0"], capsys)
+    assert "--env-id: 'GymV26Environment-v0' cannot be made here" in err and "shimmy" in err
+
+
 def test_videos_of_classic_control_need_pygame(monkeypatch, capsys):
     real = importlib.util.find_spec
     monkeypatch.setattr(
@@ -319,3 +345,41 @@ def test_scripts_as_processes(argv, fragment):
     )
     assert proc.returncode == 2, proc.stderr
     assert fragment in check_refusal(proc.stderr)
+
+
+# -- a refused command leaves no run directory -------------------------------------------------
+
+# commands whose refusal needs the env built (its spaces), or the dataset read against it
+REFUSED_BY_THE_ENV = [
+    ("retrace", ["--env-id", "CartPole-v1"], "retrace needs continuous (Box) actions"),
+    ("iql", ["--dataset", "HOPPER", "--env-id", "CartPole-v1"],
+     "iql needs continuous (Box) actions"),
+    ("iql", ["--dataset", "HOPPER", "--env-id", "HalfCheetah-v5"], "do not fit HalfCheetah-v5"),
+    ("dppo", ["--dataset", "HOPPER", "--env-id", "CartPole-v1"],
+     "dppo needs Box actions in [-1, 1]"),
+    ("dppo", ["--dataset", "HOPPER", "--env-id", "HalfCheetah-v5"], "do not fit HalfCheetah-v5"),
+    ("fpo", ["--env-id", "CartPole-v1"], "fpo needs continuous (Box) actions"),
+    ("grpo", ["--env-id", "bandit:continuous", "--rollout-mismatch", "temperature",
+              "--mismatch-correction", "tis"], "needs a discrete action space"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("explicit", [False, True], ids=["default-dir", "run-dir"])
+@pytest.mark.parametrize("name, argv, fragment", REFUSED_BY_THE_ENV)
+def test_a_refused_command_leaves_no_run_directory(
+    name, argv, fragment, explicit, hopper_file, tmp_path, monkeypatch, capsys
+):
+    """The script as its __main__ runs it (parse, then main), in an empty directory: the
+    refusal is one line, exit 2, and neither runs/ (the default run directory) nor --run-dir
+    (nor the parents made for it) is left behind."""
+    monkeypatch.chdir(tmp_path)
+    argv = [hopper_file if a == "HOPPER" else a for a in argv]
+    extra = ["--run-dir", str(tmp_path / "out" / "run")] if explicit else []
+    module = load(name)
+    with pytest.raises(SystemExit) as exc:
+        module.main(parse(module.Args, [*argv, *extra, "--no-progress", "--no-tensorboard"]))
+    controlrl.cli.forget_datasets()
+    assert exc.value.code == 2
+    assert fragment in check_refusal(capsys.readouterr().err)
+    left = [p.name for p in tmp_path.iterdir() if p.is_dir()]  # (MuJoCo may leave its log)
+    assert left == [], list(tmp_path.rglob("*"))

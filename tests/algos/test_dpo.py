@@ -2,6 +2,8 @@
 discovered-policy-optimisation): the drift's defining properties, the objective's gradient in
 closed form, and a smoke run of the script."""
 
+import csv
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +104,40 @@ def test_bad_drift_scale_is_refused(tmp_path):
     cmd = [sys.executable, "algos/dpo.py", "--beta", "0", "--run-dir", str(tmp_path / "x")]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "--beta" in out.stderr
+
+
+def test_num_seeds_trains_the_population_with_the_dpo_loss(tmp_path):
+    """--num-seeds S trains S seeds (it trained one while config.json recorded S): seed k's rows
+    are those of the run --seed s + k alone (the same actions, the same returns), and a one-seed
+    population is the single dpo run to the byte."""
+    from algos import dpo
+    from controlrl.cli import parse
+
+    def rows(path, seed=None):
+        """metrics.csv's header and rows without the seed column (only seed's rows if given)."""
+        with path.open() as f:
+            header, *body = list(csv.reader(f))
+        if "seed" not in header:
+            return header, body
+        col = header.index("seed")
+        kept = [r[:col] + r[col + 1 :] for r in body if seed is None or int(r[col]) == seed]
+        return header[:col] + header[col + 1 :], kept
+
+    argv = ["--env-id", "bandit:bernoulli-10", "--num-steps", "2", "--num-envs", "8"]
+    argv += ["--num-minibatches", "2", "--update-epochs", "2", "--total-timesteps", "64"]
+    argv += ["--hidden-sizes", "8", "--eval-every", "0", "--eval-episodes", "2", "--alpha", "0.3"]
+    argv += ["--no-progress", "--no-tensorboard"]
+
+    def train(name, *extra):
+        dpo.main(parse(dpo.Args, [*argv, *extra, "--run-dir", str(tmp_path / name)]))
+        return tmp_path / name
+
+    pop = train("pop", "--seed", "5", "--num-seeds", "3")
+    final = json.loads((pop / "final_eval.json").read_text())
+    assert len(final["eval_return_per_seed"]) == 3
+    header, alone = rows(train("seed6", "--seed", "6") / "metrics.csv")
+    _, mine = rows(pop / "metrics.csv", seed=6)
+    ret = header.index("train/episode_return")
+    assert len(mine) == len(alone) == 4 and [r[ret] for r in mine] == [r[ret] for r in alone]
+    one = rows(train("one", "--seed", "5", "--num-seeds", "1") / "metrics.csv")
+    assert one == rows(train("single", "--seed", "5") / "metrics.csv")

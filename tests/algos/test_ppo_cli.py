@@ -99,3 +99,45 @@ def test_help_documents_every_flag_and_exit_code_is_2():
     )
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1].startswith("error: --env-id")
+
+
+def test_resume_refuses_a_flag_that_conflicts_with_the_run(capsys, tmp_path):
+    """--resume continues a run with the flags of its config.json: another value of any flag is
+    refused in one line (it was silently ignored), the run's own value is accepted, and
+    --progress / --no-progress applies."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    config = config_dict(Args(env_id="Hopper-v5", progress=True), "ppo")
+    (run_dir / "config.json").write_text(json.dumps(config))
+    for argv, fragment in (
+        (["--total-timesteps", "5000"], "--total-timesteps 5000 conflicts with --resume"),
+        (["--env-id", "Pendulum-v1"], "--env-id Pendulum-v1 conflicts"),
+        (["--seed=7"], "--seed 7 conflicts"),
+        (["--no-tensorboard"], "--tensorboard False conflicts"),
+        (["--hidden-sizes", "8", "8"], "--hidden-sizes (8, 8) conflicts"),
+        (["--run-dir", str(tmp_path / "other")], "is not the resumed directory"),
+    ):
+        line = parse_error(["--resume", str(run_dir), *argv], capsys)
+        assert fragment in line, (argv, line)
+    same = ["--env-id", "Hopper-v5", "--seed", "1", "--run-dir", str(run_dir), "--no-progress"]
+    args = parse(Args, ["--resume", str(run_dir), *same])
+    assert (args.env_id, args.total_timesteps, args.progress) == ("Hopper-v5", 1_000_000, False)
+    assert args.run_dir == str(run_dir)
+
+
+def test_a_checkpoint_resumes_only_the_algorithm_that_wrote_it(capsys, tmp_path):
+    """A checkpoint names the algorithm that wrote it: another's (a dpo checkpoint in a ppo run
+    directory) is refused in one line, as is a step or iteration that is not an integer >= 0
+    (accepted, or a traceback, before)."""
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps(config_dict(Args(env_id="Hopper-v5"), "ppo")))
+    latest = run_dir / "checkpoints" / "latest.pt"
+    checkpoint.save(latest, {"algo": "dpo", "step": 2048, "iteration": 1})
+    assert "written by 'dpo', not 'ppo'" in parse_error(["--resume", str(run_dir)], capsys)
+    for key, bad in (("step", -2048), ("step", "2048"), ("step", 1.5), ("iteration", -1)):
+        checkpoint.save(latest, {"algo": "ppo", "step": 2048, "iteration": 1, key: bad})
+        line = parse_error(["--resume", str(run_dir)], capsys)
+        assert f"[{key}] is {bad!r}, expected an integer >= 0" in line, line
+    checkpoint.save(latest, {"algo": "ppo", "step": 2048, "iteration": 1})
+    assert parse(Args, ["--resume", str(run_dir)]).resume == str(run_dir)

@@ -6,7 +6,7 @@ import pickle
 import pytest
 import torch
 
-from controlrl import checkpoint
+from controlrl import checkpoint, rundir
 
 
 def test_round_trip_and_no_temp_files(tmp_path):
@@ -61,3 +61,33 @@ def test_failed_save_leaves_previous_checkpoint(tmp_path):
         checkpoint.save(path, {"step": 2, "x": Unsaveable()})
     assert checkpoint.load(path)["step"] == 1
     assert os.listdir(tmp_path) == ["latest.pt"]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598",
+        "PytorchStreamWriter failed writing file data/0: file write failed",
+    ],
+)
+def test_a_full_disk_inside_torch_save_is_a_one_line_disk_fault(tmp_path, monkeypatch, capsys,
+                                                                message):  # fmt: skip
+    """torch.save's writer reports a failed write (a full disk) as RuntimeError: the save raises
+    OSError instead, which a run reports in one line (exit 1), the last checkpoint kept."""
+    path = tmp_path / "latest.pt"
+    checkpoint.save(path, {"step": 1})
+
+    def full_disk(state, f):
+        f.write(b"PK")
+        raise RuntimeError(message)
+
+    monkeypatch.setattr(checkpoint.torch, "save", full_disk)
+    with pytest.raises(SystemExit) as exc:
+        with rundir.on_disk_fault(tmp_path):
+            checkpoint.save(path, {"step": 2})
+    assert exc.value.code == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "writing the checkpoint failed" in err, err
+    assert message.splitlines()[0] in err and "Traceback" not in err
+    monkeypatch.undo()
+    assert checkpoint.load(path)["step"] == 1 and os.listdir(tmp_path) == ["latest.pt"]

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from controlrl import checkpoint, rundir
-from controlrl.cli import CommonArgs, config_dict, parse
+from controlrl.cli import CommonArgs, config_dict, fail, parse
 from controlrl.session import Session
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -370,4 +370,24 @@ def test_a_lock_taken_over_from_a_killed_process_holds_the_new_pid(tmp_path):
     try:
         assert (run_dir / rundir.LOCK_NAME).read_text().strip() == str(os.getpid())
     finally:
+        rundir.unlock(run_dir)
+
+
+def test_a_refusal_removes_the_run_directory_it_made_and_nothing_else(tmp_path, capsys):
+    """cli.fail (every one-line refusal, exit 2) removes a run directory this process made and
+    wrote nothing into but its lock, with the parents made for it; a directory that existed,
+    or one a run has written into, stays."""
+    made = tmp_path / "new" / "parents" / "run"
+    existed = tmp_path / "existed"
+    existed.mkdir()
+    written = tmp_path / "written"
+    for run_dir in (made, existed, written):
+        rundir.lock(run_dir)
+    (written / "config.json").write_text("{}")
+    with pytest.raises(SystemExit) as exc:
+        fail("bad input")
+    assert exc.value.code == 2 and capsys.readouterr().err == "error: bad input\n"
+    assert not (tmp_path / "new").exists()
+    assert existed.is_dir() and (written / "config.json").is_file()
+    for run_dir in (existed, written):
         rundir.unlock(run_dir)

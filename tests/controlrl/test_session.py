@@ -235,6 +235,24 @@ def test_a_different_stateful_object_is_not_silently_restored(tmp_path):
     assert exc.value.code == 2
 
 
+def test_a_checkpoint_of_another_algorithm_is_not_resumed(tmp_path, capsys):
+    """The checkpoint holds the name of the algorithm that wrote it (this file's, here); a
+    Session of another refuses it in one line, exit 2, as it refuses a negative step."""
+    run_dir = tmp_path / "r"
+    train(ToyArgs(run_dir=str(run_dir), total_timesteps=64))
+    path = Session.checkpoint_path(run_dir)
+    state = checkpoint.load(path)
+    assert state["algo"] == "test_session"
+    for edit, fragment in (({"algo": "dpo"}, "written by 'dpo'"), ({"step": -64}, "[step] is -64")):
+        checkpoint.save(path, {**state, **edit})
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exc:
+            Session(ToyArgs(run_dir=str(run_dir), resume=str(run_dir)), 64)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert fragment in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, capsys):
     run_dir = tmp_path / "r"
     snapshots: dict = {}

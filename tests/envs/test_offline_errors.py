@@ -254,3 +254,37 @@ def test_writer_then_reader_accepts_its_own_file(tmp_path):
     data = Dataset(**arrays, next_observations=arrays["observations"].copy(), env_id="x-v0")
     assert len(load(write_hdf5(data, tmp_path / "ok.hdf5"))) == M
     assert len(load(write(tmp_path / "ok_raw.hdf5", good_arrays()))) == M - 1  # timeout dropped
+
+
+@pytest.mark.parametrize(
+    "env_id, obs_dim, act_dim, status",
+    [
+        ("Pendulum-v1", 4, 2, 2),  # Pendulum: 3 x 1
+        ("Pendulum-v1", 3, 2, 2),
+        ("CartPole-v1", 4, 2, 2),  # Discrete: one index a row
+        ("Pendulum-v1", 3, 1, 0),
+        ("CartPole-v1", 4, 1, 0),
+        ("x-v0", 4, 2, 0),  # an env this install cannot make: not checked
+    ],
+)
+def test_info_refuses_a_file_that_does_not_fit_its_env(tmp_path, capsys, env_id, obs_dim,
+                                                       act_dim, status):  # fmt: skip
+    """info exits 2 in one line for a file whose observation or action dimension is not its
+    env's (the training scripts refuse it; info said nothing and exited 0)."""
+    from envs.offline import Dataset
+    from envs.offline.__main__ import main
+
+    arrays = good_arrays()
+    arrays["observations"] = arrays["observations"][:, :obs_dim].copy()
+    arrays["actions"] = np.zeros((M, act_dim), np.float32)
+    data = Dataset(**arrays, next_observations=arrays["observations"].copy(), env_id=env_id)
+    path = write_hdf5(data, tmp_path / "d.hdf5")
+    assert main(["info", str(path)]) == status
+    out = capsys.readouterr()
+    if status:
+        lines = out.err.strip().splitlines()
+        assert len(lines) == 1 and str(path) in lines[0], out.err
+        assert f"{obs_dim},) x ({act_dim},) do not fit its env {env_id}" in lines[0], out.err
+        assert out.out == ""
+    else:
+        assert f"obs / action dim  {obs_dim} / {act_dim}" in out.out

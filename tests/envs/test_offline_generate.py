@@ -74,6 +74,28 @@ def test_random_dataset_cli_end_to_end(tmp_path):
             np.testing.assert_array_equal(getattr(copy, key), getattr(data, key), err_msg=key)
 
 
+def test_a_relative_out_directory_writes_both_copies(tmp_path):
+    """--out relative to the working directory: the HDF5 file and the Minari copy (whose path
+    the Minari writer joined onto itself, always failing) are written there."""
+    pytest.importorskip("minari")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "envs.offline", "generate", "--env", "Pendulum-v1", "--kind",
+         "random", "--steps", "300", "--seed", "1", "--out", "data/sets", "--no-progress"],
+        capture_output=True, text=True, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "data" / "sets"
+    data = load(out / "pendulum-random-v1-s1-n300.hdf5")
+    copy = load(out / "minari" / "controlrl" / "pendulum-random-v1-s1-n300-v0")
+    for key in ARRAYS:
+        np.testing.assert_array_equal(getattr(copy, key), getattr(data, key), err_msg=key)
+    assert sorted(p.name for p in (out / ".partial").glob("*.tmp")) == []
+
+
 def test_pick_medium_first_snapshot_reaching_a_third_of_expert(tmp_path):
     curve = [(1000 * k, r) for k, r in enumerate([5, float("nan"), 10, 20, 60, 80, 90, 300], 1)]
     info = {"expert_return": 150.0, "curve": curve}
