@@ -173,9 +173,8 @@ class Args(CommonArgs):
         require_minibatch_memory("online_steps", rows, *dims, what="the replay buffer")
         require_minibatch_memory("batch_size", self.batch_size, *dims, self.hidden_sizes)
         super().validate()
-        if self.resume is None:  # a resumed run's dataset is checked by main (its dir exists)
-            dataset = load_dataset(self.dataset)
-            env_bound(self.env_id, dataset.observations.shape[1], dataset.actions.shape[1])
+        if not hasattr(envs.spaces(self.env_id)[1], "low"):  # the dataset's fit: main, first
+            raise ArgError(f"--env-id {self.env_id}: iql needs continuous (Box) actions")
 
 
 @dataclass
@@ -397,13 +396,13 @@ def make_evaluate(
 def main(args: Args, dataset=None) -> float:
     """Train; returns the final evaluation's mean return. dataset: an envs.offline.Dataset
     instead of loading args.dataset (tests)."""
-    try:
+    try:  # every refusal before the session makes the run directory; the dataset's fit first
         dataset = dataset if dataset is not None else load_dataset(args.dataset)
+        bound = env_bound(args.env_id, dataset.observations.shape[1], dataset.actions.shape[1])
         scale = reward_scale(dataset) if args.normalize_reward else 1.0
     except ArgError as exc:
         fail(str(exc))
     forget_datasets()
-    bound = max_action(args.env_id, dataset.observations.shape[1], dataset.actions.shape[1])
     session = Session(args, steps_per_iteration=args.log_every)
     buffer = OfflineBuffer.from_dataset(
         dataset,
@@ -476,14 +475,6 @@ def env_bound(env_id: str, obs_dim: int, act_dim: int) -> torch.Tensor:
             f"got {act_space.low}..{act_space.high}"
         )
     return torch.as_tensor(act_space.high, dtype=torch.float32)
-
-
-def max_action(env_id: str, obs_dim: int, act_dim: int) -> torch.Tensor:
-    """env_bound, a misfit exiting 2 in one line."""
-    try:
-        return env_bound(env_id, obs_dim, act_dim)
-    except ArgError as exc:
-        fail(str(exc))
 
 
 if __name__ == "__main__":
