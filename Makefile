@@ -154,7 +154,6 @@ ifdef FULL
 	$(BIN)/python paper_figures/hard_starts.py
 	$(BIN)/python paper_figures/rarl_robustness.py
 	$(BIN)/python paper_figures/success_conditioning.py
-	$(BIN)/python paper_figures/knapsack_allocation.py
 else
 	$(BIN)/python paper_figures/retrace_vs_traces.py --toy --train --sweep-dir $(TOY_OUT)/sweeps/retrace \
 	  --out $(TOY_OUT)
@@ -200,7 +199,6 @@ else
 	$(BIN)/python paper_figures/rarl_robustness.py --toy --sweeps-root $(TOY_OUT)/sweeps/rarl \
 	  --out $(TOY_OUT)
 	$(BIN)/python paper_figures/success_conditioning.py --toy --out $(TOY_OUT)
-	$(BIN)/python paper_figures/knapsack_allocation.py --toy --out $(TOY_OUT)
 endif
 
 clean:

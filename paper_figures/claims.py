@@ -420,7 +420,6 @@ def all_rows() -> list[Row]:
     )
     from paper_figures.claims_fpo_under import rows as fpo_under_rows
     from paper_figures.claims_hard_starts import rows as hard_start_rows
-    from paper_figures.claims_knapsack import rows as knapsack_rows
     from paper_figures.claims_rarl import rows as rarl_rows
     from paper_figures.claims_subspace import rows as subspace_rows
     from paper_figures.claims_tpo import rows as tpo_rows  # it imports this module
@@ -438,7 +437,6 @@ def all_rows() -> list[Row]:
         + ratio_filter_rows()
         + subspace_rows(read)
         + hard_start_rows(read)
-        + knapsack_rows(read)
         + claims_cheap.rows()
     )
     from paper_figures.claims_theory import rows as theory_curve_rows

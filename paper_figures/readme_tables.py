@@ -599,31 +599,6 @@ def hard_starts(read: Read) -> str:
     )  # fmt: skip
 
 
-@table("knapsack-allocation")
-def knapsack_allocation(read: Read) -> str:
-    rows = read("knapsack_allocation.csv")
-    names = {"uniform": "uniform, 8 rollouts per prompt", "knapsack": "knapsack, 8 on average",
-             "uniform-2x": "uniform, 16 rollouts per prompt"}  # fmt: skip
-    body, groups = [], []
-    for lr in dict.fromkeys(r["lr"] for r in rows):
-        for arm in dict.fromkeys(r["arm"] for r in rows):
-            g = rows_where(rows, lr=lr, arm=arm)
-            groups.append(g)
-            body.append([lr, names.get(arm, arm), f"{int(g[0]['rollouts']):,}",
-                         spread(col(g, "effective_ratio"), ".3f"),
-                         spread(col(g, "final_success"), ".4f"), spread(col(g, "solved"), ".3f"),
-                         spread(col(g, "auc"), ".4f")])  # fmt: skip
-    n = uniform_n(groups)
-    return (
-        para(f"`out/knapsack_allocation.csv` ({kind(n)} over {n} seeds; accuracy = the exact "
-             "mean over the 256 prompts of pi(correct)):")
-        + "\n\n"
-        + md(["Adam step", "allocation", "rollouts per seed", "share of rollouts with A != 0",
-              "final accuracy", "prompts solved (pi > 0.5)", "mean accuracy over updates"],
-             body, ["---:", "---", "---:", "---:", "---:", "---:", "---:"])
-    )  # fmt: skip
-
-
 @table("rarl")
 def rarl(read: Read) -> str:
     rows = read("rarl_robustness.csv")
