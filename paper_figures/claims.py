@@ -419,8 +419,6 @@ def all_rows() -> list[Row]:
         claims_cheap,
     )
     from paper_figures.claims_fpo_under import rows as fpo_under_rows
-    from paper_figures.claims_hard_starts import rows as hard_start_rows
-    from paper_figures.claims_rarl import rows as rarl_rows
     from paper_figures.claims_subspace import rows as subspace_rows
     from paper_figures.claims_tpo import rows as tpo_rows  # it imports this module
 
@@ -432,11 +430,9 @@ def all_rows() -> list[Row]:
         + claims_brax.rows(read)
         + claims_brax.rows(read, "brax_halfcheetah_2m", "brax_locomotion", "-2m")
         + claims_brax.rows(read, "brax_ant_2m", "brax_locomotion", "-2m")
-        + rarl_rows(read)
         + tpo_rows()
         + ratio_filter_rows()
         + subspace_rows(read)
-        + hard_start_rows(read)
         + claims_cheap.rows()
     )
     from paper_figures.claims_theory import rows as theory_curve_rows

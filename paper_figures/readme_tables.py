@@ -576,64 +576,6 @@ def mountain_car(read: Read) -> str:
     )  # fmt: skip
 
 
-@table("hard-starts")
-def hard_starts(read: Read) -> str:
-    rows, ref = read("hard_starts.csv"), read("hard_starts_reference.csv")
-    names = {"ppo": "PPO, hard starts", "pope": "POPE-style demo resets",
-             "bc": "TREK-style short clone, then PPO",
-             "mixed": "PPO, easy starts mixed in"}  # fmt: skip
-    groups = [rows_where(rows, arm=a) for a in dict.fromkeys(r["arm"] for r in rows)]
-    body = [[names.get(g[0]["arm"], g[0]["arm"]), spread(col(g, "solved_frac"), ".2f"),
-             spread(col(g, "auc_eval_solved"), ".2f")] for g in groups]  # fmt: skip
-    n = uniform_n(groups)
-    demo = col(rows_where(ref, kind="demo"), "dp_steps")
-    easy = col(rows_where(ref, kind="easy"), "dp_steps")
-    return (
-        para(f"`out/hard_starts.csv` ({kind(n)} over {n} seeds, {int(rows[0]['steps']):,} env"
-             f" steps per run; the demonstrations take {f(min(demo))}-{f(max(demo))} steps, the"
-             f" easy starts {f(min(easy))}-{f(max(easy))}, `out/hard_starts_reference.csv`):")
-        + "\n\n"
-        + md(["arm", f"final policy: fraction of {rows[0]['hard_starts']} hard starts solved",
-              "mean over the run's evaluations (10 hard starts each)"], body,
-             ["---", "---:", "---:"])
-    )  # fmt: skip
-
-
-@table("rarl")
-def rarl(read: Read) -> str:
-    rows = read("rarl_robustness.csv")
-    masses = sorted({float(r["mass_scale"]) for r in rows})
-    body, groups = [], []
-    variants = (("ppo", "PPO"), ("rarl", "RARL protagonist"), ("rarl-no-force", "RARL at 0 N"))
-    for v, name in [x for x in variants if any(r["variant"] == x[0] for r in rows)]:
-        g = rows_where(rows, variant=v)
-        seeds = sorted({r["seed"] for r in g}, key=int)
-        groups.append(seeds)
-
-        def per_seed(keep, g=g, seeds=seeds):  # each seed's mean return over the kept cells
-            return [
-                np.mean([float(r["mean_return"]) for r in g if r["seed"] == s and keep(r)])
-                for s in seeds
-            ]
-
-        nominal = per_seed(
-            lambda r: float(r["mass_scale"]) == 1 and float(r["friction_scale"]) == 1
-        )
-        body.append(
-            [name, spread(nominal, ".0f"), spread(per_seed(lambda r: True), ".0f")]
-            + [spread(per_seed(lambda r, m=m: float(r["mass_scale"]) == m), ".0f") for m in masses]
-        )
-    n = uniform_n(groups)
-    frictions = sorted({float(r["friction_scale"]) for r in rows})
-    damping = ", ".join(f"{x:g}" for x in frictions)
-    return (
-        f"`out/rarl_robustness.csv`, {kind(n)} over {n} seeds of the final deterministic "
-        f"policy's return (mass columns: averaged over joint damping x {{{damping}}}):\n\n"
-        + md(["variant", "nominal model", "whole grid"] + [f"mass x {m:g}" for m in masses],
-             body, ["---"] + ["---:"] * (2 + len(masses)))
-    )  # fmt: skip
-
-
 @table("success-conditioning")
 def success_conditioning(read: Read) -> str:
     rows = read("success_conditioning.csv")

@@ -121,8 +121,9 @@ def test_a_sensitivity_env_is_judged_as_a_detail_only(tmp_path):
     folder.mkdir()
     toml = TOML.replace('[envs."lr-0.01"]', '[envs."lr-0.01"]\n[envs."lr-0.1"]\nsuffix = "-lr0.1"')
     (folder / "experiment.toml").write_text(
-        toml.replace('shift = "margin"', 'shift = "margin"\nenvs = ["lr-0.01"]\nsensitivity = '
-                     '["lr-0.1"]')  # fmt: skip
+        toml.replace(
+            'shift = "margin"', 'shift = "margin"\nenvs = ["lr-0.01"]\nsensitivity = ["lr-0.1"]'
+        )
     )
     (folder / "analysis.py").write_text(ANALYSIS)
     exp = spec.load(folder)

@@ -21,7 +21,6 @@ CASES = {
     "iql_tau": (["iql_vs_bc.csv", "iql_vs_bc_curves.csv"], ["--replot", "--name", "iql_vs_bc"],
                 "iql_vs_bc.png"),
     "ratio_filters": (["ratio_filters.csv"], ["--replot"], "ratio_filters.png"),
-    "rarl_robustness": (["rarl_robustness.csv"], ["--replot"], "rarl_robustness.png"),
     "fpo_multimodal": (
         ["fpo_multimodal.csv", "fpo_multimodal_shares.csv", "fpo_multimodal_hist.csv",
          "fpo_multimodal_mujoco.csv", "fpo_multimodal_mujoco_curves.csv"],
