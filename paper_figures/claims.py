@@ -287,9 +287,6 @@ def all_rows() -> list[Row]:
         claims_brax,
         claims_cheap,
     )
-    from paper_figures.claims_hard_starts import rows as hard_start_rows
-    from paper_figures.claims_knapsack import rows as knapsack_rows
-    from paper_figures.claims_rarl import rows as rarl_rows
     from paper_figures.claims_tpo import rows as tpo_rows  # it imports this module
 
     rows = (
@@ -297,10 +294,7 @@ def all_rows() -> list[Row]:
         + claims_brax.rows(read)
         + claims_brax.rows(read, "brax_halfcheetah_2m", "brax_locomotion", "-2m")
         + claims_brax.rows(read, "brax_ant_2m", "brax_locomotion", "-2m")
-        + rarl_rows(read)
         + tpo_rows()
-        + hard_start_rows(read)
-        + knapsack_rows(read)
         + claims_cheap.rows()
     )
     from paper_figures.claims_theory import rows as theory_curve_rows

@@ -2,8 +2,8 @@
 demonstration resets and a TREK-style short behaviour clone, and the ray-interference arm (hard
 starts mixed with easy ones), every arm on the same seeds.
 
-    python paper_figures/hard_starts.py            # 8 seeds x 4 arms, 102,400 steps each
-    python paper_figures/hard_starts.py --toy      # seconds: the pipeline at toy size
+    python -m paper_figures run hard-starts        # this script at the declared size
+    python paper_figures/hard_starts.py --out DIR  # 8 seeds x 4 arms, 102,400 steps each
 
 The task is SparseMountainCar-v0 (envs/sparse_mountain_car.py): Gymnasium's Mountain Car
 dynamics, reward 1 on the step that reaches the goal and 0 otherwise, the 200-step time limit a
@@ -31,7 +31,8 @@ stepped with the exact dynamics; against samples, each run's own evaluations (th
 10 deterministic episodes from Gymnasium's random hard starts = the fraction solved) every
 --eval-every steps. Writes <out>/hard_starts.csv (per arm and seed), hard_starts_curves.csv
 (per arm, seed and evaluation), hard_starts_reference.csv (per start: kind, DP steps, swings)
-and hard_starts.png.
+and hard_starts.png; the declared experiment paper_figures/hard-starts/ reads the first into its
+results table.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig, apply_toy, run_sweep, write_rows
+from controlrl.experiment import SweepConfig, run_sweep, write_rows
 from controlrl.plots import read_metrics
 from paper_figures.mountain_car import ZOO, load_act
 from theory import mountain_car as mc
@@ -54,15 +55,6 @@ HARD_LOW, HARD_HIGH = mc.START_LOW, mc.START_HIGH  # Gymnasium's reset: at rest 
 EASY_LOW, EASY_HIGH, EASY_V = -0.2, 0.3, 0.045  # right of the valley, moving right
 LIMIT = 200  # the env's time limit
 ARMS = ("ppo", "pope", "bc", "mixed")
-TOY = {
-    "seeds": 2,
-    "total_timesteps": 1024,
-    "grid": 30,
-    "demos": 2,
-    "eval_starts": 3,
-    "eval_every": 512,
-    "bc_steps": 5,
-}
 
 
 def demonstrations(T: np.ndarray, grid: mc.Grid, x0: np.ndarray, max_steps: int = 1000):
@@ -117,16 +109,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--bc-steps", type=int, default=100, help="the bc arm's clone steps")
     p.add_argument("--arms", default=",".join(ARMS))
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--toy", action="store_true", help="tiny sizes (a test of the pipeline)")
-    p.add_argument("--replot", action="store_true", help="redraw the PNG from --out's CSVs")
-    p.add_argument("--sweeps-root", type=Path, default=ROOT / "runs" / "sweeps" / "hard_starts")
-    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--sweeps-root", type=Path, default=None, help="default: <out>/sweeps")
+    p.add_argument("--out", type=Path, default=ROOT / "runs" / "hard_starts")
     args = p.parse_args(argv)
-    if args.toy:
-        apply_toy(args, argv, TOY)
-    if args.replot:
-        replot(args.out)
-        return
+    args.sweeps_root = args.sweeps_root or args.out / "sweeps"
     arms = args.arms.split(",")
     unknown = [a for a in arms if a not in ARMS]
     if unknown or min(args.seeds, args.demos, args.easy_starts, args.eval_starts) < 1:
@@ -213,25 +199,6 @@ def main(argv: list[str] | None = None) -> None:
     cmd = " ".join(argv if argv is not None else sys.argv[1:])
     print(f"wrote {args.out}/hard_starts.csv, _curves.csv, _reference.csv, .png; command: python "
           f"paper_figures/hard_starts.py {cmd}")  # fmt: skip
-
-
-def replot(out: Path) -> None:
-    """hard_starts.png from <out>/hard_starts.csv and hard_starts_curves.csv alone."""
-    import csv
-
-    tables = []
-    for name in ("hard_starts.csv", "hard_starts_curves.csv"):
-        if not (out / name).exists():
-            raise SystemExit(f"hard_starts.py --replot needs {out / name}")
-        with open(out / name, newline="") as f:
-            tables.append(list(csv.DictReader(f)))
-    rows, curve_rows = tables
-    for r in rows:
-        r.update(seed=int(r["seed"]), steps=int(r["steps"]), solved_frac=float(r["solved_frac"]))
-    for r in curve_rows:
-        r.update(seed=int(r["seed"]), step=int(r["step"]), eval_solved=float(r["eval_solved"]))
-    plot(out, rows, curve_rows)
-    print(f"wrote {out}/hard_starts.png from its CSVs")
 
 
 def plot(out: Path, rows, curve_rows) -> None:

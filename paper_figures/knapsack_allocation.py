@@ -3,8 +3,8 @@ Budget Allocation", arXiv 2509.25849) transplanted to a tabular prompt pool: GRP
 prompt's rollouts allocated by the knapsack rule (controlrl/allocation.py, the reference's
 sampling_budget_by_knapsack) against the uniform allocation at the same budget and at twice it.
 
-    python paper_figures/knapsack_allocation.py            # the committed CSVs and figure
-    python paper_figures/knapsack_allocation.py --toy --out runs/toy/knapsack
+    python -m paper_figures run knapsack-allocation   # this script at the declared size
+    python paper_figures/knapsack_allocation.py --out DIR
 
 The pool: --prompts prompts (256), each a context with --answers answers (10), one of them
 correct (reward 1, else 0: a verifiable reward). The policy is a logit table per prompt (no
@@ -37,7 +37,8 @@ allocations first differ); final_success = the exact mean over prompts of pi(cor
 last update (the pool's expected accuracy); solved = the share of prompts with pi(correct) >
 0.5 at the end; auc = the mean of the exact success over updates. Writes
 <out>/knapsack_allocation.csv (per arm and seed), knapsack_allocation_curves.csv (per arm and
-iteration: the seed-mean success and effective ratio) and knapsack_allocation.png.
+iteration: the seed-mean success and effective ratio) and knapsack_allocation.png; the declared
+experiment paper_figures/knapsack-allocation/ reads the first into its results table.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ import torch
 from controlrl import plots
 from controlrl.allocation import knapsack_allocation
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import apply_toy, write_rows
+from controlrl.experiment import write_rows
 from controlrl.group import masked_group_advantages
 from controlrl.objective import POLICY_LOSSES, Objective, Tokens
 
@@ -59,7 +60,6 @@ ROOT = Path(__file__).resolve().parents[1]
 ARMS = ("uniform", "knapsack", "uniform-2x")
 MIN_N, ALPHA = 2, 0.9  # the reference's defaults
 FIELDS = ("lr", "arm", "seed", "rollouts", "effective_ratio", "final_success", "solved", "auc")
-TOY = {"seeds": 3, "prompts": 16, "batch_prompts": 4, "epochs": 3, "max_n": 16}
 
 
 def pool(args, seed: int) -> np.ndarray:
@@ -157,11 +157,8 @@ def parse(argv: list[str] | None):
     p.add_argument("--max-n", type=int, default=64, help="knapsack's cap per prompt")
     p.add_argument("--epochs", type=int, default=40)
     p.add_argument("--lrs", default="0.03,0.1", help="Adam's step sizes, comma-separated")
-    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
-    p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
+    p.add_argument("--out", type=Path, default=ROOT / "runs" / "knapsack_allocation")
     args = p.parse_args(argv)
-    if args.toy:
-        apply_toy(args, argv, TOY)
     for name in ("seeds", "prompts", "batch_prompts", "epochs"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")

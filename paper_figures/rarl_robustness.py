@@ -2,9 +2,8 @@
 arXiv 1703.02702: training against an adversary makes policies robust to mass and friction
 changes, and better even without the adversary).
 
-    python paper_figures/rarl_robustness.py          # 8 paired seeds x 3 variants, 40,960 steps
-    python paper_figures/rarl_robustness.py --toy    # seconds: the pipeline at toy size
-    python paper_figures/rarl_robustness.py --replot # the PNG again from the committed CSV
+    python -m paper_figures run rarl-robustness        # this script at the declared size
+    python paper_figures/rarl_robustness.py --out DIR  # 8 paired seeds x 3 variants, 40,960 steps
 
 Task: InvertedPendulum-v5 (one of the paper's tasks). Variants, on the same seeds (seed n of one
 pairs with seed n of the others) and flags: algos/ppo.py alone; algos/rarl.py, whose adversary
@@ -17,7 +16,8 @@ every perturbation: the masses (and inertias) of pole and cart times each --mass
 joints' damping (the model's friction: its geoms do not collide) times each --frictions factor
 (envs/adversarial.py ScaledDynamics), without the adversary. Writes <out>/rarl_robustness.csv
 (per variant, seed and perturbation: mean return) and rarl_robustness.png (mean return per
-perturbation).
+perturbation); the declared experiment paper_figures/rarl-robustness/ reads the CSV into its
+results table. --variants runs a subset (each variant's runs do not depend on the others').
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import torch
 
 from controlrl import checkpoint
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig, apply_toy, run_sweep, write_rows
+from controlrl.experiment import SweepConfig, run_sweep, write_rows
 from controlrl.nets import make_policy
 from controlrl.normalize import ObsNormalizer
 from envs.adversarial import ScaledDynamics
@@ -41,7 +41,6 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = "InvertedPendulum-v5"
 VARIANTS = ("ppo", "rarl", "rarl-no-force")
 ALGO = {"ppo": "ppo", "rarl": "rarl", "rarl-no-force": "rarl"}  # the script each variant runs
-TOY = {"seeds": 2, "total_timesteps": 512, "num_steps": 128, "episodes": 1}
 
 
 def floats(text: str) -> list[float]:
@@ -99,25 +98,23 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--masses", type=floats, default=[0.5, 1.0, 1.5, 2.0, 4.0, 8.0])
     p.add_argument("--frictions", type=floats, default=[0.5, 1.0, 2.0, 10.0])
     p.add_argument("--episodes", type=int, default=5, help="per policy and perturbation")
+    p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated")
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--toy", action="store_true", help="tiny sizes (a test of the pipeline)")
-    p.add_argument("--replot", action="store_true", help="redraw the PNG from <out>'s CSV")
-    p.add_argument("--sweeps-root", type=Path, default=ROOT / "runs" / "sweeps" / "rarl")
-    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--sweeps-root", type=Path, default=None, help="default: <out>/sweeps")
+    p.add_argument("--out", type=Path, default=ROOT / "runs" / "rarl_robustness")
     args = p.parse_args(argv)
-    if args.toy:
-        apply_toy(args, argv, TOY)
-    if args.replot:
-        replot(args)
-        return
     if 1.0 not in args.masses or 1.0 not in args.frictions:
         p.error("--masses and --frictions must include 1 (the nominal model)")
+    variants = args.variants.split(",")
+    if not set(variants) <= set(VARIANTS):
+        p.error(f"--variants must be among {','.join(VARIANTS)}")
+    args.sweeps_root = args.sweeps_root or args.out / "sweeps"
     common = ["--num-steps", str(args.num_steps), "--eval-every", "0", "--eval-episodes", "5"]
     common += ["--no-tensorboard", "--no-progress"]
     flags = {"ppo": [], "rarl": ["--adversary-force", str(args.adversary_force)]}
     flags["rarl-no-force"] = ["--adversary-force", "0"]
     rows = []
-    for name in VARIANTS:
+    for name in variants:
         extra = common + flags[name]
         config = SweepConfig([ALGO[name]], [ENV], args.seeds, args.total_timesteps, extra)
         out = args.sweeps_root / f"{name}_{args.total_timesteps}"
@@ -154,27 +151,6 @@ def main(argv: list[str] | None = None) -> None:
           f"paper_figures/rarl_robustness.py {cmd}")  # fmt: skip
 
 
-def replot(args) -> None:
-    """rarl_robustness.png from <out>/rarl_robustness.csv alone (its grid, seeds and sizes)."""
-    import csv
-
-    path = args.out / "rarl_robustness.csv"
-    if not path.exists():
-        raise SystemExit(f"error: --replot needs {path} (written by a run of this script)")
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    for r in rows:
-        for key in ("mass_scale", "friction_scale", "mean_return", "adversary_force"):
-            r[key] = float(r[key])
-    args.masses = sorted({r["mass_scale"] for r in rows})
-    args.frictions = sorted({r["friction_scale"] for r in rows})
-    args.seeds = len({r["seed"] for r in rows if r["variant"] == "ppo"})
-    args.total_timesteps = int(rows[0]["steps"])
-    args.adversary_force = max(r["adversary_force"] for r in rows)
-    plot(args.out / "rarl_robustness.png", rows, args)
-    print(f"redrew {args.out}/rarl_robustness.png from rarl_robustness.csv")
-
-
 def plot(path: Path, rows: list[dict], args) -> None:
     """One panel per friction scale: mean return against the mass scale per variant, with the
     95% bootstrap CI over seeds from >= 5 seeds (else the min-max range, named so)."""
@@ -185,7 +161,7 @@ def plot(path: Path, rows: list[dict], args) -> None:
     with plt.rc_context(plots.STYLE):
         fig, axes = plt.subplots(1, len(args.frictions), figsize=(3.2 * len(args.frictions), 3.4))
         for ax, friction in zip(np.atleast_1d(axes), args.frictions):
-            for name in VARIANTS:
+            for name in dict.fromkeys(r["variant"] for r in rows):
                 cells = [
                     [
                         r["mean_return"]

@@ -117,12 +117,14 @@ def lines(exp: Experiment, rows: list[dict]) -> list[Line]:
                 out.append(Line(claim.id + suffix, exp, claim, [env], judged, suffix=suffix))
             continue
         line = Line(claim.id, exp, claim, envs, compare(exp, claim, rows, envs))
-        if len(envs) > 1:
-            for env in envs:
-                rid = claim.id + (exp.envs[env].suffix or f"-{exp.envs[env].label}")
-                detail = Line(rid, exp, claim, [env], compare(exp, claim, rows, [env]), False)
-                detail.parent = claim.id
-                line.details.append(detail)
+        ran = {(r["arm"], r["env"]) for r in rows}  # a sensitivity env: a detail where run
+        arms = [x for x in (claim.a, claim.b, claim.c, claim.d) if x]
+        extra = [e for e in claim.sensitivity if all((a, e) in ran for a in arms)]
+        for env in (envs if len(envs) > 1 else []) + extra:
+            rid = claim.id + (exp.envs[env].suffix or f"-{exp.envs[env].label}")
+            detail = Line(rid, exp, claim, [env], compare(exp, claim, rows, [env]), False)
+            detail.parent = claim.id
+            line.details.append(detail)
         out.append(line)
     return out
 

@@ -129,11 +129,15 @@ def _claim_block(ln: Line, history: dict[str, str]) -> list[str]:
     out += [f"- kind: {rule}"]
     if c.kind not in ("exact", "all-of"):
         side = f"{c.a} minus {c.b}" if c.b else c.a
+        if c.difference == "ratio":
+            side = f"{c.a} / {c.b} - 1 per pair"
         norm = ", min-max normalised per env over both arms" if c.normalise != "none" else ""
         if c.kind == "contrast":
             side = f"({c.a} minus {c.b}) minus ({c.c} minus {c.d})"
             norm = norm.replace("both arms", "the four arms")
         out.append(f"- metric: {c.metric}, {side}{norm}; envs: {', '.join(ln.envs)}")
+        if c.sensitivity:
+            out.append(f"- sensitivity (per-env details, not counted): {', '.join(c.sensitivity)}")
     if c.paper_setting:
         out.append(f"- the paper's setting: {c.paper_setting}")
     if c.setting:

@@ -93,6 +93,7 @@ class Claim:
     c: str = ""  # kind "contrast": the second cell's arms, the claim (a - b) - (c - d) > 0
     d: str = ""
     difference: str = "diff"  # paired kinds: "diff" a - b per pair, "ratio" a / b - 1
+    sensitivity: tuple[str, ...] = ()  # envs judged only as details (a sensitivity, not counted)
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,7 @@ CLAIM |= {"part": bool}
 CLAIM |= {"guard": float, "guard_why": str}
 CLAIM |= {"c": str, "d": str}
 CLAIM |= {"difference": str}
+CLAIM |= {"sensitivity": list}
 PAPER = {"key": str, "title": str, "arxiv": str, "ref": str}
 TOY = {"seeds": object, "steps": int, "flags": list, "envs": list, "arms": list}
 
@@ -371,6 +373,9 @@ def _claim(c: dict, i: int, where: str, papers, arms, envs, run) -> Claim:
     bad = [e for e in claim_envs if e not in envs]
     if bad:
         raise SpecError(f"{where}: envs {bad} are not in [envs]")
+    sensitivity = _strs(c.get("sensitivity", []), f"{where} sensitivity")
+    if [e for e in sensitivity if e not in envs] or set(sensitivity) & set(claim_envs):
+        raise SpecError(f"{where}: sensitivity envs must be declared envs outside its envs")
     margin = c.get("margin")
     return Claim(
         id=c["id"],
@@ -400,6 +405,7 @@ def _claim(c: dict, i: int, where: str, papers, arms, envs, run) -> Claim:
         c=c.get("c", ""),
         d=c.get("d", ""),
         difference=c.get("difference", "diff"),
+        sensitivity=sensitivity,
     )
 
 

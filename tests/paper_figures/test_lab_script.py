@@ -119,3 +119,33 @@ def test_a_script_arm_takes_no_algo_or_flags(tmp_path):
     (folder / "experiment.toml").write_text(TOML)
     with pytest.raises(spec.SpecError, match="need an analysis.py"):
         spec.load(folder)
+
+
+def test_a_sensitivity_env_is_judged_as_a_detail_only(tmp_path):
+    folder = tmp_path / "sens"
+    folder.mkdir()
+    toml = TOML.replace('[envs."lr-0.01"]', '[envs."lr-0.01"]\n[envs."lr-0.1"]\nsuffix = "-lr0.1"')
+    (folder / "experiment.toml").write_text(
+        toml.replace(
+            'shift = "margin"', 'shift = "margin"\nenvs = ["lr-0.01"]\nsensitivity = ["lr-0.1"]'
+        )
+    )
+    (folder / "analysis.py").write_text(ANALYSIS)
+    exp = spec.load(folder)
+    rows = [
+        results.row(exp, arm, env, s, 40, exp.flags, {"success": 0.5, "effective": value})
+        for s in exp.seeds
+        for env, gain in (("lr-0.01", 1.5), ("lr-0.1", 1.1))
+        for arm, value in (("uniform", 0.4), ("knapsack", 0.4 * gain))
+    ]
+    (line,) = judge.lines(exp, rows)
+    assert line.id == "K-1" and line.envs == ["lr-0.01"] and line.judgement.n == "6 pairs"
+    assert line.judgement.effect == pytest.approx(0.5)  # the sensitivity env is not pooled in
+    (detail,) = line.details
+    assert detail.id == "K-1-lr0.1" and not detail.main and detail.envs == ["lr-0.1"]
+    assert detail.judgement.effect == pytest.approx(0.1) and detail.judgement.direction == -1
+    assert "sensitivity (per-env details, not counted): lr-0.1" in pages.page(exp, [line], rows, {})
+    (folder / "experiment.toml").write_text(toml.replace('shift = "margin"', 'shift = "margin"\n'
+                                                         'sensitivity = ["lr-0.3"]'))  # fmt: skip
+    with pytest.raises(spec.SpecError, match="sensitivity envs"):
+        spec.load(folder)

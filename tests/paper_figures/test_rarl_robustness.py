@@ -34,7 +34,8 @@ def plain_return(act, seed: int) -> float:
 @pytest.mark.slow  # the figure script end to end at toy size
 def test_toy_run(tmp_path):
     sweeps = tmp_path / "sweeps"
-    argv = ["--toy", "--seeds", "1", "--masses", "1,3", "--frictions", "1", "--out", str(tmp_path)]
+    argv = ["--seeds", "1", "--total-timesteps", "512", "--num-steps", "128", "--episodes", "1"]
+    argv += ["--masses", "1,3", "--frictions", "1", "--out", str(tmp_path)]
     fig.main([*argv, "--sweeps-root", str(sweeps), "--adversary-force", "7"])
     with open(tmp_path / "rarl_robustness.csv") as f:
         rows = list(csv.DictReader(f))

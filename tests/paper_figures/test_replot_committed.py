@@ -20,7 +20,6 @@ CASES = {
                           ["--replot", "--name", "dppo_finetune_60k"], "dppo_finetune_60k.png"),
     "iql_tau": (["iql_vs_bc.csv", "iql_vs_bc_curves.csv"], ["--replot", "--name", "iql_vs_bc"],
                 "iql_vs_bc.png"),
-    "rarl_robustness": (["rarl_robustness.csv"], ["--replot"], "rarl_robustness.png"),
     "fpo_multimodal": (
         ["fpo_multimodal.csv", "fpo_multimodal_shares.csv", "fpo_multimodal_hist.csv"],
         ["--replot"],
