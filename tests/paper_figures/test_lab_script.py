@@ -44,6 +44,7 @@ shift = "margin"
 """
 
 ANALYSIS = """
+import csv
 from pathlib import Path
 
 def run_script(exp, toy, out):
@@ -113,3 +114,12 @@ def test_a_script_arm_takes_no_algo_or_flags(tmp_path):
     (folder / "experiment.toml").write_text(TOML)
     with pytest.raises(spec.SpecError, match="need an analysis.py"):
         spec.load(folder)
+
+
+def test_a_script_experiments_page_gives_the_one_command_of_every_arm(exp, tmp_path):
+    runner.run_script(exp, False, tmp_path / "made")
+    rows = results.read(runner.write(exp, source=tmp_path / "made"))
+    lines = judge.lines(exp, rows)
+    text = pages.page(exp, lines, rows, {})
+    assert "python -m paper_figures.fake_allocation --epochs 40" in text
+    assert "| knapsack | the reference's allocation rule |" in text
