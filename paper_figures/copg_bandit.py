@@ -26,8 +26,8 @@ exact statements: tests/theory/test_theory_kl_optima.py (the expected CoPG gradi
 pi* under any mu; the PG without weights needs the baseline V*) and tests/controlrl/
 test_losses.py (CoPG's gradient is RLOO's on R for any samples; on a preference pair it is IPO).
 
-    python paper_figures/copg_bandit.py                 # committed: 200 seeds, seconds
-    python paper_figures/copg_bandit.py --toy --out runs/toy/copg
+    python -m paper_figures run copg-offline-bandit     # the declared experiment: 200 seeds
+    python paper_figures/copg_bandit.py --toy --out DIR
 
 Writes copg_bandit.csv (one row per seed and method: gap, floor, KL to pi_hat*),
 copg_bandit_curves.csv (per method and step: mean and sample SD of the gap over seeds) and
@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from controlrl.cli import cli
 from controlrl.experiment import write_rows
 from controlrl.losses import copg_loss
 
@@ -158,7 +159,8 @@ def kl(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return (p * (np.log(p) - np.log(q))).sum(-1)
 
 
-def main(args: Args) -> None:
+def main(argv: list[str] | None = None) -> None:
+    args = cli(Args, argv)
     if args.toy:
         args.seeds, args.pulls, args.steps, args.curve_every = 8, 200, 300, 50
     if args.batch % 2 or args.batch < 2:
@@ -221,6 +223,4 @@ def plot(curves: list[dict], floor: float, path: Path) -> None:
 
 
 if __name__ == "__main__":
-    from controlrl.cli import cli
-
-    main(cli(Args))
+    main()

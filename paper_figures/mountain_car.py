@@ -1,8 +1,8 @@
 """Mountain Car's optimality gap: PPO with an MLP and with a Chebyshev policy against the
 minimum steps to the goal (the analytic Mountain Car solution and Chebyshev policies paper).
 
-    python paper_figures/mountain_car.py            # 8 seeds x 2 policies, 100k steps, grid 400
-    python paper_figures/mountain_car.py --toy      # seconds: the pipeline at toy size
+    python -m paper_figures run mountain-car-chebyshev   # the declared experiment's runs
+    python paper_figures/mountain_car.py --toy --out DIR  # the pipeline at toy size
 
 The reference (theory/mountain_car.py): value iteration on a grid of (x, v) nodes, its greedy
 controller stepped with the exact dynamics, and an exhaustive search over full-throttle
@@ -101,12 +101,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--switch-horizon", type=int, default=200, help="bang-bang search horizon")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--toy", action="store_true", help="tiny sizes (a test of the pipeline)")
-    p.add_argument("--sweeps-root", type=Path, default=ROOT / "runs" / "sweeps" / "mountain_car")
+    p.add_argument("--sweeps-root", type=Path, default=None, help="default: <out>/sweeps")
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
     args = p.parse_args(argv)
     if args.toy:
         apply_toy(args, argv, TOY)
     grids = [int(g) for g in args.grids.split(",")]
+    sweeps = args.sweeps_root or args.out / "sweeps"
     x0 = np.linspace(mc.START_LOW, mc.START_HIGH, args.starts)
     ref_rows = reference(x0, grids, args.switch_horizon)
     ref = np.array([r["reference_steps"] for r in ref_rows])
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     for name, flags in policies.items():
         extra = [*ZOO, *flags, "--eval-every", "0", "--no-tensorboard", "--no-progress"]
         config = SweepConfig(["ppo"], [ENV], args.seeds, args.total_timesteps, extra)
-        out = args.sweeps_root / f"{name}_{args.total_timesteps}"
+        out = sweeps / f"{name}_{args.total_timesteps}"
         runs = run_sweep(config, out, workers=args.workers)
         for run_id, status in sorted(runs.items(), key=lambda kv: int(kv[0].rsplit("seed")[1])):
             if status["status"] != "done":
