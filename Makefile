@@ -150,10 +150,8 @@ ifdef FULL
 	$(BIN)/python paper_figures/entropy_law.py --train --methods grpo --seeds 7
 	$(BIN)/python paper_figures/entropy_law.py --train --methods ppo --seeds 7 -- --eval-episodes 10
 	$(BIN)/python paper_figures/entropy_law.py --seeds 7
-	$(BIN)/python paper_figures/mountain_car.py
 	$(BIN)/python paper_figures/hard_starts.py
 	$(BIN)/python paper_figures/rarl_robustness.py
-	$(BIN)/python paper_figures/success_conditioning.py
 	$(BIN)/python paper_figures/knapsack_allocation.py
 else
 	$(BIN)/python paper_figures/retrace_vs_traces.py --toy --train --sweep-dir $(TOY_OUT)/sweeps/retrace \
@@ -193,13 +191,10 @@ else
 	  --sweep-dir $(TOY_OUT)/sweeps/ratio_filters --out $(TOY_OUT)
 	$(BIN)/python paper_figures/entropy_law.py --toy --train \
 	  --sweep-dir $(TOY_OUT)/sweeps/entropy_law --out $(TOY_OUT)
-	$(BIN)/python paper_figures/mountain_car.py --toy --sweeps-root $(TOY_OUT)/sweeps/mountain_car \
-	  --out $(TOY_OUT)
 	$(BIN)/python paper_figures/hard_starts.py --toy --sweeps-root $(TOY_OUT)/sweeps/hard_starts \
 	  --out $(TOY_OUT)
 	$(BIN)/python paper_figures/rarl_robustness.py --toy --sweeps-root $(TOY_OUT)/sweeps/rarl \
 	  --out $(TOY_OUT)
-	$(BIN)/python paper_figures/success_conditioning.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/knapsack_allocation.py --toy --out $(TOY_OUT)
 endif
 

@@ -413,11 +413,8 @@ def ratio_filter_rows() -> list[Row]:
 
 
 def all_rows() -> list[Row]:
-    """Every ledger row, experiments E1-E18 first, then the theory statements."""
-    from paper_figures import (  # they import this module
-        claims_brax,
-        claims_cheap,
-    )
+    """Every ledger row not yet declared, in the order of the experiments' numbers."""
+    from paper_figures import claims_brax  # it imports this module
     from paper_figures.claims_fpo_under import rows as fpo_under_rows
     from paper_figures.claims_hard_starts import rows as hard_start_rows
     from paper_figures.claims_knapsack import rows as knapsack_rows
@@ -439,11 +436,8 @@ def all_rows() -> list[Row]:
         + subspace_rows(read)
         + hard_start_rows(read)
         + knapsack_rows(read)
-        + claims_cheap.rows()
     )
-    from paper_figures.claims_theory import rows as theory_curve_rows
-
-    return rows + theory_curve_rows(read)
+    return rows
 
 
 def readme_texts(readme: Path, figures_readme: Path) -> tuple[dict[Path, str], list[str]]:

@@ -3,8 +3,8 @@ change chi2(pi_new || pi) against relative improvement eta(pi_new) / eta(pi) - 1
 ("Success conditioning as a trust-region method": relative improvement = policy change = action
 influence, and exact success conditioning never degrades).
 
-    python paper_figures/success_conditioning.py         # 200 bandits x 10 iterations
-    python paper_figures/success_conditioning.py --toy   # seconds
+    python -m paper_figures run success-conditioning       # the declared experiment: 200 bandits
+    python paper_figures/success_conditioning.py --toy --out DIR   # seconds
 
 Each seed is a K-armed bandit with success probabilities Q ~ U(0, 1)^K and a uniform first policy
 (tabular: one probability per arm); every method runs --iterations iterations from it:

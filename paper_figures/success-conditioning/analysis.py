@@ -32,7 +32,8 @@ def table(exp: Experiment, source: Path) -> list[dict]:
                                                        if k != "method"})  # fmt: skip
     out = []
     for (arm, seed), its in runs.items():
-        rel, chi2 = np.array([r["rel_improvement"] for r in its]), np.array([r["chi2"] for r in its])
+        rel = np.array([r["rel_improvement"] for r in its])
+        chi2 = np.array([r["chi2"] for r in its])
         fall = np.array([r["eta_before"] - r["eta_after"] for r in its])
         last = max(its, key=lambda r: r["iteration"])
         out.append({"env": env, "arm": arm, "seed": seed, "identity_excess": np.mean(chi2 - rel),
