@@ -62,6 +62,5 @@ def test_toy_run_writes_its_csvs_and_copg_beats_the_unweighted_pg(tmp_path):
     assert {r["method"] for r in rows} == set(fig.METHODS) and len(rows) == 8 * 3
     gap = {m: np.mean([float(r["gap"]) for r in rows if r["method"] == m]) for m in fig.METHODS}
     assert gap["copg"] < gap["pg"]
-    assert (tmp_path / "copg_bandit.png").stat().st_size > 0
     with pytest.raises(SystemExit, match="even"):
         fig.main(["--out", str(tmp_path), "--toy", "--batch", "3"])
