@@ -128,8 +128,6 @@ ifdef FULL
 	$(BIN)/python paper_figures/entropy_law.py --train --methods grpo --seeds 7
 	$(BIN)/python paper_figures/entropy_law.py --train --methods ppo --seeds 7 -- --eval-episodes 10
 	$(BIN)/python paper_figures/entropy_law.py --seeds 7
-	$(BIN)/python paper_figures/mountain_car.py
-	$(BIN)/python paper_figures/success_conditioning.py
 else
 	$(BIN)/python paper_figures/retrace_vs_traces.py --toy --train --sweep-dir $(TOY_OUT)/sweeps/retrace \
 	  --out $(TOY_OUT)
@@ -156,9 +154,6 @@ else
 	  --sweep-dir $(TOY_OUT)/sweeps/dppo_finetune --out $(TOY_OUT)
 	$(BIN)/python paper_figures/entropy_law.py --toy --train \
 	  --sweep-dir $(TOY_OUT)/sweeps/entropy_law --out $(TOY_OUT)
-	$(BIN)/python paper_figures/mountain_car.py --toy --sweeps-root $(TOY_OUT)/sweeps/mountain_car \
-	  --out $(TOY_OUT)
-	$(BIN)/python paper_figures/success_conditioning.py --toy --out $(TOY_OUT)
 endif
 
 clean:

@@ -282,11 +282,8 @@ def dppo_rows() -> list[Row]:
 
 
 def all_rows() -> list[Row]:
-    """Every ledger row, experiments E1-E18 first, then the theory statements."""
-    from paper_figures import (  # they import this module
-        claims_brax,
-        claims_cheap,
-    )
+    """Every ledger row not yet declared, in the order of the experiments' numbers."""
+    from paper_figures import claims_brax  # it imports this module
     from paper_figures.claims_tpo import rows as tpo_rows  # it imports this module
 
     rows = (
@@ -295,11 +292,8 @@ def all_rows() -> list[Row]:
         + claims_brax.rows(read, "brax_halfcheetah_2m", "brax_locomotion", "-2m")
         + claims_brax.rows(read, "brax_ant_2m", "brax_locomotion", "-2m")
         + tpo_rows()
-        + claims_cheap.rows()
     )
-    from paper_figures.claims_theory import rows as theory_curve_rows
-
-    return rows + theory_curve_rows(read)
+    return rows
 
 
 def readme_texts(readme: Path, figures_readme: Path) -> tuple[dict[Path, str], list[str]]:

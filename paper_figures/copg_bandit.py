@@ -26,12 +26,10 @@ exact statements: tests/theory/test_theory_kl_optima.py (the expected CoPG gradi
 pi* under any mu; the PG without weights needs the baseline V*) and tests/controlrl/
 test_losses.py (CoPG's gradient is RLOO's on R for any samples; on a preference pair it is IPO).
 
-    python paper_figures/copg_bandit.py                 # committed: 200 seeds, seconds
-    python paper_figures/copg_bandit.py --toy --out runs/toy/copg
+    python -m paper_figures run copg-offline-bandit     # the declared experiment: 200 seeds
+    python paper_figures/copg_bandit.py --toy --out DIR
 
-Writes copg_bandit.csv (one row per seed and method: gap, floor, KL to pi_hat*),
-copg_bandit_curves.csv (per method and step: mean and sample SD of the gap over seeds) and
-copg_bandit.png.
+Writes copg_bandit.csv (one row per seed and method: gap, floor, KL to pi_hat*).
 """
 
 from __future__ import annotations
@@ -44,13 +42,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from controlrl.cli import cli
 from controlrl.experiment import write_rows
 from controlrl.losses import copg_loss
 
 K, BETA = 10, 0.25
 METHODS = ("copg", "pg", "is")
 FIELDS = ("seed", "method", "pulls", "steps", "gap", "floor", "kl_to_data_optimum")
-CURVE_FIELDS = ("method", "step", "mean_gap", "sd_gap", "seeds")
 
 
 @dataclass
@@ -67,8 +65,6 @@ class Args:
     """pulls per minibatch (CoPG: batch / 2 pairs)"""
     lr: float = 0.05
     """Adam's learning rate at the first step (linear decay to 0)"""
-    curve_every: int = 100
-    """steps between curve points"""
     toy: bool = False
     """tiny run for tests (8 seeds, 200 pulls, 300 steps)"""
 
@@ -124,8 +120,8 @@ def loss(method: str, logits, ref, mu, arms, rewards) -> torch.Tensor:
     return -(R * logp).mean(1).sum()
 
 
-def train(method: str, p: dict, args) -> tuple[np.ndarray, list[dict]]:
-    """Final policies [S, K] and the curve rows of one method."""
+def train(method: str, p: dict, args) -> np.ndarray:
+    """Final policies [S, K] of one method."""
     S, pulls = p["arms"].shape
     gen = torch.Generator().manual_seed(0)  # the same minibatches for every method
     ref = torch.tensor(p["ref"])
@@ -134,33 +130,24 @@ def train(method: str, p: dict, args) -> tuple[np.ndarray, list[dict]]:
     logits = ref.clone().requires_grad_(True)
     opt = torch.optim.Adam([logits], lr=args.lr)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1 - i / args.steps)
-    curve = []
-    for step in range(args.steps + 1):
-        if step % args.curve_every == 0 or step == args.steps:
-            pi = torch.softmax(logits.detach(), -1).numpy()
-            gap = objective(regularised_optimum(p["ref"], p["means"]), p["ref"], p["means"])
-            gap = gap - objective(pi, p["ref"], p["means"])
-            sd = gap.std(ddof=1) if S > 1 else float("nan")
-            curve.append({"method": method, "step": step, "mean_gap": gap.mean(), "sd_gap": sd,
-                          "seeds": S})  # fmt: skip
-        if step == args.steps:
-            break
+    for _ in range(args.steps):
         idx = torch.randint(pulls, (S, args.batch), generator=gen)
         opt.zero_grad()
         batch = arms_all.gather(1, idx), rewards_all.gather(1, idx)
         loss(method, logits, ref, mu, *batch).backward()
         opt.step()
         sched.step()
-    return torch.softmax(logits.detach(), -1).numpy(), curve
+    return torch.softmax(logits.detach(), -1).numpy()
 
 
 def kl(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return (p * (np.log(p) - np.log(q))).sum(-1)
 
 
-def main(args: Args) -> None:
+def main(argv: list[str] | None = None) -> None:
+    args = cli(Args, argv)
     if args.toy:
-        args.seeds, args.pulls, args.steps, args.curve_every = 8, 200, 300, 50
+        args.seeds, args.pulls, args.steps = 8, 200, 300
     if args.batch % 2 or args.batch < 2:
         raise SystemExit("error: --batch must be even (CoPG takes the minibatch as pairs)")
     previous = torch.get_default_dtype()
@@ -177,10 +164,9 @@ def run(args: Args) -> None:
     pi_hat = regularised_optimum(p["ref"], p["empirical"])
     best = objective(pi_star, p["ref"], p["means"])
     floor = best - objective(pi_hat, p["ref"], p["means"])
-    rows, curves = [], []
+    rows = []
     for method in METHODS:
-        pi, curve = train(method, p, args)
-        curves += curve
+        pi = train(method, p, args)
         gap = best - objective(pi, p["ref"], p["means"])
         to_data = kl(pi, pi_hat)
         rows += [{"seed": s, "method": method, "pulls": args.pulls, "steps": args.steps,
@@ -191,36 +177,8 @@ def run(args: Args) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_rows(out / "copg_bandit.csv", rows, FIELDS)
-    write_rows(out / "copg_bandit_curves.csv", curves, CURVE_FIELDS)
-    plot(curves, float(floor.mean()), out / "copg_bandit.png")
     print("made by: " + " ".join(shlex.quote(a) for a in ["python", *sys.argv]))
 
 
-def plot(curves: list[dict], floor: float, path: Path) -> None:
-    """Mean suboptimality over seeds against steps per method, the data's floor dashed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.2, 3.6))
-    labels = {"copg": "CoPG (pairs, no weights)", "pg": "PG, no baseline, no weights",
-              "is": "PG with importance weights"}  # fmt: skip
-    for method in METHODS:
-        pts = [c for c in curves if c["method"] == method]
-        ax.plot([c["step"] for c in pts], [c["mean_gap"] for c in pts], label=labels[method])
-    ax.axhline(floor, color="k", ls="--", lw=1, label="the dataset's own optimum")
-    ax.set_yscale("log")
-    ax.set_xlabel("Adam step")
-    ax.set_ylabel("J(pi*) - J(pi), mean over seeds")
-    ax.set_title(f"offline bandit, K = {K}, beta = {BETA}", fontsize=9)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 if __name__ == "__main__":
-    from controlrl.cli import cli
-
-    main(cli(Args))
+    main()

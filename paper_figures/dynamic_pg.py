@@ -10,7 +10,8 @@ Stopping rule: eps-optimal at every epoch and state (eps = 0.01); dynamic PG sto
 eps / H, which guarantees it. An iteration is one exact gradient step (all epochs at once for
 simultaneous PG, one epoch for dynamic PG). Exact and deterministic: no seeds.
 
-    python paper_figures/dynamic_pg.py            # -> paper_figures/out/dynamic_pg.csv
+    python -m paper_figures run dynamic-pg        # the declared experiment's table
+    python paper_figures/dynamic_pg.py --out DIR  # -> DIR/dynamic_pg.csv
 """
 
 from __future__ import annotations

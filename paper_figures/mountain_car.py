@@ -1,8 +1,8 @@
 """Mountain Car's optimality gap: PPO with an MLP and with a Chebyshev policy against the
 minimum steps to the goal (the analytic Mountain Car solution and Chebyshev policies paper).
 
-    python paper_figures/mountain_car.py            # 8 seeds x 2 policies, 100k steps, grid 400
-    python paper_figures/mountain_car.py --toy      # seconds: the pipeline at toy size
+    python -m paper_figures run mountain-car-chebyshev   # the declared experiment's runs
+    python paper_figures/mountain_car.py --toy --out DIR  # the pipeline at toy size
 
 The reference (theory/mountain_car.py): value iteration on a grid of (x, v) nodes, its greedy
 controller stepped with the exact dynamics, and an exhaustive search over full-throttle
@@ -13,8 +13,7 @@ spaced. The runs are algos/ppo.py on MountainCar-v0 with the rl-baselines3-zoo P
 an MLP (64, 64) or --chebyshev-degree; each final policy (its mode, normaliser frozen) is stepped
 from the same start states, at most 200 steps (the time limit). Regret = steps - reference steps,
 mean over the start states. Writes <out>/mountain_car.csv (per run), mountain_car_reference.csv
-(per start state: the grid controller at each resolution, the bang-bang search, the reference),
-mountain_car.png.
+(per start state: the grid controller at each resolution, the bang-bang search, the reference).
 """
 
 from __future__ import annotations
@@ -101,22 +100,23 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--switch-horizon", type=int, default=200, help="bang-bang search horizon")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--toy", action="store_true", help="tiny sizes (a test of the pipeline)")
-    p.add_argument("--sweeps-root", type=Path, default=ROOT / "runs" / "sweeps" / "mountain_car")
+    p.add_argument("--sweeps-root", type=Path, default=None, help="default: <out>/sweeps")
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
     args = p.parse_args(argv)
     if args.toy:
         apply_toy(args, argv, TOY)
     grids = [int(g) for g in args.grids.split(",")]
+    sweeps = args.sweeps_root or args.out / "sweeps"
     x0 = np.linspace(mc.START_LOW, mc.START_HIGH, args.starts)
     ref_rows = reference(x0, grids, args.switch_horizon)
     ref = np.array([r["reference_steps"] for r in ref_rows])
 
     policies = {"mlp": [], "chebyshev": ["--chebyshev-degree", str(args.degree)]}
-    rows, curves = [], {}
+    rows = []
     for name, flags in policies.items():
         extra = [*ZOO, *flags, "--eval-every", "0", "--no-tensorboard", "--no-progress"]
         config = SweepConfig(["ppo"], [ENV], args.seeds, args.total_timesteps, extra)
-        out = args.sweeps_root / f"{name}_{args.total_timesteps}"
+        out = sweeps / f"{name}_{args.total_timesteps}"
         runs = run_sweep(config, out, workers=args.workers)
         for run_id, status in sorted(runs.items(), key=lambda kv: int(kv[0].rsplit("seed")[1])):
             if status["status"] != "done":
@@ -124,7 +124,6 @@ def main(argv: list[str] | None = None) -> None:
             run_dir = out / "runs" / run_id
             act, n_params = load_act(run_dir)
             steps = mc.policy_steps(act, x0, np.zeros_like(x0), max_steps=200)
-            curves.setdefault(name, []).append(steps)
             final = json.loads((run_dir / "final_eval.json").read_text())["eval_return_mean"]
             rows.append(
                 {
@@ -144,25 +143,8 @@ def main(argv: list[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     write_rows(args.out / "mountain_car.csv", rows)
     write_rows(args.out / "mountain_car_reference.csv", ref_rows)
-    import matplotlib.pyplot as plt
-
-    from controlrl import plots
-
-    with plt.rc_context(plots.STYLE):
-        fig, ax = plt.subplots(figsize=(6, 3.6))
-        ax.plot(x0, ref, "k-", lw=2, label="reference (DP / bang-bang)")
-        for name, steps in curves.items():
-            s = np.array(steps)
-            n = rows[[r["policy"] for r in rows].index(name)]["params"]
-            ax.plot(x0, s.mean(0), "o-", ms=3, label=f"PPO {name} ({n} params), mean of {len(s)}")
-        ax.set_xlabel("start position x0 (v0 = 0)")
-        ax.set_ylabel("steps to the goal (200: not reached)")
-        ax.set_title(f"Mountain Car, {args.total_timesteps:,} PPO steps per run", fontsize=9)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(args.out / "mountain_car.png")
     cmd = " ".join(argv if argv is not None else sys.argv[1:])
-    print(f"wrote {args.out}/mountain_car.csv, _reference.csv, .png; command: python "
+    print(f"wrote {args.out}/mountain_car.csv and _reference.csv; command: python "
           f"paper_figures/mountain_car.py {cmd}")  # fmt: skip
 
 

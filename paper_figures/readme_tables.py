@@ -551,62 +551,6 @@ def tpo_network(read: Read) -> str:
     )
 
 
-@table("mountain-car")
-def mountain_car(read: Read) -> str:
-    rows, ref = read("mountain_car.csv"), read("mountain_car_reference.csv")
-    steps = col(ref, "reference_steps")
-    body = [["reference (DP grid / bang-bang)", "-", f(np.mean(steps), ".1f"), "0", "all"]]
-    for policy, name in (("mlp", "PPO, MLP (64, 64)"), ("chebyshev", "PPO, Chebyshev")):
-        g = rows_where(rows, policy=policy)
-        body.append(
-            [
-                name,
-                f(float(g[0]["params"]), ",.0f"),
-                spread(col(g, "mean_steps"), ".1f"),
-                spread(col(g, "regret"), ".1f"),
-                f"{np.mean(col(g, 'reached')):.1%}",
-            ]
-        )
-    n = uniform_n([rows_where(rows, policy=p) for p in ("mlp", "chebyshev")])
-    return (
-        para(f"`out/mountain_car.csv` ({kind(n)} over {n} seeds; steps from the {len(ref)} start"
-             " states of `out/mountain_car_reference.csv`, a start not reached counts 200):")
-        + "\n\n"
-        + md(["policy", "parameters", "steps to the goal", "regret (steps)", "starts reached"],
-             body, ["---", "---:", "---:", "---:", "---:"])
-    )  # fmt: skip
-
-
-@table("success-conditioning")
-def success_conditioning(read: Read) -> str:
-    rows = read("success_conditioning.csv")
-    names = {"sc_exact": "exact success conditioning", "sc_sampled": "filtered BC, 64 samples",
-             "ppo": "PPO-clip (same samples)"}  # fmt: skip
-    body = []
-    for m in dict.fromkeys(r["method"] for r in rows):
-        g = rows_where(rows, method=m)
-        falls = sum(float(r["eta_after"]) < float(r["eta_before"]) for r in g)
-        body.append([names.get(m, m), f(np.mean(col(g, "rel_improvement")), ".4f"),
-                     f(np.mean(col(g, "chi2")), ".4f"), f"{falls} of {len(g)}"])  # fmt: skip
-    return "`out/success_conditioning.csv` (bandit x iteration rows), means:\n\n" + md(
-        ["operator", "relative improvement", "chi2 change", "iterations where eta falls"], body
-    )
-
-
-@table("dynamic-pg")
-def dynamic_pg(read: Read) -> str:
-    rows = read("dynamic_pg.csv")
-    lr = max(float(r["lr"]) for r in rows)
-    sub = sorted((r for r in rows if float(r["lr"]) == lr), key=lambda r: int(r["H"]))
-    body = [[r["H"], f(int(r["simultaneous_iterations"])), f(int(r["dynamic_iterations"])),
-             f(float(r["ratio"]), ".2f")] for r in sub]  # fmt: skip
-    return (
-        f"  `out/dynamic_pg.csv` (step size {lr:g}, iterations to eps-optimality):\n\n"
-        + md(["H", "simultaneous", "dynamic", "simultaneous / dynamic"], body,
-             ["---:", "---:", "---:", "---:"])
-    )  # fmt: skip
-
-
 def seeds_above(read: Read, name: str, column: str) -> str:
     """Per env, how many seeds' `column` exceed the CSV's published reference."""
     rows = read(name)
@@ -1167,21 +1111,4 @@ def locomotion_table(read: Read, stem: str) -> str:
             ],
             body,
         )  # fmt: skip
-    )
-
-
-@table("copg-bandit")
-def copg_bandit(read: Read) -> str:
-    rows = read("copg_bandit.csv")
-    names = {"copg": "CoPG (pairs, no weights)", "is": "PG with importance weights pi / mu",
-             "pg": "PG without baseline or weights"}  # fmt: skip
-    body = []
-    for method in ("copg", "is", "pg"):
-        mine = rows_where(rows, method=method)
-        body.append([names[method], spread(col(mine, "gap"), ".4f"),
-                     spread(col(mine, "kl_to_data_optimum"), ".4f")])  # fmt: skip
-    floor = col(rows_where(rows, method="copg"), "floor")
-    body.append(["the dataset's own optimum pi_hat*", spread(floor, ".4f"), "0"])
-    return f"`out/copg_bandit.csv`, {nseeds(rows)} seeds, mean [95% bootstrap CI]:\n\n" + md(
-        ["policy after training", "J(pi*) - J(pi)", "KL(pi, pi_hat*)"], body
     )

@@ -10,8 +10,8 @@ squares: a + b log k (polylog of degree 1) and a + c sqrt(k); the fit errors (RM
 per seed (paired across seeds), and the local log-log slope of the top octave is reported (it
 tends to 0 for a + b log k and stays 0.5 for sqrt(k)).
 
-    python paper_figures/regret_polylog.py                  # committed: K = 2^14, 30 seeds
-    python paper_figures/regret_polylog.py --toy --out runs/toy/regret_polylog
+    python -m paper_figures run regret-polylog   # the declared experiment: K = 2^14, 30 seeds
+    python paper_figures/regret_polylog.py --toy --out DIR
 
 Writes regret_polylog.csv (one row per seed: both fits, their RMSE, the top-octave slope) and
 regret_polylog_curves.csv (seed, k, R(k) on the grid).

@@ -3,8 +3,8 @@ change chi2(pi_new || pi) against relative improvement eta(pi_new) / eta(pi) - 1
 ("Success conditioning as a trust-region method": relative improvement = policy change = action
 influence, and exact success conditioning never degrades).
 
-    python paper_figures/success_conditioning.py         # 200 bandits x 10 iterations
-    python paper_figures/success_conditioning.py --toy   # seconds
+    python -m paper_figures run success-conditioning       # the declared experiment: 200 bandits
+    python paper_figures/success_conditioning.py --toy --out DIR   # seconds
 
 Each seed is a K-armed bandit with success probabilities Q ~ U(0, 1)^K and a uniform first policy
 (tabular: one probability per arm); every method runs --iterations iterations from it:
@@ -17,7 +17,7 @@ Each seed is a K-armed bandit with success probabilities Q ~ U(0, 1)^K and a uni
 
 eta(pi) = sum_a pi(a) Q(a) is the success probability, so both columns are exact functions of the
 two policies whatever produced them. Seeds run as a batch (numpy and torch over a seed axis).
-Writes <out>/success_conditioning.csv (per seed, method, iteration) and success_conditioning.png.
+Writes <out>/success_conditioning.csv (per seed, method, iteration).
 """
 
 from __future__ import annotations
@@ -128,30 +128,8 @@ def main(argv: list[str] | None = None) -> None:
     rows = run(args)
     args.out.mkdir(parents=True, exist_ok=True)
     write_rows(args.out / "success_conditioning.csv", rows)
-    import matplotlib.pyplot as plt
-
-    from controlrl import plots
-
-    with plt.rc_context(plots.STYLE):
-        fig, axes = plt.subplots(1, 3, figsize=(10, 3.4), sharex=True, sharey=True)
-        for ax, m in zip(axes, METHODS):
-            x = np.array([r["chi2"] for r in rows if r["method"] == m])
-            y = np.array([r["rel_improvement"] for r in rows if r["method"] == m])
-            ax.loglog(x + 1e-6, np.abs(y) + 1e-6, ".", ms=2, alpha=0.4)
-            neg = y < 0
-            ax.loglog(x[neg] + 1e-6, -y[neg] + 1e-6, "r.", ms=3, label=f"degraded: {neg.sum()}")
-            lim = [1e-6, max(1.0, x.max() + 1)]
-            ax.plot(lim, lim, "k--", lw=1)
-            ax.set_title(m, fontsize=9)
-            ax.set_xlabel("chi2(pi_new || pi)")
-            ax.legend(fontsize=7)
-        axes[0].set_ylabel("|eta(pi_new) / eta(pi) - 1|")
-        fig.suptitle(f"{args.seeds} Bernoulli bandits, {args.arms} arms, {args.samples} samples "
-                     f"per iteration, {args.iterations} iterations", fontsize=9)  # fmt: skip
-        fig.tight_layout()
-        fig.savefig(args.out / "success_conditioning.png")
     cmd = " ".join(argv if argv is not None else sys.argv[1:])
-    print(f"wrote {args.out}/success_conditioning.csv and .png; command: python "
+    print(f"wrote {args.out}/success_conditioning.csv; command: python "
           f"paper_figures/success_conditioning.py {cmd}")  # fmt: skip
 
 

@@ -149,3 +149,12 @@ def test_a_sensitivity_env_is_judged_as_a_detail_only(tmp_path):
                                                          'sensitivity = ["lr-0.3"]'))  # fmt: skip
     with pytest.raises(spec.SpecError, match="sensitivity envs"):
         spec.load(folder)
+
+
+def test_a_script_experiments_page_gives_the_one_command_of_every_arm(exp, tmp_path):
+    runner.run_script(exp, False, tmp_path / "made")
+    rows = results.read(runner.write(exp, source=tmp_path / "made"))
+    lines = judge.lines(exp, rows)
+    text = pages.page(exp, lines, rows, {})
+    assert "python -m paper_figures.fake_allocation --epochs 40" in text
+    assert "| knapsack | the reference's allocation rule |" in text

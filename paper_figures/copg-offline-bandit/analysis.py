@@ -1,0 +1,22 @@
+"""CoPG on an offline bandit: paper_figures/copg_bandit.py trains the three arms on the same
+datasets and minibatches and writes copg_bandit.csv (one row per seed and method); `table` reads
+it into the results table, the script's seed k as seed k + 1.
+
+`python -m paper_figures run copg-offline-bandit` takes seconds to a minute; its toy size is 4
+seeds, 200 pulls and 60 steps.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from paper_figures.lab.spec import Experiment
+
+
+def table(exp: Experiment, source: Path) -> list[dict]:
+    """One row per (method, seed)."""
+    env = next(iter(exp.envs))
+    with (Path(source) / "copg_bandit.csv").open(newline="") as f:
+        return [{"env": env, "arm": r["method"], "seed": int(r["seed"]) + 1,
+                 **{m: r[m] for m in exp.metrics}} for r in csv.DictReader(f)]  # fmt: skip
