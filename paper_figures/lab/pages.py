@@ -20,9 +20,9 @@ INDEX_BEGIN, INDEX_END = "<!-- lab:index:begin -->", "<!-- lab:index:end -->"
 def command(exp: Experiment, arm: str, env_id: str) -> str:
     """The exact command of the arm's runs on one env (every seed: a population run covers them
     in one process; separate runs take --seed k for each)."""
-    a = exp.arms[arm]
-    if exp.script:  # one command runs every arm, env and seed of the script
+    if exp.script:  # one command runs every arm, env and seed of the script (the page: arm "")
         return shlex.join(["python", "-m", f"paper_figures.{exp.script}", *exp.flags])
+    a = exp.arms[arm]
     argv = ["python", f"algos/{a.algo}.py", "--env-id", env_id, "--total-timesteps"]
     argv += [str(exp.envs[env_id].steps), *exp.flags, *a.flags]
     seeds = exp.seeds
