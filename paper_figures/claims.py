@@ -423,7 +423,6 @@ def all_rows() -> list[Row]:
     from paper_figures.claims_knapsack import rows as knapsack_rows
     from paper_figures.claims_rarl import rows as rarl_rows
     from paper_figures.claims_subspace import rows as subspace_rows
-    from paper_figures.claims_tpo import rows as tpo_rows  # it imports this module
 
     rows = (
         iql_rows()
@@ -434,7 +433,6 @@ def all_rows() -> list[Row]:
         + claims_brax.rows(read, "brax_halfcheetah_2m", "brax_locomotion", "-2m")
         + claims_brax.rows(read, "brax_ant_2m", "brax_locomotion", "-2m")
         + rarl_rows(read)
-        + tpo_rows()
         + ratio_filter_rows()
         + subspace_rows(read)
         + hard_start_rows(read)
