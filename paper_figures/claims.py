@@ -284,14 +284,12 @@ def dppo_rows() -> list[Row]:
 def all_rows() -> list[Row]:
     """Every ledger row not yet declared, in the order of the experiments' numbers."""
     from paper_figures import claims_brax  # it imports this module
-    from paper_figures.claims_tpo import rows as tpo_rows  # it imports this module
 
     rows = (
         dppo_rows()
         + claims_brax.rows(read)
         + claims_brax.rows(read, "brax_halfcheetah_2m", "brax_locomotion", "-2m")
         + claims_brax.rows(read, "brax_ant_2m", "brax_locomotion", "-2m")
-        + tpo_rows()
     )
     return rows
 

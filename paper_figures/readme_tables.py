@@ -492,65 +492,6 @@ def dmc(read: Read) -> str:
     return f"`out/ppo_dmc.csv`, {kind(n)} over {n} seeds:\n\n" + text
 
 
-TPO_NAMES = {
-    "tpo": "TPO",
-    "dg": "DG",
-    "grpo": "GRPO",
-    "pg": "PG",
-    "ce": "CE (oracle)",
-    "grpo-nokl": "GRPO (no KL)",
-    "grpo-masked": "GRPO (zero-variance masked)",
-    "ppo": "PPO (one answer a prompt)",
-    "ppo-im": "PPO (interaction-matched)",
-    "dg-im": "DG (interaction-matched)",
-}
-# the paper's values, read by eye from its Figures 2a / 3a and quoted from its Table 2 (published
-# numbers, not ours)
-TPO_PAPER = {("single K=100", "tpo"): "~1e-4", ("single K=100", "dg"): "= TPO",
-             ("single K=100", "grpo"): "~3e-3", ("single K=100", "pg"): "~1e-3",
-             ("multi N=100 K=10", "ce"): "~4e-4", ("multi N=100 K=10", "tpo"): "~5e-4",
-             ("multi N=100 K=10", "grpo"): "~5e-4", ("multi N=100 K=10", "dg"): "~2e-3",
-             ("multi N=100 K=10", "pg"): "~6e-3"}  # fmt: skip
-
-
-def _errors(rows, keys: tuple[str, str], value: str, spec: str, paper=None) -> tuple[list, set]:
-    body, ns = [], set()
-    for a, b in dict.fromkeys((r[keys[0]], r[keys[1]]) for r in rows):
-        x = col(rows_where(rows, **{keys[0]: a, keys[1]: b}), value)
-        ns.add(len(x))
-        cells = [a, TPO_NAMES.get(b, b), str(len(x)), spread(x, spec)]
-        body.append(cells + ([paper.get((a, b), "")] if paper is not None else []))
-    return body, ns
-
-
-@table("tpo-tabular")
-def tpo_tabular(read: Read) -> str:
-    body, _ = _errors(read("tpo_repro_tabular.csv"), ("setting", "method"), "final_error", ".2e",
-                      TPO_PAPER)  # fmt: skip
-    exact = [r for r in read("tpo_repro_exact.csv") if r["check"].startswith("max |")]
-    worst = max(float(r["ours"]) for r in exact)
-    return (
-        "`out/tpo_repro_tabular.csv`, final error 1 - pi(y*), mean [95% bootstrap CI] over seeds:"
-        + "\n\n"
-        + md(["bandit", "method", "seeds", "final error", "paper (by eye)"], body)
-        + "\n\n"
-        + para(
-            f"Every exact update equals Appendix B's closed form beta(p)(e_y - pi) to {g(worst)}"
-            f" at every step of every seed, for {len(exact)} methods (`out/tpo_repro_exact.csv`,"
-            " with the paper's lambda and beta values beside ours)."
-        )
-    )
-
-
-@table("tpo-network")
-def tpo_network(read: Read) -> str:
-    body, _ = _errors(read("tpo_repro_runs.csv"), ("task", "method"), "final_error", ".3g")
-    return (
-        "`out/tpo_repro_runs.csv`, final error 1 - success (mean of the last 10 updates), mean"
-        " [95% bootstrap CI] over seeds:\n\n" + md(["task", "method", "seeds", "final error"], body)
-    )
-
-
 def seeds_above(read: Read, name: str, column: str) -> str:
     """Per env, how many seeds' `column` exceed the CSV's published reference."""
     rows = read(name)

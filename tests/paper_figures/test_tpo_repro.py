@@ -1,26 +1,19 @@
-"""The TPO reproduction figure (paper_figures/tpo_repro.py): every method's exact tabular update
-against Appendix B's closed form, and the toy run end to end (CSV schema, exact checks)."""
+"""The TPO reproduction script (paper_figures/tpo_repro.py): every method's exact tabular update
+against Appendix B's closed form, the paper's quoted coefficients, a tabular toy run read into
+results rows, and the single-sample cells as the declaration and the reference state them."""
 
-import csv
-import importlib.util
-import json
 import math
-import shutil
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("tpo_repro", ROOT / "paper_figures/tpo_repro.py")
-fig = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = fig  # dataclasses look their module up
-spec.loader.exec_module(fig)
+from controlrl.cli import parse
+from paper_figures import tpo_repro as fig
+from paper_figures.lab import spec
 
 
 @pytest.mark.parametrize("K", [4, 10])
-@pytest.mark.parametrize("method", fig.MULTI_METHODS)
+@pytest.mark.parametrize("method", fig.TABULAR_METHODS["multi"])
 def test_exact_update_is_the_closed_form(method, K):
     """-d loss / d logits = beta(p)(e_y - pi) to 1e-10 on random contexts: autograd through
     algos/tpo.py's target and loss (TPO), the exact population losses of the others."""
@@ -36,71 +29,48 @@ def test_exact_update_is_the_closed_form(method, K):
 
 
 def test_paper_coefficients_at_p_one_tenth():
-    """Appendix B: lam = exp(10/3) ~ 28; at p = 0.1, beta_TPO 0.73, beta_DG 0.09, beta_GRPO 0.33."""
+    """Appendix B's quoted numbers (tpo-appendix-b's [analysis] quoted) to the paper's digits."""
     assert fig.tpo_lambda(10) == pytest.approx(math.exp(10 / 3), rel=1e-14)
-    for m, paper in (("tpo", 0.73), ("dg", 0.09), ("grpo", 0.33)):
-        assert round(fig.beta_at(m, 0.1), 2) == paper
+    ours = {("lambda", "tpo"): fig.tpo_lambda(10)}
+    ours |= {("beta(0.1)", m): fig.beta_at(m, 0.1) for m in ("tpo", "dg", "grpo")}
+    quoted = spec.load(spec.FIGURES / "tpo-appendix-b").extra["quoted"]
+    assert {(q["check"], q["method"]) for q in quoted} == set(ours)
+    for q in quoted:
+        assert round(ours[(q["check"], q["method"])], q["digits"]) == q["paper"], q
 
 
-def test_toy_run_writes_every_csv(tmp_path):
-    args = fig.Args(out=str(tmp_path / "out"), run_root=str(tmp_path / "runs"), toy=True)
-    args.train = True
-    fig.main(args)
-    out = tmp_path / "out"
-
-    def rows(name):
-        with open(out / name, newline="") as f:
-            return list(csv.DictReader(f))
-
-    tab = rows("tpo_repro_tabular.csv")
-    assert tuple(tab[0]) == fig.TAB_FIELDS
-    assert len(tab) == 3 * (len(fig.SINGLE_METHODS) + len(fig.MULTI_METHODS))
-    assert all(0 <= float(r["final_error"]) <= 1 for r in tab)
-    # CE's direction is its own oracle: misalignment 0; the tabular TPO step lowers the error
-    ce = [r for r in tab if r["method"] == "ce"]
-    assert all(abs(float(r["mean_misalignment"])) < 1e-12 for r in ce)
-    exact = rows("tpo_repro_exact.csv")
-    lam = next(r for r in exact if r["check"].startswith("lambda"))
-    assert float(lam["ours"]) == pytest.approx(float(lam["closed_form"]), rel=1e-5)
-    devs = [r for r in exact if r["check"].startswith("max")]
-    assert {r["method"] for r in devs} == set(fig.MULTI_METHODS)
-    assert all(float(r["ours"]) < 1e-10 for r in devs)
-    runs = rows("tpo_repro_runs.csv")
-    assert tuple(runs[0]) == fig.RUN_FIELDS
-    assert {(r["task"], r["method"]) for r in runs} == {
-        ("sparse-100", "tpo"),
-        ("onehot-100-10", "grpo"),
-        ("sequence-reverse-2-3", "pg"),
-        ("sequence-reverse-2-3", "dg"),
-    }
-    assert len(runs) == 4 * 2 and all(r["updates"] == "3" for r in runs)
-    # DG as the reference runs it: one answer per prompt, one gradient step an update
-    dg = [r for r in runs if r["method"] == "dg"]
-    assert {r["samples_per_update"] for r in dg} == {"2"}
-    with open(tmp_path / "runs" / "seq-3" / "dg" / "config.json") as f:
-        config = json.load(f)["args"]
-    assert (config["group_size"], config["adv_norm"], config["update_epochs"]) == (
-        1, "batch-mean", 1)  # fmt: skip
-    assert (out / "tpo_repro.png").stat().st_size > 0
-    assert rows("tpo_repro_runs_curves.csv") and rows("tpo_repro_tabular_curves.csv")
-    # a cell without its runs keeps its committed rows and curve
-    curves = rows("tpo_repro_runs_curves.csv")
-    shutil.rmtree(tmp_path / "runs" / "sparse-100")
-    args.train, args.reuse_tabular = False, True
-    fig.main(args)
-    assert sorted(map(tuple, (r.values() for r in rows("tpo_repro_runs.csv")))) == sorted(
-        map(tuple, (r.values() for r in runs)))  # fmt: skip
-    assert sorted(map(tuple, (r.values() for r in rows("tpo_repro_runs_curves.csv")))) == sorted(
-        map(tuple, (r.values() for r in curves)))  # fmt: skip
+def test_tabular_toy_rows(tmp_path):
+    """--part single at toy size: one row per method and seed, read into results rows; CE's
+    direction is its own oracle (misalignment 0) in the multi-context bandit."""
+    fig.main(["--part", "single", "--seeds", "2", "--steps", "5", "--out", str(tmp_path / "s")])
+    exp = spec.load(spec.FIGURES / "tpo-tabular-single")
+    rows = fig.table(exp, tmp_path / "s")
+    assert {(r["arm"], r["seed"]) for r in rows} == {(m, s) for m in exp.arms for s in (0, 1)}
+    assert all(set(exp.metrics) <= set(r) and 0 < r["final_error"] < 1 for r in rows)
+    for r in rows:
+        assert r["neg_log10_final_error"] == pytest.approx(-math.log10(r["final_error"]))
+    fig.main(["--part", "multi", "--seeds", "2", "--steps", "5", "--out", str(tmp_path / "m")])
+    multi = fig.table(spec.load(spec.FIGURES / "tpo-tabular-multi"), tmp_path / "m")
+    ce = [r for r in multi if r["arm"] == "ce"]
+    assert len(ce) == 2 and all(abs(r["mean_misalignment"]) < 1e-12 for r in ce)
+    assert all(r["early_error"] >= r["final_error"] for r in ce)  # CE's error falls
 
 
-def test_only_picks_cells_by_method_or_directory():
-    def names(only):
-        return [fig.cell_name(c) for c in fig.cells(fig.Args(toy=True, only=only))]
+def test_single_sample_cells_are_the_declared_arms_and_the_references_recipes():
+    exp = spec.load(spec.FIGURES / "tpo-single-sample")
+    args = fig.parse_args(["--part", "single-sample"])
+    cells = fig.cells(args)
+    declared = {(a.name, int(e.rsplit("-", 1)[1])) for a in exp.arms.values() for e in a.envs}
+    assert {(c["method"], c["L"]) for c in cells} == declared
+    by = {(c["method"], c["L"]): c for c in cells}
+    # DG as the reference runs it: one answer for each of 100 prompts, one gradient step
+    import algos.grpo
 
-    assert names("dg") == names("seq-3/dg") == ["seq-3/dg"]
-    assert names("pg,sparse-100/tpo") == ["sparse-100/tpo", "seq-3/pg"]
-    full = [fig.cell_name(c) for c in fig.cells(fig.Args(only="seq-9/tpo,ppo"))]
-    assert full == ["seq-7/ppo", "seq-8/ppo", "seq-9/tpo", "seq-9/ppo", "seq-10/ppo"]
-    with pytest.raises(SystemExit, match="no such cell or method"):
-        fig.cells(fig.Args(toy=True, only="seq-11/tpo"))
+    dg = parse(algos.grpo.Args, fig.argv(args, by[("dg", 7)], fig.Path("unused")))
+    assert (dg.num_envs, dg.group_size, dg.adv_norm, dg.update_epochs) == (100, 1, "batch-mean", 1)
+    assert dg.total_timesteps == 100 * 7 * 60
+    im = parse(algos.grpo.Args, fig.argv(args, by[("ppo-im", 8)], fig.Path("unused")))
+    assert (im.num_envs, im.group_size) == (800, 1)
+    assert im.learning_rate == pytest.approx(1e-3 * math.sqrt(8), rel=1e-5)
+    assert fig.cells(fig.parse_args(["--part", "single-sample", "--lengths", "9", "--methods",
+                                     "tpo,dg"])) == [by[("tpo", 9)], by[("dg", 9)]]  # fmt: skip

@@ -1,0 +1,6 @@
+"""The single-context tabular runs: paper_figures/tpo_repro.py --part single writes
+tpo_repro_tabular.csv (one row per method and seed), which `table` reads into the results table."""
+
+from paper_figures.tpo_repro import table
+
+__all__ = ["table"]
