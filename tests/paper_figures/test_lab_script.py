@@ -44,6 +44,7 @@ shift = "margin"
 """
 
 ANALYSIS = """
+import csv
 from pathlib import Path
 
 def run_script(exp, toy, out):
@@ -89,6 +90,8 @@ def test_a_script_runs_its_arms_and_its_table_feeds_the_standard_kinds(exp, tmp_
         pages.command(exp, "uniform", "lr-0.01") == "python -m paper_figures.fake_allocation "
         "--epochs 40"
     )
+    # the page's arms section: one command for every arm (no arm named)
+    assert "python -m paper_figures.fake_allocation --epochs 40" in "\n".join(pages._arms(exp))
 
 
 def test_a_script_table_row_that_is_not_declared_is_refused(exp, tmp_path):
