@@ -106,25 +106,9 @@ ifdef FULL
 	$(BIN)/python paper_figures/bench_brax.py --out paper_figures/out/bench_brax.csv --timeout 600
 	$(BIN)/python paper_figures/brax_pipeline_check.py
 	$(BIN)/python paper_figures/brax_ppo_race.py
-	$(BIN)/python paper_figures/brax_locomotion.py
-	$(BIN)/python paper_figures/brax_locomotion.py --seeds 4,5
-	$(BIN)/python paper_figures/brax_locomotion.py --envs halfcheetah --trainers brax,ours \
-	  --seeds 1,2,3,4,5 --total-timesteps 2048000 --timeout 3600 --name brax_halfcheetah_2m
-	$(BIN)/python paper_figures/brax_locomotion.py --envs halfcheetah --trainers ours_gaussian \
-	  --seeds 1,2,3,4,5 --total-timesteps 2048000 --timeout 3600 --name brax_halfcheetah_2m
-	$(BIN)/python paper_figures/brax_locomotion.py --envs ant --trainers brax,ours \
-	  --seeds 1,2,3,4,5 --total-timesteps 2048000 --timeout 3600 --name brax_ant_2m
-	$(BIN)/python paper_figures/brax_locomotion.py --envs ant --trainers ours_gaussian \
-	  --seeds 1,2,3,4,5 --total-timesteps 2048000 --timeout 3600 --name brax_ant_2m
 	$(BIN)/python paper_figures/ppo_vs_sb3.py --train --workers 2 \
 	  --sides controlrl,SB3,"controlrl vf_coef=1"
 	$(BIN)/python paper_figures/bandit_suite.py --train
-	$(BIN)/python paper_figures/dppo_finetune.py --train --datasets \
-	  hopper-medium-v5-s0,walker2d-medium-v5-s0 --seeds 3 --steps 60000 --eval-episodes 5 \
-	  --name dppo_finetune_60k
-	$(BIN)/python paper_figures/dppo_finetune.py --train
-	$(BIN)/python paper_figures/dppo_finetune.py --train --datasets walker2d-medium-v5-s0 \
-	  --keep-committed
 	$(BIN)/python paper_figures/entropy_law.py --train --methods grpo --seeds 7
 	$(BIN)/python paper_figures/entropy_law.py --train --methods ppo --seeds 7 -- --eval-episodes 10
 	$(BIN)/python paper_figures/entropy_law.py --seeds 7
@@ -142,16 +126,10 @@ else
 	$(BIN)/python paper_figures/brax_pipeline_check.py --out $(TOY_OUT)/brax_pipeline_check.csv \
 	  --pipelines positional --num-envs 2
 	$(BIN)/python paper_figures/brax_ppo_race.py --toy --out $(TOY_OUT)
-	$(BIN)/python paper_figures/brax_locomotion.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/ppo_vs_sb3.py --train --seeds 2 --total-timesteps 4096 \
 	  --sweeps-root $(TOY_OUT)/sweeps/ppo_vs_sb3 --out $(TOY_OUT) -- --eval-episodes 1
 	$(BIN)/python paper_figures/bandit_suite.py --toy --train \
 	  --sweep-dir $(TOY_OUT)/sweeps/bandit_suite --out $(TOY_OUT)
-	$(BIN)/python -m envs.offline generate --env Hopper-v5 --kind random --steps 2000 \
-	  --out $(TOY_OUT)/data --no-progress --no-minari
-	$(BIN)/python paper_figures/dppo_finetune.py --toy --train \
-	  --datasets $(TOY_OUT)/data/hopper-random-v5-s0-n2000.hdf5 \
-	  --sweep-dir $(TOY_OUT)/sweeps/dppo_finetune --out $(TOY_OUT)
 	$(BIN)/python paper_figures/entropy_law.py --toy --train \
 	  --sweep-dir $(TOY_OUT)/sweeps/entropy_law --out $(TOY_OUT)
 endif

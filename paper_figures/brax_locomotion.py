@@ -4,11 +4,14 @@ for those tasks (google/brax notebooks/training.ipynb, the `train_fn` table; PPO
 et al. 2017, Brax as in Freeman et al. 2021, arXiv:2106.13281), scaled down to a 2-core CPU.
 
     python paper_figures/brax_locomotion.py                    # 2 envs x 3 trainers x 3 seeds
-    python paper_figures/brax_locomotion.py --plot-only        # redraw from the committed CSVs
+    python paper_figures/brax_locomotion.py --plot-only        # redraw from --out's CSVs
     python paper_figures/brax_locomotion.py --toy --out runs/toy/brax_locomotion  # tiny budget
-    # another budget under its own name (its own CSVs, PNG and run dirs), e.g. halfcheetah to 2M
-    python paper_figures/brax_locomotion.py --envs halfcheetah --trainers brax,ours \
-        --seeds 1,2,3,4,5 --total-timesteps 2048000 --timeout 3600 --name brax_halfcheetah_2m
+    # another budget under its own name (its own CSVs, PNG and run dirs)
+    python paper_figures/brax_locomotion.py --seeds 1,2,3,4,5 --total-timesteps 2048000 \
+        --timeout 3600 --name brax_locomotion_2m
+
+The declared experiments paper_figures/brax-locomotion-410k and brax-locomotion-2m run it (their
+[run] flags) and judge its <name>.csv: ppo_brax.py no worse than Brax's PPO trainer.
 
 Brax's published settings (training.ipynb) and what this script runs:
 
@@ -38,7 +41,7 @@ instead of 327,680 on both tasks, each of the 32 minibatches holds 640 samples i
 10,240, and every other setting, the number of unrolls per env per training step included,
 stays as published. The budget is --total-timesteps env steps per run: default 409,600 (20
 training steps, about 1/120 of the published 50M), sized so that the 18 runs (2 envs x 3 trainers
-x 3 seeds) fit a 2-core CPU (results: paper_figures/README.md, Locomotion on Brax).
+x 3 seeds) fit a 2-core CPU.
 
 The figure: evaluation return against env steps and against wall clock, per seed (thin) and
 the mean over seeds, on return axes from 0, with each env's standing return as a dashed line:
@@ -85,8 +88,7 @@ since the trainer's process started (imports, compiles and evaluations included)
 training compute only. Runs go one at a time (never two trainers at once), seed by seed, env by
 env, the trainers' order rotated. The sweep is resumable: a finished run leaves result.json in
 its work dir and is skipped the next time (--fresh starts over). Runs in --out's CSVs that a
-call does not make are kept with their own command, so `--seeds 4,5` adds two seeds. The verdict
-is paper_figures/claims_brax.py's non-inferiority test (the ledger's Brax-* rows).
+call does not make are kept with their own command, so `--seeds 4,5` adds two seeds.
 """
 
 from __future__ import annotations
@@ -105,7 +107,6 @@ from pathlib import Path
 from controlrl import bench
 from controlrl.cli import ArgumentParser
 from paper_figures.brax_ppo_race import parse_brax, parse_ours
-from paper_figures.claims_brax import parity
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,29 +116,13 @@ TRAINERS = ("brax", "ours", "ours_gaussian")
 POLICY = {"ours": "tanh_normal", "ours_gaussian": "gaussian"}
 # google/brax notebooks/training.ipynb, the `train_fn` table (ppo.train keyword arguments)
 PUBLISHED = {
-    "ant": dict(
-        num_envs=4096,
-        batch_size=2048,
-        num_minibatches=32,
-        unroll_length=5,
-        num_updates_per_batch=4,
-        discounting=0.97,
-        learning_rate=3e-4,
-        entropy_cost=1e-2,
-        reward_scaling=10.0,
-    ),
-    "halfcheetah": dict(
-        num_envs=2048,
-        batch_size=512,
-        num_minibatches=32,
-        unroll_length=20,
-        num_updates_per_batch=8,
-        discounting=0.95,
-        learning_rate=3e-4,
-        entropy_cost=1e-3,
-        reward_scaling=1.0,
-    ),
-}
+    "ant": dict(num_envs=4096, batch_size=2048, num_minibatches=32, unroll_length=5,
+                num_updates_per_batch=4, discounting=0.97, learning_rate=3e-4, entropy_cost=1e-2,
+                reward_scaling=10.0),
+    "halfcheetah": dict(num_envs=2048, batch_size=512, num_minibatches=32, unroll_length=20,
+                        num_updates_per_batch=8, discounting=0.95, learning_rate=3e-4,
+                        entropy_cost=1e-3, reward_scaling=1.0),
+}  # fmt: skip
 # brax/training/agents/ppo/train.py defaults for what the table leaves out
 BRAX_DEFAULTS = dict(gae_lambda=0.95, clipping_epsilon=0.3, vf_loss_coefficient=0.5)
 POLICY_SIZES, VALUE_SIZES = (32,) * 4, (256,) * 5  # brax ppo/networks.py make_ppo_networks
@@ -230,41 +215,21 @@ def our_flags(
     """algos/ppo_brax.py flags for the same settings (the docstring's mapping)."""
     eval_every, total = schedule(s, args.total_timesteps, args.num_evals)
     return [
-        f"--env-id=brax:{env}",
-        f"--brax-pipeline={pipeline}",
-        f"--seed={seed}",
-        f"--num-envs={s['num_envs']}",
-        f"--num-steps={rollout_steps(s)}",
+        f"--env-id=brax:{env}", f"--brax-pipeline={pipeline}", f"--seed={seed}",
+        f"--num-envs={s['num_envs']}", f"--num-steps={rollout_steps(s)}",
         f"--num-minibatches={s['num_minibatches']}",
-        f"--update-epochs={s['num_updates_per_batch']}",
-        f"--gamma={s['discounting']}",
-        f"--gae-lambda={s['gae_lambda']}",
-        f"--learning-rate={s['learning_rate']}",
-        "--no-anneal-lr",
-        f"--ent-coef={s['entropy_cost']}",
-        f"--clip-coef={s['clipping_epsilon']}",
-        "--no-clip-vloss",
-        f"--vf-coef={s['vf_loss_coefficient']}",
-        "--norm-adv",
-        "--norm-obs",
-        "--no-norm-reward",
-        f"--reward-scale={s['reward_scaling']}",
-        "--hidden-sizes",
-        *map(str, POLICY_SIZES),
-        "--critic-hidden-sizes",
-        *map(str, VALUE_SIZES),
-        "--activation=swish",
-        "--no-clip-grad",
-        "--adam-eps=1e-8",
-        f"--policy={policy}",
-        f"--episode-length={EPISODE_LENGTH}",
-        f"--total-timesteps={total}",
-        f"--eval-every={eval_every}",
-        f"--eval-episodes={args.eval_episodes}",
-        "--checkpoint-every=1000000000",
-        "--no-progress",
-        "--no-tensorboard",
-    ]
+        f"--update-epochs={s['num_updates_per_batch']}", f"--gamma={s['discounting']}",
+        f"--gae-lambda={s['gae_lambda']}", f"--learning-rate={s['learning_rate']}",
+        "--no-anneal-lr", f"--ent-coef={s['entropy_cost']}",
+        f"--clip-coef={s['clipping_epsilon']}", "--no-clip-vloss",
+        f"--vf-coef={s['vf_loss_coefficient']}", "--norm-adv", "--norm-obs", "--no-norm-reward",
+        f"--reward-scale={s['reward_scaling']}", "--hidden-sizes", *map(str, POLICY_SIZES),
+        "--critic-hidden-sizes", *map(str, VALUE_SIZES), "--activation=swish", "--no-clip-grad",
+        "--adam-eps=1e-8", f"--policy={policy}", f"--episode-length={EPISODE_LENGTH}",
+        f"--total-timesteps={total}", f"--eval-every={eval_every}",
+        f"--eval-episodes={args.eval_episodes}", "--checkpoint-every=1000000000",
+        "--no-progress", "--no-tensorboard",
+    ]  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -415,47 +380,6 @@ def summarise(results: dict, targets: dict) -> list[dict]:
     return rows
 
 
-def table(rows: list[dict]) -> list[dict]:
-    """One row per (env, trainer), over seeds: return at the budget (mean, min, max), training
-    steps/s (median) and its per-seed ratio to brax's, the runs' wall clock, the seeds that
-    reached the stated return and their median time to it in both clocks."""
-    out = []
-    for env in dict.fromkeys(r["env"] for r in rows):
-        brax = [r for r in rows if r["env"] == env and r["trainer"] == "brax"]
-        brax_sps = {r["seed"]: r["train_sps"] for r in brax}
-        for trainer in TRAINERS:
-            runs = [r for r in rows if r["env"] == env and r["trainer"] == trainer]
-            if not runs:
-                continue
-            ret = [r["return_at_budget"] for r in runs]
-            hits = [r for r in runs if r["step_to_target"] != ""]
-            ratios = [r["train_sps"] / brax_sps[r["seed"]] for r in runs if r["seed"] in brax_sps]
-            med = statistics.median
-            out.append(
-                {
-                    "env": env,
-                    "trainer": trainer,
-                    "seeds": len(runs),
-                    "steps": max(r["steps"] for r in runs),
-                    "return_mean": statistics.mean(ret),
-                    "return_min": min(ret),
-                    "return_max": max(ret),
-                    "train_sps_median": med([r["train_sps"] for r in runs]),
-                    "train_sps_vs_brax": bench.median_range(ratios),
-                    "wall_s_median": med([r["wall_s"] for r in runs]),
-                    "target": runs[0]["target"],
-                    "seeds_at_target": len(hits),
-                    "train_to_target_s_median": med([r["train_to_target_s"] for r in hits])
-                    if hits
-                    else float("nan"),
-                    "wall_to_target_s_median": med([r["wall_to_target_s"] for r in hits])
-                    if hits
-                    else float("nan"),
-                }
-            )
-    return out
-
-
 def merged(path: Path, fresh: list[dict], key=("env", "trainer", "seed")) -> list[dict]:
     """The rows of the figure's committed CSV at `path` whose run this call did not make (each
     with its own command), then the call's rows: a figure grown seed by seed keeps its runs."""
@@ -593,8 +517,29 @@ def figure(args, results: dict, standing: dict[str, float] | None = None):
     return fig
 
 
-def _fmt(x) -> str:
-    return f"{x:.4g}" if isinstance(x, float) else str(x)
+def lab_table(flags, source: Path) -> list[dict]:
+    """A declaration's results rows (its analysis.py's `table`): the runs of <source>/<name>.csv,
+    <name> the one its [run] flags give, each run's arm its trainer; a run that did not finish
+    is an error (its return at the budget is not the budget's)."""
+    rows = bench.read_csv(Path(source) / f"{parse_args(list(flags)).name}.csv")
+    bad = [f"{r['env']} {r['trainer']} seed {r['seed']}: {r['status']}" for r in rows
+           if r["status"] != "ok"]  # fmt: skip
+    if bad:
+        raise ValueError(f"brax_locomotion: unfinished runs in {source}: {'; '.join(bad)}")
+    return [dict(r, arm=r["trainer"]) for r in rows]
+
+
+def lab_run(argv: list[str], fixture: Path | None = None) -> None:
+    """A declaration's run: main(argv); with a fixture folder (a toy), its toy.csv,
+    toy_curves.csv and toy_standing.csv copied into --out under the run's name and the figure
+    redrawn from them (--plot-only): no run, no compile."""
+    if fixture is not None:
+        args = parse_args(argv)
+        args.out.mkdir(parents=True, exist_ok=True)
+        for part in ("", "_curves", "_standing"):
+            shutil.copyfile(fixture / f"toy{part}.csv", args.out / f"{args.name}{part}.csv")
+        argv = [*argv, "--plot-only"]
+    main(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -633,31 +578,7 @@ def main(argv: list[str] | None = None) -> None:
     args.trainer_names = [t for t in TRAINERS if any(k[1] == t for k in results)]
     args.seed_list = sorted({k[2] for k in results})
     plot(args, results, args.out / f"{args.name}.png", standing(args, command))
-
-    cols = "env trainer seed return_at_budget train_sps train_to_target_s wall_to_target_s wall_s"
-    cols = [*cols.split(), "status"]
-    print("\n| " + " | ".join(cols) + " |\n|" + " --- |" * len(cols))
-    for r in rows:
-        print("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
-    summary = table(rows)
-    bench.write_csv(args.out / f"{args.name}_table.csv", summary, command)
-    cols = list(summary[0]) if summary else []
-    print("\n| " + " | ".join(cols) + " |\n|" + " --- |" * len(cols))
-    for r in summary:
-        print("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
-    for env in dict.fromkeys(r["env"] for r in rows):
-        for trainer in [t for t in POLICY if any(r["trainer"] == t for r in rows)]:
-            v = parity(rows, env, trainer)
-            if v["verdict"] is None:
-                print(f"{env} {trainer}: no finished runs of both trainers; no verdict")
-                continue
-            print(
-                f"{env}: {trainer} - brax, return at the budget: {v['test'].text('.1f')}; "
-                f"no worse than brax (bar {v['bar']:.1f}): {v['verdict']}"
-            )
-    print(
-        f"wrote {args.out}/{args.name}.csv, _table.csv, _curves.csv, _standing.csv, {args.name}.png"
-    )
+    print(f"wrote {args.out}/{args.name}.csv, _curves.csv, _standing.csv, {args.name}.png")
     print(f"command: {command}")
 
 

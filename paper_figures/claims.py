@@ -32,17 +32,6 @@ SPO_BUDGET = (
 )
 
 
-def dppo_budget(env: str) -> str:
-    """The reference's fine-tuning budget for a task ("Hopper-v5"); its hopper-v2 and walker2d-v2
-    configs share these settings."""
-    name = env.split("-v")[0]
-    return (
-        f"the reference's {name} fine-tuning (irom-lab/dppo cfg/gym/finetune/{name.lower()}-v2/"
-        "ft_ppo_diffusion_mlp.yaml): 1,000 iterations x 40 envs x 500 steps of 4-action chunks, "
-        "80M env steps"
-    )
-
-
 # The env layout and batch of the committed MuJoCo runs each row names: every one on Gymnasium's
 # sync vector env at the algorithm file's defaults (the Makefile's lines pass no layout flag);
 # tests/paper_figures/test_claims.py checks these settings still equal the files' defaults.
@@ -192,106 +181,12 @@ E1_METRIC = (
 )
 
 
-def _dppo_pairs(rows) -> tuple[np.ndarray, np.ndarray, list[float], list[str]]:
-    """(final-return diffs, gain diffs, clone return ratios, datasets) of a dppo_finetune CSV,
-    diffusion minus Gaussian paired by seed within each dataset: the gain is a run's final
-    evaluation minus its own clone's."""
-    final, gain, clones = [], [], []
-    datasets = sorted({r["dataset"] for r in rows})
-    for ds in datasets:
-        fa, fb, ca, cb = (
-            values(rows, col, dataset=ds, policy=p)
-            for col in ("final_return", "clone_return")
-            for p in ("diffusion", "gaussian")
-        )
-        for s in sorted(fa, key=lambda k: int(k[0])):
-            if s in fb:
-                final.append(fa[s] - fb[s])
-                gain.append(fa[s] - ca[s] - (fb[s] - cb[s]))
-                clones.append(ca[s] / cb[s])
-    return np.array(final), np.array(gain), clones, datasets
-
-
-def _dataset_names(datasets) -> str:
-    """'hopper-medium and walker2d-medium' of generated ids like hopper-medium-v5-s0."""
-    return " and ".join(ds.split("-v")[0] for ds in datasets)
-
-
-def span_text(lo: float, hi: float, spec: str = ".2f") -> str:
-    """'lo-hi', or one number where they print the same."""
-    a, b = format(lo, spec), format(hi, spec)
-    return a if a == b else f"{a}-{b}"
-
-
-def dppo_rows() -> list[Row]:
-    """Per dataset of the figure: E6 (final return, diffusion minus Gaussian, paired by seed) and
-    E6-gain (each policy's gain over its own clone, the clones' gap taken out), with the
-    60,000-step, 3-seed figure's verdicts on the same dataset as old -> new. The first dataset's
-    rows are E6 and E6-gain, another's E6-<dataset> and E6-gain-<dataset>."""
-    rows, old = read("dppo_finetune.csv"), read("dppo_finetune_60k.csv")
-    datasets = list(dict.fromkeys(r["dataset"] for r in rows))
-    cut = [ds for ds in dict.fromkeys(r["dataset"] for r in old) if ds not in datasets]
-    paper = "Diffusion Policy Policy Optimization (arXiv 2409.00588)"
-    out = []
-    for i, ds in enumerate(datasets):
-        mine = [r for r in rows if r["dataset"] == ds]
-        final, gain, clones, _ = _dppo_pairs(mine)
-        setting = (
-            f"transplant, confounded: generated {_dataset_names([ds])} dataset; the two clones'"
-            f" returns differ (diffusion/Gaussian {span_text(min(clones), max(clones))}x)"
-        )
-        if cut:
-            setting += f"; {_dataset_names(cut)} not rerun at this budget (cut to fit the compute)"
-        before = [r for r in old if r["dataset"] == ds]
-        old_final, old_gain, _, _ = _dppo_pairs(before)
-        was = (
-            f"was {{}} at {int(before[0]['steps']):,} steps x {len({r['seed'] for r in before})}"
-            f" seeds on {_dataset_names([ds])} ({old_final.size} pairs) -> {{}}"
-            if before
-            else ""
-        )
-        budget = (
-            f"ours {int(mine[0]['steps']):,} env steps of fine-tuning per run; "
-            f"{dppo_budget(mine[0]['env'])}; "
-            f"{wall_time(mine)}"
-        )
-        tag = "" if i == 0 else f"-{_dataset_names([ds])}"
-        for rid, claim, metric, d, d_old in (
-            (f"E6{tag}", "fine-tuning a diffusion policy with DPPO beats PPO fine-tuning a "
-             "Gaussian policy", "final evaluation return, diffusion minus Gaussian", final,
-             old_final),
-            (f"E6-gain{tag}", "DPPO improves on its behaviour clone more than PPO improves on a "
-             "Gaussian clone of the same data (the paper: more efficient and stable fine-tuning)",
-             "gain over the run's own clone (final evaluation minus the clone's), diffusion minus "
-             "Gaussian (one clone per policy and dataset: E6's differences shifted by the clones' "
-             "gap); a weaker clone has more room to gain", gain, old_gain),
-        ):  # fmt: skip
-            stat, verdict, det = paired_verdict(d, ".4g")
-            ours = setting
-            if was:
-                ours += f"; {was.format(paired_verdict(d_old, '.4g')[1], verdict)}"
-            out.append(
-                Row(rid, paper, claim, "robot manipulation and locomotion benchmarks", ours,
-                    budget, f"{d.size} pairs", metric, stat, verdict, det,
-                    "dppo_finetune.csv, dppo_finetune_60k.csv")
-            )  # fmt: skip
-    return out
-
-
 # ---------------------------------------------------------------- output
 
 
 def all_rows() -> list[Row]:
-    """Every ledger row not yet declared, in the order of the experiments' numbers."""
-    from paper_figures import claims_brax  # it imports this module
-
-    rows = (
-        dppo_rows()
-        + claims_brax.rows(read)
-        + claims_brax.rows(read, "brax_halfcheetah_2m", "brax_locomotion", "-2m")
-        + claims_brax.rows(read, "brax_ant_2m", "brax_locomotion", "-2m")
-    )
-    return rows
+    """Every ledger row not yet declared: none."""
+    return []
 
 
 def readme_texts(readme: Path, figures_readme: Path) -> tuple[dict[Path, str], list[str]]:

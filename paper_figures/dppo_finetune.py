@@ -6,17 +6,12 @@ from >= 5 seeds, the min-max range below (the legend says which).
     python paper_figures/dppo_finetune.py --train      # runs what is missing, then plots
     python paper_figures/dppo_finetune.py              # plots the runs under --sweep-dir
     python paper_figures/dppo_finetune.py --replot     # the PNG from <out>/<name>*.csv alone
-    # the figure it replaced (out/dppo_finetune_60k*): two datasets, 3 seeds x 60k steps
-    python paper_figures/dppo_finetune.py --train --datasets \
-        hopper-medium-v5-s0,walker2d-medium-v5-s0 --seeds 3 --steps 60000 --eval-episodes 5 \
-        --name dppo_finetune_60k
-    # a dataset added to the committed figure (its other datasets' runs kept from the CSVs)
-    python paper_figures/dppo_finetune.py --train --datasets walker2d-medium-v5-s0 --keep-committed
 
-The defaults are the committed figure's first call: hopper-medium-v5-s0 (generate it with
-`python -m envs.offline generate --env Hopper-v5 --kind medium`), 7 seeds x 100,000 fine-tuning
-steps per policy, evaluations every 10,000 steps over 10 episodes; the --keep-committed call
-above adds walker2d-medium-v5-s0 (`--env Walker2d-v5 --kind medium`) at the same settings.
+The declared experiments paper_figures/dppo-finetune-100k and dppo-finetune-60k run it (their
+[run] flags; `python -m paper_figures run dppo-finetune-100k`) and judge its <name>.csv. The
+defaults: hopper-medium-v5-s0 (generate it with `python -m envs.offline generate --env Hopper-v5
+--kind medium`), 7 seeds x 100,000 fine-tuning steps per policy, evaluations every 10,000 steps
+over 10 episodes.
 
 For each dataset (--datasets: generated ids in envs.offline's cache, or D4RL-layout HDF5 paths)
 and each policy (diffusion, gaussian) one algos/dppo.py run behaviour-clones the data
@@ -40,6 +35,8 @@ from __future__ import annotations
 import collections
 import csv
 import json
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -254,23 +251,6 @@ def read_csvs(out: Path, name: str) -> list[dict]:
     return runs
 
 
-def with_committed(args, labels: set[str], runs: list[dict]) -> list[dict]:
-    """--keep-committed: the runs of <out>/<name>.csv and _curves.csv on datasets this call does
-    not run (labels), then these runs: a figure grown a dataset at a time keeps the ones it ran
-    before. A kept run of another fine-tuning budget is an error, so one CSV never mixes budgets."""
-    if not (args.out / f"{args.name}.csv").exists():
-        return runs
-    kept = [r for r in read_csvs(args.out, args.name) if r["row"]["dataset"] not in labels]
-    for r in kept:
-        if r["row"]["steps"] != args.steps:
-            raise SystemExit(
-                f"error: --keep-committed: {args.name}.csv holds a run of {r['row']['steps']:,}"
-                f" steps ({r['row']['dataset']} {r['row']['policy']}, seed {r['row']['seed']});"
-                f" this call's --steps is {args.steps:,}"
-            )
-    return kept + runs
-
-
 def plot(args, runs: list[dict]) -> None:
     import matplotlib.pyplot as plt
 
@@ -313,23 +293,7 @@ def plot(args, runs: list[dict]) -> None:
         plt.close(fig)
 
 
-def summary(runs: list[dict]) -> list[str]:
-    """Per (dataset, policy): clone return, final return mean [min, max] over seeds."""
-    lines = []
-    keys = dict.fromkeys((r["row"]["dataset"], r["row"]["policy"]) for r in runs)
-    for label, policy in keys:
-        rows = [
-            r["row"] for r in runs if (r["row"]["dataset"], r["row"]["policy"]) == (label, policy)
-        ]
-        final = np.array([r["final_return"] for r in rows])
-        lines.append(
-            f"  {label} {policy}: clone {rows[0]['clone_return']:.1f} -> final "
-            f"{final.mean():.1f} [{final.min():.1f}, {final.max():.1f}] (n={len(rows)})"
-        )
-    return lines
-
-
-def main(argv: list[str] | None = None) -> None:
+def parser() -> ArgumentParser:
     p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument(
         "--datasets",
@@ -355,19 +319,45 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--replot", action="store_true", help="only the PNG, from <out>/<name>.csv and _curves.csv"
     )
-    p.add_argument(
-        "--keep-committed",
-        action="store_true",
-        help="keep the runs of <out>/<name>.csv on datasets this call does not run",
-    )
     p.add_argument("extra", nargs="*", help="flags passed to algos/dppo.py (after --)")
-    args = p.parse_args(argv)
+    return p
+
+
+def lab_table(flags, source: Path) -> list[dict]:
+    """A declaration's results rows (its analysis.py's `table`): the runs of <source>/<name>.csv,
+    <name> the one its [run] flags give, each run's arm its policy."""
+    with (Path(source) / f"{parser().parse_args(list(flags)).name}.csv").open() as f:
+        return [dict(r, arm=r["policy"]) for r in csv.DictReader(f)]
+
+
+def lab_run(argv: list[str], fixture: Path | None = None) -> None:
+    """A declaration's run: main(argv), the generated datasets it names made first where missing
+    (hours each the first time); with a fixture folder (a toy), its toy.csv and toy_curves.csv
+    copied into --out as <name>.csv and <name>_curves.csv and the figure redrawn from them
+    (--replot): no run."""
+    args = parser().parse_args(argv)
+    if fixture is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        for part in ("", "_curves"):
+            shutil.copyfile(fixture / f"toy{part}.csv", args.out / f"{args.name}{part}.csv")
+        return main([*argv, "--replot"])
+    from envs.offline.store import data_root, generate_hint, hdf5_path
+
+    for name in args.datasets.split(","):  # a generated id missing from the data root: made
+        hint = generate_hint(name)  # '; generate it: python -m envs.offline generate ...'
+        if hint and not hdf5_path(data_root(), name).exists():
+            cmd = [sys.executable, *hint.split(": ", 1)[1].split()[1:], "--no-progress"]
+            subprocess.run(cmd, cwd=ROOT, check=True)
+    main(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
     # the runs start in the repository root: a relative --sweep-dir is taken from where we are
     args.sweep_dir = (args.sweep_dir or ROOT / "runs" / "sweeps" / args.name).resolve()
     if args.replot:  # the committed CSVs alone: no dataset, run or sweep is read
         runs = read_csvs(args.out, args.name)
         plot(args, runs)
-        print("\n".join(summary(runs)))
         print(f"wrote {args.out / args.name}.png from its CSVs")
         return
     if args.toy:
@@ -381,14 +371,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.train:
         train(args, jobs)
     runs = collect(args, jobs)
-    if args.keep_committed:
-        runs = with_committed(args, {label for _, label, _ in jobs}, runs)
     if not runs:
         raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
     write_csvs(args.out, args.name, runs)
     plot(args, runs)
-    print("evaluation return: the clone's, then the final one, mean [min, max] over seeds")
-    print("\n".join(summary(runs)))
     print(
         f"wrote {args.out / args.name}.png, {args.name}.csv and {args.name}_curves.csv; command: "
         "python paper_figures/dppo_finetune.py "

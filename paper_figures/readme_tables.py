@@ -26,7 +26,6 @@ from collections.abc import Callable
 import numpy as np
 
 from controlrl import stats
-from paper_figures import claims_brax
 
 Read = Callable[[str], list[dict[str, str]]]
 TABLES: dict[str, Callable[[Read], str]] = {}
@@ -283,63 +282,17 @@ def brax(read: Read) -> str:
     ratios = col(adapter, "ratio_to_raw")
     configs = {(r["env"], r["pipeline"]) for r in adapter}
     envs = sorted(int(r["num_envs"]) for r in adapter)
-    parity = read("brax_parity.csv")
-    per_seed = parity_per_seed(parity)
-    loco = read("brax_locomotion_table.csv")
-    ant = rows_where(loco, env="ant")
-    cheetah = rows_where(loco, env="halfcheetah")
-    ant_reached = sum(int(r["seeds_at_target"]) for r in ant)
-    steps = {r["steps"] for r in loco}
+    per_seed = parity_per_seed(read("brax_parity.csv"))
     return para(
-        "**Brax** (`bench_brax.csv`, `brax_parity.csv`, `brax_locomotion_table.csv`): the adapter"
+        "**Brax** (`bench_brax.csv`, `brax_parity.csv`): the adapter"
         f" runs at {span(min(ratios), max(ratios), '.2f')} of the raw jitted Brax step"
         f" ({len(configs)} env x pipeline configurations, {envs[0]} to {envs[-1]} envs);"
         " `ppo_brax.py` over Brax's own PPO trainer, training time per env step in one process"
         f" pinned to one CPU: {f(np.median(per_seed), '.3f')} (median of {len(per_seed)} seeds'"
-        f" medians). Locomotion with Brax's published settings at {f(int(steps.pop()))} steps:"
-        f" {ant_reached} of {sum(int(r['seeds']) for r in ant)} ant runs reach a return of"
-        f" {f(float(ant[0]['target']))} (none walks); on halfcheetah"
-        f" {sum(int(r['seeds_at_target']) for r in cheetah)} of"
-        f" {sum(int(r['seeds']) for r in cheetah)} runs pass {f(float(cheetah[0]['target']))}."
-        f" ppo_brax.py no worse than Brax's PPO (within {claims_brax.MARGIN:.0%} of its mean"
-        f" return): {parity_text(read('brax_locomotion.csv'))}; "
-        + "; ".join(long_budget_text(read, stem) for stem in BRAX_LONG)
-        + " (ledger rows Brax-*, `paper_figures/CLAIMS.md`)."
+        " medians). Locomotion against Brax's trainer with its published settings: the declared"
+        " experiments [`brax-locomotion-410k`](paper_figures/brax-locomotion-410k/README.md) and"
+        " [`brax-locomotion-2m`](paper_figures/brax-locomotion-2m/README.md)."
     )
-
-
-BRAX_LONG = ("brax_halfcheetah_2m", "brax_ant_2m")
-"""The locomotion runs at a longer budget, one env each."""
-
-
-def long_budget_text(read: Read, stem: str) -> str:
-    """'<env> at <steps> steps (`<stem>.csv`, mean final evaluation <b> for Brax's PPO, <o> for
-    ppo_brax.py): <verdict> (...)' for ppo_brax.py's tanh-normal policy."""
-    runs = read(f"{stem}.csv")
-    (env,) = {r["env"] for r in runs}
-    mean = {
-        t: f(float(np.mean([float(r["return_at_budget"]) for r in rows_where(runs, trainer=t)])))
-        for t in ("brax", "ours")
-    }
-    return (
-        f"{env} at {f(int(max(float(r['steps']) for r in runs)))} steps (`{stem}.csv`, mean"
-        f" final evaluation {mean['brax']} for Brax's PPO, {mean['ours']} for ppo_brax.py):"
-        f" {parity_text(runs)}"
-    )
-
-
-def parity_text(runs) -> str:
-    """'halfcheetah <verdict> (diff d, kind lo to hi, n vs m); ant ...' for ppo_brax.py's
-    tanh-normal policy against Brax's PPO (claims_brax.parity)."""
-    parts = []
-    for env in sorted({r["env"] for r in runs}, reverse=True):
-        p = claims_brax.parity(runs, env)
-        t = p["test"]
-        parts.append(
-            f"{env} {p['verdict']} (diff {f(t.diff)}, {t.kind} {span(t.lo, t.hi, ',.0f')},"
-            f" {t.a.n} vs {t.b.n} seeds{'' if p['learned'] else ', no run learns'})"
-        )
-    return "; ".join(parts)
 
 
 def parity_per_seed(rows) -> list[float]:
@@ -536,37 +489,6 @@ def brax_pipeline(read: Read) -> str:
     return (
         f"`out/brax_pipeline_check.csv`, episode length min-max over {n} episodes (1000 ="
         " balanced to the end):\n\n" + md(["pipeline", "PD controller", "zero action"], body)
-    )
-
-
-@table("dppo")
-def dppo(read: Read) -> str:
-    rows = read("dppo_finetune.csv")
-    body, groups, above = [], [], []
-    for ds in dict.fromkeys(r["dataset"] for r in rows):
-        cells = [ds]
-        for pol in ("diffusion", "gaussian"):
-            g = rows_where(rows, dataset=ds, policy=pol)
-            groups.append(g)
-            clone = {r["clone_return"] for r in g}
-            if len(clone) != 1:
-                raise ValueError(f"dppo_finetune.csv: several clones for {ds} {pol}")
-            clone = float(clone.pop())
-            cells.append(f"{f(clone)} -> {spread(col(g, 'final_return'))}")
-            ups = sum(float(r["final_return"]) > clone for r in g)
-            who = "DPPO" if pol == "diffusion" else "the Gaussian"
-            above.append(f"{who} {ups} of {len(g)}")
-        body.append(cells)
-    if len(body) > 1:  # several datasets: say which each count is of
-        names = [ds for ds in dict.fromkeys(r["dataset"] for r in rows) for _ in (0, 1)]
-        above = [f"{a} ({ds})" for a, ds in zip(above, names)]
-    n = uniform_n(groups)
-    return (
-        f"`out/dppo_finetune.csv`, final evaluation, {kind(n)} over {n} seeds, from the clone's:"
-        "\n\n"
-        + md(["dataset", "DPPO: clone -> final", "Gaussian PPO: clone -> final"], body)
-        + "\n\n"
-        + para(f"Seeds that end above their clone: {', '.join(above)}.")
     )
 
 
@@ -997,59 +919,3 @@ def brax_threads(read: Read) -> str:
                      mr(unpin, "cpu_ms"), med_range(ratio, ".2f")])  # fmt: skip
     return md(["CSV", "pinned, wall = CPU", "unpinned, wall", "unpinned, CPU",
                "unpinned / pinned, wall"], body)  # fmt: skip
-
-
-LOCO = {"brax": "Brax's PPO", "ours": "ppo_brax.py tanh_normal",
-        "ours_gaussian": "ppo_brax.py gaussian"}  # fmt: skip
-
-
-@table("brax-locomotion")
-def brax_locomotion(read: Read) -> str:
-    return locomotion_table(read, "brax_locomotion")
-
-
-@table("brax-halfcheetah-2m")
-def brax_halfcheetah_2m(read: Read) -> str:
-    return locomotion_table(read, "brax_halfcheetah_2m")
-
-
-@table("brax-ant-2m")
-def brax_ant_2m(read: Read) -> str:
-    return locomotion_table(read, "brax_ant_2m")
-
-
-def locomotion_table(read: Read, stem: str) -> str:
-    """Per env and trainer of <stem>.csv: final evaluation (mean, range, per seed) and the
-    seeds reaching the env's target, with the step each reached it."""
-    table_rows = read(f"{stem}_table.csv")
-    runs = read(f"{stem}.csv")
-    steps = {r["steps"] for r in table_rows}.pop()
-    body = []
-    for r in table_rows:
-        g = sorted(
-            rows_where(runs, env=r["env"], trainer=r["trainer"]), key=lambda q: int(q["seed"])
-        )
-        at = [q["step_to_target"] for q in g]
-        body.append([
-            r["env"], LOCO[r["trainer"]],
-            f"{f(float(r['return_mean']))}"
-            f" ({span(float(r['return_min']), float(r['return_max']), ',.0f')})",
-            " / ".join(f(float(q["return_at_budget"])) for q in g),
-            f"{r['seeds_at_target']} of {r['seeds']} (>= {f(float(r['target']))})",
-            "-" if all(isnan(x) for x in at)
-            else " / ".join("-" if isnan(x) else f"{float(x) / 1e3:.0f}k" for x in at),
-        ])  # fmt: skip
-    return (
-        f"`out/{stem}.csv` (per run), `out/{stem}_table.csv`:\n\n"
-        + md(
-            [
-                "env",
-                "trainer",
-                f"final evaluation at {f(int(steps))} steps, mean (range)",
-                "per seed",
-                "seeds reaching",
-                "step reaching it, per seed",
-            ],
-            body,
-        )  # fmt: skip
-    )

@@ -52,7 +52,8 @@ def compare(exp: Experiment, claim: Claim, rows: list[dict], envs: list[str]):
     if claim.kind == "unpaired":
         a = results.sample(rows, claim.a, claim.metric, envs)
         b = results.sample(rows, claim.b, claim.metric, envs)
-        return protocol.unpaired(a, b)
+        j = protocol.unpaired(a, b, claim.margin, claim.difference == "ratio")
+        return guarded(claim, rows, envs, j)
     if claim.kind == "contrast":
         return contrast(exp, claim, rows, envs)
     d = results.differences(rows, claim, envs)

@@ -97,7 +97,7 @@ def line_cells(ln: Line) -> list[str]:
     """id, claim, kind, verdict, effect [CI], n, q, experiment (a link to its page)."""
     c = ln.claim
     kind = c.kind
-    if c.margin is not None and kind in ("non-inferior", "equivalent") or c.shift:
+    if c.margin is not None and kind in ("non-inferior", "equivalent", "unpaired") or c.shift:
         kind += f" ({'+' if c.shift else ''}{c.margin:g})"
     if c.bar is not None:
         kind += f" {c.bar:g}"

@@ -20,7 +20,7 @@ INDEX_BEGIN, INDEX_END = "<!-- lab:index:begin -->", "<!-- lab:index:end -->"
 def command(exp: Experiment, arm: str, env_id: str) -> str:
     """The exact command of the arm's runs on one env (every seed: a population run covers them
     in one process; separate runs take --seed k for each)."""
-    if exp.script:  # one command runs every arm, env and seed of the script (no arm needed)
+    if exp.script:  # one command runs every arm, env and seed of the script
         return shlex.join(["python", "-m", f"paper_figures.{exp.script}", *exp.flags])
     a = exp.arms[arm]
     argv = ["python", f"algos/{a.algo}.py", "--env-id", env_id, "--total-timesteps"]
@@ -130,7 +130,7 @@ def _claim_block(ln: Line, history: dict[str, str]) -> list[str]:
     if c.kind not in ("exact", "all-of"):
         side = f"{c.a} minus {c.b}" if c.b else c.a
         if c.difference == "ratio":
-            side = f"{c.a} / {c.b} - 1 per pair"
+            side = f"{c.a} / {c.b} - 1 (of {'the means' if c.kind == 'unpaired' else 'each pair'})"
         norm = ", min-max normalised per env over both arms" if c.normalise != "none" else ""
         if c.kind == "contrast":
             side = f"({c.a} minus {c.b}) minus ({c.c} minus {c.d})"

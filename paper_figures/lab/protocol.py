@@ -55,6 +55,11 @@ RULES.append(
     "ratio difference (where a claim declares it): the paired kinds on a / b - 1 per pair, a "
     "relative gain, in place of a - b."
 )
+RULES.append(
+    "unpaired with a margin m (non-inferiority of runs that do not pair): the same permutation "
+    "test of a against b moved onto the null, b - m (with a ratio difference, mean(a) / mean(b) "
+    "- 1 against -m: (1 - m) b); holds when it rejects with the effect above -m."
+)
 INCONCLUSIVE_RULES = [
     f"{UNDERPOWERED}: the test did not reject; 'detectable' is the smallest true difference the "
     "test used detects with power 0.8 at these pairs and this spread (normal differences)",
@@ -177,17 +182,45 @@ def bar(x: np.ndarray, kind: str, level: float) -> Judgement:
     return j
 
 
-def unpaired(a: np.ndarray, b: np.ndarray) -> Judgement:
-    """Kind unpaired: a two-sample permutation test, declared so before running."""
+def unpaired(a: np.ndarray, b: np.ndarray, margin: float | None = None, ratio: bool = False,
+             ) -> Judgement:  # fmt: skip
+    """Kind unpaired: a two-sample permutation test, declared so before running. With a margin m
+    it is a non-inferiority test: the null mean(a) - mean(b) = -m (ratio: mean(a) / mean(b) - 1 =
+    -m), a tested against b moved onto the null (b - m, or (1 - m) b)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    m = margin or 0.0
     t = stats.two_sample(a, b)
-    result = stats.permutation_test(a, b)
-    j = Judgement("unpaired", t.diff, t.lo, t.hi, t.kind, f"{t.a.n} vs {t.b.n} runs", result.p)
+    result = stats.permutation_test(a, (1 - m) * b if ratio else b - m)
+    effect, lo, hi, interval, detectable = t.diff, t.lo, t.hi, t.kind, t.detectable
+    if ratio:
+        effect, lo, hi, interval = _ratio_interval(a, b)
+        detectable = t.detectable / abs(b.mean())
+    j = Judgement("unpaired", effect, lo, hi, interval, f"{t.a.n} vs {t.b.n} runs", result.p)
     j.method = f"{result.method} ({result.draws:,} splits)"
-    j.direction = 1 if t.diff > 0 else -1
-    j.detectable = t.detectable
+    j.direction = 1 if effect > -m else -1
+    j.detectable = detectable
     j.cause = UNDERPOWERED
     j.text = t.text().replace("permutation p", f"permutation ({j.method}) p")
+    if ratio or margin is not None:
+        null = f"(1 - {m:g}) x b" if ratio else f"b - {m:g}"
+        j.text = (f"{'ratio - 1' if ratio else 'diff'} {_fmt(effect)} ({interval} {_fmt(lo)} to "
+                  f"{_fmt(hi)}; n={t.a.n} vs {t.b.n}); permutation ({j.method}) of a against "
+                  f"{null}: p={j.p:.3g}; detectable {_fmt(detectable)}")  # fmt: skip
     return j
+
+
+def _ratio_interval(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, str]:
+    """mean(a) / mean(b) - 1 and its 95% interval, each side resampled on its own (the range of
+    the ratio below 5 runs a side)."""
+    effect = float(a.mean() / b.mean() - 1)
+    if min(a.size, b.size) < stats.MIN_SEEDS:
+        corners = [x / y - 1 for x in (a.min(), a.max()) for y in (b.min(), b.max())]
+        return effect, float(min(corners)), float(max(corners)), "range"
+    rng = np.random.default_rng(0)
+    ra = a[rng.integers(0, a.size, (10_000, a.size))].mean(1)
+    rb = b[rng.integers(0, b.size, (10_000, b.size))].mean(1)
+    lo, hi = np.percentile(ra / rb - 1, [2.5, 97.5])
+    return effect, float(lo), float(hi), "95% CI"
 
 
 def all_of(parts: list[str]) -> Judgement:

@@ -427,8 +427,8 @@ def _guard(c: dict, where: str) -> dict:
         return {}
     if not c.get("guard_why"):
         raise SpecError(f"{where}: a guard needs guard_why (what it stands for)")
-    if c["kind"] not in ("superior", "inferior", "non-inferior", "equivalent"):
-        raise SpecError(f"{where}: a guard applies to paired kinds, not {c['kind']}")
+    if c["kind"] not in ("superior", "inferior", "non-inferior", "equivalent", "unpaired"):
+        raise SpecError(f"{where}: a guard applies to paired and unpaired kinds, not {c['kind']}")
     return {"guard": float(c["guard"]), "guard_why": c["guard_why"]}
 
 

@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import gymnasium as gym
 import numpy as np
@@ -91,44 +90,3 @@ def test_a_bad_dataset_is_refused_before_any_run(tmp_path, capsys):
         fig.main(["--datasets", str(tmp_path / "none.hdf5"), "--sweep-dir", str(tmp_path)])
     assert "--datasets" in str(exc.value) and "none.hdf5" in str(exc.value)
     assert not any(tmp_path.iterdir())  # nothing ran
-
-
-def _run(dataset: str, policy: str, seed: int, steps: int, final: float) -> dict:
-    row = dict(dataset=dataset, env="Hopper-v5", policy=policy, seed=seed, steps=steps)
-    row.update(final_return=final, clone_return=100.0, train_s=1.5)
-    curve = (np.array([0, steps]), np.array([100.0, final]))
-    return {"row": row, "curve": curve, "train": (np.array([steps]), np.array([50.0]))}
-
-
-def test_keep_committed_keeps_the_other_datasets_runs_and_refuses_another_budget(tmp_path):
-    fig = _fig()
-    committed = [_run("hop", "diffusion", 1, 64, 200.0), _run("walk", "gaussian", 1, 64, 300.0)]
-    fig.write_csvs(tmp_path, "fig", committed)
-    args = SimpleNamespace(out=tmp_path, name="fig", steps=64)
-    fresh = [_run("walk", "diffusion", 2, 64, 400.0)]
-    merged = fig.with_committed(args, {"walk"}, fresh)
-    # the committed walk run goes (this call runs walk); hop's run is kept, curves and all
-    assert [(r["row"]["dataset"], r["row"]["seed"]) for r in merged] == [("hop", 1), ("walk", 2)]
-    assert merged[0]["row"]["final_return"] == 200.0
-    assert merged[0]["curve"][1].tolist() == [100.0, 200.0]
-    assert merged[0]["train"][1].tolist() == [50.0]
-    fig.write_csvs(tmp_path, "again", merged)  # a rewrite keeps the kept run's text as it was
-    assert (tmp_path / "again.csv").read_text().splitlines()[1] == (
-        (tmp_path / "fig.csv").read_text().splitlines()[1]
-    )
-    with pytest.raises(SystemExit, match="--keep-committed: fig.csv holds a run of 64 steps"):
-        fig.with_committed(SimpleNamespace(out=tmp_path, name="fig", steps=128), {"walk"}, fresh)
-    none = SimpleNamespace(out=tmp_path, name="none", steps=64)  # no committed CSV: these runs
-    assert fig.with_committed(none, set(), fresh) == fresh
-
-
-def test_a_call_without_runs_of_its_own_redraws_the_kept_datasets(tmp_path):
-    fig = _fig()
-    out = tmp_path / "out"
-    fig.write_csvs(out, "fig", [_run("hop", "diffusion", 1, 64, 200.0)])
-    data = write_hdf5(random_hopper_dataset(20), tmp_path / "walk.hdf5")
-    argv = ["--datasets", str(data), "--sweep-dir", str(tmp_path / "sweep"), "--out", str(out)]
-    fig.main([*argv, "--name", "fig", "--steps", "64", "--keep-committed"])
-    rows = list(csv.DictReader((out / "fig.csv").open()))
-    assert [(r["dataset"], r["final_return"]) for r in rows] == [("hop", "200.0")]
-    assert (out / "fig.png").exists()

@@ -13,11 +13,6 @@ OUT = ROOT / "paper_figures" / "out"
 
 CASES = {
     "mujoco_results": (["trpo_mujoco.csv"], ["--algo", "trpo", "--from-csv"], "trpo_mujoco.png"),
-    "dppo_finetune": (
-        ["dppo_finetune.csv", "dppo_finetune_curves.csv"], ["--replot"], "dppo_finetune.png"
-    ),
-    "dppo_finetune:60k": (["dppo_finetune_60k.csv", "dppo_finetune_60k_curves.csv"],
-                          ["--replot", "--name", "dppo_finetune_60k"], "dppo_finetune_60k.png"),
     "iql_tau": (["iql_vs_bc.csv", "iql_vs_bc_curves.csv"], ["--replot", "--name", "iql_vs_bc"],
                 "iql_vs_bc.png"),
     "fpo_multimodal": (
