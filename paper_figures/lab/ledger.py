@@ -110,12 +110,11 @@ def line_cells(ln: Line) -> list[str]:
             q_text(ln), link]  # fmt: skip
 
 
-def header(lines: list[Line], legacy: list) -> list[str]:
+def header(lines: list[Line]) -> list[str]:
     counted = headline(lines)
     tally = Counter(ln.verdict for ln in counted)
     causes = Counter(ln.cause for ln in counted if ln.verdict == protocol.INCONCLUSIVE)
     family = sum(not math.isnan(ln.judgement.p) for ln in lines)
-    old = Counter(r.verdict.replace(" at this power", "") for r in legacy)
     out = [
         "# Claims ledger",
         "",
@@ -146,18 +145,18 @@ def header(lines: list[Line], legacy: list) -> list[str]:
         "- Each line: id, the claim, its kind (margin or bar in brackets), verdict, effect "
         "[95% CI] (a - b, or the runs' mean for a bar), n, adjusted q, the experiment's page.",
         "",
-        "| verdict | declared claims | rows not yet declared |",
-        "|---|---|---|",
+        "| verdict | claims |",
+        "|---|---|",
     ]
     for v in VERDICTS:
-        out.append(f"| {v} | {tally.get(v, 0)} | {old.get(v, 0)} |")
+        out.append(f"| {v} | {tally.get(v, 0)} |")
     for cause, k in sorted(causes.items()):
-        out.append(f"| inconclusive: {cause or 'undecided by its exact rule'} | {k} | |")
+        out.append(f"| inconclusive: {cause or 'undecided by its exact rule'} | {k} |")
     return out
 
 
-def markdown(lines: list[Line], legacy: list) -> str:
-    out = header(lines, legacy)
+def markdown(lines: list[Line]) -> str:
+    out = header(lines)
     by_paper: dict[str, list[Line]] = {}  # one paper, however each declaration titles it
     for ln in headline(lines):
         by_paper.setdefault(ln.paper.arxiv or ln.paper.name, []).append(ln)
@@ -167,14 +166,4 @@ def markdown(lines: list[Line], legacy: list) -> str:
         out += ["", f"## {paper}", "", "| id | claim | kind | verdict | effect [95% CI] | n | q "
                 "| experiment |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
         out += ["| " + " | ".join(cell(c) for c in line_cells(ln)) + " |" for ln in by_paper[key]]
-    if legacy:
-        out += ["", "## Rows not yet declared", "",
-                "Written before the declarations, by the rules of the scripts that made them "
-                "(each rejects at an unadjusted 0.05; not in the multiplicity family above); "
-                "they move into declarations experiment by experiment.", "",
-                "| id | paper | claim | verdict | statistic | evidence |",
-                "|---|---|---|---|---|---|"]  # fmt: skip
-        for r in legacy:
-            cells = [r.id, r.paper, r.claim, r.verdict, r.statistic, r.evidence]
-            out.append("| " + " | ".join(cell(c) for c in cells) + " |")
     return "\n".join(out) + "\n"

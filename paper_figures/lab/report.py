@@ -1,6 +1,7 @@
 """Everything generated from the declarations and their committed results: CLAIMS.md, each
-experiment's page, the README blocks (and, until every experiment is declared, the old scripts'
-README tables through paper_figures/claims.py). `check` compares instead of writing."""
+experiment's page, the README blocks (the claims' counts, the index of experiments, and the
+figures' and benchmarks' tables of paper_figures/readme_tables.py). `check` compares instead of
+writing."""
 
 from __future__ import annotations
 
@@ -22,40 +23,23 @@ def replace_block(text: str, begin: str, end: str, block: str, name: str) -> str
     return text[:start] + block + text[stop + len(end) :]
 
 
-def counts_block(lines, legacy) -> str:
+def counts_block(lines) -> str:
     counted = ledger.headline(lines)
-    tally = Counter(ln.verdict for ln in counted)
-    old = Counter(r.verdict.replace(" at this power", "") for r in legacy)
-    every = tally + old
+    every = Counter(ln.verdict for ln in counted)
     parts = [f"{every.get(v, 0)} {v}" for v in ledger.VERDICTS if every.get(v, 0)]
     return (
         f"{COUNTS_BEGIN}\nVerdicts on the papers' claims, one line each, in the claims ledger "
-        f"[`paper_figures/CLAIMS.md`](paper_figures/CLAIMS.md): {len(counted) + len(legacy)} "
-        f"claims ({', '.join(parts)}); {len(counted)} of them declared as experiments and "
-        f"judged by one protocol with the multiplicity adjusted over the ledger.\n{COUNTS_END}"
+        f"[`paper_figures/CLAIMS.md`](paper_figures/CLAIMS.md): {len(counted)} claims "
+        f"({', '.join(parts)}), each declared as an experiment and judged by one protocol, the "
+        f"multiplicity adjusted over the ledger.\n{COUNTS_END}"
     )
-
-
-_LEGACY: dict[tuple, list] = {}
-
-
-def _legacy_rows(claims) -> list:
-    """claims.all_rows(), computed once per state of the CSVs it reads (their names, sizes and
-    modification times), as the check, the report and the tests ask for it many times."""
-    key = tuple(sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns)
-                       for p in Path(claims.OUT).glob("*.csv")))  # fmt: skip
-    key = (str(claims.OUT),) + key
-    if key not in _LEGACY:
-        _LEGACY.clear()
-        _LEGACY[key] = claims.all_rows()
-    return _LEGACY[key]
 
 
 def outputs(
     root: Path = spec.FIGURES, readme: Path = README, figures_readme: Path = FIGURES_README
 ) -> tuple[dict[Path, str], list[str]]:
-    """{path: text} of everything generated, and the old tables' blocks whose text differs."""
-    from paper_figures import claims  # the rows not yet declared, and their README tables
+    """{path: text} of everything generated, and the table blocks whose text differs."""
+    from paper_figures import readme_tables  # the README blocks of the figures and benches
 
     experiments = spec.load_all(root)
     problems = []
@@ -66,15 +50,14 @@ def outputs(
         raise ValueError("results that the declarations no longer give (rerun them):\n  "
                          + "\n  ".join(problems[:20]))  # fmt: skip
     lines = ledger.judged(experiments)
-    legacy = _legacy_rows(claims)
-    texts = {root / "CLAIMS.md": ledger.markdown(lines, legacy)}
+    texts = {root / "CLAIMS.md": ledger.markdown(lines)}
     history = pages.history_of(lines)
     for exp in experiments:
         rows = results.rows_of(exp)
         texts[exp.folder / "README.md"] = pages.page(exp, lines, rows, history)
-    old, changed = claims.readme_texts(readme, figures_readme)
+    old, changed = readme_tables.readme_texts(readme, figures_readme)
     texts[readme] = replace_block(old[readme], COUNTS_BEGIN, COUNTS_END,
-                                  counts_block(lines, legacy), readme.name)  # fmt: skip
+                                  counts_block(lines), readme.name)  # fmt: skip
     texts[figures_readme] = replace_block(
         old[figures_readme], pages.INDEX_BEGIN, pages.INDEX_END,
         pages.index_block(experiments, lines), figures_readme.name,

@@ -14,7 +14,7 @@ def result_rows(iql, steps):
 
 
 def test_the_bench_ours_must_equal_the_iql_runs_at_the_same_seed_and_budget():
-    from paper_figures.readme_tables import same_iql
+    from paper_figures.figures_tables import same_iql
 
     runs = result_rows([27.5, 31.5], 20_000)
     bench = [
@@ -36,8 +36,8 @@ def test_the_bench_ours_must_equal_the_iql_runs_at_the_same_seed_and_budget():
 
 
 def test_the_larger_budget_reads_the_declared_iql_runs_of_that_dataset_and_budget():
+    from paper_figures.figures_tables import IQL_100K, iql_100k_scores
     from paper_figures.lab import results, spec
-    from paper_figures.readme_tables import IQL_100K, iql_100k_scores
 
     exp = spec.load(spec.FIGURES / IQL_100K)
     rows = results.rows_of(exp)
