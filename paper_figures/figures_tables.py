@@ -98,8 +98,8 @@ def seeds_above(read: Read, name: str, column: str) -> str:
     return ", ".join(parts)
 
 
-@table("mujoco-verdict")
-def mujoco_verdict(read: Read) -> str:
+@table("mujoco-above")
+def mujoco_above(read: Read) -> str:
     return para(
         "Seeds above the published number: PPO's train return (CleanRL's is a train return)"
         f" {seeds_above(read, 'ppo_mujoco.csv', 'final_train_return')}; TRPO's final evaluation"
@@ -107,8 +107,8 @@ def mujoco_verdict(read: Read) -> str:
     )
 
 
-@table("dmc-verdict")
-def dmc_verdict(read: Read) -> str:
+@table("dmc-above")
+def dmc_above(read: Read) -> str:
     return para(
         "Seeds above CleanRL's published return at 8x our budget: train"
         f" {seeds_above(read, 'ppo_dmc.csv', 'final_train_return')}; final evaluation"
