@@ -126,4 +126,6 @@ def test_a_mismatch_on_a_continuous_policy_exits_2(tmp_path, capsys):
         grpo.main(parse(grpo.Args, argv))
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == "error: --rollout-mismatch perturbs logits: it needs a discrete action space"
+    assert err[-1].startswith(
+        "error: --rollout-mismatch perturbs logits: it needs a discrete action space"
+    )
