@@ -1,6 +1,5 @@
 """The claims ledger (paper_figures/CLAIMS.md): every declared experiment's lines, adjusted for
-multiplicity over the whole ledger, one line per claim grouped by paper; the rows of the
-experiments not yet declared follow, judged by the rules they were written with."""
+multiplicity over the whole ledger, one line per claim grouped by paper."""
 
 from __future__ import annotations
 
@@ -19,13 +18,16 @@ VERDICTS = (protocol.HOLDS, protocol.FAILS, protocol.INCONCLUSIVE, protocol.NOT_
 VERDICTS += (protocol.CANNOT,)
 
 
-_JUDGED: dict[tuple, list[Line]] = {}  # (folder, declaration digest, results bytes) -> lines
+_JUDGED: dict[tuple, list[Line]] = {}  # (id, declaration, analysis, results bytes) -> lines
 
 
 def _lines(exp: spec.Experiment) -> list[Line]:
-    """judge.lines of the experiment, computed once per declaration and results table."""
+    """judge.lines of the experiment, computed once per content of its declaration, analysis.py
+    and results table (a copy of the folder elsewhere is the same experiment)."""
     path = results.path(exp)
-    key = (str(exp.folder), exp.digest, hashlib.sha256(path.read_bytes()).hexdigest())
+    code = exp.folder / "analysis.py"
+    key = (exp.id, exp.digest, code.read_bytes() if code.exists() else b"",
+           hashlib.sha256(path.read_bytes()).hexdigest())  # fmt: skip
     if key not in _JUDGED:
         _JUDGED[key] = judge.lines(exp, results.rows_of(exp, path))
     return _JUDGED[key]
