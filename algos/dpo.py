@@ -89,19 +89,9 @@ def update(
 
 def main(args: Args) -> None:
     if args.num_seeds is not None:  # every seed at once (ppo.py's population path)
-        from controlrl.population_actor_critic import PopulationActorCriticRun
+        from controlrl.population_actor_critic import train_population
 
-        run = PopulationActorCriticRun(args)
-        critic_sizes = args.critic_hidden_sizes or args.hidden_sizes
-        policy, value_net = run.make_actor_critic(args.hidden_sizes, critic_sizes)
-        optimizer = adam(policy, lr=args.learning_rate)
-        run.train(
-            lambda batch: update(policy, value_net, optimizer, batch, args),
-            policy,
-            value_net,
-            ratio_eps=args.clip_coef,
-            optimizer=optimizer,
-        )
+        train_population(args, update)
         return
     run = Run(args)
     policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)

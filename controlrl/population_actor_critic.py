@@ -41,7 +41,7 @@ from controlrl.returns import gae
 from controlrl.rollout import Collector, Episode
 from controlrl.seeding import reset_seed
 from controlrl.session import Timer
-from controlrl.update import linear_lr
+from controlrl.update import adam, linear_lr
 
 
 class PopulationRewardScaler(RewardScaler):
@@ -273,3 +273,20 @@ class PopulationActorCriticRun(PopulationSession):
         return np.array(
             [explained_variance(values[:, c].ravel(), returns[:, c].ravel()) for c in cols]
         )
+
+
+def train_population(args, update) -> None:
+    """--num-seeds of an on-policy actor-critic file (ppo.py, dpo.py): its MLP actor-critic, one
+    Adam over every seed's parameters, and `update(policy, value_net, optimizer, batch, args)`,
+    the file's own update, on each population batch."""
+    run = PopulationActorCriticRun(args)
+    critic_sizes = args.critic_hidden_sizes or args.hidden_sizes
+    policy, value_net = run.make_actor_critic(args.hidden_sizes, critic_sizes)
+    optimizer = adam(policy, lr=args.learning_rate)
+    run.train(
+        lambda batch: update(policy, value_net, optimizer, batch, args),
+        policy,
+        value_net,
+        ratio_eps=args.clip_coef,
+        optimizer=optimizer,
+    )

@@ -127,14 +127,16 @@ def test_a_seed_does_not_depend_on_the_other_seeds(tmp_path, monkeypatch):
     argv = [*CASES["sequence"], "--seed", "0", "--num-seeds", "3", "--max-grad-norm", "0.05"]
     argv += ["--no-anneal-lr"]  # the perturbed learning rate stays
     train(tmp_path / "a", *argv)
-    adam = ppo.adam
+    from controlrl import population_actor_critic as population
+
+    adam = population.adam
 
     def perturbed(policy, lr):
         optimizer = adam(policy, lr=lr)
         optimizer.lrs[0] = 10 * lr  # seed 0 alone learns faster
         return optimizer
 
-    monkeypatch.setattr(ppo, "adam", perturbed)
+    monkeypatch.setattr(population, "adam", perturbed)
     train(tmp_path / "b", *argv)
     assert_only_seed_zero_moved(tmp_path / "a", tmp_path / "b")
 
