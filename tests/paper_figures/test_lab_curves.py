@@ -26,6 +26,16 @@ def _run_dir(path, returns, seeds=(1,)):
     return path
 
 
+def _experiment(tmp_path) -> spec.Experiment:
+    """The figure tests' declaration (three arms, two bandits) with one superior claim."""
+    folder = tmp_path / "exp"
+    folder.mkdir()
+    claim = 'id = "X"\npaper = "p"\nclaim = "x"\nkind = "superior"\na = "grpo"\nb = "rgra"\n'
+    (folder / "experiment.toml").write_text(DECLARATION + f"\n[[claim]]\n{claim}"
+                                            'metric = "final_success"\n')  # fmt: skip
+    return spec.load(folder)
+
+
 def test_a_curve_keeps_at_most_points_chunks_of_the_logged_returns(tmp_path):
     run = _run_dir(tmp_path / "run", list(range(10)), seeds=(3, 4))
     short = metrics.curves(run, points=4)
@@ -36,12 +46,7 @@ def test_a_curve_keeps_at_most_points_chunks_of_the_logged_returns(tmp_path):
 
 
 def test_the_figure_draws_a_curve_axis_per_env_below_the_panels(tmp_path):
-    folder = tmp_path / "exp"
-    folder.mkdir()
-    (folder / "experiment.toml").write_text(DECLARATION + '\n[[claim]]\nid = "X"\npaper = "p"\n'
-                                            'claim = "x"\nkind = "superior"\na = "grpo"\nb = '
-                                            '"rgra"\nmetric = "final_success"\n')  # fmt: skip
-    exp = spec.load(folder)
+    exp = _experiment(tmp_path)
     rows, points = [], []
     rng = np.random.default_rng(0)
     for arm, env, seed, steps, flags in exp.runs():
@@ -63,12 +68,7 @@ def test_the_figure_draws_a_curve_axis_per_env_below_the_panels(tmp_path):
 
 
 def test_check_refuses_curves_of_a_run_the_table_does_not_hold(tmp_path):
-    folder = tmp_path / "exp"
-    folder.mkdir()
-    (folder / "experiment.toml").write_text(DECLARATION + '\n[[claim]]\nid = "X"\npaper = "p"\n'
-                                            'claim = "x"\nkind = "superior"\na = "grpo"\nb = '
-                                            '"rgra"\nmetric = "final_success"\n')  # fmt: skip
-    exp = spec.load(folder)
+    exp = _experiment(tmp_path)
     rows = [results.row(exp, a, e, s, n, f, {"final_success": 0.5}) for a, e, s, n, f in exp.runs()]
     table = results.path(exp)
     results.write(table, exp, rows)
