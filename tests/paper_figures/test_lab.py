@@ -53,8 +53,11 @@ def test_every_declaration_runs_at_toy_size_end_to_end(folder, tmp_path):
         }
     ran = {r["env"] for r in rows}  # a claim on an env the toy does not run is not judged
     arms = set(exp.toy.arms)  # a claim is judged at toy size where all its arms ran
-    toy = [c for c in exp.claims
-           if {c.a, c.b, c.c, c.d} - {""} <= arms and set(c.envs or ran) & ran]  # fmt: skip
+    toy = [
+        c
+        for c in exp.claims  # paired claims: a and b (a contrast's c and d too) ran
+        if {c.a, c.b} <= arms and {c.c, c.d} - {""} <= arms and set(c.envs or ran) & ran
+    ]
     for claim in toy:
         envs = [e for e in results.claim_envs(exp, claim, rows) if e in ran]
         k = len(exp.toy.seeds)
