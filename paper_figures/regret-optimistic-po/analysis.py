@@ -6,7 +6,7 @@ declared bar, does not hold when it lies above.
 
 `python -m paper_figures run regret-optimistic-po` computes every setting of the figure at
 K = 2^16 x 5 seeds (about an hour on one core); the toy computes the two claimed settings alone
-at K = 2^14 x 5 seeds (about a minute and a half).
+at the toy's K (toy_log2_k) x its seeds.
 """
 
 from __future__ import annotations
