@@ -48,6 +48,7 @@ import math
 import os
 import warnings
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import ClassVar
 
 import numpy as np
@@ -205,8 +206,8 @@ class _Method(nn.Module):
 
     def forward(self, name: str, one_row: bool, *args):
         policy = self.policy
-        if not one_row:
-            return getattr(policy, name)(*args)
+        if not one_row:  # a dotted name: a submodule's method (critic.value_and_median)
+            return attrgetter(name)(policy)(*args)
         cls, obs = type(policy), args[0]
 
         def broadcast(out):
@@ -327,11 +328,11 @@ class PopulationPolicy(nn.Module):
         """template.<name>(*args, **constants) of every seed: args [S, ...] -> outputs [S, ...];
         bound to one seed (in a vmapped loss), that seed's call."""
         if self._plain:
-            return getattr(self.template, name)(*args, *constants.values())
+            return attrgetter(name)(self.template)(*args, *constants.values())
         if self._bound is not None:
             return self._seed_call(self._bound, name, *args, *constants.values())
         if self.num_seeds == 1:  # the plain call: the single run's ops
-            out = getattr(self.template, name)(*(a[0] for a in args), *constants.values())
+            out = attrgetter(name)(self.template)(*(a[0] for a in args), *constants.values())
             return _tree(out, lambda t: t.unsqueeze(0))
         if self.constant_obs:
             _check_constant(args[0])

@@ -98,6 +98,10 @@ class PopulationCritic:
     def __call__(self, obs: torch.Tensor) -> torch.Tensor:
         return self.policy.per_seed("critic", obs)
 
+    def __getattr__(self, method: str):
+        """Another method of the critic (bpo.py's value_and_median), of every seed."""
+        return lambda *args: self.policy.per_seed(f"critic.{method}", *args)
+
 
 class PopulationActorCriticRun(PopulationSession):
     """training.Run's loop for S seeds at once (see the module docstring)."""
@@ -130,15 +134,23 @@ class PopulationActorCriticRun(PopulationSession):
         )
 
     def make_actor_critic(
-        self, hidden_sizes: tuple[int, ...], critic_hidden_sizes: tuple[int, ...]
+        self,
+        hidden_sizes: tuple[int, ...],
+        critic_hidden_sizes: tuple[int, ...],
+        build_actor_critic=None,
     ) -> tuple[PopulationPolicy, PopulationCritic]:
         """Every seed's actor and critic, initialised as its single run's (ppo.py: make_policy,
-        then ValueNet), as one PopulationPolicy whose template holds the critic."""
+        then ValueNet; or build_actor_critic(obs_space, act_space) -> (actor, critic), the
+        file's own order), as one PopulationPolicy whose template holds the critic."""
         obs_dim = int(np.prod(self.obs_space.shape))
 
         def build():
-            policy = make_policy(self.obs_space, self.act_space, hidden_sizes)
-            policy.critic = ValueNet(obs_dim, critic_hidden_sizes)
+            if build_actor_critic is not None:
+                policy, critic = build_actor_critic(self.obs_space, self.act_space)
+            else:
+                policy = make_policy(self.obs_space, self.act_space, hidden_sizes)
+                critic = ValueNet(obs_dim, critic_hidden_sizes)
+            policy.critic = critic
             return policy
 
         # a constant observation stays constant over a batch only if it is one step's: the
@@ -302,11 +314,13 @@ class PopulationActorCriticRun(PopulationSession):
         )
 
 
-def train_population(args, update) -> None:
-    """--num-seeds of an on-policy actor-critic file (ppo.py, dpo.py, spo.py, bpo.py): its MLP
-    actor-critic, one Adam over every seed's parameters, and `update(policy, value_net,
-    optimizer, batch, args)`, the file's own update, on each population batch. A bandit: id runs
-    here; a Gymnasium or envpool: id in controlrl/population_control.py."""
+def train_population(args, update, build_actor_critic=None, ratio_eps=None) -> None:
+    """--num-seeds of an on-policy actor-critic file (ppo.py, dpo.py, spo.py, bpo.py): its
+    actor-critic (build_actor_critic(obs_space, act_space) -> (actor, critic) as its single run
+    builds them; default: ppo.py's MLP actor and ValueNet), one Adam over every seed's
+    parameters, and `update(policy, value_net, optimizer, batch, args)`, the file's own update,
+    on each population batch; ratio_eps (default args.clip_coef) counts the ratio deviation. A
+    bandit: id runs here; a Gymnasium or envpool: id in controlrl/population_control.py."""
     from envs import split_id
 
     if split_id(args.env_id)[0] == "bandit":
@@ -315,13 +329,13 @@ def train_population(args, update) -> None:
         from controlrl.population_control import ControlPopulationRun
 
         run = ControlPopulationRun(args)
-    critic_sizes = args.critic_hidden_sizes or args.hidden_sizes
-    policy, value_net = run.make_actor_critic(args.hidden_sizes, critic_sizes)
+    critic_sizes = getattr(args, "critic_hidden_sizes", None) or args.hidden_sizes
+    policy, value_net = run.make_actor_critic(args.hidden_sizes, critic_sizes, build_actor_critic)
     optimizer = adam(policy, lr=args.learning_rate)
     run.train(
         lambda batch: update(policy, value_net, optimizer, batch, args),
         policy,
         value_net,
-        ratio_eps=args.clip_coef,
+        ratio_eps=args.clip_coef if ratio_eps is None else ratio_eps,
         optimizer=optimizer,
     )

@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 import envs
-from controlrl.nets import CategoricalPolicy
+from controlrl.nets import CategoricalPolicy, ValueNet
 from controlrl.population import PopulationObsNormalizer, PopulationPolicy
 from controlrl.population_actor_critic import PopulationActorCriticRun
 from controlrl.rollout import Collector, Episode
@@ -149,6 +149,8 @@ class ControlPopulationPolicy(PopulationPolicy):
             and not torch.is_grad_enabled()
             and name in ("sample_inputs", "mode", "dist_params", "critic")
         )
+        if name == "critic" and not isinstance(self.template.critic, ValueNet):
+            batched = False  # another critic (bpo.py's MedianCritic): vmap's path
         if not batched:
             return super().per_seed(name, *args, **constants)
         obs = args[0]
