@@ -108,6 +108,7 @@ class ControlPopulationPolicy(PopulationPolicy):
         super().__init__(template, flat, constant_obs)
         self._stacked = dict(zip(self.names, self._leaves))  # name -> [S, *shape] view
         self._batched_exact: dict[tuple[int, int, int], bool] = {}
+        self._plans: dict[str, list[tuple]] = {}
 
     def _batches_exactly(self, rows: int, n_in: int, n_out: int) -> bool:
         """Whether baddbmm gives every seed's F.linear bits at this shape (probed once, on
@@ -123,22 +124,37 @@ class ControlPopulationPolicy(PopulationPolicy):
             self._batched_exact[key] = torch.equal(batched, alone)
         return self._batched_exact[key]
 
+    def _layers(self, head: str) -> list[tuple]:
+        """The Sequential at `head` as (kind, weights [S, out, in], biases [S, out], each seed's
+        weights, each seed's biases): detached views of the parameters, built once (the
+        parameters are only ever written in place)."""
+        if head not in self._plans:
+            plan = []
+            for name, layer in self.template.get_submodule(head)._modules.items():
+                if isinstance(layer, torch.nn.Linear):
+                    w = self._stacked[f"{head}.{name}.weight"].detach()
+                    b = self._stacked[f"{head}.{name}.bias"].detach()
+                    plan.append(("linear", w, b, w.unbind(0), b.unbind(0)))
+                elif isinstance(layer, torch.nn.Tanh | torch.nn.ReLU):
+                    plan.append((type(layer).__name__.lower(),))
+                else:
+                    raise TypeError(f"no batched forward for {type(layer).__name__}")
+            self._plans[head] = plan
+        return self._plans[head]
+
     def _mlp(self, head: str, x: torch.Tensor) -> torch.Tensor:
         """The Sequential at `head` of every seed on x [S, B, d] -> [S, B, out]."""
-        for name, layer in self.template.get_submodule(head)._modules.items():
-            if isinstance(layer, torch.nn.Linear):
-                w = self._stacked[f"{head}.{name}.weight"]  # [S, out, in]
-                b = self._stacked[f"{head}.{name}.bias"]  # [S, out]
-                if self._batches_exactly(x.shape[1], *reversed(w.shape[1:])):
-                    x = torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
-                else:
-                    x = torch.stack([F.linear(x[k], w[k], b[k]) for k in range(len(w))])
-            elif isinstance(layer, torch.nn.Tanh):
+        for kind, *params in self._layers(head):
+            if kind == "tanh":
                 x = x.tanh_()
-            elif isinstance(layer, torch.nn.ReLU):
+            elif kind == "relu":
                 x = x.relu_()
             else:
-                raise TypeError(f"no batched forward for {type(layer).__name__}")
+                w, b, ws, bs = params
+                if self._batches_exactly(x.shape[1], w.shape[2], w.shape[1]):
+                    x = torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
+                else:
+                    x = torch.stack([F.linear(*t) for t in zip(x.unbind(0), ws, bs)])
         return x
 
     def per_seed(self, name: str, *args, **constants):
