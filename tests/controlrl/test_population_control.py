@@ -38,7 +38,13 @@ def flat_params(state: dict, k: int | None) -> torch.Tensor:
 
 @pytest.mark.parametrize(
     "env_id, num_envs",
-    [("Hopper-v5", 1), ("Pendulum-v1", 2), ("envpool:Hopper-v5", 1), ("envpool:Hopper-v5", 2)],
+    [
+        ("Hopper-v5", 1),
+        ("Pendulum-v1", 2),
+        ("CartPole-v1", 1),
+        ("envpool:Hopper-v5", 1),
+        ("envpool:Hopper-v5", 2),
+    ],
 )
 def test_seed_k_of_a_population_is_seed_k_alone(env_id, num_envs, tmp_path, recorded_actions):
     if env_id.startswith("envpool:"):
