@@ -5,7 +5,8 @@ environments and the rollouts (PureJaxRL's `vmap(train)(keys)`, on CPU with torc
     python algos/grpo.py --env-id bandit:bernoulli-10 --num-seeds 1000 --seed 0
 
 (ppo.py's actor-critic path, with its critic, GAE and reward scaler, is
-controlrl/population_actor_critic.py, on the PopulationSession and PopulationPolicy below.)
+controlrl/population_actor_critic.py, on the PopulationSession and PopulationPolicy below; on
+Gymnasium and envpool: ids, controlrl/population_control.py.)
 
 Seed k of a population (--seed s --num-seeds S: seeds s, ..., s + S - 1) is the run `--seed
 s + k` alone: its policy is initialised after torch.manual_seed(s + k) as that run's is, its

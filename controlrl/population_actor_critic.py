@@ -20,9 +20,10 @@ seed-batched [S, T * N] rows in the single run's (t, n) order. S = 1 is the sing
 metrics.csv to the byte (once the seed column is dropped); for S > 1 vmap's batched matmuls
 replace the plain ones, so seed k agrees with its run alone up to float rounding.
 
-Bandits only, with their episodes in lockstep (every env of a rollout ends at the same steps;
+Here bandits, with their episodes in lockstep (every env of a rollout ends at the same steps;
 a truncated episode is refused); resume follows the single run (fresh episodes at the resumed
-iteration, every seed reset with its own reset seed).
+iteration, every seed reset with its own reset seed). Gymnasium and envpool: ids, whose
+episodes end at any step: controlrl/population_control.py, on the same run.
 """
 
 from __future__ import annotations
