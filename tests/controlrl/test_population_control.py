@@ -149,3 +149,32 @@ def test_bad_population_flags_exit_2_before_the_run_directory(argv, fragment, ca
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and fragment in err[0], err
     assert not run_dir.exists()
+
+
+def test_a_population_killed_mid_run_resumes_to_the_uninterrupted_one(tmp_path):
+    """SIGKILL after its second checkpoint, then --resume: the same rows, bit for bit."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    argv = [*TINY, *QUIET, "--env-id", "Hopper-v5", "--seed", "1", "--num-seeds", "2"]
+    argv += ["--num-steps", "256", "--total-timesteps", "2560", "--checkpoint-every", "2"]
+    argv += ["--keep-checkpoints"]
+    script = [sys.executable, str(root / "algos" / "ppo.py")]
+    a, b = tmp_path / "a", tmp_path / "b"
+    subprocess.run([*script, *argv, "--run-dir", str(a)], cwd=root, check=True, timeout=600)
+    proc = subprocess.Popen([*script, *argv, "--run-dir", str(b)], cwd=root)
+    deadline = time.monotonic() + 600
+    while len(list((b / "checkpoints").glob("step_*.pt"))) < 2 and proc.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (b / "final_eval.json").exists()  # killed mid-run
+    resumed = subprocess.run([*script, "--resume", str(b)], cwd=root, timeout=600)
+    assert resumed.returncode == 0
+    for part in ("metrics.csv", "aggregate.csv", "final_eval.json"):
+        assert (a / part).read_text() == (b / part).read_text(), part
