@@ -12,14 +12,15 @@ loss, u_coef 0.5, max_grad_norm 1.0. The median head U(s) is, as the reference's
 (V(s) is one linear layer on the same features), every layer orthogonal with gain 1.
 Adam runs fused on one flat parameter vector (the reference: per-tensor Adam; same update up to
 rounding). Logs what ppo.py logs (the README lists the metrics), the median head's loss and
-target_up_frac, with ratio deviation counted beyond eps.
+target_up_frac, with ratio deviation counted beyond eps. --num-seeds S trains S seeds in one
+process as ppo.py's does (controlrl/population_control.py).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
@@ -35,12 +36,15 @@ from controlrl.cli import (
 )
 from controlrl.losses import approx_kl
 from controlrl.nets import ACTIVATIONS, layer_init, make_policy, mlp
+from controlrl.population import PopulationArgs, require_population_flags
 from controlrl.training import Run
 from controlrl.update import adam, detached, minibatch_update
 
 
 @dataclass
-class Args(CommonArgs):
+class Args(PopulationArgs, CommonArgs):
+    population_backends: ClassVar[tuple[str, ...]] = ("bandit", "gym", "envpool")
+
     learning_rate: float = 3e-4
     """Adam learning rate (BPO mujoco.yaml 3e-4)"""
     anneal_lr: bool = False
@@ -87,6 +91,7 @@ class Args(CommonArgs):
         require_positive(self, "temperature")
         require(0 < self.eps < 1, "eps", f"must be in (0, 1), got {self.eps}")
         require_nonnegative(self, "u_coef")
+        require_population_flags(self)
 
 
 def target_ratio(q: torch.Tensor, threshold: torch.Tensor, eps: float, temperature: float):
@@ -183,13 +188,26 @@ def update(policy, critic, optimizer, batch: dict[str, torch.Tensor], args: Args
     return minibatch_update(optimizer, batch, loss_fn, args)
 
 
-def main(args: Args) -> None:
-    run = Run(args)
-    policy = make_policy(
-        run.obs_space, run.act_space, args.hidden_sizes, args.activation, args.log_std_init
-    )
+def build_actor_critic(obs_space, act_space, args: Args) -> tuple[nn.Module, MedianCritic]:
+    """The policy, then the critic with its median head (in this order: the seed's stream)."""
+    sizes = args.hidden_sizes
+    policy = make_policy(obs_space, act_space, sizes, args.activation, args.log_std_init)
+    obs_dim = math.prod(obs_space.shape)
     activation = ACTIVATIONS[args.activation]
-    critic = MedianCritic(run.obs_dim, args.hidden_sizes, activation, args.hidden_sizes)
+    return policy, MedianCritic(obs_dim, sizes, activation, sizes)
+
+
+def main(args: Args) -> None:
+    if args.num_seeds is not None:  # every seed at once, the seed a batch dimension
+        from controlrl.population_actor_critic import train_population
+
+        def build(obs_space, act_space):
+            return build_actor_critic(obs_space, act_space, args)
+
+        train_population(args, update, build, ratio_eps=args.eps)
+        return
+    run = Run(args)
+    policy, critic = build_actor_critic(run.obs_space, run.act_space, args)
     optimizer = adam(policy, critic, lr=args.learning_rate)  # flat and fused (BPO: plain Adam)
     run.train(
         lambda batch: update(policy, critic, optimizer, batch, args),

@@ -12,12 +12,14 @@ treats them as terminal: --truncation-as-terminal reproduces it). Adam runs fuse
 parameter vector (the reference: per-tensor Adam; same update up to rounding). --ratio
 (controlrl/ratios.py): the sequence (GSPO) or KPO's Kalman-filtered ratio along each episode
 replaces the per-step one in both the surrogate and the penalty (see spo_loss). Logs what ppo.py
-logs (the README lists the metrics), with ratio deviation counted beyond eps.
+logs (the README lists the metrics), with ratio deviation counted beyond eps. --num-seeds S
+trains S seeds in one process as ppo.py's does (controlrl/population_control.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -25,6 +27,7 @@ from controlrl.cli import (
     CommonArgs,
     RatioArgs,
     parse,
+    require,
     require_minibatch_flags,
     require_positive,
     require_ratio_flags,
@@ -32,12 +35,15 @@ from controlrl.cli import (
 )
 from controlrl.losses import surrogate_stats
 from controlrl.nets import ValueNet, make_policy
+from controlrl.population import PopulationArgs, require_population_flags
 from controlrl.training import Run
 from controlrl.update import actor_critic_loss, adam, minibatch_update, rollout_ratios
 
 
 @dataclass
-class Args(RatioArgs, CommonArgs):
+class Args(PopulationArgs, RatioArgs, CommonArgs):
+    population_backends: ClassVar[tuple[str, ...]] = ("bandit", "gym", "envpool")
+
     num_envs: int = 8
     """parallel environments in the vector env (SPO mujoco/main.py 8)"""
     learning_rate: float = 3e-4
@@ -81,6 +87,13 @@ class Args(RatioArgs, CommonArgs):
         require_ratio_flags(self)
         require_positive(self, "eps")
         require_sizes(self, "critic_hidden_sizes")
+        if self.num_seeds is not None:  # the population path: the per-step ratio
+            require(
+                self.ratio == "step",
+                "num_seeds",
+                f"needs --ratio step (the population path), got {self.ratio}",
+            )
+            require_population_flags(self)
 
 
 def spo_loss(
@@ -124,6 +137,11 @@ def update(
 
 
 def main(args: Args) -> None:
+    if args.num_seeds is not None:  # every seed at once, the seed a batch dimension
+        from controlrl.population_actor_critic import train_population
+
+        train_population(args, update, ratio_eps=args.eps)
+        return
     run = Run(args)
     policy = make_policy(run.obs_space, run.act_space, args.hidden_sizes)
     value_net = ValueNet(run.obs_dim, args.critic_hidden_sizes)

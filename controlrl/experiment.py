@@ -357,24 +357,51 @@ def _check_steps_per_env(config: SweepConfig) -> None:
 
 
 def _check_population(config: SweepConfig, algos_dir: Path) -> None:
-    """Every column's algorithm takes --num-seeds; every env is a bandit whose envs end their
-    episodes together (what controlrl/population.py batches over seeds)."""
+    """Every column's algorithm takes --num-seeds on every env's backend (its Args'
+    population_backends: bandits for every such file, Gymnasium and envpool: ids for ppo.py,
+    spo.py and bpo.py; controlrl/population_control.py), and a bandit's envs end their episodes
+    together (what controlrl/population.py batches over seeds)."""
+    from controlrl.population import BACKEND_NAMES
     from envs import bandits, split_id
 
     for env_id in config.envs:
         backend, name = split_id(env_id)
-        if backend != "bandit" or not bandits.lockstep(name):
+        if backend == "bandit" and not bandits.lockstep(name):
             raise SweepError(
                 f"population needs bandit: envs whose episodes end together, got {env_id} "
                 "(run its seeds as separate runs)"
             )
     for algo in dict.fromkeys(arm.algo for arm in config.columns()):
+        users = ", ".join(arm.name for arm in config.columns() if arm.algo == algo)
         if not takes_num_seeds(algo, algos_dir):
-            users = [arm.name for arm in config.columns() if arm.algo == algo]
             raise SweepError(
-                f"population: algos/{algo}.py has no --num-seeds (arms {', '.join(users)}); "
+                f"population: algos/{algo}.py has no --num-seeds (arms {users}); "
                 "run its seeds as separate runs"
             )
+        backends = population_backends(algo, algos_dir)
+        for env_id in config.envs:
+            if split_id(env_id)[0] not in backends:
+                names = " or ".join(BACKEND_NAMES[b] for b in backends)
+                raise SweepError(
+                    f"population needs {names} envs for algos/{algo}.py (arms {users}), got "
+                    f"{env_id} (run its seeds as separate runs)"
+                )
+
+
+def population_backends(algo: str, algos_dir: Path = ALGOS_DIR) -> tuple[str, ...]:
+    """The env backends whose seeds algos_dir/<algo>.py batches with --num-seeds: this
+    checkout's algorithms by their Args (population_backends), bandits for any other script."""
+    import importlib
+
+    script = (Path(algos_dir) / f"{algo}.py").resolve()
+    if script.parent == ALGOS_DIR.resolve():
+        try:
+            module = importlib.import_module(f"algos.{algo}")
+        except Exception:  # an optional dependency missing: bandits, as any script
+            module = None
+        if module is not None and Path(module.__file__ or "").resolve() == script:
+            return tuple(getattr(getattr(module, "Args", None), "population_backends", ("bandit",)))
+    return ("bandit",)
 
 
 def takes_num_seeds(algo: str, algos_dir: Path = ALGOS_DIR) -> bool:

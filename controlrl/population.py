@@ -5,7 +5,8 @@ environments and the rollouts (PureJaxRL's `vmap(train)(keys)`, on CPU with torc
     python algos/grpo.py --env-id bandit:bernoulli-10 --num-seeds 1000 --seed 0
 
 (ppo.py's actor-critic path, with its critic, GAE and reward scaler, is
-controlrl/population_actor_critic.py, on the PopulationSession and PopulationPolicy below.)
+controlrl/population_actor_critic.py, on the PopulationSession and PopulationPolicy below; on
+Gymnasium and envpool: ids, controlrl/population_control.py.)
 
 Seed k of a population (--seed s --num-seeds S: seeds s, ..., s + S - 1) is the run `--seed
 s + k` alone: its policy is initialised after torch.manual_seed(s + k) as that run's is, its
@@ -48,6 +49,8 @@ import math
 import os
 import warnings
 from dataclasses import dataclass
+from operator import attrgetter
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -72,19 +75,29 @@ CI_MIN_SEEDS = 5  # intervals from at least this many seeds (fewer: the columns 
 BASE_BYTES = 1 << 29  # the process itself: torch, numpy, the interpreter
 
 
+# the backends whose envs a population batches: bandits (every --num-seeds file), and
+# Gymnasium and EnvPool for the actor-critic files (controlrl/population_control.py)
+BACKEND_NAMES = {"bandit": "bandit:", "gym": "Gymnasium", "envpool": "envpool:"}
+ENV_BYTES = 1 << 22  # a simulator env (a MuJoCo env measures ~1.1-1.5 MB), with margin
+
+
 @dataclass
 class PopulationArgs:
-    """The --num-seeds option of the group methods: a mixin listed before CommonArgs; validate
-    with require_population_flags."""
+    """The --num-seeds option: a mixin listed before CommonArgs; validate with
+    require_population_flags. An Args whose file batches more backends than bandits lists them
+    in population_backends (a class attribute, not a flag)."""
+
+    population_backends: ClassVar[tuple[str, ...]] = ("bandit",)
 
     num_seeds: int | None = None
     """train seeds --seed, ..., --seed + S - 1 at once in one process, the seed a batch dimension
-    (bandit: ids only; controlrl/population.py): one run directory, metrics.csv with a seed
-    column, aggregate.csv with the mean and 95% t-interval over seeds"""
+    (controlrl/population.py): one run directory, metrics.csv with a seed column, aggregate.csv
+    with the mean and 95% t-interval over seeds, final_eval.json per seed"""
 
 
 def require_population_flags(args) -> None:
-    """--num-seeds >= 1, a bandit: id, ratios that a population filters, and memory enough."""
+    """--num-seeds >= 1, an env id of a backend the file batches, ratios that a population
+    filters, and memory enough."""
     S = args.num_seeds
     if S is None:
         return
@@ -92,18 +105,22 @@ def require_population_flags(args) -> None:
 
     require(S >= 1, "num_seeds", f"must be >= 1, got {S}")
     backend = split_id(args.env_id)[0]
+    allowed = type(args).population_backends
+    names = [BACKEND_NAMES[b] for b in allowed]
+    names = ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
     require(
-        backend == "bandit",
+        backend in allowed,
         "num_seeds",
-        f"needs a bandit: env id (its envs batch over seeds), got {args.env_id}",
+        f"needs a {names} env id (its envs batch over seeds), got {args.env_id}",
     )
-    from envs.bandits import lockstep
+    if backend == "bandit":
+        from envs.bandits import lockstep
 
-    require(
-        lockstep(split_id(args.env_id)[1]),
-        "num_seeds",
-        f"needs envs that end their episodes together; {args.env_id}'s do not (separate runs)",
-    )
+        require(
+            lockstep(split_id(args.env_id)[1]),
+            "num_seeds",
+            f"needs envs that end their episodes together; {args.env_id}'s do not (separate runs)",
+        )
     ratio = getattr(args, "ratio", "step")
     require(
         ratio == "step" or args.num_minibatches == 1,
@@ -123,23 +140,30 @@ def require_population_flags(args) -> None:
 def memory_estimate(args) -> int:
     """Bytes a population of args.num_seeds needs at most, estimated before anything is
     allocated: per seed the parameters (policy and critic, reference, gradient, Adam's two
-    moments, checkpoint copies), the rollout and the activations of one forward and backward
-    pass."""
+    moments, checkpoint copies), the rollout, the activations of one forward and backward
+    pass, and its simulator envs (ENV_BYTES each)."""
+    import envs
     from envs import bandits, split_id
 
-    env = bandits.make(split_id(args.env_id)[1], 1)
-    obs_dim = int(math.prod(env.single_observation_space.shape))
-    space = env.single_action_space
+    backend, name = split_id(args.env_id)
+    if backend == "bandit":
+        env = bandits.make(name, 1)
+        obs_space, space = env.single_observation_space, env.single_action_space
+        length, env_bytes = getattr(env, "length", 1), 0
+        env.close()
+    else:
+        (obs_space, space), length, env_bytes = envs.spaces(args.env_id), 1, ENV_BYTES
+    obs_dim = int(math.prod(obs_space.shape))
     out = int(space.n) if hasattr(space, "n") else 2 * int(math.prod(space.shape))
     # a rollout: an episode per env (group methods), or --num-steps steps (actor-critic)
-    rows = int(getattr(args, "num_steps", getattr(env, "length", 1))) * args.num_envs
-    env.close()
+    rows = int(getattr(args, "num_steps", length)) * args.num_envs
     nets = [[obs_dim, *args.hidden_sizes, out]]
     if hasattr(args, "critic_hidden_sizes"):  # an actor-critic: the critic in the same row
         nets.append([obs_dim, *(args.critic_hidden_sizes or args.hidden_sizes), 1])
     params = sum((a + 1) * b for sizes in nets for a, b in zip(sizes[:-1], sizes[1:]))
     per_row = 4 * (6 * obs_dim + 8 * sum(args.hidden_sizes) + 10 * out + 32)
     per_seed = 4 * 12 * params + rows * per_row + 8192  # + a generator's state
+    per_seed += args.num_envs * env_bytes
     return BASE_BYTES + args.num_seeds * per_seed
 
 
@@ -183,8 +207,8 @@ class _Method(nn.Module):
 
     def forward(self, name: str, one_row: bool, *args):
         policy = self.policy
-        if not one_row:
-            return getattr(policy, name)(*args)
+        if not one_row:  # a dotted name: a submodule's method (critic.value_and_median)
+            return attrgetter(name)(policy)(*args)
         cls, obs = type(policy), args[0]
 
         def broadcast(out):
@@ -305,11 +329,11 @@ class PopulationPolicy(nn.Module):
         """template.<name>(*args, **constants) of every seed: args [S, ...] -> outputs [S, ...];
         bound to one seed (in a vmapped loss), that seed's call."""
         if self._plain:
-            return getattr(self.template, name)(*args, *constants.values())
+            return attrgetter(name)(self.template)(*args, *constants.values())
         if self._bound is not None:
             return self._seed_call(self._bound, name, *args, *constants.values())
         if self.num_seeds == 1:  # the plain call: the single run's ops
-            out = getattr(self.template, name)(*(a[0] for a in args), *constants.values())
+            out = attrgetter(name)(self.template)(*(a[0] for a in args), *constants.values())
             return _tree(out, lambda t: t.unsqueeze(0))
         if self.constant_obs:
             _check_constant(args[0])

@@ -20,9 +20,10 @@ seed-batched [S, T * N] rows in the single run's (t, n) order. S = 1 is the sing
 metrics.csv to the byte (once the seed column is dropped); for S > 1 vmap's batched matmuls
 replace the plain ones, so seed k agrees with its run alone up to float rounding.
 
-Bandits only, with their episodes in lockstep (every env of a rollout ends at the same steps;
+Here bandits, with their episodes in lockstep (every env of a rollout ends at the same steps;
 a truncated episode is refused); resume follows the single run (fresh episodes at the resumed
-iteration, every seed reset with its own reset seed).
+iteration, every seed reset with its own reset seed). Gymnasium and envpool: ids, whose
+episodes end at any step: controlrl/population_control.py, on the same run.
 """
 
 from __future__ import annotations
@@ -98,17 +99,19 @@ class PopulationCritic:
     def __call__(self, obs: torch.Tensor) -> torch.Tensor:
         return self.policy.per_seed("critic", obs)
 
+    def __getattr__(self, method: str):
+        """Another method of the critic (bpo.py's value_and_median), of every seed."""
+        return lambda *args: self.policy.per_seed(f"critic.{method}", *args)
+
 
 class PopulationActorCriticRun(PopulationSession):
     """training.Run's loop for S seeds at once (see the module docstring)."""
 
     def __init__(self, args) -> None:
-        from envs import bandits
-
         T, N, S = args.num_steps, args.num_envs, args.num_seeds
         super().__init__(args, steps_per_iteration=T * N)
         self.gamma, self.gae_lambda = args.gamma, args.gae_lambda
-        self.envs = bandits.make_population(self.bandit, S, N)
+        self.envs = self.make_envs()
         self.obs_space = self.envs.single_observation_space
         self.act_space = self.envs.single_action_space
         shape = self.obs_space.shape
@@ -116,21 +119,39 @@ class PopulationActorCriticRun(PopulationSession):
         # one seed: the single run's scaler itself (its one-env path is scalar arithmetic)
         scaler = PopulationRewardScaler(S, N, args.gamma) if S > 1 else RewardScaler(N, args.gamma)
         self.reward_scaler = scaler if args.norm_reward else None
-        self.collector = LockstepCollector(
-            self.envs, self.obs_normalizer, self.reward_scaler, args.truncation_as_terminal
-        )
+        self.collector = self.make_collector()
         self.buffer = RolloutBuffer(T, S * N, shape, self.act_space.shape, self.collector.discrete)
 
+    def make_envs(self):
+        """The S * N envs, seed-major (a bandit population's)."""
+        from envs import bandits
+
+        return bandits.make_population(self.bandit, self.args.num_seeds, self.args.num_envs)
+
+    def make_collector(self) -> Collector:
+        """The collector over self.envs (episodes in lockstep: a bandit population's)."""
+        return LockstepCollector(
+            self.envs, self.obs_normalizer, self.reward_scaler, self.args.truncation_as_terminal
+        )
+
     def make_actor_critic(
-        self, hidden_sizes: tuple[int, ...], critic_hidden_sizes: tuple[int, ...]
+        self,
+        hidden_sizes: tuple[int, ...],
+        critic_hidden_sizes: tuple[int, ...],
+        build_actor_critic=None,
     ) -> tuple[PopulationPolicy, PopulationCritic]:
         """Every seed's actor and critic, initialised as its single run's (ppo.py: make_policy,
-        then ValueNet), as one PopulationPolicy whose template holds the critic."""
+        then ValueNet; or build_actor_critic(obs_space, act_space) -> (actor, critic), the
+        file's own order), as one PopulationPolicy whose template holds the critic."""
         obs_dim = int(np.prod(self.obs_space.shape))
 
         def build():
-            policy = make_policy(self.obs_space, self.act_space, hidden_sizes)
-            policy.critic = ValueNet(obs_dim, critic_hidden_sizes)
+            if build_actor_critic is not None:
+                policy, critic = build_actor_critic(self.obs_space, self.act_space)
+            else:
+                policy = make_policy(self.obs_space, self.act_space, hidden_sizes)
+                critic = ValueNet(obs_dim, critic_hidden_sizes)
+            policy.critic = critic
             return policy
 
         # a constant observation stays constant over a batch only if it is one step's: the
@@ -166,6 +187,8 @@ class PopulationActorCriticRun(PopulationSession):
             buffer.next_values[:-1] = buffer.values[1:]
             last = self._seeds_first(buffer.last_obs[None])
             buffer.next_values[-1] = critic(last).reshape(-1).numpy()
+            if buffer.trunc_obs:  # a truncated episode bootstraps from V(its final obs)
+                self._bootstrap_truncated(critic)
         old_params = diagnostics.dist_params(policy, obs)
         with torch.no_grad():
             logp = policy.log_prob_at(old_params, actions)
@@ -189,6 +212,23 @@ class PopulationActorCriticRun(PopulationSession):
             "returns": self._seeds_first(returns.astype(np.float32)),
         }
         return batch, old_params, returns, self._episode_stats(episodes)
+
+    def _bootstrap_truncated(self, critic: PopulationCritic) -> None:
+        """next_values at the truncated steps: V(final obs) of each seed's critic, as
+        RolloutBuffer.fill_values computes them (each seed's final observations in one batch,
+        in the order they ended; a seed with fewer is padded)."""
+        buffer, S = self.buffer, len(self.seeds)
+        N = buffer.num_envs // S
+        owner = [n // N for _, n in buffer.trunc_index]
+        counts, rows = [0] * S, []  # each final observation's row in its seed's batch
+        for k in owner:
+            rows.append(counts[k])
+            counts[k] += 1
+        x = np.zeros((S, max(rows) + 1, *buffer.obs.shape[2:]), np.float32)
+        x[owner, rows] = np.stack(buffer.trunc_obs)
+        values = critic(torch.from_numpy(x)).numpy()  # [S, M]
+        for (t, n), k, i in zip(buffer.trunc_index, owner, rows):
+            buffer.next_values[t, n] = values[k, i]
 
     def _episode_stats(self, episodes) -> dict[str, np.ndarray]:
         """training.episode_metrics of each seed's episodes, in the order its run lists them
@@ -275,18 +315,28 @@ class PopulationActorCriticRun(PopulationSession):
         )
 
 
-def train_population(args, update) -> None:
-    """--num-seeds of an on-policy actor-critic file (ppo.py, dpo.py): its MLP actor-critic, one
-    Adam over every seed's parameters, and `update(policy, value_net, optimizer, batch, args)`,
-    the file's own update, on each population batch."""
-    run = PopulationActorCriticRun(args)
-    critic_sizes = args.critic_hidden_sizes or args.hidden_sizes
-    policy, value_net = run.make_actor_critic(args.hidden_sizes, critic_sizes)
+def train_population(args, update, build_actor_critic=None, ratio_eps=None) -> None:
+    """--num-seeds of an on-policy actor-critic file (ppo.py, dpo.py, spo.py, bpo.py): its
+    actor-critic (build_actor_critic(obs_space, act_space) -> (actor, critic) as its single run
+    builds them; default: ppo.py's MLP actor and ValueNet), one Adam over every seed's
+    parameters, and `update(policy, value_net, optimizer, batch, args)`, the file's own update,
+    on each population batch; ratio_eps (default args.clip_coef) counts the ratio deviation. A
+    bandit: id runs here; a Gymnasium or envpool: id in controlrl/population_control.py."""
+    from envs import split_id
+
+    if split_id(args.env_id)[0] == "bandit":
+        run = PopulationActorCriticRun(args)
+    else:
+        from controlrl.population_control import ControlPopulationRun
+
+        run = ControlPopulationRun(args)
+    critic_sizes = getattr(args, "critic_hidden_sizes", None) or args.hidden_sizes
+    policy, value_net = run.make_actor_critic(args.hidden_sizes, critic_sizes, build_actor_critic)
     optimizer = adam(policy, lr=args.learning_rate)
     run.train(
         lambda batch: update(policy, value_net, optimizer, batch, args),
         policy,
         value_net,
-        ratio_eps=args.clip_coef,
+        ratio_eps=args.clip_coef if ratio_eps is None else ratio_eps,
         optimizer=optimizer,
     )

@@ -31,7 +31,9 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
     """A Gymnasium VectorEnv over one EnvPool batch, with same-step autoreset.
 
     EnvPool seeds at construction, so reset(seed=s) rebuilds the pool when s changes (the pool
-    seeds its envs s, s+1, ..., like Gymnasium's vector envs).
+    seeds its envs s, s+1, ..., like Gymnasium's vector envs). reset(seed=[s_0, s_1, ...]) seeds
+    env i with s_i, as Gymnasium's vector envs do: one pool per run of consecutive seeds (a
+    population's seeds, each with its N envs; controlrl/population_control.py), stepped in turn.
     """
 
     def __init__(self, name: str, num_envs: int, num_threads: int = 0, **kwargs) -> None:
@@ -39,8 +41,9 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
         self.num_envs = num_envs
         self._num_threads = num_threads
         self._kwargs = kwargs
-        self._seed: int | None = None
-        self._pool = self._build(0)
+        self._seed: int | list[int] | None = None
+        self._pool = self._build(0, num_envs)
+        self._pools = [self._pool]  # more than one only for a seed list (see reset)
         self.single_observation_space = self._pool.single_observation_space
         self.single_action_space = self._pool.single_action_space
         # EnvPool's own spaces are one env's; a VectorEnv's are the batch's, as Gymnasium's are
@@ -48,37 +51,74 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
 
-    def _build(self, seed: int):
+    def _build(self, seed: int, num_envs: int):
         return _envpool().make_gymnasium(
             self.name,
-            num_envs=self.num_envs,
+            num_envs=num_envs,
             seed=seed,
             num_threads=self._num_threads,
             **self._kwargs,
         )
 
-    def reset(self, *, seed: int | None = None, options=None):
+    def reset(self, *, seed: int | list[int] | None = None, options=None):
         if seed is not None and seed != self._seed:
-            self._pool.close()
-            self._pool = self._build(seed)
+            for pool in self._pools:
+                pool.close()
+            one = np.ndim(seed) == 0
+            runs = [(int(seed), self.num_envs)] if one else _consecutive_runs(list(seed))
+            if sum(n for _, n in runs) != self.num_envs:
+                raise ValueError(f"{len(seed)} seeds for {self.num_envs} envs")
+            self._pools = [self._build(first, n) for first, n in runs]
+            self._pool = self._pools[0]
             self._seed = seed
-        obs, _ = self._pool.reset()
-        return obs, {}
+        parts = [pool.reset()[0] for pool in self._pools]
+        return (parts[0] if len(parts) == 1 else np.concatenate(parts)), {}
 
     def step(self, actions):
-        obs, reward, terminated, truncated, _ = self._pool.step(np.asarray(actions))
+        actions = np.asarray(actions)
+        if len(self._pools) == 1:
+            return self._step_pool(self._pool, actions)
+        bounds = np.cumsum([0] + [pool.config["num_envs"] for pool in self._pools])
+        parts = [
+            self._step_pool(pool, actions[lo:hi])
+            for pool, lo, hi in zip(self._pools, bounds[:-1], bounds[1:])
+        ]
+        obs, reward, terminated, truncated = (
+            np.concatenate([p[i] for p in parts]) for i in range(4)
+        )
+        info = {}
+        if (terminated | truncated).any():
+            finals = [p[4].get("final_obs", p[0]) for p in parts]
+            info = {"final_obs": np.concatenate(finals), "_final_obs": terminated | truncated}
+        return obs, reward, terminated, truncated, info
+
+    @staticmethod
+    def _step_pool(pool, actions):
+        obs, reward, terminated, truncated, _ = pool.step(actions)
         ended = terminated | truncated
         info = {}
         if ended.any():
             ids = np.flatnonzero(ended).astype(np.int32)
             info = {"final_obs": obs.copy(), "_final_obs": ended}
-            reset_obs, reset_info = self._pool.reset(ids)
+            reset_obs, reset_info = pool.reset(ids)
             obs = obs.copy()
             obs[reset_info["env_id"]] = reset_obs
         return obs, reward, terminated, truncated, info
 
     def close_extras(self, **kwargs):
-        self._pool.close()
+        for pool in self._pools:
+            pool.close()
+
+
+def _consecutive_runs(seeds: list[int]) -> list[tuple[int, int]]:
+    """[(first seed, length)] of the maximal runs s, s + 1, ... in seeds, in order."""
+    runs: list[tuple[int, int]] = []
+    for s in seeds:
+        if runs and s == runs[-1][0] + runs[-1][1]:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((int(s), 1))
+    return runs
 
 
 def make(

@@ -178,7 +178,10 @@ def test_population_reward_scaler_is_each_seeds_scaler_to_the_bit():
     "argv, fragment",
     [
         (["--num-seeds", "0"], "--num-seeds must be >= 1, got 0"),
-        (["--num-seeds", "4", "--env-id", "CartPole-v1"], "--num-seeds needs a bandit: env id"),
+        (
+            ["--num-seeds", "4", "--env-id", "dmc:cheetah-run"],
+            "--num-seeds needs a bandit:, Gymnasium or envpool: env id",
+        ),
         (["--num-seeds", "2", "--ratio", "sequence"], "--num-seeds needs --ratio step"),
         (["--num-seeds", "2", "--chebyshev-degree", "2"], "needs --chebyshev-degree 0"),
         (["--num-seeds", "1000000000"], "--num-seeds 1000000000: about"),

@@ -1,0 +1,303 @@
+"""Per-seed env steps per CPU second of a PPO population on MuJoCo (algos/ppo.py --num-seeds S,
+controlrl/population_control.py) against the same seeds as separate processes, side by side,
+beside the floor: the S x N envs stepped with random actions.
+
+    python paper_figures/bench_control_population.py           # the committed CSVs and figure
+    python paper_figures/bench_control_population.py --toy --out runs/bench_toy    # seconds
+
+Contenders, each in its own fresh process (controlrl.bench), for every env of --envs and S of
+--sizes, all at CleanRL's PPO settings (vwxyzjn/cleanrl cleanrl/ppo_continuous_action.py:
+ppo.py's defaults, 1 env x 2048 steps, 32 minibatches, 10 epochs, 64-64 tanh nets):
+  population-S  one process: ppo.py --num-seeds S --seed 1, --iterations rollouts
+  separate-S    seeds 1..S, ppo.py --seed k in one process each, --workers of them at a time
+  floor-S       the S x N envs of a population (one sync vector env) stepped --floor-steps
+                times with uniform random actions: the env work alone
+A training process's time is the CPU time of its iterations after the first (--warmup):
+time/rollout_s_cpu + time/update_s_cpu of its timing.csv (controlrl.bench.cpu_timer), start-up,
+checkpoints and the final evaluation excluded; the separate side sums its processes'. Columns:
+seed_steps_per_cpu_s (per-seed env steps per CPU second), speedup (population over separate at
+the same S), us_per_seed_step (CPU microseconds per seed-step), floor_ratio (population's
+us_per_seed_step over the floor's CPU microseconds per env step at S x N envs), proc_cpu_s (CPU
+of whole processes, start-up included) and peak_rss_mb (the largest process).
+
+Also, for the --vector-sizes env counts, one sync vector env (every env in this process) against
+one async vector env (a process per env) stepped with random actions: env steps per wall second
+and per CPU second (the children's included), in <out>/bench_control_population_envs.csv; the
+population's default (sync on Gymnasium ids) follows from it.
+
+Writes <out>/bench_control_population.csv and .png (the rates against S, per env).
+"""
+
+from __future__ import annotations
+
+import csv
+import resource
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from controlrl import bench
+from controlrl.cli import ArgumentParser
+
+ROOT = Path(__file__).resolve().parents[1]
+QUIET = ["--eval-every", "0", "--eval-episodes", "1", "--no-tensorboard", "--no-progress"]
+FIELDS = [
+    *"contender env_id seeds iterations status wall_s cpu_s seed_steps".split(),
+    *"seed_steps_per_cpu_s speedup us_per_seed_step floor_ratio proc_cpu_s peak_rss_mb".split(),
+]
+
+
+def _usage(who: int) -> tuple[float, float]:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def train_worker(
+    env_id: str, seed: int, seeds: int | None, iterations: int, warmup: int, run_dir: str, steps
+) -> dict:
+    """In the contender's process: ppo.py (a population of `seeds` from `seed`, or the one run
+    --seed `seed`); the CPU seconds of its iterations after `warmup`, read from timing.csv."""
+    from algos import ppo
+    from controlrl import population_actor_critic, session, training
+    from controlrl.cli import parse
+
+    timer = bench.cpu_timer(session.Timer)  # laps gain their CPU seconds, in this process only
+    training.Timer = population_actor_critic.Timer = timer
+    shutil.rmtree(run_dir, ignore_errors=True)
+    argv = ["--env-id", env_id, "--seed", str(seed), "--num-steps", str(steps), *QUIET]
+    argv += ["--total-timesteps", str(iterations * steps), "--run-dir", run_dir]
+    if seeds is not None:
+        argv += ["--num-seeds", str(seeds)]
+    ppo.main(parse(ppo.Args, argv))
+    with (Path(run_dir) / "timing.csv").open() as f:
+        rows = list(csv.DictReader(f))[warmup:]
+    cpu = sum(float(r["time/rollout_s_cpu"]) + float(r["time/update_s_cpu"]) for r in rows)
+    proc_cpu, rss = _usage(resource.RUSAGE_SELF)
+    return {"cpu_s": cpu, "measured": len(rows), "proc_cpu_s": proc_cpu, "peak_rss_mb": rss}
+
+
+def floor_worker(env_id: str, num_envs: int, steps: int) -> dict:
+    """In the contender's process: num_envs envs of env_id in one sync vector env (as a
+    population makes them), stepped `steps` times with uniform random actions."""
+    import numpy as np
+
+    import envs
+
+    vec = envs.make(env_id, num_envs, 0, copy=False)
+    vec.reset(seed=list(range(num_envs)))
+    space = vec.single_action_space
+    rng = np.random.default_rng(0)
+    actions = rng.uniform(space.low, space.high, (steps, num_envs, *space.shape))
+    actions = actions.astype(np.float32)
+    t0, c0 = time.perf_counter(), time.process_time()
+    for a in actions:
+        vec.step(a)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    vec.close()
+    return {"cpu_s": cpu, "wall_s": wall, "peak_rss_mb": _usage(resource.RUSAGE_SELF)[1]}
+
+
+def vector_worker(env_id: str, num_envs: int, mode: str, steps: int) -> dict:
+    """In the contender's process: one `mode` (sync or async) vector env of num_envs envs
+    stepped `steps` times with random actions; wall and CPU seconds (the children's too)."""
+    import numpy as np
+
+    import envs
+
+    vec = envs.make(env_id, num_envs, 0, mode)
+    vec.reset(seed=0)
+    space = vec.single_action_space
+    rng = np.random.default_rng(0)
+    actions = rng.uniform(space.low, space.high, (steps, num_envs, *space.shape))
+    actions = actions.astype(np.float32)
+    vec.step(actions[0])  # the workers started
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    for a in actions[1:]:
+        vec.step(a)
+    wall = time.perf_counter() - t0
+    cpu = time.process_time() - c0
+    vec.close()  # the children's CPU is theirs once they have exited
+    return {"wall_s": wall, "cpu_s": cpu + _usage(resource.RUSAGE_CHILDREN)[0]}
+
+
+def _row(name, env_id, seeds, run, steps, iterations) -> dict:
+    r = run.result
+    return {
+        "contender": name,
+        "env_id": env_id,
+        "seeds": seeds,
+        "iterations": iterations,
+        "status": run.status,
+        "wall_s": run.wall_s,
+        "cpu_s": r.get("cpu_s", float("nan")),
+        "seed_steps": steps,
+        "proc_cpu_s": r.get("proc_cpu_s", ""),
+        "peak_rss_mb": r.get("peak_rss_mb", float("nan")),
+    }
+
+
+def separate(me, args, env_id: str, S: int, work: Path) -> dict:
+    """Seeds 1..S as one process each, args.workers at a time: their CPU seconds summed."""
+    config = dict(env_id=env_id, seeds=None, iterations=args.iterations, warmup=args.warmup)
+    config["steps"] = args.num_steps
+    contenders = [
+        bench.Contender(
+            f"seed-{k}", f"{me}:train_worker", {**config, "seed": k, "run_dir": str(work / f"{k}")}
+        )
+        for k in range(1, S + 1)
+    ]
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(args.workers) as pool:
+        runs = list(pool.map(bench.run_one, contenders))
+    wall = time.perf_counter() - t0
+    bad = [r for r in runs if not r.ok]
+    measured = args.iterations - args.warmup
+    row = _row(f"separate-{S}", env_id, S, bad[0] if bad else runs[0], 0, args.iterations)
+    row |= {
+        "status": bad[0].status if bad else "ok",
+        "wall_s": wall,
+        "cpu_s": sum(r.result.get("cpu_s", float("nan")) for r in runs),
+        "seed_steps": S * measured * args.num_steps,
+        "proc_cpu_s": sum(r.result.get("proc_cpu_s", float("nan")) for r in runs),
+        "peak_rss_mb": max(r.result.get("peak_rss_mb", float("nan")) for r in runs),
+    }
+    if bad:
+        print(bad[0].log[-2000:])
+    return row
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    """Per-seed env steps per CPU second against S: population, separate, floor; one panel per
+    env."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    envs = list(dict.fromkeys(r["env_id"] for r in rows))
+    fig, axes = plt.subplots(1, len(envs), figsize=(5 * len(envs), 3.6), squeeze=False)
+    for ax, env_id in zip(axes[0], envs):
+        for kind, style in (("population", "o-"), ("separate", "s--"), ("floor", "k:")):
+            pts = [
+                (r["seeds"], r["seed_steps_per_cpu_s"])
+                for r in rows
+                if r["env_id"] == env_id and r["contender"].startswith(kind) and r["status"] == "ok"
+            ]
+            if pts:
+                x, y = zip(*sorted(pts))
+                label = "floor (random actions)" if kind == "floor" else kind
+                ax.plot(x, y, style, label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("seeds S")
+        ax.set_ylabel("per-seed env steps per CPU second")
+        ax.set_title(f"PPO on {env_id}")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--envs", default="HalfCheetah-v5,Hopper-v5")
+    p.add_argument("--sizes", default="1,4,16,32", help="population sizes S")
+    p.add_argument("--iterations", type=int, default=3, help="rollouts of every training run")
+    p.add_argument("--warmup", type=int, default=1, help="first iterations not timed")
+    p.add_argument("--num-steps", type=int, default=2048, help="steps per rollout (CleanRL)")
+    p.add_argument("--workers", type=int, default=2, help="separate processes at once (cores)")
+    p.add_argument("--floor-steps", type=int, default=1024, help="vector steps of the floor")
+    p.add_argument("--vector-sizes", default="4,16,32", help="env counts, sync against async")
+    p.add_argument("--vector-steps", type=int, default=256)
+    p.add_argument("--work-dir", type=Path, default=ROOT / "runs" / "bench_control_population")
+    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--toy", action="store_true", help="tiny sizes (tests)")
+    args = p.parse_args(argv)
+    args.envs = args.envs.split(",")
+    args.sizes = [int(s) for s in args.sizes.split(",")]
+    args.vector_sizes = [int(s) for s in args.vector_sizes.split(",")]
+    if args.toy:
+        args.sizes, args.num_steps, args.iterations = [1, 2], 64, 2
+        args.floor_steps, args.vector_sizes, args.vector_steps = 64, [2], 16
+        if args.work_dir == p.get_default("work_dir"):  # never the full-size runs
+            args.work_dir = ROOT / "runs" / "bench_control_population_toy"
+    me = str(Path(__file__).resolve())
+    measured = args.iterations - args.warmup
+    rows: list[dict] = []
+    for env_id in args.envs:
+        for S in args.sizes:
+            work = args.work_dir / env_id / f"S{S}"
+            config = dict(env_id=env_id, seed=1, seeds=S, iterations=args.iterations)
+            config |= {"warmup": args.warmup, "steps": args.num_steps}
+            config["run_dir"] = str(work / "population")
+            run = bench.run_one(bench.Contender(f"population-{S}", f"{me}:train_worker", config))
+            if not run.ok:
+                print(run.log[-2000:])
+            steps = S * measured * args.num_steps
+            rows.append(_row(f"population-{S}", env_id, S, run, steps, args.iterations))
+            rows.append(separate(me, args, env_id, S, work / "separate"))
+            config = dict(env_id=env_id, num_envs=S, steps=args.floor_steps)
+            run = bench.run_one(bench.Contender(f"floor-{S}", f"{me}:floor_worker", config))
+            rows.append(_row(f"floor-{S}", env_id, S, run, S * args.floor_steps, ""))
+            for r in rows[-3:]:
+                print(f"[{r['status']}] {env_id} {r['contender']}: {r['cpu_s']:.2f} s CPU for "
+                      f"{r['seed_steps']} seed-steps", flush=True)  # fmt: skip
+    for r in rows:
+        r["seed_steps_per_cpu_s"] = r["seed_steps"] / r["cpu_s"] if r["cpu_s"] > 0 else ""
+        r["us_per_seed_step"] = 1e6 * r["cpu_s"] / r["seed_steps"] if r["seed_steps"] else ""
+    for r in rows:
+        if not r["contender"].startswith("population"):
+            continue
+        cell = {x["contender"].split("-")[0]: x for x in rows if x["env_id"] == r["env_id"]
+                and x["seeds"] == r["seeds"] and x["status"] == "ok"}  # fmt: skip
+        if "separate" in cell and r["status"] == "ok":
+            r["speedup"] = r["seed_steps_per_cpu_s"] / cell["separate"]["seed_steps_per_cpu_s"]
+        if "floor" in cell and r["status"] == "ok":
+            r["floor_ratio"] = r["us_per_seed_step"] / cell["floor"]["us_per_seed_step"]
+    command = bench.command_line("paper_figures/bench_control_population.py", argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    bench.write_csv(
+        args.out / "bench_control_population.csv",
+        [{k: r.get(k, "") for k in FIELDS} for r in rows],
+        command,
+    )
+    plot(rows, args.out / "bench_control_population.png")
+    vector_rows = []
+    for env_id in args.envs:
+        for n in args.vector_sizes:
+            for mode in ("sync", "async"):
+                config = dict(env_id=env_id, num_envs=n, mode=mode, steps=args.vector_steps)
+                run = bench.run_one(bench.Contender(f"{mode}-{n}", f"{me}:vector_worker", config))
+                env_steps = n * (args.vector_steps - 1)
+                res = run.result
+                vector_rows.append(
+                    {
+                        "contender": f"{mode}-{n}",
+                        "env_id": env_id,
+                        "num_envs": n,
+                        "vectorization": mode,
+                        "status": run.status,
+                        "env_steps": env_steps,
+                        "wall_s": res.get("wall_s", float("nan")),
+                        "cpu_s": res.get("cpu_s", float("nan")),
+                        "steps_per_wall_s": env_steps / res["wall_s"] if run.ok else "",
+                        "steps_per_cpu_s": env_steps / res["cpu_s"] if run.ok else "",
+                    }
+                )
+                print(f"[{run.status}] {env_id} {mode} x{n}: {vector_rows[-1]['steps_per_wall_s']}"
+                      " env steps per wall second", flush=True)  # fmt: skip
+    bench.write_csv(args.out / "bench_control_population_envs.csv", vector_rows, command)
+    for r in rows:
+        if r["contender"].startswith("population"):
+            print(
+                f"{r['env_id']} S={r['seeds']}: {r['seed_steps_per_cpu_s']:.0f} per-seed env "
+                f"steps per CPU s, speedup over separate {r.get('speedup', '')}, "
+                f"time per seed-step over the floor {r.get('floor_ratio', '')}"
+            )
+    print(f"wrote {args.out / 'bench_control_population.csv'}; command: {command}")
+
+
+if __name__ == "__main__":
+    main()
