@@ -514,3 +514,47 @@ def test_differing_flags_names_what_would_train_differently(tmp_path):
         (tmp_path / "config.json").write_text(json.dumps({"args": {**args, **change}}))
         assert differing_flags(tmp_path, "ppo", argv) == want
     assert differing_flags(tmp_path, "ppo", argv, ignore=("hidden_sizes",)) == []
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_a_rerun_leaves_a_run_that_a_live_resume_holds(tmp_path, fake_algos, checkpoint):
+    """A run killed before (or after) its first checkpoint, resumed by hand: while that process
+    holds the run's lock, the sweep's rerun neither deletes the directory nor starts the run."""
+    config = experiment.SweepConfig(["ok"], ["CartPole-v1"], 1, 100)
+    (task,) = experiment.plan(config, tmp_path / "out", fake_algos)
+    run_dir = Path(task.run_dir)
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text("{}")
+    (run_dir / "metrics.csv").write_text("step,train/episode_return\n1,1\n")
+    if checkpoint:
+        (run_dir / "checkpoints").mkdir()
+        (run_dir / "checkpoints" / "latest.pt").write_bytes(b"x")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(run_dir)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        result = experiment.run_task(task)
+        assert result["status"] == "failed", result
+        assert f"in use by another run (pid {holder.pid})" in result["error"]
+        assert (run_dir / "metrics.csv").read_text() == "step,train/episode_return\n1,1\n"
+        assert not (run_dir / "final_eval.json").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    # its holder gone, the rerun takes the run as before
+    assert experiment.run_task(task)["status"] == "done"
+
+
+# a process holding a run directory's lock as a live run does (controlrl.rundir.lock)
+HOLD_LOCK = """
+import sys, time
+from controlrl import rundir
+rundir.lock(sys.argv[1])
+print("locked", flush=True)
+time.sleep(600)
+"""
