@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.timeouts import scaled
+from timeouts import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 # the files a resumed run must reproduce byte for byte (those the run writes)

@@ -20,8 +20,7 @@ import sys
 
 import pytest
 from kill_resume import ROOT, complete, first_difference, kill_at, run, same_files
-
-from tests.timeouts import scaled
+from timeouts import scaled
 
 QUIET = ["--no-progress", "--no-tensorboard"]
 # 8 iterations, a checkpoint every 2nd, evaluations in between (their draws must resume too)

@@ -14,6 +14,8 @@ import torch
 
 pytest.importorskip("brax")
 
+from timeouts import scaled
+
 from algos import ppo  # noqa: E402
 from algos import ppo_brax as pb  # noqa: E402
 from controlrl.cli import parse  # noqa: E402
@@ -197,7 +199,7 @@ def run(*argv, check=True):
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled(300),
     )
     if check:
         assert out.returncode == 0, out.stderr[-2000:]

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from timeouts import scaled
 
 from controlrl import experiment, sweep
 
@@ -168,7 +169,7 @@ def test_killed_sweep_resumes_every_run_exactly_once(tmp_path):
     ]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seed1 = out / "runs" / "ppo" / "Pendulum-v1" / "seed1" / "metrics.csv"
-    deadline = time.time() + 180
+    deadline = time.time() + scaled(180)
     while time.time() < deadline:
         if seed1.exists() and len(seed1.read_text().splitlines()) >= 4:
             break
@@ -180,7 +181,7 @@ def test_killed_sweep_resumes_every_run_exactly_once(tmp_path):
     time.sleep(0.5)  # the runs die with their sweep (PDEATHSIG)
     summary = experiment.summarize(out)  # the dead driver's "running" is not believed
     assert summary["state"] == "interrupted" and summary["counts"]["running"] == 0
-    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, timeout=300)
+    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, timeout=scaled(300))
     status = json.loads((out / "sweep.json").read_text())["runs"]
     assert all(v["status"] == "done" for v in status.values()), status
     for seed in (1, 2, 3):
