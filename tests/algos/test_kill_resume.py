@@ -34,7 +34,8 @@ BANDIT_AC = ["--env-id", "bandit:contextual-4-5", "--num-envs", "8", "--num-step
 BANDIT_AC += ["--total-timesteps", "256", "--checkpoint-every", "2", "--eval-every", "64"]
 BANDIT_AC += ["--eval-episodes", "2", *MINIBATCHES, *QUIET]
 SEEDS = ["--num-seeds", "3"]
-DATASET = "{dataset}"  # replaced by the dataset fixture's file
+# replaced by the datasets fixture's files: iql's Pendulum, dppo's Hopper (actions in [-1, 1])
+PENDULUM, HOPPER = "{pendulum}", "{hopper}"
 
 CASES = {
     "ppo": ("algos/ppo.py", [*ON_POLICY, *MINIBATCHES]),
@@ -59,13 +60,13 @@ CASES = {
     ),
     "iql": (
         "algos/iql.py",
-        ["--dataset", DATASET, "--hidden-sizes", "32", "32", "--batch-size", "32"]
+        ["--dataset", PENDULUM, "--hidden-sizes", "32", "32", "--batch-size", "32"]
         + ["--total-timesteps", "80", "--log-every", "10", "--eval-every", "40"]
         + ["--eval-episodes", "1", "--checkpoint-every", "2", *QUIET],
     ),
     "dppo": (
         "algos/dppo.py",
-        ["--dataset", DATASET, "--hidden-sizes", "16", "16", "16", "--critic-hidden-sizes"]
+        ["--dataset", HOPPER, "--hidden-sizes", "16", "16", "16", "--critic-hidden-sizes"]
         + ["16", "--num-envs", "2", "--num-steps", "8", "--total-timesteps", "128"]
         + [*MINIBATCHES, "--pretrain-steps", "20", "--checkpoint-every", "2"]
         + ["--eval-every", "32", "--eval-episodes", "1", *QUIET],
@@ -91,18 +92,23 @@ MOMENTS = ("before", "first", "late")
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
-    """A small D4RL-layout Pendulum dataset file (a uniformly random policy)."""
+    """Small D4RL-layout dataset files: Pendulum under a uniformly random policy (iql), Hopper
+    under a fixed function of the observation (dppo)."""
+    from test_dppo import hopper_dataset
     from test_iql import rollout_dataset
 
     from envs.offline.d4rl import write_hdf5
 
-    path = tmp_path_factory.mktemp("data") / "pendulum-random.hdf5"
-    return write_hdf5(rollout_dataset(steps=400), path)
+    folder = tmp_path_factory.mktemp("data")
+    return {
+        PENDULUM: write_hdf5(rollout_dataset(steps=400), folder / "pendulum-random.hdf5"),
+        HOPPER: write_hdf5(hopper_dataset(), folder / "hopper-fixed.hdf5"),
+    }
 
 
-def case_argv(name: str, dataset) -> tuple[str, list[str]]:
+def case_argv(name: str, dataset: dict) -> tuple[str, list[str]]:
     script, argv = CASES[name]
-    return script, [str(dataset) if a == DATASET else a for a in argv]
+    return script, [str(dataset.get(a, a)) for a in argv]
 
 
 def check_kill_resume(name: str, moments, tmp_path, dataset) -> None:
@@ -126,8 +132,8 @@ def check_kill_resume(name: str, moments, tmp_path, dataset) -> None:
 
 
 @pytest.mark.parametrize("name", FAST)
-def test_a_killed_run_resumes_as_the_uninterrupted_one(name, tmp_path, dataset):
-    check_kill_resume(name, ("before", "late"), tmp_path, dataset)
+def test_a_killed_run_resumes_as_the_uninterrupted_one(name, tmp_path):
+    check_kill_resume(name, ("before", "late"), tmp_path, {})  # no dataset among these
 
 
 @pytest.mark.slow
