@@ -12,7 +12,6 @@ sends the process SIGKILL at an exact moment, so that the test does not race the
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -99,21 +98,3 @@ def first_difference(a: Path, b: Path, name: str) -> str:
         if x != y:
             return f"{name} line {i + 1}: {x[:120]!r} vs {y[:120]!r}"
     return f"{name}: {len(la)} vs {len(lb)} lines"
-
-
-def complete(run_dir: Path, total: int) -> list[int]:
-    """The weaker promise: final_eval.json at the budget, every metrics row's step once per
-    seed, steps non-decreasing; returns the steps."""
-    final = json.loads((run_dir / "final_eval.json").read_text())
-    lines = (run_dir / "metrics.csv").read_text().splitlines()
-    header = lines[0].split(",")
-    seed_col = header.index("seed") if "seed" in header else None
-    keys = []
-    for line in lines[1:]:
-        cells = line.split(",")
-        keys.append((int(cells[0]), cells[seed_col] if seed_col is not None else ""))
-    assert len(keys) == len(set(keys)), "a row came twice"
-    steps = [k[0] for k in keys]
-    assert steps == sorted(steps), "steps go back"
-    assert final["step"] == steps[-1] == total, (final["step"], steps[-1], total)
-    return steps
