@@ -3,10 +3,11 @@
 Only where the whole state is known: a Gymnasium SyncVectorEnv whose envs are MuJoCo or
 classic-control envs wrapped only by gym.make's own wrappers (TimeLimit, OrderEnforcing,
 PassiveEnvChecker) and by wrappers that hand over their own state (wrapper_state() and
-load_wrapper_state(state) of plain arrays and numbers: envs.adversarial.AdversarialForces).
-Anything else (EnvPool, Brax, dm_control, an async vector env, a wrapper that keeps its own
-state and does not hand it over, such as envs.start_states, the bandits) gives None from
-capture, and the caller starts fresh episodes instead.
+load_wrapper_state(state) of plain arrays and numbers: envs.adversarial.AdversarialForces);
+and a vector env that saves itself (capture_state() and restore_state(state): the bandits,
+their generators and episodes in progress). Anything else (EnvPool, Brax, dm_control, an async
+vector env, a wrapper that keeps its own state and does not hand it over, such as
+envs.start_states) gives None from capture, and the caller starts fresh episodes instead.
 
 A MuJoCo env's state is the simulator's integration state (mujoco.mjSTATE_INTEGRATION: time,
 qpos, qvel, act, warm start, controls, applied forces, mocap) plus the body positions its last
