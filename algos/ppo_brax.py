@@ -14,7 +14,8 @@ LR annealing, running observation normalisation and return-based reward scaling 
 bootstrapped from V(true final observation). Differences: brax: ids only; defaults of 64 envs x
 32 steps (the same 2048-sample batch and 64-sample minibatches as ppo.py's 1 x 2048); --target-kl,
 --capture-video, --ratio and the torch flags do not apply; random streams are JAX's, so a seed gives
-other numbers than ppo.py (but the same numbers every time).
+other numbers than ppo.py (but the same numbers every time). The checkpoint holds the envs'
+state (every env mid-episode), so a killed and resumed run is the uninterrupted one bit for bit.
 
 Brax's own PPO settings (google/brax brax/training/agents/ppo/train.py and networks.py) are
 stated with --activation swish, --reward-scale (its reward_scaling), --no-clip-grad (its
@@ -418,9 +419,11 @@ class JaxState:
     object the Session checkpoints: leaves become torch tensors (weights-only loading). `flags`
     ({flag: value}) are saved beside them and must match on load."""
 
-    def __init__(self, flags: dict[str, str] | None = None, **trees) -> None:
+    def __init__(self, flags: dict[str, str] | None = None, optional=(), **trees) -> None:
         self.flags = dict(flags or {})
         self.trees = trees
+        self.optional = tuple(optional)  # trees a checkpoint may lack (kept as they are)
+        self.restored: set[str] = set()  # the trees the last load_state_dict put back
 
     def state_dict(self) -> dict:
         leaves = _jax().tree_util.tree_leaves
@@ -441,6 +444,8 @@ class JaxState:
                     f"the checkpoint was written with {name} {saved[flag]}, this run has {value}"
                 )
         for name, like in self.trees.items():
+            if name not in state and name in self.optional:
+                continue  # a checkpoint written before it was saved
             leaves, treedef = jax.tree_util.tree_flatten(like)
             tensors = state[name]
             if len(leaves) != len(tensors) or any(
@@ -449,6 +454,7 @@ class JaxState:
                 raise ValueError(f"checkpoint '{name}' does not match this configuration")
             values = [_jnp().asarray(t.numpy().astype(a.dtype)) for a, t in zip(leaves, tensors)]
             self.trees[name] = jax.tree_util.tree_unflatten(treedef, values)
+            self.restored.add(name)
 
 
 def main(args: Args) -> None:
@@ -465,25 +471,37 @@ def main(args: Args) -> None:
     key, k_init = jax.random.split(jax.random.PRNGKey(args.seed))
     params = init_params(k_init, env.observation_size, env.action_size, args)
     obs_rms, rew_rms = rms_init((env.observation_size,)), rms_init((1,))
+
+    def fresh_carry(key, obs_rms, rew_rms):
+        # a fresh episode in every env, its reset observation folded into obs_rms once; the
+        # reward scaler's per-env discounted returns and the episode sums start at zero (as in
+        # controlrl.rollout.Collector.reset); returns (key, carry)
+        key, k_reset = jax.random.split(key)
+        env_state, steps, obs_rms = reset(k_reset, obs_rms)
+        zeros, counts = jnp.zeros(args.num_envs), jnp.zeros(args.num_envs, jnp.int32)
+        return key, (env_state, steps, obs_rms, rew_rms, zeros, zeros, counts)
+
+    # a run starts here; the checkpoint holds the carry (every env mid-episode, the normalisers,
+    # the episode sums), so a resumed run continues the uninterrupted one bit for bit
+    start_key, carry = fresh_carry(key, obs_rms, rew_rms)
     state = JaxState(
         {"policy": args.policy},
+        optional=("carry",),
         params=params,
         opt_state=init_optimizer(tx, params),
         obs_rms=obs_rms,
         rew_rms=rew_rms,
     )
     state.trees["key"] = key
+    state.trees["carry"] = carry
     iterations = session.start(jax=state)
-    params, opt_state, obs_rms, rew_rms, key = state.trees.values()
-
-    # a run starts, and a resumed run restarts, here: a fresh episode in every env, its reset
-    # observation folded into obs_rms once; the reward scaler's per-env discounted returns and
-    # the episode sums start at zero, since the episodes they summed are gone (as in
-    # controlrl.rollout.Collector.reset); rew_rms's statistics are the checkpoint's
-    key, k_reset = jax.random.split(key)
-    env_state, steps, obs_rms = reset(k_reset, obs_rms)
-    zeros = jnp.zeros(args.num_envs)
-    carry = (env_state, steps, obs_rms, rew_rms, zeros, zeros, jnp.zeros(args.num_envs, jnp.int32))
+    params, opt_state, obs_rms, rew_rms, key, carry = state.trees.values()
+    if session.resume_state is None:
+        key = start_key
+    elif "carry" not in state.restored:
+        # a checkpoint written before the carry was saved: fresh episodes from its key, with
+        # its statistics (rew_rms's are the checkpoint's)
+        key, carry = fresh_carry(key, obs_rms, rew_rms)
     with session.status("compiling..."):  # on throwaway keys, so the run's numbers are unchanged
         t0 = time.perf_counter()
         _, warm = rollout(params, carry, jax.random.PRNGKey(0))
@@ -517,7 +535,12 @@ def main(args: Args) -> None:
                 raise NonFiniteError(f"non-finite parameters or losses at iteration {iteration}")
         session.step += session.steps_per_iteration
         state.trees.update(
-            params=params, opt_state=opt_state, obs_rms=carry[2], rew_rms=carry[3], key=key
+            params=params,
+            opt_state=opt_state,
+            obs_rms=carry[2],
+            rew_rms=carry[3],
+            key=key,
+            carry=carry,
         )
         metrics = {
             "train/episode_return": ret_sum / n_done if n_done else float("nan"),

@@ -181,6 +181,10 @@ def main(args: Args) -> None:
 
     adv_state = {"adversary_obs_normalizer": adv_obs_normalizer}
     adv_state["adversary_reward_scaler"] = adv_reward_scaler
+    # the adversary's envs mid-episode (as training.Run keeps the protagonist's); a checkpoint
+    # written before they were saved resumes them with fresh episodes
+    if run.resume_state is None or "adversary_collector" in run.resume_state:
+        adv_state["adversary_collector"] = adv_collector
     iterations = run.start(
         policy=protagonist,
         value=value_net,
@@ -190,8 +194,11 @@ def main(args: Args) -> None:
         adversary_optimizer=adv_optimizer,
         **{k: v for k, v in adv_state.items() if v is not None},
     )
-    # env i of the protagonist resets with seed + i: the adversary's envs take the next seeds
-    adv_collector.reset(seed=reset_seed(args.seed, run.start_iteration) + args.num_envs)
+    run.stateful["adversary_collector"] = adv_collector
+    if not adv_collector.restored:
+        # env i of the protagonist resets with seed + i: the adversary's envs take the next seeds
+        adv_collector.reset(seed=reset_seed(args.seed, run.start_iteration) + args.num_envs)
+    adv_collector.global_step = run.step
     for iteration in iterations:
         for opt in (optimizer, adv_optimizer):
             lr = anneal_lr(opt, args.learning_rate, iteration, run.num_iterations, args.anneal_lr)

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from controlrl import rundir
 from controlrl.rundir import flock_holder, take_flock, write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -561,13 +562,24 @@ def run_task(
         return {**result, "status": "refused", "returncode": -1, "error": problem, "seconds": 0.0}
     if is_done(run_dir):
         return {**result, "status": "done", "returncode": 0, "error": "", "seconds": 0.0}
+    busy = _in_use(run_dir)
+    if busy:  # a live process (a --resume by hand) owns the run: leave it and its files alone
+        return {**result, "status": "failed", "returncode": -1, "error": busy, "seconds": 0.0}
     start_step = 0
     if (run_dir / "checkpoints" / "latest.pt").exists():
         cmd = task_command(task, resume=True)
         start_step = _last_step(run_dir)
     else:
         if run_dir.exists():  # killed before its first checkpoint: nothing worth keeping
-            shutil.rmtree(run_dir)
+            busy = _remove_unless_locked(run_dir)
+            if busy:
+                return {
+                    **result,
+                    "status": "failed",
+                    "returncode": -1,
+                    "error": busy,
+                    "seconds": 0.0,
+                }
         cmd = task_command(task)
     state_path = Path(task.state) if task.state else None
     previous = read_run_state(state_path) if state_path else None
@@ -627,6 +639,27 @@ def run_task(
         "attempt": attempt,
         "start_step": start_step,
     }
+
+
+def _in_use(run_dir: Path) -> str:
+    """Why run_dir cannot be run now ('' when it can): a live process holds its lock."""
+    pid = rundir.holder(run_dir)
+    if pid is None:
+        return ""
+    return f"{run_dir} is in use by another run (pid {pid}); the sweep left it as it is"
+
+
+def _remove_unless_locked(run_dir: Path) -> str:
+    """Remove run_dir holding its lock, so that a run taking it meanwhile is never deleted
+    under it; '' when removed, else why not (a live holder)."""
+    fd = take_flock(run_dir / rundir.LOCK_NAME)
+    if fd is None:
+        return _in_use(run_dir) or f"{run_dir} is in use by another run"
+    try:
+        shutil.rmtree(run_dir)
+    finally:
+        os.close(fd)
+    return ""
 
 
 def _die_with_parent() -> None:

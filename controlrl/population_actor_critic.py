@@ -21,9 +21,10 @@ metrics.csv to the byte (once the seed column is dropped); for S > 1 vmap's batc
 replace the plain ones, so seed k agrees with its run alone up to float rounding.
 
 Here bandits, with their episodes in lockstep (every env of a rollout ends at the same steps;
-a truncated episode is refused); resume follows the single run (fresh episodes at the resumed
-iteration, every seed reset with its own reset seed). Gymnasium and envpool: ids, whose
-episodes end at any step: controlrl/population_control.py, on the same run.
+a truncated episode is refused); a checkpoint holds the bandits' generators and episodes in
+progress (envs.state), so a resumed population continues the uninterrupted one bit for bit.
+Gymnasium and envpool: ids, whose episodes end at any step: controlrl/population_control.py,
+on the same run.
 """
 
 from __future__ import annotations
@@ -269,6 +270,10 @@ class PopulationActorCriticRun(PopulationSession):
         for name in ("obs_normalizer", "reward_scaler"):
             if getattr(self, name) is not None:
                 stateful[name] = getattr(self, name)
+        # the bandits mid-stream (their generators, envs.state); a checkpoint written before
+        # they were saved resumes with fresh episodes
+        if self.resume_state is None or "collector" in self.resume_state:
+            stateful["collector"] = self.collector
         for iteration in self.start(policy=policy, **stateful):
             if optimizer is not None and args.anneal_lr:
                 lr = linear_lr(args.learning_rate, iteration, self.num_iterations, True)
@@ -301,7 +306,9 @@ class PopulationActorCriticRun(PopulationSession):
     def start(self, **stateful):
         """PopulationSession.start, then every seed's envs reset as its run resets them."""
         iterations = super().start(**stateful)
-        self.collector.reset(seed=[reset_seed(s, self.start_iteration) for s in self.seeds])
+        self.stateful["collector"] = self.collector
+        if not self.collector.restored:
+            self.collector.reset(seed=[reset_seed(s, self.start_iteration) for s in self.seeds])
         self.collector.global_step = self.step * len(self.seeds)
         return iterations
 

@@ -79,6 +79,16 @@ class AdversarialForces(gym.Wrapper):
         self._obs = obs
         return obs, info
 
+    def wrapper_state(self) -> dict:
+        """What envs.state saves beside the simulator (whose state holds xfrc_applied): the
+        observation the opponent acts on next."""
+        return {"obs": None if self._obs is None else np.array(self._obs)}
+
+    def load_wrapper_state(self, state: dict) -> None:
+        """Put back what wrapper_state saved."""
+        obs = state["obs"]
+        self._obs = None if obs is None else np.asarray(obs).copy()
+
     def _other(self, space: gym.spaces.Box) -> np.ndarray:
         if self.opponent is None:
             return np.zeros(space.shape, np.float32)

@@ -216,6 +216,41 @@ class BanditVectorEnv(gym.vector.VectorEnv):
 
     # one generator for the whole batch; make_population's envs get one per seed instead
     _make_rng = staticmethod(np.random.default_rng)
+    # the episodes in progress, besides the generator: what capture_state saves
+    _episode_state: tuple[str, ...] = ("contexts", "_obs")
+
+    def capture_state(self) -> dict | None:
+        """The generators' states and the episodes in progress, as plain arrays and ints, so
+        that restore_state continues the stream bit for bit (a resumed run's envs, see
+        envs.state); None before the first reset."""
+        if self._rng is None:
+            return None
+        generators = getattr(self._rng, "generators", [self._rng])
+        saved = {"rng": [g.bit_generator.state for g in generators]}
+        for name in self._episode_state:
+            if hasattr(self, name):
+                saved[name] = np.array(getattr(self, name))
+        return saved
+
+    def restore_state(self, state: dict) -> None:
+        """Put back what capture_state saved (into a bandit of the same id and size)."""
+        rng = state["rng"]
+        self._rng = self._make_rng(None)  # as many generators as this bandit draws from
+        generators = getattr(self._rng, "generators", [self._rng])
+        if len(generators) != len(rng):
+            raise ValueError(f"{len(rng)} saved generators for {len(generators)}")
+        for generator, saved in zip(generators, rng, strict=True):
+            generator.bit_generator.state = saved
+        for name in self._episode_state:
+            if name not in state:
+                continue
+            value = np.asarray(state[name])
+            if isinstance(getattr(self, name, None), int):
+                setattr(self, name, int(value))
+            elif len(value) != self.num_envs:
+                raise ValueError(f"saved {name} of {len(value)} envs for {self.num_envs}")
+            else:
+                setattr(self, name, value.copy())
 
     def _draw_groups(self, num_groups: int) -> np.ndarray:
         """Contexts of num_groups groups [num_groups, ...] (drawn from self._rng)."""

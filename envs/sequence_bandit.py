@@ -52,6 +52,8 @@ class SequenceBandit(BanditVectorEnv):
         """(prompt length P, answer length L) of the id's parameters (V, size)."""
         raise NotImplementedError
 
+    _episode_state = ("contexts", "_obs", "_tokens", "_t")
+
     def __init__(
         self,
         name: str,
@@ -224,6 +226,7 @@ class StopBandit(SequenceBandit):
 
     rule = "stop"
     lockstep = False  # envs end at different steps: not a population's bandit
+    _episode_state = (*SequenceBandit._episode_state, "_pos")
 
     @staticmethod
     def shape(vocab: int, size: int) -> tuple[int, int]:

@@ -2,9 +2,12 @@
 
 Only where the whole state is known: a Gymnasium SyncVectorEnv whose envs are MuJoCo or
 classic-control envs wrapped only by gym.make's own wrappers (TimeLimit, OrderEnforcing,
-PassiveEnvChecker). Anything else (EnvPool, Brax, dm_control, an async vector env, a wrapper that
-keeps its own state such as envs.start_states or envs.adversarial, the bandits) gives None from
-capture, and the caller starts fresh episodes instead.
+PassiveEnvChecker) and by wrappers that hand over their own state (wrapper_state() and
+load_wrapper_state(state) of plain arrays and numbers: envs.adversarial.AdversarialForces);
+and a vector env that saves itself (capture_state() and restore_state(state): the bandits,
+their generators and episodes in progress). Anything else (EnvPool, Brax, dm_control, an async
+vector env, a wrapper that keeps its own state and does not hand it over, such as
+envs.start_states) gives None from capture, and the caller starts fresh episodes instead.
 
 A MuJoCo env's state is the simulator's integration state (mujoco.mjSTATE_INTEGRATION: time,
 qpos, qvel, act, warm start, controls, applied forces, mocap) plus the body positions its last
@@ -41,9 +44,23 @@ def _mujoco_env():
     return MujocoEnv
 
 
+def _stateful_wrapper(env: gym.Env) -> bool:
+    return hasattr(env, "wrapper_state") and hasattr(env, "load_wrapper_state")
+
+
+def _wrappers(env: gym.Env) -> list[gym.Wrapper]:
+    """The wrappers that hand over their state, outermost first."""
+    found = []
+    while isinstance(env, gym.Wrapper):
+        if _stateful_wrapper(env):
+            found.append(env)
+        env = env.env
+    return found
+
+
 def _capturable(env: gym.Env) -> bool:
     while isinstance(env, gym.Wrapper):
-        if type(env) not in _KNOWN_WRAPPERS:
+        if type(env) not in _KNOWN_WRAPPERS and not _stateful_wrapper(env):
             return False
         env = env.env
     if isinstance(env, _CLASSIC):
@@ -52,8 +69,11 @@ def _capturable(env: gym.Env) -> bool:
     return mujoco_env is not None and isinstance(env, mujoco_env)
 
 
-def capture(envs: gym.vector.VectorEnv) -> list[dict] | None:
-    """Each env's state as plain arrays, ints and dicts (None when it cannot be captured)."""
+def capture(envs: gym.vector.VectorEnv) -> list[dict] | dict | None:
+    """Each env's state as plain arrays, ints and dicts (None when it cannot be captured); a
+    vector env that saves itself (capture_state(), the bandits) gives its own dict."""
+    if callable(getattr(envs, "capture_state", None)):
+        return envs.capture_state()
     if not isinstance(envs, SyncVectorEnv) or not all(_capturable(e) for e in envs.envs):
         return None
     return [_capture_one(env) for env in envs.envs]
@@ -65,6 +85,9 @@ def _capture_one(env: gym.Env) -> dict:
         "elapsed": int(env.get_wrapper_attr("_elapsed_steps") or 0),
         "rng": raw.np_random.bit_generator.state,
     }
+    wrappers = [w.wrapper_state() for w in _wrappers(env)]
+    if wrappers:
+        out["wrappers"] = wrappers
     if hasattr(raw, "data"):  # MuJoCo
         import mujoco
 
@@ -80,10 +103,17 @@ def _capture_one(env: gym.Env) -> dict:
     return out
 
 
-def restore(envs: gym.vector.VectorEnv, states: list[dict]) -> None:
+def restore(envs: gym.vector.VectorEnv, states: list[dict] | dict) -> None:
     """Put back what capture returned into envs of the same ids (just made, or running). The
     vector env is reset first, so its wrappers' order checks pass; the states then overwrite
     every episode it started."""
+    if isinstance(states, dict):  # a vector env's own (capture_state)
+        if not callable(getattr(envs, "restore_state", None)):
+            raise ValueError("the saved env state is a bandit's; these envs cannot take it")
+        envs.restore_state(states)
+        return
+    if not isinstance(envs, SyncVectorEnv):
+        raise ValueError("saved per-env states need a synchronous vector env")
     if len(states) != len(envs.envs):
         raise ValueError(f"{len(states)} saved env states for {len(envs.envs)} envs")
     envs.reset()
@@ -102,3 +132,8 @@ def restore(envs: gym.vector.VectorEnv, states: list[dict]) -> None:
             raw.state = np.array(state["state"])
             if hasattr(raw, "steps_beyond_terminated"):
                 raw.steps_beyond_terminated = state.get("steps_beyond_terminated")
+        wrappers = _wrappers(env)
+        if len(wrappers) != len(state.get("wrappers", [])):
+            raise ValueError("the saved env states do not fit these envs' wrappers")
+        for wrapper, saved in zip(wrappers, state.get("wrappers", []), strict=True):
+            wrapper.load_wrapper_state(saved)

@@ -17,6 +17,16 @@ from envs.errors import ArgumentParser  # the one-line parser, without torch
 
 
 def main(argv: list[str] | None = None) -> int:
+    from paper_figures.lab.tables import TableError
+
+    try:
+        return _main(argv)
+    except TableError as exc:  # a results table it cannot read: one line naming the file
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None) -> int:
     from paper_figures.lab import figures, report, runner, spec
 
     parser = ArgumentParser(prog="python -m paper_figures", description=__doc__.splitlines()[0])

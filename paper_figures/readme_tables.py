@@ -17,7 +17,6 @@ over seeds. The blocks of paper_figures/README.md are paper_figures/figures_tabl
 
 from __future__ import annotations
 
-import csv
 import math
 import re
 import textwrap
@@ -28,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from controlrl import stats
+from paper_figures.lab.tables import read_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "paper_figures" / "out"
@@ -77,8 +77,7 @@ def read(name: str) -> list[dict[str, str]]:
     path = OUT / name
     if not path.exists():
         raise FileNotFoundError(f"a README table reads paper_figures/out/{name}, which is missing")
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+    return read_rows(path)  # bounded; a fault is one line naming the file
 
 
 def readme_texts(readme: Path, figures_readme: Path) -> tuple[dict[Path, str], list[str]]:

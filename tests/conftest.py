@@ -6,6 +6,11 @@ import sys
 import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
+# one persistent JAX compilation cache for every test and every process a test starts (each
+# reads it through envs.brax.configured_jax): a Brax shape compiles once per machine, not once
+# per test process (cold ~50 s, from the cache ~8 s for ppo_brax's mjx case); a test that
+# measures compile times gives its processes their own empty cache
+os.environ.setdefault("CONTROLRL_JAX_CACHE", str(__import__("envs.brax").brax.CACHE_DIR))
 
 
 @pytest.fixture(autouse=True)

@@ -32,13 +32,14 @@ seeds, metrics.csv has a `seed` column). Names:
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from functools import cache
 from pathlib import Path
 
 import numpy as np
+
+from paper_figures.lab.tables import read_rows
 
 AGGREGATES = {"mean": np.nanmean, "max": np.nanmax, "sum": np.nansum, "last": lambda x: x[-1]}
 
@@ -115,8 +116,8 @@ def bandit_optimum(env_id: str) -> float:
 
 
 def _rows(run_dir: Path) -> list[dict]:
-    with (run_dir / "metrics.csv").open(newline="") as f:
-        return list(csv.DictReader(f))
+    # bounded, every fault one line naming the file (lab.tables)
+    return read_rows(run_dir / "metrics.csv", ("step",))
 
 
 def _float(value: str | None) -> float:

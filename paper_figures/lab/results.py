@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from paper_figures.lab.spec import Claim, Experiment, run_digest
+from paper_figures.lab.tables import number, read_rows
 
 FIXED = ("env", "arm", "seed", "algo", "steps", "digest", "flags")
 
@@ -22,8 +23,9 @@ def path(exp: Experiment, toy: bool = False, out: Path | None = None) -> Path:
 
 
 def rows_of(exp: Experiment, target: Path | None = None) -> list[dict]:
-    """The experiment's results rows (parsed, or as written for an exact experiment)."""
-    return read(target or path(exp), raw=not exp.arms)
+    """The experiment's results rows (parsed, or as written for an exact experiment); every
+    declared metric a column (TableError naming the file where one is missing or renamed)."""
+    return read(target or path(exp), raw=not exp.arms, required=tuple(exp.metrics))
 
 
 def row(exp: Experiment, arm: str, env: str, seed: int, steps: int, flags, values: dict) -> dict:
@@ -62,11 +64,10 @@ def read_curves(table: Path) -> dict[tuple[str, str], list[tuple[list[int], list
     if not target.exists():
         return {}
     runs: dict[tuple, tuple[list, list]] = {}
-    with target.open(newline="") as f:
-        for r in csv.DictReader(f):
-            steps, values = runs.setdefault((r["env"], r["arm"], r["seed"]), ([], []))
-            steps.append(int(r["step"]))
-            values.append(float(r["train_return"]))
+    for i, r in enumerate(read_rows(target, CURVE_FIELDS), 1):
+        steps, values = runs.setdefault((r["env"], r["arm"], r["seed"]), ([], []))
+        steps.append(number(target, i, "step", r["step"], int))
+        values.append(number(target, i, "train_return", r["train_return"]))
     out: dict[tuple, list] = {}
     for (env, arm, _), run in runs.items():
         out.setdefault((env, arm), []).append(run)
@@ -79,9 +80,9 @@ def stray_curves(exp: Experiment) -> list[str]:
     if not exp.arms or not target.exists():
         return []
     held = {r["digest"] for r in rows_of(exp)}
-    with target.open(newline="") as f:
-        stray = sorted({(r["arm"], r["env"], r["seed"], r["digest"]) for r in csv.DictReader(f)
-                        if r["digest"] not in held})  # fmt: skip
+    curves = read_rows(target, CURVE_FIELDS)
+    stray = sorted({(r["arm"], r["env"], r["seed"], r["digest"]) for r in curves
+                    if r["digest"] not in held})  # fmt: skip
     return [
         f"curves of {a} {e} seed {s}: digest {d} is no run of the table" for a, e, s, d in stray
     ]
@@ -100,20 +101,21 @@ def write(target: Path, exp: Experiment, rows: list[dict]) -> None:
             writer.writerow({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in r.items()})
 
 
-def read(target: Path, raw: bool = False) -> list[dict]:
+def read(target: Path, raw: bool = False, required: tuple[str, ...] = ()) -> list[dict]:
     """The table's rows, seed as int and metrics as float (an empty cell as nan); raw=True: as
-    written (an exact experiment's own table, read by its analysis.py)."""
+    written (an exact experiment's own table, read by its analysis.py). Bounded and checked
+    (lab.tables.read_rows: the FIXED columns and `required` present): a fault is one
+    TableError naming the file."""
     if not target.exists():
         raise FileNotFoundError(f"{target} is missing: run the experiment first")
-    with target.open(newline="") as f:
-        rows = list(csv.DictReader(f))
     if raw:
-        return rows
-    for r in rows:
-        r["seed"] = int(r["seed"])
+        return read_rows(target)
+    rows = read_rows(target, (*FIXED, *required))
+    for i, r in enumerate(rows, 1):
+        r["seed"] = number(target, i, "seed", r["seed"], int)
         for k in list(r):
             if k not in FIXED:
-                r[k] = float(r[k]) if r[k] != "" else math.nan
+                r[k] = number(target, i, k, r[k]) if r[k] != "" else math.nan
     return rows
 
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from timeouts import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 QUIET = ["--no-progress", "--no-tensorboard", "--eval-episodes", "2"]
@@ -19,7 +20,9 @@ def run_algo(algo: str, env_id: str, run_dir: Path, *extra: str) -> subprocess.C
     if algo in MINIBATCHED:
         argv += ["--num-minibatches", "2", "--update-epochs", "2"]
     env = {**os.environ, "MUJOCO_GL": "egl"}
-    out = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=scaled(300)
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return out
 
@@ -74,7 +77,7 @@ def test_video_only_where_the_backend_renders(tmp_path):
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
     )
     assert out.returncode == 2 and "--capture-video is not supported for brax" in out.stderr
     assert not (tmp_path / "v").exists()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from timeouts import scaled
 
 import controlrl.cli
 import envs.gym_mujoco
@@ -341,7 +342,7 @@ def test_dataset_generator_flags(argv, fragment, capsys):
 )
 def test_scripts_as_processes(argv, fragment):
     proc = subprocess.run(
-        [sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=scaled(120)
     )
     assert proc.returncode == 2, proc.stderr
     assert fragment in check_refusal(proc.stderr)

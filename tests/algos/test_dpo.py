@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from timeouts import scaled
 
 from algos.dpo import dpo_drift, dpo_loss
 from controlrl.nets import GaussianPolicy
@@ -93,7 +94,7 @@ def test_smoke(env_id, tmp_path):
     cmd += ["--num-steps", "128", "--total-timesteps", "512", "--num-minibatches", "4"]
     cmd += ["--update-epochs", "2", "--eval-episodes", "1", "--run-dir", str(run)]
     cmd += ["--no-progress", "--no-tensorboard"]
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=scaled(300))
     assert out.returncode == 0, out.stderr[-2000:]
     header = (run / "metrics.csv").read_text().splitlines()[0].split(",")
     assert "train/clip_frac" in header and "train/kl_max" in header
@@ -102,7 +103,7 @@ def test_smoke(env_id, tmp_path):
 
 def test_bad_drift_scale_is_refused(tmp_path):
     cmd = [sys.executable, "algos/dpo.py", "--beta", "0", "--run-dir", str(tmp_path / "x")]
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=scaled(120))
     assert out.returncode == 2 and "--beta" in out.stderr
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from timeouts import scaled
 
 from algos.fpo import Args, FlowPolicy, attach_cfm_pairs, fpo_loss, update
 from controlrl.cli import parse
@@ -119,7 +120,7 @@ def run_fpo(tmp_path: Path, env_id: str, *extra: str) -> Path:
     run = tmp_path / env_id.replace(":", "_")
     cmd = [sys.executable, "algos/fpo.py", "--env-id", env_id, "--run-dir", str(run)]
     cmd += ["--no-progress", "--eval-every", "0", "--eval-episodes", "1", *extra]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=scaled(300))
     assert proc.returncode == 0, proc.stderr[-2000:]
     return run
 
@@ -166,7 +167,7 @@ def test_bad_flags_one_line_exit_2(argv, flag, capsys):
 def test_discrete_actions_refused_one_line_exit_2(tmp_path):
     cmd = [sys.executable, "algos/fpo.py", "--run-dir", str(tmp_path / "r")]
     cmd += ["--env-id", "bandit:bernoulli-4", "--num-steps", "8", "--num-minibatches", "1"]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=scaled(120))
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "--env-id" in lines[0] and "Box" in lines[0], proc.stderr

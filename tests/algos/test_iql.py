@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from timeouts import scaled
 
 from algos import iql
 from algos.iql import Args, Learner, Nets, awr_loss, q_loss, td_target
@@ -567,7 +568,7 @@ def iql_cli(*argv: str):
         env={**os.environ, "OMP_NUM_THREADS": "1"},
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled(300),
     )
 
 

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from timeouts import scaled
 
 from algos.ppo import Args
 from controlrl import checkpoint
@@ -71,7 +72,7 @@ def test_help_documents_every_flag_and_exit_code_is_2():
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
     )
     assert out.returncode == 0
     for flag in (
@@ -95,7 +96,7 @@ def test_help_documents_every_flag_and_exit_code_is_2():
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
     )
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1].startswith("error: --env-id")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from timeouts import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = ["--env-id", "SparseMountainCar-v0", "--num-envs", "2", "--num-steps", "64",
@@ -20,7 +21,7 @@ FAST = ["--env-id", "SparseMountainCar-v0", "--num-envs", "2", "--num-steps", "6
 def ppo(*argv):
     return subprocess.run(
         [sys.executable, "algos/ppo.py", *argv], cwd=ROOT, capture_output=True, text=True,
-        timeout=300,
+        timeout=scaled(300),
     )  # fmt: skip
 
 

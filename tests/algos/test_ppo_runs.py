@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from timeouts import scaled
+
 from controlrl import checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +24,7 @@ def ppo(*argv, check=True, **kw):
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled(300),
         **kw,
     )
     if check:
@@ -148,7 +150,7 @@ def test_sigkill_then_resume_continues_from_checkpoint(tmp_path):
         stderr=subprocess.DEVNULL,
     )
     latest = run / "checkpoints" / "latest.pt"
-    deadline = time.time() + 120
+    deadline = time.time() + scaled(120)
     while time.time() < deadline:
         if latest.exists() and checkpoint.load(latest)["step"] >= 1024:
             break

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from timeouts import scaled
 
 from algos.spo import spo_loss
 from controlrl.nets import GaussianPolicy
@@ -79,7 +80,9 @@ def smoke(script: str, env_id: str, tmp_path: Path, *extra: str) -> Path:
     cmd = [sys.executable, script, "--env-id", env_id, "--num-envs", "2", "--num-steps", "128"]
     cmd += ["--total-timesteps", "512", "--num-minibatches", "4", "--update-epochs", "2"]
     cmd += ["--eval-episodes", "1", "--run-dir", str(run), "--no-progress", "--no-tensorboard"]
-    out = subprocess.run([*cmd, *extra], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [*cmd, *extra], cwd=ROOT, capture_output=True, text=True, timeout=scaled(300)
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     header = (run / "metrics.csv").read_text().splitlines()[0].split(",")
     for column in ("kl_mean", "kl_max", "ratio_dev_frac", "ratio_dev_max", "grad_steps"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from timeouts import scaled
 
 from algos.tpo import Args, main, standardized_scores, tpo_batch, tpo_loss, tpo_target, update
 from controlrl import checkpoint
@@ -299,6 +300,6 @@ def test_script_exits_2_naming_the_flag():
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run(
         [sys.executable, "algos/tpo.py", "--env-id", "bandit:bernoulli-10", "--eta", "0"],
-        cwd=root, capture_output=True, text=True, timeout=120,
+        cwd=root, capture_output=True, text=True, timeout=scaled(120),
     )  # fmt: skip
     assert out.returncode == 2 and out.stderr.strip() == "error: --eta must be > 0, got 0.0"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from timeouts import scaled
 
 from algos import gae, trpo
 from controlrl import checkpoint
@@ -37,7 +38,7 @@ def run(script, *argv):
         env={**os.environ, "MUJOCO_GL": "egl"},
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled(300),
     )
     assert out.returncode == 0, out.stderr[-2000:]
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from timeouts import scaled
 
 from controlrl import checkpoint, rundir
 from controlrl.cli import CommonArgs, config_dict, fail, parse
@@ -153,7 +154,9 @@ def test_the_cli_refuses_a_resume_of_a_live_run_in_one_line(tmp_path):
     cmd += ["--total-timesteps", "64", "--num-steps", "32", "--num-minibatches", "2"]
     cmd += ["--no-progress", "--no-tensorboard"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=scaled(300)
+    )
     assert done.returncode == 0, done.stderr[-1000:]
     holder = hold_lock(run_dir)
     try:
@@ -163,7 +166,7 @@ def test_the_cli_refuses_a_resume_of_a_live_run_in_one_line(tmp_path):
             env=env,
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=scaled(300),
         )
     finally:
         holder.kill()

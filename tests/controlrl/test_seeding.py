@@ -5,6 +5,8 @@ loaded (so torch.compile users get Inductor's deterministic flag too)."""
 import subprocess
 import sys
 
+from timeouts import scaled
+
 PROBE = """
 import sys, torch
 from controlrl.seeding import seed_everything
@@ -19,7 +21,9 @@ print(torch.are_deterministic_algorithms_enabled(),
 
 def _probe(mode: bool, before: str = "", after: str = "") -> list[str]:
     code = PROBE.format(mode=mode, before=before, after=after)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=scaled(120)
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.split()
 

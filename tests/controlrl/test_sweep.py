@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from timeouts import scaled
 
 from controlrl import experiment, sweep
 
@@ -168,7 +169,7 @@ def test_killed_sweep_resumes_every_run_exactly_once(tmp_path):
     ]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seed1 = out / "runs" / "ppo" / "Pendulum-v1" / "seed1" / "metrics.csv"
-    deadline = time.time() + 180
+    deadline = time.time() + scaled(180)
     while time.time() < deadline:
         if seed1.exists() and len(seed1.read_text().splitlines()) >= 4:
             break
@@ -180,7 +181,7 @@ def test_killed_sweep_resumes_every_run_exactly_once(tmp_path):
     time.sleep(0.5)  # the runs die with their sweep (PDEATHSIG)
     summary = experiment.summarize(out)  # the dead driver's "running" is not believed
     assert summary["state"] == "interrupted" and summary["counts"]["running"] == 0
-    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, timeout=300)
+    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, timeout=scaled(300))
     status = json.loads((out / "sweep.json").read_text())["runs"]
     assert all(v["status"] == "done" for v in status.values()), status
     for seed in (1, 2, 3):
@@ -514,3 +515,47 @@ def test_differing_flags_names_what_would_train_differently(tmp_path):
         (tmp_path / "config.json").write_text(json.dumps({"args": {**args, **change}}))
         assert differing_flags(tmp_path, "ppo", argv) == want
     assert differing_flags(tmp_path, "ppo", argv, ignore=("hidden_sizes",)) == []
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_a_rerun_leaves_a_run_that_a_live_resume_holds(tmp_path, fake_algos, checkpoint):
+    """A run killed before (or after) its first checkpoint, resumed by hand: while that process
+    holds the run's lock, the sweep's rerun neither deletes the directory nor starts the run."""
+    config = experiment.SweepConfig(["ok"], ["CartPole-v1"], 1, 100)
+    (task,) = experiment.plan(config, tmp_path / "out", fake_algos)
+    run_dir = Path(task.run_dir)
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text("{}")
+    (run_dir / "metrics.csv").write_text("step,train/episode_return\n1,1\n")
+    if checkpoint:
+        (run_dir / "checkpoints").mkdir()
+        (run_dir / "checkpoints" / "latest.pt").write_bytes(b"x")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(run_dir)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        result = experiment.run_task(task)
+        assert result["status"] == "failed", result
+        assert f"in use by another run (pid {holder.pid})" in result["error"]
+        assert (run_dir / "metrics.csv").read_text() == "step,train/episode_return\n1,1\n"
+        assert not (run_dir / "final_eval.json").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    # its holder gone, the rerun takes the run as before
+    assert experiment.run_task(task)["status"] == "done"
+
+
+# a process holding a run directory's lock as a live run does (controlrl.rundir.lock)
+HOLD_LOCK = """
+import sys, time
+from controlrl import rundir
+rundir.lock(sys.argv[1])
+print("locked", flush=True)
+time.sleep(600)
+"""

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from timeouts import scaled
 
 from controlrl import experiment
 
@@ -191,7 +192,7 @@ def steps_of(out: Path, seed: int) -> list[int]:
 
 
 def wait_for(predicate, timeout, what):
-    deadline = time.time() + timeout
+    deadline = time.time() + scaled(timeout)
     while time.time() < deadline:
         value = predicate()
         if value:
@@ -216,7 +217,7 @@ def test_runs_land_on_both_nodes_and_status_shows_what_runs(cluster, tmp_path, s
             assert_loopback_only([os.getpid(), proc.pid])  # the driver's own listeners too
             time.sleep(0.2)
     finally:
-        stdout = proc.communicate(timeout=120)[0]
+        stdout = proc.communicate(timeout=scaled(120))[0]
     assert proc.returncode == 0, stdout
     assert max(seen_running) == 2, seen_running  # two nodes of one CPU: never more than two
     data = json.loads((out / "sweep.json").read_text())
@@ -245,7 +246,7 @@ def test_killed_node_has_its_run_retried_and_finished(cluster, tmp_path, slow_al
 
         seed = wait_for(on_extra, 120, "a run on the extra node")
         cluster.remove_node(extra, allow_graceful=False)
-        stdout = proc.communicate(timeout=240)[0]
+        stdout = proc.communicate(timeout=scaled(240))[0]
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -294,14 +295,16 @@ def test_killed_driver_is_reported_interrupted_and_rerun_resumes(cluster, tmp_pa
         env=driver_env(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert status.returncode == 0, status.stderr
     assert "0 running" in status.stdout and "sweep interrupted" in status.stdout, status.stdout
     data = json.loads((out / "sweep.json").read_text())
     assert data["driver"]["state"] == "interrupted"
     assert {v["status"] for v in data["runs"].values()} == {"queued"}
-    rerun = subprocess.run(cmd, cwd=tmp_path, env=driver_env(), capture_output=True, timeout=240)
+    rerun = subprocess.run(
+        cmd, cwd=tmp_path, env=driver_env(), capture_output=True, timeout=scaled(240)
+    )
     assert rerun.returncode == 0, rerun.stderr
     for s in (1, 2):
         assert steps_of(out, s) == list(range(1, 61)), s
@@ -351,7 +354,12 @@ def test_wrong_address_fails_in_one_line(tmp_path, slow_algos):
             start = time.time()
             cmd = driver_cmd(address, tmp_path / "out", slow_algos, 1, 4, *extra)
             res = subprocess.run(
-                cmd, cwd=tmp_path, env=driver_env(), capture_output=True, text=True, timeout=60
+                cmd,
+                cwd=tmp_path,
+                env=driver_env(),
+                capture_output=True,
+                text=True,
+                timeout=scaled(60),
             )
             lines = res.stderr.strip().splitlines()
             assert res.returncode == 2 and len(lines) == 1, res.stderr

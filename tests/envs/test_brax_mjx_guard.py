@@ -14,6 +14,8 @@ from types import SimpleNamespace
 import pytest
 
 pytest.importorskip("brax")
+from timeouts import scaled
+
 from envs import brax as brax_backend  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -153,7 +155,7 @@ def test_the_formerly_hanging_configuration_ends():
         },
         capture_output=True,
         text=True,
-        timeout=1200,
+        timeout=scaled(1200),
     )
     assert out.returncode == 0, out.stderr[-2000:]
     affected = brax_backend.lapack_blocks_pool(brax_backend.installed_jaxlib())

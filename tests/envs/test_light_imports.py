@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from timeouts import scaled
 
 ROOT = Path(__file__).parents[2]
 HEAVY = ("mujoco", "brax", "dm_control", "jax", "envpool")
@@ -19,7 +20,11 @@ def imported_after(code: str) -> set[str]:
     """The modules sys.modules holds after code runs in a fresh interpreter."""
     script = f"import json, sys\n{code}\nprint(json.dumps(sorted(sys.modules)))"
     proc = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=scaled(120),
     )
     assert proc.returncode == 0, proc.stderr
     return set(json.loads(proc.stdout.splitlines()[-1]))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from timeouts import scaled
 
 pytest.importorskip("h5py")
 
@@ -158,7 +159,7 @@ def test_interrupted_behaviour_run_resumes_and_keeps_its_step_files(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while not first.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.005)
     finally:

@@ -16,6 +16,8 @@ import pytest
 
 pytest.importorskip("h5py")
 
+from timeouts import scaled
+
 from envs.offline import load  # noqa: E402
 from envs.offline.generate import PARTIAL, generate  # noqa: E402
 from envs.offline.store import minari_path  # noqa: E402
@@ -106,7 +108,7 @@ def test_a_killed_generator_leaves_no_behaviour_run_and_a_second_one_is_refused(
     gen = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL)
     run_lock = tmp_path / "behaviour" / "Pendulum-v1-s0-b1000000" / "ppo" / "run.lock"
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + scaled(120)
         ppo = None
         while ppo is None and time.monotonic() < deadline and gen.poll() is None:
             pid = holder_pid(run_lock)  # PPO writes its pid once it holds its run dir
@@ -116,7 +118,7 @@ def test_a_killed_generator_leaves_no_behaviour_run_and_a_second_one_is_refused(
         # another kind of the same behaviour run: only the behaviour run's lock stops it
         other = [*cmd[: cmd.index("expert")], "medium", *cmd[cmd.index("expert") + 1 :]]
         second = subprocess.run(other, cwd=REPO, env=env, capture_output=True, text=True,
-                                timeout=120)  # fmt: skip
+                                timeout=scaled(120))  # fmt: skip
         assert second.returncode == 1 and "Traceback" not in second.stderr
         lines = second.stderr.strip().splitlines()
         assert len(lines) == 1 and f"pid {gen.pid}" in lines[0], second.stderr
@@ -125,7 +127,7 @@ def test_a_killed_generator_leaves_no_behaviour_run_and_a_second_one_is_refused(
     finally:
         gen.send_signal(signal.SIGKILL)
         gen.wait()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while live(ppo) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not live(ppo), "the behaviour run outlived its generator"

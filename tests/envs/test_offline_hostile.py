@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from timeouts import scaled
 
 h5py = pytest.importorskip("h5py")
 
@@ -87,7 +88,7 @@ def load_in_child(path: Path) -> str:
         env={**os.environ, "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout.strip()
@@ -135,7 +136,7 @@ def cli_info(path: Path) -> subprocess.CompletedProcess:
         env={**os.environ, "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,
-        timeout=120,  # a reader that followed the link into the FIFO would block here
+        timeout=scaled(120),  # a reader that followed the link into the FIFO would block here
     )
 
 

@@ -61,7 +61,7 @@ def test_capture_declines_what_it_cannot_save_whole():
         return vec
 
     assert state.capture(made("Pendulum-v1", wrap=Counter)) is None
-    assert state.capture(made("bandit:bernoulli-10")) is None
+    assert state.capture(envs.make("bandit:bernoulli-10", 1, 0)) is None  # not reset yet
     assert state.capture(made("Pendulum-v1", vectorization="async")) is None
     assert state.capture(envs.make("Pendulum-v1", 1, 0)) is None  # not reset: no state yet
     assert state.capture(made("Pendulum-v1")) is not None
@@ -73,3 +73,55 @@ def test_restore_refuses_a_count_mismatch():
     saved = state.capture(vec)
     with pytest.raises(ValueError, match="2 saved env states for 1 envs"):
         state.restore(envs.make("Pendulum-v1", 1, 0), saved)
+
+
+def stepped(vec, actions):
+    """Step vec through actions: (obs, reward, terminated, truncated) per step."""
+    return [tuple(np.copy(x) for x in vec.step(a)[:4]) for a in actions]
+
+
+@pytest.mark.parametrize(
+    "name, before",
+    [
+        ("contextual-4-5", 3),  # the contexts of the episodes in progress and the generator
+        ("sequence-reverse-2-3", 2),  # mid-answer: tokens so far and the position
+        ("sequence-stop-3-2", 5),  # each env at its own position
+        ("gaussian-4", 1),
+    ],
+)
+def test_a_restored_bandit_draws_on_as_the_original(name, before):
+    a = envs.make(f"bandit:{name}", 64, seed=0)
+    a.reset(seed=5)
+    rng = np.random.default_rng(0)
+    n = getattr(a.single_action_space, "n", None)
+
+    def actions(k):
+        return [rng.integers(0, n, 64) for _ in range(k)]
+
+    stepped(a, actions(before))
+    saved = state.capture(a)
+    plan = actions(12)
+    want = stepped(a, plan)
+    b = envs.make(f"bandit:{name}", 64, seed=0)
+    b.reset(seed=99)  # another stream: everything must come from the capture
+    state.restore(b, saved)
+    got = stepped(b, plan)
+    for w, g in zip(want, got, strict=True):
+        for x, y in zip(w, g, strict=True):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_a_restored_population_bandit_draws_on_per_seed():
+    from envs import bandits
+
+    a = bandits.make_population("bernoulli-10", 3, 2)
+    a.reset(seed=[1, 2, 3])
+    plan = [np.arange(6) % 10 for _ in range(8)]
+    stepped(a, plan[:3])
+    saved = state.capture(a)
+    want = stepped(a, plan)
+    b = bandits.make_population("bernoulli-10", 3, 2)
+    state.restore(b, saved)
+    assert [x[1].tolist() for x in stepped(b, plan)] == [x[1].tolist() for x in want]
+    with pytest.raises(ValueError, match="3 saved generators"):
+        state.restore(bandits.make_population("bernoulli-10", 2, 3), saved)

@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from timeouts import scaled
 
 from envs import bandits
 
@@ -38,7 +39,7 @@ def test_toy_run_writes_png_and_csvs_from_the_runs(tmp_path):
     sweep, out = tmp_path / "sweep", tmp_path / "out"
     cmd = [sys.executable, "paper_figures/bandit_suite.py", "--toy", "--train"]
     cmd += ["--sweep-dir", str(sweep), "--out", str(out)]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=scaled(240))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert "command: python paper_figures/bandit_suite.py --toy --train" in done.stdout
     assert 5_000 < (out / "bandit_suite.png").stat().st_size < 200_000

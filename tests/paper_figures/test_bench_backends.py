@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from timeouts import scaled
 
 from controlrl import bench
 from paper_figures import bench_backends as bb
@@ -63,7 +64,7 @@ def test_speed_is_paired_per_repeat_against_the_first_layout():
 def test_bench_backends_toy(tmp_path):
     out = tmp_path / "b.csv"
     argv = [sys.executable, str(SCRIPT), "--toy", "--out", str(out)]
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=scaled(600))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     with out.open() as f:
         rows = list(csv.DictReader(f))

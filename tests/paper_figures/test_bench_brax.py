@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from timeouts import scaled
 
 SCRIPT = Path(__file__).resolve().parents[2] / "paper_figures" / "bench_brax.py"
 
@@ -17,7 +18,7 @@ def test_bench_brax_toy(tmp_path):
     argv = [sys.executable, str(SCRIPT), "--out", str(out), "--envs", "halfcheetah"]
     argv += ["--pipelines", "spring", "--num-envs", "2", "--host-envs", "2"]
     argv += ["--chunk", "0.1", "--chunks", "1"]
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=scaled(600))
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = {r["backend"]: r for r in csv.DictReader(out.open())}
     assert {"brax raw", "brax raw+autoreset", "brax adapter", "gymnasium"} <= set(rows)
@@ -34,7 +35,7 @@ def test_bench_brax_workers_past_their_timeout_leave_failed_rows(tmp_path):
     out = tmp_path / "b.csv"
     argv = [sys.executable, str(SCRIPT), "--out", str(out), "--envs", "halfcheetah"]
     argv += ["--pipelines", "spring", "--num-envs", "2", "--host-envs", "2", "--timeout", "0.3"]
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=scaled(120))
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = list(csv.DictReader(out.open()))
     assert sorted(r["backend"] for r in rows) == [
@@ -53,7 +54,9 @@ def test_pipeline_check_balances_on_positional(tmp_path):
     script = SCRIPT.parent / "brax_pipeline_check.py"
     out = tmp_path / "c.csv"
     argv = [sys.executable, str(script), "--out", str(out), "--pipelines", "positional"]
-    proc = subprocess.run(argv + ["--num-envs", "2"], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        argv + ["--num-envs", "2"], capture_output=True, text=True, timeout=scaled(600)
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = {r["controller"]: r for r in csv.DictReader(out.open())}
     assert int(rows["pd"]["min_length"]) == 1000  # the PD controller holds the pole

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from timeouts import scaled
 
 from controlrl import bench
 
@@ -27,7 +28,7 @@ def test_toy_times_ppo_and_fpo_side_by_side(tmp_path):
     out = tmp_path / "bench.csv"
     argv = [sys.executable, str(SCRIPT), "--toy", "--out", str(out), "--num-steps", "32"]
     argv += ["--iterations", "2", "--warmup", "1", "--repeats", "1", "--contenders", "ppo,fpo"]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=scaled(300), cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = bench.read_csv(out)
     assert [(r["contender"], r["slot"], r["status"]) for r in rows] == [

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from timeouts import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "paper_figures" / "bench_iql.py"
@@ -53,7 +54,7 @@ def _tiny_file(path: Path) -> int:
 
 def _run(*flags, timeout=300, cwd=None):
     argv = [sys.executable, str(SCRIPT), "--toy", *flags]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=scaled(timeout), cwd=cwd)
 
 
 @pytest.mark.skipif(not D3RLPY_PYTHON.is_file(), reason="d3rlpy's venv: make bench-iql")
@@ -164,7 +165,7 @@ def test_bad_flags_exit_2_before_anything_runs(tmp_path, capsys):
     """The script exits 2 before it writes anything (one process); the other checks are the same
     parse_args, run in this process (a process per flag costs seconds)."""
     missing = str(tmp_path / "no_python")
-    proc = _run("--out", str(tmp_path / "b.csv"), "--updates", "45", timeout=60)
+    proc = _run("--out", str(tmp_path / "b.csv"), "--updates", "45", timeout=scaled(60))
     assert proc.returncode == 2 and "--log-every 10 must divide --updates 45" in proc.stderr
     assert not (tmp_path / "b.csv").exists()
     for flags, message in (
@@ -181,7 +182,7 @@ def test_bad_flags_exit_2_before_anything_runs(tmp_path, capsys):
 
 def test_peer_rejects_warmup_past_updates_without_d3rlpy(tmp_path):
     argv = [sys.executable, str(PEER), "--dataset", str(SCRIPT), "--updates", "5", "--warmup", "5"]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=scaled(60))
     assert proc.returncode == 2 and "--warmup must be in [0, --updates)" in proc.stderr
 
 

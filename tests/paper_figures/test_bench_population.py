@@ -8,13 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from timeouts import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(*argv):
     done = subprocess.run(
-        [sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=600
+        [sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=scaled(600)
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     return done.stdout

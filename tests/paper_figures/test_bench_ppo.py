@@ -8,6 +8,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
+from timeouts import scaled
 
 SCRIPT = Path(__file__).resolve().parents[2] / "paper_figures" / "bench_ppo.py"
 
@@ -15,7 +16,9 @@ SCRIPT = Path(__file__).resolve().parents[2] / "paper_figures" / "bench_ppo.py"
 def _run(tmp_path, *flags, timeout=300):
     out = tmp_path / "b.csv"
     argv = [sys.executable, str(SCRIPT), "--toy", "--out", str(out), *flags]
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=timeout)
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, cwd=tmp_path, timeout=scaled(timeout)
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     with out.open() as f:
         return proc, list(csv.DictReader(f))
@@ -63,7 +66,9 @@ def test_spo_and_bpo_get_ppos_settings():
 
 def test_bench_ppo_rejects_bad_flags(tmp_path, capsys):
     argv = [sys.executable, str(SCRIPT), "--toy", "--out", str(tmp_path / "b.csv")]
-    proc = subprocess.run([*argv, "--algos", "ppo,sac"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [*argv, "--algos", "ppo,sac"], capture_output=True, text=True, timeout=scaled(60)
+    )
     assert proc.returncode == 2 and "--algos must be a subset of ppo,spo,bpo,trpo" in proc.stderr
     assert not (tmp_path / "b.csv").exists()
     spec = importlib.util.spec_from_file_location("bench_ppo", SCRIPT)  # not in a package

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from timeouts import scaled
 
 from controlrl import bench
 
@@ -27,7 +28,7 @@ bench_retrace = _module(SCRIPT, "bench_retrace")
 
 def _run(*flags, timeout=300):
     argv = [sys.executable, str(SCRIPT), "--toy", *flags]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=scaled(timeout), cwd=ROOT)
 
 
 @pytest.mark.slow  # the figure script end to end at toy size
@@ -91,6 +92,6 @@ def test_summary_pairs_ratios_within_a_repeat():
     ],
 )
 def test_bad_flags_exit_2_before_anything_runs(tmp_path, flags, message):
-    proc = _run("--out", str(tmp_path / "b.csv"), *flags, timeout=60)
+    proc = _run("--out", str(tmp_path / "b.csv"), *flags, timeout=scaled(60))
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert not (tmp_path / "b.csv").exists()

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from timeouts import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "paper_figures" / "brax_locomotion.py"
@@ -292,7 +293,7 @@ def test_brax_locomotion_toy(tmp_path):
         [sys.executable, str(SCRIPT), "--toy", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
-        timeout=1800,
+        timeout=scaled(1800),
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     with (tmp_path / "brax_locomotion.csv").open() as f:
@@ -320,6 +321,6 @@ def test_brax_locomotion_toy(tmp_path):
         [sys.executable, str(SCRIPT), "--toy", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled(300),
     )
     assert again.returncode == 0 and again.stdout.count(", final return") == 6

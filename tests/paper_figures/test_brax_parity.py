@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from timeouts import scaled
 
 SCRIPT = Path(__file__).resolve().parents[2] / "paper_figures" / "brax_parity.py"
 
@@ -70,7 +71,9 @@ def test_pin_sets_one_cpu_for_the_process_or_none():
         "print(m.pin(-2), sorted(os.sched_getaffinity(0)) == before[-1:])\n"
         "try:\n    m.pin(10**6)\nexcept SystemExit as e:\n    print('refused', '--cpu' in str(e))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=scaled(60)
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()
     assert lines[0] == "not pinned True"
@@ -85,7 +88,7 @@ def test_brax_parity_toy(tmp_path):
         [sys.executable, str(SCRIPT), "--toy", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=scaled(900),
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     with (tmp_path / "brax_parity.csv").open() as f:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from timeouts import scaled
 
 SCRIPT = Path(__file__).resolve().parents[2] / "paper_figures" / "brax_ppo_race.py"
 
@@ -18,7 +19,7 @@ def test_brax_ppo_race_toy(tmp_path):
         [sys.executable, str(SCRIPT), "--toy", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=scaled(900),
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     with (tmp_path / "brax_ppo_race.csv").open() as f:

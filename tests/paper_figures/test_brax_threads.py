@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from timeouts import scaled
 
 SCRIPT = Path(__file__).resolve().parents[2] / "paper_figures" / "brax_threads.py"
 
@@ -17,7 +18,7 @@ def test_brax_threads_toy(tmp_path):
         [sys.executable, str(SCRIPT), "--toy", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=scaled(600),
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     with (tmp_path / "brax_threads_race.csv").open() as f:

@@ -11,6 +11,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+from timeouts import scaled
 
 from envs.offline import Dataset
 from envs.offline.d4rl import write_hdf5
@@ -40,7 +41,7 @@ def test_dppo_finetune_toy(tmp_path):
     sweep, out = tmp_path / "sweep", tmp_path / "out"
     cmd = [sys.executable, "paper_figures/dppo_finetune.py", "--toy", "--train"]
     cmd += ["--datasets", str(data), "--sweep-dir", str(sweep), "--out", str(out)]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=scaled(300))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert "command: python paper_figures/dppo_finetune.py --toy" in done.stdout
     rows = list(csv.DictReader((out / "dppo_finetune.csv").open()))

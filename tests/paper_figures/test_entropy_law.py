@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from timeouts import scaled
 
 from controlrl.experiment import write_rows
 from controlrl.plots import train_seconds
@@ -78,7 +79,7 @@ def test_toy_run_writes_png_and_csvs_from_the_runs(tmp_path):
     sweep, out = tmp_path / "sweep", tmp_path / "out"
     cmd = [sys.executable, "paper_figures/entropy_law.py", "--toy", "--train"]
     cmd += ["--sweep-dir", str(sweep), "--out", str(out)]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=scaled(240))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert "command: python paper_figures/entropy_law.py --toy --train" in done.stdout
     assert 5_000 < (out / "entropy_law.png").stat().st_size < 200_000

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from timeouts import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,7 +43,7 @@ def run_toy(tmp_path):
     sweep, out = tmp_path / "sweep", tmp_path / "out"
     cmd = [sys.executable, "paper_figures/fpo_multimodal.py", "--toy", "--train"]
     cmd += ["--sweep-dir", str(sweep), "--out", str(out)]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=scaled(600))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert "command: python paper_figures/fpo_multimodal.py --toy" in done.stdout
     return sweep, out
@@ -87,7 +88,7 @@ def test_bimodal_bandit_fpo_commits_to_one_mode_while_gaussian_ppo_stays_broad(t
         cmd = [sys.executable, f"algos/{algo}.py", "--env-id", "bandit:bimodal", "--seed", "1"]
         cmd += [*fig.BANDIT_FLAGS, "--total-timesteps", "15360", "--run-dir", str(run)]
         cmd += ["--no-progress", "--eval-every", "0", "--eval-episodes", "1"]
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=scaled(900))
         assert done.returncode == 0, done.stderr[-2000:]
         policy = fig.load_policy(run, run / "checkpoints" / "latest.pt")
         stats[algo] = fig.mode_stats(fig.sampled_actions(policy, 4000))

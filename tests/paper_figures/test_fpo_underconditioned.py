@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from timeouts import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,7 +18,7 @@ def test_toy_run_writes_what_the_runs_hold(tmp_path):
     sweep, out = tmp_path / "sweep", tmp_path / "out"
     cmd = [sys.executable, "paper_figures/fpo_underconditioned.py", "--toy", "--train"]
     cmd += ["--sweep-dir", str(sweep), "--out", str(out)]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=scaled(600))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     rows = list(csv.DictReader((out / "fpo_underconditioned.csv").open()))
     assert sorted((r["env"], r["algo"]) for r in rows) == [

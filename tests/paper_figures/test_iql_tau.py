@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from timeouts import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,7 +19,7 @@ def test_iql_tau_toy(tmp_path):
     sweep, out = tmp_path / "sweep", tmp_path / "out"
     cmd = [sys.executable, "paper_figures/iql_tau.py", "--toy", "--train"]
     cmd += ["--sweep-dir", str(sweep), "--out", str(out)]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=scaled(300))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert (
         "generating: python -m envs.offline generate --env Hopper-v5 --kind random" in done.stdout

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from timeouts import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,7 +40,7 @@ def test_mujoco_results_toy(algo, tmp_path):
     ]
     if algo == "ppo":
         cmd += ["--num-minibatches", "4", "--update-epochs", "1"]
-    subprocess.run(cmd, cwd=ROOT, check=True, timeout=600)
+    subprocess.run(cmd, cwd=ROOT, check=True, timeout=scaled(600))
     rows = list(csv.DictReader((tmp_path / "out" / f"{algo}_mujoco.csv").open()))
     assert sorted((r["env_id"], r["seed"]) for r in rows) == [
         ("HalfCheetah-v5", "1"),
@@ -59,7 +60,7 @@ def test_dmc_suite_toy(tmp_path):
     cmd += ["--sweeps-root", str(tmp_path / "sweeps"), "--out", str(tmp_path / "out"), "--"]
     cmd += ["--num-steps", "256", "--num-envs", "2", "--eval-episodes", "1"]
     cmd += ["--num-minibatches", "4", "--update-epochs", "1"]
-    subprocess.run(cmd, cwd=ROOT, check=True, timeout=600)
+    subprocess.run(cmd, cwd=ROOT, check=True, timeout=scaled(600))
     rows = list(csv.DictReader((tmp_path / "out" / "ppo_dmc.csv").open()))
     assert sorted(r["env_id"] for r in rows) == ["dmc:cheetah-run", "dmc:walker-walk"]
     assert {r["reference"] for r in rows} == {"472.0", "306.0"}

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy import stats
+from timeouts import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("ppo_vs_sb3", ROOT / "paper_figures/ppo_vs_sb3.py")
@@ -56,7 +57,7 @@ def test_ppo_vs_sb3_toy(tmp_path):
     cmd = [sys.executable, "paper_figures/ppo_vs_sb3.py", "--train", "--seeds", "2"]
     cmd += ["--total-timesteps", "4096", "--sweeps-root", str(tmp_path / "sweeps")]
     cmd += ["--out", str(tmp_path / "out"), "--", "--eval-episodes", "1"]
-    subprocess.run(cmd, cwd=ROOT, check=True, timeout=600)
+    subprocess.run(cmd, cwd=ROOT, check=True, timeout=scaled(600))
     rows = list(csv.DictReader((tmp_path / "out" / "ppo_vs_sb3.csv").open()))
     assert sorted((r["side"], r["seed"], r["steps"]) for r in rows) == [
         ("SB3", "1", "4096"),

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from timeouts import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location(
@@ -64,7 +65,7 @@ def test_toy_run_staleness_queue_and_csv(tmp_path):
     out = tmp_path / "out"
     cmd = [sys.executable, "paper_figures/ratio_filters.py", "--toy", "--workers", "2"]
     cmd += ["--staleness", "0,2", "--seeds", "1", "--out", str(out)]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=scaled(240))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert "command: python paper_figures/ratio_filters.py --toy --workers 2" in done.stdout
     rows = list(csv.DictReader((out / "ratio_filters.csv").open()))

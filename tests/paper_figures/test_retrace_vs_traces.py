@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from timeouts import scaled
 
 from theory import mdp as M
 from theory.retrace import q_pi, traces
@@ -82,7 +83,7 @@ def test_toy_run_writes_png_and_csvs(tmp_path):
     """--toy without --train: panel A in seconds, panel B says where runs are missing."""
     cmd = [sys.executable, str(PATH), "--toy", "--out", str(tmp_path)]
     cmd += ["--sweep-dir", str(tmp_path / "none")]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=scaled(120))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "made by: python" in done.stdout and "--toy --out" in done.stdout
     assert f"panel B: no finished runs under {tmp_path / 'none'}" in done.stdout
@@ -96,7 +97,7 @@ def test_toy_run_writes_png_and_csvs(tmp_path):
 
 def test_bad_flags_fail_with_the_flag_named(tmp_path, capsys):
     cmd = [sys.executable, str(PATH), "--toy", "--out", str(tmp_path), "--step", "0"]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=scaled(60))
     assert done.returncode == 2 and "--step" in done.stderr.splitlines()[-1]
     cases = [(["--traces", "retrace,watkins"], "--traces"), (["--p-right", "1"], "--p-right")]
     cases += [(["--segment-length", "0"], "--segment-length")]
@@ -110,7 +111,7 @@ def test_bad_flags_fail_with_the_flag_named(tmp_path, capsys):
 def test_toy_train_runs_the_sweeps(tmp_path):
     cmd = [sys.executable, str(PATH), "--toy", "--train", "--out", str(tmp_path / "out")]
     cmd += ["--sweep-dir", str(tmp_path / "sweep")]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=scaled(900))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     rows = list(csv.DictReader((tmp_path / "out" / "retrace_vs_traces_mujoco.csv").open()))
     expected = ["ppo"]
