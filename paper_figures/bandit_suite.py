@@ -29,7 +29,7 @@ import numpy as np
 
 from controlrl import experiment as sweep
 from controlrl.cli import ArgumentParser
-from paper_figures.lab import metrics, runner, spec
+from paper_figures.lab import metrics, runner, scripts, spec
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = "bandit-suite"
@@ -177,9 +177,7 @@ def plot(exp: spec.Experiment, out: Path, table: list[dict]) -> None:
             " seeds and its band (legend: seeds, and 95% bootstrap CI or min-max range)",
             fontsize=10,
         )
-        fig.tight_layout()
-        fig.savefig(out / "bandit_suite.png", dpi=60, metadata={"Software": None})
-        plt.close(fig)
+        scripts.save_figure(fig, out / "bandit_suite.png", 60)
 
 
 def main(argv: list[str] | None = None) -> None:

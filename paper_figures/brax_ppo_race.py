@@ -73,6 +73,7 @@ from pathlib import Path
 
 from controlrl import bench
 from controlrl.cli import ArgumentParser
+from paper_figures.lab import scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAINERS = ("brax", "ours", "ours_jax")  # ours_jax: algos/ppo_brax.py (JAX rollout + update)
@@ -439,9 +440,7 @@ def plot(args, results: dict, path: Path) -> None:
         ax.set_title(title, fontsize=10)
     axes[0].set_ylabel(f"eval return ({args.env}, {args.pipeline})")
     axes[0].legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    scripts.save_figure(fig, path, 110)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -28,9 +28,10 @@ import torch
 
 from controlrl import checkpoint
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig, apply_toy, run_sweep, write_rows
+from controlrl.experiment import SweepConfig, apply_toy, write_rows
 from controlrl.nets import make_policy
 from controlrl.normalize import ObsNormalizer
+from paper_figures.lab import scripts
 from theory import mountain_car as mc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,18 +118,15 @@ def main(argv: list[str] | None = None) -> None:
         extra = [*ZOO, *flags, "--eval-every", "0", "--no-tensorboard", "--no-progress"]
         config = SweepConfig(["ppo"], [ENV], args.seeds, args.total_timesteps, extra)
         out = sweeps / f"{name}_{args.total_timesteps}"
-        runs = run_sweep(config, out, workers=args.workers)
-        for run_id, status in sorted(runs.items(), key=lambda kv: int(kv[0].rsplit("seed")[1])):
-            if status["status"] != "done":
-                raise SystemExit(f"mountain_car.py: run {run_id} {status['status']}")
-            run_dir = out / "runs" / run_id
+        runs = scripts.train(config, out, name, args.workers)
+        for seed, run_dir in scripts.finished(runs, out, "mountain_car.py"):
             act, n_params = load_act(run_dir)
             steps = mc.policy_steps(act, x0, np.zeros_like(x0), max_steps=200)
             final = json.loads((run_dir / "final_eval.json").read_text())["eval_return_mean"]
             rows.append(
                 {
                     "policy": name,
-                    "seed": int(run_id.rsplit("seed", 1)[1]),
+                    "seed": seed,
                     "steps": args.total_timesteps,
                     "params": n_params,
                     "mean_steps": float(steps.mean()),
@@ -138,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
                     "final_eval_return": float(final),
                 }
             )
-            print(f"{name} {run_id}: {steps.mean():.1f} steps, regret {rows[-1]['regret']:.1f}")
+            print(f"{name} seed {seed}: {steps.mean():.1f} steps, regret {rows[-1]['regret']:.1f}")
 
     args.out.mkdir(parents=True, exist_ok=True)
     write_rows(args.out / "mountain_car.csv", rows)

@@ -32,10 +32,11 @@ import torch
 
 from controlrl import checkpoint
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig, run_sweep, write_rows
+from controlrl.experiment import SweepConfig, write_rows
 from controlrl.nets import make_policy
 from controlrl.normalize import ObsNormalizer
 from envs.adversarial import ScaledDynamics
+from paper_figures.lab import scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "InvertedPendulum-v5"
@@ -118,12 +119,9 @@ def main(argv: list[str] | None = None) -> None:
         extra = common + flags[name]
         config = SweepConfig([ALGO[name]], [ENV], args.seeds, args.total_timesteps, extra)
         out = args.sweeps_root / f"{name}_{args.total_timesteps}"
-        runs = run_sweep(config, out, workers=args.workers)
-        for run_id, status in sorted(runs.items(), key=lambda kv: int(kv[0].rsplit("seed")[1])):
-            if status["status"] != "done":
-                raise SystemExit(f"rarl_robustness.py: run {run_id} {status['status']}")
-            seed = int(run_id.rsplit("seed", 1)[1])
-            act = load_act(out / "runs" / run_id)
+        runs = scripts.train(config, out, name, args.workers)
+        for seed, run_dir in scripts.finished(runs, out, "rarl_robustness.py"):
+            act = load_act(run_dir)
             for mass in args.masses:
                 for friction in args.frictions:
                     ret = perturbed_return(act, mass, friction, args.episodes, 10_000 * seed)
@@ -188,9 +186,7 @@ def plot(path: Path, rows: list[dict], args) -> None:
             f"{args.total_timesteps:,} steps; {plots.band_words([args.seeds])}",
             fontsize=9,
         )
-        fig.tight_layout()
-        fig.savefig(path)
-        plt.close(fig)
+        scripts.save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ import numpy as np
 from controlrl import bench
 from controlrl.cli import ArgumentParser
 from controlrl.experiment import write_rows
+from paper_figures.lab import scripts
 from theory.mdp import chain
 from theory.retrace import (
     q_pi,
@@ -211,9 +212,7 @@ def plot(args, curves: list[dict], summary: list[dict]) -> None:
             f"{args.tab_seeds} seeds",
             fontsize=9,
         )
-        fig.tight_layout()
-        fig.savefig(args.out / "retrace_vs_traces.png", dpi=80, metadata={"Software": None})
-        plt.close(fig)
+        scripts.save_figure(fig, args.out / "retrace_vs_traces.png", 80)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
