@@ -420,9 +420,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     bad = [m for m in args.methods if m not in METHODS]
     if bad:
         p.error(f"--methods: unknown {bad}, expected some of {list(METHODS)}")
-    for name in ("seeds", "steps", "workers"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name} must be >= 1, got {getattr(args, name)}")
+    scripts.at_least(p, args, ("seeds", "steps", "workers"))
     return args
 
 

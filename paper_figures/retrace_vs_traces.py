@@ -245,9 +245,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--p-right must lie in (0, 1), got {args.p_right}")
     if not 0 <= args.lam <= 1:
         p.error(f"--lam must lie in [0, 1], got {args.lam}")
-    for name in ("segment_length", "updates", "paths", "tab_seeds", "variance_paths"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    scripts.at_least(p, args, ("segment_length", "updates", "paths", "tab_seeds", "variance_paths"))
     return args
 
 

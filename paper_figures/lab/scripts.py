@@ -40,3 +40,10 @@ def save_figure(fig, path: Path, dpi: float = 100) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=dpi, metadata={"Software": None})
     plt.close(fig)
+
+
+def at_least(parser, args, names: tuple[str, ...], low: int = 1) -> None:
+    """parser.error (exit 2) naming the first of the flags `names` whose value is below `low`."""
+    for name in names:
+        if getattr(args, name) < low:
+            parser.error(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(args, name)}")

@@ -50,3 +50,17 @@ def test_save_figure_writes_a_png_without_software_metadata_and_closes_it(tmp_pa
     with Image.open(tmp_path / "f.png") as image:
         assert image.size == (100, 50) and "Software" not in image.info
     assert not plt.fignum_exists(fig.number)
+
+
+def test_at_least_names_the_first_flag_below_its_bound(capsys):
+    from argparse import Namespace
+
+    from controlrl.cli import ArgumentParser
+
+    args = Namespace(num_envs=4, warmup=0, seeds=0)
+    scripts.at_least(ArgumentParser(), args, ("num_envs",))
+    scripts.at_least(ArgumentParser(), args, ("warmup",), 0)
+    with pytest.raises(SystemExit) as exc:
+        scripts.at_least(ArgumentParser(), args, ("num_envs", "seeds", "warmup"))
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith("--seeds must be >= 1, got 0")
