@@ -43,27 +43,33 @@ ZOO = [  # rl-baselines3-zoo hyperparams/ppo.yml, MountainCar-v0 (batch 64: 4 mi
 TOY = {"seeds": 2, "total_timesteps": 4096, "grids": "20,40", "starts": 3, "switch_horizon": 150}
 
 
-def load_act(run_dir: Path):
-    """act(x, v) -> actions of a finished ppo run: its policy's mode, normaliser frozen."""
-    saved = json.loads((run_dir / "config.json").read_text())["args"]
-    env = gym.make(ENV)
-    r = saved["chebyshev_range"]
-    shape = env.observation_space.shape
-    bounds = (torch.full(shape, -r), torch.full(shape, r)) if saved["norm_obs"] else None
-    policy = make_policy(
-        env.observation_space,
-        env.action_space,
-        tuple(saved["hidden_sizes"]),
-        chebyshev_degree=saved["chebyshev_degree"],
-        chebyshev_bounds=bounds,
-    )
+def load_policy(run_dir: Path, env_id: str, chebyshev: bool = False):
+    """(policy, observation normaliser or None) of a finished run's last checkpoint: the policy
+    built for env_id's spaces as its config.json says (chebyshev: with its Chebyshev
+    features), the normaliser frozen."""
+    saved = json.loads((Path(run_dir) / "config.json").read_text())["args"]
+    env = gym.make(env_id)
+    space, kw = env.observation_space, {}
+    if chebyshev:  # the features span [-r, r] of the normalised observations
+        r = saved["chebyshev_range"]
+        bounds = (torch.full(space.shape, -r), torch.full(space.shape, r))
+        bounds = bounds if saved["norm_obs"] else None
+        kw = dict(chebyshev_degree=saved["chebyshev_degree"], chebyshev_bounds=bounds)
+    policy = make_policy(space, env.action_space, tuple(saved["hidden_sizes"]), **kw)
+    env.close()
     state = checkpoint.load(Path(run_dir) / "checkpoints" / "latest.pt", ("policy",))
     policy.load_state_dict(state["policy"])
     normalizer = None
     if "obs_normalizer" in state:
-        normalizer = ObsNormalizer(shape)
+        normalizer = ObsNormalizer(space.shape)
         normalizer.load_state_dict(state["obs_normalizer"])
         normalizer.frozen = True
+    return policy, normalizer
+
+
+def load_act(run_dir: Path):
+    """act(x, v) -> actions of a finished ppo run: its policy's mode, normaliser frozen."""
+    policy, normalizer = load_policy(run_dir, ENV, chebyshev=True)
 
     def act(x: np.ndarray, v: np.ndarray) -> np.ndarray:
         obs = np.stack([x, v], 1).astype(np.float32)  # what the env hands the agent

@@ -22,7 +22,6 @@ results table. --variants runs a subset (each variant's runs do not depend on th
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -30,13 +29,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from controlrl import checkpoint
 from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, write_rows
-from controlrl.nets import make_policy
-from controlrl.normalize import ObsNormalizer
 from envs.adversarial import ScaledDynamics
 from paper_figures.lab import scripts
+from paper_figures.mountain_car import load_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "InvertedPendulum-v5"
@@ -52,16 +49,7 @@ def floats(text: str) -> list[float]:
 def load_act(run_dir: Path):
     """obs [d] -> action of a finished ppo or rarl run's (protagonist's) mode, normaliser
     frozen."""
-    saved = json.loads((run_dir / "config.json").read_text())["args"]
-    env = gym.make(ENV)
-    policy = make_policy(env.observation_space, env.action_space, tuple(saved["hidden_sizes"]))
-    env.close()
-    state = checkpoint.load(run_dir / "checkpoints" / "latest.pt", ("policy",))
-    policy.load_state_dict(state["policy"])
-    normalizer = None
-    if "obs_normalizer" in state:
-        normalizer = ObsNormalizer(env.observation_space.shape)
-        normalizer.load_state_dict(state["obs_normalizer"])
+    policy, normalizer = load_policy(run_dir, ENV)
 
     def act(obs: np.ndarray) -> np.ndarray:
         x = obs.astype(np.float32)[None]
