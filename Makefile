@@ -96,10 +96,7 @@ DECLARED := $(notdir $(patsubst %/,%,$(dir $(wildcard paper_figures/*/experiment
 figures: setup
 	for id in $(DECLARED); do $(BIN)/python -m paper_figures run $$id $(if $(FULL),,--toy) || exit 1; done
 ifdef FULL
-	$(BIN)/python paper_figures/retrace_vs_traces.py --train --total-timesteps 30000 \
-	  --mujoco-name retrace_vs_traces_mujoco_30k --sweep-dir runs/sweeps/retrace_30k
-	$(BIN)/python paper_figures/retrace_vs_traces.py --train --traces retrace,is,q_lambda --seeds 5 \
-	  --total-timesteps 100000 --eval-every 10000 --eval-episodes 10 --workers 2
+	$(BIN)/python paper_figures/retrace_vs_traces.py
 	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --train
 	$(BIN)/python paper_figures/mujoco_results.py --algo trpo --train
 	$(BIN)/python paper_figures/mujoco_results.py --algo ppo --suite dmc --train --workers 2
@@ -108,13 +105,12 @@ ifdef FULL
 	$(BIN)/python paper_figures/brax_ppo_race.py
 	$(BIN)/python paper_figures/ppo_vs_sb3.py --train --workers 2 \
 	  --sides controlrl,SB3,"controlrl vf_coef=1"
-	$(BIN)/python paper_figures/bandit_suite.py --train
+	$(BIN)/python paper_figures/bandit_suite.py
 	$(BIN)/python paper_figures/entropy_law.py --train --methods grpo --seeds 7
 	$(BIN)/python paper_figures/entropy_law.py --train --methods ppo --seeds 7 -- --eval-episodes 10
 	$(BIN)/python paper_figures/entropy_law.py --seeds 7
 else
-	$(BIN)/python paper_figures/retrace_vs_traces.py --toy --train --sweep-dir $(TOY_OUT)/sweeps/retrace \
-	  --out $(TOY_OUT)
+	$(BIN)/python paper_figures/retrace_vs_traces.py --toy --out $(TOY_OUT)
 	for algo in ppo trpo; do $(BIN)/python paper_figures/mujoco_results.py --algo $$algo --train \
 	  --envs Hopper-v5 --seeds 2 --total-timesteps 4096 --sweeps-root $(TOY_OUT)/sweeps \
 	  --out $(TOY_OUT) -- --num-steps 512 --num-envs 2 --eval-episodes 1 || exit 1; done
@@ -128,8 +124,7 @@ else
 	$(BIN)/python paper_figures/brax_ppo_race.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/ppo_vs_sb3.py --train --seeds 2 --total-timesteps 4096 \
 	  --sweeps-root $(TOY_OUT)/sweeps/ppo_vs_sb3 --out $(TOY_OUT) -- --eval-episodes 1
-	$(BIN)/python paper_figures/bandit_suite.py --toy --train \
-	  --sweep-dir $(TOY_OUT)/sweeps/bandit_suite --out $(TOY_OUT)
+	$(BIN)/python paper_figures/bandit_suite.py --toy --out $(TOY_OUT)
 	$(BIN)/python paper_figures/entropy_law.py --toy --train \
 	  --sweep-dir $(TOY_OUT)/sweeps/entropy_law --out $(TOY_OUT)
 endif

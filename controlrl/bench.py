@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -174,6 +175,52 @@ def paired_ratios(
     ok = {(r.name, r.repeat): r for r in runs if r.ok}
     repeats = sorted({k for _, k in ok})
     return [value(ok[a, k]) / value(ok[b, k]) for k in repeats if (a, k) in ok and (b, k) in ok]
+
+
+def row_ratios(rows: Sequence[Mapping[str, Any]], a: str, b: str, key: str) -> list[float]:
+    """key of contender a / key of b within each repeat where both are ok and have a value, in
+    repeat order: paired_ratios for CSV rows (contender, repeat, status and the key)."""
+    ok = {(r["contender"], r["repeat"]): r for r in rows if r["status"] == "ok"}
+    repeats = sorted(k for c, k in ok if c == a and (b, k) in ok)
+    pairs = [(ok[a, k], ok[b, k]) for k in repeats]
+    return [x[key] / y[key] for x, y in pairs if x[key] != "" and y[key] != ""]
+
+
+def failures(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A line per row whose run failed: 'FAILED <contender> repeat <k>: <status>'."""
+    return [f"FAILED {r['contender']} repeat {r['repeat']}: {r['status']}" for r in rows
+            if r["status"] != "ok"]  # fmt: skip
+
+
+class Recorder:
+    """An on_run callback of run / run_repeat / run_one's caller: each run's CSV row (row(run))
+    written to `out` with the rows before it as the run ends, so that a bench killed midway
+    keeps what finished, and one progress line printed (describe(row) for a run that ended ok,
+    else its status and the tail of its log). Runs may end in threads of their own."""
+
+    def __init__(
+        self,
+        out: str | Path,
+        command: str,
+        row: Callable[[Run], dict],
+        describe: Callable[[dict], str],
+        rows: Sequence[dict] = (),
+        keep_commands: bool = False,
+    ) -> None:
+        self.out, self.command, self.row, self.describe = out, command, row, describe
+        self.rows, self.runs, self.keep_commands = list(rows), [], keep_commands
+        self.t0, self.lock = time.perf_counter(), threading.Lock()
+
+    def __call__(self, run: Run) -> None:
+        with self.lock:
+            self.runs.append(run)
+            self.rows.append(self.row(run))
+            write_csv(self.out, self.rows, self.command, self.keep_commands)
+            what = self.describe(self.rows[-1]) if run.ok else run.status
+            clock = f"[{time.perf_counter() - self.t0:6.0f} s]"
+            print(f"{clock} repeat {run.repeat} {run.name} {what}", flush=True)
+            if not run.ok:
+                print(run.log[-2000:], flush=True)
 
 
 def median_range(values: Sequence[float], fmt: str = ".2f") -> str:

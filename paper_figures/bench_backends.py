@@ -18,12 +18,12 @@ per repeat (>1: faster).
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 from controlrl import bench
 from controlrl.cli import ArgumentParser
 from paper_figures import bench_ppo
+from paper_figures.lab import scripts
 
 DEFAULT_LAYOUTS = "Hopper-v5:1x2048,Hopper-v5:8x256,envpool:Hopper-v5:8x256"
 TOY_LAYOUTS = "Hopper-v5:1x256,Hopper-v5:2x128"
@@ -123,33 +123,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--layouts must share one batch (envs x steps), got {sorted(batches)}")
     if batches.pop() % args.num_minibatches:
         p.error(f"--num-minibatches {args.num_minibatches} must divide the batch")
-    for name in ("iterations", "repeats", "threads", "num_minibatches", "epochs"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.warmup < 0:
-        p.error(f"--warmup must be >= 0, got {args.warmup}")
+    scripts.at_least(p, args, ("iterations", "repeats", "threads", "num_minibatches", "epochs"))
+    scripts.at_least(p, args, ("warmup",), 0)
     return args
 
 
 def main(argv: list[str] | None = None) -> list[bench.Run]:
     args = parse_args(argv)
     command = bench.command_line("paper_figures/bench_backends.py", argv)
-    runs: list[bench.Run] = []
-    t_start = time.perf_counter()
-
-    def report(run: bench.Run) -> None:
-        runs.append(run)
-        rows = [{k: row(r, args.warmup).get(k, "") for k in FIELDS} for r in runs]
-        bench.write_csv(args.out, rows, command)  # kept if killed
-        r = row(run, args.warmup)
-        timing = f"{r['sps']:8.0f} steps/s" if run.ok else run.status
-        print(
-            f"[{time.perf_counter() - t_start:6.0f} s] repeat {run.repeat} {run.name:28s} {timing}"
-        )
-        if not run.ok:
-            print(run.log[-2000:], flush=True)
-
-    bench.run(contenders(args), args.repeats, on_run=report)
+    report = bench.Recorder(args.out, command,
+                            lambda run: {k: row(run, args.warmup).get(k, "") for k in FIELDS},
+                            lambda r: f"{r['sps']:8.0f} steps/s")  # fmt: skip
+    runs = bench.run(contenders(args), args.repeats, on_run=report)
     _, envs, steps = parse_layout(args.layouts[0])
     print(
         f"\nOur PPO per layout, batch {envs * steps:,} steps, "

@@ -34,11 +34,11 @@ import argparse
 import csv
 import importlib
 import tempfile
-import time
 from pathlib import Path
 
 from controlrl import bench
 from controlrl.cli import ArgumentParser
+from paper_figures.lab import scripts
 
 CONTENDERS = ("ppo", "fpo", "fpo_ppo_update", "dppo", "dppo_ppo_nets")
 ALGO = {
@@ -123,13 +123,6 @@ def row(run: bench.Run) -> dict:
     return {k: out.get(k, "") for k in FIELDS}
 
 
-def paired(rows: list[dict], name: str, key: str) -> list[float]:
-    """name/ppo of `key` within each repeat where both succeeded."""
-    by = {(r["contender"], r["repeat"]): r for r in rows if r["status"] == "ok"}
-    reps = sorted(k for c, k in by if c == name and ("ppo", k) in by)
-    return [by[name, k][key] / by["ppo", k][key] for k in reps]
-
-
 def summarize(rows: list[dict]) -> str:
     """Markdown table: steps/s (wall, CPU) per contender and the paired ratios to ppo."""
     ok = [r for r in rows if r["status"] == "ok"]
@@ -150,14 +143,13 @@ def summarize(rows: list[dict]) -> str:
             bench.median_range([r["sps"] for r in mine], ",.0f"),
             bench.median_range([r["sps_cpu"] for r in mine], ",.0f"),
             split,
-            bench.median_range(paired(rows, name, "sps")) if name != "ppo" else "1",
-            bench.median_range(paired(rows, name, "sps_cpu")) if name != "ppo" else "1",
+            *(
+                bench.median_range(bench.row_ratios(rows, name, "ppo", k)) if name != "ppo" else "1"
+                for k in ("sps", "sps_cpu")
+            ),
         ]
         lines.append(f"| {name} | {' | '.join(cells)} |")
-    for r in rows:
-        if r["status"] != "ok":
-            lines.append(f"FAILED {r['contender']} repeat {r['repeat']}: {r['status']}")
-    return "\n".join(lines)
+    return "\n".join(lines + bench.failures(rows))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -182,32 +174,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     bad = set(args.contenders) - set(CONTENDERS)
     if bad or "ppo" not in args.contenders or len(args.contenders) < 2:
         p.error(f"--contenders: ppo and others of {','.join(CONTENDERS)}, got {args.contenders}")
-    for name in ("num_envs", "num_steps", "iterations", "repeats", "threads"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.warmup < 0:
-        p.error(f"--warmup must be >= 0, got {args.warmup}")
+    scripts.at_least(p, args, ("num_envs", "num_steps", "iterations", "repeats", "threads"))
+    scripts.at_least(p, args, ("warmup",), 0)
     return args
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
     args = parse_args(argv)
     command = bench.command_line("paper_figures/bench_generative.py", argv)
-    rows: list[dict] = []
-    t_start = time.perf_counter()
-
-    def report(run: bench.Run) -> None:
-        rows.append(row(run))
-        bench.write_csv(args.out, rows, command)  # kept if killed
-        r = rows[-1]
-        what = f"{r['sps']:8.0f} env steps/s, {r['sps_cpu']:8.0f} per CPU s" if run.ok else ""
-        clock = f"[{time.perf_counter() - t_start:6.0f} s]"
-        print(f"{clock} repeat {run.repeat} {run.name:14s} {what or run.status}", flush=True)
-        if not run.ok:
-            print(run.log[-2000:], flush=True)
-
+    report = bench.Recorder(args.out, command, row, lambda r: f"{r['sps']:8.0f} env steps/s, "
+                            f"{r['sps_cpu']:8.0f} per CPU s")  # fmt: skip
     for repeat in range(args.repeats):
         bench.run_repeat(contenders(args, repeat), repeat, on_run=report)
+    rows = report.rows
     print(
         f"\ntraining env steps/s on {args.env_id}, {args.num_envs} envs x {args.num_steps} "
         f"steps per iteration, {args.iterations} timed iterations per process after "

@@ -58,12 +58,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 from controlrl import bench
 from controlrl.cli import ArgumentParser
+from paper_figures.lab import scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 PEER = ROOT / "paper_figures" / "peers" / "d3rlpy_iql.py"
@@ -294,12 +293,8 @@ def summarize(rows: list[dict]) -> str:
 
     by = {(r["contender"], r["repeat"]): r for r in ok}
     paired = sorted(k for c, k in by if c == "ours" and ("d3rlpy", k) in by)
-    ratios = [by["ours", k]["updates_per_s"] / by["d3rlpy", k]["updates_per_s"] for k in paired]
-    cpu_ratios = [
-        by["ours", k]["updates_per_cpu_s"] / by["d3rlpy", k]["updates_per_cpu_s"]
-        for k in paired
-        if by["ours", k]["updates_per_cpu_s"] != "" and by["d3rlpy", k]["updates_per_cpu_s"] != ""
-    ]
+    ratios = bench.row_ratios(rows, "ours", "d3rlpy", "updates_per_s")
+    cpu_ratios = bench.row_ratios(rows, "ours", "d3rlpy", "updates_per_cpu_s")
     lines = [
         "| contender | updates/s | updates/CPU s | process s | eval return | normalised score |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -322,10 +317,7 @@ def summarize(rows: list[dict]) -> str:
             for k in paired
         )
         lines.append(f"{what} ours vs d3rlpy per seed: {per_seed}")
-    for r in rows:
-        if r["status"] != "ok":
-            lines.append(f"FAILED {r['contender']} repeat {r['repeat']}: {r['status']}")
-    return "\n".join(lines)
+    return "\n".join(lines + bench.failures(rows))
 
 
 def _score(r: dict) -> str:
@@ -407,9 +399,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             "--workers > 1 needs --eval: runs side by side share the CPU, so their updates/s "
             "would measure the sharing, not the speed"
         )
-    for name in ("updates", "log_every", "repeats", "threads", "eval_episodes", "workers"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    scripts.at_least(
+        p, args, ("updates", "log_every", "repeats", "threads", "eval_episodes", "workers")
+    )
     if any(s < 0 for s in args.seeds):
         p.error(f"--seeds must be >= 0, got {args.seeds}")
     if not 0 <= args.warmup < args.updates:
@@ -470,32 +462,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ]
     if done:
         print(f"--resume: kept {len(done)} finished runs of {args.out}, {len(jobs)} to run")
-    t_start = time.perf_counter()
-    lock = threading.Lock()
 
-    def report(run: bench.Run) -> None:
-        with lock:  # --workers: runs finish in their own threads
-            _report(run)
+    def describe(r: dict) -> str:
+        what = f"seed {r['seed']}: {r['updates_per_s']:8.1f} updates/s over {r['timed_updates']}"
+        return what + (f", eval return {r['eval_return']:.1f}" if r["eval_return"] != "" else "")
 
-    def _report(run: bench.Run) -> None:
-        rows.append(row(run, score))
-        bench.write_csv(args.out, rows, command, keep_commands=True)  # kept if killed
-        r = rows[-1]
-        what = run.status
-        if run.ok:
-            what = f"{r['updates_per_s']:8.1f} updates/s over {r['timed_updates']} updates"
-            if r["eval_return"] != "":
-                what += f", eval return {r['eval_return']:.1f}"
-        clock = f"[{time.perf_counter() - t_start:6.0f} s]"
-        print(f"{clock} repeat {run.repeat} seed {r['seed']} {run.name:7s} {what}", flush=True)
-        if not run.ok:
-            print(run.log[-2000:], flush=True)
-
+    # --workers: runs finish in threads of their own (the recorder writes one at a time)
+    report = bench.Recorder(args.out, command, lambda run: row(run, score), describe, rows, True)
     with concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
         running = [pool.submit(lambda j: report(bench.run_one(*j)), job) for job in jobs]
         for future in running:
             future.result()
-    rows.sort(key=lambda r: (r["repeat"], r["slot"]))
+    rows = sorted(report.rows, key=lambda r: (r["repeat"], r["slot"]))
     bench.write_csv(args.out, rows, command, keep_commands=True)
     print(
         f"\nIQL gradient updates/s, {args.dataset.name} ({args.env_id}), batch 256, 256-256 "

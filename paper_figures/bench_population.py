@@ -8,8 +8,8 @@ Contenders, each in its own fresh process (controlrl.bench), for every (algorith
   population-S   one process: algos/<algo>.py --num-seeds S --seed 1, for each S of --sizes
                  (grpo, tpo: controlrl/population.py; ppo: population_actor_critic.py)
   separate-n     --separate seeds 1..n, one process each through run_sweep (--workers at once)
-Both run the bandit suite's settings (paper_figures/bandit_suite.py): 256 samples per update,
-groups of 8, the algorithm's defaults (ppo: the suite's matched flags), 10,240
+Both run the bandit suite's settings (paper_figures/bandit-suite/experiment.toml): 256 samples
+per update, groups of 8, the algorithm's defaults (ppo: the suite's matched flags), 10,240
 samples on bernoulli-10 and 20,480 on
 sequence-reverse-2-6, --eval-every 0 (the final evaluation only), no TensorBoard. A
 population runs with --torch-threads set to --population-threads (default 1; the threads
@@ -45,12 +45,14 @@ SETTINGS = ["--num-envs", "256", "--eval-every", "0", "--no-tensorboard", "--no-
 
 def settings(algo: str, env_id: str) -> list[str]:
     """The flags of every run of the algorithm on the bandit (both sides): ppo as the bandit
-    suite runs it (one episode per env per rollout, its matched flags)."""
-    from paper_figures.bandit_suite import METHODS, PPO_MATCHED
+    suite's declaration runs it there (one episode per env per rollout, its matched flags)."""
+    from paper_figures.lab import spec
 
     if algo != "ppo":
         return list(SETTINGS)
-    return [*SETTINGS, *METHODS["ppo"][2], *PPO_MATCHED, "--num-steps", str(LENGTH[env_id])]
+    suite = spec.load(ROOT / "paper_figures" / "bandit-suite")
+    (arm,) = [a for a in suite.arms.values() if a.algo == "ppo" and env_id in a.envs]
+    return [*SETTINGS, *arm.flags]
 
 
 FIELDS = [

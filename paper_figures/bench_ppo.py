@@ -46,6 +46,7 @@ from pathlib import Path
 
 from controlrl import bench
 from controlrl.cli import ArgumentParser
+from paper_figures.lab import scripts
 
 ALGOS = ("ppo", "spo", "bpo", "trpo")
 CONTENDERS = ("ours", "sb3", "floor")
@@ -365,11 +366,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name, value in default.items():
         setattr(args, name, value if getattr(args, name) is None else getattr(args, name))
     args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
-    for name in ("iterations", "repeats", "threads", "num_steps", "num_minibatches", "epochs"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.warmup < 0:
-        p.error(f"--warmup must be >= 0, got {args.warmup}")
+    scripts.at_least(
+        p, args, ("iterations", "repeats", "threads", "num_steps", "num_minibatches", "epochs")
+    )
+    scripts.at_least(p, args, ("warmup",), 0)
     if any(n < 1 for n in args.envs_list):
         p.error(f"--envs-list values must be >= 1, got {args.envs_list}")
     bad = set(args.contenders) - set(CONTENDERS)
@@ -391,22 +391,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> list[bench.Run]:
     args = parse_args(argv)
     command = bench.command_line("paper_figures/bench_ppo.py", argv)
-    runs: list[bench.Run] = []
-    t_start = time.perf_counter()
 
-    def report(run: bench.Run) -> None:
-        runs.append(run)
-        bench.write_csv(args.out, [row(r, args.warmup) for r in runs], command)  # kept if killed
-        r = row(run, args.warmup)
-        timing = run.status
-        if run.ok:
-            timing = f"{r['sps']:8.0f} steps/s (rollout {r['rollout_s']:.2f} s, update "
-            timing += f"{r['update_s']:.2f} s per iteration)"
-        clock = f"[{time.perf_counter() - t_start:6.0f} s]"
-        print(f"{clock} repeat {run.repeat} envs {r['num_envs']} {run.name:10s} {timing}")
-        if not run.ok:
-            print(run.log[-2000:], flush=True)
+    def describe(r: dict) -> str:
+        return (f"at {r['num_envs']} envs: {r['sps']:8.0f} steps/s (rollout {r['rollout_s']:.2f} "
+                f"s, update {r['update_s']:.2f} s per iteration)")  # fmt: skip
 
+    report = bench.Recorder(args.out, command, lambda run: row(run, args.warmup), describe)
     for repeat in range(args.repeats):
         for n in args.envs_list:
             bench.run_repeat(contenders(args, n), repeat, on_run=report)
@@ -416,9 +406,9 @@ def main(argv: list[str] | None = None) -> list[bench.Run]:
         f"{args.threads}, {args.iterations} timed iterations (+{args.warmup} warm-up) x "
         f"{args.repeats} repeats; median (min-max) over repeats; ratios paired per repeat.\n"
     )
-    print(summarize(runs, args.warmup))
+    print(summarize(report.runs, args.warmup))
     print(f"\ncommand: {command}\nCSV: {args.out}")
-    return runs
+    return report.runs
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from controlrl import bench
 from controlrl.cli import ArgumentParser
+from paper_figures.lab import scripts
 
 CONTENDERS = ("ours", "sb3")
 SETTINGS = dict(hidden_sizes=[256, 256], batch_size=256, learning_rate=3e-4, gamma=0.99)
@@ -180,13 +181,6 @@ def row(run: bench.Run) -> dict:
     return {k: out.get(k, "") for k in FIELDS}
 
 
-def paired(rows: list[dict], key: str) -> list[float]:
-    """ours/sb3 of `key` within each repeat where both succeeded."""
-    by = {(r["contender"], r["repeat"]): r for r in rows if r["status"] == "ok"}
-    reps = sorted(k for c, k in by if c == "ours" and ("sb3", k) in by)
-    return [by["ours", k][key] / by["sb3", k][key] for k in reps]
-
-
 def summarize(rows: list[dict]) -> str:
     """Markdown table of updates/s per contender and the paired ratios ours/sb3."""
     ok = [r for r in rows if r["status"] == "ok"]
@@ -202,16 +196,11 @@ def summarize(rows: list[dict]) -> str:
             bench.median_range([r["process_s"] for r in mine], ".0f"),
         ]
         lines.append(f"| {name} | {' | '.join(cells)} |")
-    lines.append(
-        f"\nspeed ours/sb3 (paired per repeat): {bench.median_range(paired(rows, 'updates_per_s'))}"
-    )
-    lines.append(
-        f"speed ours/sb3 by CPU time: {bench.median_range(paired(rows, 'updates_per_cpu_s'))}"
-    )
-    for r in rows:
-        if r["status"] != "ok":
-            lines.append(f"FAILED {r['contender']} repeat {r['repeat']}: {r['status']}")
-    return "\n".join(lines)
+    ratio = {k: bench.median_range(bench.row_ratios(rows, "ours", "sb3", k))
+             for k in ("updates_per_s", "updates_per_cpu_s")}  # fmt: skip
+    lines.append(f"\nspeed ours/sb3 (paired per repeat): {ratio['updates_per_s']}")
+    lines.append(f"speed ours/sb3 by CPU time: {ratio['updates_per_cpu_s']}")
+    return "\n".join(lines + bench.failures(rows))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -249,9 +238,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     bad = set(args.contenders) - set(CONTENDERS)
     if bad or not args.contenders:
         p.error(f"--contenders must be a subset of {','.join(CONTENDERS)}, got {bad or 'none'}")
-    for name in ("updates", "log_every", "repeats", "threads", "batch_size", "segment_length"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    scripts.at_least(
+        p, args, ("updates", "log_every", "repeats", "threads", "batch_size", "segment_length")
+    )
     if not args.hidden or min(args.hidden) < 1:
         p.error(f"--hidden sizes must be >= 1, got {args.hidden}")
     if not 0 <= args.warmup < args.updates:
@@ -269,23 +258,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> list[dict]:
     args = parse_args(argv)
     command = bench.command_line("paper_figures/bench_retrace.py", argv)
-    rows: list[dict] = []
-    t_start = time.perf_counter()
-
-    def report(run: bench.Run) -> None:
-        rows.append(row(run))
-        bench.write_csv(args.out, rows, command)  # kept if killed
-        r = rows[-1]
-        what = run.status
-        if run.ok:
-            what = f"{r['updates_per_s']:8.1f} updates/s, {r['updates_per_cpu_s']:8.1f} per CPU s"
-        clock = f"[{time.perf_counter() - t_start:6.0f} s]"
-        print(f"{clock} repeat {run.repeat} {run.name:4s} {what}", flush=True)
-        if not run.ok:
-            print(run.log[-2000:], flush=True)
-
+    report = bench.Recorder(args.out, command, row, lambda r: f"{r['updates_per_s']:8.1f} "
+                            f"updates/s, {r['updates_per_cpu_s']:8.1f} per CPU s")  # fmt: skip
     for repeat in range(args.repeats):
         bench.run_repeat(contenders(args, repeat), repeat, on_run=report)
+    rows = report.rows
     hidden = "-".join(map(str, args.hidden))
     print(
         f"\nSAC-style gradient updates/s (env step + update), {args.env_id}, batch "

@@ -106,6 +106,7 @@ from pathlib import Path
 
 from controlrl import bench
 from controlrl.cli import ArgumentParser
+from paper_figures import brax_ppo_race as race
 from paper_figures.brax_ppo_race import parse_brax, parse_ours
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -233,41 +234,6 @@ def our_flags(
 
 
 # ---------------------------------------------------------------------------------------------
-# brax worker (its own process, started by controlrl.bench)
-
-
-def brax_worker(env: str, pipeline: str, seed: int, total: int, log: str, **s) -> dict:
-    """Brax's PPO trainer with its published settings `s` and its default networks, appending
-    one JSON line per evaluation to `log`."""
-    from envs.brax import configured_jax
-
-    jax = configured_jax()
-    # as brax_ppo_race.brax_worker: jax 0.9.2's older pmap path compiles brax's epoch once
-    jax.config.update("jax_pmap_shmap_merge", False)
-    from brax import envs as brax_envs
-    from brax.training.agents.ppo import train as ppo
-
-    def progress(step: int, metrics: dict) -> None:
-        record = dict(time=time.time(), step=int(step), ret=float(metrics["eval/episode_reward"]))
-        record["train_walltime"] = float(metrics.get("training/walltime", 0.0))
-        with open(log, "a") as f:
-            f.write(json.dumps(record) + "\n")
-
-    ppo.train(
-        environment=brax_envs.get_environment(env, backend=pipeline),
-        num_timesteps=total,
-        episode_length=EPISODE_LENGTH,
-        normalize_observations=True,
-        action_repeat=1,
-        progress_fn=progress,
-        deterministic_eval=True,
-        seed=seed,
-        **s,  # the published table, scaled, and the eval settings
-    )
-    return {}
-
-
-# ---------------------------------------------------------------------------------------------
 # the sweep: one run at a time, resumable
 
 
@@ -281,30 +247,17 @@ def contender(args, env: str, trainer: str, seed: int) -> tuple[bench.Contender,
     # cache-load log lines (paper_figures/README.md, the JAX stack) silenced
     cache = {"CONTROLRL_JAX_CACHE": str(args.work_dir / "jax_cache" / trainer)}
     cache["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    if trainer == "brax":
+    if trainer == "brax":  # its published settings, brax's default networks
         _, total = schedule(s, args.total_timesteps, args.num_evals)
-        config = dict(env=env, pipeline=args.pipeline, seed=seed, total=total)
+        config = dict(env=env, pipeline=args.pipeline, seed=seed, total=total, action_repeat=1)
         config |= dict(s, num_evals=args.num_evals, num_eval_envs=args.eval_episodes)
-        config["log"] = str(work / "progress.jsonl")
-        worker = f"{Path(__file__).resolve()}:brax_worker"
-        return bench.Contender("brax", worker, config, args.timeout, cache), {
-            "log": work / "progress.jsonl"
-        }
-    cmd = [sys.executable, str(ROOT / "algos" / "ppo_brax.py")]
+        config |= dict(episode_length=EPISODE_LENGTH, log=str(work / "progress.jsonl"))
+        worker = f"{Path(race.__file__).resolve()}:brax_worker"
+        contender = bench.Contender("brax", worker, config, args.timeout, cache)
+        return contender, {"log": work / "progress.jsonl"}
     flags = our_flags(env, s, args.pipeline, seed, args, POLICY[trainer])
-    cmd += [*flags, f"--run-dir={work / 'run'}"]
-    stamps: list[float] = []
-    metrics = work / "run" / "metrics.csv"
-
-    def poll() -> None:  # complete rows after the header, stamped when first seen
-        if metrics.exists():
-            rows = metrics.read_text().count("\n") - 1
-            stamps.extend([time.time()] * (rows - len(stamps)))
-
-    return bench.Contender(trainer, cmd, {}, args.timeout, cache, poll=poll), {
-        "run_dir": work / "run",
-        "stamps": stamps,
-    }
+    cmd = [sys.executable, str(ROOT / "algos" / "ppo_brax.py"), *flags, f"--run-dir={work / 'run'}"]
+    return race.stamped(trainer, cmd, work / "run", args.timeout, cache)
 
 
 def run_or_load(args, env: str, trainer: str, seed: int, slot: int) -> dict:

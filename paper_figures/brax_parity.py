@@ -120,8 +120,7 @@ def round_ratio(ours: list[float], brax: list[float]) -> float:
 def run_brax(args, seed: int, work: Path) -> list[float]:
     log = work / f"brax_seed{seed}.jsonl"
     log.unlink(missing_ok=True)
-    settings = {name: getattr(args, name) for name in race.SETTINGS}
-    race.brax_worker(seed=seed, total=race.schedule(args)[1], log=str(log), **settings)
+    race.brax_worker(seed=seed, total=race.schedule(args)[1], log=str(log), **race.brax_train(args))
     return brax_epochs(log)
 
 

@@ -73,6 +73,7 @@ from pathlib import Path
 
 from controlrl import bench
 from controlrl.cli import ArgumentParser
+from paper_figures.lab import scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAINERS = ("brax", "ours", "ours_jax")  # ours_jax: algos/ppo_brax.py (JAX rollout + update)
@@ -183,8 +184,29 @@ def schedule(args) -> tuple[int, int]:
 # brax worker (runs in its own process, started by controlrl.bench)
 
 
-def brax_worker(seed: int, total: int, log: str, **s) -> dict:
-    """Train with brax.training.agents.ppo, appending one JSON line per evaluation to `log`."""
+def brax_train(args) -> dict:
+    """brax.training's ppo.train keyword arguments for these settings (the docstring's matching),
+    the env and its pipeline, and `network`: brax_worker's arguments but seed, budget and log."""
+    network = dict(hidden_sizes=list(args.hidden_sizes), activation=args.activation)
+    network["critic_hidden_sizes"] = list(args.critic_hidden_sizes)
+    return dict(
+        env=args.env, pipeline=args.pipeline, network=network,
+        episode_length=args.episode_length, num_envs=args.num_envs, unroll_length=args.num_steps,
+        batch_size=args.num_envs // args.num_minibatches, num_minibatches=args.num_minibatches,
+        num_updates_per_batch=args.update_epochs, learning_rate=args.learning_rate,
+        entropy_cost=args.ent_coef, discounting=args.gamma, gae_lambda=args.gae_lambda,
+        clipping_epsilon=args.clip_coef, max_grad_norm=args.max_grad_norm or None,
+        normalize_advantage=True, vf_loss_coefficient=0.5, reward_scaling=args.reward_scale,
+        num_evals=args.num_evals, num_eval_envs=args.eval_episodes,
+    )  # fmt: skip
+
+
+def brax_worker(seed: int, total: int, log: str, env: str, pipeline: str,
+                network: dict | None = None, **train) -> dict:  # fmt: skip
+    """Brax's PPO trainer (brax.training.agents.ppo) on `env`, `train` its keyword arguments,
+    `network` the sizes and activation of a Gaussian policy (log-std from 1) and of the value net
+    (None: make_ppo_networks' defaults), observations normalised, evaluation deterministic; one
+    JSON line per evaluation appended to `log`."""
     import functools
 
     from envs.brax import configured_jax
@@ -206,42 +228,41 @@ def brax_worker(seed: int, total: int, log: str, **s) -> dict:
         with open(log, "a") as f:
             f.write(json.dumps(record) + "\n")
 
-    network_factory = functools.partial(
-        ppo_networks.make_ppo_networks,
-        policy_hidden_layer_sizes=tuple(s["hidden_sizes"]),
-        value_hidden_layer_sizes=tuple(s["critic_hidden_sizes"]),
-        activation=linen.swish if s["activation"] == "swish" else linen.tanh,
-        distribution_type="normal",
-        noise_std_type="log",
-        init_noise_std=1.0,
-    )
+    if network is not None:
+        train["network_factory"] = functools.partial(
+            ppo_networks.make_ppo_networks,
+            policy_hidden_layer_sizes=tuple(network["hidden_sizes"]),
+            value_hidden_layer_sizes=tuple(network["critic_hidden_sizes"]),
+            activation=linen.swish if network["activation"] == "swish" else linen.tanh,
+            distribution_type="normal",
+            noise_std_type="log",
+            init_noise_std=1.0,
+        )
     ppo.train(
-        environment=brax_envs.get_environment(s["env"], backend=s["pipeline"]),
+        environment=brax_envs.get_environment(env, backend=pipeline),
         num_timesteps=total,
-        episode_length=s["episode_length"],
-        num_envs=s["num_envs"],
-        unroll_length=s["num_steps"],
-        batch_size=s["num_envs"] // s["num_minibatches"],
-        num_minibatches=s["num_minibatches"],
-        num_updates_per_batch=s["update_epochs"],
-        learning_rate=s["learning_rate"],
-        entropy_cost=s["ent_coef"],
-        discounting=s["gamma"],
-        gae_lambda=s["gae_lambda"],
-        clipping_epsilon=s["clip_coef"],
-        max_grad_norm=s["max_grad_norm"] or None,
-        normalize_advantage=True,
-        vf_loss_coefficient=0.5,
         normalize_observations=True,
-        reward_scaling=s["reward_scale"],
-        network_factory=network_factory,
-        num_evals=s["num_evals"],
-        num_eval_envs=s["eval_episodes"],
         deterministic_eval=True,
         progress_fn=progress,
         seed=seed,
+        **train,
     )
     return {}
+
+
+def stamped(name: str, cmd: list[str], run_dir: Path, timeout: float, env: dict):
+    """One of our trainers as a contender whose metrics.csv rows are time-stamped as they appear
+    (polled while it runs), and what parse_ours needs beside its run."""
+    stamps: list[float] = []
+    metrics = run_dir / "metrics.csv"
+
+    def poll() -> None:  # complete rows after the header, stamped when first seen
+        if metrics.exists():
+            rows = metrics.read_text().count("\n") - 1
+            stamps.extend([time.time()] * (rows - len(stamps)))
+
+    contender = bench.Contender(name, cmd, {}, timeout, env, poll=poll)
+    return contender, {"run_dir": run_dir, "stamps": stamps}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,7 +300,6 @@ def contenders(args, seed: int) -> tuple[list[bench.Contender], dict]:
     """brax, ours, ours_jax for one seed (each with its own JAX cache, emptied when cold), and
     per trainer what its parse needs (files it writes, metrics.csv row time stamps)."""
     _, total = schedule(args)
-    settings = {name: getattr(args, name) for name in SETTINGS}
     out, info = [], {}
     for trainer in args.trainers:
         work = args.work_dir / f"{trainer}_seed{seed}"
@@ -292,22 +312,16 @@ def contenders(args, seed: int) -> tuple[list[bench.Contender], dict]:
         if trainer == "brax":
             config = {"seed": seed, "total": total, "log": str(work / "progress.jsonl")}
             worker = f"{Path(__file__).resolve()}:brax_worker"
-            out.append(bench.Contender(trainer, worker, config | settings, args.timeout, env))
+            out.append(
+                bench.Contender(trainer, worker, config | brax_train(args), args.timeout, env)
+            )
             info[trainer] = {"log": work / "progress.jsonl"}
             continue
         script = ROOT / "algos" / ("ppo_brax.py" if trainer == "ours_jax" else "ppo.py")
         cmd = [sys.executable, str(script), *our_flags(args, seed, trainer)]
-        cmd.append(f"--run-dir={work / 'run'}")
-        stamps: list[float] = []
-        metrics = work / "run" / "metrics.csv"
-
-        def poll(metrics=metrics, stamps=stamps) -> None:
-            if metrics.exists():  # complete rows after the header, stamped when first seen
-                rows = metrics.read_text().count("\n") - 1
-                stamps.extend([time.time()] * (rows - len(stamps)))
-
-        out.append(bench.Contender(trainer, cmd, {}, args.timeout, env, poll=poll))
-        info[trainer] = {"run_dir": work / "run", "stamps": stamps}
+        contender, info[trainer] = stamped(trainer, cmd + [f"--run-dir={work / 'run'}"],
+                                           work / "run", args.timeout, env)  # fmt: skip
+        out.append(contender)
     return out, info
 
 
@@ -439,9 +453,7 @@ def plot(args, results: dict, path: Path) -> None:
         ax.set_title(title, fontsize=10)
     axes[0].set_ylabel(f"eval return ({args.env}, {args.pipeline})")
     axes[0].legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    scripts.save_figure(fig, path, 110)
 
 
 def main(argv: list[str] | None = None) -> None:

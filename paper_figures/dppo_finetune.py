@@ -44,7 +44,8 @@ import numpy as np
 
 from controlrl import experiment, plots
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig, run_sweep
+from controlrl.experiment import SweepConfig
+from paper_figures.lab import scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = ("diffusion", "gaussian")
@@ -110,34 +111,20 @@ def finetune_config(args, label: str, env: str, policy: str) -> SweepConfig:
     return SweepConfig(["dppo"], [env], args.seeds, args.steps, extra)
 
 
-def report(label: str, result: dict) -> None:
-    print(f"[{result['status']}] {label} {result['run_id']}", flush=True)
-
-
 def train(args, jobs: list[tuple[str, str, str]]) -> None:
     """Every clone first (one run each), then the fine-tuning seeds."""
     for dataset, label, env in jobs:
         for policy in POLICIES:
-            run_sweep(
-                clone_config(args, dataset, env, policy),
-                clone_dir(args, label, policy),
-                workers=1,
-                on_update=lambda r, name=f"{label} {policy} clone": report(name, r),
-            )
+            config = clone_config(args, dataset, env, policy)
+            scripts.train(config, clone_dir(args, label, policy), f"{label} {policy} clone")
     for _, label, env in jobs:
         for policy in POLICIES:
             if not clone_file(args, label, env, policy).exists():
                 print(f"warning: no clone for {label} {policy}; its fine-tuning is skipped")
                 continue
-            runs = run_sweep(
-                finetune_config(args, label, env, policy),
-                finetune_dir(args, label, policy),
-                workers=args.workers,
-                on_update=lambda r, name=f"{label} {policy}": report(name, r),
-            )
-            failed = [k for k, v in runs.items() if v["status"] == "failed"]
-            if failed:
-                print(f"warning: failed runs {failed}; see {finetune_dir(args, label, policy)}")
+            config = finetune_config(args, label, env, policy)
+            scripts.train(config, finetune_dir(args, label, policy), f"{label} {policy}",
+                          args.workers)  # fmt: skip
 
 
 def clone_return(args, label: str, env: str, policy: str) -> float:
@@ -288,9 +275,7 @@ def plot(args, runs: list[dict]) -> None:
             f"{plots.band_words(counts.values())}",
             fontsize=9,
         )
-        fig.tight_layout()
-        fig.savefig(args.out / f"{args.name}.png", dpi=60)
-        plt.close(fig)
+        scripts.save_figure(fig, args.out / f"{args.name}.png", 60)
 
 
 def parser() -> ArgumentParser:

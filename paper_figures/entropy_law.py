@@ -58,6 +58,7 @@ import numpy as np
 
 from controlrl.cli import ArgumentParser
 from controlrl.experiment import write_rows
+from paper_figures.lab import scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = {
@@ -143,21 +144,11 @@ def sweep_dir(args, c: dict) -> Path:
 
 
 def train(args, cfgs: list[dict]) -> None:
-    from controlrl.experiment import SweepConfig, run_sweep
+    from controlrl.experiment import SweepConfig
 
     for c in cfgs:
         config = SweepConfig([c["algo"]], [args.env_id], args.seeds, args.steps, c["extra"])
-        runs = run_sweep(
-            config,
-            sweep_dir(args, c),
-            workers=args.workers,
-            on_update=lambda r, c=c: print(
-                f"[{r['status']}] {c['method']} {r['run_id']} {r['seconds']:.1f} s", flush=True
-            ),
-        )
-        failed = [k for k, v in runs.items() if v["status"] == "failed"]
-        if failed:
-            print(f"warning: failed runs {failed}; see {sweep_dir(args, c)}/sweep.json")
+        scripts.train(config, sweep_dir(args, c), c["method"], args.workers)
 
 
 def read_run(run_dir: Path) -> dict[str, np.ndarray]:
@@ -368,9 +359,7 @@ def plot(args, runs: list[dict], fit_rows: list[dict], cov_runs: list[dict]) -> 
         if cov_runs:
             axes[2, 0].set_ylabel("entropy change of the update")
         fig.suptitle("R = -a e^H + b, pooled over each method's seeds", fontsize=10)
-        fig.tight_layout()
-        fig.savefig(args.out / "entropy_law.png", dpi=60)
-        plt.close(fig)
+        scripts.save_figure(fig, args.out / "entropy_law.png", 60)
 
 
 def plot_covariance(ax, runs: list[dict]) -> None:
@@ -431,9 +420,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     bad = [m for m in args.methods if m not in METHODS]
     if bad:
         p.error(f"--methods: unknown {bad}, expected some of {list(METHODS)}")
-    for name in ("seeds", "steps", "workers"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name} must be >= 1, got {getattr(args, name)}")
+    scripts.at_least(p, args, ("seeds", "steps", "workers"))
     return args
 
 

@@ -42,6 +42,7 @@ import numpy as np
 
 from controlrl.experiment import write_rows
 from controlrl.stats import summarize
+from paper_figures.lab import scripts
 from theory import group_po as gp
 from theory.policy_opt import softmax
 
@@ -212,9 +213,7 @@ def plot(rows: list[dict], path: Path) -> None:
         ax.set_xlabel("eta")
         ax.set_ylabel("|E[dH + eta Cov(log pi, u)]|")
     axes[0][0].legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    scripts.save_figure(fig, path, 110)
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ def retrace_traces(read: Read) -> str:
     tb, rt = one(rows, alpha=lo, kind="tree_backup"), one(rows, alpha=lo, kind="retrace")
     return (
         para(
-            f"Panel A, `out/retrace_vs_traces_summary.csv` (per alpha {' / '.join(alphas)}; rate ="
+            f"`out/retrace_vs_traces_summary.csv` (per alpha {' / '.join(alphas)}; rate ="
             " spectral radius of the expected update; target variance: mean over (x, a); error ="
             f" median over {seeds.pop()} seeds of the error over the last 10% of updates):"
         )

@@ -33,8 +33,9 @@ import torch
 
 from controlrl import checkpoint, experiment, plots
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig, run_sweep
+from controlrl.experiment import SweepConfig
 from controlrl.nets import GaussianPolicy
+from paper_figures.lab import scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = (-0.5, 0.5)
@@ -233,10 +234,6 @@ def read_csvs(out: Path, name: str) -> list[dict]:
     return bandit
 
 
-def report(result: dict) -> None:
-    print(f"[{result['status']}] {result['run_id']}", flush=True)
-
-
 def main(argv: list[str] | None = None) -> None:
     p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bandit-seeds", type=int, default=5)
@@ -259,11 +256,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"wrote {args.out / args.name}.png from its CSVs")
         return
     if args.train:
-        sweep = args.sweep_dir / "bandit"
-        runs = run_sweep(bandit_config(args), sweep, workers=args.workers, on_update=report)
-        failed = [k for k, v in runs.items() if v["status"] == "failed"]
-        if failed:
-            print(f"warning: failed runs {failed}; see {sweep}/sweep.json")
+        scripts.train(bandit_config(args), args.sweep_dir / "bandit", workers=args.workers)
     bandit = bandit_results(args)
     if not bandit:
         raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")

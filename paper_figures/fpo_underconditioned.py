@@ -29,7 +29,8 @@ import numpy as np
 
 from controlrl import experiment, plots
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig, env_tag, run_sweep
+from controlrl.experiment import SweepConfig, env_tag
+from paper_figures.lab import scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 ALGOS = ("fpo", "ppo")
@@ -123,10 +124,6 @@ def plot(args, runs: list[dict]) -> None:
         fig.savefig(args.out / f"{args.name}.png", dpi=args.dpi)
 
 
-def report(result: dict) -> None:
-    print(f"[{result['status']}] {result['run_id']}", flush=True)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--envs", type=lambda s: s.split(","), default=list(ENVS))
@@ -152,10 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {args.out / args.name}.png from its CSVs")
         return 0
     if args.train:
-        done = run_sweep(config(args), args.sweep_dir, workers=args.workers, on_update=report)
-        failed = [k for k, v in done.items() if v["status"] == "failed"]
-        if failed:
-            print(f"warning: failed runs {failed}; see {args.sweep_dir}/sweep.json")
+        scripts.train(config(args), args.sweep_dir, workers=args.workers)
     runs = results(args)
     if not runs:
         print(f"error: no finished runs under {args.sweep_dir} (run with --train)", file=sys.stderr)

@@ -42,6 +42,7 @@ import numpy as np
 
 from controlrl.experiment import write_rows
 from controlrl.stats import summarize
+from paper_figures.lab import scripts
 from theory import group_po as gp
 
 # (name, p_ref, beta1, beta2): the catalog's example (p_ref 0.361, beta2 3: p* 0.524 at G -> inf)
@@ -219,9 +220,7 @@ def plot(curves, settings, sizes, group_counts, steps, path: Path) -> None:
         ax.set_xlabel("iteration n")
         ax.set_ylabel("PoS p_n")
     axes[0][0].legend(fontsize=7, title="sampled (solid), recurrence (dashed)", title_fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    scripts.save_figure(fig, path, 110)
 
 
 if __name__ == "__main__":

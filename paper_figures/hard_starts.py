@@ -44,8 +44,9 @@ from pathlib import Path
 import numpy as np
 
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig, run_sweep, write_rows
+from controlrl.experiment import SweepConfig, write_rows
 from controlrl.plots import read_metrics
+from paper_figures.lab import scripts
 from paper_figures.mountain_car import ZOO, load_act
 from theory import mountain_car as mc
 
@@ -160,12 +161,8 @@ def main(argv: list[str] | None = None) -> None:
     for arm in arms:
         config = SweepConfig(["ppo"], [ENV], args.seeds, args.total_timesteps, common + flags[arm])
         out = args.sweeps_root / f"{arm}_{args.total_timesteps}"
-        runs = run_sweep(config, out, workers=args.workers)
-        for run_id, status in sorted(runs.items(), key=lambda kv: int(kv[0].rsplit("seed")[1])):
-            if status["status"] != "done":
-                raise SystemExit(f"hard_starts.py: {arm} run {run_id} {status['status']}")
-            run_dir = out / "runs" / run_id
-            seed = int(run_id.rsplit("seed", 1)[1])
+        runs = scripts.train(config, out, arm, args.workers)
+        for seed, run_dir in scripts.finished(runs, out, "hard_starts.py"):
             act, _ = load_act(run_dir)
             steps = mc.policy_steps(act, eval_x0, np.zeros_like(eval_x0), max_steps=LIMIT + 1)
             solved = steps <= LIMIT
@@ -231,9 +228,7 @@ def plot(out: Path, rows, curve_rows) -> None:
         right.set_ylabel(f"final policy: fraction of {rows[0]['hard_starts']} hard starts solved")
         right.set_title(plots.points_words(counts), fontsize=8)
         fig.suptitle(f"Sparse Mountain Car, {rows[0]['steps']:,} PPO steps per run", fontsize=9)
-        fig.tight_layout()
-        fig.savefig(out / "hard_starts.png")
-        plt.close(fig)
+        scripts.save_figure(fig, out / "hard_starts.png")
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ import numpy as np
 
 from controlrl import experiment, plots, stats
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig, run_sweep
+from controlrl.experiment import SweepConfig
 from envs.offline.store import (
     DEFAULT_PPO_BUDGET,
     DEFAULT_SCORE_EPISODES,
@@ -48,6 +48,7 @@ from envs.offline.store import (
     data_root,
     dataset_name,
 )
+from paper_figures.lab import scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 CSV_FIELDS = ("env", "dataset", "kind", "method", "tau", "online_steps", "seed", "steps")
@@ -135,22 +136,10 @@ def sweep_dir(args, c: dict) -> Path:
     return args.sweep_dir / c["dataset"] / c["label"]
 
 
-def report(label: str, result: dict) -> None:
-    print(f"[{result['status']}] {label} {result['run_id']}", flush=True)
-
-
 def train(args, cfgs: list[dict]) -> None:
     ensure_datasets(args, list(dict.fromkeys((c["env"], c["kind"]) for c in cfgs)))
     for c in cfgs:
-        runs = run_sweep(
-            sweep_config(args, c),
-            sweep_dir(args, c),
-            workers=args.workers,
-            on_update=lambda r, label=c["label"]: report(label, r),
-        )
-        failed = [k for k, v in runs.items() if v["status"] == "failed"]
-        if failed:
-            print(f"warning: failed runs {failed}; see {sweep_dir(args, c)}/sweep.json")
+        scripts.train(sweep_config(args, c), sweep_dir(args, c), c["label"], args.workers)
 
 
 def collect(args, cfgs: list[dict]) -> list[dict]:
@@ -309,9 +298,7 @@ def plot(args, runs: list[dict], table: list[tuple]) -> None:
             f"{plots.points_words([t[5] for t in table])}",
             fontsize=9,
         )
-        fig.tight_layout()
-        fig.savefig(args.out / f"{args.name}.png", dpi=80)
-        plt.close(fig)
+        scripts.save_figure(fig, args.out / f"{args.name}.png", 80)
 
 
 def lab_table(path: Path) -> list[dict]:

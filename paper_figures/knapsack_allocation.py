@@ -55,6 +55,7 @@ from controlrl.cli import ArgumentParser
 from controlrl.experiment import write_rows
 from controlrl.group import masked_group_advantages
 from controlrl.objective import POLICY_LOSSES, Objective, Tokens
+from paper_figures.lab import scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 ARMS = ("uniform", "knapsack", "uniform-2x")
@@ -203,9 +204,7 @@ def plot(args, curves: dict[str, dict[str, np.ndarray]]) -> None:
                 title=f"Adam {lr:g}: effective ratio of non-zero gradients",
             )
             row[0].legend()
-        fig.tight_layout()
-        fig.savefig(args.out / "knapsack_allocation.png", dpi=60)
-        plt.close(fig)
+        scripts.save_figure(fig, args.out / "knapsack_allocation.png", 60)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -28,9 +28,10 @@ import torch
 
 from controlrl import checkpoint
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig, apply_toy, run_sweep, write_rows
+from controlrl.experiment import SweepConfig, apply_toy, write_rows
 from controlrl.nets import make_policy
 from controlrl.normalize import ObsNormalizer
+from paper_figures.lab import scripts
 from theory import mountain_car as mc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,27 +43,33 @@ ZOO = [  # rl-baselines3-zoo hyperparams/ppo.yml, MountainCar-v0 (batch 64: 4 mi
 TOY = {"seeds": 2, "total_timesteps": 4096, "grids": "20,40", "starts": 3, "switch_horizon": 150}
 
 
-def load_act(run_dir: Path):
-    """act(x, v) -> actions of a finished ppo run: its policy's mode, normaliser frozen."""
-    saved = json.loads((run_dir / "config.json").read_text())["args"]
-    env = gym.make(ENV)
-    r = saved["chebyshev_range"]
-    shape = env.observation_space.shape
-    bounds = (torch.full(shape, -r), torch.full(shape, r)) if saved["norm_obs"] else None
-    policy = make_policy(
-        env.observation_space,
-        env.action_space,
-        tuple(saved["hidden_sizes"]),
-        chebyshev_degree=saved["chebyshev_degree"],
-        chebyshev_bounds=bounds,
-    )
+def load_policy(run_dir: Path, env_id: str, chebyshev: bool = False):
+    """(policy, observation normaliser or None) of a finished run's last checkpoint: the policy
+    built for env_id's spaces as its config.json says (chebyshev: with its Chebyshev
+    features), the normaliser frozen."""
+    saved = json.loads((Path(run_dir) / "config.json").read_text())["args"]
+    env = gym.make(env_id)
+    space, kw = env.observation_space, {}
+    if chebyshev:  # the features span [-r, r] of the normalised observations
+        r = saved["chebyshev_range"]
+        bounds = (torch.full(space.shape, -r), torch.full(space.shape, r))
+        bounds = bounds if saved["norm_obs"] else None
+        kw = dict(chebyshev_degree=saved["chebyshev_degree"], chebyshev_bounds=bounds)
+    policy = make_policy(space, env.action_space, tuple(saved["hidden_sizes"]), **kw)
+    env.close()
     state = checkpoint.load(Path(run_dir) / "checkpoints" / "latest.pt", ("policy",))
     policy.load_state_dict(state["policy"])
     normalizer = None
     if "obs_normalizer" in state:
-        normalizer = ObsNormalizer(shape)
+        normalizer = ObsNormalizer(space.shape)
         normalizer.load_state_dict(state["obs_normalizer"])
         normalizer.frozen = True
+    return policy, normalizer
+
+
+def load_act(run_dir: Path):
+    """act(x, v) -> actions of a finished ppo run: its policy's mode, normaliser frozen."""
+    policy, normalizer = load_policy(run_dir, ENV, chebyshev=True)
 
     def act(x: np.ndarray, v: np.ndarray) -> np.ndarray:
         obs = np.stack([x, v], 1).astype(np.float32)  # what the env hands the agent
@@ -117,18 +124,15 @@ def main(argv: list[str] | None = None) -> None:
         extra = [*ZOO, *flags, "--eval-every", "0", "--no-tensorboard", "--no-progress"]
         config = SweepConfig(["ppo"], [ENV], args.seeds, args.total_timesteps, extra)
         out = sweeps / f"{name}_{args.total_timesteps}"
-        runs = run_sweep(config, out, workers=args.workers)
-        for run_id, status in sorted(runs.items(), key=lambda kv: int(kv[0].rsplit("seed")[1])):
-            if status["status"] != "done":
-                raise SystemExit(f"mountain_car.py: run {run_id} {status['status']}")
-            run_dir = out / "runs" / run_id
+        runs = scripts.train(config, out, name, args.workers)
+        for seed, run_dir in scripts.finished(runs, out, "mountain_car.py"):
             act, n_params = load_act(run_dir)
             steps = mc.policy_steps(act, x0, np.zeros_like(x0), max_steps=200)
             final = json.loads((run_dir / "final_eval.json").read_text())["eval_return_mean"]
             rows.append(
                 {
                     "policy": name,
-                    "seed": int(run_id.rsplit("seed", 1)[1]),
+                    "seed": seed,
                     "steps": args.total_timesteps,
                     "params": n_params,
                     "mean_steps": float(steps.mean()),
@@ -138,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
                     "final_eval_return": float(final),
                 }
             )
-            print(f"{name} {run_id}: {steps.mean():.1f} steps, regret {rows[-1]['regret']:.1f}")
+            print(f"{name} seed {seed}: {steps.mean():.1f} steps, regret {rows[-1]['regret']:.1f}")
 
     args.out.mkdir(parents=True, exist_ok=True)
     write_rows(args.out / "mountain_car.csv", rows)

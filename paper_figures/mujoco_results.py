@@ -29,7 +29,8 @@ import numpy as np
 
 from controlrl import plots, stats
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig, env_tag, read_rows, run_sweep
+from controlrl.experiment import SweepConfig, env_tag, read_rows
+from paper_figures.lab import scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -110,15 +111,7 @@ def main(argv: list[str] | None = None) -> None:
             config = SweepConfig(
                 [args.algo], envs_, args.seeds, args.total_timesteps, [*extra, *args.extra]
             )
-            runs = run_sweep(
-                config,
-                sweep_dir,
-                workers=args.workers,
-                on_update=lambda r: print(f"[{r['status']}] {r['run_id']}", flush=True),
-            )
-            failed = [k for k, v in runs.items() if v["status"] == "failed"]
-            if failed:
-                print(f"warning: failed runs {failed}; see {sweep_dir}/sweep.json", flush=True)
+            scripts.train(config, sweep_dir, workers=args.workers)
 
     rows, curves = [], {}
     for sweep_dir, envs_, _ in groups_:
@@ -195,9 +188,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{plots.band_words(counts)}",
             fontsize=9,
         )
-        fig.tight_layout()
-        fig.savefig(stem.with_suffix(".png"))
-        plt.close(fig)
+        scripts.save_figure(fig, stem.with_suffix(".png"))
     report(args, rows, env_ids, ref, ref_label)
     cmd = " ".join(argv if argv is not None else sys.argv[1:])
     print(f"wrote {stem}.png and .csv; command: python paper_figures/mujoco_results.py {cmd}")
@@ -251,9 +242,7 @@ def plot_finals(args, rows: list[dict], ref: dict, ref_label: str, path: Path) -
             f"{plots.points_words(counts)}",
             fontsize=9,
         )
-        fig.tight_layout()
-        fig.savefig(path)
-        plt.close(fig)
+        scripts.save_figure(fig, path)
 
 
 if __name__ == "__main__":

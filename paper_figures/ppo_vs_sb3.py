@@ -29,7 +29,8 @@ import numpy as np
 
 from controlrl import plots
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig, env_tag, run_sweep
+from controlrl.experiment import SweepConfig, env_tag
+from paper_figures.lab import scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS = ROOT / "paper_figures" / "peers"
@@ -118,16 +119,7 @@ def main(argv: list[str] | None = None) -> None:
             [algo], [args.env_id], args.seeds, args.total_timesteps, [*flags, *args.extra]
         )
         if args.train:
-            runs = run_sweep(
-                config,
-                sweep_dir,
-                workers=args.workers,
-                algos_dir=algos_dir,
-                on_update=lambda r: print(f"[{r['status']}] {r['run_id']}", flush=True),
-            )
-            failed = [k for k, v in runs.items() if v["status"] == "failed"]
-            if failed:
-                print(f"warning: failed runs {failed}; see {sweep_dir}/sweep.json", flush=True)
+            scripts.train(config, sweep_dir, workers=args.workers, algos_dir=algos_dir)
         env_dir = sweep_dir / "runs" / algo / env_tag(args.env_id)
         for path in sorted(env_dir.glob("seed*/final_eval.json")):
             run_dir, final = path.parent, json.loads(path.read_text())

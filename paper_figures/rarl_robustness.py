@@ -22,7 +22,6 @@ results table. --variants runs a subset (each variant's runs do not depend on th
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -30,12 +29,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from controlrl import checkpoint
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig, run_sweep, write_rows
-from controlrl.nets import make_policy
-from controlrl.normalize import ObsNormalizer
+from controlrl.experiment import SweepConfig, write_rows
 from envs.adversarial import ScaledDynamics
+from paper_figures.lab import scripts
+from paper_figures.mountain_car import load_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "InvertedPendulum-v5"
@@ -51,16 +49,7 @@ def floats(text: str) -> list[float]:
 def load_act(run_dir: Path):
     """obs [d] -> action of a finished ppo or rarl run's (protagonist's) mode, normaliser
     frozen."""
-    saved = json.loads((run_dir / "config.json").read_text())["args"]
-    env = gym.make(ENV)
-    policy = make_policy(env.observation_space, env.action_space, tuple(saved["hidden_sizes"]))
-    env.close()
-    state = checkpoint.load(run_dir / "checkpoints" / "latest.pt", ("policy",))
-    policy.load_state_dict(state["policy"])
-    normalizer = None
-    if "obs_normalizer" in state:
-        normalizer = ObsNormalizer(env.observation_space.shape)
-        normalizer.load_state_dict(state["obs_normalizer"])
+    policy, normalizer = load_policy(run_dir, ENV)
 
     def act(obs: np.ndarray) -> np.ndarray:
         x = obs.astype(np.float32)[None]
@@ -118,12 +107,9 @@ def main(argv: list[str] | None = None) -> None:
         extra = common + flags[name]
         config = SweepConfig([ALGO[name]], [ENV], args.seeds, args.total_timesteps, extra)
         out = args.sweeps_root / f"{name}_{args.total_timesteps}"
-        runs = run_sweep(config, out, workers=args.workers)
-        for run_id, status in sorted(runs.items(), key=lambda kv: int(kv[0].rsplit("seed")[1])):
-            if status["status"] != "done":
-                raise SystemExit(f"rarl_robustness.py: run {run_id} {status['status']}")
-            seed = int(run_id.rsplit("seed", 1)[1])
-            act = load_act(out / "runs" / run_id)
+        runs = scripts.train(config, out, name, args.workers)
+        for seed, run_dir in scripts.finished(runs, out, "rarl_robustness.py"):
+            act = load_act(run_dir)
             for mass in args.masses:
                 for friction in args.frictions:
                     ret = perturbed_return(act, mass, friction, args.episodes, 10_000 * seed)
@@ -188,9 +174,7 @@ def plot(path: Path, rows: list[dict], args) -> None:
             f"{args.total_timesteps:,} steps; {plots.band_words([args.seeds])}",
             fontsize=9,
         )
-        fig.tight_layout()
-        fig.savefig(path)
-        plt.close(fig)
+        scripts.save_figure(fig, path)
 
 
 if __name__ == "__main__":

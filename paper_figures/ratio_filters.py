@@ -69,6 +69,7 @@ import numpy as np
 
 from controlrl.cli import ArgumentParser
 from controlrl.experiment import write_rows
+from paper_figures.lab import scripts
 
 if TYPE_CHECKING:  # torch is imported where it is used: --help and bad flags stay fast
     import torch
@@ -355,9 +356,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--staleness must be integers, got {args.staleness!r}")
     if args.staleness[0] < 0:
         p.error(f"--staleness must be >= 0, got {args.staleness}")
-    for name in ("seeds", "steps", "workers"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name} must be >= 1, got {getattr(args, name)}")
+    scripts.at_least(p, args, ("seeds", "steps", "workers"))
     return args
 
 

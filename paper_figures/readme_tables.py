@@ -181,11 +181,6 @@ def md(header: list[str], body: list[list[str]], align: list[str] | None = None)
     return "\n".join(lines)
 
 
-def nseeds(rows) -> int:
-    """The number of distinct seeds; an error if the groups of a table differ in it."""
-    return len({r["seed"] for r in rows})
-
-
 def uniform_n(groups: list[list]) -> int:
     """The common size of the groups (a caption states one seed count)."""
     sizes = {len(g) for g in groups}

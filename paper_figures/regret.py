@@ -32,6 +32,7 @@ from algos.optimistic_po import Args as RunArgs
 from algos.optimistic_po import run
 from controlrl.cli import cli
 from controlrl.stats import MIN_SEEDS
+from paper_figures.lab import scripts
 from theory.regret import bootstrap_slope_ci, log_grid, loglog_slope
 
 
@@ -150,9 +151,7 @@ def plot(curves: dict, grid: np.ndarray, path: Path, slope: dict) -> None:
         ax.set_xlabel("episodes K")
         ax.legend(fontsize=7)
     axes[0].set_ylabel("cumulative pseudo-regret (mean over seeds)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    scripts.save_figure(fig, path, 80)
 
 
 if __name__ == "__main__":

@@ -88,9 +88,9 @@ def final_train_weighted(rows: list[dict], window: int) -> float:
     `window` env steps (controlrl.plots.final_return on one seed's metrics.csv rows)."""
     end = float(rows[-1]["step"])
     tail = [r for r in rows if float(r["step"]) > end - window
-            and _float(r.get("train/episodes")) > 0]  # fmt: skip
-    n = np.array([_float(r["train/episodes"]) for r in tail])
-    ret = np.array([_float(r["train/episode_return"]) for r in tail])
+            and as_float(r.get("train/episodes")) > 0]  # fmt: skip
+    n = np.array([as_float(r["train/episodes"]) for r in tail])
+    ret = np.array([as_float(r["train/episode_return"]) for r in tail])
     return float((n * ret).sum() / n.sum()) if n.sum() else math.nan
 
 
@@ -120,7 +120,8 @@ def _rows(run_dir: Path) -> list[dict]:
     return read_rows(run_dir / "metrics.csv", ("step",))
 
 
-def _float(value: str | None) -> float:
+def as_float(value: str | None) -> float:
+    """A metrics.csv cell as a float; an empty or missing cell NaN."""
     return float(value) if value not in (None, "") else math.nan
 
 
@@ -131,6 +132,11 @@ def _by_seed(run_dir: Path, seeds: list[int]) -> dict[int, list[dict]]:
         if seed in out:
             out[seed].append(r)
     return out
+
+
+def rows_by_seed(run_dir: Path) -> dict[int, list[dict]]:
+    """{seed: its metrics.csv rows} of a finished run directory (a population's seeds apart)."""
+    return _by_seed(Path(run_dir), seeds_of(Path(run_dir)))
 
 
 def seeds_of(run_dir: Path) -> list[int]:
@@ -184,8 +190,8 @@ def extract(run_dir: Path, env_id: str, names, final_window: int) -> dict[int, d
 
 def share(rows: list[dict], part: str, whole: str) -> float:
     """Sum of the column `part` over the sum of the column `whole` (nan when `part` is absent)."""
-    num = np.array([_float(r.get(part)) for r in rows])
-    den = np.array([_float(r.get(whole)) for r in rows])
+    num = np.array([as_float(r.get(part)) for r in rows])
+    den = np.array([as_float(r.get(whole)) for r in rows])
     if not np.isfinite(num).any() or not np.nansum(den):
         return math.nan
     return float(np.nansum(num) / np.nansum(den))
@@ -222,7 +228,7 @@ def _one(name: str, rows: list[dict], final_eval: float, env_id: str, window: in
         samples = np.cumsum([float(r["train/episodes"]) for r in points])
         return float(success[samples > samples[-1] - window].mean())
     agg, _, column = name.partition(":")
-    x = np.array([_float(r.get(column)) for r in rows])
+    x = np.array([as_float(r.get(column)) for r in rows])
     x = x[np.isfinite(x)] if agg == "last" else x
     if x.size == 0 or not np.isfinite(x).any():
         return math.nan

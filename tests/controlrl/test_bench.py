@@ -209,3 +209,32 @@ def test_command_line_writes_no_machine_path(tmp_path, monkeypatch):
     expected[2:4] = ["paper_figures/out/a b.csv", "--work-dir=runs/x"]  # the repository's paths
     assert echoed == expected
     assert shlex.split(bench.command_line("x.py", ["--out", str(root)]))[-1] == "."
+
+
+def test_row_ratios_pair_csv_rows_per_repeat_and_failures_name_the_failed():
+    rows = [
+        {"contender": c, "repeat": k, "status": s, "x": x}
+        for c, k, s, x in (("a", 0, "ok", 4.0), ("b", 0, "ok", 2.0), ("a", 1, "ok", 9.0),
+                           ("b", 1, "exit 1", ""), ("b", 2, "ok", 5.0), ("a", 2, "ok", 5.0),
+                           ("a", 3, "ok", ""), ("b", 3, "ok", 1.0))
+    ]  # fmt: skip
+    assert bench.row_ratios(rows, "a", "b", "x") == [2.0, 1.0]  # repeat 1 failed, 3 has no value
+    assert bench.row_ratios(rows, "b", "a", "x") == [0.5, 1.0]
+    assert bench.failures(rows) == ["FAILED b repeat 1: exit 1"]
+
+
+def test_recorder_writes_every_row_as_its_run_ends_and_prints_a_line(tmp_path, capsys):
+    out = tmp_path / "bench.csv"
+    kept = {"contender": "a", "repeat": 0, "status": "ok", "x": 1.0, "command": "python old"}
+    report = bench.Recorder(out, "python new", lambda run: {"contender": run.name, **run.result},
+                            lambda r: f"x={r['x']}", rows=[kept], keep_commands=True)  # fmt: skip
+    ok = bench.Run(bench.Contender("b", "m:f"), 1, 0, "ok", 0.0, 1.0, {"x": 2.0})
+    report(ok)
+    assert [r["command"] for r in bench.read_csv(out)] == ["python old", "python new"]
+    failed = bench.Run(bench.Contender("c", "m:f"), 1, 1, "exit 3", 0.0, 1.0, {}, "Traceback")
+    report(failed)
+    assert [r["contender"] for r in bench.read_csv(out)] == ["a", "b", "c"]
+    assert report.runs == [ok, failed] and len(report.rows) == 3
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("repeat 1 b x=2.0") and lines[1].endswith("repeat 1 c exit 3")
+    assert lines[2] == "Traceback"

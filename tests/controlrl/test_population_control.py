@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from population_rows import assert_only_seed_zero_moved, rows, without_seed
+from timeouts import scaled
 
 from algos import ppo
 from controlrl import checkpoint
@@ -165,7 +166,7 @@ def test_a_population_killed_mid_run_resumes_to_the_uninterrupted_one(tmp_path):
     argv += ["--keep-checkpoints"]
     script = [sys.executable, str(root / "algos" / "ppo.py")]
     a, b = tmp_path / "a", tmp_path / "b"
-    subprocess.run([*script, *argv, "--run-dir", str(a)], cwd=root, check=True, timeout=600)
+    subprocess.run([*script, *argv, "--run-dir", str(a)], cwd=root, check=True, timeout=scaled(600))
     proc = subprocess.Popen([*script, *argv, "--run-dir", str(b)], cwd=root)
     deadline = time.monotonic() + 600
     while len(list((b / "checkpoints").glob("step_*.pt"))) < 2 and proc.poll() is None:
@@ -174,7 +175,7 @@ def test_a_population_killed_mid_run_resumes_to_the_uninterrupted_one(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (b / "final_eval.json").exists()  # killed mid-run
-    resumed = subprocess.run([*script, "--resume", str(b)], cwd=root, timeout=600)
+    resumed = subprocess.run([*script, "--resume", str(b)], cwd=root, timeout=scaled(600))
     assert resumed.returncode == 0
     for part in ("metrics.csv", "aggregate.csv", "final_eval.json"):
         assert (a / part).read_text() == (b / part).read_text(), part

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from timeouts import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,7 +20,7 @@ def test_bench_toy_times_population_separate_and_floor(tmp_path):
             sys.executable, "paper_figures/bench_control_population.py", "--toy",
             "--envs", "Hopper-v5", "--out", str(out), "--work-dir", str(tmp_path / "work"),
         ],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        cwd=ROOT, capture_output=True, text=True, timeout=scaled(600),
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     rows = list(csv.DictReader((out / "bench_control_population.csv").open()))

@@ -54,7 +54,7 @@ def test_summary_pairs_ratios_within_a_repeat():
 
     rows = [r("ppo", 0, 100.0), r("fpo", 0, 50.0), r("fpo", 1, 10.0), r("ppo", 1, 50.0)]
     rows += [r("ppo", 2, 80.0), r("fpo", 2, 0.0, status="exit 1")]
-    assert fig.paired(rows, "fpo", "sps") == [0.5, 0.2]
+    assert bench.row_ratios(rows, "fpo", "ppo", "sps") == [0.5, 0.2]
     text = fig.summarize(rows)
     row = (
         "| fpo | 30 (10-50) | 15 (5-25) | 0.50 (0.50-0.50) / 0.50 (0.50-0.50) | 0.35 (0.20-0.50) |"

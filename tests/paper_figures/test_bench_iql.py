@@ -165,7 +165,7 @@ def test_bad_flags_exit_2_before_anything_runs(tmp_path, capsys):
     """The script exits 2 before it writes anything (one process); the other checks are the same
     parse_args, run in this process (a process per flag costs seconds)."""
     missing = str(tmp_path / "no_python")
-    proc = _run("--out", str(tmp_path / "b.csv"), "--updates", "45", timeout=scaled(60))
+    proc = _run("--out", str(tmp_path / "b.csv"), "--updates", "45", timeout=60)
     assert proc.returncode == 2 and "--log-every 10 must divide --updates 45" in proc.stderr
     assert not (tmp_path / "b.csv").exists()
     for flags, message in (

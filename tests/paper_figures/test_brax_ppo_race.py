@@ -108,10 +108,11 @@ def test_brax_network_and_scaling_settings_reach_both_trainers(tmp_path, capsys)
     argv += ["--reward-scale", "10", "--max-grad-norm", "0", "--adam-eps", "1e-8"]
     args = race.parse_args([*argv, "--work-dir", str(tmp_path)])
     (brax, ours), _ = race.contenders(args, seed=1)
-    assert brax.config["hidden_sizes"] == (32,) * 4
-    assert brax.config["critic_hidden_sizes"] == (256,) * 5
-    assert brax.config["activation"] == "swish" and brax.config["reward_scale"] == 10.0
-    assert brax.config["max_grad_norm"] == 0.0  # the worker passes None
+    network = brax.config["network"]  # brax_worker's, and ppo.train's keyword arguments
+    assert network["hidden_sizes"] == [32] * 4 and network["critic_hidden_sizes"] == [256] * 5
+    assert network["activation"] == "swish" and brax.config["reward_scaling"] == 10.0
+    assert brax.config["max_grad_norm"] is None  # brax's "no clip"
+    assert brax.config["batch_size"] * brax.config["num_minibatches"] == args.num_envs
     cmd = " ".join(ours.worker)
     assert "--hidden-sizes 32 32 32 32 --critic-hidden-sizes 256 256 256 256 256" in cmd
     assert "--activation=swish" in cmd and "--reward-scale=10.0" in cmd

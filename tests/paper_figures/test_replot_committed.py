@@ -61,7 +61,6 @@ def test_retrace_and_entropy_mechanism_replot(tmp_path):
     """Both redraw from their CSVs (retrace_vs_traces: --plot-only; the entropy mechanism's
     error bars name their 95% CI over batches)."""
     names = ["retrace_vs_traces.csv", "retrace_vs_traces_summary.csv"]
-    names += ["retrace_vs_traces_mujoco.csv", "retrace_vs_traces_mujoco_curves.csv"]
     for csv_name in names:
         shutil.copy(OUT / csv_name, tmp_path / csv_name)
     mechanism = OUT.parent / "entropy-mechanism" / "results" / "checks.csv"  # its declared table

@@ -1,0 +1,49 @@
+"""What the figure scripts of paper_figures/ share around the sweep runner and matplotlib: train a
+sweep with one progress line per run, read back its finished runs by seed, save a figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from controlrl.experiment import SweepConfig, run_sweep
+
+
+def train(config: SweepConfig, out: Path, label: str = "", workers: int = 1, **kw) -> dict:
+    """run_sweep (what is missing; resumable) printing one line per finished run and a warning
+    naming the failed ones; returns every run's status."""
+
+    def show(r: dict) -> None:
+        print(f"[{r['status']}] {label + ' ' if label else ''}{r['run_id']}", flush=True)
+
+    runs = run_sweep(config, Path(out), workers=workers, on_update=show, **kw)
+    failed = [k for k, v in runs.items() if v["status"] == "failed"]
+    if failed:
+        print(f"warning: failed runs {failed}; see {Path(out) / 'sweep.json'}", flush=True)
+    return runs
+
+
+def finished(runs: dict, out: Path, script: str) -> list[tuple[int, Path]]:
+    """(seed, run directory) of every run of a sweep's statuses, by seed; a run not done is an
+    error naming the script and the run."""
+    bad = [f"{k} {v['status']}" for k, v in runs.items() if v["status"] != "done"]
+    if bad:
+        raise SystemExit(f"{script}: run {bad[0]}")
+    seeds = {k: int(k.rsplit("seed", 1)[1]) for k in runs}
+    return [(seeds[k], Path(out) / "runs" / k) for k in sorted(runs, key=seeds.get)]
+
+
+def save_figure(fig, path: Path, dpi: float = 100) -> None:
+    """The figure laid out tightly and written as a PNG without the software's name in its
+    metadata (so the bytes name no version of this machine), then closed."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi, metadata={"Software": None})
+    plt.close(fig)
+
+
+def at_least(parser, args, names: tuple[str, ...], low: int = 1) -> None:
+    """parser.error (exit 2) naming the first of the flags `names` whose value is below `low`."""
+    for name in names:
+        if getattr(args, name) < low:
+            parser.error(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(args, name)}")
