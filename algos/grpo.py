@@ -33,8 +33,9 @@ reinforce --update-epochs 1 (its ablation: --drop-negatives). Estimators of
 controlrl/advantages.py (--adv-norm rloo, reinforce++, reinforce++-baseline, lite-ppo, bnpo,
 gpg)
 and controlrl/kl_estimators.py (--kl-estimator k1, k2, k3-unbiased); train-inference
-mismatch (controlrl/mismatch.py): --rollout-mismatch temperature | bf16 draws the rollout from
-a perturbed copy of the policy, --mismatch-correction none | tis | mis reweights its loss.
+mismatch (controlrl/mismatch.py): --rollout-mismatch temperature | bf16 | bf16-forward draws the
+rollout from a perturbed copy of the policy, --mismatch-correction none | tis | mis reweights
+its loss.
 
 Ratios (--ratio, controlrl/ratios.py): per step (token, PPO), per episode (sequence: the
 product, or GSPO's geometric mean), or KPO's causal Kalman-filtered log-ratio along the episode.
@@ -84,7 +85,13 @@ from controlrl.cli import (
 from controlrl.group import zero_variance_mask
 from controlrl.group_rollout import GroupRollout, require_group_flags
 from controlrl.injection import SuccessInjection, injectable
-from controlrl.mismatch import PERTURBATIONS, behaviour_sampler, rollout_weights, template_class
+from controlrl.mismatch import (
+    PERTURBATIONS,
+    behaviour_sampler,
+    mismatch_kl,
+    rollout_weights,
+    template_class,
+)
 from controlrl.nets import CategoricalPolicy
 from controlrl.objective import (
     ADVANTAGES,
@@ -203,8 +210,10 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     """the punishment interval L_cache of --overlong-max (DAPO 4096 of 20480)"""
     rollout_mismatch: str = "none"
     """train-inference mismatch (controlrl/mismatch.py; categorical policies): the rollout is
-    drawn from a perturbed copy of the policy, temperature (logits / --rollout-temperature)
-    or bf16 (logits rounded to bfloat16), while the loss is the policy's; none: off"""
+    drawn from a perturbed copy of the policy, temperature (logits / --rollout-temperature),
+    bf16 (logits rounded to bfloat16) or bf16-forward (the network run in bfloat16, weights
+    and activations, as an inference engine runs it), while the loss is the policy's; none:
+    off. Logs train/mismatch_kl, the mean KL(sampler || policy) per step of the rollout"""
     rollout_temperature: float = 1.25
     """--rollout-mismatch temperature: the sampler's logit temperature"""
     mismatch_correction: str | None = None
@@ -531,9 +540,13 @@ def main(args: Args) -> None:
             rollout, old_logp, injected = stateful["injection"].inject(rollout, old_logp, policy)
             extra["inject_frac"] = injected.float().mean(-1)
         batch, ratios, kept = grpo_batch(rollout, old_logp, ref_policy, args, generators)
+        valid = torch.from_numpy(rollout.valid).reshape(-1)
         if args.rollout_mismatch != "none":
             batch["is_weights"] = rollout_weights(policy, rollout, batch["logprobs"], args)
-        valid = torch.from_numpy(rollout.valid).reshape(-1)
+            kl = mismatch_kl(
+                policy, rollout.flat_obs(), args.rollout_mismatch, args.rollout_temperature
+            )
+            extra["mismatch_kl"] = kl[..., valid].mean(-1)
         kl_ref = k3(batch["logprobs"], batch["ref_logprobs"])[..., valid].mean(-1)
         stats = update(policy, optimizer, batch, ratios, args)
         return {"kl_ref": kl_ref, "kept_frac": kept, **stats, **extra}
