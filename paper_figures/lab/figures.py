@@ -30,8 +30,8 @@ def metric_of(exp: spec.Experiment) -> str:
 
 def forest_lines(exp: spec.Experiment, lines: list[Line]) -> list[Line]:
     """The forest's rows: the experiment's headline lines that carry an effect."""
-    return [ln for ln in ledger.headline(lines)
-            if ln.exp.id == exp.id and ln.claim.kind not in NO_EFFECT]  # fmt: skip
+    return [ln for ln in ledger.headline(lines) if ln.exp.id == exp.id
+            and ln.claim.kind not in NO_EFFECT and ln.verdict != protocol.NOT_RUN]  # fmt: skip
 
 
 def _verdict(ln: Line) -> str:

@@ -86,6 +86,10 @@ def page(exp: Experiment, lines: list[Line], rows: list[dict], history: dict[str
             out.append(f"| {a.label} | " + " | ".join(cells) + " |")
         if (exp.folder / "results" / "figure.png").exists():
             out += ["", "![figure](results/figure.png)"]
+    if exp.tuning is not None:
+        from paper_figures.lab import tuning
+
+        out += ["", *tuning.page_lines(exp)]
     out += ["", "## Claims", ""]
     for ln in mine:
         out += _claim_block(ln, history)
