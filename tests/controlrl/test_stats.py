@@ -153,3 +153,20 @@ def test_iqm_band_gives_no_interval_below_five_runs():
 def test_performance_profile():
     prof = stats.performance_profile(np.array([[0.1, 0.9], [0.5, 0.6]]), np.array([0.0, 0.3, 1]))
     np.testing.assert_allclose(prof, [1.0, 0.75, 0.0])
+
+
+def test_probability_of_improvement_is_rliables_mann_whitney_average():
+    # rliable.metrics.probability_of_improvement: per task U / (n m) (ties 1/2), tasks averaged
+    x, y = SCORES, SCORES[::-1] * 0.9 + 0.05
+    want = np.mean(
+        [sps.mannwhitneyu(x[:, t], y[:, t]).statistic / (x.shape[0] * y.shape[0]) for t in range(3)]
+    )
+    assert stats.probability_of_improvement(x, y) == pytest.approx(want, abs=1e-15)
+    assert stats.probability_of_improvement([[1.0], [2.0]], [[1.0], [0.0]]) == 0.875  # 3.5 / 4
+    a, b = np.array([[0.0, 1.0]] * 6), np.array([[1.0, 0.0]] * 6)  # task 1 lost, task 2 won
+    assert stats.probability_of_improvement(a, b) == 0.5
+    p, lo, hi = stats.probability_of_improvement_ci(x, y, n_boot=300)
+    assert p == pytest.approx(want) and lo <= p <= hi and lo < hi
+    assert stats.probability_of_improvement_ci(a, a, n_boot=50) == (0.5, 0.5, 0.5)
+    with pytest.raises(ValueError, match="same tasks"):
+        stats.probability_of_improvement(x, y[:, :2])
