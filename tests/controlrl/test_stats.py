@@ -166,6 +166,14 @@ def test_probability_of_improvement_is_rliables_mann_whitney_average():
     a, b = np.array([[0.0, 1.0]] * 6), np.array([[1.0, 0.0]] * 6)  # task 1 lost, task 2 won
     assert stats.probability_of_improvement(a, b) == 0.5
     p, lo, hi = stats.probability_of_improvement_ci(x, y, n_boot=300)
+    ix, iy = stats.stratified_resamples(5, 3, 300, 0), stats.stratified_resamples(5, 3, 300, 1)
+
+    def by_pairs(xs, ys):  # P(X > Y) pair by pair, as rliable counts it
+        wins = (xs[:, None] > ys[None]) + 0.5 * (xs[:, None] == ys[None])
+        return wins.mean(axis=(0, 1)).mean()
+
+    pairs = [by_pairs(x[ix[k], np.arange(3)], y[iy[k], np.arange(3)]) for k in range(300)]
+    np.testing.assert_allclose((lo, hi), np.percentile(pairs, [2.5, 97.5]), atol=1e-15)
     assert p == pytest.approx(want) and lo <= p <= hi and lo < hi
     assert stats.probability_of_improvement_ci(a, a, n_boot=50) == (0.5, 0.5, 0.5)
     with pytest.raises(ValueError, match="same tasks"):
