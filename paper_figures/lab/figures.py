@@ -179,7 +179,12 @@ def write(exp: spec.Experiment) -> Path:
     lines = ledger.judged(spec.load_all(exp.folder.parent))
     target = exp.folder / "results" / "figure.png"
     table = results.path(exp)
-    draw(exp, lines, results.read(table), target, results.read_curves(table))
+    rows = results.read(table)
+    draw(exp, lines, rows, target, results.read_curves(table))
+    if exp.aggregate:
+        from paper_figures.lab import aggregates
+
+        aggregates.draw(exp, rows, target.parent / "aggregates.png")
     return target
 
 

@@ -131,6 +131,9 @@ class Experiment:
     script: str = ""  # paper_figures/<script>.py makes the runs (its analysis.py's `table` reads
     # them); empty: each arm runs an algos/ file through the sweep runner
     tuning: object = None  # lab/tuning.py's Tuning of a [tuning] table, else None
+    aggregate: dict = field(
+        default_factory=dict
+    )  # [aggregate] (lab/aggregates.py): baseline, metrics
 
     def runs(self, toy: bool = False) -> list[tuple[str, str, int, int, tuple[str, ...]]]:
         """(arm, env, seed, steps, full flags) of every planned run."""
@@ -189,7 +192,8 @@ def _seeds(value, where: str) -> tuple[int, ...]:
 
 
 TOP = {"title": str, "summary": str, "paper": list, "run": dict, "envs": dict, "arms": dict}
-TOP |= {"claim": list, "toy": dict, "analysis": dict, "tuning": dict}
+TOP |= {"claim": list, "toy": dict, "analysis": dict, "tuning": dict, "aggregate": dict}
+AGGREGATE = {"baseline": str, "metrics": list}
 RUN = {"algo": str, "mode": str, "seeds": object, "steps": int, "unit": str, "flags": list}
 RUN |= {"metrics": list, "setting": str, "paper_setting": str, "budget": str}
 RUN |= {"final_window": int, "script": str}
@@ -329,6 +333,7 @@ def load(folder: Path) -> Experiment:
         extra=data.get("analysis", {}),
         script=script,
         tuning=tuning,
+        aggregate=_aggregate(data.get("aggregate"), where, arms, run),
     )
     from paper_figures.lab.metrics import check_name
 
@@ -341,6 +346,21 @@ def load(folder: Path) -> Experiment:
         if c.metric and c.metric not in exp.metrics:
             raise SpecError(f"{where} claim {c.id}: metric '{c.metric}' is not in [run] metrics")
     return exp
+
+
+def _aggregate(table: dict | None, where: str, arms: dict, run: dict) -> dict:
+    """The [aggregate] table (lab/aggregates.py), checked: a declared baseline arm, metrics of
+    [run] metrics."""
+    if table is None:
+        return {}
+    t = _take(table, f"{where} [aggregate]", AGGREGATE, ("baseline", "metrics"))
+    if t["baseline"] not in arms:
+        raise SpecError(f"{where} [aggregate]: baseline '{t['baseline']}' is not an arm")
+    metrics = _strs(t["metrics"], f"{where} [aggregate] metrics")
+    bad = [m for m in metrics if m not in run["metrics"]]
+    if bad or not metrics:
+        raise SpecError(f"{where} [aggregate]: metrics {bad} are not in [run] metrics")
+    return {"baseline": t["baseline"], "metrics": metrics}
 
 
 def _tuning(table: dict, where: str, folder: Path, arms: dict, envs: dict, run: dict):
