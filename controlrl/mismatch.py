@@ -19,6 +19,8 @@ verl/trainer/ppo/rollout_corr_helper.py (token-level truncate and mask modes).
 from __future__ import annotations
 
 import contextlib
+import copy
+from collections import deque
 
 import torch
 
@@ -149,21 +151,26 @@ def _logits(policy, obs: torch.Tensor, kind: str, temperature: float) -> torch.T
         return perturb_logits(logits, kind, temperature)
 
 
-def mismatch_kl(policy, obs: torch.Tensor, kind: str, temperature: float = 1.0) -> torch.Tensor:
+def mismatch_kl(
+    policy, obs: torch.Tensor, kind: str, temperature: float = 1.0, behaviour=None
+) -> torch.Tensor:
     """KL(mu || pi) [..., R] per row, exact over the actions: the size of the mismatch between
-    the sampler mu and the policy pi it perturbs (0 for kind none)."""
+    the sampler mu (behaviour, default the policy itself, perturbed by kind) and the policy pi
+    (0 for kind none and no other behaviour policy)."""
     # in float64: a bf16 forward's KL is ~1e-7, below float32's rounding of the sum
-    mu = torch.log_softmax(_logits(policy, obs, kind, temperature).double(), -1)
+    sampler = policy if behaviour is None else behaviour
+    mu = torch.log_softmax(_logits(sampler, obs, kind, temperature).double(), -1)
     pi = torch.log_softmax(_logits(policy, obs, "none", 1.0).double(), -1)
     return (mu.exp() * (mu - pi)).sum(-1)
 
 
-def rollout_weights(policy, rollout, old_logp: torch.Tensor, args) -> torch.Tensor:
+def rollout_weights(behaviour, rollout, old_logp: torch.Tensor, args) -> torch.Tensor:
     """The --mismatch-correction weights [..., T * N] of a rollout drawn by
-    behaviour_sampler(policy, args.rollout_mismatch, ...), old_logp [..., T * N] the policy's
-    (algos/grpo.py's batch rows); float32, as the batch's other rows."""
+    behaviour_sampler(behaviour, args.rollout_mismatch, ...) (behaviour: the trained policy, or
+    a RolloutLag's), old_logp [..., T * N] the trained policy's (algos/grpo.py's batch rows);
+    float32, as the batch's other rows."""
     mu_logp = behaviour_log_probs(
-        policy,
+        behaviour,
         rollout.flat_obs(),
         rollout.flat_actions(),
         args.rollout_mismatch,
@@ -178,3 +185,35 @@ def rollout_weights(policy, rollout, old_logp: torch.Tensor, args) -> torch.Tens
         high=args.mis_high,
     )
     return w.to(torch.float32)
+
+
+class RolloutLag:
+    """Asynchronous rollouts: the sampler is the policy of k updates ago (an inference engine
+    that receives the trainer's weights k updates late; k = 1 is the one-step-off pipeline).
+    `behaviour` is that policy; step(policy) after each update moves the window on. A
+    population's behaviour draws from the policy's own per-seed generators, so the noise stream
+    is the unlagged run's; the window is checkpointed (state_dict)."""
+
+    def __init__(self, policy, k: int) -> None:
+        self.k = k
+        self.behaviour = copy.deepcopy(policy).requires_grad_(False)
+        if hasattr(policy, "generators"):  # a population: the same streams, not copies
+            self.behaviour.generators = policy.generators
+            self.behaviour.seed_pool = policy.seed_pool
+        self.window = deque([self._state(policy)], maxlen=k + 1)
+
+    @staticmethod
+    def _state(policy) -> dict[str, torch.Tensor]:
+        return {name: t.detach().clone() for name, t in policy.state_dict().items()}
+
+    def step(self, policy) -> None:
+        """After an update: the window takes the new policy, the behaviour its oldest entry."""
+        self.window.append(self._state(policy))
+        self.behaviour.load_state_dict(self.window[0])
+
+    def state_dict(self) -> dict:
+        return {"window": list(self.window)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.window = deque(state["window"], maxlen=self.k + 1)
+        self.behaviour.load_state_dict(self.window[0])

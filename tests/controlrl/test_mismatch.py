@@ -168,3 +168,28 @@ def test_bf16_forward_runs_weights_and_activations_in_bf16_and_its_kl_is_exact()
     assert (kl > 0).all()
     none = mismatch.mismatch_kl(policy, obs, "none")
     assert torch.equal(none, torch.zeros(300, dtype=torch.float64))
+
+
+def test_rollout_lag_samples_with_the_policy_of_k_updates_ago_and_checkpoints_its_window():
+    torch.manual_seed(0)
+    policy = CategoricalPolicy(3, 4, (8,))
+    lag = mismatch.RolloutLag(policy, 2)
+    params = []
+    for i in range(4):  # "updates": every parameter set to i + 1
+        params.append({n: t.clone() for n, t in policy.state_dict().items()})
+        with torch.no_grad():
+            for p in policy.parameters():
+                p.fill_(i + 1.0)
+        lag.step(policy)
+        want = params[max(0, i - 1)]  # after update i the sampler is theta_{i + 1 - 2}
+        got = lag.behaviour.state_dict()
+        assert all(torch.equal(got[n], want[n]) for n in want), i
+    assert not any(p.requires_grad for p in lag.behaviour.parameters())
+    other = mismatch.RolloutLag(CategoricalPolicy(3, 4, (8,)), 2)
+    other.load_state_dict(lag.state_dict())  # a resumed run: the same window and sampler
+    assert all(torch.equal(other.behaviour.state_dict()[n], params[2][n]) for n in params[2])
+    policy_logits = policy.sample_inputs(torch.ones(1, 3))
+    kl = mismatch.mismatch_kl(policy, torch.ones(1, 3), "none", behaviour=lag.behaviour)
+    mu = torch.softmax(lag.behaviour.sample_inputs(torch.ones(1, 3)).double(), -1)
+    pi = torch.softmax(policy_logits.double(), -1)
+    torch.testing.assert_close(kl, (mu * (mu / pi).log()).sum(-1))
