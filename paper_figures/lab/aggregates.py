@@ -25,7 +25,9 @@ def scores(rows: list[dict], arm: str, metric: str, envs: list[str]) -> np.ndarr
     """[runs, envs]: the arm's metric on the seeds it ran on every one of the envs."""
     per_env = [results.values(rows, arm, env, metric) for env in envs]
     seeds = sorted(set.intersection(*(set(v) for v in per_env))) if per_env else []
-    return np.array([[v[s] for v in per_env] for s in seeds], np.float64).reshape(len(seeds), -1)
+    return np.array([[v[s] for v in per_env] for s in seeds], np.float64).reshape(
+        len(seeds), len(envs)
+    )
 
 
 def shared_envs(exp, rows: list[dict], arm: str, baseline: str) -> list[str]:

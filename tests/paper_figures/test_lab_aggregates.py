@@ -76,6 +76,8 @@ def test_the_page_shows_each_arms_iqm_and_probability_of_improvement(tmp_path):
     row = next(ln for ln in text.splitlines() if ln.startswith("| rgra | 2 |"))
     assert row.split(" | ")[3].startswith(f"{s['poi']:.3g} [")
     assert next(ln for ln in text.splitlines() if ln.startswith("| grpo | 2 |")).count("|  |") == 2
+    assert aggregates.scores(rows, "ppo", "final_success", []).shape == (0, 0)  # none ran
+    assert aggregates.summary(exp, rows[:16], "rgra", "final_success")["envs"] == []
     aggregates.draw(exp, rows, tmp_path / "aggregates.png")
     assert (tmp_path / "aggregates.png").stat().st_size > 0
 
