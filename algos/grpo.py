@@ -33,8 +33,9 @@ reinforce --update-epochs 1 (its ablation: --drop-negatives). Estimators of
 controlrl/advantages.py (--adv-norm rloo, reinforce++, reinforce++-baseline, lite-ppo, bnpo,
 gpg)
 and controlrl/kl_estimators.py (--kl-estimator k1, k2, k3-unbiased); train-inference
-mismatch (controlrl/mismatch.py): --rollout-mismatch temperature | bf16 draws the rollout from
-a perturbed copy of the policy, --mismatch-correction none | tis | mis reweights its loss.
+mismatch (controlrl/mismatch.py): --rollout-mismatch temperature | bf16 | bf16-forward draws the
+rollout from a perturbed copy of the policy, --rollout-lag k from the policy of k updates ago
+(asynchronous rollouts), --mismatch-correction none | tis | mis reweights its loss.
 
 Ratios (--ratio, controlrl/ratios.py): per step (token, PPO), per episode (sequence: the
 product, or GSPO's geometric mean), or KPO's causal Kalman-filtered log-ratio along the episode.
@@ -84,7 +85,14 @@ from controlrl.cli import (
 from controlrl.group import zero_variance_mask
 from controlrl.group_rollout import GroupRollout, require_group_flags
 from controlrl.injection import SuccessInjection, injectable
-from controlrl.mismatch import PERTURBATIONS, behaviour_sampler, rollout_weights, template_class
+from controlrl.mismatch import (
+    PERTURBATIONS,
+    RolloutLag,
+    behaviour_sampler,
+    mismatch_kl,
+    rollout_weights,
+    template_class,
+)
 from controlrl.nets import CategoricalPolicy
 from controlrl.objective import (
     ADVANTAGES,
@@ -203,8 +211,14 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     """the punishment interval L_cache of --overlong-max (DAPO 4096 of 20480)"""
     rollout_mismatch: str = "none"
     """train-inference mismatch (controlrl/mismatch.py; categorical policies): the rollout is
-    drawn from a perturbed copy of the policy, temperature (logits / --rollout-temperature)
-    or bf16 (logits rounded to bfloat16), while the loss is the policy's; none: off"""
+    drawn from a perturbed copy of the policy, temperature (logits / --rollout-temperature),
+    bf16 (logits rounded to bfloat16) or bf16-forward (the network run in bfloat16, weights
+    and activations, as an inference engine runs it), while the loss is the policy's; none:
+    off. Logs train/mismatch_kl, the mean KL(sampler || policy) per step of the rollout"""
+    rollout_lag: int = 0
+    """asynchronous rollouts (controlrl.mismatch.RolloutLag): the rollout is drawn by the policy
+    of this many updates ago (a stale inference engine; 1: the one-step-off pipeline), the loss
+    is the current policy's, --mismatch-correction weighs by pi_old / mu; 0: off"""
     rollout_temperature: float = 1.25
     """--rollout-mismatch temperature: the sampler's logit temperature"""
     mismatch_correction: str | None = None
@@ -272,7 +286,7 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
             f"must be >= --num-envs ({self.num_envs}, one episode per env), "
             f"got {self.total_timesteps}",
         )
-        if self.rollout_mismatch != "none":  # checked again on the policy in main
+        if self.rollout_mismatch != "none" or self.rollout_lag:  # checked on the policy in main
             import envs
 
             act_space = envs.spaces(self.env_id, self.brax_pipeline)[1]
@@ -332,18 +346,19 @@ def require_mismatch_flags(args: Args) -> None:
     """A perturbed sampler needs a correction kind (and a correction, a sampler); BNPO's Beta
     needs scores in [0, 1]."""
     require_choice(args, "rollout_mismatch", PERTURBATIONS)
+    require_nonnegative(args, "rollout_lag")
     kinds = ", ".join(sorted(CORRECTIONS))
-    if args.rollout_mismatch == "none":
+    if args.rollout_mismatch == "none" and not args.rollout_lag:
         require(
             args.mismatch_correction is None,
             "mismatch_correction",
-            "needs --rollout-mismatch temperature or bf16 (there is no mismatch to correct)",
+            "needs --rollout-mismatch or --rollout-lag (there is no mismatch to correct)",
         )
     else:
         require(
             args.mismatch_correction is not None,
             "mismatch_correction",
-            f"is required with --rollout-mismatch {args.rollout_mismatch}: one of {kinds}",
+            "is required with --rollout-mismatch or --rollout-lag: one of " + kinds,
         )
         require_choice(args, "mismatch_correction", CORRECTIONS)
     require_positive(args, "rollout_temperature", "tis_cap", "mis_low")
@@ -516,6 +531,8 @@ def main(args: Args) -> None:
     run = group_run(args)  # --num-seeds: a PopulationRun, every seed at once
     policy = run.make_policy(args.hidden_sizes)
     ref_policy = copy.deepcopy(policy).requires_grad_(False)  # before adam flattens policy's
+    lag = RolloutLag(policy, args.rollout_lag) if args.rollout_lag else None
+    behaviour = lag.behaviour if lag else policy  # the policy the rollout is drawn from
     optimizer = adam(policy, lr=args.learning_rate)
     generators = getattr(policy, "generators", None)  # a population's per-seed streams
     stateful = {}
@@ -531,18 +548,27 @@ def main(args: Args) -> None:
             rollout, old_logp, injected = stateful["injection"].inject(rollout, old_logp, policy)
             extra["inject_frac"] = injected.float().mean(-1)
         batch, ratios, kept = grpo_batch(rollout, old_logp, ref_policy, args, generators)
-        if args.rollout_mismatch != "none":
-            batch["is_weights"] = rollout_weights(policy, rollout, batch["logprobs"], args)
         valid = torch.from_numpy(rollout.valid).reshape(-1)
+        if args.rollout_mismatch != "none" or lag:
+            batch["is_weights"] = rollout_weights(behaviour, rollout, batch["logprobs"], args)
+            kl = mismatch_kl(
+                policy, rollout.flat_obs(), args.rollout_mismatch, args.rollout_temperature,
+                behaviour,
+            )  # fmt: skip
+            extra["mismatch_kl"] = kl[..., valid].mean(-1)
         kl_ref = k3(batch["logprobs"], batch["ref_logprobs"])[..., valid].mean(-1)
         stats = update(policy, optimizer, batch, ratios, args)
+        if lag:
+            lag.step(policy)
         return {"kl_ref": kl_ref, "kept_frac": kept, **stats, **extra}
 
-    sample = None  # the policy's own; a perturbed copy of it under --rollout-mismatch
-    if args.rollout_mismatch != "none":
+    sample = None  # the policy's own; a perturbed or lagged copy of it under a mismatch
+    if args.rollout_mismatch != "none" or lag:
         if template_class(policy) is not CategoricalPolicy:
             fail("--rollout-mismatch perturbs logits: it needs a discrete action space")
-        sample = behaviour_sampler(policy, args.rollout_mismatch, args.rollout_temperature)
+        sample = behaviour_sampler(behaviour, args.rollout_mismatch, args.rollout_temperature)
+    if lag:
+        stateful["rollout_lag"] = lag
     run.train(
         update_fn,
         policy,

@@ -1,6 +1,7 @@
 """Training-inference mismatch: rollouts drawn from a perturbed copy mu of the old policy (an
-inference engine's temperature or lower-precision logits), and the importance corrections of
-the policy loss by w = pi_old(a) / mu(a), with no gradient:
+inference engine's temperature, lower-precision logits, or the whole network run in bfloat16 as
+an inference engine runs it: bf16-forward), and the importance corrections of the policy loss by
+w = pi_old(a) / mu(a), with no gradient:
 
     none   w = 1                           biased by E_mu[g] - E_pi_old[g]
     tis    w = min(pi_old / mu, C)         truncated IS (Yao et al. 2025, "Your Efficient RL
@@ -18,17 +19,33 @@ verl/trainer/ppo/rollout_corr_helper.py (token-level truncate and mask modes).
 from __future__ import annotations
 
 import contextlib
+import copy
+from collections import deque
 
 import torch
 
 from controlrl.objective import CORRECTIONS, register
 
-PERTURBATIONS = ("none", "temperature", "bf16")
+PERTURBATIONS = ("none", "temperature", "bf16", "bf16-forward")
+
+
+def bf16_forward(net: torch.nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """net(x) with weights, biases and activations in bfloat16 (an inference engine's forward;
+    the matmuls accumulate as torch's bf16 kernels do), the logits returned as float32."""
+    x = x.to(torch.bfloat16)
+    for layer in net:
+        if isinstance(layer, torch.nn.Linear):
+            bias = None if layer.bias is None else layer.bias.to(torch.bfloat16)
+            x = torch.nn.functional.linear(x, layer.weight.to(torch.bfloat16), bias)
+        else:  # an activation, on bf16 inputs
+            x = layer(x)
+    return x.to(torch.float32)
 
 
 def perturb_logits(logits: torch.Tensor, kind: str, temperature: float = 1.0) -> torch.Tensor:
-    """The sampler's logits: logits / temperature, or logits rounded to bfloat16 and back."""
-    if kind == "none":
+    """The sampler's logits: logits / temperature, or logits rounded to bfloat16 and back
+    (bf16-forward perturbs the forward pass itself, perturbed_sampling: its logits pass)."""
+    if kind in ("none", "bf16-forward"):
         return logits
     if kind == "temperature":
         return logits / temperature
@@ -70,7 +87,20 @@ def correction_weights(
 @contextlib.contextmanager
 def perturbed_sampling(policy_cls: type, kind: str, temperature: float = 1.0):
     """Within the block, policy_cls.sample_with (a categorical policy's draw from logits and
-    noise) draws from perturb_logits(logits) instead: the same noise stream, another policy."""
+    noise) draws from perturb_logits(logits) instead: the same noise stream, another policy;
+    for bf16-forward, policy_cls.sample_inputs (the logits) runs the network in bfloat16."""
+    if kind == "bf16-forward":
+        inputs = policy_cls.__dict__["sample_inputs"]
+
+        def sample_inputs(self, obs: torch.Tensor) -> torch.Tensor:
+            return bf16_forward(self._modules["logits"], obs)
+
+        policy_cls.sample_inputs = sample_inputs
+        try:
+            yield
+        finally:
+            policy_cls.sample_inputs = inputs
+        return
     original = policy_cls.__dict__["sample_with"]
     draw = original.__func__
 
@@ -106,21 +136,41 @@ def behaviour_log_probs(
 ) -> torch.Tensor:
     """log mu(a|s) [..., R] of the sampler at the rollout's rows (obs [..., R, d]), no
     gradient: the log-softmax of the same perturbed logits the sampler drew from."""
-    with torch.no_grad():
+    logp = torch.log_softmax(_logits(policy, obs, kind, temperature), -1)
+    return logp.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+
+
+def _logits(policy, obs: torch.Tensor, kind: str, temperature: float) -> torch.Tensor:
+    """The sampler's logits [..., R, K] at obs [..., R, d] (kind none: the policy's), no
+    gradient."""
+    with torch.no_grad(), perturbed_sampling(template_class(policy), kind, temperature):
         if hasattr(policy, "template"):  # a population: [S, R, d] -> logits [S, R, K]
             logits = policy.per_seed("sample_inputs", obs)
         else:
             logits = policy.sample_inputs(obs)
-        logp = torch.log_softmax(perturb_logits(logits, kind, temperature), -1)
-        return logp.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+        return perturb_logits(logits, kind, temperature)
 
 
-def rollout_weights(policy, rollout, old_logp: torch.Tensor, args) -> torch.Tensor:
+def mismatch_kl(
+    policy, obs: torch.Tensor, kind: str, temperature: float = 1.0, behaviour=None
+) -> torch.Tensor:
+    """KL(mu || pi) [..., R] per row, exact over the actions: the size of the mismatch between
+    the sampler mu (behaviour, default the policy itself, perturbed by kind) and the policy pi
+    (0 for kind none and no other behaviour policy)."""
+    # in float64: a bf16 forward's KL is ~1e-7, below float32's rounding of the sum
+    sampler = policy if behaviour is None else behaviour
+    mu = torch.log_softmax(_logits(sampler, obs, kind, temperature).double(), -1)
+    pi = torch.log_softmax(_logits(policy, obs, "none", 1.0).double(), -1)
+    return (mu.exp() * (mu - pi)).sum(-1)
+
+
+def rollout_weights(behaviour, rollout, old_logp: torch.Tensor, args) -> torch.Tensor:
     """The --mismatch-correction weights [..., T * N] of a rollout drawn by
-    behaviour_sampler(policy, args.rollout_mismatch, ...), old_logp [..., T * N] the policy's
-    (algos/grpo.py's batch rows); float32, as the batch's other rows."""
+    behaviour_sampler(behaviour, args.rollout_mismatch, ...) (behaviour: the trained policy, or
+    a RolloutLag's), old_logp [..., T * N] the trained policy's (algos/grpo.py's batch rows);
+    float32, as the batch's other rows."""
     mu_logp = behaviour_log_probs(
-        policy,
+        behaviour,
         rollout.flat_obs(),
         rollout.flat_actions(),
         args.rollout_mismatch,
@@ -135,3 +185,35 @@ def rollout_weights(policy, rollout, old_logp: torch.Tensor, args) -> torch.Tens
         high=args.mis_high,
     )
     return w.to(torch.float32)
+
+
+class RolloutLag:
+    """Asynchronous rollouts: the sampler is the policy of k updates ago (an inference engine
+    that receives the trainer's weights k updates late; k = 1 is the one-step-off pipeline).
+    `behaviour` is that policy; step(policy) after each update moves the window on. A
+    population's behaviour draws from the policy's own per-seed generators, so the noise stream
+    is the unlagged run's; the window is checkpointed (state_dict)."""
+
+    def __init__(self, policy, k: int) -> None:
+        self.k = k
+        self.behaviour = copy.deepcopy(policy).requires_grad_(False)
+        if hasattr(policy, "generators"):  # a population: the same streams, not copies
+            self.behaviour.generators = policy.generators
+            self.behaviour.seed_pool = policy.seed_pool
+        self.window = deque([self._state(policy)], maxlen=k + 1)
+
+    @staticmethod
+    def _state(policy) -> dict[str, torch.Tensor]:
+        return {name: t.detach().clone() for name, t in policy.state_dict().items()}
+
+    def step(self, policy) -> None:
+        """After an update: the window takes the new policy, the behaviour its oldest entry."""
+        self.window.append(self._state(policy))
+        self.behaviour.load_state_dict(self.window[0])
+
+    def state_dict(self) -> dict:
+        return {"window": list(self.window)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.window = deque(state["window"], maxlen=self.k + 1)
+        self.behaviour.load_state_dict(self.window[0])

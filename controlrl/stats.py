@@ -499,3 +499,39 @@ def performance_profile(scores, taus) -> np.ndarray:
     """Fraction of runs with score > tau, averaged over tasks, for each tau ([runs, tasks])."""
     scores = np.asarray(scores, np.float64)
     return (scores[None] > np.asarray(taus)[:, None, None]).mean(axis=1).mean(axis=1)
+
+
+def _poi(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """P(X > Y) per leading index of x [..., n, tasks] and y [..., m, tasks], tasks averaged:
+    the Mann-Whitney U of each task from mid-ranks (a tie counts one half) over n m."""
+    n, m = x.shape[-2], y.shape[-2]
+    ranks = sps.rankdata(np.concatenate([x, y], axis=-2), axis=-2)  # mid-ranks over n + m
+    u = ranks[..., :n, :].sum(-2) - n * (n + 1) / 2
+    return (u / (n * m)).mean(-1)
+
+
+def probability_of_improvement(x, y) -> float:
+    """P(X > Y) of [runs, tasks] scores x and y, averaged over tasks (rliable/metrics.py
+    `probability_of_improvement`: per task the Mann-Whitney U statistic of x over y divided by
+    n_x n_y, a tie counting one half)."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]:
+        raise ValueError(f"x and y must be [runs, tasks] of the same tasks: {x.shape}, {y.shape}")
+    return float(_poi(x, y))
+
+
+def probability_of_improvement_ci(
+    x, y, n_boot: int = 2000, ci: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
+    """(P(X > Y), lo, hi): the percentile interval of rliable's stratified independent
+    bootstrap (library.py `StratifiedIndependentBootstrap`: x's and y's runs resampled apart,
+    within each task; >= MIN_SEEDS runs per task on each side)."""
+    value = probability_of_improvement(x, y)
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if min(x.shape[0], y.shape[0]) < MIN_SEEDS:
+        raise ValueError(f"an interval needs >= {MIN_SEEDS} runs per task on each side")
+    tasks = np.arange(x.shape[1])
+    ix = stratified_resamples(x.shape[0], x.shape[1], n_boot, seed)
+    iy = stratified_resamples(y.shape[0], y.shape[1], n_boot, seed + 1)
+    lo, hi = _percentile_interval(_poi(x[ix, tasks], y[iy, tasks]), ci)
+    return value, float(lo), float(hi)

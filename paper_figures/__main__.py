@@ -1,6 +1,7 @@
-"""python -m paper_figures list | run | collect | figure | report | check (one command each)
+"""python -m paper_figures list | tune | run | collect | figure | report | check (one command each)
 
 list     the declared experiments, their claims and arms
+tune     run a declaration's [tuning] grid on its tuning seeds, write results/tuning.csv
 run      train what is missing (resumable), collect the results table, draw its figure, report
 collect  write a script experiment's results table from its outputs already made (--from DIR)
 figure   draw an experiment's results/figure.png from its results and the judged ledger
@@ -27,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from paper_figures.lab import figures, report, runner, spec
+    from paper_figures.lab import figures, report, runner, spec, tuning
 
     parser = ArgumentParser(prog="python -m paper_figures", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -38,6 +39,12 @@ def _main(argv: list[str] | None) -> int:
     run.add_argument("--workers", type=int, default=2, help="runs at once")
     run.add_argument("--backend", choices=("local", "ray"), default="local")
     run.add_argument("--address", default=None, help="a Ray cluster (with --backend ray)")
+    run.add_argument("--envs", default="", help="comma-separated env ids: run only these (the "
+                     "claims on the others stay 'not run yet')")  # fmt: skip
+    tune = sub.add_parser("tune", help="run the [tuning] grid, write results/tuning.csv")
+    tune.add_argument("id", help="an experiment folder under paper_figures/ with a [tuning] table")
+    tune.add_argument("--toy", action="store_true", help="the toy's size, flags and tuning seeds")
+    tune.add_argument("--workers", type=int, default=2, help="runs at once")
     col = sub.add_parser("collect", help="a script's results table from its outputs in DIR")
     col.add_argument("id", help="an experiment folder under paper_figures/ with a [run] script")
     col.add_argument("--from", dest="source", required=True, help="the script's --out folder")
@@ -53,11 +60,18 @@ def _main(argv: list[str] | None) -> int:
                 runs = f"arms {', '.join(exp.arms)}, {len(exp.envs)} envs, {len(exp.seeds)} seeds"
             print(f"{exp.id}: {exp.title} ({len(exp.claims)} claims; {runs})")
         return 0
-    if args.command in ("run", "figure", "collect"):
+    if args.command in ("run", "figure", "collect", "tune"):
         folders = {p.name: p for p in spec.discover()}
         if args.id not in folders:
             parser.error(f"unknown experiment {args.id!r} (known: {', '.join(folders)})")
         exp = spec.load(folders[args.id])
+    if args.command == "tune":
+        if exp.tuning is None:
+            parser.error(f"{exp.id} has no [tuning] table")
+        spec.check_flags(exp)
+        target, failed = tuning.run(exp, args.toy, runner.base(exp, args.toy), args.workers)
+        print(f"wrote {target}" + (f"; failed runs: {', '.join(failed)}" if failed else ""))
+        return 1 if failed else 0
     if args.command == "collect":
         if not exp.script:
             parser.error(f"{exp.id} has no [run] script: `run` collects its sweeps")
@@ -68,8 +82,13 @@ def _main(argv: list[str] | None) -> int:
         print(f"wrote {figures.write(exp)}")
         return 0
     if args.command == "run":
+        only = tuple(e for e in args.envs.split(",") if e)
+        unknown = [e for e in only if e not in exp.envs]
+        if unknown:
+            parser.error(f"--envs {', '.join(unknown)}: not an env of {exp.id} (its envs: "
+                         f"{', '.join(exp.envs)})")  # fmt: skip
         spec.check_flags(exp)
-        failed = runner.run(exp, args.toy, args.workers, args.backend, args.address)
+        failed = runner.run(exp, args.toy, args.workers, args.backend, args.address, only=only)
         target = runner.write(exp, args.toy)
         print(f"wrote {target}" + (f"; failed runs: {', '.join(failed)}" if failed else ""))
         if exp.arms:  # an exact experiment has no runs to draw

@@ -30,8 +30,8 @@ def metric_of(exp: spec.Experiment) -> str:
 
 def forest_lines(exp: spec.Experiment, lines: list[Line]) -> list[Line]:
     """The forest's rows: the experiment's headline lines that carry an effect."""
-    return [ln for ln in ledger.headline(lines)
-            if ln.exp.id == exp.id and ln.claim.kind not in NO_EFFECT]  # fmt: skip
+    return [ln for ln in ledger.headline(lines) if ln.exp.id == exp.id
+            and ln.claim.kind not in NO_EFFECT and ln.verdict != protocol.NOT_RUN]  # fmt: skip
 
 
 def _verdict(ln: Line) -> str:
@@ -179,7 +179,12 @@ def write(exp: spec.Experiment) -> Path:
     lines = ledger.judged(spec.load_all(exp.folder.parent))
     target = exp.folder / "results" / "figure.png"
     table = results.path(exp)
-    draw(exp, lines, results.read(table), target, results.read_curves(table))
+    rows = results.read(table)
+    draw(exp, lines, rows, target, results.read_curves(table))
+    if exp.aggregate:
+        from paper_figures.lab import aggregates
+
+        aggregates.draw(exp, rows, target.parent / "aggregates.png")
     return target
 
 

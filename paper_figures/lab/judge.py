@@ -114,8 +114,13 @@ def lines(exp: Experiment, rows: list[dict]) -> list[Line]:
         if claim.per_env:
             for env in envs:
                 suffix = exp.envs[env].suffix
-                judged = compare(exp, claim, rows, [env])
+                judged = not_run(claim, env)
+                if has_runs(claim, rows, env):
+                    judged = compare(exp, claim, rows, [env])
                 out.append(Line(claim.id + suffix, exp, claim, [env], judged, suffix=suffix))
+            continue
+        if claim.envs and not any(has_runs(claim, rows, env) for env in envs):
+            out.append(Line(claim.id, exp, claim, envs, not_run(claim, ", ".join(envs))))
             continue
         line = Line(claim.id, exp, claim, envs, compare(exp, claim, rows, envs))
         ran = {(r["arm"], r["env"]) for r in rows}  # a sensitivity env: a detail where run
@@ -128,6 +133,20 @@ def lines(exp: Experiment, rows: list[dict]) -> list[Line]:
             line.details.append(detail)
         out.append(line)
     return out
+
+
+def has_runs(claim: Claim, rows: list[dict], env: str) -> bool:
+    """Whether every arm of the claim has results on env."""
+    done = {(r["arm"], r["env"]) for r in rows}
+    return all((arm, env) in done for arm in (claim.a, claim.b, claim.c, claim.d) if arm)
+
+
+def not_run(claim: Claim, where: str) -> protocol.Judgement:
+    """The line of a declared claim on envs whose runs are not in the results yet: no
+    statistic, no p-value (outside the multiplicity family), the verdict 'not run yet'."""
+    arms = ", ".join(a for a in (claim.a, claim.b, claim.c, claim.d) if a)
+    return protocol.Judgement(claim.kind, verdict=protocol.NOT_RUN,
+                              text=f"not run yet: no results of {arms} on {where}")  # fmt: skip
 
 
 def settle_all_of(every: list[Line]) -> None:

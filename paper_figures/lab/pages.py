@@ -84,8 +84,17 @@ def page(exp: Experiment, lines: list[Line], rows: list[dict], history: dict[str
         for a in exp.arms.values():
             cells = [_summary(results.sample(rows, a.name, metric, [e])) for e in exp.envs]
             out.append(f"| {a.label} | " + " | ".join(cells) + " |")
-        if (exp.folder / "results" / "figure.png").exists():
-            out += ["", "![figure](results/figure.png)"]
+        if exp.aggregate:
+            from paper_figures.lab import aggregates
+
+            out += aggregates.page_lines(exp, rows, metric)
+        for name in ("figure", "aggregates") if exp.aggregate else ("figure",):
+            if (exp.folder / "results" / f"{name}.png").exists():
+                out += ["", f"![{name}](results/{name}.png)"]
+    if exp.tuning is not None:
+        from paper_figures.lab import tuning
+
+        out += ["", *tuning.page_lines(exp)]
     out += ["", "## Claims", ""]
     for ln in mine:
         out += _claim_block(ln, history)

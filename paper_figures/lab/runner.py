@@ -19,16 +19,18 @@ def base(exp: Experiment, toy: bool, root: Path = SWEEPS) -> Path:
     return Path(root) / (exp.id + ("-toy" if toy else ""))
 
 
-def configs(exp: Experiment, toy: bool = False) -> dict[str, sweep.SweepConfig]:
-    """{sweep name: its sweep}, one per arm and mode: the arm's envs, the declared seeds (the
-    toy's with toy=True), each env's budget; flags: the experiment's, the arm's, the toy's."""
+def configs(exp: Experiment, toy: bool = False, only: tuple[str, ...] = ()
+            ) -> dict[str, sweep.SweepConfig]:  # fmt: skip
+    """{sweep name: its sweep}, one per arm and mode: the arm's envs (those in `only` where
+    given), the declared seeds (the toy's with toy=True), each env's budget; flags: the
+    experiment's, the arm's, the toy's."""
     out = {}
     for arm in exp.arms.values() if not exp.script else ():  # a script runs its own arms
-        if toy and arm.name not in exp.toy.arms:
+        if (toy and arm.name not in exp.toy.arms) or arm.pending:  # pending: not tuned yet
             continue
         for mode in ("population", "separate"):
             envs = [e for e in arm.envs if (not toy or e in exp.toy.envs)
-                    and exp.envs[e].mode == mode]  # fmt: skip
+                    and exp.envs[e].mode == mode and (not only or e in only)]  # fmt: skip
             if envs:
                 name = arm.name + ("" if mode == exp.mode else f"-{mode}")
                 out[name] = _config(exp, arm, envs, mode, toy)
@@ -52,9 +54,11 @@ def _config(exp: Experiment, arm, envs: list[str], mode: str, toy: bool) -> swee
 
 
 def run(exp: Experiment, toy: bool = False, workers: int = 2, backend: str = "local",
-        address: str | None = None, root: Path = SWEEPS) -> list[str]:  # fmt: skip
-    """Every run not yet finished (resumable); returns the failed runs' ids. An exact
-    experiment (no arms) computes its table with its analysis.py's `run` instead."""
+        address: str | None = None, root: Path = SWEEPS, only: tuple[str, ...] = ()
+        ) -> list[str]:  # fmt: skip
+    """Every run not yet finished (resumable; on the envs in `only` where given); returns the
+    failed runs' ids. An exact experiment (no arms) computes its table with its analysis.py's
+    `run` instead."""
     if not exp.arms:
         return []  # its table is written by `write`
     if exp.script:
@@ -62,7 +66,7 @@ def run(exp: Experiment, toy: bool = False, workers: int = 2, backend: str = "lo
         return []
     prepare(exp, toy)
     failed = []
-    for name, config in configs(exp, toy).items():
+    for name, config in configs(exp, toy, only).items():
         status = sweep.run_sweep(config, base(exp, toy, root) / name, backend=backend,
                                  workers=workers, address=address,
                                  on_update=lambda r: print(f"[{r['status']}] {r['run_id']}",

@@ -61,6 +61,7 @@ class Arm:
     recipe: str  # where the flags come from: the paper's file:line, project defaults, a budget
     label: str
     envs: tuple[str, ...]  # the envs this arm runs on
+    pending: bool = False  # a tuned arm whose tuning has not chosen its flags yet: no runs
 
 
 @dataclass(frozen=True)
@@ -129,12 +130,16 @@ class Experiment:
     extra: dict = field(default_factory=dict)  # [analysis] table: what analysis.py reads
     script: str = ""  # paper_figures/<script>.py makes the runs (its analysis.py's `table` reads
     # them); empty: each arm runs an algos/ file through the sweep runner
+    tuning: object = None  # lab/tuning.py's Tuning of a [tuning] table, else None
+    aggregate: dict = field(
+        default_factory=dict
+    )  # [aggregate] (lab/aggregates.py): baseline, metrics
 
     def runs(self, toy: bool = False) -> list[tuple[str, str, int, int, tuple[str, ...]]]:
         """(arm, env, seed, steps, full flags) of every planned run."""
         out = []
         for arm in self.arms.values():
-            if toy and arm.name not in self.toy.arms:
+            if (toy and arm.name not in self.toy.arms) or arm.pending:
                 continue
             for env_id in arm.envs:
                 if toy and env_id not in self.toy.envs:
@@ -187,7 +192,8 @@ def _seeds(value, where: str) -> tuple[int, ...]:
 
 
 TOP = {"title": str, "summary": str, "paper": list, "run": dict, "envs": dict, "arms": dict}
-TOP |= {"claim": list, "toy": dict, "analysis": dict}
+TOP |= {"claim": list, "toy": dict, "analysis": dict, "tuning": dict, "aggregate": dict}
+AGGREGATE = {"baseline": str, "metrics": list}
 RUN = {"algo": str, "mode": str, "seeds": object, "steps": int, "unit": str, "flags": list}
 RUN |= {"metrics": list, "setting": str, "paper_setting": str, "budget": str}
 RUN |= {"final_window": int, "script": str}
@@ -280,6 +286,9 @@ def load(folder: Path) -> Experiment:
     claims = tuple(
         _claim(c, i, where, papers, arms, envs, run) for i, c in enumerate(data["claim"])
     )
+    tuning = None
+    if "tuning" in data:
+        tuning = _tuning(data["tuning"], where, folder, arms, envs, run)
     ids = [c.id for c in claims]
     twice = sorted({i for i in ids if ids.count(i) > 1})
     if twice:
@@ -323,6 +332,8 @@ def load(folder: Path) -> Experiment:
         digest=hashlib.sha256(raw).hexdigest()[:12],
         extra=data.get("analysis", {}),
         script=script,
+        tuning=tuning,
+        aggregate=_aggregate(data.get("aggregate"), where, arms, run),
     )
     from paper_figures.lab.metrics import check_name
 
@@ -335,6 +346,42 @@ def load(folder: Path) -> Experiment:
         if c.metric and c.metric not in exp.metrics:
             raise SpecError(f"{where} claim {c.id}: metric '{c.metric}' is not in [run] metrics")
     return exp
+
+
+def _aggregate(table: dict | None, where: str, arms: dict, run: dict) -> dict:
+    """The [aggregate] table (lab/aggregates.py), checked: a declared baseline arm, metrics of
+    [run] metrics."""
+    if table is None:
+        return {}
+    t = _take(table, f"{where} [aggregate]", AGGREGATE, ("baseline", "metrics"))
+    if t["baseline"] not in arms:
+        raise SpecError(f"{where} [aggregate]: baseline '{t['baseline']}' is not an arm")
+    metrics = _strs(t["metrics"], f"{where} [aggregate] metrics")
+    bad = [m for m in metrics if m not in run["metrics"]]
+    if bad or not metrics:
+        raise SpecError(f"{where} [aggregate]: metrics {bad} are not in [run] metrics")
+    return {"baseline": t["baseline"], "metrics": metrics}
+
+
+def _tuning(table: dict, where: str, folder: Path, arms: dict, envs: dict, run: dict):
+    """The [tuning] table (lab/tuning.py); each tuned arm's flags completed in place by the
+    configuration results/tuning.csv chose, or the arm marked pending (not tuned yet)."""
+    from dataclasses import replace
+
+    from paper_figures.lab import tuning as tuner
+
+    metrics = _strs(run["metrics"], f"{where} [run] metrics")
+    t = tuner.parse(table, where, arms, envs, metrics, _seeds(run["seeds"], f"{where} [run]"))
+    chosen = tuner.chosen(tuner.path(folder))
+    for name in t.arms:
+        if name not in chosen:
+            arms[name] = replace(arms[name], pending=True)
+            continue
+        if chosen[name] not in t.configs():
+            raise SpecError(f"{where}: results/tuning.csv chose {' '.join(chosen[name])} for "
+                            f"{name}, not a configuration of the grid (tune again)")  # fmt: skip
+        arms[name] = replace(arms[name], flags=arms[name].flags + chosen[name])
+    return t
 
 
 def _claim(c: dict, i: int, where: str, papers, arms, envs, run) -> Claim:
@@ -450,15 +497,25 @@ def check_flags(exp: Experiment) -> None:
 
     if exp.script:  # the arms are the script's conditions; its toy run parses its flags
         return
+    grids = {}  # a tuned arm: each configuration of the grid after its declared flags
+    if exp.tuning is not None:
+        grids = {a: [exp.tuning.declared[a] + c for c in exp.tuning.configs()]
+                 for a in exp.tuning.arms}  # fmt: skip
     for arm in exp.arms.values():
-        env_id = arm.envs[0]
-        argv = ["--env-id", env_id, "--seed", "1", "--total-timesteps"]
-        argv += [str(exp.envs[env_id].steps), *exp.flags, *arm.flags]
-        if exp.envs[env_id].mode == "population":
-            argv += ["--num-seeds", str(len(exp.seeds))]
-        module = importlib.import_module(f"algos.{arm.algo}")
-        try:
-            parse(module.Args, argv)
-        except SystemExit as exc:
-            raise SpecError(f"{exp.id} arm {arm.name}: algos/{arm.algo}.py refuses its flags "
-                            f"{' '.join(argv)} (exit {exc.code})") from None  # fmt: skip
+        for flags in grids.get(arm.name, [arm.flags]):
+            _parse_arm(exp, arm, flags, parse, importlib)
+
+
+def _parse_arm(exp: Experiment, arm: Arm, flags, parse, importlib) -> None:
+    """Parse one arm's full flags (on its first env) with its algorithm's Args."""
+    env_id = arm.envs[0]
+    argv = ["--env-id", env_id, "--seed", "1", "--total-timesteps"]
+    argv += [str(exp.envs[env_id].steps), *exp.flags, *flags]
+    if exp.envs[env_id].mode == "population":
+        argv += ["--num-seeds", str(len(exp.seeds))]
+    module = importlib.import_module(f"algos.{arm.algo}")
+    try:
+        parse(module.Args, argv)
+    except SystemExit as exc:
+        raise SpecError(f"{exp.id} arm {arm.name}: algos/{arm.algo}.py refuses its flags "
+                        f"{' '.join(argv)} (exit {exc.code})") from None  # fmt: skip

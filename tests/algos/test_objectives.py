@@ -269,3 +269,37 @@ def test_gpg_advantage_reaches_the_batch():
     torch.testing.assert_close(
         first_step_advantages(batch, 3, 8), want.reshape(-1).float().double()
     )
+
+
+@pytest.mark.parametrize("population", [False, True])
+def test_a_mismatched_sampler_logs_its_kl_to_the_policy(population, tmp_path):
+    """--rollout-mismatch logs train/mismatch_kl, KL(sampler || policy) per step: > 0 for the
+    bf16 network and the temperature sampler (the larger), for every seed of a population."""
+    import csv
+
+    kl = {}
+    for kind in ("bf16-forward", "temperature"):
+        run_dir = tmp_path / kind
+        argv = ["--env-id", "bandit:bernoulli-10", "--total-timesteps", "64", *SMALL, *QUIET]
+        argv += ["--rollout-mismatch", kind, "--mismatch-correction", "tis"]
+        argv += ["--num-seeds", "2"] if population else []
+        grpo.main(parse(grpo.Args, [*argv, "--run-dir", str(run_dir)]))
+        rows = list(csv.DictReader((run_dir / "metrics.csv").open()))
+        kl[kind] = np.array([float(r["train/mismatch_kl"]) for r in rows])
+        assert len(kl[kind]) == 4 * (2 if population else 1) and (kl[kind] > 0).all()
+    assert kl["temperature"].mean() > 10 * kl["bf16-forward"].mean()
+
+
+@pytest.mark.parametrize("population", [False, True])
+def test_a_lagged_sampler_is_the_policy_of_k_updates_ago(population, tmp_path):
+    """--rollout-lag 2: the first rollout is the policy's own (mismatch_kl 0 for every seed),
+    the later ones a stale policy's (> 0)."""
+    import csv
+
+    argv = ["--env-id", "bandit:bernoulli-10", "--total-timesteps", "64", *SMALL, *QUIET]
+    argv += ["--rollout-lag", "2", "--mismatch-correction", "tis", "--learning-rate", "0.05"]
+    argv += ["--num-seeds", "2"] if population else []
+    grpo.main(parse(grpo.Args, [*argv, "--run-dir", str(tmp_path / "run")]))
+    rows = list(csv.DictReader((tmp_path / "run" / "metrics.csv").open()))
+    kl = np.array([float(r["train/mismatch_kl"]) for r in rows]).reshape(4, -1)
+    assert (kl[0] == 0).all() and (kl[1:] > 0).all()

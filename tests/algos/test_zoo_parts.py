@@ -93,12 +93,21 @@ BAD = [
         "--adv-norm must be one of batch-mean, bnpo, gpg, lite-ppo, mean, mean-std",
     ),
     (["--kl-estimator", "k4"], "--kl-estimator must be one of k1, k2, k3, k3-unbiased"),
-    (["--rollout-mismatch", "fp8"], "--rollout-mismatch must be one of bf16, none, temperature"),
+    (
+        ["--rollout-mismatch", "fp8"],
+        "--rollout-mismatch must be one of bf16, bf16-forward, none, temperature",
+    ),
     (
         ["--rollout-mismatch", "bf16"],
-        "--mismatch-correction is required with --rollout-mismatch bf16: one of mis, none, tis",
+        "--mismatch-correction is required with --rollout-mismatch or --rollout-lag: one of mis, "
+        "none, tis",
     ),
-    (["--mismatch-correction", "tis"], "--mismatch-correction needs --rollout-mismatch"),
+    (["--rollout-lag", "1"], "--mismatch-correction is required with --rollout-mismatch or"),
+    (["--rollout-lag", "-1", "--mismatch-correction", "tis"], "--rollout-lag must be >= 0"),
+    (
+        ["--mismatch-correction", "tis"],
+        "--mismatch-correction needs --rollout-mismatch or --rollout-lag",
+    ),
     (
         ["--rollout-mismatch", "bf16", "--mismatch-correction", "clip"],
         "--mismatch-correction must be one of mis, none, tis, got 'clip'",

@@ -128,3 +128,68 @@ def test_perturbations_and_the_sampler_hook():
         mismatch.correction_weights("clip", x, x)
     with pytest.raises(ValueError, match=r"^perturbation 'fp8', expected one of"):
         mismatch.perturb_logits(x, "fp8")
+
+
+def _bf16_logits(policy: CategoricalPolicy, obs: torch.Tensor) -> torch.Tensor:
+    """The policy's logits by hand with every weight, bias and activation in bfloat16."""
+    x = obs.bfloat16()
+    for layer in policy.logits:
+        if isinstance(layer, torch.nn.Linear):
+            x = x @ layer.weight.bfloat16().T + layer.bias.bfloat16()
+        else:
+            x = torch.tanh(x)
+    return x.float()
+
+
+def test_bf16_forward_runs_weights_and_activations_in_bf16_and_its_kl_is_exact():
+    torch.manual_seed(0)
+    policy = CategoricalPolicy(3, 5, (16, 16))
+    obs = torch.randn(300, 3, generator=torch.Generator().manual_seed(2)) * 3
+    with torch.no_grad():
+        want = _bf16_logits(policy, obs)
+        exact = policy.sample_inputs(obs)
+    got = mismatch._logits(policy, obs, "bf16-forward", 1.0)
+    torch.testing.assert_close(got, want, atol=0.02, rtol=0)  # bf16's matmul accumulates wider
+    assert (got - exact).abs().max() > 1e-4  # not the float32 forward
+    rounded = mismatch._logits(policy, obs, "bf16", 1.0)  # rounding the logits alone is less
+    assert (got - exact).abs().mean() > 2 * (rounded - exact).abs().mean()
+    with torch.no_grad():  # the hook is gone after the block
+        assert torch.equal(policy.sample_inputs(obs), exact)
+    torch.manual_seed(5)
+    drawn = mismatch.behaviour_sampler(policy, "bf16-forward")(obs)
+    torch.manual_seed(5)
+    noise = torch.empty_like(got).exponential_()
+    assert torch.equal(drawn, CategoricalPolicy.sample_with(got, noise))
+    logp = mismatch.behaviour_log_probs(policy, obs, drawn, "bf16-forward")
+    torch.testing.assert_close(logp, torch.log_softmax(got, -1).gather(-1, drawn[:, None])[:, 0])
+    mu, pi = torch.softmax(got.double(), -1), torch.softmax(exact.double(), -1)
+    kl = mismatch.mismatch_kl(policy, obs, "bf16-forward")
+    torch.testing.assert_close(kl, (mu * (mu / pi).log()).sum(-1))
+    assert (kl > 0).all()
+    none = mismatch.mismatch_kl(policy, obs, "none")
+    assert torch.equal(none, torch.zeros(300, dtype=torch.float64))
+
+
+def test_rollout_lag_samples_with_the_policy_of_k_updates_ago_and_checkpoints_its_window():
+    torch.manual_seed(0)
+    policy = CategoricalPolicy(3, 4, (8,))
+    lag = mismatch.RolloutLag(policy, 2)
+    params = []
+    for i in range(4):  # "updates": every parameter set to i + 1
+        params.append({n: t.clone() for n, t in policy.state_dict().items()})
+        with torch.no_grad():
+            for p in policy.parameters():
+                p.fill_(i + 1.0)
+        lag.step(policy)
+        want = params[max(0, i - 1)]  # after update i the sampler is theta_{i + 1 - 2}
+        got = lag.behaviour.state_dict()
+        assert all(torch.equal(got[n], want[n]) for n in want), i
+    assert not any(p.requires_grad for p in lag.behaviour.parameters())
+    other = mismatch.RolloutLag(CategoricalPolicy(3, 4, (8,)), 2)
+    other.load_state_dict(lag.state_dict())  # a resumed run: the same window and sampler
+    assert all(torch.equal(other.behaviour.state_dict()[n], params[2][n]) for n in params[2])
+    policy_logits = policy.sample_inputs(torch.ones(1, 3))
+    kl = mismatch.mismatch_kl(policy, torch.ones(1, 3), "none", behaviour=lag.behaviour)
+    mu = torch.softmax(lag.behaviour.sample_inputs(torch.ones(1, 3)).double(), -1)
+    pi = torch.softmax(policy_logits.double(), -1)
+    torch.testing.assert_close(kl, (mu * (mu / pi).log()).sum(-1))

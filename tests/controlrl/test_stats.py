@@ -153,3 +153,28 @@ def test_iqm_band_gives_no_interval_below_five_runs():
 def test_performance_profile():
     prof = stats.performance_profile(np.array([[0.1, 0.9], [0.5, 0.6]]), np.array([0.0, 0.3, 1]))
     np.testing.assert_allclose(prof, [1.0, 0.75, 0.0])
+
+
+def test_probability_of_improvement_is_rliables_mann_whitney_average():
+    # rliable.metrics.probability_of_improvement: per task U / (n m) (ties 1/2), tasks averaged
+    x, y = SCORES, SCORES[::-1] * 0.9 + 0.05
+    want = np.mean(
+        [sps.mannwhitneyu(x[:, t], y[:, t]).statistic / (x.shape[0] * y.shape[0]) for t in range(3)]
+    )
+    assert stats.probability_of_improvement(x, y) == pytest.approx(want, abs=1e-15)
+    assert stats.probability_of_improvement([[1.0], [2.0]], [[1.0], [0.0]]) == 0.875  # 3.5 / 4
+    a, b = np.array([[0.0, 1.0]] * 6), np.array([[1.0, 0.0]] * 6)  # task 1 lost, task 2 won
+    assert stats.probability_of_improvement(a, b) == 0.5
+    p, lo, hi = stats.probability_of_improvement_ci(x, y, n_boot=300)
+    ix, iy = stats.stratified_resamples(5, 3, 300, 0), stats.stratified_resamples(5, 3, 300, 1)
+
+    def by_pairs(xs, ys):  # P(X > Y) pair by pair, as rliable counts it
+        wins = (xs[:, None] > ys[None]) + 0.5 * (xs[:, None] == ys[None])
+        return wins.mean(axis=(0, 1)).mean()
+
+    pairs = [by_pairs(x[ix[k], np.arange(3)], y[iy[k], np.arange(3)]) for k in range(300)]
+    np.testing.assert_allclose((lo, hi), np.percentile(pairs, [2.5, 97.5]), atol=1e-15)
+    assert p == pytest.approx(want) and lo <= p <= hi and lo < hi
+    assert stats.probability_of_improvement_ci(a, a, n_boot=50) == (0.5, 0.5, 0.5)
+    with pytest.raises(ValueError, match="same tasks"):
+        stats.probability_of_improvement(x, y[:, :2])
