@@ -109,6 +109,11 @@ def lines(exp: Experiment, rows: list[dict]) -> list[Line]:
                             protocol.Judgement("all-of"), suffix=suffix)  # fmt: skip
                 out.append(line)
             continue
+        missing = [e for e in declared_envs(exp, claim) if e not in envs] if claim.a else []
+        if missing and not claim.envs and not claim.per_env:  # judged once all its envs ran
+            where = ", ".join(exp.envs[e].label for e in missing)
+            out.append(Line(claim.id, exp, claim, envs + missing, not_run(claim, where)))
+            continue
         if not envs:
             continue  # neither side ran here (an env-restricted arm)
         if claim.per_env:
@@ -133,6 +138,12 @@ def lines(exp: Experiment, rows: list[dict]) -> list[Line]:
             line.details.append(detail)
         out.append(line)
     return out
+
+
+def declared_envs(exp: Experiment, claim: Claim) -> list[str]:
+    """The envs on which every arm of the claim is declared (where a pooled claim is judged)."""
+    arms = [exp.arms[x] for x in (claim.a, claim.b, claim.c, claim.d) if x]
+    return [e for e in exp.envs if all(e in arm.envs for arm in arms)]
 
 
 def has_runs(claim: Claim, rows: list[dict], env: str) -> bool:

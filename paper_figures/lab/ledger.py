@@ -57,8 +57,11 @@ def judged(experiments: list[spec.Experiment]) -> list[Line]:
 
 def headline(lines: list[Line]) -> list[Line]:
     """The lines that count: claims, not the parts of an all-of claim nor a line a later one
-    supersedes (the same claim at a smaller budget: its verdict is that line's history)."""
-    superseded = {s for ln in lines for s in ln.claim.supersedes}
+    supersedes (the same claim at a smaller budget: its verdict is that line's history) once
+    that later line has run."""
+    superseded = {
+        s for ln in lines if ln.judgement.verdict != protocol.NOT_RUN for s in ln.claim.supersedes
+    }
     return [ln for ln in lines if not ln.claim.part and ln.id not in superseded]
 
 
@@ -137,8 +140,8 @@ def header(lines: list[Line]) -> list[str]:
         f"- Multiplicity: Benjamini-Hochberg at q = {protocol.ALPHA} over the {family} lines of "
         "this ledger that carry a p-value (claims and the parts of all-of claims; the per-env "
         "details on the experiments' pages are not adjusted and not counted; a line that a later "
-        "line supersedes, the same claim at a smaller budget, is adjusted and then shown only in "
-        "that line's history on its page). A line holds or "
+        "line supersedes, the same claim at a smaller budget, is adjusted and then, once that "
+        "line has run, shown only in its history on its page). A line holds or "
         "does not hold only where its adjusted q <= 0.05 and the effect lies on that side.",
         "- Inconclusive says which kind:",
     ]
