@@ -530,8 +530,27 @@ def probability_of_improvement_ci(
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
     if min(x.shape[0], y.shape[0]) < MIN_SEEDS:
         raise ValueError(f"an interval needs >= {MIN_SEEDS} runs per task on each side")
-    tasks = np.arange(x.shape[1])
     ix = stratified_resamples(x.shape[0], x.shape[1], n_boot, seed)
     iy = stratified_resamples(y.shape[0], y.shape[1], n_boot, seed + 1)
-    lo, hi = _percentile_interval(_poi(x[ix, tasks], y[iy, tasks]), ci)
+    lo, hi = _percentile_interval(_poi_resampled(x, y, ix, iy), ci)
     return value, float(lo), float(hi)
+
+
+def _counts(index: np.ndarray, runs: int) -> np.ndarray:
+    """How often each of `runs` runs is drawn in each resample: index [B, k] -> [B, runs]."""
+    B = index.shape[0]
+    flat = (index + runs * np.arange(B)[:, None]).ravel()
+    return np.bincount(flat, minlength=B * runs).reshape(B, runs).astype(np.float64)
+
+
+def _poi_resampled(x: np.ndarray, y: np.ndarray, ix: np.ndarray, iy: np.ndarray) -> np.ndarray:
+    """_poi(x[ix, tasks], y[iy, tasks]) without materialising the resamples: per task the
+    pair matrix [x_i > y_j] + [x_i = y_j] / 2 weighted by how often each run is drawn (the
+    Mann-Whitney U of the resampled multisets; integer and half sums, so the same floats)."""
+    n, m = x.shape[0], y.shape[0]
+    per_task = []
+    for t in range(x.shape[1]):
+        pairs = (x[:, t, None] > y[None, :, t]) + 0.5 * (x[:, t, None] == y[None, :, t])
+        cx, cy = _counts(ix[:, :, t], n), _counts(iy[:, :, t], m)
+        per_task.append(((cx @ pairs) * cy).sum(-1) / (n * m))
+    return np.stack(per_task, -1).mean(-1)

@@ -171,7 +171,8 @@ def toy_lines(exp: spec.Experiment, rows: list[dict]) -> list[Line]:
         on = tuple(e for e in c.envs if e in envs)
         if c.kind not in NO_EFFECT and {c.a, c.b, c.c, c.d} - {""} <= arms and (on or not c.envs):
             keep.append(dataclasses.replace(c, envs=on))
-    return judge.lines(dataclasses.replace(exp, claims=tuple(keep), analysis=False), rows)
+    ran = {e: v for e, v in exp.envs.items() if e in envs}  # the toy's envs are all it declares
+    return judge.lines(dataclasses.replace(exp, claims=tuple(keep), envs=ran, analysis=False), rows)
 
 
 def write(exp: spec.Experiment) -> Path:

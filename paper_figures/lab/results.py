@@ -138,8 +138,21 @@ def stale(exp: Experiment, rows: list[dict]) -> list[str]:
     return out
 
 
+_BY_CELL: list = []  # [(rows, its rows per (arm, env))]: the last tables indexed
+
+
 def values(rows: list[dict], arm: str, env: str, metric: str) -> dict[int, float]:
-    return {r["seed"]: r[metric] for r in rows if r["arm"] == arm and r["env"] == env}
+    """{seed: metric} of one arm on one env (the table indexed by (arm, env) once: a ledger
+    looks up thousands of cells in tables of tens of thousands of rows)."""
+    for held, index in _BY_CELL:
+        if held is rows and index[None] == len(rows):
+            break
+    else:
+        index = {None: len(rows)}
+        for r in rows:
+            index.setdefault((r["arm"], r["env"]), []).append(r)
+        _BY_CELL[:] = [(rows, index), *_BY_CELL[:3]]
+    return {r["seed"]: r[metric] for r in index.get((arm, env), ())}
 
 
 def claim_envs(exp: Experiment, claim: Claim, rows: list[dict]) -> list[str]:
