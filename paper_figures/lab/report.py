@@ -5,6 +5,8 @@ writing."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from collections import Counter
 from pathlib import Path
 
@@ -35,12 +37,22 @@ def counts_block(lines) -> str:
     )
 
 
-def outputs(
-    root: Path = spec.FIGURES, readme: Path = README, figures_readme: Path = FIGURES_README
-) -> tuple[dict[Path, str], list[str]]:
-    """{path: text} of everything generated, and the table blocks whose text differs."""
-    from paper_figures import readme_tables  # the README blocks of the figures and benches
+def inputs_digest(root: Path = spec.FIGURES) -> str:
+    """A digest of what the judged texts depend on: every file of every experiment folder but
+    the page generated into it."""
+    digest = hashlib.blake2b(digest_size=16)
+    for folder in spec.discover(root):
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and path != folder / "README.md" and "__pycache__" not in path.parts:
+                digest.update(f"{path.relative_to(root)}\0{path.stat().st_size}\0".encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
 
+
+@functools.lru_cache(maxsize=4)
+def _judged(root: Path, digest: str) -> tuple[dict[Path, str], list, list]:
+    # judging (bootstraps, sign flips) is the slow part; `report` then `check` in one process, or
+    # tests checking one tree many times, judge the same inputs once
     experiments = spec.load_all(root)
     problems = []
     for exp in experiments:
@@ -55,6 +67,22 @@ def outputs(
     for exp in experiments:
         rows = results.rows_of(exp)
         texts[exp.folder / "README.md"] = pages.page(exp, lines, rows, history)
+    return texts, lines, experiments
+
+
+def lines(root: Path = spec.FIGURES) -> list:
+    """The ledger's lines, judged (once per content of the experiment folders)."""
+    return _judged(Path(root), inputs_digest(root))[1]
+
+
+def outputs(
+    root: Path = spec.FIGURES, readme: Path = README, figures_readme: Path = FIGURES_README
+) -> tuple[dict[Path, str], list[str]]:
+    """{path: text} of everything generated, and the table blocks whose text differs."""
+    from paper_figures import readme_tables  # the README blocks of the figures and benches
+
+    judged, lines, experiments = _judged(Path(root), inputs_digest(root))
+    texts = dict(judged)
     old, changed = readme_tables.readme_texts(readme, figures_readme)
     texts[readme] = replace_block(old[readme], COUNTS_BEGIN, COUNTS_END,
                                   counts_block(lines), readme.name)  # fmt: skip

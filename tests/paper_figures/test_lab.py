@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from paper_figures.lab import judge, ledger, pages, protocol, report, results, runner, spec
+from paper_figures.lab import judge, pages, protocol, report, results, runner, spec
 
 ROOT = Path(__file__).resolve().parents[2]
 DECLARED = spec.discover()
@@ -149,8 +149,19 @@ def test_check_fails_on_a_hand_edit_of_the_ledger_a_page_or_an_edited_result(tre
     assert any("CLAIMS.md" in p for p in report.check(tree, readme, figures_readme))
     (tree / "CLAIMS.md").write_text(ledger_text)
     page = tree / DECLARED[0].name / "README.md"
-    page.write_text(page.read_text().replace("holds", "does not hold", 1))
+    page_text = page.read_text()
+    page.write_text(page_text.replace("holds", "does not hold", 1))
     assert any("README.md" in p for p in report.check(tree, readme, figures_readme))
+    page.write_text(page_text)
+    assert report.check(tree, readme, figures_readme) == []
+    # an edited result is judged again, not read from what the same tree gave before
+    runs = tree / DECLARED[0].name / "results" / "runs.csv"
+    head, first, *rest = runs.read_text().split("\n")
+    cells = first.split(",")
+    column = head.split(",").index(spec.load(DECLARED[0]).metrics[0])
+    cells[column] = str(float(cells[column]) + 1.0)
+    runs.write_text("\n".join([head, ",".join(cells), *rest]))
+    assert report.check(tree, readme, figures_readme)
 
 
 def test_an_edited_flag_makes_the_committed_results_stale(tree):
@@ -233,7 +244,7 @@ def test_inconclusive_says_which_kind():
 
 
 def test_the_ledger_adjusts_every_p_value_with_benjamini_hochberg():
-    lines = ledger.judged(spec.load_all())
+    lines = report.lines()
     family = [ln for ln in lines if not math.isnan(ln.judgement.p)]
     p = np.array([ln.judgement.p for ln in family])
     order = np.argsort(p)

@@ -63,9 +63,9 @@ def test_edited_quote_or_csv_number_fails_the_check(claims, tmp_path):
 
 
 def test_every_catalogued_experiment_and_statement_has_a_row(claims):
-    from paper_figures.lab import ledger, spec
+    from paper_figures.lab import report
 
-    ids = [ln.id for ln in ledger.judged(spec.load_all())]
+    ids = [ln.id for ln in report.lines()]
     for e in range(1, 19):
         assert any(i == f"E{e}" or i.startswith(f"E{e}-") for i in ids), f"E{e}"
     assert len([i for i in ids if i.startswith("T-")]) == 46
