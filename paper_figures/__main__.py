@@ -45,6 +45,8 @@ def _main(argv: list[str] | None) -> int:
     tune.add_argument("id", help="an experiment folder under paper_figures/ with a [tuning] table")
     tune.add_argument("--toy", action="store_true", help="the toy's size, flags and tuning seeds")
     tune.add_argument("--workers", type=int, default=2, help="runs at once")
+    tune.add_argument("--grid", default=None, help="one named [[tuning]] grid ('' the unnamed "
+                      "one; default: every grid)")  # fmt: skip
     col = sub.add_parser("collect", help="a script's results table from its outputs in DIR")
     col.add_argument("id", help="an experiment folder under paper_figures/ with a [run] script")
     col.add_argument("--from", dest="source", required=True, help="the script's --out folder")
@@ -66,11 +68,18 @@ def _main(argv: list[str] | None) -> int:
             parser.error(f"unknown experiment {args.id!r} (known: {', '.join(folders)})")
         exp = spec.load(folders[args.id])
     if args.command == "tune":
-        if exp.tuning is None:
+        if not exp.tunings:
             parser.error(f"{exp.id} has no [tuning] table")
+        grids = [t for t in exp.tunings if args.grid is None or t.name == args.grid]
+        if not grids:
+            names = ", ".join(repr(t.name) for t in exp.tunings)
+            parser.error(f"--grid {args.grid!r}: not a grid of {exp.id} (its grids: {names})")
         spec.check_flags(exp)
-        target, failed = tuning.run(exp, args.toy, runner.base(exp, args.toy), args.workers)
-        print(f"wrote {target}" + (f"; failed runs: {', '.join(failed)}" if failed else ""))
+        failed = []
+        for t in grids:
+            target, bad = tuning.run(exp, t, args.toy, runner.base(exp, args.toy), args.workers)
+            print(f"wrote {target}" + (f"; failed runs: {', '.join(bad)}" if bad else ""))
+            failed += bad
         return 1 if failed else 0
     if args.command == "collect":
         if not exp.script:

@@ -91,7 +91,7 @@ def page(exp: Experiment, lines: list[Line], rows: list[dict], history: dict[str
         for name in ("figure", "aggregates") if exp.aggregate else ("figure",):
             if (exp.folder / "results" / f"{name}.png").exists():
                 out += ["", f"![{name}](results/{name}.png)"]
-    if exp.tuning is not None:
+    if exp.tunings:
         from paper_figures.lab import tuning
 
         out += ["", *tuning.page_lines(exp)]

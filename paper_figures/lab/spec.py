@@ -130,7 +130,7 @@ class Experiment:
     extra: dict = field(default_factory=dict)  # [analysis] table: what analysis.py reads
     script: str = ""  # paper_figures/<script>.py makes the runs (its analysis.py's `table` reads
     # them); empty: each arm runs an algos/ file through the sweep runner
-    tuning: object = None  # lab/tuning.py's Tuning of a [tuning] table, else None
+    tunings: tuple = ()  # lab/tuning.py's Tuning of each [tuning] grid
     aggregate: dict = field(
         default_factory=dict
     )  # [aggregate] (lab/aggregates.py): baseline, metrics
@@ -192,7 +192,7 @@ def _seeds(value, where: str) -> tuple[int, ...]:
 
 
 TOP = {"title": str, "summary": str, "paper": list, "run": dict, "envs": dict, "arms": dict}
-TOP |= {"claim": list, "toy": dict, "analysis": dict, "tuning": dict, "aggregate": dict}
+TOP |= {"claim": list, "toy": dict, "analysis": dict, "tuning": object, "aggregate": dict}
 AGGREGATE = {"baseline": str, "metrics": list}
 RUN = {"algo": str, "mode": str, "seeds": object, "steps": int, "unit": str, "flags": list}
 RUN |= {"metrics": list, "setting": str, "paper_setting": str, "budget": str}
@@ -286,9 +286,9 @@ def load(folder: Path) -> Experiment:
     claims = tuple(
         _claim(c, i, where, papers, arms, envs, run) for i, c in enumerate(data["claim"])
     )
-    tuning = None
+    tunings = ()
     if "tuning" in data:
-        tuning = _tuning(data["tuning"], where, folder, arms, envs, run)
+        tunings = _tuning(data["tuning"], where, folder, arms, envs, run)
     ids = [c.id for c in claims]
     twice = sorted({i for i in ids if ids.count(i) > 1})
     if twice:
@@ -332,7 +332,7 @@ def load(folder: Path) -> Experiment:
         digest=hashlib.sha256(raw).hexdigest()[:12],
         extra=data.get("analysis", {}),
         script=script,
-        tuning=tuning,
+        tunings=tunings,
         aggregate=_aggregate(data.get("aggregate"), where, arms, run),
     )
     from paper_figures.lab.metrics import check_name
@@ -363,25 +363,31 @@ def _aggregate(table: dict | None, where: str, arms: dict, run: dict) -> dict:
     return {"baseline": t["baseline"], "metrics": metrics}
 
 
-def _tuning(table: dict, where: str, folder: Path, arms: dict, envs: dict, run: dict):
-    """The [tuning] table (lab/tuning.py); each tuned arm's flags completed in place by the
-    configuration results/tuning.csv chose, or the arm marked pending (not tuned yet)."""
+def _tuning(tables, where: str, folder: Path, arms: dict, envs: dict, run: dict) -> tuple:
+    """The [tuning] grids (lab/tuning.py); each tuned arm's flags completed in place by the
+    configuration its grid's tuning table chose, or the arm marked pending (not tuned yet). A
+    table made with another grid is refused: its choice was made among other configurations."""
     from dataclasses import replace
 
     from paper_figures.lab import tuning as tuner
 
     metrics = _strs(run["metrics"], f"{where} [run] metrics")
-    t = tuner.parse(table, where, arms, envs, metrics, _seeds(run["seeds"], f"{where} [run]"))
-    chosen = tuner.chosen(tuner.path(folder))
-    for name in t.arms:
-        if name not in chosen:
-            arms[name] = replace(arms[name], pending=True)
-            continue
-        if chosen[name] not in t.configs():
-            raise SpecError(f"{where}: results/tuning.csv chose {' '.join(chosen[name])} for "
-                            f"{name}, not a configuration of the grid (tune again)")  # fmt: skip
-        arms[name] = replace(arms[name], flags=arms[name].flags + chosen[name])
-    return t
+    seeds = _seeds(run["seeds"], f"{where} [run]")
+    grids = tuner.parse_all(tables, where, arms, envs, metrics, seeds)
+    for t in grids:
+        target = tuner.path(folder, t)
+        chosen, tried = tuner.chosen(target), tuner.tried(target)
+        for name in t.arms:
+            if name not in chosen:
+                arms[name] = replace(arms[name], pending=True)
+                continue
+            other = tuner.other_grid(t, tried[name])
+            if other:
+                raise SpecError(f"{where}: results/{t.file} was made with another grid for "
+                                f"{name}: {other} (tune again, or declare the new grid as a "
+                                "named [[tuning]] with arms of its own)")  # fmt: skip
+            arms[name] = replace(arms[name], flags=arms[name].flags + chosen[name])
+    return grids
 
 
 def _claim(c: dict, i: int, where: str, papers, arms, envs, run) -> Claim:
@@ -497,10 +503,8 @@ def check_flags(exp: Experiment) -> None:
 
     if exp.script:  # the arms are the script's conditions; its toy run parses its flags
         return
-    grids = {}  # a tuned arm: each configuration of the grid after its declared flags
-    if exp.tuning is not None:
-        grids = {a: [exp.tuning.declared[a] + c for c in exp.tuning.configs()]
-                 for a in exp.tuning.arms}  # fmt: skip
+    # a tuned arm: each configuration of its grid after its declared flags
+    grids = {a: [t.declared[a] + c for c in t.configs()] for t in exp.tunings for a in t.arms}
     for arm in exp.arms.values():
         for flags in grids.get(arm.name, [arm.flags]):
             _parse_arm(exp, arm, flags, parse, importlib)

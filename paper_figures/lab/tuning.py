@@ -12,12 +12,20 @@ the declaration's tuned arms take their flags from that file (an arm not yet tun
     first_seed = 1001
     metric = "final_success"              the score: its mean over seeds, then over envs
     envs = ["bandit:bernoulli-10"]        where the grid runs (default: each arm's envs)
+
+Several grids are an array of tables ([[tuning]]), each tuning arms of its own; all but one are
+named (`name = "wide"`: results/tuning-wide.csv) and a grid may say why it exists (`why`, shown
+on the page: a grid widened after seeing a choice says so there). A tuning table is tied to its
+grid: one made with another grid (a configuration more or fewer) is refused until tuned again,
+so a widened grid is a new named grid with arms of its own, not an edit that would reuse a
+choice made among other configurations.
 """
 
 from __future__ import annotations
 
 import csv
 import itertools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +35,8 @@ FILE = "tuning.csv"
 FIELDS = ("arm", "config", "flags", "env", "seeds", "score", "chosen")
 MAX_CONFIGS = 64  # "a small grid": a few dozen configurations at most
 TABLE = {"arms": list, "grid": dict, "seeds": object, "first_seed": int, "metric": str}
-TABLE |= {"envs": list, "toy_seeds": list}
+TABLE |= {"envs": list, "toy_seeds": list, "name": str, "why": str}
+NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,12 @@ class Tuning:
     envs: tuple[str, ...]  # () : each tuned arm's own envs
     toy_seeds: tuple[int, ...]  # the toy's tuning seeds (disjoint from the toy's seeds)
     declared: dict  # {arm: its declared flags, before the chosen configuration}
+    name: str = ""  # "": results/tuning.csv; else results/tuning-<name>.csv
+    why: str = ""  # the declaration's reason for this grid (the page shows it)
+
+    @property
+    def file(self) -> str:
+        return f"tuning-{self.name}.csv" if self.name else FILE
 
     def configs(self) -> list[tuple[str, ...]]:
         """Every configuration's flags, in grid order (the last flag varies fastest)."""
@@ -57,6 +72,11 @@ def parse(table: dict, where: str, arms: dict, envs: dict, metrics, eval_seeds) 
 
     where = f"{where} [tuning]"
     t = _take(table, where, TABLE, ("arms", "grid", "seeds", "metric"))
+    name = t.get("name", "")
+    if name:
+        where = f"{where} {name}"
+        if not NAME.fullmatch(name):
+            raise SpecError(f"{where}: name must be lower-case letters, digits and '-'")
     tuned = _strs(t["arms"], f"{where} arms")
     bad = [a for a in tuned if a not in arms]
     if bad:
@@ -92,11 +112,33 @@ def parse(table: dict, where: str, arms: dict, envs: dict, metrics, eval_seeds) 
     if bad:
         raise SpecError(f"{where}: envs {bad} are not in [envs]")
     declared = {a: arms[a].flags for a in tuned}
-    return Tuning(tuned, tuple(grid), seeds, t["metric"], tuning_envs, toy_seeds, declared)
+    return Tuning(tuned, tuple(grid), seeds, t["metric"], tuning_envs, toy_seeds, declared, name,
+                  t.get("why", ""))  # fmt: skip
 
 
-def path(folder: Path) -> Path:
-    return Path(folder) / "results" / FILE
+def parse_all(tables, where: str, arms: dict, envs: dict, metrics, eval_seeds
+              ) -> tuple[Tuning, ...]:  # fmt: skip
+    """[tuning] (one grid) or [[tuning]] (several): each checked by parse; names unique, one
+    grid at most unnamed, and no arm tuned by two grids."""
+    from paper_figures.lab.spec import SpecError
+
+    tables = [tables] if isinstance(tables, dict) else tables
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise SpecError(f"{where}: [tuning] is a table or an array of tables ([[tuning]])")
+    out = tuple(parse(t, where, arms, envs, metrics, eval_seeds) for t in tables)
+    names = [t.name for t in out]
+    twice = sorted({n or '""' for n in names if names.count(n) > 1})
+    if twice:
+        raise SpecError(f"{where} [tuning]: grid names {twice} appear twice (name each grid)")
+    tuned = [a for t in out for a in t.arms]
+    twice = sorted({a for a in tuned if tuned.count(a) > 1})
+    if twice:
+        raise SpecError(f"{where} [tuning]: arms {twice} are tuned by two grids (one each)")
+    return out
+
+
+def path(folder: Path, tuning: Tuning) -> Path:
+    return Path(folder) / "results" / tuning.file
 
 
 def chosen(target: Path) -> dict[str, tuple[str, ...]]:
@@ -109,10 +151,52 @@ def chosen(target: Path) -> dict[str, tuple[str, ...]]:
         }
 
 
-def configs(exp, toy: bool = False) -> dict[str, sweep.SweepConfig]:
+def tried(target: Path) -> dict[str, set[tuple[str, ...]]]:
+    """{arm: the configurations (their flags) its tuning table scored} ({} where none)."""
+    if not target.exists():
+        return {}
+    out: dict[str, set[tuple[str, ...]]] = {}
+    with target.open(newline="") as f:
+        for r in csv.DictReader(f):
+            out.setdefault(r["arm"], set()).add(tuple(r["flags"].split()))
+    return out
+
+
+def other_grid(tuning: Tuning, made: set[tuple[str, ...]]) -> str:
+    """Why a tuning table's configurations `made` are not this grid's ('' : they are)."""
+    want = set(tuning.configs())
+    if made == want:
+        return ""
+    extra, missing = len(made - want), len(want - made)
+    return (f"it scored {len(made)} configurations, the grid declares {len(want)} ({missing} "
+            f"not scored, {extra} not in the grid)")  # fmt: skip
+
+
+def edges(tuning: Tuning, flags: tuple[str, ...]) -> list[str]:
+    """The numeric grid flags whose chosen value is the grid's largest or smallest (of two or
+    more values): a choice at the edge says the grid may be too narrow there. A smallest value
+    of 0 is no edge: it switches the term off, and nothing below it is of the same kind."""
+    value = dict(zip(flags[::2], flags[1::2]))
+    out = []
+    for flag, values in tuning.grid:
+        try:
+            numbers = [float(v) for v in values]
+        except ValueError:
+            continue
+        if len(set(numbers)) < 2 or flag not in value:
+            continue
+        v = float(value[flag])
+        if v == max(numbers):
+            out.append(f"largest {flag}")
+        elif v == min(numbers) and v != 0:
+            out.append(f"smallest {flag}")
+    return out
+
+
+def configs(exp, tuning: Tuning, toy: bool = False) -> dict[str, sweep.SweepConfig]:
     """{sweep name: its sweep}, one per tuned arm and mode: every grid configuration as an arm
     ('<arm>.c<k>'), on the tuning envs and seeds (the toy's size, seeds and flags with toy)."""
-    tuning, out = exp.tuning, {}
+    out = {}
     for name in tuning.arms:
         arm = exp.arms[name]
         if toy and name not in exp.toy.arms:
@@ -135,27 +219,28 @@ def configs(exp, toy: bool = False) -> dict[str, sweep.SweepConfig]:
     return out
 
 
-def run(exp, toy: bool, base: Path, workers: int = 2) -> tuple[Path, list[str]]:
-    """Run the grid (resumable) under base/tuning, score it and write the tuning table (the
-    experiment's results/tuning.csv; a toy's under base); returns it and the failed runs."""
+def run(exp, tuning: Tuning, toy: bool, base: Path, workers: int = 2) -> tuple[Path, list[str]]:
+    """Run one grid (resumable) under base/tuning (base/tuning-<name> for a named grid), score
+    it and write its tuning table (the experiment's results/<tuning.file>; a toy's under base);
+    returns it and the failed runs."""
     from paper_figures.lab import metrics
 
     failed, rows = [], []
-    for name, config in configs(exp, toy).items():
-        out = base / "tuning" / name
+    for name, config in configs(exp, tuning, toy).items():
+        out = base / tuning.file.removesuffix(".csv") / name
         status = sweep.run_sweep(config, out, workers=workers)
         failed += [k for k, v in status.items() if v["status"] == "failed"]
         arm = name.removesuffix("-separate").removesuffix("-population")
         for task in sweep.plan(config, out):
             if not sweep.is_done(Path(task.run_dir)):
                 continue
-            values = metrics.extract(Path(task.run_dir), task.env_id, [exp.tuning.metric],
+            values = metrics.extract(Path(task.run_dir), task.env_id, [tuning.metric],
                                      exp.final_window)  # fmt: skip
             k = int(task.arm.rsplit(".c", 1)[1])
-            rows += [(arm, k, task.env_id, seed, v[exp.tuning.metric])
+            rows += [(arm, k, task.env_id, seed, v[tuning.metric])
                      for seed, v in values.items()]  # fmt: skip
-    target = base / "results" / FILE if toy else path(exp.folder)
-    write(target, exp.tuning, rows)
+    target = base / "results" / tuning.file if toy else path(exp.folder, tuning)
+    write(target, tuning, rows)
     return target, failed
 
 
@@ -200,26 +285,38 @@ def write(target: Path, tuning: Tuning, rows) -> None:
 
 
 def page_lines(exp) -> list[str]:
-    """The page's tuning section: the protocol, the grid, the seeds, the choice per arm."""
-    t = exp.tuning
+    """The page's tuning section: the protocol, then per grid its configurations, seeds, why
+    it was declared and the choice per arm (marked where it lies at the grid's edge)."""
+    out = ["## Tuning", "", "An equal tuning budget (Patterson et al., \"Empirical Design in "
+           "Reinforcement Learning\", JMLR 2024, arXiv 2304.01315): each tuned arm runs every "
+           "configuration of its grid on tuning seeds disjoint from the evaluation seeds, and is "
+           "evaluated with the configuration of the best score (its mean over seeds, then over "
+           "envs). Each grid's tuning table in results/ holds every configuration's score.",
+           ""]  # fmt: skip
+    for t in exp.tunings:
+        out += _grid_lines(exp, t)
+    return out
+
+
+def _grid_lines(exp, t: Tuning) -> list[str]:
     grid = "; ".join(f"`{flag}` {', '.join(values)}" for flag, values in t.grid)
     s = t.seeds
     seeds = f"{s[0]}-{s[-1]}" if s == tuple(range(s[0], s[0] + len(s))) else ", ".join(map(str, s))
     where = ", ".join(t.envs) if t.envs else "each arm's envs"
-    out = ["## Tuning", "", "An equal tuning budget (Patterson et al., \"Empirical Design in "
-           "Reinforcement Learning\", JMLR 2024, arXiv 2304.01315): each tuned arm runs every "
-           f"configuration of the grid ({len(t.configs())}: {grid}) on {len(s)} tuning seeds "
-           f"({seeds}, disjoint from the evaluation seeds) on {where}, and is evaluated with the "
-           f"configuration of the best {t.metric} (its mean over seeds, then over envs). "
-           "results/tuning.csv holds every configuration's score.", "",
-           "| arm | chosen flags | score |", "|---|---|---|"]  # fmt: skip
-    target = path(exp.folder)
+    title = f"Grid `{t.name}`" if t.name else "The grid"
+    out = [f"{title} ({len(t.configs())} configurations: {grid}) on {len(s)} tuning seeds "
+           f"({seeds}) on {where}, scored by {t.metric}; results/{t.file}."]  # fmt: skip
+    out += ["", t.why] if t.why else []
+    out += ["", "| arm | chosen flags | score | at the grid's edge |", "|---|---|---|---|"]
+    target = path(exp.folder, t)
     rows = list(csv.DictReader(target.open(newline=""))) if target.exists() else []
     for arm in t.arms:
         mine = [r for r in rows if r["arm"] == arm and r["chosen"] == "1"]
         if not mine:
-            out.append(f"| {arm} | not tuned yet (`python -m paper_figures tune {exp.id}`) | |")
+            cmd = f"python -m paper_figures tune {exp.id}" + (f" --grid {t.name}" if t.name else "")
+            out.append(f"| {arm} | not tuned yet (`{cmd}`) | | |")
             continue
         score = sum(float(r["score"]) for r in mine) / len(mine)
-        out.append(f"| {arm} | `{mine[0]['flags']}` | {score:.3g} |")
+        edge = ", ".join(edges(t, tuple(mine[0]["flags"].split()))) or "no"
+        out.append(f"| {arm} | `{mine[0]['flags']}` | {score:.3g} | {edge} |")
     return out + [""]

@@ -5,7 +5,10 @@ Each case runs its script uninterrupted, then again killed at three moments (tes
 kill_resume.py: as its first checkpoint is about to be written, right after the first one,
 right after a later one) and resumed with --resume (ppo_brax.py included: its checkpoint holds
 the Brax envs' state, a JAX pytree). optimistic_po.py writes no checkpoints (a tabular run of
-seconds; no --resume): its --help offers none, and a rerun is the same run.
+seconds; no --resume): its --help offers none, and a rerun is the same run. grpo.py's
+train-inference mismatches are cases of their own, single-seed and population: --rollout-lag 2
+(the checkpoint holds the two past policies the sampler lags behind) and --rollout-mismatch
+bf16-forward.
 
 The fast tier runs three cheap cases (rarl.py, ppo.py's bandit population, grpo.py's); the slow
 tier every case.
@@ -32,6 +35,8 @@ BANDIT_AC = ["--env-id", "bandit:contextual-4-5", "--num-envs", "8", "--num-step
 BANDIT_AC += ["--total-timesteps", "256", "--checkpoint-every", "2", "--eval-every", "64"]
 BANDIT_AC += ["--eval-episodes", "2", *MINIBATCHES, *QUIET]
 SEEDS = ["--num-seeds", "3"]
+LAG = ["--rollout-lag", "2", "--mismatch-correction", "tis"]
+BF16 = ["--rollout-mismatch", "bf16-forward", "--mismatch-correction", "mis"]
 # replaced by the datasets fixture's files: iql's Pendulum, dppo's Hopper (actions in [-1, 1])
 PENDULUM, HOPPER = "{pendulum}", "{hopper}"
 
@@ -74,6 +79,11 @@ CASES = {
     "ppo-population": ("algos/ppo.py", [*BANDIT_AC, *SEEDS]),
     "dpo-population": ("algos/dpo.py", [*BANDIT_AC, *SEEDS]),
     "grpo-population": ("algos/grpo.py", [*BANDIT, *SEEDS]),
+    # the train-inference mismatches: a lag of 2 keeps two past policies in the checkpoint
+    "grpo-lag": ("algos/grpo.py", [*BANDIT, *LAG]),
+    "grpo-population-lag": ("algos/grpo.py", [*BANDIT, *LAG, *SEEDS]),
+    "grpo-bf16": ("algos/grpo.py", [*BANDIT, *BF16]),
+    "grpo-population-bf16": ("algos/grpo.py", [*BANDIT, *BF16, *SEEDS]),
     "tpo-population": ("algos/tpo.py", [*BANDIT, *SEEDS]),
     # control populations (controlrl/population_control.py): Pendulum truncates mid-rollout
     "ppo-population-control": ("algos/ppo.py", [*ON_POLICY, *MINIBATCHES, *SEEDS]),

@@ -57,10 +57,11 @@ envs = ["bandit:bernoulli-10"]
 @pytest.mark.parametrize("folder", DECLARED, ids=[p.name for p in DECLARED])
 def test_every_declarations_tuning_seeds_are_disjoint_from_its_evaluation_seeds(folder):
     exp = spec.load(folder)
-    if exp.tuning is None:
+    if not exp.tunings:
         return
-    assert not set(exp.tuning.seeds) & set(exp.seeds)
-    assert not set(exp.tuning.toy_seeds) & set(exp.toy.seeds)
+    for t in exp.tunings:
+        assert not set(t.seeds) & set(exp.seeds)
+        assert not set(t.toy_seeds) & set(exp.toy.seeds)
 
 
 def _declare(tmp_path, first: int = 101):
@@ -106,7 +107,7 @@ def test_tune_runs_the_grid_picks_the_best_and_the_tuned_arm_takes_its_flags(tmp
     (line,) = judge.lines(exp, [])  # a declared claim with no runs: its line says so
     assert line.judgement.verdict_at(0.0) == (protocol.NOT_RUN, "")
     assert "not run yet: no results of tuned, grpo" in line.judgement.text
-    target, failed = tuning.run(exp, False, tmp_path / "sweeps", workers=2)
+    target, failed = tuning.run(exp, exp.tunings[0], False, tmp_path / "sweeps", workers=2)
     assert not failed and target == folder / "results" / "tuning.csv"
     rows = list(csv.DictReader(target.open()))
     assert [(r["config"], r["seeds"]) for r in rows] == [("0", "3"), ("1", "3")]
@@ -122,3 +123,80 @@ def test_tune_runs_the_grid_picks_the_best_and_the_tuned_arm_takes_its_flags(tmp
     assert "## Tuning" in pages.page(exp, [], [], {})
     assert set(runner.configs(exp)) == {"grpo", "tuned"}
     assert runner.configs(exp, only=("bandit:sparse-1000",)) == {}  # run --envs: only those
+
+
+def _tuning_table(folder, arm: str, configs, chosen: int, name: str = "tuning.csv") -> None:
+    """A tuning table as `tune` writes it: one env, three seeds, configuration `chosen` marked."""
+    (folder / "results").mkdir(exist_ok=True)
+    rows = [",".join(tuning.FIELDS)]
+    rows += [f"{arm},{k},{' '.join(c)},bandit:bernoulli-10,3,0.5,{int(k == chosen)}"
+             for k, c in enumerate(configs)]  # fmt: skip
+    (folder / "results" / name).write_text("\n".join(rows) + "\n")
+
+
+def test_a_tuning_table_made_with_another_grid_is_refused_not_reused(tmp_path):
+    folder = _declare(tmp_path)
+    old = spec.load(folder).tunings[0].configs()  # learning rates 1e-8 and 0.05
+    _tuning_table(folder, "tuned", old, chosen=1)
+    assert spec.load(folder).arms["tuned"].flags == (
+        "--learning-rate",
+        "0.05",
+        "--update-epochs",
+        "1",
+    )
+    text = (folder / "experiment.toml").read_text()
+    wide = text.replace('["1e-8", "0.05"]', '["1e-8", "0.05", "0.5"]')  # the choice stays in it
+    (folder / "experiment.toml").write_text(wide)
+    with pytest.raises(spec.SpecError, match=r"results/tuning.csv was made with another grid for "
+                       r"tuned: it scored 2 configurations, the grid declares 3 \(1 not scored, "
+                       r"0 not in the grid\) \(tune again"):  # fmt: skip
+        spec.load(folder)
+
+
+def test_a_second_named_grid_tunes_arms_of_its_own_into_its_own_table(tmp_path):
+    folder = _declare(tmp_path)
+    text = (folder / "experiment.toml").read_text()
+    second = ('[arms.wide]\nrecipe = "the wide grid"\n[[tuning]]\nname = "wide"\n'
+              'why = "declared post hoc: the first grid chose its edge"\narms = ["wide"]\n'
+              'grid = { "--learning-rate" = ["0.05", "0.5"] }\nseeds = 3\nfirst_seed = 101\n'
+              'metric = "final_success"\n[[tuning]]')  # fmt: skip
+    (folder / "experiment.toml").write_text(text.replace("[tuning]", second))
+    first = spec.load(folder).tunings[1]
+    _tuning_table(folder, "tuned", first.configs(), chosen=1)
+    exp = spec.load(folder)
+    wide, first = exp.tunings
+    assert (wide.name, wide.file, first.file) == ("wide", "tuning-wide.csv", "tuning.csv")
+    assert exp.arms["wide"].pending and not exp.arms["tuned"].pending
+    page = "\n".join(tuning.page_lines(exp))
+    assert "declared post hoc: the first grid chose its edge" in page
+    assert "tune tuned --grid wide`) |" in page
+    assert "| `--learning-rate 0.05 --update-epochs 1` | 0.5 | largest --learning-rate |" in page
+    _tuning_table(folder, "wide", wide.configs(), chosen=0, name="tuning-wide.csv")
+    assert spec.load(folder).arms["wide"].flags == ("--learning-rate", "0.05")
+    both_wide = text.replace("[tuning]", second + '\nname = "wide"')
+    one_arm_twice = text.replace("[tuning]", second.replace('arms = ["wide"]', 'arms = ["tuned"]'))
+    for twice, match in ((both_wide, r"grid names \['wide'\] appear twice"),
+                         (one_arm_twice, r"arms \['tuned'\] are tuned by two grids")):  # fmt: skip
+        (folder / "experiment.toml").write_text(twice)
+        with pytest.raises(spec.SpecError, match=match):
+            spec.load(folder)
+
+
+def test_edges_name_the_numeric_flags_chosen_at_the_grid_s_largest_or_smallest_value():
+    grid = (("--learning-rate", ("1e-3", "3e-3")), ("--update-epochs", ("1", "4", "8")),
+            ("--kl-coef", ("0", "0.04")), ("--adv-norm", ("grpo", "bnpo")))  # fmt: skip
+    t = tuning.Tuning(("a",), grid, (1,), "m", (), (1,), {"a": ()})
+    flags = ("--learning-rate", "3e-3", "--update-epochs", "1", "--kl-coef", "0")
+    assert tuning.edges(t, flags) == ["largest --learning-rate", "smallest --update-epochs"]
+    middle = ("--learning-rate", "3e-3", "--update-epochs", "4", "--kl-coef", "0.04")
+    assert tuning.edges(t, middle) == ["largest --learning-rate", "largest --kl-coef"]
+
+
+def test_tune_refuses_a_grid_the_declaration_does_not_have(capsys):
+    from paper_figures.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["tune", "objective-zoo-recipes", "--grid", "nope"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "--grid 'nope': not a grid of objective-zoo-recipes (its grids: '', 'wide')" in err
