@@ -22,20 +22,18 @@ results table. --variants runs a subset (each variant's runs do not depend on th
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-import torch
 
 from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, write_rows
 from envs.adversarial import ScaledDynamics
 from paper_figures.lab import scripts
-from paper_figures.mountain_car import load_policy
+from paper_figures.lab.script_flags import ROOT, wrote
+from paper_figures.mountain_car import frozen_act
 
-ROOT = Path(__file__).resolve().parents[1]
 ENV = "InvertedPendulum-v5"
 VARIANTS = ("ppo", "rarl", "rarl-no-force")
 ALGO = {"ppo": "ppo", "rarl": "rarl", "rarl-no-force": "rarl"}  # the script each variant runs
@@ -49,16 +47,8 @@ def floats(text: str) -> list[float]:
 def load_act(run_dir: Path):
     """obs [d] -> action of a finished ppo or rarl run's (protagonist's) mode, normaliser
     frozen."""
-    policy, normalizer = load_policy(run_dir, ENV)
-
-    def act(obs: np.ndarray) -> np.ndarray:
-        x = obs.astype(np.float32)[None]
-        if normalizer is not None:
-            x = normalizer(x, update=False)
-        with torch.inference_mode():
-            return policy.mode(torch.from_numpy(x))[0].numpy()
-
-    return act
+    act, _ = frozen_act(run_dir, ENV)
+    return lambda obs: act(obs[None])[0]
 
 
 def perturbed_return(act, mass: float, friction: float, episodes: int, seed: int) -> float:
@@ -113,28 +103,18 @@ def main(argv: list[str] | None = None) -> None:
             for mass in args.masses:
                 for friction in args.frictions:
                     ret = perturbed_return(act, mass, friction, args.episodes, 10_000 * seed)
-                    rows.append(
-                        {
-                            "variant": name,
-                            "seed": seed,
-                            "steps": args.total_timesteps,
-                            "adversary_force": args.adversary_force if name == "rarl" else 0.0,
-                            "mass_scale": mass,
-                            "friction_scale": friction,
-                            "episodes": args.episodes,
-                            "mean_return": ret,
-                        }
-                    )
-            grid = np.mean(
-                [r["mean_return"] for r in rows[-len(args.masses) * len(args.frictions) :]]
-            )
+                    force = args.adversary_force if name == "rarl" else 0.0
+                    rows.append({"variant": name, "seed": seed, "steps": args.total_timesteps,
+                                 "adversary_force": force, "mass_scale": mass,
+                                 "friction_scale": friction, "episodes": args.episodes,
+                                 "mean_return": ret})  # fmt: skip
+            cells = len(args.masses) * len(args.frictions)
+            grid = np.mean([r["mean_return"] for r in rows[-cells:]])
             print(f"{name} seed {seed}: mean return over the grid {grid:.1f}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     write_rows(args.out / "rarl_robustness.csv", rows)
     plot(args.out / "rarl_robustness.png", rows, args)
-    cmd = " ".join(argv if argv is not None else sys.argv[1:])
-    print(f"wrote {args.out}/rarl_robustness.csv and .png; command: python "
-          f"paper_figures/rarl_robustness.py {cmd}")  # fmt: skip
+    wrote(f"{args.out}/rarl_robustness.csv and .png", "rarl_robustness", argv)
 
 
 def plot(path: Path, rows: list[dict], args) -> None:
@@ -148,16 +128,9 @@ def plot(path: Path, rows: list[dict], args) -> None:
         fig, axes = plt.subplots(1, len(args.frictions), figsize=(3.2 * len(args.frictions), 3.4))
         for ax, friction in zip(np.atleast_1d(axes), args.frictions):
             for name in dict.fromkeys(r["variant"] for r in rows):
-                cells = [
-                    [
-                        r["mean_return"]
-                        for r in rows
-                        if r["variant"] == name
-                        and r["mass_scale"] == m
-                        and r["friction_scale"] == friction
-                    ]
-                    for m in args.masses
-                ]
+                mine = [r for r in rows if r["variant"] == name and r["friction_scale"] == friction]
+                cells = [[r["mean_return"] for r in mine if r["mass_scale"] == m]
+                         for m in args.masses]  # fmt: skip
                 samples = np.array(cells).T  # [seeds, masses]
                 mean, lo, hi, kind = stats.band(samples)
                 n = samples.shape[0]
@@ -169,11 +142,9 @@ def plot(path: Path, rows: list[dict], args) -> None:
             ax.set_xlabel("pole and cart mass scale (log axis)")
         np.atleast_1d(axes)[0].set_ylabel("mean return of the final policy")
         np.atleast_1d(axes)[0].legend(fontsize=7)
-        fig.suptitle(
-            f"{ENV}: PPO vs RARL ({args.adversary_force:g} N adversary) vs RARL at 0 N, "
-            f"{args.total_timesteps:,} steps; {plots.band_words([args.seeds])}",
-            fontsize=9,
-        )
+        fig.suptitle(f"{ENV}: PPO vs RARL ({args.adversary_force:g} N adversary) vs RARL at 0 N, "
+                     f"{args.total_timesteps:,} steps; {plots.band_words([args.seeds])}",
+                     fontsize=9)  # fmt: skip
         scripts.save_figure(fig, path)
 
 
