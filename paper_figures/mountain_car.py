@@ -34,6 +34,7 @@ from paper_figures.lab import scripts
 from paper_figures.lab.script_flags import OUT, wrote
 from theory import mountain_car as mc
 
+# the task and the PPO settings of both arms (hard_starts.py trains with them too)
 ENV = "MountainCar-v0"
 ZOO = [  # rl-baselines3-zoo hyperparams/ppo.yml, MountainCar-v0 (batch 64: 4 minibatches)
     *("--num-envs", "16", "--num-steps", "16", "--gae-lambda", "0.98"),
