@@ -40,7 +40,7 @@ import numpy as np
 
 from controlrl.cli import ArgumentParser
 from controlrl.experiment import read_rows, write_rows
-from paper_figures.lab import scripts
+from paper_figures.lab import run_csvs, scripts
 from paper_figures.lab.script_flags import add_sweep_flags, check_episodic_env, some_of, wrote
 
 METHODS = {"ppo": ("PPO", "ppo", []), "grpo": ("GRPO", "grpo", [])}
@@ -90,9 +90,7 @@ def fit_row(method: str, seed, runs: list[dict]) -> dict:
     a, b, r2 = fit_law(h, r)
     early = [(run["entropy"][: len(run["entropy"]) // 2], run["return"][: len(run["return"]) // 2])
              for run in runs]  # fmt: skip
-    ea, eb, _ = fit_law(
-        np.concatenate([e[0] for e in early]), np.concatenate([e[1] for e in early])
-    )
+    ea, eb, _ = fit_law(*(np.concatenate(part) for part in zip(*early)))
     late_h = np.concatenate([run["entropy"][-max(1, len(run["entropy"]) // 4) :] for run in runs])
     late_r = np.concatenate([run["return"][-max(1, len(run["return"]) // 4) :] for run in runs])
     return {
@@ -180,17 +178,22 @@ def covariance_law(run: dict) -> dict:
             "sign_chance": float(falls * positive + (1 - falls) * (1 - positive))}  # fmt: skip
 
 
-def group_covariance(rows: list[dict], methods: list[str]) -> list[dict]:
-    """The runs of `methods` in rows of entropy_law_covariance.csv (method, seed and each
-    update's values, as text or numbers): method, seed and float arrays per run."""
+def group_runs(rows: list[dict], methods: list[str], keys) -> list[dict]:
+    """The runs of `methods` in the rows of one of this script's CSVs (method, seed, and the
+    columns `keys` per row, as text or numbers): method, seed and an array per key."""
     runs: dict[tuple, dict] = {}
     for r in rows:
         if r["method"] in methods:
-            key = (r["method"], int(r["seed"]))
-            run = runs.setdefault(key, {"method": key[0], "seed": key[1]})
-            for k in COV_FIELDS[2:]:
-                run.setdefault(k, []).append(int(float(r[k])) if k == "step" else float(r[k]))
-    return [{**r, **{k: np.array(r[k]) for k in COV_FIELDS[2:]}} for r in runs.values()]
+            run = runs.setdefault((r["method"], int(r["seed"])), {k: [] for k in keys})
+            for k in keys:
+                run[k].append(int(float(r[k])) if k == "step" else float(r[k]))
+    return [{"method": m, "seed": seed, **{k: np.array(v) for k, v in run.items()}}
+            for (m, seed), run in runs.items()]  # fmt: skip
+
+
+def group_covariance(rows: list[dict], methods: list[str]) -> list[dict]:
+    """The runs of `methods` in rows of entropy_law_covariance.csv."""
+    return group_runs(rows, methods, COV_FIELDS[2:])
 
 
 def covariance_laws(rows: list[dict], method: str) -> list[dict]:
@@ -222,19 +225,17 @@ def collect(args, cfgs: list[dict]) -> list[dict]:
         if c["method"] == "ppo" and args.ppo_from is not None:
             root = args.ppo_from / "ppo"
         base = root / "runs" / c["algo"] / args.env_id.replace(":", "_")
-        for done in sorted(base.glob("seed*/final_eval.json"), key=lambda p: p.parent.name):
+        for seed, run_dir, _ in run_csvs.finished(base):
             if root != sweep_dir(args, c):  # the family's run: trained as this figure's?
                 argv = ["--total-timesteps", str(args.steps), *c["extra"]]
-                differ = differing_flags(done.parent, c["algo"], argv, ("eval_episodes",))
+                differ = differing_flags(run_dir, c["algo"], argv, ("eval_episodes",))
                 if differ:
-                    raise SystemExit(f"error: --ppo-from {done.parent}: its {differ} differ")
-            columns = read_run(done.parent)
+                    raise SystemExit(f"error: --ppo-from {run_dir}: its {differ} differ")
+            columns = read_run(run_dir)
             if len(columns["step"]) >= 4:  # a fit of two parameters needs a few points
-                seed = int(done.parent.name.removeprefix("seed"))
-                cov = read_covariance(done.parent)
-                secs = plots.train_seconds(done.parent)
-                runs.append({"method": c["method"], "seed": seed, **columns, "cov": cov,
-                             "train_s": secs})  # fmt: skip
+                runs.append({"method": c["method"], "seed": seed, **columns,
+                             "cov": read_covariance(run_dir),
+                             "train_s": plots.train_seconds(run_dir)})  # fmt: skip
     return runs
 
 
@@ -242,25 +243,12 @@ def committed_points(path: Path, methods: list[str]) -> list[dict]:
     """The runs of `methods` as write_points stored them (method, seed and its columns), each
     with its train_s from the entropy_law_fits.csv beside it (NaN where that has none)."""
     fits_path = path.with_name("entropy_law_fits.csv")
-    secs = {}
-    for r in read_rows(fits_path) if fits_path.exists() else []:
-        if r["seed"] != "all" and r.get("train_s"):
-            secs[(r["method"], int(r["seed"]))] = float(r["train_s"])
-
-    rows = read_rows(path, ints=("seed", "step"), floats=("entropy", "return"),
-                     flag="--keep-committed")  # fmt: skip
-    runs: dict[tuple, dict] = {}
-    for r in rows:
-        if r["method"] in methods:
-            run = runs.setdefault(
-                (r["method"], r["seed"]),
-                {"method": r["method"], "seed": r["seed"], "step": [], "entropy": [], "return": [],
-                 "train_s": secs.get((r["method"], r["seed"]), np.nan)},
-            )  # fmt: skip
-            for k in ("step", "entropy", "return"):
-                run[k].append(r[k])
-    return [{**r, **{k: np.array(r[k]) for k in ("step", "entropy", "return")}}
-            for r in runs.values()]  # fmt: skip
+    secs = {(r["method"], int(r["seed"])): float(r["train_s"])
+            for r in (read_rows(fits_path) if fits_path.exists() else [])
+            if r["seed"] != "all" and r.get("train_s")}  # fmt: skip
+    rows = read_rows(path, flag="--keep-committed")
+    runs = group_runs(rows, methods, ("step", "entropy", "return"))
+    return [r | {"train_s": secs.get((r["method"], r["seed"]), np.nan)} for r in runs]
 
 
 def fits(runs: list[dict], methods: list[str]) -> list[dict]:

@@ -1,38 +1,23 @@
 """Hard-start guidance in sparse Mountain Car: plain PPO on the hard starts against POPE-style
 demonstration resets and a TREK-style short behaviour clone, and the ray-interference arm (hard
-starts mixed with easy ones), every arm on the same seeds.
+starts mixed with easy ones), every arm on the same seeds. The declared experiment
+paper_figures/hard-starts/ states the task, the arms and their sources.
 
     python -m paper_figures run hard-starts        # this script at the declared size
     python paper_figures/hard_starts.py --out DIR  # 8 seeds x 4 arms, 102,400 steps each
 
-The task is SparseMountainCar-v0 (envs/sparse_mountain_car.py): Gymnasium's Mountain Car
-dynamics, reward 1 on the step that reaches the goal and 0 otherwise, the 200-step time limit a
-truncation. Hard starts are Gymnasium's own, at rest in the valley (x0 in [-0.6, -0.4], v0 = 0),
-from where the car must swing back before it can climb; easy starts are states right of the
-valley moving right (x0 in [-0.2, 0.3], v0 = 0.045), from where pushing right arrives. The
-demonstrations are the optimal controller of the exact dynamic-programming reference
-(theory/mountain_car.py, value iteration on a --grid x --grid grid, its greedy controller stepped
-with the exact dynamics) from --demos hard starts evenly spaced in [-0.6, -0.4].
+SparseMountainCar-v0 (reward 1 at the goal); hard starts at rest in the valley (x0 in [-0.6,
+-0.4]), easy starts right of it moving right. Demonstrations: the greedy controller of the exact
+dynamic-programming reference (theory/mountain_car.py, a --grid x --grid grid) from --demos hard
+starts. Arms (algos/ppo.py with mountain_car.py's ZOO settings): ppo; pope (--start-states: half
+the episodes from demonstration states); bc (--bc-demos, --bc-steps of behaviour cloning first);
+mixed (--start-states: half the episodes from --easy-starts easy starts).
 
-Arms, all algos/ppo.py with the rl-baselines3-zoo MountainCar settings of
-paper_figures/mountain_car.py and the same seeds:
-  ppo     episodes start from the hard starts (the env's own reset)
-  pope    POPE-style demo resets: half of the episodes start from a state along a demonstration
-          (every demonstration state equally likely), half from the hard starts
-          (--start-states)
-  bc      TREK-style: --bc-steps full-batch steps of behaviour cloning on the demonstrations'
-          (state, action) pairs, then plain PPO from the hard starts (--bc-demos)
-  mixed   ray interference: half of the episodes start from the easy starts, half from the hard
-          starts (--start-states)
-
-Metric: the fraction of --eval-starts hard starts (evenly spaced in [-0.6, -0.4], v0 = 0) that
-the final deterministic policy (its mode, normaliser frozen) brings to the goal within 200 steps,
-stepped with the exact dynamics; against samples, each run's own evaluations (the mean return of
-10 deterministic episodes from Gymnasium's random hard starts = the fraction solved) every
---eval-every steps. Writes <out>/hard_starts.csv (per arm and seed), hard_starts_curves.csv
-(per arm, seed and evaluation), hard_starts_reference.csv (per start: kind, DP steps, swings)
-and hard_starts.png; the declared experiment paper_figures/hard-starts/ reads the first into its
-results table.
+Metric: the fraction of --eval-starts hard starts the final deterministic policy (normaliser
+frozen) brings to the goal within 200 steps of the exact dynamics; against samples, each run's
+evaluations every --eval-every steps. Writes <out>/hard_starts.csv (per arm and seed),
+hard_starts_curves.csv (per evaluation), hard_starts_reference.csv (per start: kind, DP steps,
+swings) and hard_starts.png.
 """
 
 from __future__ import annotations

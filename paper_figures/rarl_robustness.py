@@ -1,23 +1,18 @@
 """Robust adversarial RL against plain PPO under mass and friction changes (Pinto et al. 2017,
 arXiv 1703.02702: training against an adversary makes policies robust to mass and friction
-changes, and better even without the adversary).
+changes, and better even without the adversary). The declared experiment
+paper_figures/rarl-robustness/ states the setting and its sources.
 
     python -m paper_figures run rarl-robustness        # this script at the declared size
     python paper_figures/rarl_robustness.py --out DIR  # 8 paired seeds x 3 variants, 40,960 steps
 
-Task: InvertedPendulum-v5 (one of the paper's tasks). Variants, on the same seeds (seed n of one
-pairs with seed n of the others) and flags: algos/ppo.py alone; algos/rarl.py, whose adversary
-pushes the pole with planar forces of at most --adversary-force newtons; and algos/rarl.py with
-a zero force (rarl-no-force: the same alternating scheme and data, no push), the control that
-separates the adversary's effect from the scheme's; all count
---total-timesteps of the protagonist's env steps (RARL's adversary samples as many again). Each
-final deterministic policy (its mode, normaliser frozen) then runs --episodes episodes under
-every perturbation: the masses (and inertias) of pole and cart times each --masses factor, the
-joints' damping (the model's friction: its geoms do not collide) times each --frictions factor
-(envs/adversarial.py ScaledDynamics), without the adversary. Writes <out>/rarl_robustness.csv
-(per variant, seed and perturbation: mean return) and rarl_robustness.png (mean return per
-perturbation); the declared experiment paper_figures/rarl-robustness/ reads the CSV into its
-results table. --variants runs a subset (each variant's runs do not depend on the others').
+InvertedPendulum-v5, the same seeds and flags for every variant: algos/ppo.py; algos/rarl.py with
+an adversary of at most --adversary-force newtons; and rarl-no-force (force 0: the same scheme,
+no push). Each final deterministic policy (normaliser frozen) runs --episodes episodes under
+every perturbation: masses of pole and cart times each --masses factor, the joints' damping
+times each --frictions factor (envs/adversarial.py ScaledDynamics), without the adversary.
+Writes <out>/rarl_robustness.csv (per variant, seed and perturbation: mean return) and
+rarl_robustness.png. --variants runs a subset (each variant's runs stand alone).
 """
 
 from __future__ import annotations
