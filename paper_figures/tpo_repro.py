@@ -1,42 +1,24 @@
 r"""Target Policy Optimization (Kaddour 2026, arXiv 2604.06159; github.com/JeanKaddour/tpo) in
 its own small settings: the runs of the declared experiments tpo-tabular-single,
-tpo-tabular-multi, tpo-appendix-b and tpo-single-sample (`python -m paper_figures run ID` runs
-this script with the declaration's flags; `--part` picks what it computes).
+tpo-tabular-multi, tpo-appendix-b and tpo-single-sample, whose declarations state each setting
+beside the paper's (`python -m paper_figures run ID` runs this script with their flags).
 
     python paper_figures/tpo_repro.py --part single --seeds 200 --out DIR
     python paper_figures/tpo_repro.py --part single-sample --seeds 2 --updates 3 --toy --out DIR
 
-1. --part single | multi: the tabular bandits of sections 3.1-3.2 as the reference runs them
-   (src/tpo/experiments/tabular.py, config.py): logit tables, no optimiser, each update the
-   normalised step theta += alpha g / |g|, alpha 0.1, g the negative autograd gradient of the
-   method's loss (float64). PG: advantage r - 0.5; DG (Delightful PG): that advantage gated by
-   sigmoid(A * surprisal / eta); GRPO: rewards standardised over the batch
-   (controlrl.group.group_advantages; under a normalised step the reference's population std
-   gives the same step); TPO: algos/tpo.py's tpo_target and tpo_loss.
-   - single: K = 100 arms, one correct, logits 0, B = 100 sampled pulls per step, 150 steps; TPO's
-     score vector the batch mean of (r - 0.5) e_a, standardised over the K arms. Error 1 -
-     pi(y*) before each step; misalignment 1 - cos(g, g*_PG), g*_PG = pi(y*)(e_y* - pi).
-   - multi: N = 100 contexts of K = 10 arms, logits ~ N(0, 1), exact population updates, 1000
-     steps, and CE (cross-entropy to the correct arm, the oracle). Error: mean over contexts of
-     1 - pi_n(y_n) after each step; misalignment to g_CE.
-   numpy default_rng(seed) per seed (every method the same). Writes tpo_repro_tabular.csv: per
-   method and seed the final error, the mean error and misalignment over the first quarter of
-   the steps (early_*) and the mean misalignment over every step.
-2. --part appendix-b: every method's autograd direction on the multi-context runs against
-   Appendix B's closed form beta(p_n)(e_y - pi_n) (closed_form_beta) at every step of every
-   seed, and lam and beta at p = 0.1 from autograd: writes tpo_repro_exact.csv.
-3. --part single-sample: token reversal (bandit:sequence-reverse-2-L, exact-match reward at the
-   end; V = 2, L = 7..10, B = 100 prompts, 4 epochs): population runs of TPO (K = 8 answers per
-   prompt) and the paper's single-sample baselines as its reference runs them
-   (src/tpo/experiments/_trial.py: one answer per prompt, advantage reward - the batch mean, no
-   critic): PPO, the clipped per-token ratio over 4 epochs, and DG, the Delightful PG gate in one
-   gradient step; prompt-matched (Table 3) at L = 7-10 and interaction-matched at L = 7, 8
-   (ppo-im, dg-im: 800 one-answer prompts an update, the learning rate times sqrt(8), the
-   reference's match="interactions"). Differs from the paper: a 64-64 MLP on the one-hot [prompt
-   | answer so far | position] observation (not a causal transformer), Adam 1e-3 (clip 1.0, not
-   Muon), --updates updates (60; the paper 2000 episodes), the loss averaged over an answer's
-   tokens (the reference sums). Writes tpo_repro_runs.csv: per cell and seed final_error, 1 - the
-   exact-match rate over the last 10 updates.
+--part single | multi: the tabular bandits of sections 3.1-3.2 as the reference runs them
+(src/tpo/experiments/tabular.py, config.py): logit tables, each update the normalised step theta
++= alpha g / |g| along g, the negative autograd gradient of the method's loss (PG, DG, GRPO, TPO
+through algos/tpo.py's tpo_target and tpo_loss; CE on multi). Writes tpo_repro_tabular.csv: per
+method and seed the final error, and the mean error and misalignment over the first quarter of
+the steps (early_*) and over every step.
+--part appendix-b: every method's autograd direction on the multi-context runs against Appendix
+B's closed form beta(p_n)(e_y - pi_n) (closed_form_beta), and lam and beta(0.1) from autograd:
+writes tpo_repro_exact.csv.
+--part single-sample: token reversal (bandit:sequence-reverse-2-L) as population runs of TPO and
+the reference's single-sample baselines (src/tpo/experiments/_trial.py; SEQ_METHODS, SEQ_CELLS):
+writes tpo_repro_runs.csv, per cell and seed final_error, 1 - the exact-match rate over the last
+10 updates.
 """
 
 from __future__ import annotations
