@@ -42,6 +42,9 @@ POLICIES = ("diffusion", "gaussian")
 CSV_FIELDS = ("dataset", "env", "policy", "seed", "steps", "final_return", "clone_return")
 CSV_FIELDS += ("train_s",)  # the fine-tuning run's seconds collecting and updating
 KEY, CURVES = ("dataset", "policy", "seed"), {"curve": "eval_return", "train": "train_return"}
+# the declared experiments' toy: the CSVs of `--toy --train` on a 200-step random Hopper-v5
+# dataset, one seed per policy (its four runs and two clone evaluations take tens of seconds)
+TOY_FIXTURE = ROOT / "paper_figures" / "dppo-finetune-100k" / "toy"
 # --toy: a tiny dataset file, tiny nets, a few hundred steps; end to end in well under a minute
 TOY = {"seeds": 1, "steps": 64, "pretrain_steps": 20, "num_envs": 2, "num_steps": 16,
        "hidden": 16, "eval_every": 32, "eval_episodes": 1, "workers": 1}  # fmt: skip
@@ -217,23 +220,26 @@ def parser() -> ArgumentParser:
     return p
 
 
-def lab_table(flags, source: Path) -> list[dict]:
+def table(exp, source: Path) -> list[dict]:
     """A declaration's results rows (its analysis.py's `table`): the runs of <source>/<name>.csv,
     <name> the one its [run] flags give, each run's arm its policy."""
-    rows = read_rows(Path(source) / f"{parser().parse_args(list(flags)).name}.csv")
+    rows = read_rows(Path(source) / f"{parser().parse_args(list(exp.flags)).name}.csv")
     return [dict(r, arm=r["policy"]) for r in rows]
 
 
-def lab_run(argv: list[str], fixture: Path | None = None) -> None:
-    """A declaration's run: main(argv), the generated datasets it names made first where missing
-    (hours each the first time); with a fixture folder (a toy), its toy.csv and toy_curves.csv
-    copied into --out as <name>.csv and <name>_curves.csv and the figure redrawn from them
-    (--replot): no run."""
+def run_script(exp, toy: bool, out: Path) -> None:
+    """A declaration's run (its analysis.py's `run_script`): main with its flags, the generated
+    datasets it names made first where missing (hours each the first time); the toy copies
+    TOY_FIXTURE's CSVs into --out as <name>.csv and <name>_curves.csv and redraws the figure
+    from them (--replot): no run."""
+    from paper_figures.lab import runner
+
+    argv = runner.script_argv(exp, toy, out)
     args = parser().parse_args(argv)
-    if fixture is not None:
+    if toy:
         args.out.mkdir(parents=True, exist_ok=True)
         for part in ("", "_curves"):
-            shutil.copyfile(fixture / f"toy{part}.csv", args.out / f"{args.name}{part}.csv")
+            shutil.copyfile(TOY_FIXTURE / f"toy{part}.csv", args.out / f"{args.name}{part}.csv")
         return main([*argv, "--replot"])
     from envs.offline.store import data_root, generate_hint, hdf5_path
 

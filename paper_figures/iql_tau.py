@@ -160,10 +160,10 @@ def summary(runs: list[dict]) -> list[tuple]:
     return rows
 
 
-def plot(args, runs: list[dict], table: list[tuple]) -> None:
+def plot(args, runs: list[dict], bars: list[tuple]) -> None:
     import matplotlib.pyplot as plt
 
-    offline = [t for t in table if "online" not in t[1]]
+    offline = [t for t in bars if "online" not in t[1]]
     names = list(dict.fromkeys(t[0] for t in offline))
     labels = list(dict.fromkeys(t[1] for t in offline))
     online = [r for r in runs if r["row"]["online_steps"]]
@@ -205,15 +205,12 @@ def plot(args, runs: list[dict], table: list[tuple]) -> None:
             ax_on.axvline(steps, color="k", ls=":", lw=1, label="online phase starts")
             ax_on.set_title(f"offline-to-online, {online[0]['row']['dataset']}", fontsize=8)
             ax_on.legend(fontsize=7)
-            ax_on.set_xlabel("gradient steps")
-            ax_on.set_ylabel("D4RL-normalised score (eval)")
+            ax_on.set(xlabel="gradient steps", ylabel="D4RL-normalised score (eval)")
         for ax, name in zip(curve_axes, names):  # each configuration's evaluations along its runs
-            groups: dict[str, list] = {}
             mine = [r for r in runs if r["row"]["dataset"] == name]
-            for label in labels:  # the bars' order, so each label keeps its bar's colour
-                hit = [r["curve"] for r in mine if r["label"] == label]
-                if hit:
-                    groups[label] = hit
+            # the bars' order, so each label keeps its bar's colour
+            groups = {label: hit for label in labels
+                      if (hit := [r["curve"] for r in mine if r["label"] == label])}  # fmt: skip
             cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
             ax.set_prop_cycle(color=[cycle[labels.index(label) % len(cycle)] for label in groups])
             plots.plot_curves(ax, groups, band_in_legend=False)
@@ -227,18 +224,18 @@ def plot(args, runs: list[dict], table: list[tuple]) -> None:
             title = f"evaluations along the runs ({words})\n{middle}"
             curve_axes[len(names) // 2].set_title(title, fontsize=8)
         envs = dict.fromkeys(r["row"].get("env") or r["row"]["dataset"].split("-")[0] for r in runs)
-        bars = plots.points_words([t[5] for t in table])
-        fig.suptitle(f"IQL expectile tau vs BC on {', '.join(envs)} datasets, bars: {bars}",
+        shown = plots.points_words([t[5] for t in bars])
+        fig.suptitle(f"IQL expectile tau vs BC on {', '.join(envs)} datasets, bars: {shown}",
                      fontsize=9)  # fmt: skip
         scripts.save_figure(fig, args.out / f"{args.name}.png", 80)
 
 
-def lab_table(path: Path) -> list[dict]:
-    """A declared experiment's results rows of <name>.csv: env the dataset's env and kind
-    (hopper-medium-replay, whatever the generator's suffixes), arm bc or iql-tau<tau> (with
-    -online for an offline-to-online run)."""
+def table(exp, source: Path) -> list[dict]:
+    """A declared experiment's results rows (its analysis.py's `table`) of <name>.csv: env the
+    dataset's env and kind (hopper-medium-replay, whatever the generator's suffixes), arm bc or
+    iql-tau<tau> (with -online for an offline-to-online run)."""
     out = []
-    for r in read_rows(path):
+    for r in read_rows(Path(source) / f"{parser().parse_args(list(exp.flags)).name}.csv"):
         arm = "bc" if r["method"] == "bc" else f"iql-tau{r['tau']}"
         out.append({"env": r["dataset"].split("-v")[0], "seed": r["seed"],
                     "arm": arm + ("-online" if int(r["online_steps"]) else ""),
@@ -247,9 +244,12 @@ def lab_table(path: Path) -> list[dict]:
     return out
 
 
-def run_lab(argv: list[str], out: Path) -> None:
-    """A declared experiment's script run: main(argv) with its sweeps and datasets under out."""
-    main([*argv, "--sweep-dir", str(Path(out) / "sweeps")])
+def run_script(exp, toy: bool, out: Path) -> None:
+    """A declared experiment's run (its analysis.py's `run_script`): main with its flags, its
+    sweeps and the toy's datasets under out/sweeps."""
+    from paper_figures.lab import runner
+
+    main([*runner.script_argv(exp, toy, out), "--sweep-dir", str(Path(out) / "sweeps")])
 
 
 def print_table(table: list[tuple]) -> None:
@@ -259,7 +259,7 @@ def print_table(table: list[tuple]) -> None:
         print(f"  {name} {label}: {mean:.1f} [{kind} {lo:.1f}, {hi:.1f}] (n={n})")
 
 
-def main(argv: list[str] | None = None) -> None:
+def parser() -> ArgumentParser:
     p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--envs", default="Hopper-v5", help="Gymnasium ids, comma-separated")
     p.add_argument("--kinds", default="medium,medium-replay", help="dataset kinds, comma-separated")
@@ -283,12 +283,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--gen-args", default="", help="more generator flags (the id stays)")
     p.add_argument("--curves", action="store_true", help="a panel per dataset: its eval curves")
     add_sweep_flags(p, "iql_tau", algo="iql")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
     # --replot: the committed CSVs alone, no dataset, run or sweep is read
     runs = read_csvs(args.out, args.name) if args.replot else run(args, argv)
-    table = summary(runs)
-    plot(args, runs, table)
-    print_table(table)
+    bars = summary(runs)
+    plot(args, runs, bars)
+    print_table(bars)
     what = " from its CSVs" if args.replot else f", {args.name}.csv and {args.name}_curves.csv"
     wrote(f"{args.out / args.name}.png{what}", "iql_tau", argv)
 
