@@ -15,12 +15,13 @@ OUT = ROOT / "paper_figures" / "out"
 
 def add_sweep_flags(p, name: str, workers: int = 1, algo: str = "", replot: bool = True,
                     sweep_dir: bool = True) -> None:  # fmt: skip
-    """--sweep-dir (runs/sweeps/<name>; with sweep_dir=False none, the script's own default),
-    --out, --name and --replot (with replot), --train, --workers, --toy, and with `algo` the
-    positional flags passed on to algos/<algo>.py."""
+    """--sweep-dir (runs/sweeps/<name>; with sweep_dir=False none: the script's default follows
+    --name), --out, --name and --replot (with replot), --train, --workers, --toy, and with `algo`
+    the positional flags passed on to algos/<algo>.py."""
     default = ROOT / "runs" / "sweeps" / name if sweep_dir else None
+    where = f"runs/sweeps/{name}" if sweep_dir else "runs/sweeps/<--name>"
     p.add_argument("--sweep-dir", type=Path, default=default,
-                   help="the runs' sweep directory (default: runs/sweeps/<name>)")  # fmt: skip
+                   help=f"the runs' sweep directory (default: {where})")  # fmt: skip
     p.add_argument("--out", type=Path, default=OUT)
     if replot:
         p.add_argument("--name", default=name, help="stem of the PNG and CSVs in --out")
