@@ -1,33 +1,24 @@
 """Contrastive Policy Gradient (Flet-Berliac et al. 2024, "Contrastive Policy Gradient: Aligning
 LLMs on Sequence-Level Scores in a Supervised-Friendly Fashion", arXiv 2406.19185) on an offline
 bandit: learning the KL-regularised optimum pi* = pi_ref exp(r / beta) / Z from a fixed dataset of
-pulls of a behaviour policy mu, without importance weights.
-
-The paper illustrates CoPG on a toy bandit whose arms, rewards and budget are not in the material
-available here, so this is our bandit in its spirit (the abstract's claim: CoPG finds the optimal
-policy from off-policy data, no importance sampling, and the right state baseline is what makes
-it work). Per seed: K = 10 arms, pi_ref = softmax(N(0, 1) logits), mean rewards U(0, 1) with
-Bernoulli outcomes, beta = 0.25, behaviour mu = half a Dirichlet(1) draw and half uniform (every
-arm at least 5%), a dataset of --pulls pulls of mu. A softmax table starts at pi_ref and takes
---steps Adam steps (lr --lr, linear decay to 0) on minibatches of --batch pulls drawn from the
-dataset, with one of:
-  copg  controlrl.losses.copg_loss on the minibatch as pairs (groups of 2);
-  pg    the on-policy PG of the regularised objective applied to the off-policy pulls as they
-        are: -mean(R log pi) with R = r - beta log(pi / pi_ref) held fixed (no baseline, no
-        importance weight), biased unless mu = pi;
-  is    the same with the importance weight pi / mu (held fixed): unbiased, no baseline.
-Seeds are a batch dimension (each seed's logits and Adam state are its own row).
-
-Metric: the suboptimality J(pi*) - J(pi_T) = beta KL(pi_T || pi*) of the final policy, with J the
-regularised objective under the true mean rewards; beside it the data's own floor, the same gap
-of pi_hat* (pi* of the dataset's empirical arm means: what fitting the data exactly gives), and
-KL(pi_T || pi_hat*) (how close the method came to the data's optimum). theory tests check the
-exact statements: tests/theory/test_theory_kl_optima.py (the expected CoPG gradient vanishes at
-pi* under any mu; the PG without weights needs the baseline V*) and tests/controlrl/
-test_losses.py (CoPG's gradient is RLOO's on R for any samples; on a preference pair it is IPO).
+pulls of a behaviour policy mu, without importance weights. The paper's toy bandit is not in the
+material available here: this one in its spirit is the declared experiment copg-offline-bandit.
 
     python -m paper_figures run copg-offline-bandit     # the declared experiment: 200 seeds
     python paper_figures/copg_bandit.py --toy --out DIR
+
+Per seed: K = 10 arms, pi_ref = softmax(N(0, 1) logits), Bernoulli rewards with means U(0, 1),
+beta = 0.25, mu = half a Dirichlet(1) draw and half uniform, a dataset of --pulls pulls of mu. A
+softmax table starts at pi_ref and takes --steps Adam steps (lr --lr, linear decay to 0) on
+minibatches of --batch pulls, with one of:
+  copg  controlrl.losses.copg_loss on the minibatch as pairs (groups of 2);
+  pg    -mean(R log pi), R = r - beta log(pi / pi_ref) held fixed: the on-policy PG applied to
+        the off-policy pulls as they are (no baseline, no importance weight), biased unless mu = pi;
+  is    the same with the importance weight pi / mu (held fixed): unbiased, no baseline.
+Seeds are a batch dimension. Metric: the suboptimality J(pi*) - J(pi_T) = beta KL(pi_T || pi*) of
+the final policy (J the regularised objective under the true means); beside it the data's floor,
+the same gap of pi_hat* (pi* of the dataset's empirical means), and KL(pi_T || pi_hat*). The exact
+statements are tests: tests/theory/test_theory_kl_optima.py, tests/controlrl/test_losses.py.
 
 Writes copg_bandit.csv (one row per seed and method: gap, floor, KL to pi_hat*).
 """
@@ -169,9 +160,8 @@ def run(args: Args) -> None:
         pi = train(method, p, args)
         gap = best - objective(pi, p["ref"], p["means"])
         to_data = kl(pi, pi_hat)
-        rows += [{"seed": s, "method": method, "pulls": args.pulls, "steps": args.steps,
-                  "gap": gap[s], "floor": floor[s], "kl_to_data_optimum": to_data[s]}
-                 for s in range(args.seeds)]  # fmt: skip
+        rows += [dict(zip(FIELDS, (s, method, args.pulls, args.steps, gap[s], floor[s],
+                                   to_data[s]))) for s in range(args.seeds)]  # fmt: skip
         print(f"{method}: gap {gap.mean():.4g} (sample SD {gap.std(ddof=1):.3g}), data's "
               f"floor {floor.mean():.4g}, KL(pi_T || pi_hat*) {to_data.mean():.3g}")  # fmt: skip
     out = Path(args.out)

@@ -1,39 +1,29 @@
 r"""DPPO vs Gaussian PPO fine-tuning from behaviour clones of the same data (Ren et al., "Diffusion
-Policy Policy Optimization", arXiv 2409.00588, Gym fine-tuning figure): evaluation return
-against environment steps, per dataset: the seeds (thin) and their mean with its 95% bootstrap CI
-from >= 5 seeds, the min-max range below (the legend says which).
+Policy Policy Optimization", arXiv 2409.00588, Gym fine-tuning figure): evaluation return against
+env steps per dataset, the seeds (thin) and their mean with its band (95% bootstrap CI from >= 5
+seeds, the min-max range below). The declared experiments dppo-finetune-100k and -60k run it and
+judge its <name>.csv (`python -m paper_figures run dppo-finetune-100k`).
 
     python paper_figures/dppo_finetune.py --train      # runs what is missing, then plots
     python paper_figures/dppo_finetune.py              # plots the runs under --sweep-dir
     python paper_figures/dppo_finetune.py --replot     # the PNG from <out>/<name>*.csv alone
 
-The declared experiments paper_figures/dppo-finetune-100k and dppo-finetune-60k run it (their
-[run] flags; `python -m paper_figures run dppo-finetune-100k`) and judge its <name>.csv. The
-defaults: hopper-medium-v5-s0 (generate it with `python -m envs.offline generate --env Hopper-v5
---kind medium`), 7 seeds x 100,000 fine-tuning steps per policy, evaluations every 10,000 steps
-over 10 episodes.
+Per dataset (--datasets: generated ids in envs.offline's cache, e.g. hopper-medium-v5-s0, or
+D4RL-layout HDF5 paths) and policy (diffusion, gaussian), one algos/dppo.py run behaviour-clones
+the data (--pretrain-steps) into pretrained.pt, and every fine-tuning seed starts from that clone
+(--pretrained). The clone's deterministic return (normaliser frozen) is each curve's step 0,
+cached in clone_eval.json. Both policies share dppo.py's PPO settings, critic, env count and
+rollout length; only the actor differs (a DDPM of --hidden widths, K = 20 steps with the last 10
+fine-tuned, or a Gaussian MLP of the same widths).
 
-For each dataset (--datasets: generated ids in envs.offline's cache, or D4RL-layout HDF5 paths)
-and each policy (diffusion, gaussian) one algos/dppo.py run behaviour-clones the data
-(--pretrain-steps, then a single fine-tuning batch) and writes pretrained.pt; then --seeds
-fine-tuning runs start from that one clone (--pretrained), so every seed of a policy starts
-from the same weights. The clone's own deterministic return (--eval-episodes episodes, the
-normaliser frozen) is each curve's point at step 0, cached in clone_eval.json beside it. Both
-policies use the same PPO settings (dppo.py's defaults unless overridden: clip 0.01 at the
-final denoising step, 5 epochs, actor lr 1e-4, critic lr 1e-3, gamma 0.99, lambda 0.95), the
-same critic, env count and rollout length; only the actor differs (a DDPM of --hidden widths,
-K = 20 steps with the last K' = 10 fine-tuned, or a Gaussian MLP of the same widths).
-
-Writes <out>/<name>.png, <name>.csv (per run: final evaluation return, steps) and
-<name>_curves.csv (per run: the evaluation return by step, step 0 the clone's, and the mean
-return of the training episodes (stochastic policy) that ended in each rollout). Top row:
-evaluation; bottom row: training episodes.
+Writes <out>/<name>.png (top: evaluation; bottom: training episodes), <name>.csv (per run: final
+evaluation return, clone return, steps, seconds) and <name>_curves.csv (per run: the evaluation
+return by step, step 0 the clone's, and the mean return of the training episodes by step).
 """
 
 from __future__ import annotations
 
 import collections
-import csv
 import json
 import shutil
 import subprocess
@@ -44,25 +34,20 @@ import numpy as np
 
 from controlrl import experiment, plots
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig
-from paper_figures.lab import scripts
+from controlrl.experiment import SweepConfig, read_rows
+from paper_figures.lab import run_csvs, scripts
+from paper_figures.lab.script_flags import ROOT, add_sweep_flags, wrote
 
-ROOT = Path(__file__).resolve().parents[1]
 POLICIES = ("diffusion", "gaussian")
 CSV_FIELDS = ("dataset", "env", "policy", "seed", "steps", "final_return", "clone_return")
 CSV_FIELDS += ("train_s",)  # the fine-tuning run's seconds collecting and updating
+KEY, CURVES = ("dataset", "policy", "seed"), {"curve": "eval_return", "train": "train_return"}
+# the declared experiments' toy: the CSVs of `--toy --train` on a 200-step random Hopper-v5
+# dataset, one seed per policy (its four runs and two clone evaluations take tens of seconds)
+TOY_FIXTURE = ROOT / "paper_figures" / "dppo-finetune-100k" / "toy"
 # --toy: a tiny dataset file, tiny nets, a few hundred steps; end to end in well under a minute
-TOY = {
-    "seeds": 1,
-    "steps": 64,
-    "pretrain_steps": 20,
-    "num_envs": 2,
-    "num_steps": 16,
-    "hidden": 16,
-    "eval_every": 32,
-    "eval_episodes": 1,
-    "workers": 1,
-}
+TOY = {"seeds": 1, "steps": 64, "pretrain_steps": 20, "num_envs": 2, "num_steps": 16,
+       "hidden": 16, "eval_every": 32, "eval_episodes": 1, "workers": 1}  # fmt: skip
 
 
 def dataset_label(dataset: str) -> str:
@@ -173,68 +158,20 @@ def collect(args, jobs: list[tuple[str, str, str]]) -> list[dict]:
     runs = []
     for _, label, env in jobs:
         for policy in POLICIES:
-            base = finetune_dir(args, label, policy) / "runs" / "dppo" / env
-            done = sorted(base.glob("seed*/final_eval.json"), key=lambda p: p.parent.name)
-            if not done:
-                continue
-            start = clone_return(args, label, env, policy)
-            for path in done:
-                final = json.loads(path.read_text())
-                steps, values = plots.read_metrics(path.parent, "eval/return")
+            done = run_csvs.finished(finetune_dir(args, label, policy) / "runs" / "dppo" / env)
+            start = clone_return(args, label, env, policy) if done else None
+            for seed, run_dir, final in done:
+                steps, values = plots.read_metrics(run_dir, "eval/return")
                 # the curve ends at the final evaluation (final_eval.json), in place of a
-                # periodic one logged at the same step
+                # periodic one logged at the same step; the clone's return is its step 0
                 keep = steps < final["step"]
-                steps = np.append(steps[keep], final["step"])
-                values = np.append(values[keep], final["eval_return_mean"])
-                steps, values = np.append(0, steps), np.append(start, values)
-                row = dict(dataset=label, env=env, policy=policy, steps=int(final["step"]))
-                row.update(seed=int(path.parent.name.removeprefix("seed")))
-                row.update(final_return=final["eval_return_mean"], clone_return=start)
-                row["train_s"] = plots.train_seconds(path.parent)
-                train = plots.read_metrics(path.parent, "train/episode_return")
+                steps = np.concatenate([[0], steps[keep], [final["step"]]])
+                values = np.concatenate([[start], values[keep], [final["eval_return_mean"]]])
+                row = dict(dataset=label, env=env, policy=policy, seed=seed,
+                           steps=int(final["step"]), final_return=final["eval_return_mean"],
+                           clone_return=start, train_s=plots.train_seconds(run_dir))  # fmt: skip
+                train = plots.read_metrics(run_dir, "train/episode_return")
                 runs.append({"row": row, "curve": (steps, values), "train": train})
-    return runs
-
-
-def write_csvs(out: Path, name: str, runs: list[dict]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    with (out / f"{name}.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        writer.writerows(r["row"] for r in runs)
-    with (out / f"{name}_curves.csv").open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["dataset", "policy", "seed", "metric", "step", "value"])
-        for r in runs:
-            key = [r["row"][k] for k in ("dataset", "policy", "seed")]
-            for metric, curve in (("eval_return", r["curve"]), ("train_return", r["train"])):
-                for step, value in zip(*curve):
-                    writer.writerow([*key, metric, int(step), f"{value:.6g}"])
-
-
-def read_csvs(out: Path, name: str) -> list[dict]:
-    """The runs as write_csvs left them in `out`: rows, eval and training curves."""
-    paths = [out / f"{name}.csv", out / f"{name}_curves.csv"]
-    for path in paths:
-        if not path.exists():
-            raise SystemExit(f"error: --replot needs {path} (written by a run of this script)")
-    points: dict[tuple, list] = {}
-    with paths[1].open() as f:
-        for r in csv.DictReader(f):
-            key = (r["dataset"], r["policy"], int(r["seed"]), r["metric"])
-            points.setdefault(key, []).append((float(r["step"]), float(r["value"])))
-    runs = []
-    with paths[0].open() as f:
-        for row in csv.DictReader(f):
-            row["seed"], row["steps"] = int(row["seed"]), int(row["steps"])
-            row["final_return"] = float(row["final_return"])
-            row["clone_return"] = float(row["clone_return"])
-            row["train_s"] = float(row.get("train_s") or "nan")  # CSVs from before the column
-            run = {"row": row}
-            for key, metric in (("curve", "eval_return"), ("train", "train_return")):
-                pts = points.get((row["dataset"], row["policy"], row["seed"], metric), [])
-                run[key] = tuple(np.array([p[i] for p in pts]) for i in (0, 1))
-            runs.append(run)
     return runs
 
 
@@ -243,24 +180,16 @@ def plot(args, runs: list[dict]) -> None:
 
     labels = list(dict.fromkeys(r["row"]["dataset"] for r in runs))
     names = {"diffusion": "DPPO", "gaussian": "Gaussian PPO"}
+    panels = (("curve", "evaluation return (deterministic)"), ("train", "training episodes"))
     with plt.rc_context(plots.STYLE):
-        fig, axes = plt.subplots(
-            # at least two panels wide: the title fits above a single dataset too
-            2,
-            len(labels),
-            figsize=(4.2 * max(2, len(labels)), 6),
-            squeeze=False,
-            sharex="col",
-        )
+        # at least two panels wide: the title fits above a single dataset too
+        fig, axes = plt.subplots(2, len(labels), figsize=(4.2 * max(2, len(labels)), 6),
+                                 squeeze=False, sharex="col")  # fmt: skip
         for col, label in enumerate(labels):
             mine = [r for r in runs if r["row"]["dataset"] == label]
-            for row, (key, ylabel) in enumerate(
-                (("curve", "evaluation return (deterministic)"), ("train", "training episodes"))
-            ):
-                ax = axes[row, col]
-                groups = {
-                    names[p]: [r[key] for r in mine if r["row"]["policy"] == p] for p in POLICIES
-                }
+            for ax, (key, ylabel) in zip(axes[:, col], panels):
+                groups = {names[p]: [r[key] for r in mine if r["row"]["policy"] == p]
+                          for p in POLICIES}  # fmt: skip
                 plots.plot_curves(ax, groups)
                 for r in mine:  # the seeds themselves, thin
                     color = "C0" if r["row"]["policy"] == "diffusion" else "C1"
@@ -270,21 +199,15 @@ def plot(args, runs: list[dict]) -> None:
             axes[0, col].set_title(label, fontsize=8)
             axes[0, col].set_xlabel("")
         counts = collections.Counter((r["row"]["dataset"], r["row"]["policy"]) for r in runs)
-        fig.suptitle(
-            "fine-tuning from behaviour clones of the same data (step 0: the clone)\nthin: seeds; "
-            f"{plots.band_words(counts.values())}",
-            fontsize=9,
-        )
+        fig.suptitle("fine-tuning from behaviour clones of the same data (step 0: the clone)\n"
+                     f"thin: seeds; {plots.band_words(counts.values())}", fontsize=9)  # fmt: skip
         scripts.save_figure(fig, args.out / f"{args.name}.png", 60)
 
 
 def parser() -> ArgumentParser:
     p = ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument(
-        "--datasets",
-        default="hopper-medium-v5-s0",
-        help="generated dataset ids or HDF5 paths, comma-separated",
-    )
+    p.add_argument("--datasets", default="hopper-medium-v5-s0",
+                   help="generated dataset ids or HDF5 paths, comma-separated")  # fmt: skip
     p.add_argument("--seeds", type=int, default=7)
     p.add_argument("--steps", type=int, default=100_000, help="fine-tuning env steps per run")
     p.add_argument("--pretrain-steps", type=int, default=10_000, help="BC gradient steps")
@@ -293,38 +216,30 @@ def parser() -> ArgumentParser:
     p.add_argument("--hidden", type=int, default=128, help="actor width (3 layers)")
     p.add_argument("--eval-every", type=int, default=10_000)
     p.add_argument("--eval-episodes", type=int, default=10)
-    p.add_argument(
-        "--sweep-dir", type=Path, default=None, help="run dirs (default: runs/sweeps/<name>)"
-    )
-    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
-    p.add_argument("--name", default="dppo_finetune", help="stem of the PNG and CSVs in --out")
-    p.add_argument("--train", action="store_true", help="run what is missing first")
-    p.add_argument("--workers", type=int, default=2, help="runs at once when training")
-    p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
-    p.add_argument(
-        "--replot", action="store_true", help="only the PNG, from <out>/<name>.csv and _curves.csv"
-    )
-    p.add_argument("extra", nargs="*", help="flags passed to algos/dppo.py (after --)")
+    add_sweep_flags(p, "dppo_finetune", workers=2, algo="dppo", sweep_dir=False)
     return p
 
 
-def lab_table(flags, source: Path) -> list[dict]:
+def table(exp, source: Path) -> list[dict]:
     """A declaration's results rows (its analysis.py's `table`): the runs of <source>/<name>.csv,
     <name> the one its [run] flags give, each run's arm its policy."""
-    with (Path(source) / f"{parser().parse_args(list(flags)).name}.csv").open() as f:
-        return [dict(r, arm=r["policy"]) for r in csv.DictReader(f)]
+    rows = read_rows(Path(source) / f"{parser().parse_args(list(exp.flags)).name}.csv")
+    return [dict(r, arm=r["policy"]) for r in rows]
 
 
-def lab_run(argv: list[str], fixture: Path | None = None) -> None:
-    """A declaration's run: main(argv), the generated datasets it names made first where missing
-    (hours each the first time); with a fixture folder (a toy), its toy.csv and toy_curves.csv
-    copied into --out as <name>.csv and <name>_curves.csv and the figure redrawn from them
-    (--replot): no run."""
+def run_script(exp, toy: bool, out: Path) -> None:
+    """A declaration's run (its analysis.py's `run_script`): main with its flags, the generated
+    datasets it names made first where missing (hours each the first time); the toy copies
+    TOY_FIXTURE's CSVs into --out as <name>.csv and <name>_curves.csv and redraws the figure
+    from them (--replot): no run."""
+    from paper_figures.lab import runner
+
+    argv = runner.script_argv(exp, toy, out)
     args = parser().parse_args(argv)
-    if fixture is not None:
+    if toy:
         args.out.mkdir(parents=True, exist_ok=True)
         for part in ("", "_curves"):
-            shutil.copyfile(fixture / f"toy{part}.csv", args.out / f"{args.name}{part}.csv")
+            shutil.copyfile(TOY_FIXTURE / f"toy{part}.csv", args.out / f"{args.name}{part}.csv")
         return main([*argv, "--replot"])
     from envs.offline.store import data_root, generate_hint, hdf5_path
 
@@ -341,10 +256,9 @@ def main(argv: list[str] | None = None) -> None:
     # the runs start in the repository root: a relative --sweep-dir is taken from where we are
     args.sweep_dir = (args.sweep_dir or ROOT / "runs" / "sweeps" / args.name).resolve()
     if args.replot:  # the committed CSVs alone: no dataset, run or sweep is read
-        runs = read_csvs(args.out, args.name)
-        plot(args, runs)
-        print(f"wrote {args.out / args.name}.png from its CSVs")
-        return
+        plot(args, run_csvs.read(args.out, args.name, KEY, CURVES, "value", ("seed", "steps"),
+                                 CSV_FIELDS[-3:]))  # fmt: skip
+        return wrote(f"{args.out / args.name}.png from its CSVs", "dppo_finetune", argv)
     if args.toy:
         experiment.apply_toy(args, argv, TOY)
     jobs = []
@@ -358,13 +272,10 @@ def main(argv: list[str] | None = None) -> None:
     runs = collect(args, jobs)
     if not runs:
         raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
-    write_csvs(args.out, args.name, runs)
+    run_csvs.write(args.out, args.name, runs, CSV_FIELDS, KEY, CURVES, "value")
     plot(args, runs)
-    print(
-        f"wrote {args.out / args.name}.png, {args.name}.csv and {args.name}_curves.csv; command: "
-        "python paper_figures/dppo_finetune.py "
-        f"{' '.join(argv if argv is not None else sys.argv[1:])}"
-    )
+    wrote(f"{args.out / args.name}.png, {args.name}.csv and {args.name}_curves.csv",
+          "dppo_finetune", argv)  # fmt: skip
 
 
 if __name__ == "__main__":

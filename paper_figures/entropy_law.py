@@ -3,76 +3,55 @@ curves of Gaussian PPO (algos/ppo.py, CleanRL's defaults) and GRPO (algos/grpo.p
 episodes from one start state) on one MuJoCo task, and the fit R = -a exp(H) + b of Cui et al.
 2025, "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models" (arXiv
 2505.22617; their fit is of validation accuracy against token entropy along LLM RL runs; the
-ceiling at H = 0 is b - a).
+ceiling at H = 0 is b - a). The declared experiment entropy-law-hopper judges its outputs; the
+Makefile's figures target makes the committed runs (7 seeds x 300,000 steps).
 
     python paper_figures/entropy_law.py --train    # runs what is missing (3 seeds), then fits
     python paper_figures/entropy_law.py            # refits and replots the runs under --sweep-dir
     python paper_figures/entropy_law.py --toy --train --sweep-dir runs/toy/s --out runs/toy/f
 
-Data: every iteration of every run's metrics.csv gives one point (H, R): H = train/entropy (the
-Gaussian's entropy per step, sum(log_std) + d/2 log(2 pi e); PPO logs its mean over the
-update's minibatches, GRPO over the rollout's steps) and R = train/episode_return (the mean
-return of the training episodes that ended in that iteration; iterations where none ended are
-dropped). The fit is scipy.optimize.curve_fit of R = -a exp(H) + b over the pooled points of
-all seeds of a method (and per run); fit quality is R^2, printed beside the R^2 of a straight
-line R = c H + d on the same points (over a narrow entropy range exp(H) is nearly linear in H,
-so the two can only be told apart where H spans more than a fraction of a nat). Prediction
-test (the paper's claim that the law predicts the ceiling): the fit on the first half of each
-run's iterations, evaluated at the entropy of the last quarter, against the return measured
-there.
+Points: every iteration of a run's metrics.csv where an episode ended gives (H, R), H =
+train/entropy (the Gaussian's entropy per step) and R = train/episode_return. The fit is
+scipy.optimize.curve_fit over the pooled points of a method's seeds (and per run); its R^2 is
+printed beside that of a straight line R = c H + d (over a narrow entropy range exp(H) is nearly
+linear). Prediction test: the fit on the first half of each run's iterations, at the entropy of
+the last quarter, against the return measured there.
 
-The covariance law beside it (the same paper's mechanism: an update changes the entropy by
--eta Cov(log pi(a|s), A(s, a)) to first order): every on-policy update logs entropy_change (the
-batch-mean entropy after minus before) and logp_adv_cov (Cov(log pi_old, A) over its batch;
-controlrl.diagnostics.shift_stats, where a plain gradient step on a state-independent log std is
-shown to move the entropy by exactly -2 eta Cov). Per run: the correlation of the entropy change
-with -Cov over its updates, and the share of updates moving in -Cov's direction beside that
-share by chance (covariance_law). GRPO's group path logs no per-sample advantage batch, so the
-law is read from the PPO runs.
-
-The committed figure: Hopper-v5, 7 seeds x 300,000 steps of PPO (1 env, 2,048 steps x 10
-epochs per iteration, CleanRL's defaults, final evaluation over 10 episodes) and of GRPO (64
-envs, groups of 8):
-
-    python paper_figures/entropy_law.py --train --methods grpo --seeds 7
-    python paper_figures/entropy_law.py --train --methods ppo --seeds 7 -- --eval-episodes 10
-    python paper_figures/entropy_law.py --seeds 7
+The covariance law (the same paper's mechanism: an update changes the entropy by -eta Cov(log
+pi(a|s), A(s, a)) to first order): every PPO update logs entropy_change and logp_adv_cov
+(controlrl.diagnostics.shift_stats); per run, the correlation of the change with -Cov and the
+share of updates moving in -Cov's direction beside that share by chance (covariance_law). GRPO's
+group path logs no per-sample advantage batch.
 
 Writes <out>/entropy_law.png, entropy_law.csv (per run and iteration: method, seed, step,
-entropy, return), entropy_law_fits.csv (per method pooled, and per run: a, b, R^2, the
-straight line's R^2, points, entropy range, ceiling b - a, and the early fit's predicted and
-measured late return, and train_s: the run's seconds collecting and updating, summed over the
-runs in the pooled row) and entropy_law_covariance.csv (per run and update of the runs that log
-it: step, entropy_change, logp_adv_cov, train_s the iteration's collection and update seconds).
+entropy, return), entropy_law_fits.csv (per method pooled, seed "all", and per run: a, b, R^2,
+the line's R^2, points, entropy range, ceiling b - a, the early fit's predicted and the measured
+late return, train_s the seconds collecting and updating) and entropy_law_covariance.csv (per
+update of the runs that log it: step, entropy_change, logp_adv_cov, train_s of its iteration).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import shlex
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import write_rows
-from paper_figures.lab import scripts
+from controlrl.experiment import read_rows, write_rows
+from paper_figures.lab import run_csvs, scripts
+from paper_figures.lab.script_flags import add_sweep_flags, check_episodic_env, some_of, wrote
 
-ROOT = Path(__file__).resolve().parents[1]
-METHODS = {
-    "ppo": ("PPO", "ppo", []),
-    "grpo": ("GRPO", "grpo", []),
-}
+METHODS = {"ppo": ("PPO", "ppo", []), "grpo": ("GRPO", "grpo", [])}
 FIT_FIELDS = ("method", "seed", "points", "a", "b", "r2", "r2_linear", "entropy_min")
 FIT_FIELDS += ("entropy_max", "ceiling", "early_points", "late_entropy", "late_return")
 FIT_FIELDS += ("late_predicted", "train_s")
 COV_FIELDS = ("method", "seed", "step", "entropy_change", "logp_adv_cov", "train_s")
 TOY = {"steps": 4096, "seeds": 1, "env_id": "Hopper-v5"}
 TOY_FLAGS = ["--hidden-sizes", "8", "--eval-episodes", "1"]
-TOY_METHOD_FLAGS = {"ppo": ["--num-steps", "512", "--num-minibatches", "4"], "grpo": []}
-TOY_METHOD_FLAGS["grpo"] = ["--num-envs", "16", "--max-episode-steps", "64"]
+TOY_METHOD_FLAGS = {"ppo": ["--num-steps", "512", "--num-minibatches", "4"],
+                    "grpo": ["--num-envs", "16", "--max-episode-steps", "64"]}  # fmt: skip
 
 
 def law(h: np.ndarray, a: float, b: float) -> np.ndarray:
@@ -111,9 +90,7 @@ def fit_row(method: str, seed, runs: list[dict]) -> dict:
     a, b, r2 = fit_law(h, r)
     early = [(run["entropy"][: len(run["entropy"]) // 2], run["return"][: len(run["return"]) // 2])
              for run in runs]  # fmt: skip
-    ea, eb, _ = fit_law(
-        np.concatenate([e[0] for e in early]), np.concatenate([e[1] for e in early])
-    )
+    ea, eb, _ = fit_law(*(np.concatenate(part) for part in zip(*early)))
     late_h = np.concatenate([run["entropy"][-max(1, len(run["entropy"]) // 4) :] for run in runs])
     late_r = np.concatenate([run["return"][-max(1, len(run["return"]) // 4) :] for run in runs])
     return {
@@ -174,12 +151,8 @@ def read_covariance(run_dir: Path) -> dict[str, np.ndarray] | None:
         return None
     rows = [r for r in rows if all(r[k] not in ("", "nan") for k in keys)]
     seconds = {}
-    if (run_dir / "timing.csv").exists():
-        with (run_dir / "timing.csv").open() as f:
-            for t in csv.DictReader(f):
-                seconds[int(float(t["step"]))] = float(t["time/rollout_s"]) + float(
-                    t["time/update_s"]
-                )
+    for t in read_rows(run_dir / "timing.csv") if (run_dir / "timing.csv").exists() else []:
+        seconds[int(float(t["step"]))] = float(t["time/rollout_s"]) + float(t["time/update_s"])
     steps = [int(float(r["step"])) for r in rows]
     return {
         "step": np.array(steps),
@@ -199,27 +172,28 @@ def covariance_law(run: dict) -> dict:
     dh, cov = run["entropy_change"], run["logp_adv_cov"]
     moved = (dh != 0) & (cov != 0)
     falls, positive = np.mean(dh[moved] < 0), np.mean(cov[moved] > 0)
-    return {
-        "method": run["method"],
-        "seed": run["seed"],
-        "updates": int(dh.size),
-        "corr": float(np.corrcoef(dh, -cov)[0, 1]),
-        "sign_share": float(np.mean(np.sign(dh[moved]) == -np.sign(cov[moved]))),
-        "sign_chance": float(falls * positive + (1 - falls) * (1 - positive)),
-    }
+    return {"method": run["method"], "seed": run["seed"], "updates": int(dh.size),
+            "corr": float(np.corrcoef(dh, -cov)[0, 1]),
+            "sign_share": float(np.mean(np.sign(dh[moved]) == -np.sign(cov[moved]))),
+            "sign_chance": float(falls * positive + (1 - falls) * (1 - positive))}  # fmt: skip
 
 
-def group_covariance(rows: list[dict], methods: list[str]) -> list[dict]:
-    """The runs of `methods` in rows of entropy_law_covariance.csv (method, seed and each
-    update's values, as text or numbers): method, seed and float arrays per run."""
+def group_runs(rows: list[dict], methods: list[str], keys) -> list[dict]:
+    """The runs of `methods` in the rows of one of this script's CSVs (method, seed, and the
+    columns `keys` per row, as text or numbers): method, seed and an array per key."""
     runs: dict[tuple, dict] = {}
     for r in rows:
         if r["method"] in methods:
-            key = (r["method"], int(r["seed"]))
-            run = runs.setdefault(key, {"method": key[0], "seed": key[1]})
-            for k in COV_FIELDS[2:]:
-                run.setdefault(k, []).append(int(float(r[k])) if k == "step" else float(r[k]))
-    return [{**r, **{k: np.array(r[k]) for k in COV_FIELDS[2:]}} for r in runs.values()]
+            run = runs.setdefault((r["method"], int(r["seed"])), {k: [] for k in keys})
+            for k in keys:
+                run[k].append(int(float(r[k])) if k == "step" else float(r[k]))
+    return [{"method": m, "seed": seed, **{k: np.array(v) for k, v in run.items()}}
+            for (m, seed), run in runs.items()]  # fmt: skip
+
+
+def group_covariance(rows: list[dict], methods: list[str]) -> list[dict]:
+    """The runs of `methods` in rows of entropy_law_covariance.csv."""
+    return group_runs(rows, methods, COV_FIELDS[2:])
 
 
 def covariance_laws(rows: list[dict], method: str) -> list[dict]:
@@ -231,19 +205,13 @@ def covariance_laws(rows: list[dict], method: str) -> list[dict]:
 
 def committed_covariance(path: Path, methods: list[str]) -> list[dict]:
     """The updates of `methods` as write_covariance stored them (none without the file)."""
-    from controlrl.experiment import read_rows
-
     return group_covariance(read_rows(path), methods) if path.exists() else []
 
 
 def write_covariance(path: Path, runs: list[dict]) -> None:
-    """Every update of the runs that logged the covariance law's columns."""
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(COV_FIELDS)
-        for r in runs:
-            for s, dh, c, t in zip(r["step"], r["entropy_change"], r["logp_adv_cov"], r["train_s"]):
-                writer.writerow([r["method"], r["seed"], s, f"{dh:.6g}", f"{c:.6g}", f"{t:.4g}"])
+    """Every update of the runs that logged the covariance law's columns (train_s to 4 digits)."""
+    write_rows(path, [dict(zip(COV_FIELDS, (r["method"], r["seed"], *u[:3], f"{u[3]:.4g}")))
+                      for r in runs for u in zip(*(r[k] for k in COV_FIELDS[2:]))])  # fmt: skip
 
 
 def collect(args, cfgs: list[dict]) -> list[dict]:
@@ -257,48 +225,30 @@ def collect(args, cfgs: list[dict]) -> list[dict]:
         if c["method"] == "ppo" and args.ppo_from is not None:
             root = args.ppo_from / "ppo"
         base = root / "runs" / c["algo"] / args.env_id.replace(":", "_")
-        for done in sorted(base.glob("seed*/final_eval.json"), key=lambda p: p.parent.name):
+        for seed, run_dir, _ in run_csvs.finished(base):
             if root != sweep_dir(args, c):  # the family's run: trained as this figure's?
                 argv = ["--total-timesteps", str(args.steps), *c["extra"]]
-                differ = differing_flags(done.parent, c["algo"], argv, ("eval_episodes",))
+                differ = differing_flags(run_dir, c["algo"], argv, ("eval_episodes",))
                 if differ:
-                    raise SystemExit(f"error: --ppo-from {done.parent}: its {differ} differ")
-            columns = read_run(done.parent)
+                    raise SystemExit(f"error: --ppo-from {run_dir}: its {differ} differ")
+            columns = read_run(run_dir)
             if len(columns["step"]) >= 4:  # a fit of two parameters needs a few points
-                seed = int(done.parent.name.removeprefix("seed"))
-                cov = read_covariance(done.parent)
-                secs = plots.train_seconds(done.parent)
-                runs.append(
-                    {"method": c["method"], "seed": seed, **columns, "cov": cov, "train_s": secs}
-                )
+                runs.append({"method": c["method"], "seed": seed, **columns,
+                             "cov": read_covariance(run_dir),
+                             "train_s": plots.train_seconds(run_dir)})  # fmt: skip
     return runs
 
 
 def committed_points(path: Path, methods: list[str]) -> list[dict]:
     """The runs of `methods` as write_points stored them (method, seed and its columns), each
     with its train_s from the entropy_law_fits.csv beside it (NaN where that has none)."""
-    from controlrl.experiment import read_rows
-
     fits_path = path.with_name("entropy_law_fits.csv")
-    secs = {}
-    for r in read_rows(fits_path) if fits_path.exists() else []:
-        if r["seed"] != "all" and r.get("train_s"):
-            secs[(r["method"], int(r["seed"]))] = float(r["train_s"])
-
-    rows = read_rows(path, ints=("seed", "step"), floats=("entropy", "return"),
-                     flag="--keep-committed")  # fmt: skip
-    runs: dict[tuple, dict] = {}
-    for r in rows:
-        if r["method"] in methods:
-            run = runs.setdefault(
-                (r["method"], r["seed"]),
-                {"method": r["method"], "seed": r["seed"], "step": [], "entropy": [], "return": [],
-                 "train_s": secs.get((r["method"], r["seed"]), np.nan)},
-            )  # fmt: skip
-            for k in ("step", "entropy", "return"):
-                run[k].append(r[k])
-    return [{**r, **{k: np.array(r[k]) for k in ("step", "entropy", "return")}}
-            for r in runs.values()]  # fmt: skip
+    secs = {(r["method"], int(r["seed"])): float(r["train_s"])
+            for r in (read_rows(fits_path) if fits_path.exists() else [])
+            if r["seed"] != "all" and r.get("train_s")}  # fmt: skip
+    rows = read_rows(path, flag="--keep-committed")
+    runs = group_runs(rows, methods, ("step", "entropy", "return"))
+    return [r | {"train_s": secs.get((r["method"], r["seed"]), np.nan)} for r in runs]
 
 
 def fits(runs: list[dict], methods: list[str]) -> list[dict]:
@@ -313,28 +263,20 @@ def fits(runs: list[dict], methods: list[str]) -> list[dict]:
 
 
 def write_points(path: Path, runs: list[dict]) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["method", "seed", "step", "entropy", "return"])
-        for r in runs:
-            for s, h, ret in zip(r["step"], r["entropy"], r["return"]):
-                writer.writerow([r["method"], r["seed"], s, f"{h:.6g}", f"{ret:.6g}"])
+    keys = ("step", "entropy", "return")
+    write_rows(path, [{"method": r["method"], "seed": r["seed"], **dict(zip(keys, point))}
+                      for r in runs for point in zip(*(r[k] for k in keys))])  # fmt: skip
 
 
 def plot(args, runs: list[dict], fit_rows: list[dict], cov_runs: list[dict]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     from controlrl import plots
+    from controlrl.plots import plt
 
     methods = [m for m in args.methods if any(r["method"] == m for r in runs)]
     with plt.rc_context(plots.STYLE):
         n_rows = 3 if cov_runs else 2
-        fig, axes = plt.subplots(
-            n_rows, len(methods), figsize=(4.2 * len(methods), 3.5 * n_rows), squeeze=False
-        )
+        fig, axes = plt.subplots(n_rows, len(methods), figsize=(4.2 * len(methods), 3.5 * n_rows),
+                                 squeeze=False)  # fmt: skip
         for j, method in enumerate(methods):
             mine = [r for r in runs if r["method"] == method]
             pooled = next(f for f in fit_rows if f["method"] == method and f["seed"] == "all")
@@ -384,42 +326,22 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--methods", default=",".join(METHODS), help=f"some of {', '.join(METHODS)}")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--steps", type=int, default=300_000, help="env steps per run")
-    p.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "entropy_law")
-    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
-    p.add_argument("--train", action="store_true", help="run what is missing first")
-    p.add_argument("--workers", type=int, default=1, help="runs at once when training")
-    p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
-    p.add_argument(
-        "--ppo-from",
-        type=Path,
-        default=None,
-        help="a sweep dir of PPO runs: its PPO runs on --env-id are the PPO runs "
-        "(each run's config checked against this figure's PPO flags; a difference refused)",
-    )
-    p.add_argument(
-        "--keep-committed",
-        action="store_true",
-        help="a method without finished runs: its points from the existing <out>/entropy_law.csv "
-        "(the fits are refitted from them)",
-    )
+    p.add_argument("--ppo-from", type=Path, default=None,
+                   help="a sweep dir of PPO runs: its PPO runs on --env-id are the PPO runs "
+                   "(each run's config checked against this figure's PPO flags; a difference "
+                   "refused)")  # fmt: skip
+    p.add_argument("--keep-committed", action="store_true",
+                   help="a method without finished runs: its points from the existing "
+                   "<out>/entropy_law.csv (the fits are refitted from them)")  # fmt: skip
+    add_sweep_flags(p, "entropy_law", replot=False)
     p.add_argument("extra", nargs="*", help="flags passed to every algorithm (after --)")
     args = p.parse_args(argv)
     if args.toy:  # toy sizes replace the defaults, not what was given on the command line
         from controlrl import experiment
 
         experiment.apply_toy(args, argv, TOY)
-    from envs import UnknownEnvError, check_env_id
-
-    try:
-        check_env_id(args.env_id)
-    except UnknownEnvError as exc:
-        p.error(f"--env-id: {exc}")
-    if args.env_id.startswith("bandit:"):
-        p.error(f"--env-id: {args.env_id} is a bandit; the law is fitted on MuJoCo training runs")
-    args.methods = args.methods.split(",")
-    bad = [m for m in args.methods if m not in METHODS]
-    if bad:
-        p.error(f"--methods: unknown {bad}, expected some of {list(METHODS)}")
+    check_episodic_env(p, args.env_id, "the law is fitted on MuJoCo training runs")
+    args.methods = some_of(p, "methods", args.methods, METHODS)
     scripts.at_least(p, args, ("seeds", "steps", "workers"))
     return args
 
@@ -468,11 +390,8 @@ def main(argv: list[str] | None = None) -> None:
             f"{c['corr']:.3f}, direction right in {c['sign_share']:.1%} of {c['updates']} updates "
             f"(by chance {c['sign_chance']:.1%})"
         )
-    shown = " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-    print(
-        f"wrote {args.out / 'entropy_law'}.png, .csv, _fits.csv and _covariance.csv; "
-        f"command: python paper_figures/entropy_law.py {shown}"
-    )
+    wrote(f"{args.out / 'entropy_law'}.png, .csv, _fits.csv and _covariance.csv", "entropy_law",
+          argv)  # fmt: skip
 
 
 if __name__ == "__main__":

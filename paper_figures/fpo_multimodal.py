@@ -16,16 +16,15 @@ within +-0.2 (two bump widths) of each mode is measured. The metric: the minorit
 min(share(-0.5), share(+0.5)); a policy "keeps both modes" when it is >= 0.2 (an even split is
 0.5), and "collapsed" when it is < 0.05 while the majority mode holds >= 0.5 of the samples.
 
-Writes <out>/fpo_multimodal.png and the CSVs behind it: fpo_multimodal.csv (per bandit run: the
-final checkpoint's shares, mean reward, keeps_both, collapsed), _shares.csv (per bandit
-checkpoint) and _hist.csv (the final actions' histogram per run, 40 bins on [-1, 1]).
+Writes <out>/<name>.png and the CSVs behind it: <name>.csv (per bandit run: the final
+checkpoint's shares, mean reward, keeps_both, collapsed), _shares.csv (per checkpoint) and
+_hist.csv (the final actions' histogram per run, 40 bins on [-1, 1]).
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -35,22 +34,18 @@ from controlrl import checkpoint, experiment, plots
 from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig
 from controlrl.nets import GaussianPolicy
-from paper_figures.lab import scripts
+from paper_figures.lab import run_csvs, scripts
+from paper_figures.lab.script_flags import add_sweep_flags, wrote
 
-ROOT = Path(__file__).resolve().parents[1]
 MODES = (-0.5, 0.5)
 MODE_HALF_WIDTH = 0.2  # two bump widths (envs/bandits.py BUMP_WIDTH 0.1)
 KEEP_BOTH, COLLAPSED = 0.2, 0.05
 BINS = np.linspace(-1.0, 1.0, 41)
 ALGOS = ("fpo", "ppo")
 BANDIT_FLAGS = ["--num-envs", "64", "--num-steps", "8", "--num-minibatches", "4", "--no-norm-obs"]
-TOY = {
-    "bandit_seeds": 1,
-    "bandit_steps": 1024,
-    "bandit_checkpoint_every": 1,
-    "samples": 500,
-    "workers": 2,
-}
+TOY = {"bandit_seeds": 1, "bandit_steps": 1024, "bandit_checkpoint_every": 1, "samples": 500,
+       "workers": 2}  # fmt: skip
+SHARES = ("share_left", "share_right", "minority_share", "mean_reward")
 
 
 def bandit_config(args) -> SweepConfig:
@@ -88,12 +83,8 @@ def mode_stats(actions: np.ndarray) -> dict[str, float]:
     left = float(np.mean(np.abs(actions - MODES[0]) < MODE_HALF_WIDTH))
     right = float(np.mean(np.abs(actions - MODES[1]) < MODE_HALF_WIDTH))
     d2 = np.min((actions[:, None] - np.array(MODES)) ** 2, axis=1)
-    minority = min(left, right)
-    return {
-        "share_left": left,
-        "share_right": right,
-        "minority_share": minority,
-        "mean_reward": float(np.mean(np.exp(-d2 / (2 * 0.1**2)))),
+    minority, reward = min(left, right), float(np.mean(np.exp(-d2 / (2 * 0.1**2))))
+    return dict(zip(SHARES, (left, right, minority, reward))) | {
         "keeps_both": minority >= KEEP_BOTH,
         "collapsed": minority < COLLAPSED and max(left, right) >= 0.5,
     }
@@ -108,53 +99,35 @@ def bandit_results(args) -> list[dict]:
     out = []
     for algo in ALGOS:
         base = args.sweep_dir / "bandit" / "runs" / algo / "bandit_bimodal"
-        for done in sorted(base.glob("seed*/final_eval.json")):
-            run_dir = done.parent
+        for seed, run_dir, _ in run_csvs.finished(base):
             ckpts = sorted((run_dir / "checkpoints").glob("step_*.pt"), key=checkpoint_step)
             along = []
             for ckpt in ckpts:
                 actions = sampled_actions(load_policy(run_dir, ckpt), args.samples)
                 along.append((checkpoint_step(ckpt), mode_stats(actions), actions))
             step, final, actions = along[-1]
-            seed = int(run_dir.name.removeprefix("seed"))
             row = {"algo": algo, "seed": seed, "steps": step, **final}
             out.append({"row": row, "along": along, "hist": np.histogram(actions, BINS)[0]})
     return out
 
 
 def write_csvs(args, bandit: list[dict]) -> None:
-    out, name = args.out, args.name
-    out.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
 
-    def write(path: Path, header: list[str], rows) -> None:
-        with path.open("w", newline="") as f:
+    def write(part: str, header: list[str], rows) -> None:
+        with (args.out / f"{args.name}{part}.csv").open("w", newline="") as f:
             writer = csv.writer(f)
             writer.writerow(header)
-            writer.writerows(rows)
+            writer.writerows([f"{v:.4g}" if isinstance(v, float) else v for v in r] for r in rows)
 
-    keys = ["algo", "seed", "steps", "share_left", "share_right", "minority_share"]
-    keys += ["mean_reward", "keeps_both", "collapsed"]
-    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else v  # noqa: E731
-    write(out / f"{name}.csv", keys, ([fmt(r["row"][k]) for k in keys] for r in bandit))
-    write(
-        out / f"{name}_shares.csv",
-        ["algo", "seed", "step", "share_left", "share_right", "minority_share", "mean_reward"],
-        (
-            [r["row"]["algo"], r["row"]["seed"], step]
-            + [fmt(s[k]) for k in ("share_left", "share_right", "minority_share", "mean_reward")]
-            for r in bandit
-            for step, s, _ in r["along"]
-        ),
-    )
-    write(
-        out / f"{name}_hist.csv",
-        ["algo", "seed", "bin_low", "bin_high", "count"],
-        (
-            [r["row"]["algo"], r["row"]["seed"], f"{lo:.2f}", f"{hi:.2f}", int(c)]
-            for r in bandit
-            for lo, hi, c in zip(BINS[:-1], BINS[1:], r["hist"])
-        ),
-    )
+    keys = ["algo", "seed", "steps", *SHARES, "keeps_both", "collapsed"]
+    write("", keys, ([r["row"][k] for k in keys] for r in bandit))
+    write("_shares", ["algo", "seed", "step", *SHARES],
+          ([r["row"]["algo"], r["row"]["seed"], step, *(s[k] for k in SHARES)]
+           for r in bandit for step, s, _ in r["along"]))  # fmt: skip
+    write("_hist", ["algo", "seed", "bin_low", "bin_high", "count"],
+          ([r["row"]["algo"], r["row"]["seed"], f"{lo:.2f}", f"{hi:.2f}", int(c)]
+           for r in bandit for lo, hi, c in zip(BINS[:-1], BINS[1:], r["hist"])))  # fmt: skip
 
 
 def plot(args, bandit: list[dict]) -> None:
@@ -167,38 +140,23 @@ def plot(args, bandit: list[dict]) -> None:
             runs = [r for r in bandit if r["row"]["algo"] == algo]
             for i, r in enumerate(runs):
                 density = r["hist"] / max(r["hist"].sum(), 1)
-                ax.step(
-                    centers,
-                    density,
-                    where="mid",
-                    lw=1,
-                    color=f"C{i}",
-                    label=f"seed {r['row']['seed']}",
-                )
+                ax.step(centers, density, where="mid", lw=1, color=f"C{i}",
+                        label=f"seed {r['row']['seed']}")  # fmt: skip
             for m in MODES:
                 ax.axvspan(m - MODE_HALF_WIDTH, m + MODE_HALF_WIDTH, color="0.85", zorder=0)
             n_both = sum(r["row"]["keeps_both"] for r in runs)
             reward = np.mean([r["row"]["mean_reward"] for r in runs]) if runs else float("nan")
-            ax.set_title(
-                f"{algo}: final actions ({n_both}/{len(runs)} seeds keep both modes, "
-                f"mean reward {reward:.2f})",
-                fontsize=7,
-            )
+            ax.set_title(f"{algo}: final actions ({n_both}/{len(runs)} seeds keep both modes, "
+                         f"mean reward {reward:.2f})", fontsize=7)  # fmt: skip
             ax.set_xlabel("action")
             ax.set_ylabel("share of samples")
             ax.legend(fontsize=6)
         ax = axes[2]
         for j, algo in enumerate(ALGOS):
             for i, r in enumerate(r for r in bandit if r["row"]["algo"] == algo):
-                steps = [s for s, _, _ in r["along"]]
-                ax.plot(
-                    steps,
-                    [s["minority_share"] for _, s, _ in r["along"]],
-                    color=f"C{j}",
-                    lw=1,
-                    alpha=0.8,
-                    label=algo if i == 0 else None,
-                )
+                steps, shares = zip(*[(step, s["minority_share"]) for step, s, _ in r["along"]])
+                ax.plot(steps, shares, color=f"C{j}", lw=1, alpha=0.8,
+                        label=algo if i == 0 else None)  # fmt: skip
         ax.axhline(KEEP_BOTH, color="k", ls=":", lw=1)
         ax.set_xlabel("environment steps")
         ax.set_ylabel("minority-mode share")
@@ -220,15 +178,13 @@ def read_csvs(out: Path, name: str) -> list[dict]:
             raise SystemExit(f"error: --replot needs {path} (written by a run of this script)")
     shares: dict[tuple, list] = {}
     for r in read_csv(paths["_shares"]):
-        stats_ = {k: r[k] for k in ("share_left", "share_right", "minority_share", "mean_reward")}
-        shares.setdefault((r["algo"], r["seed"]), []).append((r["step"], stats_, None))
+        shares.setdefault((r["algo"], r["seed"]), []).append((r["step"], r, None))
     hists: dict[tuple, list] = {}
     for r in read_csv(paths["_hist"]):
         hists.setdefault((r["algo"], r["seed"]), []).append(r["count"])
     bandit = []
     for row in read_csv(paths[""]):
-        row["keeps_both"] = row["keeps_both"] == "True"
-        row["collapsed"] = row["collapsed"] == "True"
+        row.update({k: row[k] == "True" for k in ("keeps_both", "collapsed")})
         key = (row["algo"], row["seed"])
         bandit.append({"row": row, "along": shares[key], "hist": np.array(hists[key])})
     return bandit
@@ -240,21 +196,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--bandit-steps", type=int, default=61_440)
     p.add_argument("--bandit-checkpoint-every", type=int, default=10, help="iterations")
     p.add_argument("--samples", type=int, default=4000, help="actions sampled per checkpoint")
-    p.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "fpo_multimodal")
-    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
-    p.add_argument("--name", default="fpo_multimodal", help="stem of the PNG and CSVs")
     p.add_argument("--dpi", type=int, default=60)
-    p.add_argument("--train", action="store_true", help="run what is missing first")
-    p.add_argument("--workers", type=int, default=1, help="runs at once when training")
-    p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
-    p.add_argument("--replot", action="store_true", help="only the PNG, from <out>/<name>*.csv")
+    add_sweep_flags(p, "fpo_multimodal")
     args = p.parse_args(argv)
     if args.toy:
         experiment.apply_toy(args, argv, TOY)
     if args.replot:  # the committed CSVs alone: no run directory or checkpoint is read
         plot(args, read_csvs(args.out, args.name))
-        print(f"wrote {args.out / args.name}.png from its CSVs")
-        return
+        return wrote(f"{args.out / args.name}.png from its CSVs", "fpo_multimodal", argv)
     if args.train:
         scripts.train(bandit_config(args), args.sweep_dir / "bandit", workers=args.workers)
     bandit = bandit_results(args)
@@ -265,15 +214,10 @@ def main(argv: list[str] | None = None) -> None:
     for algo in ALGOS:
         rows = [r["row"] for r in bandit if r["row"]["algo"] == algo]
         shares = ", ".join(f"{r['minority_share']:.2f}" for r in rows)
-        print(
-            f"{algo} bandit:bimodal: keeps both {sum(r['keeps_both'] for r in rows)}/"
-            f"{len(rows)}, collapsed {sum(r['collapsed'] for r in rows)}/{len(rows)}, "
-            f"minority shares {shares}"
-        )
-    print(
-        f"wrote {args.out / args.name}.png and its CSVs; command: python "
-        f"paper_figures/fpo_multimodal.py {' '.join(argv if argv is not None else sys.argv[1:])}"
-    )
+        print(f"{algo} bandit:bimodal: keeps both {sum(r['keeps_both'] for r in rows)}/"
+              f"{len(rows)}, collapsed {sum(r['collapsed'] for r in rows)}/{len(rows)}, "
+              f"minority shares {shares}")  # fmt: skip
+    wrote(f"{args.out / args.name}.png and its CSVs", "fpo_multimodal", argv)
 
 
 if __name__ == "__main__":

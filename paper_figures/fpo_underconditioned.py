@@ -13,29 +13,27 @@ epochs), --seeds x --steps per task, a deterministic evaluation every --eval-eve
 --eval-episodes episodes (the flow policy's samples from noise, as the reference's), the
 normaliser frozen.
 
-Writes <out>/<name>.png, <name>.csv (per run: final evaluation return, the mean over the run's
-evaluations, the seconds spent collecting and updating) and <name>_curves.csv (per run and
-evaluation step: the return). One panel per task: the seeds' mean and its band (the 95%
-bootstrap CI from >= 5 seeds, the min-max range below; the legend says which).
+Writes <out>/<name>.png (per task: the seeds' mean and its band, the 95% bootstrap CI from >= 5
+seeds, the min-max range below), <name>.csv (per run: final evaluation return, the mean over its
+evaluations, seconds collecting and updating) and <name>_curves.csv (per run: return by step).
 """
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 
 import numpy as np
 
 from controlrl import experiment, plots
 from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, env_tag
-from paper_figures.lab import scripts
+from paper_figures.lab import run_csvs, scripts
+from paper_figures.lab.script_flags import add_sweep_flags, wrote
 
-ROOT = Path(__file__).resolve().parents[1]
 ALGOS = ("fpo", "ppo")
 ENVS = ("Reacher-v5", "ReacherPartialGoal-v5")
 FIELDS = ("algo", "env", "seed", "steps", "final_eval_return", "mean_eval_return", "train_s")
+KEY, CURVES = FIELDS[:3], {"curve": "eval_return"}
 TOY = {"seeds": 1, "steps": 256, "eval_every": 128, "eval_episodes": 1, "workers": 2}
 TOY_FLAGS = ["--num-steps", "128", "--num-minibatches", "2", "--update-epochs", "1"]
 
@@ -52,56 +50,14 @@ def results(args) -> list[dict]:
     for env in args.envs:
         for algo in ALGOS:
             base = args.sweep_dir / "runs" / algo / env_tag(env)
-            for done in sorted(base.glob("seed*/final_eval.json")):
-                final = json.loads(done.read_text())
-                steps, returns = plots.read_metrics(done.parent, "eval/return")
-                row = {
-                    "algo": algo,
-                    "env": env,
-                    "seed": int(done.parent.name.removeprefix("seed")),
-                    "steps": final["step"],
-                    "final_eval_return": final["eval_return_mean"],
-                    "mean_eval_return": float(np.mean(returns)) if len(returns) else float("nan"),
-                    "train_s": plots.train_seconds(done.parent),
-                }
+            for seed, run_dir, final in run_csvs.finished(base):
+                steps, returns = plots.read_metrics(run_dir, "eval/return")
+                mean = float(np.mean(returns)) if len(returns) else float("nan")
+                row = {"algo": algo, "env": env, "seed": seed, "steps": final["step"],
+                       "final_eval_return": final["eval_return_mean"], "mean_eval_return": mean,
+                       "train_s": plots.train_seconds(run_dir)}  # fmt: skip
                 out.append({"row": row, "curve": (steps, returns)})
     return out
-
-
-def write_csvs(args, runs: list[dict]) -> None:
-    args.out.mkdir(parents=True, exist_ok=True)
-    experiment.write_rows(args.out / f"{args.name}.csv", [r["row"] for r in runs], FIELDS)
-    experiment.write_rows(
-        args.out / f"{args.name}_curves.csv",
-        [
-            {k: r["row"][k] for k in ("algo", "env", "seed")} | {"step": int(s), "eval_return": v}
-            for r in runs
-            for s, v in zip(*r["curve"])
-        ],
-    )
-
-
-def read_csvs(args) -> list[dict]:
-    """The runs as write_csvs left them in --out."""
-    rows = experiment.read_rows(
-        args.out / f"{args.name}.csv", ints=("seed", "steps"), flag="--replot",
-        floats=("final_eval_return", "mean_eval_return", "train_s"),
-    )  # fmt: skip
-    points: dict[tuple, list] = {}
-    for p in experiment.read_rows(
-        args.out / f"{args.name}_curves.csv", ints=("seed", "step"), floats=("eval_return",),
-        flag="--replot",
-    ):  # fmt: skip
-        points.setdefault((p["algo"], p["env"], p["seed"]), []).append(p)
-    runs = []
-    for row in rows:
-        pts = points.get((row["algo"], row["env"], row["seed"]), [])
-        curve = (
-            np.array([p["step"] for p in pts], float),
-            np.array([p["eval_return"] for p in pts]),
-        )
-        runs.append({"row": row, "curve": curve})
-    return runs
 
 
 def plot(args, runs: list[dict]) -> None:
@@ -131,22 +87,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=200_000, help="env steps per run")
     p.add_argument("--eval-every", type=int, default=25_000)
     p.add_argument("--eval-episodes", type=int, default=10)
-    p.add_argument(
-        "--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "fpo_underconditioned"
-    )
-    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
-    p.add_argument("--name", default="fpo_underconditioned", help="stem of the PNG and CSVs")
     p.add_argument("--dpi", type=int, default=60)
-    p.add_argument("--train", action="store_true", help="run what is missing first")
-    p.add_argument("--workers", type=int, default=2, help="runs at once when training")
-    p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
-    p.add_argument("--replot", action="store_true", help="only the PNG, from <out>/<name>*.csv")
+    add_sweep_flags(p, "fpo_underconditioned", workers=2)
     args = p.parse_args(argv)
     if args.toy:
         experiment.apply_toy(args, argv, TOY)
     if args.replot:  # the committed CSVs alone: no run directory is read
-        plot(args, read_csvs(args))
-        print(f"wrote {args.out / args.name}.png from its CSVs")
+        ints, floats = FIELDS[2:4], FIELDS[4:]
+        plot(args, run_csvs.read(args.out, args.name, KEY, CURVES, "eval_return", ints, floats))
+        wrote(f"{args.out / args.name}.png from its CSVs", "fpo_underconditioned", argv)
         return 0
     if args.train:
         scripts.train(config(args), args.sweep_dir, workers=args.workers)
@@ -154,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     if not runs:
         print(f"error: no finished runs under {args.sweep_dir} (run with --train)", file=sys.stderr)
         return 1
-    write_csvs(args, runs)
+    run_csvs.write(args.out, args.name, runs, FIELDS, KEY, CURVES, "eval_return", exact=False)
     plot(args, runs)
     for env in args.envs:
         for algo in ALGOS:
@@ -162,11 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                     if r["row"]["env"] == env and r["row"]["algo"] == algo]  # fmt: skip
             if mine:
                 print(f"{env} {algo}: final eval {np.mean(mine):.4g} over {len(mine)} seeds")
-    given = " ".join(argv if argv is not None else sys.argv[1:])
-    print(
-        f"wrote {args.out / args.name}.png and its CSVs; command: python "
-        f"paper_figures/fpo_underconditioned.py {given}"
-    )
+    wrote(f"{args.out / args.name}.png and its CSVs", "fpo_underconditioned", argv)
     return 0
 
 

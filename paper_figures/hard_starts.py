@@ -1,44 +1,28 @@
 """Hard-start guidance in sparse Mountain Car: plain PPO on the hard starts against POPE-style
 demonstration resets and a TREK-style short behaviour clone, and the ray-interference arm (hard
-starts mixed with easy ones), every arm on the same seeds.
+starts mixed with easy ones), every arm on the same seeds. The declared experiment
+paper_figures/hard-starts/ states the task, the arms and their sources.
 
     python -m paper_figures run hard-starts        # this script at the declared size
     python paper_figures/hard_starts.py --out DIR  # 8 seeds x 4 arms, 102,400 steps each
 
-The task is SparseMountainCar-v0 (envs/sparse_mountain_car.py): Gymnasium's Mountain Car
-dynamics, reward 1 on the step that reaches the goal and 0 otherwise, the 200-step time limit a
-truncation. Hard starts are Gymnasium's own, at rest in the valley (x0 in [-0.6, -0.4], v0 = 0),
-from where the car must swing back before it can climb; easy starts are states right of the
-valley moving right (x0 in [-0.2, 0.3], v0 = 0.045), from where pushing right arrives. The
-demonstrations are the optimal controller of the exact dynamic-programming reference
-(theory/mountain_car.py, value iteration on a --grid x --grid grid, its greedy controller stepped
-with the exact dynamics) from --demos hard starts evenly spaced in [-0.6, -0.4].
+SparseMountainCar-v0 (reward 1 at the goal); hard starts at rest in the valley (x0 in [-0.6,
+-0.4]), easy starts right of it moving right. Demonstrations: the greedy controller of the exact
+dynamic-programming reference (theory/mountain_car.py, a --grid x --grid grid) from --demos hard
+starts. Arms (algos/ppo.py with mountain_car.py's ZOO settings): ppo; pope (--start-states: half
+the episodes from demonstration states); bc (--bc-demos, --bc-steps of behaviour cloning first);
+mixed (--start-states: half the episodes from --easy-starts easy starts).
 
-Arms, all algos/ppo.py with the rl-baselines3-zoo MountainCar settings of
-paper_figures/mountain_car.py and the same seeds:
-  ppo     episodes start from the hard starts (the env's own reset)
-  pope    POPE-style demo resets: half of the episodes start from a state along a demonstration
-          (every demonstration state equally likely), half from the hard starts
-          (--start-states)
-  bc      TREK-style: --bc-steps full-batch steps of behaviour cloning on the demonstrations'
-          (state, action) pairs, then plain PPO from the hard starts (--bc-demos)
-  mixed   ray interference: half of the episodes start from the easy starts, half from the hard
-          starts (--start-states)
-
-Metric: the fraction of --eval-starts hard starts (evenly spaced in [-0.6, -0.4], v0 = 0) that
-the final deterministic policy (its mode, normaliser frozen) brings to the goal within 200 steps,
-stepped with the exact dynamics; against samples, each run's own evaluations (the mean return of
-10 deterministic episodes from Gymnasium's random hard starts = the fraction solved) every
---eval-every steps. Writes <out>/hard_starts.csv (per arm and seed), hard_starts_curves.csv
-(per arm, seed and evaluation), hard_starts_reference.csv (per start: kind, DP steps, swings)
-and hard_starts.png; the declared experiment paper_figures/hard-starts/ reads the first into its
-results table.
+Metric: the fraction of --eval-starts hard starts the final deterministic policy (normaliser
+frozen) brings to the goal within 200 steps of the exact dynamics; against samples, each run's
+evaluations every --eval-every steps. Writes <out>/hard_starts.csv (per arm and seed),
+hard_starts_curves.csv (per evaluation), hard_starts_reference.csv (per start: kind, DP steps,
+swings) and hard_starts.png.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -47,10 +31,10 @@ from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, write_rows
 from controlrl.plots import read_metrics
 from paper_figures.lab import scripts
+from paper_figures.lab.script_flags import ROOT, wrote
 from paper_figures.mountain_car import ZOO, load_act
 from theory import mountain_car as mc
 
-ROOT = Path(__file__).resolve().parents[1]
 ENV = "SparseMountainCar-v0"
 HARD_LOW, HARD_HIGH = mc.START_LOW, mc.START_HIGH  # Gymnasium's reset: at rest in the valley
 EASY_LOW, EASY_HIGH, EASY_V = -0.2, 0.3, 0.045  # right of the valley, moving right
@@ -126,30 +110,21 @@ def main(argv: list[str] | None = None) -> None:
     easy_x = np.linspace(EASY_LOW, EASY_HIGH, args.easy_starts)
     easy = np.stack([easy_x, np.full_like(easy_x, EASY_V)], 1)
     eval_x0 = np.linspace(HARD_LOW, HARD_HIGH, args.eval_starts)
-    ref_rows = [
-        {"kind": "demo", "x0": float(x), "v0": 0.0, "dp_steps": len(a), "swings": swings(a)}
-        for x, (_, a) in zip(demo_x0, demos)
-    ]
+    ref_rows = [{"kind": "demo", "x0": float(x), "v0": 0.0, "dp_steps": len(a),
+                 "swings": swings(a)} for x, (_, a) in zip(demo_x0, demos)]  # fmt: skip
     easy_steps = mc.greedy_steps(T, grid, easy[:, 0], easy[:, 1], max_steps=LIMIT + 1)
-    ref_rows += [
-        {"kind": "easy", "x0": float(x), "v0": EASY_V, "dp_steps": int(s), "swings": 0}
-        for x, s in zip(easy_x, easy_steps)
-    ]
-    print(
-        f"demonstrations: {min(len(a) for _, a in demos)}-{max(len(a) for _, a in demos)} "
-        f"steps; easy starts: DP {easy_steps.min()}-{easy_steps.max()} steps",
-        flush=True,
-    )
+    ref_rows += [{"kind": "easy", "x0": float(x), "v0": EASY_V, "dp_steps": int(s), "swings": 0}
+                 for x, s in zip(easy_x, easy_steps)]  # fmt: skip
+    lengths = [len(a) for _, a in demos]
+    print(f"demonstrations: {min(lengths)}-{max(lengths)} steps; easy starts: DP "
+          f"{easy_steps.min()}-{easy_steps.max()} steps", flush=True)  # fmt: skip
 
     files = args.sweeps_root / "inputs"
     files.mkdir(parents=True, exist_ok=True)
     for name, states in start_sets(demos, args.eval_starts, easy).items():
         np.save(files / f"{name}_starts.npy", states)
-    np.savez(
-        files / "demos.npz",
-        obs=np.concatenate([s for s, _ in demos]).astype(np.float32),
-        actions=np.concatenate([a for _, a in demos]),
-    )
+    np.savez(files / "demos.npz", obs=np.concatenate([s for s, _ in demos]).astype(np.float32),
+             actions=np.concatenate([a for _, a in demos]))  # fmt: skip
     flags = {
         "ppo": [],
         "pope": ["--start-states", str(files / "pope_starts.npy")],
@@ -168,24 +143,15 @@ def main(argv: list[str] | None = None) -> None:
             solved = steps <= LIMIT
             final = json.loads((run_dir / "final_eval.json").read_text())["eval_return_mean"]
             curve_steps, curve = read_metrics(run_dir, "eval/return")
-            curve_rows += [
-                {"arm": arm, "seed": seed, "step": int(s), "eval_solved": float(v)}
-                for s, v in zip(curve_steps, curve)
-            ]
-            rows.append(
-                {
-                    "arm": arm,
-                    "seed": seed,
-                    "steps": args.total_timesteps,
-                    "hard_starts": args.eval_starts,
-                    "demos": args.demos,
-                    "bc_steps": args.bc_steps if arm == "bc" else 0,
-                    "solved_frac": float(solved.mean()),
-                    "mean_steps_solved": float(steps[solved].mean()) if solved.any() else "",
-                    "auc_eval_solved": float(np.mean(curve)) if len(curve) else "",
-                    "final_eval_solved": float(final),
-                }
-            )
+            curve_rows += [{"arm": arm, "seed": seed, "step": int(s), "eval_solved": float(v)}
+                           for s, v in zip(curve_steps, curve)]  # fmt: skip
+            rows.append({"arm": arm, "seed": seed, "steps": args.total_timesteps,
+                         "hard_starts": args.eval_starts, "demos": args.demos,
+                         "bc_steps": args.bc_steps if arm == "bc" else 0,
+                         "solved_frac": float(solved.mean()),
+                         "mean_steps_solved": float(steps[solved].mean()) if solved.any() else "",
+                         "auc_eval_solved": float(np.mean(curve)) if len(curve) else "",
+                         "final_eval_solved": float(final)})  # fmt: skip
             print(f"{arm} seed {seed}: {solved.sum()}/{solved.size} hard starts solved")
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -193,9 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     write_rows(args.out / "hard_starts_curves.csv", curve_rows)
     write_rows(args.out / "hard_starts_reference.csv", ref_rows)
     plot(args.out, rows, curve_rows)
-    cmd = " ".join(argv if argv is not None else sys.argv[1:])
-    print(f"wrote {args.out}/hard_starts.csv, _curves.csv, _reference.csv, .png; command: python "
-          f"paper_figures/hard_starts.py {cmd}")  # fmt: skip
+    wrote(f"{args.out}/hard_starts.csv, _curves.csv, _reference.csv, .png", "hard_starts", argv)
 
 
 def plot(out: Path, rows, curve_rows) -> None:

@@ -1,37 +1,27 @@
 r"""IQL's expectile tau (Kostrikov et al., ICLR 2022, Implicit Q-Learning) on generated D4RL-style
-datasets: D4RL-normalised score for tau in {0.5, 0.7, 0.9} against behaviour cloning (--bc),
-on the medium and medium-replay datasets, and the offline-to-online curve on one of them.
+datasets: D4RL-normalised score for tau in {0.5, 0.7, 0.9} against behaviour cloning (--bc) on
+the medium and medium-replay datasets, and the offline-to-online curve on one of them. The
+declared experiments iql-tau-5k and iql-vs-bc-20k run it (`python -m paper_figures run <id>`).
 
     python paper_figures/iql_tau.py --train        # generates missing datasets, runs missing runs
     python paper_figures/iql_tau.py                # plots the sweeps under --sweep-dir
     python paper_figures/iql_tau.py --replot [--name iql_vs_bc]   # the PNG from its CSVs alone
 
-The declared experiments iql-tau-5k and iql-vs-bc-20k run it (their experiment.toml gives the
-flags; `python -m paper_figures run <experiment>`).
-
 Datasets come from envs.offline's generator (PPO behaviour runs, D4RL's recipe; nothing is
-downloaded): <env>-<kind>-v<version>-s<data seed>, e.g. hopper-medium-v5-s0, as the HDF5 file
-in --data-dir; a missing one is generated with --train (the command is printed), else skipped.
+downloaded), <env>-<kind>-v<version>-s<data seed> in --data-dir; --train generates a missing one.
 Every configuration (dataset x {bc, iql tau...}, and iql --online-tau with --online-steps on
---online-kind) is one sweep of algos/iql.py under <sweep-dir>/<dataset>/<config>/, seeds 1..N.
-Counting is in gradient steps (algos/iql.py --total-timesteps): --steps offline, plus
---online-steps (one env step each) for the offline-to-online run. Default budget: 100k gradient
-steps x 3 seeds per configuration (CORL / the paper: 1M).
+--online-kind) is one sweep of algos/iql.py under <sweep-dir>/<dataset>/<config>/, seeds 1..N,
+counted in gradient steps (--steps offline, plus one per online env step). Default budget: 100k
+gradient steps x 3 seeds (CORL and the paper: 1M).
 
---envs runs the same configurations on each env's datasets.
-
-Writes <out>/<name>.png (--name, default iql_tau), <name>.csv (one row per finished run: its
-final_eval.json's normalised score and return, the gradient steps it ran, the seconds it spent
-updating) and <name>_curves.csv
-(each run's eval/normalized_score along its steps: the plotted curves). The PNG: bars at the mean
-over seeds, the seeds as dots, and the 95% bootstrap CI (controlrl.stats) only from >= 5 seeds; the
-online curve's band is that CI or, below 5 seeds, the min-max range (its legend says which).
+Writes <out>/<name>.png, <name>.csv (per run: final_eval.json's normalised score and return, its
+gradient steps and seconds updating) and <name>_curves.csv (each run's eval/normalized_score by
+step). Bars: the seeds' mean, the seeds as dots, the 95% bootstrap CI from >= 5 seeds; the online
+curve's band is that CI or the min-max range (its legend says which).
 """
 
 from __future__ import annotations
 
-import csv
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -40,35 +30,18 @@ import numpy as np
 
 from controlrl import experiment, plots, stats
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import SweepConfig
-from envs.offline.store import (
-    DEFAULT_PPO_BUDGET,
-    DEFAULT_SCORE_EPISODES,
-    DEFAULT_STEPS,
-    data_root,
-    dataset_name,
-)
-from paper_figures.lab import scripts
+from controlrl.experiment import SweepConfig, read_rows
+from envs.offline import store
+from paper_figures.lab import run_csvs, scripts
+from paper_figures.lab.script_flags import ROOT, add_sweep_flags, wrote
 
-ROOT = Path(__file__).resolve().parents[1]
 CSV_FIELDS = ("env", "dataset", "kind", "method", "tau", "online_steps", "seed", "steps")
 CSV_FIELDS += ("final_normalized_score", "final_return", "train_s")
 # --toy: a random-kind dataset of a few thousand rows and tiny nets, end to end in seconds
-TOY = {
-    "kinds": "random",
-    "online_kind": "random",
-    "taus": "0.5,0.9",
-    "seeds": 1,
-    "steps": 100,
-    "online_steps": 100,
-    "log_every": 50,
-    "eval_every": 50,
-    "eval_episodes": 1,
-    "dataset_steps": 2000,
-    "score_episodes": 2,
-    "gen_args": "--num-envs 2 --no-minari",
-    "workers": 2,
-}
+TOY = {"kinds": "random", "online_kind": "random", "taus": "0.5,0.9", "seeds": 1, "steps": 100,
+       "online_steps": 100, "log_every": 50, "eval_every": 50, "eval_episodes": 1,
+       "dataset_steps": 2000, "score_episodes": 2, "gen_args": "--num-envs 2 --no-minari",
+       "workers": 2}  # fmt: skip
 TOY_IQL = ["--hidden-sizes", "32", "32", "--batch-size", "32"]
 
 
@@ -85,16 +58,18 @@ def configs(args) -> list[dict]:
             name = dataset_id(args, env, args.online_kind)
             base = dict(env=env, kind=args.online_kind, dataset=name, method="iql")
             out.append(dict(base, tau=args.online_tau, online_steps=args.online_steps))
-    for c in out:
-        c["label"] = "bc" if c["method"] == "bc" else f"iql_tau{c['tau']}"
-        if c["online_steps"]:
-            c["label"] += f"_online{c['online_steps']}"
-    return out
+    return [dict(c, label=config_label(c)) for c in out]
+
+
+def config_label(c: dict) -> str:
+    """A configuration's name: bc or iql_tau<tau>, with _online<steps> for an online run."""
+    name = "bc" if c["method"] == "bc" else f"iql_tau{c['tau']}"
+    return name + (f"_online{c['online_steps']}" if c["online_steps"] else "")
 
 
 def dataset_id(args, env: str, kind: str) -> str:
     steps, budget, scored = args.dataset_steps, args.ppo_budget, args.score_episodes
-    return dataset_name(env, kind, args.data_seed, steps, budget, scored)
+    return store.dataset_name(env, kind, args.data_seed, steps, budget, scored)
 
 
 def dataset_file(args, name: str) -> Path:
@@ -147,64 +122,28 @@ def collect(args, cfgs: list[dict]) -> list[dict]:
     runs = []
     for c in cfgs:
         base = sweep_dir(args, c) / "runs" / "iql" / c["env"]
-        for done in sorted(base.glob("seed*/final_eval.json"), key=lambda p: p.parent.name):
-            final = json.loads(done.read_text())
-            row = {k: c[k] for k in ("env", "dataset", "kind", "method", "tau", "online_steps")}
-            row.update(seed=int(done.parent.name.removeprefix("seed")), steps=int(final["step"]))
+        for seed, run_dir, final in run_csvs.finished(base):
+            row = {k: c[k] for k in CSV_FIELDS[:6]} | {"seed": seed, "steps": int(final["step"])}
             row["final_normalized_score"] = final.get("eval_normalized_score", float("nan"))
             row["final_return"] = final["eval_return_mean"]
-            timed = (done.parent / "timing.csv").exists()
-            row["train_s"] = plots.train_seconds(done.parent) if timed else float("nan")
+            timed = (run_dir / "timing.csv").exists()
+            row["train_s"] = plots.train_seconds(run_dir) if timed else float("nan")
             try:
-                curve = plots.read_metrics(done.parent, "eval/normalized_score")
+                curve = plots.read_metrics(run_dir, "eval/normalized_score")
             except KeyError:  # a dataset without reference scores
                 curve = (np.array([]), np.array([]))
             runs.append({"row": row, "curve": curve, "label": c["label"]})
     return runs
 
 
-def write_csvs(out: Path, name: str, runs: list[dict]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    with (out / f"{name}.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        writer.writerows(r["row"] for r in runs)
-    with (out / f"{name}_curves.csv").open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["dataset", "method", "tau", "online_steps", "seed", "step", "score"])
-        for r in runs:
-            key = [r["row"][k] for k in ("dataset", "method", "tau", "online_steps", "seed")]
-            for step, value in zip(*r["curve"]):
-                writer.writerow([*key, int(step), f"{value:.6g}"])
+CURVES = {"curve": "score"}  # the eval curve as <name>_curves.csv names it
+KEY = ("dataset", "method", "tau", "online_steps", "seed")
 
 
 def read_csvs(out: Path, name: str) -> list[dict]:
-    """The runs as write_csvs left them in `out`: rows (labels as configs() names them) and
-    eval curves."""
-    paths = [out / f"{name}.csv", out / f"{name}_curves.csv"]
-    for path in paths:
-        if not path.exists():
-            raise SystemExit(f"error: --replot needs {path} (written by a run of this script)")
-    points: dict[tuple, list] = {}
-    with paths[1].open() as f:
-        for r in csv.DictReader(f):
-            key = (r["dataset"], r["method"], r["tau"], int(r["online_steps"]), int(r["seed"]))
-            points.setdefault(key, []).append((float(r["step"]), float(r["score"])))
-    runs = []
-    with paths[0].open() as f:
-        for row in csv.DictReader(f):
-            row["online_steps"], row["seed"] = int(row["online_steps"]), int(row["seed"])
-            row["steps"] = int(row["steps"])
-            for key in ("final_normalized_score", "final_return"):
-                row[key] = float(row[key])
-            row["train_s"] = float(row.get("train_s") or "nan")  # CSVs from before the column
-            label = "bc" if row["method"] == "bc" else f"iql_tau{row['tau']}"
-            label += f"_online{row['online_steps']}" if row["online_steps"] else ""
-            key = (row["dataset"], row["method"], row["tau"], row["online_steps"], row["seed"])
-            pts = points.get(key, [])
-            curve = tuple(np.array([p[i] for p in pts]) for i in (0, 1))
-            runs.append({"row": row, "curve": curve, "label": label})
-    return runs
+    """The runs as run_csvs.write left them in `out`, each labelled as configs() names it."""
+    runs = run_csvs.read(out, name, KEY, CURVES, "score", KEY[3:] + ("steps",), CSV_FIELDS[-3:])
+    return [dict(r, label=config_label(r["row"])) for r in runs]
 
 
 def summary(runs: list[dict]) -> list[tuple]:
@@ -212,9 +151,8 @@ def summary(runs: list[dict]) -> list[tuple]:
     >= 5 seeds, the min-max range below."""
     groups: dict[tuple, list[float]] = {}
     for r in runs:
-        groups.setdefault((r["row"]["dataset"], r["label"]), []).append(
-            r["row"]["final_normalized_score"]
-        )
+        score = r["row"]["final_normalized_score"]
+        groups.setdefault((r["row"]["dataset"], r["label"]), []).append(score)
     rows = []
     for (name, label), scores in groups.items():
         mean, lo, hi = plots.band(np.array(scores)[:, None])[:3]
@@ -222,10 +160,10 @@ def summary(runs: list[dict]) -> list[tuple]:
     return rows
 
 
-def plot(args, runs: list[dict], table: list[tuple]) -> None:
+def plot(args, runs: list[dict], bars: list[tuple]) -> None:
     import matplotlib.pyplot as plt
 
-    offline = [t for t in table if "online" not in t[1]]
+    offline = [t for t in bars if "online" not in t[1]]
     names = list(dict.fromkeys(t[0] for t in offline))
     labels = list(dict.fromkeys(t[1] for t in offline))
     online = [r for r in runs if r["row"]["online_steps"]]
@@ -267,16 +205,12 @@ def plot(args, runs: list[dict], table: list[tuple]) -> None:
             ax_on.axvline(steps, color="k", ls=":", lw=1, label="online phase starts")
             ax_on.set_title(f"offline-to-online, {online[0]['row']['dataset']}", fontsize=8)
             ax_on.legend(fontsize=7)
-            ax_on.set_xlabel("gradient steps")
-            ax_on.set_ylabel("D4RL-normalised score (eval)")
+            ax_on.set(xlabel="gradient steps", ylabel="D4RL-normalised score (eval)")
         for ax, name in zip(curve_axes, names):  # each configuration's evaluations along its runs
-            groups: dict[str, list] = {}
-            for label in labels:  # the bars' order, so each label keeps its bar's colour
-                hit = [
-                    r["curve"] for r in runs if (r["row"]["dataset"], r["label"]) == (name, label)
-                ]
-                if hit:
-                    groups[label] = hit
+            mine = [r for r in runs if r["row"]["dataset"] == name]
+            # the bars' order, so each label keeps its bar's colour
+            groups = {label: hit for label in labels
+                      if (hit := [r["curve"] for r in mine if r["label"] == label])}  # fmt: skip
             cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
             ax.set_prop_cycle(color=[cycle[labels.index(label) % len(cycle)] for label in groups])
             plots.plot_curves(ax, groups, band_in_legend=False)
@@ -286,41 +220,36 @@ def plot(args, runs: list[dict], table: list[tuple]) -> None:
         if curve_axes:
             curve_axes[0].set_ylabel("D4RL-normalised score (eval)")
             words = plots.band_words([t[5] for t in offline])
-            curve_axes[len(names) // 2].set_title(
-                f"evaluations along the runs ({words})\n{names[len(names) // 2].rsplit('-', 2)[0]}",
-                fontsize=8,
-            )
-        envs = ", ".join(
-            dict.fromkeys(r["row"].get("env") or r["row"]["dataset"].split("-")[0] for r in runs)
-        )
-        fig.suptitle(
-            f"IQL expectile tau vs BC on {envs} datasets, bars: "
-            f"{plots.points_words([t[5] for t in table])}",
-            fontsize=9,
-        )
+            middle = names[len(names) // 2].rsplit("-", 2)[0]
+            title = f"evaluations along the runs ({words})\n{middle}"
+            curve_axes[len(names) // 2].set_title(title, fontsize=8)
+        envs = dict.fromkeys(r["row"].get("env") or r["row"]["dataset"].split("-")[0] for r in runs)
+        shown = plots.points_words([t[5] for t in bars])
+        fig.suptitle(f"IQL expectile tau vs BC on {', '.join(envs)} datasets, bars: {shown}",
+                     fontsize=9)  # fmt: skip
         scripts.save_figure(fig, args.out / f"{args.name}.png", 80)
 
 
-def lab_table(path: Path) -> list[dict]:
-    """A declared experiment's results rows of <name>.csv: env the dataset's env and kind
-    (hopper-medium-replay, whatever the generator's suffixes), arm bc or iql-tau<tau> (with
-    -online for an offline-to-online run)."""
-    with Path(path).open(newline="") as f:
-        rows = list(csv.DictReader(f))
+def table(exp, source: Path) -> list[dict]:
+    """A declared experiment's results rows (its analysis.py's `table`) of <name>.csv: env the
+    dataset's env and kind (hopper-medium-replay, whatever the generator's suffixes), arm bc or
+    iql-tau<tau> (with -online for an offline-to-online run)."""
     out = []
-    for r in rows:
+    for r in read_rows(Path(source) / f"{parser().parse_args(list(exp.flags)).name}.csv"):
         arm = "bc" if r["method"] == "bc" else f"iql-tau{r['tau']}"
-        arm += "-online" if int(r["online_steps"]) else ""
-        env = r["dataset"].split("-v")[0]
-        metrics = {"final_eval_normalized_score": r["final_normalized_score"],
-                   "final_eval_return": r["final_return"]}  # fmt: skip
-        out.append({"env": env, "arm": arm, "seed": r["seed"], **metrics})
+        out.append({"env": r["dataset"].split("-v")[0], "seed": r["seed"],
+                    "arm": arm + ("-online" if int(r["online_steps"]) else ""),
+                    "final_eval_normalized_score": r["final_normalized_score"],
+                    "final_eval_return": r["final_return"]})  # fmt: skip
     return out
 
 
-def run_lab(argv: list[str], out: Path) -> None:
-    """A declared experiment's script run: main(argv) with its sweeps and datasets under out."""
-    main([*argv, "--sweep-dir", str(Path(out) / "sweeps")])
+def run_script(exp, toy: bool, out: Path) -> None:
+    """A declared experiment's run (its analysis.py's `run_script`): main with its flags, its
+    sweeps and the toy's datasets under out/sweeps."""
+    from paper_figures.lab import runner
+
+    main([*runner.script_argv(exp, toy, out), "--sweep-dir", str(Path(out) / "sweeps")])
 
 
 def print_table(table: list[tuple]) -> None:
@@ -330,7 +259,7 @@ def print_table(table: list[tuple]) -> None:
         print(f"  {name} {label}: {mean:.1f} [{kind} {lo:.1f}, {hi:.1f}] (n={n})")
 
 
-def main(argv: list[str] | None = None) -> None:
+def parser() -> ArgumentParser:
     p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--envs", default="Hopper-v5", help="Gymnasium ids, comma-separated")
     p.add_argument("--kinds", default="medium,medium-replay", help="dataset kinds, comma-separated")
@@ -339,46 +268,41 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=int, default=100_000, help="offline gradient steps per run")
     p.add_argument("--online-kind", default="medium-replay")
     p.add_argument("--online-tau", default="0.7")
-    p.add_argument(
-        "--online-steps", type=int, default=100_000, help="online steps after --steps; 0: none"
-    )
+    p.add_argument("--online-steps", type=int, default=100_000,
+                   help="online steps after --steps; 0: none")  # fmt: skip
     p.add_argument("--log-every", type=int, default=1000)
     p.add_argument("--eval-every", type=int, default=10_000)
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--data-dir", type=Path, default=None, help="default: envs.offline's cache")
     p.add_argument("--data-seed", type=int, default=0, help="the generator's --seed")
-    p.add_argument("--dataset-steps", type=int, default=DEFAULT_STEPS, help="generator --steps")
-    p.add_argument("--ppo-budget", type=int, default=DEFAULT_PPO_BUDGET)
-    p.add_argument("--score-episodes", type=int, default=DEFAULT_SCORE_EPISODES,
+    p.add_argument("--dataset-steps", type=int, default=store.DEFAULT_STEPS,
+                   help="generator --steps")  # fmt: skip
+    p.add_argument("--ppo-budget", type=int, default=store.DEFAULT_PPO_BUDGET)
+    p.add_argument("--score-episodes", type=int, default=store.DEFAULT_SCORE_EPISODES,
                    help="generator --score-episodes (the references' episodes)")  # fmt: skip
-    p.add_argument(
-        "--gen-args", default="", help="further generator flags that keep the dataset's id"
-    )
-    p.add_argument("--sweep-dir", type=Path, default=ROOT / "runs" / "sweeps" / "iql_tau")
-    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
-    p.add_argument("--name", default="iql_tau", help="stem of the PNG and CSVs in --out")
-    p.add_argument("--train", action="store_true", help="generate and run what is missing first")
-    p.add_argument("--workers", type=int, default=1, help="runs at once when training")
-    p.add_argument(
-        "--curves", action="store_true", help="a second panel: the offline runs' eval curves"
-    )
-    p.add_argument("--toy", action="store_true", help="seconds-sized end-to-end run (tests)")
-    p.add_argument(
-        "--replot", action="store_true", help="only the PNG, from <out>/<name>.csv and _curves.csv"
-    )
-    p.add_argument("extra", nargs="*", help="flags passed to algos/iql.py (after --)")
-    args = p.parse_args(argv)
-    if args.replot:  # the committed CSVs alone: no dataset, run or sweep is read
-        runs = read_csvs(args.out, args.name)
-        table = summary(runs)
-        plot(args, runs, table)
-        print_table(table)
-        print(f"wrote {args.out / args.name}.png from its CSVs")
-        return
+    p.add_argument("--gen-args", default="", help="more generator flags (the id stays)")
+    p.add_argument("--curves", action="store_true", help="a panel per dataset: its eval curves")
+    add_sweep_flags(p, "iql_tau", algo="iql")
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    # --replot: the committed CSVs alone, no dataset, run or sweep is read
+    runs = read_csvs(args.out, args.name) if args.replot else run(args, argv)
+    bars = summary(runs)
+    plot(args, runs, bars)
+    print_table(bars)
+    what = " from its CSVs" if args.replot else f", {args.name}.csv and {args.name}_curves.csv"
+    wrote(f"{args.out / args.name}.png{what}", "iql_tau", argv)
+
+
+def run(args, argv: list[str] | None) -> list[dict]:
+    """Generate and train what is missing (--train), then collect and write the runs' CSVs."""
     if args.toy:  # toy sizes replace the defaults, not what was given on the command line
         experiment.apply_toy(args, argv, TOY)
         args.data_dir = args.data_dir or args.sweep_dir / "data"
-    args.data_dir = args.data_dir or data_root()
+    args.data_dir = args.data_dir or store.data_root()
     cfgs = configs(args)
     if args.train:
         train(args, cfgs)
@@ -389,14 +313,8 @@ def main(argv: list[str] | None = None) -> None:
             cmd = generate_command(args, c["env"], c["kind"])
             print("missing dataset; generate it: " + " ".join(cmd))
         raise SystemExit(f"error: no finished runs under {args.sweep_dir} (use --train)")
-    write_csvs(args.out, args.name, runs)
-    table = summary(runs)
-    plot(args, runs, table)
-    print_table(table)
-    print(
-        f"wrote {args.out / args.name}.png, {args.name}.csv and {args.name}_curves.csv; command: "
-        f"python paper_figures/iql_tau.py {' '.join(argv if argv is not None else sys.argv[1:])}"
-    )
+    run_csvs.write(args.out, args.name, runs, CSV_FIELDS, KEY, CURVES, "score")
+    return runs
 
 
 if __name__ == "__main__":

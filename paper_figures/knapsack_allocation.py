@@ -2,48 +2,29 @@ r"""Knapsack RL (Li et al. 2025, "Knapsack RL: Unlocking Exploration of LLMs via
 Budget Allocation", arXiv 2509.25849) transplanted to a tabular prompt pool: GRPO with each
 prompt's rollouts allocated by the knapsack rule (controlrl/allocation.py, the reference's
 sampling_budget_by_knapsack) against the uniform allocation at the same budget and at twice it.
+The declared experiment paper_figures/knapsack-allocation/ states the setting and its sources.
 
     python -m paper_figures run knapsack-allocation   # this script at the declared size
     python paper_figures/knapsack_allocation.py --out DIR
 
-The pool: --prompts prompts (256), each a context with --answers answers (10), one of them
-correct (reward 1, else 0: a verifiable reward). The policy is a logit table per prompt (no
-network: every prompt its own parameters, as the TPO paper's tabular runs); its initial success
-rate p0 per prompt is drawn from Beta(0.5, 0.5) (clipped to [0.001, 0.999]) by the seed: a pool
-with many nearly solved and many nearly hopeless prompts, the paper's "easy tasks consistently
-succeed, difficult tasks consistently fail". Each epoch visits every prompt once in a fresh
-random order, --batch-prompts (32) per iteration, --epochs (40) epochs.
+The pool: --prompts prompts of --answers answers, one correct (reward 1), a logit table per
+prompt, initial pi(correct) ~ Beta(0.5, 0.5) by the seed; every epoch visits each prompt once in
+a fresh order, --batch-prompts per iteration. Arms (same seed: the same pool, order and Adam):
+uniform (--group-size rollouts a prompt), knapsack (the same total by the rule over each prompt's
+success at its previous visit; the first epoch uniform; min_n 2, alpha 0.9, --max-n, fallback
+on) and uniform-2x. One Adam step (each of --lrs) per iteration on GRPO's clipped surrogate
+(controlrl.objective's "clip", on-policy), advantages standardised within each prompt's rollouts
+(controlrl.group.masked_group_advantages), no KL; all seeds train at once as a batch.
 
-Arms (same seed: the same pool, order and Adam, the rollouts differ):
-- uniform:   --group-size (8) rollouts per prompt, 256 per iteration;
-- knapsack:  the same 256 per iteration allocated by the knapsack rule over each prompt's
-             success rate at its previous visit (the reference's per-prompt record; the first
-             epoch, without a record, is uniform), min_n 2, max_n --max-n (64), alpha 0.9, the
-             fallback on (the reference's defaults but max_n, which it leaves to the config);
-- uniform-2x: 2 x group-size rollouts per prompt (twice the rollouts of the others).
-Update, every arm: one Adam step per iteration (each of --lrs: 0.03, chosen on the uniform
-arm alone before any knapsack run as the step at which uniform GRPO's pool accuracy is still
-rising at the end of the budget, the paper's budget-limited regime; and 0.1, where it
-saturates: a sensitivity) on GRPO's clipped surrogate
-(controlrl.objective's "clip" loss, on-policy, so its ratio is 1 with the gradient of A log pi),
-the mean over the iteration's rollouts; advantages (r - mean) / (std + 1e-4) over each prompt's
-rollouts (controlrl.group.masked_group_advantages: groups of any size); no KL. All seeds train
-at once: the tables are [seeds, prompts, answers] and Adam is per element, so every seed is its
-own run (each seed draws from its own numpy generators, the same in every arm).
-
-Per seed and arm: effective_ratio = the share of rollouts with a non-zero advantage (their
-prompt's group holds both outcomes), mean over iterations after the first epoch (where the
-allocations first differ); final_success = the exact mean over prompts of pi(correct) after the
-last update (the pool's expected accuracy); solved = the share of prompts with pi(correct) >
-0.5 at the end; auc = the mean of the exact success over updates. Writes
+Per seed and arm: effective_ratio (the share of rollouts with a non-zero advantage, after the
+first epoch), final_success (the exact mean over prompts of pi(correct) at the end), solved (the
+share of prompts with pi(correct) > 0.5) and auc (the exact success's mean over updates). Writes
 <out>/knapsack_allocation.csv (per arm and seed), knapsack_allocation_curves.csv (per arm and
-iteration: the seed-mean success and effective ratio) and knapsack_allocation.png; the declared
-experiment paper_figures/knapsack-allocation/ reads the first into its results table.
+update: the seed-mean success and effective ratio) and knapsack_allocation.png.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -56,8 +37,8 @@ from controlrl.experiment import write_rows
 from controlrl.group import masked_group_advantages
 from controlrl.objective import POLICY_LOSSES, Objective, Tokens
 from paper_figures.lab import scripts
+from paper_figures.lab.script_flags import ROOT, wrote
 
-ROOT = Path(__file__).resolve().parents[1]
 ARMS = ("uniform", "knapsack", "uniform-2x")
 MIN_N, ALPHA = 2, 0.9  # the reference's defaults
 FIELDS = ("lr", "arm", "seed", "rollouts", "effective_ratio", "final_success", "solved", "auc")
@@ -132,19 +113,11 @@ def train(args, arm: str, lr: float) -> tuple[list[dict], dict[str, np.ndarray]]
     success, effective = np.array(success), np.array(effective)  # [iterations, S]
     iters_per_epoch = -(-C // M)
     final_pi = torch.softmax(theta.detach(), -1)[..., 0].numpy()
-    rows = [
-        {
-            "lr": lr,
-            "arm": arm,
-            "seed": seed,
-            "rollouts": int(rollouts[i]),
-            "effective_ratio": float(effective[iters_per_epoch:, i].mean()),
-            "final_success": float(final_pi[i].mean()),
-            "solved": float((final_pi[i] > 0.5).mean()),
-            "auc": float(success[:, i].mean()),
-        }
-        for i, seed in enumerate(seeds)
-    ]
+    rows = [dict(zip(FIELDS, (lr, arm, seed, int(rollouts[i]),
+                              float(effective[iters_per_epoch:, i].mean()),
+                              float(final_pi[i].mean()), float((final_pi[i] > 0.5).mean()),
+                              float(success[:, i].mean()))))
+            for i, seed in enumerate(seeds)]  # fmt: skip
     return rows, {"success": success.mean(1), "effective_ratio": effective.mean(1)}
 
 
@@ -160,11 +133,8 @@ def parse(argv: list[str] | None):
     p.add_argument("--lrs", default="0.03,0.1", help="Adam's step sizes, comma-separated")
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "knapsack_allocation")
     args = p.parse_args(argv)
-    for name in ("seeds", "prompts", "batch_prompts", "epochs"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1")
-    if args.answers < 2:
-        p.error("--answers must be >= 2")
+    scripts.at_least(p, args, ("seeds", "prompts", "batch_prompts", "epochs"))
+    scripts.at_least(p, args, ("answers",), 2)
     if not MIN_N <= args.group_size <= args.max_n:
         p.error(f"--group-size must lie in [{MIN_N}, --max-n], got {args.group_size}")
     if args.prompts % args.batch_prompts:
@@ -179,30 +149,19 @@ def parse(argv: list[str] | None):
 
 
 def plot(args, curves: dict[str, dict[str, np.ndarray]]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    with plt.rc_context(plots.STYLE):
-        fig, axes = plt.subplots(len(args.lrs), 2, figsize=(10, 3.4 * len(args.lrs)),
-                                 squeeze=False)  # fmt: skip
+    with plots.plt.rc_context(plots.STYLE):
+        fig, axes = plots.plt.subplots(len(args.lrs), 2, figsize=(10, 3.4 * len(args.lrs)),
+                                       squeeze=False)  # fmt: skip
         for (lr, arm), c in curves.items():
             row = axes[args.lrs.index(lr)]
             x = np.arange(1, len(c["success"]) + 1)
             row[0].plot(x, c["success"], label=arm)
             row[1].plot(x, c["effective_ratio"], label=arm)
         for lr, row in zip(args.lrs, axes, strict=True):
-            row[0].set(
-                xlabel="update",
-                ylabel="mean pi(correct) over the pool",
-                title=f"Adam {lr:g}: pool accuracy (mean of {args.seeds} seeds)",
-            )
-            row[1].set(
-                xlabel="update",
-                ylabel="share of rollouts with A != 0",
-                title=f"Adam {lr:g}: effective ratio of non-zero gradients",
-            )
+            accuracy = f"Adam {lr:g}: pool accuracy (mean of {args.seeds} seeds)"
+            row[0].set(xlabel="update", ylabel="mean pi(correct) over the pool", title=accuracy)
+            row[1].set(xlabel="update", ylabel="share of rollouts with A != 0",
+                       title=f"Adam {lr:g}: effective ratio of non-zero gradients")  # fmt: skip
             row[0].legend()
         scripts.save_figure(fig, args.out / "knapsack_allocation.png", 60)
 
@@ -228,9 +187,7 @@ def main(argv: list[str] | None = None) -> None:
     ]
     write_rows(args.out / "knapsack_allocation_curves.csv", curve_rows)
     plot(args, curves)
-    given = " ".join(sys.argv[1:] if argv is None else argv)
-    print(f"wrote {args.out}/knapsack_allocation*.csv and .png; command: python "
-          f"paper_figures/knapsack_allocation.py {given}")  # fmt: skip
+    wrote(f"{args.out}/knapsack_allocation*.csv and .png", "knapsack_allocation", argv)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ mean over the start states. Writes <out>/mountain_car.csv (per run), mountain_ca
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import gymnasium as gym
@@ -32,9 +31,10 @@ from controlrl.experiment import SweepConfig, apply_toy, write_rows
 from controlrl.nets import make_policy
 from controlrl.normalize import ObsNormalizer
 from paper_figures.lab import scripts
+from paper_figures.lab.script_flags import OUT, wrote
 from theory import mountain_car as mc
 
-ROOT = Path(__file__).resolve().parents[1]
+# the task and the PPO settings of both arms (hard_starts.py trains with them too)
 ENV = "MountainCar-v0"
 ZOO = [  # rl-baselines3-zoo hyperparams/ppo.yml, MountainCar-v0 (batch 64: 4 minibatches)
     *("--num-envs", "16", "--num-steps", "16", "--gae-lambda", "0.98"),
@@ -67,18 +67,25 @@ def load_policy(run_dir: Path, env_id: str, chebyshev: bool = False):
     return policy, normalizer
 
 
-def load_act(run_dir: Path):
-    """act(x, v) -> actions of a finished ppo run: its policy's mode, normaliser frozen."""
-    policy, normalizer = load_policy(run_dir, ENV, chebyshev=True)
+def frozen_act(run_dir: Path, env_id: str, chebyshev: bool = False):
+    """(act, parameter count) of a finished run: act(obs [n, d]) -> its policy's mode [n, ...],
+    the normaliser frozen."""
+    policy, normalizer = load_policy(run_dir, env_id, chebyshev)
 
-    def act(x: np.ndarray, v: np.ndarray) -> np.ndarray:
-        obs = np.stack([x, v], 1).astype(np.float32)  # what the env hands the agent
+    def act(obs: np.ndarray) -> np.ndarray:
+        obs = obs.astype(np.float32)  # what the env hands the agent
         if normalizer is not None:
             obs = normalizer(obs, update=False)
         with torch.inference_mode():
             return policy.mode(torch.from_numpy(np.ascontiguousarray(obs))).numpy()
 
     return act, sum(p.numel() for p in policy.parameters())
+
+
+def load_act(run_dir: Path):
+    """(act(x, v) -> actions, parameter count) of a finished ppo run on Mountain Car."""
+    act, n_params = frozen_act(run_dir, ENV, chebyshev=True)
+    return (lambda x, v: act(np.stack([x, v], 1))), n_params
 
 
 def reference(x0: np.ndarray, grids: list[int], horizon: int) -> list[dict]:
@@ -108,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--toy", action="store_true", help="tiny sizes (a test of the pipeline)")
     p.add_argument("--sweeps-root", type=Path, default=None, help="default: <out>/sweeps")
-    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
     if args.toy:
         apply_toy(args, argv, TOY)
@@ -129,27 +136,18 @@ def main(argv: list[str] | None = None) -> None:
             act, n_params = load_act(run_dir)
             steps = mc.policy_steps(act, x0, np.zeros_like(x0), max_steps=200)
             final = json.loads((run_dir / "final_eval.json").read_text())["eval_return_mean"]
-            rows.append(
-                {
-                    "policy": name,
-                    "seed": seed,
-                    "steps": args.total_timesteps,
-                    "params": n_params,
-                    "mean_steps": float(steps.mean()),
-                    "reference_mean_steps": float(ref.mean()),
-                    "regret": float((steps - ref).mean()),
-                    "reached": float(np.mean(steps < 200)),
-                    "final_eval_return": float(final),
-                }
-            )
+            rows.append({"policy": name, "seed": seed, "steps": args.total_timesteps,
+                         "params": n_params, "mean_steps": float(steps.mean()),
+                         "reference_mean_steps": float(ref.mean()),
+                         "regret": float((steps - ref).mean()),
+                         "reached": float(np.mean(steps < 200)),
+                         "final_eval_return": float(final)})  # fmt: skip
             print(f"{name} seed {seed}: {steps.mean():.1f} steps, regret {rows[-1]['regret']:.1f}")
 
     args.out.mkdir(parents=True, exist_ok=True)
     write_rows(args.out / "mountain_car.csv", rows)
     write_rows(args.out / "mountain_car_reference.csv", ref_rows)
-    cmd = " ".join(argv if argv is not None else sys.argv[1:])
-    print(f"wrote {args.out}/mountain_car.csv and _reference.csv; command: python "
-          f"paper_figures/mountain_car.py {cmd}")  # fmt: skip
+    wrote(f"{args.out}/mountain_car.csv and _reference.csv", "mountain_car", argv)
 
 
 if __name__ == "__main__":

@@ -1,41 +1,34 @@
 """Robust adversarial RL against plain PPO under mass and friction changes (Pinto et al. 2017,
 arXiv 1703.02702: training against an adversary makes policies robust to mass and friction
-changes, and better even without the adversary).
+changes, and better even without the adversary). The declared experiment
+paper_figures/rarl-robustness/ states the setting and its sources.
 
     python -m paper_figures run rarl-robustness        # this script at the declared size
     python paper_figures/rarl_robustness.py --out DIR  # 8 paired seeds x 3 variants, 40,960 steps
 
-Task: InvertedPendulum-v5 (one of the paper's tasks). Variants, on the same seeds (seed n of one
-pairs with seed n of the others) and flags: algos/ppo.py alone; algos/rarl.py, whose adversary
-pushes the pole with planar forces of at most --adversary-force newtons; and algos/rarl.py with
-a zero force (rarl-no-force: the same alternating scheme and data, no push), the control that
-separates the adversary's effect from the scheme's; all count
---total-timesteps of the protagonist's env steps (RARL's adversary samples as many again). Each
-final deterministic policy (its mode, normaliser frozen) then runs --episodes episodes under
-every perturbation: the masses (and inertias) of pole and cart times each --masses factor, the
-joints' damping (the model's friction: its geoms do not collide) times each --frictions factor
-(envs/adversarial.py ScaledDynamics), without the adversary. Writes <out>/rarl_robustness.csv
-(per variant, seed and perturbation: mean return) and rarl_robustness.png (mean return per
-perturbation); the declared experiment paper_figures/rarl-robustness/ reads the CSV into its
-results table. --variants runs a subset (each variant's runs do not depend on the others').
+InvertedPendulum-v5, the same seeds and flags for every variant: algos/ppo.py; algos/rarl.py with
+an adversary of at most --adversary-force newtons; and rarl-no-force (force 0: the same scheme,
+no push). Each final deterministic policy (normaliser frozen) runs --episodes episodes under
+every perturbation: masses of pole and cart times each --masses factor, the joints' damping
+times each --frictions factor (envs/adversarial.py ScaledDynamics), without the adversary.
+Writes <out>/rarl_robustness.csv (per variant, seed and perturbation: mean return) and
+rarl_robustness.png. --variants runs a subset (each variant's runs stand alone).
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-import torch
 
 from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, write_rows
 from envs.adversarial import ScaledDynamics
 from paper_figures.lab import scripts
-from paper_figures.mountain_car import load_policy
+from paper_figures.lab.script_flags import ROOT, wrote
+from paper_figures.mountain_car import frozen_act
 
-ROOT = Path(__file__).resolve().parents[1]
 ENV = "InvertedPendulum-v5"
 VARIANTS = ("ppo", "rarl", "rarl-no-force")
 ALGO = {"ppo": "ppo", "rarl": "rarl", "rarl-no-force": "rarl"}  # the script each variant runs
@@ -49,16 +42,8 @@ def floats(text: str) -> list[float]:
 def load_act(run_dir: Path):
     """obs [d] -> action of a finished ppo or rarl run's (protagonist's) mode, normaliser
     frozen."""
-    policy, normalizer = load_policy(run_dir, ENV)
-
-    def act(obs: np.ndarray) -> np.ndarray:
-        x = obs.astype(np.float32)[None]
-        if normalizer is not None:
-            x = normalizer(x, update=False)
-        with torch.inference_mode():
-            return policy.mode(torch.from_numpy(x))[0].numpy()
-
-    return act
+    act, _ = frozen_act(run_dir, ENV)
+    return lambda obs: act(obs[None])[0]
 
 
 def perturbed_return(act, mass: float, friction: float, episodes: int, seed: int) -> float:
@@ -113,28 +98,18 @@ def main(argv: list[str] | None = None) -> None:
             for mass in args.masses:
                 for friction in args.frictions:
                     ret = perturbed_return(act, mass, friction, args.episodes, 10_000 * seed)
-                    rows.append(
-                        {
-                            "variant": name,
-                            "seed": seed,
-                            "steps": args.total_timesteps,
-                            "adversary_force": args.adversary_force if name == "rarl" else 0.0,
-                            "mass_scale": mass,
-                            "friction_scale": friction,
-                            "episodes": args.episodes,
-                            "mean_return": ret,
-                        }
-                    )
-            grid = np.mean(
-                [r["mean_return"] for r in rows[-len(args.masses) * len(args.frictions) :]]
-            )
+                    force = args.adversary_force if name == "rarl" else 0.0
+                    rows.append({"variant": name, "seed": seed, "steps": args.total_timesteps,
+                                 "adversary_force": force, "mass_scale": mass,
+                                 "friction_scale": friction, "episodes": args.episodes,
+                                 "mean_return": ret})  # fmt: skip
+            cells = len(args.masses) * len(args.frictions)
+            grid = np.mean([r["mean_return"] for r in rows[-cells:]])
             print(f"{name} seed {seed}: mean return over the grid {grid:.1f}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     write_rows(args.out / "rarl_robustness.csv", rows)
     plot(args.out / "rarl_robustness.png", rows, args)
-    cmd = " ".join(argv if argv is not None else sys.argv[1:])
-    print(f"wrote {args.out}/rarl_robustness.csv and .png; command: python "
-          f"paper_figures/rarl_robustness.py {cmd}")  # fmt: skip
+    wrote(f"{args.out}/rarl_robustness.csv and .png", "rarl_robustness", argv)
 
 
 def plot(path: Path, rows: list[dict], args) -> None:
@@ -148,16 +123,9 @@ def plot(path: Path, rows: list[dict], args) -> None:
         fig, axes = plt.subplots(1, len(args.frictions), figsize=(3.2 * len(args.frictions), 3.4))
         for ax, friction in zip(np.atleast_1d(axes), args.frictions):
             for name in dict.fromkeys(r["variant"] for r in rows):
-                cells = [
-                    [
-                        r["mean_return"]
-                        for r in rows
-                        if r["variant"] == name
-                        and r["mass_scale"] == m
-                        and r["friction_scale"] == friction
-                    ]
-                    for m in args.masses
-                ]
+                mine = [r for r in rows if r["variant"] == name and r["friction_scale"] == friction]
+                cells = [[r["mean_return"] for r in mine if r["mass_scale"] == m]
+                         for m in args.masses]  # fmt: skip
                 samples = np.array(cells).T  # [seeds, masses]
                 mean, lo, hi, kind = stats.band(samples)
                 n = samples.shape[0]
@@ -169,11 +137,9 @@ def plot(path: Path, rows: list[dict], args) -> None:
             ax.set_xlabel("pole and cart mass scale (log axis)")
         np.atleast_1d(axes)[0].set_ylabel("mean return of the final policy")
         np.atleast_1d(axes)[0].legend(fontsize=7)
-        fig.suptitle(
-            f"{ENV}: PPO vs RARL ({args.adversary_force:g} N adversary) vs RARL at 0 N, "
-            f"{args.total_timesteps:,} steps; {plots.band_words([args.seeds])}",
-            fontsize=9,
-        )
+        fig.suptitle(f"{ENV}: PPO vs RARL ({args.adversary_force:g} N adversary) vs RARL at 0 N, "
+                     f"{args.total_timesteps:,} steps; {plots.band_words([args.seeds])}",
+                     fontsize=9)  # fmt: skip
         scripts.save_figure(fig, path)
 
 

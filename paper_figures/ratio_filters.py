@@ -44,37 +44,30 @@ its last 5 iterations) is below half of its best 5-iteration mean, or its policy
 more than 1 nat from the first iteration (the Gaussian's std shrunk e^(1/3) ~ 1.4x per action
 dimension on Hopper).
 
-Committed budget (the defaults): Hopper-v5, 4 kinds x k in {0, 2, 8} x 3 seeds = 36 runs of
-61,440 steps (30 iterations of 2,048 steps, CleanRL's 10 epochs x 32 minibatches).
-
 Trains every run not yet finished under <out>/runs (resumable) and writes <out>/ratio_filters.csv,
-one row per run (means over its updates of full age, final and best return, entropy first and
-last, collapsed): the table paper_figures/ratio-filters/analysis.py reads. The claims, their rule
-and the figure are the declaration's (paper_figures/ratio-filters/experiment.toml).
+one row per run (the statistics' means over its updates of full age, final and best return,
+entropy first and last, collapsed): the table of the declared experiment ratio-filters. Defaults:
+Hopper-v5, 4 kinds x k in {0, 2, 8} x 3 seeds of 61,440 steps (CleanRL's 2,048-step batches).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import csv
 import json
-import shlex
 import shutil
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from controlrl.cli import ArgumentParser
-from controlrl.experiment import write_rows
+from controlrl.experiment import read_rows, write_rows
 from paper_figures.lab import scripts
+from paper_figures.lab.script_flags import ROOT, check_episodic_env, some_of, wrote
 
 if TYPE_CHECKING:  # torch is imported where it is used: --help and bad flags stay fast
     import torch
-
-ROOT = Path(__file__).resolve().parents[1]
 
 KINDS = ("step", "sequence", "sequence_mean", "kalman")
 PROBE_KEYS = ("grad_var", "grad_rel_var", "grad_cos", "kl_behaviour", "kl_update")
@@ -256,8 +249,7 @@ def train(args) -> None:
 
 def read_columns(run_dir: Path) -> dict[str, np.ndarray]:
     """metrics.csv as float columns (empty cells NaN)."""
-    with (run_dir / "metrics.csv").open() as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(run_dir / "metrics.csv")
     return {k: np.array([float(r[k]) if r[k] != "" else np.nan for r in rows]) for k in rows[0]}
 
 
@@ -338,18 +330,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         from controlrl import experiment
 
         experiment.apply_toy(args, argv, TOY)
-    from envs import UnknownEnvError, check_env_id
-
-    try:
-        check_env_id(args.env_id)
-    except UnknownEnvError as exc:
-        p.error(f"--env-id: {exc}")
-    if args.env_id.startswith("bandit:"):
-        p.error(f"--env-id: {args.env_id} is a bandit; this figure needs episodes of many steps")
-    args.kinds = args.kinds.split(",")
-    bad = [k for k in args.kinds if k not in KINDS]
-    if bad:
-        p.error(f"--kinds: unknown {bad}, expected some of {list(KINDS)}")
+    check_episodic_env(p, args.env_id, "this figure needs episodes of many steps")
+    args.kinds = some_of(p, "kinds", args.kinds, KINDS)
     try:
         args.staleness = sorted({int(k) for k in args.staleness.split(",")})
     except ValueError:
@@ -367,9 +349,7 @@ def main(argv: list[str] | None = None) -> None:
     if not runs:
         raise SystemExit(f"error: no finished runs under {args.out / 'runs'}")
     write_rows(args.out / "ratio_filters.csv", runs, RUN_FIELDS)
-    shown = shlex.join(argv if argv is not None else sys.argv[1:])
-    print(f"wrote {args.out / 'ratio_filters.csv'} ({len(runs)} runs); command: "
-          f"python paper_figures/ratio_filters.py {shown}")  # fmt: skip
+    wrote(f"{args.out / 'ratio_filters.csv'} ({len(runs)} runs)", "ratio_filters", argv)
 
 
 if __name__ == "__main__":

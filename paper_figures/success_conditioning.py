@@ -22,7 +22,6 @@ Writes <out>/success_conditioning.csv (per seed, method, iteration).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,9 +30,9 @@ import torch
 from algos.ppo import ppo_loss
 from controlrl.cli import ArgumentParser
 from controlrl.experiment import apply_toy, write_rows
+from paper_figures.lab.script_flags import OUT, wrote
 from theory import success as sc
 
-ROOT = Path(__file__).resolve().parents[1]
 TOY = {"seeds": 8, "iterations": 3}
 METHODS = ("sc_exact", "sc_sampled", "ppo")
 
@@ -93,20 +92,11 @@ def run(args) -> list[dict]:
             V, V_new = (pi * Q).sum(1), (pi_new * Q).sum(1)
             influence = ((pi * Q**2).sum(1) - V**2) / V**2  # Var_{a~pi}[Q] / V^2
             change = sc.chi2(pi_new, pi)
-            for s in range(S):
-                rows.append(
-                    {
-                        "method": m,
-                        "seed": s + 1,
-                        "iteration": it + 1,
-                        "samples": 0 if m == "sc_exact" else N,
-                        "eta_before": float(V[s]),
-                        "eta_after": float(V_new[s]),
-                        "rel_improvement": float(V_new[s] / V[s] - 1),
-                        "chi2": float(change[s]),
-                        "action_influence": float(influence[s]),
-                    }
-                )
+            rows += [{"method": m, "seed": s + 1, "iteration": it + 1,
+                      "samples": 0 if m == "sc_exact" else N, "eta_before": float(V[s]),
+                      "eta_after": float(V_new[s]), "rel_improvement": float(V_new[s] / V[s] - 1),
+                      "chi2": float(change[s]), "action_influence": float(influence[s])}
+                     for s in range(S)]  # fmt: skip
             pis[m] = pi_new
     return rows
 
@@ -121,16 +111,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--ppo-lr", type=float, default=0.1)
     p.add_argument("--rng-seed", type=int, default=0)
     p.add_argument("--toy", action="store_true", help="tiny sizes (a test of the pipeline)")
-    p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
     if args.toy:
         apply_toy(args, argv, TOY)
     rows = run(args)
     args.out.mkdir(parents=True, exist_ok=True)
     write_rows(args.out / "success_conditioning.csv", rows)
-    cmd = " ".join(argv if argv is not None else sys.argv[1:])
-    print(f"wrote {args.out}/success_conditioning.csv; command: python "
-          f"paper_figures/success_conditioning.py {cmd}")  # fmt: skip
+    wrote(f"{args.out}/success_conditioning.csv", "success_conditioning", argv)
 
 
 if __name__ == "__main__":

@@ -1,56 +1,28 @@
 r"""Target Policy Optimization (Kaddour 2026, arXiv 2604.06159; github.com/JeanKaddour/tpo) in
 its own small settings: the runs of the declared experiments tpo-tabular-single,
-tpo-tabular-multi, tpo-appendix-b and tpo-single-sample (`python -m paper_figures run ID` runs
-this script with the declaration's flags; `--part` picks what it computes).
+tpo-tabular-multi, tpo-appendix-b and tpo-single-sample, whose declarations state each setting
+beside the paper's (`python -m paper_figures run ID` runs this script with their flags).
 
     python paper_figures/tpo_repro.py --part single --seeds 200 --out DIR
     python paper_figures/tpo_repro.py --part single-sample --seeds 2 --updates 3 --toy --out DIR
 
-1. --part single | multi: the tabular bandits of sections 3.1-3.2, the paper's own setting
-   (reference src/tpo/experiments/tabular.py and config.py): explicit logit tables, no network
-   and no optimiser; each update is a normalised logit step theta += alpha g / |g| with alpha =
-   0.1, g the method's ascent direction, here the negative autograd gradient of the method's loss
-   (float64). PG: advantage r - 0.5; DG (Delightful PG): the same advantage gated by
-   sigmoid(A * surprisal / eta); GRPO: rewards standardised over the batch
-   (controlrl.group.group_advantages: unbiased std + 1e-4, the reference population std + 1e-8
-   under the root; under a normalised step both give the same step); TPO: algos/tpo.py's
-   tpo_target and tpo_loss.
-   - single: K = 100 arms, one correct, logits 0, B = 100 sampled pulls per step, 150 steps. TPO
-     as the reference's tabular runner: the score vector is the batch mean of (r - 0.5) e_a over
-     the K arms, standardised over the K arms, target over all K arms. Error 1 - pi(y*) before
-     each step; misalignment 1 - cos(g, g*_PG), g*_PG = pi(y*)(e_y* - pi) the exact policy
-     gradient.
-   - multi: N = 100 contexts of K = 10 arms, logits ~ N(0, 1), exact population updates (no
-     sampling), 1000 steps, CE (cross-entropy to the correct arm, the oracle) as well. Error: mean
-     over contexts of 1 - pi_n(y_n) after each step; misalignment to g_CE.
-   Seeds: numpy default_rng(seed) per seed for the initial logits and the pulls (every method
-   the same seed). Writes tpo_repro_tabular.csv: per method and seed the final error, the mean
-   error and misalignment over the first quarter of the steps (early_*) and the mean
-   misalignment over every step.
-2. --part appendix-b: every method's autograd direction on the multi-context runs against
-   Appendix B's closed form beta(p_n)(e_y - pi_n) (beta_CE = 1, beta_PG = p, beta_DG = p / (1 +
-   p), beta_GRPO = sqrt(p / (1 - p)), beta_TPO = p (lam - 1) / (1 - p + lam p), lam = exp(K /
-   sqrt(K - 1))) at every step of every seed, and lam and beta at p = 0.1 from autograd: writes
-   tpo_repro_exact.csv.
-3. --part single-sample: token reversal (bandit:sequence-reverse-2-L, exact-match reward at the
-   end; the paper's V = 2, L = H in 7..10, B = 100 prompts, 4 epochs): population runs of TPO
-   (K = 8 answers per prompt) and the paper's single-sample baselines as its reference runs them
-   (src/tpo/experiments/_trial.py: one answer per prompt, advantage = reward - the batch's mean,
-   no critic): PPO = the clipped per-token ratio over 4 epochs (algos/grpo.py --adv-norm
-   batch-mean --group-size 1 --kl-coef 0) and DG = the Delightful PG gate in one gradient step
-   (--policy-loss dpg, eta 1, --update-epochs 1); prompt-matched as Table 3 (100 answers an
-   update against TPO's 800) at L = 7-10, and interaction-matched at L = 7, 8 (ppo-im, dg-im: 800
-   prompts of one answer an update, the learning rate times sqrt(8), the reference's
-   match="interactions"). Differs from the paper: a 64-64 MLP on the one-hot [prompt | answer so
-   far | position] observation instead of a 2-layer causal transformer; Adam 1e-3 (clip 1.0)
-   instead of Muon 1e-3; --updates updates (60; the paper 2000 episodes); our loss averages over
-   an answer's tokens (the reference sums them). Writes tpo_repro_runs.csv: per cell and seed the
-   error 1 - the rollout's exact-match rate averaged over the last 10 updates (final_error).
+--part single | multi: the tabular bandits of sections 3.1-3.2 as the reference runs them
+(src/tpo/experiments/tabular.py, config.py): logit tables, each update the normalised step theta
++= alpha g / |g| along g, the negative autograd gradient of the method's loss (PG, DG, GRPO, TPO
+through algos/tpo.py's tpo_target and tpo_loss; CE on multi). Writes tpo_repro_tabular.csv: per
+method and seed the final error, and the mean error and misalignment over the first quarter of
+the steps (early_*) and over every step.
+--part appendix-b: every method's autograd direction on the multi-context runs against Appendix
+B's closed form beta(p_n)(e_y - pi_n) (closed_form_beta), and lam and beta(0.1) from autograd:
+writes tpo_repro_exact.csv.
+--part single-sample: token reversal (bandit:sequence-reverse-2-L) as population runs of TPO and
+the reference's single-sample baselines (src/tpo/experiments/_trial.py; SEQ_METHODS, SEQ_CELLS):
+writes tpo_repro_runs.csv, per cell and seed final_error, 1 - the exact-match rate over the last
+10 updates.
 """
 
 from __future__ import annotations
 
-import csv
 import importlib
 import math
 import shlex
@@ -61,17 +33,16 @@ import numpy as np
 import torch
 
 from algos.tpo import standardized_scores, tpo_loss, tpo_target
-from controlrl.experiment import write_rows
+from controlrl.experiment import read_rows, write_rows
 from controlrl.group import group_advantages
 from envs.errors import ArgumentParser
+from paper_figures.lab import scripts
 
 ALPHA, ETA = 0.1, 1.0  # the reference's normalised logit step and temperature
 SINGLE = {"K": 100, "B": 100, "steps": 150}  # reference TabularSingleConfig
 MULTI = {"N": 100, "K": 10, "steps": 1000}  # reference TabularMultiConfig
-TABULAR_METHODS = {
-    "single": ("pg", "dg", "grpo", "tpo"),
-    "multi": ("pg", "dg", "grpo", "tpo", "ce"),
-}
+TABULAR_METHODS = {"single": ("pg", "dg", "grpo", "tpo")}
+TABULAR_METHODS["multi"] = (*TABULAR_METHODS["single"], "ce")
 EARLY = 0.25  # the early_* metrics: the first quarter of a tabular run's steps
 # the reference's single-sample baselines (src/tpo/experiments/_trial.py): the batch-mean
 # baseline, PPO's clipped per-token ratio over 4 epochs, DG's gate in one gradient step
@@ -211,9 +182,8 @@ def run_multi(method: str, seeds: list[int], steps: int) -> dict[str, np.ndarray
         dev = max(dev, float((g - closed).abs().max()))
         errors.append(1 - torch.softmax(logits.detach(), -1)[..., 0].mean(1))
         mis.append(misalignment(g, v))
-    return {"error": torch.stack(errors, 1).numpy(), "mis": torch.stack(mis, 1).numpy()} | {
-        "dev": dev
-    }
+    curves = {"error": torch.stack(errors, 1).numpy(), "mis": torch.stack(mis, 1).numpy()}
+    return curves | {"dev": dev}
 
 
 def beta_at(method: str, p: float, K: int = 10) -> float:
@@ -244,19 +214,9 @@ def summary_rows(setting: str, method: str, seeds: list[int], curves: dict) -> l
     """Per-seed rows of one tabular (setting, method)."""
     err, mis = curves["error"], curves["mis"]
     early = max(1, round(EARLY * err.shape[1]))
-    return [
-        {
-            "setting": setting,
-            "method": method,
-            "seed": seed,
-            "steps": err.shape[1],
-            "final_error": float(err[i, -1]),
-            "early_error": float(err[i, :early].mean()),
-            "mean_misalignment": float(mis[i].mean()),
-            "early_misalignment": float(mis[i, :early].mean()),
-        }
-        for i, seed in enumerate(seeds)
-    ]
+    values = (err[:, -1], err[:, :early].mean(1), mis.mean(1), mis[:, :early].mean(1))
+    return [dict(zip(TAB_FIELDS, (setting, method, seed, err.shape[1], *map(float, v))))
+            for seed, *v in zip(seeds, *values)]  # fmt: skip
 
 
 def tabular(args, out: Path) -> None:
@@ -284,8 +244,7 @@ def table(exp, source: Path) -> list[dict]:
     """A tabular experiment's results rows (its analysis.py's `table`): the single env, one row
     per method and seed, with the final error's -log10 beside it."""
     (env,) = exp.envs
-    with open(Path(source) / "tpo_repro_tabular.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(Path(source) / "tpo_repro_tabular.csv")
     return [
         {"env": env, "arm": r["method"], "seed": int(r["seed"])}
         | {k: float(r[k]) for k in TAB_FIELDS[4:]}
@@ -339,9 +298,8 @@ def single_sample(args, out: Path) -> None:
         if not (run_dir / "final_eval.json").exists():
             raise SystemExit(f"error: {run_dir} did not finish")
         err: dict[int, list[float]] = {}
-        with open(run_dir / "metrics.csv", newline="") as f:
-            for r in csv.DictReader(f):
-                err.setdefault(int(r["seed"]), []).append(1 - float(r["train/episode_return"]))
+        for r in read_rows(run_dir / "metrics.csv"):
+            err.setdefault(int(r["seed"]), []).append(1 - float(r["train/episode_return"]))
         for seed, e in sorted(err.items()):
             rows.append({"task": f"sequence-reverse-2-{c['L']}", "method": c["method"],
                          "algo": c["algo"], "seed": seed, "updates": len(e),
@@ -363,11 +321,8 @@ def parse_args(argv: list[str] | None):
     p.add_argument("--methods", default="", help="token reversal: only these methods (tpo,dg)")
     p.add_argument("--toy", action="store_true", help="token reversal: tiny networks, few envs")
     args = p.parse_args(argv)
-    for name in ("seeds", "updates"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name} must be >= 1")
-    if args.steps < 0:
-        p.error("--steps must be >= 0")
+    scripts.at_least(p, args, ("seeds", "updates"))
+    scripts.at_least(p, args, ("steps",), 0)
     try:
         args.lengths = [int(L) for L in args.lengths.split(",") if L]
     except ValueError:

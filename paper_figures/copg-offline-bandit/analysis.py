@@ -8,15 +8,14 @@ seeds, 200 pulls and 60 steps.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
-from paper_figures.lab.spec import Experiment
+from controlrl.experiment import read_rows
 
 
-def table(exp: Experiment, source: Path) -> list[dict]:
+def table(exp, source: Path) -> list[dict]:
     """One row per (method, seed)."""
     env = next(iter(exp.envs))
-    with (Path(source) / "copg_bandit.csv").open(newline="") as f:
-        return [{"env": env, "arm": r["method"], "seed": int(r["seed"]) + 1,
-                 **{m: r[m] for m in exp.metrics}} for r in csv.DictReader(f)]  # fmt: skip
+    return [{"env": env, "arm": r["method"], "seed": int(r["seed"]) + 1,
+             **{m: r[m] for m in exp.metrics}}
+            for r in read_rows(Path(source) / "copg_bandit.csv")]  # fmt: skip

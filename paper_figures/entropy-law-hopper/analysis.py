@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from controlrl import stats
+from controlrl.experiment import read_rows
 from paper_figures.lab import protocol
 from paper_figures.lab.spec import ROOT, Experiment
 
@@ -56,12 +57,7 @@ def run(exp: Experiment, toy: bool, target: Path) -> None:
             shutil.copyfile(OUT / name, tmp / name)
         argv = ["--keep-committed", "--seeds", "7", "--sweep-dir", str(tmp / "none")]
         module.main([*argv, "--out", str(tmp)])
-        with (tmp / "entropy_law_fits.csv").open() as f:
-            fits = list(csv.DictReader(f))
-        with (tmp / "entropy_law.csv").open() as f:
-            points = list(csv.DictReader(f))
-        with (tmp / "entropy_law_covariance.csv").open() as f:
-            updates = list(csv.DictReader(f))
+        points, fits, updates = (read_rows(tmp / name) for name in POINTS)
     laws = {(c["method"], str(c["seed"])): c for c in module.covariance_laws(updates, "ppo")}
     rows = []
     for fit in fits:

@@ -4,9 +4,9 @@ bandit run (the final checkpoint's mode shares) to <out>/fpo_multimodal.csv; its
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
+from controlrl.experiment import read_rows
 from paper_figures import fpo_multimodal
 from paper_figures.lab import runner
 
@@ -17,5 +17,5 @@ def run_script(exp, toy: bool, out: Path) -> None:
 
 
 def table(exp, source: Path) -> list[dict]:
-    with (Path(source) / "fpo_multimodal.csv").open(newline="") as f:
-        return [{"env": "bandit:bimodal", "arm": r["algo"], **r} for r in csv.DictReader(f)]
+    rows = read_rows(Path(source) / "fpo_multimodal.csv")
+    return [{"env": "bandit:bimodal", "arm": r["algo"], **r} for r in rows]

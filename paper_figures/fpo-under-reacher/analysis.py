@@ -4,9 +4,9 @@ cell. Its sweeps go under <out>/sweeps."""
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
+from controlrl.experiment import read_rows
 from paper_figures import fpo_underconditioned
 from paper_figures.lab import runner
 
@@ -20,6 +20,5 @@ def run_script(exp, toy: bool, out: Path) -> None:
 
 
 def table(exp, source: Path) -> list[dict]:
-    with (Path(source) / "fpo_underconditioned.csv").open(newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(Path(source) / "fpo_underconditioned.csv")
     return [r | {"env": "reacher", "arm": f"{r['algo']}-{GOAL[r['env']]}"} for r in rows]

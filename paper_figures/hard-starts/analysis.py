@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
-from paper_figures.lab.spec import Experiment
+from controlrl.experiment import read_rows
 
 
-def table(exp: Experiment, source: Path) -> list[dict]:
-    with (Path(source) / "hard_starts.csv").open(newline="") as f:
-        return [{"env": "SparseMountainCar-v0", **r} for r in csv.DictReader(f)]
+def table(exp, source: Path) -> list[dict]:
+    rows = read_rows(Path(source) / "hard_starts.csv")
+    return [{"env": "SparseMountainCar-v0", **r} for r in rows]

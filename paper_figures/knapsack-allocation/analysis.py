@@ -3,12 +3,11 @@ one row per (Adam step, arm, seed); the step is the env ("adam-<lr>")."""
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
-from paper_figures.lab.spec import Experiment
+from controlrl.experiment import read_rows
 
 
-def table(exp: Experiment, source: Path) -> list[dict]:
-    with (Path(source) / "knapsack_allocation.csv").open(newline="") as f:
-        return [{"env": f"adam-{float(r['lr']):g}", **r} for r in csv.DictReader(f)]
+def table(exp, source: Path) -> list[dict]:
+    rows = read_rows(Path(source) / "knapsack_allocation.csv")
+    return [{"env": f"adam-{float(r['lr']):g}", **r} for r in rows]

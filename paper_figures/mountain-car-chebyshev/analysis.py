@@ -8,15 +8,14 @@ core); its toy size is one seed of 512 env steps per arm on a 10 x 10 grid from 
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
-from paper_figures.lab.spec import Experiment
+from controlrl.experiment import read_rows
 
 
-def table(exp: Experiment, source: Path) -> list[dict]:
+def table(exp, source: Path) -> list[dict]:
     """One row per run: the arm is the script's policy column."""
     env = next(iter(exp.envs))
-    with (Path(source) / "mountain_car.csv").open(newline="") as f:
-        return [{"env": env, "arm": r["policy"], "seed": int(r["seed"]),
-                 **{m: r[m] for m in exp.metrics}} for r in csv.DictReader(f)]  # fmt: skip
+    return [{"env": env, "arm": r["policy"], "seed": int(r["seed"]),
+             **{m: r[m] for m in exp.metrics}}
+            for r in read_rows(Path(source) / "mountain_car.csv")]  # fmt: skip

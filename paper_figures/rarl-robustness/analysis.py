@@ -4,17 +4,15 @@ return over every perturbation and nominal_return the return at mass x 1 and dam
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import numpy as np
 
-from paper_figures.lab.spec import Experiment
+from controlrl.experiment import read_rows
 
 
-def table(exp: Experiment, source: Path) -> list[dict]:
-    with (Path(source) / "rarl_robustness.csv").open(newline="") as f:
-        cells = list(csv.DictReader(f))
+def table(exp, source: Path) -> list[dict]:
+    cells = read_rows(Path(source) / "rarl_robustness.csv")
     out = []
     for arm, seed in dict.fromkeys((r["variant"], int(r["seed"])) for r in cells):
         mine = [r for r in cells if r["variant"] == arm and int(r["seed"]) == seed]

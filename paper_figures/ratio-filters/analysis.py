@@ -3,12 +3,12 @@ run (kind, staleness, seed) to ratio_filters.csv; a run's env here is its stalen
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
+
+from controlrl.experiment import read_rows
 
 
 def table(exp, source) -> list[dict]:
     """One dict per run: env k<staleness>, arm the ratio kind, the declared metrics."""
-    with (Path(source) / "ratio_filters.csv").open(newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(Path(source) / "ratio_filters.csv")
     return [{"env": f"k{r['staleness']}", "arm": r["kind"], **r} for r in rows]

@@ -4,17 +4,16 @@ tpo_repro_runs.csv (per cell and seed the error 1 - the exact-match rate average
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
+
+from controlrl.experiment import read_rows
 
 METRIC = "last10:train/episode_return"
 
 
 def table(exp, source: Path) -> list[dict]:
-    with open(Path(source) / "tpo_repro_runs.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
     out = []
-    for r in rows:
+    for r in read_rows(Path(source) / "tpo_repro_runs.csv"):
         env = f"bandit:{r['task']}"
         if r["method"] in exp.arms and env in exp.arms[r["method"]].envs:
             out.append({"env": env, "arm": r["method"], "seed": int(r["seed"]),
