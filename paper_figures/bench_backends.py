@@ -1,18 +1,13 @@
 """Our PPO's training speed per env backend and vector-env layout, at one batch size.
 
-    python paper_figures/bench_backends.py --out paper_figures/out/bench_backends.csv \
+    python paper_figures/bench_backends.py --out paper_figures/out/bench_backends.csv \\
         --layouts Hopper-v5:1x2048,Hopper-v5:8x256,envpool:Hopper-v5:8x256 --repeats 5
 
-Each layout is `<env id>:<envs>x<steps per env>`; every layout of one call has the same batch
-(envs x steps), so each iteration does the same update work and only collecting the batch
-differs. CleanRL's 1 env x 2,048 steps on Gymnasium is the reference layout (the first); 8 envs x
-256 steps is the same 2,048-step batch from a vector env, and `envpool:<id>` steps the same task
-in EnvPool's C++ MuJoCo. The contender is algos/ppo.py with CleanRL's settings
-(paper_figures/bench_ppo.py's `ours` worker: 32 minibatches x 10 epochs, 64-64 tanh networks,
-observation and reward normalisation), in its own fresh process, the order rotated in every
-repeat; the first --warmup iterations of each process are dropped. Reported: env steps/s per
-layout (median (min-max) over repeats) and the speed ratio against the reference layout, paired
-per repeat (>1: faster).
+Each layout is `<env id>:<envs>x<steps per env>`; every layout of one call has the same batch,
+so only collecting it differs; the first is the reference. The contender is algos/ppo.py with
+CleanRL's settings (bench_ppo.py's `ours` worker), in its own fresh process, the order rotated in
+every repeat; the first --warmup iterations are dropped. Writes one CSV row per process to --out
+and prints env steps/s per layout and the speed against the reference, paired per repeat.
 """
 
 from __future__ import annotations

@@ -1,31 +1,18 @@
 """Environment steps per second: our Brax adapter vs the raw jitted Brax step, per physics
-pipeline and batch size, next to Gymnasium MuJoCo (SyncVectorEnv) and EnvPool on the same
-machine. Random actions, no learning. References: google/brax brax/envs/__init__.py (the envs and
-pipelines) and brax/envs/wrappers/training.py (brax's training wrappers); sail-sg/envpool.
+pipeline and batch size, next to Gymnasium MuJoCo (SyncVectorEnv) and EnvPool. Random actions,
+no learning. References: google/brax brax/envs/__init__.py (the envs and pipelines) and
+brax/envs/wrappers/training.py (brax's training wrappers); sail-sg/envpool.
 
     python paper_figures/bench_brax.py --out paper_figures/out/bench_brax.csv
 
-- brax raw:     jax.jit(jax.vmap(env.step)) of brax.envs.get_environment(name, backend=pipeline)
-                in a Python loop, one fixed action batch on the device, block_until_ready per
-                call, no resets (the limit to measure against).
-- brax raw+autoreset: the same with brax's own training wrappers (brax.envs.training.wrap:
-                vmap, EpisodeWrapper with the 1000-step limit, AutoResetWrapper), what brax's
-                trainers step: episodes end and restart (from each env's first initial state).
-- brax adapter: envs.make('brax:<name>', n, brax_pipeline=...).step(actions) with a fixed numpy
-                action batch: host->device actions, the step counter, same-step autoreset and
-                numpy observations/rewards/flags back, as a training loop sees it.
-- gymnasium:    envs.make('<Ant|HalfCheetah>-v5', n) (Gymnasium SyncVectorEnv).
-- envpool:      envs.make('envpool:<Ant|HalfCheetah>-v5', n) (our same-step adapter) and EnvPool
-                itself ('envpool raw', next-step autoreset).
-
-Every (env, pipeline, num_envs) runs in a fresh process (controlrl.bench, with --timeout: a worker
-that hangs or crashes leaves rows saying so) with an empty JAX compilation cache, so compile times
-(reset + step, reported apart) are cold. Raw and adapter are timed in alternating chunks of --chunk
-seconds so that machine noise hits both; the rate is total steps / total time over the chunks, and
-'ratio' is each path / raw. On a task whose random-action episodes terminate (ant falls), raw never
-resets while the adapter and raw+autoreset do: compare the adapter with raw+autoreset there. The
-batch sizes of Gymnasium/EnvPool are those given with --host-envs (1024 MuJoCo envs in one Python
-loop is not a configuration anyone would run).
+Paths: brax raw (jax.jit(jax.vmap(env.step)), no resets: the limit to measure against), brax
+raw+autoreset (brax's own training wrappers, what its trainers step), brax adapter
+(envs.make('brax:<name>', n).step with numpy actions, as a training loop sees it), gymnasium and
+envpool (envs.make of the v5 ids; 'envpool raw': EnvPool itself). Every (env, pipeline,
+num_envs) runs in a fresh process with an empty JAX cache (compiles are cold, reported apart);
+raw and adapter alternate in chunks of --chunk seconds; 'ratio' is each path / raw. Where
+random-action episodes terminate (ant falls) raw never resets: compare the adapter with
+raw+autoreset there. Writes one CSV row per path to --out.
 """
 
 from __future__ import annotations

@@ -4,28 +4,13 @@ algos/dppo.py (DPPO, arXiv 2409.00588), against algos/ppo.py, side by side in on
     python paper_figures/bench_generative.py --out paper_figures/out/bench_generative.csv \\
         --iterations 3 --warmup 1 --repeats 3
 
-Contenders (each in its own fresh process via controlrl.bench, order rotated in every repeat),
-all on --env-id (Hopper-v5) with --num-envs (8) envs and --num-steps steps per env per
-iteration, each otherwise with its own defaults (those of its reference):
-
-- ppo:  CleanRL's PPO (64-64 tanh actor and critic, 10 epochs x 32 minibatches).
-- fpo:  a flow policy sampled by 10 Euler steps (akanazawa/fpo flow_steps 10), 8 CFM pairs per
-        action, 16 epochs x 32 minibatches, 4 x 32 velocity MLP, 5 x 256 critic.
-- fpo_ppo_update: fpo with ppo's update size (10 epochs, 64-64 critic): what the flow policy
-        and its CFM ratio cost, apart from the reference's larger update.
-- dppo: fine-tuning a DDPM policy, K = 20 denoising steps of which K' = 10 are fine-tuned
-        (irom-lab/dppo hopper-v2 ft_ppo_diffusion_mlp.yaml), 512 x 3 residual actor, 256 x 3
-        critic, 5 epochs x 4 minibatches; pre-trained for --dppo-pretrain-steps steps on
-        --dppo-dataset first (not timed).
-- dppo_ppo_nets: dppo with ppo's widths (64 x 3 residual actor: the residual blocks take an
-        odd count; 64-64 critic), the same K = 20, K' = 10 and 5 epochs: what the denoising
-        chain costs apart from the reference's 512-wide actor.
-
-Times come from each run's timing.csv (time/rollout_s + time/update_s per iteration, wall and
-process CPU; start-up, pre-training, logging, checkpoints and evaluation excluded); the first
---warmup iterations are dropped. Reported: env steps per second of wall and of CPU time, and
-the ratios <algo>/ppo paired within each repeat, median (min-max) over repeats (what a generative
-policy's sampling and ratio cost per env step, against a Gaussian's).
+Contenders (CONTENDERS), each in its own fresh process (controlrl.bench), the order rotated in
+every repeat, on --env-id with --num-envs envs x --num-steps steps per iteration, each with its
+reference's defaults (fpo: akanazawa/fpo, flow_steps 10; dppo: irom-lab/dppo hopper-v2
+ft_ppo_diffusion_mlp.yaml, pre-trained for --dppo-pretrain-steps on --dppo-dataset first, not
+timed) and two variants with ppo's update size or widths. Times from each run's timing.csv (wall
+and process CPU); the first --warmup iterations dropped; ratios <algo>/ppo paired per repeat.
+Writes one CSV row per process to --out and prints the summary table.
 """
 
 from __future__ import annotations

@@ -6,44 +6,16 @@
     python paper_figures/bench_iql.py --dataset hopper-medium-v5-s0 --eval --seeds 1,2,3 \\
         --updates 1000000 --out paper_figures/out/bench_iql_eval.csv    # score, 3 seeds
 
-Contenders (each in its own fresh process via controlrl.bench, order rotated in every repeat):
-
-- ours:   algos/iql.py's main(Args(...)) in the worker's process (IQL, Kostrikov et al. 2022);
-          its run directory's timing.csv gives time/update_s per iteration of --log-every
-          gradient steps (sampling, the step, statistics; start-up, dataset loading, logging,
-          checkpoints and the final evaluation excluded).
-- d3rlpy: paper_figures/peers/d3rlpy_iql.py run with the python of d3rlpy's own venv (d3rlpy
-          2.8.1 pins gymnasium 1.0.0; `make bench-iql` builds it from
-          paper_figures/peers/d3rlpy-requirements.txt): d3rlpy's own training loop, timed per
-          update by its callback (see that file for what it cannot match).
-
-Both get the settings of tinkoff-ai/CORL algorithms/offline/iql.py, written once in the peer
-file's SETTINGS: 256-256 ReLU nets, batch 256, Adam 3e-4 everywhere, expectile 0.7, beta 3,
-exp-advantage weights clipped at 100, gamma 0.99, Polyak 0.005, actor lr cosine-annealed to 0
-over --updates, observations standardised and rewards scaled by 1000 / (max - min trajectory
-return); the same number of updates, 1 torch thread (--threads), device cpu. The first --warmup
-updates of every process are left out of the timing. Ratios are formed per repeat and reported
-as median (min-max): speed ours/d3rlpy (> 1: ours faster), by wall clock and by the process's
-CPU time over the same updates (on a shared, busy CPU the wall clock mostly measures the other
-load; with one torch thread the CPU time does not).
-
-Without --dataset, a HalfCheetah-sized file of random data (obs 17, act 6, 1M rows in episodes
-of 1000 steps, all ending in a timeout; speed does not depend on the numbers) is written once
-to runs/bench_iql/ and used. With --eval, repeat k trains seed --seeds[k] and both evaluate
---eval-episodes deterministic episodes at the end; the returns become D4RL normalised scores
-with the dataset's reference scores (envs.offline.load), when it has them.
-
---eval --workers N runs N contender processes at once (scores only: side by side they share the
-CPU, so their updates/s are not a speed measurement; without --eval it is refused). --resume
-keeps the finished runs of --out (same updates, warmup, threads, dataset and evaluation; another
-setting is an error) and runs only the other (contender, seed) pairs, so a long study grows over
-several calls and a killed one loses only the runs in flight.
-
-Our side assumes algos/iql.py's Args fields dataset, env_id, total_timesteps (gradient steps),
-log_every, eval_every (0: final evaluation only), batch_size, hidden_sizes, actor_lr,
-critic_lr, value_lr, tau (expectile), beta, gamma, polyak, anneal_actor_lr, normalize_obs,
-normalize_reward, its constant EXP_ADV_MAX, main(args) returning the final mean return, and
-timing.csv's time/update_s column (one row per --log-every steps).
+Contenders, each in its own fresh process (controlrl.bench), the order rotated in every repeat:
+ours (algos/iql.py's main; time/update_s of its timing.csv) and d3rlpy
+(paper_figures/peers/d3rlpy_iql.py run by the python of d3rlpy's own venv, which `make
+bench-iql` builds). Both get tinkoff-ai/CORL algorithms/offline/iql.py's settings, written once
+in the peer file's SETTINGS, and 1 torch thread; the first --warmup updates are not timed; ratios
+ours/d3rlpy paired per repeat, by wall clock and by process CPU time. Without --dataset a
+HalfCheetah-sized file of random data is written once to runs/bench_iql/. With --eval, repeat k
+trains seed --seeds[k] and both score --eval-episodes deterministic episodes at the end (D4RL
+normalised where the dataset has reference scores); --workers N runs N processes at once (scores
+only); --resume keeps --out's finished runs at the same settings. Writes one CSV row per process.
 """
 
 from __future__ import annotations

@@ -5,25 +5,13 @@ seeds as separate processes through the sweep runner (controlrl.experiment), sid
     python paper_figures/bench_population.py --toy --out runs/bench_toy    # seconds
 
 Contenders, each in its own fresh process (controlrl.bench), for every (algorithm, bandit):
-  population-S   one process: algos/<algo>.py --num-seeds S --seed 1, for each S of --sizes
-                 (grpo, tpo: controlrl/population.py; ppo: population_actor_critic.py)
-  separate-n     --separate seeds 1..n, one process each through run_sweep (--workers at once)
-Both run the bandit suite's settings (paper_figures/bandit-suite/experiment.toml): 256 samples
-per update, groups of 8, the algorithm's defaults (ppo: the suite's matched flags), 10,240
-samples on bernoulli-10 and 20,480 on
-sequence-reverse-2-6, --eval-every 0 (the final evaluation only), no TensorBoard. A
-population runs with --torch-threads set to --population-threads (default 1; the threads
-column): the separate side keeps --workers one-thread processes busy, so a population given as
-many threads uses the same cores. A contender's time is its process wall clock, start-up
-included (for the separate side, the whole sweep); per_seed_s is that over its seeds (the
-separate side's per-seed time stands for any number of seeds, as its runs are independent),
-and speedup = separate per_seed_s / population per_seed_s. cpu_s is the CPU time of the
-contender's processes (its children's for the sweep), peak_rss_mb the largest resident set of
-one of its processes. One repeat: a
-population of 1000 takes minutes, the separate side about as long for 32 seeds.
-
-Writes <out>/bench_population.csv (one row per contender; the rows of (algorithm, bandit)
-cells this call does not run are kept with their commands) and prints the speed-ups.
+population-S (algos/<algo>.py --num-seeds S, on --population-threads torch threads) and
+separate-n (seeds 1..n through run_sweep, --workers one-thread processes at once), both with the
+bandit suite's settings (paper_figures/bandit-suite/experiment.toml) and the final evaluation
+only. A contender's time is its process wall clock, start-up included; per_seed_s is that over
+its seeds; speedup = separate per_seed_s / population per_seed_s; cpu_s and peak_rss_mb of its
+processes. Writes <out>/bench_population.csv (one row per contender; the rows of cells this call
+does not run are kept with their commands) and prints the speed-ups.
 """
 
 from __future__ import annotations

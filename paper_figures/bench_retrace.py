@@ -3,30 +3,14 @@
     python paper_figures/bench_retrace.py --out paper_figures/out/bench_retrace.csv \\
         --updates 3000 --warmup 500 --repeats 3
 
-Contenders (each in its own fresh process via controlrl.bench, order rotated in every repeat):
-
-- ours: algos/retrace.py's main(Args(...)): Retrace(lambda) targets over segments of
-        --segment-length steps (Munos et al. 2016), twin Q, SAC actor and temperature;
-        its timing.csv gives time/train_s per iteration of --log-every env steps (env step,
-        acting, replay sampling and the gradient step; the evaluation and checkpoints after it
-        are excluded).
-- sb3:  stable_baselines3.SAC (DLR-RM/stable-baselines3 stable_baselines3/sac/sac.py), timed
-        by a callback called after each env step: env step, acting, sampling, gradient step.
-
-Both: one env of --env-id (HalfCheetah-v5: no early terminations), 256-256 ReLU actor and twin
-critic, 256 transitions per gradient step (ours: 32 segments of 8), one gradient step per env
-step (SB3 train_freq 1, gradient_steps 1), Adam 3e-4, gamma 0.99, Polyak 0.005, entropy
-temperature learned from 1.0 towards -dim(A), --learning-starts env steps of uniform actions
-first, 1 torch thread, cpu. Each process runs learning_starts + --updates env steps; the first
---warmup updates are not timed. Rates are updates per wall second and per process CPU second
-over the same updates; ratios ours/sb3 are paired per repeat and reported as median (min-max)
-(on a shared, busy CPU the wall clock mostly measures the other load; with one thread the CPU
-time does not). Ours does more work per update than SAC: Q_target(x_t, a_t) of the stored
-actions for the trace, and log pi of them.
-
-Our side assumes algos/retrace.py's Args fields (env_id, total_timesteps, learning_starts,
-batch_size, segment_length, buffer_size, updates_per_step, hidden_sizes, learning_rate, gamma,
-polyak, init_alpha, log_every, eval_every) and timing.csv's time/train_s column.
+Contenders, each in its own fresh process (controlrl.bench), the order rotated in every repeat:
+ours (algos/retrace.py's main: Retrace(lambda) targets over segments, twin Q, SAC actor and
+temperature; time/train_s of its timing.csv) and sb3 (stable_baselines3.SAC,
+stable_baselines3/sac/sac.py, timed by a callback after each env step). Both: one env, 256-256
+ReLU nets, 256 transitions per update (ours: 32 segments of 8), one update per env step, SAC's
+settings, --learning-starts uniform steps first, 1 torch thread; the first --warmup updates are
+not timed. Rates per wall and per process CPU second; ratios ours/sb3 paired per repeat. Writes
+one CSV row per process to --out and prints the summary table.
 """
 
 from __future__ import annotations
