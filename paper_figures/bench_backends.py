@@ -89,10 +89,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--out", default="paper_figures/out/bench_backends.csv", help="CSV to write")
     layouts = f"{DEFAULT_LAYOUTS}; {TOY_LAYOUTS} with --toy"
-    p.add_argument(
-        "--layouts",
-        help=f"comma-separated <env id>:<envs>x<steps>, first the reference (default {layouts})",
-    )
+    what = f"comma-separated <env id>:<envs>x<steps>, first the reference (default {layouts})"
+    p.add_argument("--layouts", help=what)
     p.add_argument("--iterations", type=int, help="timed iterations per process (3; 1 --toy)")
     p.add_argument("--repeats", type=int, help="repeats (default 5; 1 with --toy)")
     p.add_argument("--warmup", type=int, default=1, help="leading iterations dropped (default 1)")

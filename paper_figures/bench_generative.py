@@ -26,13 +26,7 @@ from controlrl.cli import ArgumentParser
 from paper_figures.lab import scripts
 
 CONTENDERS = ("ppo", "fpo", "fpo_ppo_update", "dppo", "dppo_ppo_nets")
-ALGO = {
-    "ppo": "ppo",
-    "fpo": "fpo",
-    "fpo_ppo_update": "fpo",
-    "dppo": "dppo",
-    "dppo_ppo_nets": "dppo",
-}
+ALGO = {c: c.split("_")[0] for c in CONTENDERS}  # the algos/ file each contender runs
 FIELDS = [
     *"contender repeat slot seed env_id num_envs num_steps iterations warmup threads".split(),
     *"steps rollout_s update_s cpu_s sps sps_cpu process_s status".split(),
@@ -60,12 +54,9 @@ def work(contender: str, **cfg) -> dict:
             rows = list(csv.DictReader(f))[cfg["warmup"] :]
     wall = sum(float(r["time/rollout_s"]) + float(r["time/update_s"]) for r in rows)
     cpu = sum(float(r["time/rollout_s_cpu"]) + float(r["time/update_s_cpu"]) for r in rows)
-    return dict(
-        steps=len(rows) * T * N,
-        rollout_s=sum(float(r["time/rollout_s"]) for r in rows),
-        update_s=sum(float(r["time/update_s"]) for r in rows),
-        train_s=wall,
-        cpu_s=cpu,
+    out = dict(steps=len(rows) * T * N, rollout_s=sum(float(r["time/rollout_s"]) for r in rows))
+    return out | dict(
+        update_s=sum(float(r["time/update_s"]) for r in rows), train_s=wall, cpu_s=cpu
     )
 
 

@@ -61,20 +61,11 @@ def peer_settings() -> dict:
 def ours_kwargs(settings: dict) -> dict:
     """The peer's SETTINGS under algos/iql.py's Args names (max_weight: iql.EXP_ADV_MAX)."""
     s = settings
-    return dict(
-        hidden_sizes=tuple(s["hidden_sizes"]),
-        batch_size=s["batch_size"],
-        actor_lr=s["actor_lr"],
-        critic_lr=s["critic_lr"],
-        value_lr=s["critic_lr"],  # d3rlpy trains Q and V with one optimiser at critic_lr
-        tau=s["expectile"],
-        beta=s["beta"],
-        gamma=s["gamma"],
-        polyak=s["polyak"],
-        anneal_actor_lr=s["cosine_actor_lr"],
-        normalize_obs=s["normalize_obs"],
-        normalize_reward=s["reward_scale"] == 1000.0,  # ours scales by 1000 / return range
-    )
+    out = {k: s[k] for k in ("batch_size", "actor_lr", "critic_lr", "beta", "gamma", "polyak")}
+    out |= dict(hidden_sizes=tuple(s["hidden_sizes"]), tau=s["expectile"])
+    out["value_lr"] = s["critic_lr"]  # d3rlpy trains Q and V with one optimiser at critic_lr
+    out |= dict(anneal_actor_lr=s["cosine_actor_lr"], normalize_obs=s["normalize_obs"])
+    return out | dict(normalize_reward=s["reward_scale"] == 1000.0)  # 1000 / return range
 
 
 # --------------------------------------------------------------------------------------------
@@ -98,21 +89,11 @@ def _ours(cfg: dict) -> dict:
     iql.Timer = bench.cpu_timer(iql.Timer)  # this process only: timing.csv gains CPU seconds too
     with tempfile.TemporaryDirectory(prefix="bench_iql_ours_") as tmp:
         run_dir = Path(tmp) / "run"
-        args = iql.Args(
-            dataset=cfg["dataset"],
-            env_id=cfg["env_id"],
-            seed=cfg["seed"],
-            total_timesteps=cfg["updates"],
-            log_every=cfg["log_every"],
-            eval_every=0,
-            eval_episodes=max(cfg["eval_episodes"], 1),  # the session evaluates once at the end
-            checkpoint_every=10**9,
-            run_dir=str(run_dir),
-            tensorboard=False,
-            progress=False,
-            torch_threads=cfg["threads"],
-            **ours_kwargs(settings),
-        )
+        kw = {k: cfg[k] for k in ("dataset", "env_id", "seed", "log_every")}
+        kw |= dict(total_timesteps=cfg["updates"], eval_every=0, checkpoint_every=10**9)
+        kw["eval_episodes"] = max(cfg["eval_episodes"], 1)  # the session evaluates once at the end
+        kw |= dict(run_dir=str(run_dir), tensorboard=False, progress=False)
+        args = iql.Args(torch_threads=cfg["threads"], **kw, **ours_kwargs(settings))
         args.validate()
         final_return = iql.main(args)
         with (run_dir / "timing.csv").open() as f:
@@ -334,20 +315,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-episodes", type=int, default=10, help="episodes with --eval (CORL 10)")
     p.add_argument("--threads", type=int, default=1, help="torch threads of both")
     p.add_argument("--contenders", default="ours,d3rlpy", help="subset of ours,d3rlpy")
-    p.add_argument(
-        "--d3rlpy-python",
-        default=os.environ.get("D3RLPY_PYTHON", str(D3RLPY_VENV / "bin" / "python")),
-        help="python of d3rlpy's venv (make bench-iql builds it; env D3RLPY_PYTHON)",
-    )
+    what = "python of d3rlpy's venv (make bench-iql builds it; env D3RLPY_PYTHON)"
+    peer = os.environ.get("D3RLPY_PYTHON", str(D3RLPY_VENV / "bin" / "python"))
+    p.add_argument("--d3rlpy-python", default=peer, help=what)
     p.add_argument("--timeout", type=float, default=7200.0, help="seconds per contender process")
-    p.add_argument(
-        "--workers", type=int, default=1, help="with --eval: contender processes at once (1)"
-    )
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="keep the finished runs of --out at this call's settings and run only the others",
-    )
+    p.add_argument("--workers", type=int, default=1, help="with --eval: processes at once (1)")
+    what = "keep the finished runs of --out at this call's settings and run only the others"
+    p.add_argument("--resume", action="store_true", help=what)
     p.add_argument("--toy", action="store_true", help="tiny run for tests")
     args = p.parse_args(argv)
     default = dict(updates=40, warmup=20, log_every=10, repeats=1) if args.toy else {}

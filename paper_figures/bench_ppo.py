@@ -37,15 +37,8 @@ AVAILABLE = {"ppo": CONTENDERS, "trpo": ("ours", "sb3"), "spo": ("ours",), "bpo"
 CONFIG = ("env_id", "num_envs", "num_steps", "num_minibatches", "epochs", "threads")
 # floor components: the interleaved step loop (what its rollout counts), and the same env steps
 # and actor forwards timed in separate loops (cheaper: no data dependency, warm caches)
-TIMES = (
-    "rollout_s",
-    "update_s",
-    "step_loop_s",
-    "batched_fwd_s",
-    "train_s",
-    "env_step_s",
-    "actor_fwd_s",
-)
+TIMES = ("rollout_s", "update_s", "step_loop_s", "batched_fwd_s", "train_s", "env_step_s")
+TIMES += ("actor_fwd_s",)
 FIELDS = [  # CSV columns; 'status' and controlrl.bench's 'command' come last
     *"algo contender num_envs repeat slot env_id num_steps num_minibatches epochs".split(),
     *"threads iterations steps_per_iter sps iter_s".split(),

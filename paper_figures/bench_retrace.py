@@ -54,22 +54,13 @@ def _ours(cfg: dict) -> dict:
     retrace.Timer = bench.cpu_timer(retrace.Timer)  # this process only: CPU seconds per lap too
     with tempfile.TemporaryDirectory(prefix="bench_retrace_ours_") as tmp:
         run_dir = Path(tmp) / "run"
-        args = retrace.Args(
-            env_id=cfg["env_id"],
-            seed=cfg["seed"],
-            total_timesteps=cfg["learning_starts"] + cfg["updates"],
-            learning_starts=cfg["learning_starts"],
-            log_every=cfg["log_every"],
-            segment_length=cfg["segment_length"],
-            eval_every=0,
-            eval_episodes=1,
-            checkpoint_every=10**9,
-            run_dir=str(run_dir),
-            tensorboard=False,
-            progress=False,
-            torch_threads=cfg["threads"],
-            **{**SETTINGS, "hidden_sizes": tuple(cfg["hidden"]), "batch_size": cfg["batch_size"]},
-        )
+        kw = {
+            k: cfg[k] for k in ("env_id", "seed", "learning_starts", "log_every", "segment_length")
+        }
+        kw |= dict(total_timesteps=cfg["learning_starts"] + cfg["updates"], eval_every=0)
+        kw |= dict(eval_episodes=1, checkpoint_every=10**9, run_dir=str(run_dir), tensorboard=False)
+        kw |= dict(progress=False, torch_threads=cfg["threads"], batch_size=cfg["batch_size"])
+        args = retrace.Args(**SETTINGS | kw | {"hidden_sizes": tuple(cfg["hidden"])})
         args.validate()
         retrace.main(args)
         with (run_dir / "timing.csv").open() as f:
@@ -103,24 +94,13 @@ def _sb3(cfg: dict) -> dict:
                 marks["wall0"], marks["cpu0"] = time.perf_counter(), time.process_time()
             return True
 
-    s = SETTINGS
-    model = SAC(
-        "MlpPolicy",
-        gym.make(cfg["env_id"]),
-        learning_rate=s["learning_rate"],
-        buffer_size=s["buffer_size"],
-        learning_starts=cfg["learning_starts"],
-        batch_size=cfg["batch_size"],
-        tau=s["polyak"],
-        gamma=s["gamma"],
-        train_freq=1,
-        gradient_steps=s["updates_per_step"],
-        ent_coef=f"auto_{s['init_alpha']}",
-        target_entropy="auto",
-        policy_kwargs=dict(net_arch=list(cfg["hidden"])),
-        seed=cfg["seed"],
-        device="cpu",
-    )
+    s = SETTINGS  # under SAC's names (stable_baselines3/sac/sac.py)
+    kw = dict(learning_rate=s["learning_rate"], buffer_size=s["buffer_size"], tau=s["polyak"])
+    kw |= dict(gamma=s["gamma"], train_freq=1, gradient_steps=s["updates_per_step"])
+    kw |= dict(ent_coef=f"auto_{s['init_alpha']}", target_entropy="auto", seed=cfg["seed"])
+    kw |= dict(learning_starts=cfg["learning_starts"], batch_size=cfg["batch_size"])
+    kw |= dict(policy_kwargs=dict(net_arch=list(cfg["hidden"])), device="cpu")
+    model = SAC("MlpPolicy", gym.make(cfg["env_id"]), **kw)
     model.learn(cfg["learning_starts"] + cfg["updates"], callback=Clock())
     wall, cpu = time.perf_counter() - marks["wall0"], time.process_time() - marks["cpu0"]
     # from after env step `start` (its update not yet done) to the end: the updates after env
@@ -193,9 +173,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--out", default="paper_figures/out/bench_retrace.csv", help="CSV to write")
     p.add_argument("--env-id", default="HalfCheetah-v5", help="Gymnasium id of both")
-    p.add_argument(
-        "--updates", type=int, help="timed + warmup updates per process (3000; 40 --toy)"
-    )
+    p.add_argument("--updates", type=int, help="timed + warmup updates (3000; 40 --toy)")
     p.add_argument("--warmup", type=int, help="leading updates not timed (500; 20 --toy)")
     p.add_argument("--learning-starts", type=int, help="uniform-action env steps (1000; 40 --toy)")
     p.add_argument("--log-every", type=int, help="ours: env steps per timing row (100; 10 --toy)")

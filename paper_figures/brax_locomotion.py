@@ -82,29 +82,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--envs", default="ant,halfcheetah", help="comma-separated brax env names")
     p.add_argument("--pipeline", default="spring", help="brax physics pipeline, both trainers")
     p.add_argument("--seeds", default="1,2,3", help="comma-separated seeds")
-    p.add_argument(
-        "--trainers", default=",".join(TRAINERS), help=f"comma-separated, of {', '.join(TRAINERS)}"
-    )
+    what = f"comma-separated, of {', '.join(TRAINERS)}"
+    p.add_argument("--trainers", default=",".join(TRAINERS), help=what)
     p.add_argument("--scale", type=int, default=16, help="num_envs and batch_size divided by this")
     p.add_argument("--total-timesteps", type=int, default=409_600, help="budget per run")
     p.add_argument("--num-evals", type=int, default=11, help="brax num_evals (incl. step 0)")
     p.add_argument("--eval-episodes", type=int, default=16, help="brax num_eval_envs")
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
-    p.add_argument(
-        "--name",
-        default="brax_locomotion",
-        help="stem of the CSVs and the PNG in --out (another budget: another name, so one CSV "
-        "never mixes budgets)",
-    )
+    what = "stem of the CSVs and the PNG in --out (another budget: another name, so one CSV "
+    p.add_argument("--name", default="brax_locomotion", help=what + "never mixes budgets)")
     p.add_argument("--work-dir", type=Path, default=None, help="run dirs (default: runs/<name>)")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per trainer process")
     p.add_argument("--fresh", action="store_true", help="rerun finished runs too")
     p.add_argument("--toy", action="store_true", help="tiny sizes, one seed (for the test)")
-    p.add_argument(
-        "--plot-only",
-        action="store_true",
-        help="redraw the PNG from --out's brax_locomotion_curves.csv (no training)",
-    )
+    what = "redraw the PNG from --out's <name>_curves.csv (no training)"
+    p.add_argument("--plot-only", action="store_true", help=what)
     args = p.parse_args(argv)
     if args.toy:
         args.seeds, args.scale, args.total_timesteps = "1", 512, 2560
@@ -255,25 +247,14 @@ def summarise(results: dict, targets: dict) -> list[dict]:
         pts = res["points"]
         last = pts[-1] if pts else {"step": 0, "train_s": nan, "wall_s": nan, "return": nan}
         hit = next((p for p in pts if p["return"] >= targets[env]), {})
-        rows.append(
-            {
-                "env": env,
-                "trainer": trainer,
-                "seed": seed,
-                "steps": last["step"],
-                "return_at_budget": last["return"],
-                "best_return": max((p["return"] for p in pts), default=nan),
-                "train_sps": last["step"] / last["train_s"] if last["train_s"] else nan,
-                "train_s": last["train_s"],
-                "wall_s": res["wall_s"],
-                "startup_s": res["startup_s"],
-                "target": targets[env],
-                "step_to_target": hit.get("step", ""),
-                "train_to_target_s": hit.get("train_s", nan),
-                "wall_to_target_s": hit.get("wall_s", nan),
-                "status": res["status"],
-            }
-        )
+        best = max((p["return"] for p in pts), default=nan)
+        row = dict(env=env, trainer=trainer, seed=seed, steps=last["step"])
+        row |= dict(return_at_budget=last["return"], best_return=best)
+        row |= dict(train_sps=last["step"] / last["train_s"] if last["train_s"] else nan)
+        row |= dict(train_s=last["train_s"], wall_s=res["wall_s"], startup_s=res["startup_s"])
+        row |= dict(target=targets[env], step_to_target=hit.get("step", ""))
+        row |= {f"{c}_to_target_s": hit.get(f"{c}_s", nan) for c in ("train", "wall")}
+        rows.append(row | {"status": res["status"]})
     return rows
 
 

@@ -64,9 +64,7 @@ SETTINGS += ("max_grad_norm", "hidden_sizes", "critic_hidden_sizes", "activation
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--env", default="inverted_pendulum", help="brax env name")
-    p.add_argument(
-        "--pipeline", default="positional", help="brax physics pipeline (spring cannot balance)"
-    )
+    p.add_argument("--pipeline", default="positional", help="brax pipeline (spring cannot balance)")
     p.add_argument("--target", type=float, default=900.0, help="evaluation return to reach")
     p.add_argument("--seeds", default="1,2,3", help="comma-separated seeds")
     p.add_argument("--episode-length", type=int, default=1000)
@@ -83,38 +81,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--hidden-sizes", default="64,64", help="policy hidden layers")
     p.add_argument("--critic-hidden-sizes", default="64,64", help="value hidden layers")
     p.add_argument(
-        "--activation", choices=("tanh", "swish"), default="tanh", help="swish: ours_jax only"
+        "--activation", choices=("tanh", "swish"), default="tanh", help="swish: ours_jax"
     )
     p.add_argument("--reward-scale", type=float, default=1.0, help="brax reward_scaling")
-    p.add_argument(
-        "--adam-eps",
-        type=float,
-        default=1e-5,
-        help="ours' Adam epsilon (brax's trainer: optax's 1e-8, not settable)",
-    )
+    what = "ours' Adam epsilon (brax's trainer: optax's 1e-8, not settable)"
+    p.add_argument("--adam-eps", type=float, default=1e-5, help=what)
     p.add_argument("--total-timesteps", type=int, default=100_000, help="budget per run")
     p.add_argument("--num-evals", type=int, default=20, help="brax num_evals (incl. step 0)")
     p.add_argument("--eval-episodes", type=int, default=16)
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
-    p.add_argument(
-        "--work-dir",
-        type=Path,
-        default=None,
-        help="run dirs and JAX caches (default: runs/brax_ppo_race, or <out>/brax_race with --toy)",
-    )
-    p.add_argument(
-        "--jax-cache",
-        choices=("cold", "warm"),
-        default="cold",
-        help="cold: every run starts from an empty JAX compilation cache; warm: each trainer's"
-        " cache under --work-dir is filled by an untimed warm-up run before the timed ones",
-    )
+    what = "run dirs and JAX caches (default: runs/brax_ppo_race, or <out>/brax_race with --toy)"
+    p.add_argument("--work-dir", type=Path, default=None, help=what)
+    what = "cold: every run starts from an empty JAX compilation cache; warm: each trainer's"
+    what += " cache under --work-dir is filled by an untimed warm-up run before the timed ones"
+    p.add_argument("--jax-cache", choices=("cold", "warm"), default="cold", help=what)
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per trainer process")
-    p.add_argument(
-        "--trainers",
-        default=",".join(TRAINERS),
-        help="comma-separated subset of " + ", ".join(TRAINERS) + " (brax is always run)",
-    )
+    what = f"comma-separated subset of {', '.join(TRAINERS)} (brax is always run)"
+    p.add_argument("--trainers", default=",".join(TRAINERS), help=what)
     p.add_argument("--toy", action="store_true", help="tiny budget, one seed (for the test)")
     args = p.parse_args(argv)
     if args.toy:
@@ -361,26 +344,15 @@ def summarise(args, results: dict) -> list[dict]:
     for (trainer, seed), res in results.items():
         hit = first_at_target(res["points"], args.target) or {}
         last = res["points"][-1] if res["points"] else {"step": 0, "train_s": nan, "return": nan}
-        rows.append(
-            {
-                "trainer": trainer,
-                "seed": seed,
-                "env": args.env,
-                "pipeline": args.pipeline,
-                "target": args.target,
-                "step_at_target": hit.get("step", ""),
-                "wall_to_target_s": hit.get("wall_s", nan),
-                "train_to_target_s": hit.get("train_s", nan),
-                "final_return": last["return"],
-                "best_return": max((p["return"] for p in res["points"]), default=nan),
-                "total_steps": last["step"],
-                "total_wall_s": res["run"].wall_s,
-                "startup_s": res["startup_s"],
-                "train_compile_s": res["train_compile_s"],
-                "train_sps": last["step"] / last["train_s"] if last["train_s"] else nan,
-                "status": res["run"].status,
-            }
-        )
+        best, run = max((p["return"] for p in res["points"]), default=nan), res["run"]
+        row = dict(trainer=trainer, seed=seed, env=args.env, pipeline=args.pipeline)
+        row |= dict(target=args.target, step_at_target=hit.get("step", ""))
+        row |= {f"{c}_to_target_s": hit.get(f"{c}_s", nan) for c in ("wall", "train")}
+        row |= dict(final_return=last["return"], best_return=best, total_steps=last["step"])
+        row |= dict(total_wall_s=run.wall_s, startup_s=res["startup_s"])
+        row |= dict(train_compile_s=res["train_compile_s"])
+        row |= dict(train_sps=last["step"] / last["train_s"] if last["train_s"] else nan)
+        rows.append(row | {"status": run.status})
     by_key = {(r["trainer"], r["seed"]): r for r in rows}
     for r in rows:
         brax = by_key.get(("brax", r["seed"]), {})

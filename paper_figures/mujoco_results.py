@@ -81,9 +81,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--final-window", type=int, default=20_480)
     p.add_argument("--train", action="store_true", help="run missing runs first (a sweep)")
     p.add_argument("--workers", type=int, default=1, help="runs at once when training")
-    p.add_argument(
-        "--from-csv", action="store_true", help="the PNG from <out>/<algo>_<suite>.csv alone"
-    )
+    what = "the PNG from <out>/<algo>_<suite>.csv alone"
+    p.add_argument("--from-csv", action="store_true", help=what)
     p.add_argument("extra", nargs="*", help="flags passed to every run (after --)")
     args = p.parse_args(argv)
     env_ids = (args.envs or SUITES[args.suite]).split(",")

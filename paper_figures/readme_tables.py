@@ -216,14 +216,9 @@ def learning_body(read: Read, files: list[str]) -> tuple[str, int]:
             ref = {r["reference"] for r in g}
             if len(ref) != 1:
                 raise ValueError(f"{name}: {algo} {env} has several references")
+            finals = [spread(col(g, k)) for k in ("final_train_return", "final_eval_return")]
             body.append(
-                [
-                    algo.upper(),
-                    env,
-                    spread(col(g, "final_train_return")),
-                    spread(col(g, "final_eval_return")),
-                    f"{PUBLISHED[(algo, env)]}: {f(float(ref.pop()))}",
-                ]
+                [algo.upper(), env, *finals, f"{PUBLISHED[(algo, env)]}: {f(float(ref.pop()))}"]
             )
     n = uniform_n(groups)
     return md(["algo", "env", "train", "final evaluation", "published"], body), n
