@@ -56,63 +56,41 @@ def brax_rows(name: str, pipeline: str, n: int, chunk: float, chunks: int) -> li
     from brax import envs as brax_envs
 
     env = brax_envs.get_environment(name, backend=pipeline)
-    t0 = time.perf_counter()
-    reset = jax.jit(jax.vmap(env.reset))
-    step = jax.jit(jax.vmap(env.step))
-    state = reset(jax.random.split(jax.random.PRNGKey(0), n))
     act_np = np.random.default_rng(0).uniform(-1, 1, (n, env.action_size)).astype(np.float32)
     act = jax.numpy.asarray(act_np)
-    for _ in range(2):  # the 2nd call compiles again (reset's state types differ)
-        state = step(state, act)
-        jax.block_until_ready(state.obs)
-    raw_compile = time.perf_counter() - t0
-    box = {"state": state}
+    states, compile_s, fns = {}, {}, {}
 
-    def raw_step():
-        box["state"] = step(box["state"], act)
-        jax.block_until_ready(box["state"].obs)
+    def path(key: str, reset, step) -> None:  # compile (timed) and a stepper of one brax path
+        t0 = time.perf_counter()
+        state = reset(jax.random.split(jax.random.PRNGKey(0), n))
+        for _ in range(2):  # the 2nd call compiles again (reset's state types differ)
+            state = step(state, act)
+            jax.block_until_ready(state.obs)
+        states[key], compile_s[key] = state, time.perf_counter() - t0
+
+        def stepper() -> None:
+            states[key] = step(states[key], act)
+            jax.block_until_ready(states[key].obs)
+
+        fns[key] = stepper
 
     from brax.envs.wrappers import training
 
+    path("raw", jax.jit(jax.vmap(env.reset)), jax.jit(jax.vmap(env.step)))
     wrapped = training.wrap(env, episode_length=1000)
-    t0 = time.perf_counter()
-    w_reset, w_step = jax.jit(wrapped.reset), jax.jit(wrapped.step)
-    w_state = w_reset(jax.random.split(jax.random.PRNGKey(0), n))
-    for _ in range(2):
-        w_state = w_step(w_state, act)
-        jax.block_until_ready(w_state.obs)
-    wrapped_compile = time.perf_counter() - t0
-    box["wrapped"] = w_state
-
-    def wrapped_step():
-        box["wrapped"] = w_step(box["wrapped"], act)
-        jax.block_until_ready(box["wrapped"].obs)
-
+    path("raw+autoreset", jax.jit(wrapped.reset), jax.jit(wrapped.step))
     vec = brax_backend.BraxVectorEnv(name, n, pipeline, copy=False)  # as training uses it
     t0 = time.perf_counter()
     vec.compile()
     vec.reset(seed=0)
     vec.step(act_np)
-    adapter_compile = time.perf_counter() - t0
-
-    fns = {"raw": raw_step, "raw+autoreset": wrapped_step, "adapter": lambda: vec.step(act_np)}
+    compile_s["adapter"] = time.perf_counter() - t0
+    fns["adapter"] = lambda: vec.step(act_np)
     rates = timed_chunks(fns, n, chunk, chunks)
-    return [
-        {
-            "env": name,
-            "backend": f"brax {path}",
-            "pipeline": pipeline,
-            "num_envs": n,
-            "compile_s": round(compile_s, 2),
-            "steps_per_s": round(rates[path]),
-            "ratio_to_raw": round(rates[path] / rates["raw"], 3),
-        }
-        for path, compile_s in (
-            ("raw", raw_compile),
-            ("raw+autoreset", wrapped_compile),
-            ("adapter", adapter_compile),
-        )
-    ]
+    row = dict(env=name, pipeline=pipeline, num_envs=n)
+    return [row | dict(backend=f"brax {p}", compile_s=round(compile_s[p], 2),
+                       steps_per_s=round(rates[p]), ratio_to_raw=round(rates[p] / rates["raw"], 3))
+            for p in BRAX_PATHS]  # fmt: skip
 
 
 def host_rows(name: str, n: int, chunk: float, chunks: int) -> list[dict]:
@@ -135,20 +113,13 @@ def host_rows(name: str, n: int, chunk: float, chunks: int) -> list[dict]:
         fns["envpool raw"] = lambda: vec_pool._pool.step(act)  # without the same-step adapter
     rates = timed_chunks(fns, n, chunk, chunks)
     vec_gym.close()
-    return [
-        {
-            "env": name,
-            "backend": backend,
-            "pipeline": "",
-            "num_envs": n,
-            "compile_s": "",
-            "steps_per_s": round(rate),
-            "ratio_to_raw": round(rate / rates["envpool raw"], 3)
-            if backend.startswith("envpool")
-            else "",
-        }
-        for backend, rate in rates.items()
-    ]
+    row = dict(env=name, pipeline="", num_envs=n, compile_s="")
+
+    def ratio(backend: str, rate: float):  # EnvPool's paths against EnvPool itself
+        return round(rate / rates["envpool raw"], 3) if backend.startswith("envpool") else ""
+
+    return [row | dict(backend=b, steps_per_s=round(r), ratio_to_raw=ratio(b, r))
+            for b, r in rates.items()]  # fmt: skip
 
 
 def worker(kind: str, env: str, pipeline: str, n: int, chunk: float, chunks: int) -> dict:
@@ -226,9 +197,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--envs", default="ant,halfcheetah")
     p.add_argument("--pipelines", default="spring,positional,generalized,mjx")
     p.add_argument("--num-envs", default="1,64,1024", help="brax batch sizes")
-    p.add_argument(
-        "--host-envs", default="1,8,64", help="Gymnasium / EnvPool batch sizes ('': none)"
-    )
+    p.add_argument("--host-envs", default="1,8,64", help="Gymnasium / EnvPool sizes ('': none)")
     p.add_argument("--chunk", type=float, default=1.0, help="seconds per timing chunk")
     p.add_argument("--chunks", type=int, default=3, help="chunks per path")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per worker process")
