@@ -128,13 +128,7 @@ def main(argv: list[str] | None = None) -> list[bench.Run]:
                             lambda run: {k: row(run, args.warmup).get(k, "") for k in FIELDS},
                             lambda r: f"{r['sps']:8.0f} steps/s")  # fmt: skip
     runs = bench.run(contenders(args), args.repeats, on_run=report)
-    _, envs, steps = parse_layout(args.layouts[0])
-    print(
-        f"\nOur PPO per layout, batch {envs * steps:,} steps, "
-        f"{args.num_minibatches} minibatches x {args.epochs} epochs, threads {args.threads}, "
-        f"{args.iterations} timed iterations (+{args.warmup} warm-up) x {args.repeats} repeats; "
-        "median (min-max) over repeats; ratios paired per repeat.\n"
-    )
+    print(f"\n{args.repeats} repeats: median (min-max), ratios paired per repeat")
     print(summarize(runs, args.layouts, args.warmup))
     print(f"\ncommand: {command}\nCSV: {args.out}")
     return runs

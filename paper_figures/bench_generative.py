@@ -163,12 +163,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for repeat in range(args.repeats):
         bench.run_repeat(contenders(args, repeat), repeat, on_run=report)
     rows = report.rows
-    print(
-        f"\ntraining env steps/s on {args.env_id}, {args.num_envs} envs x {args.num_steps} "
-        f"steps per iteration, {args.iterations} timed iterations per process after "
-        f"{args.warmup}, threads {args.threads}, {args.repeats} repeats; median (min-max); "
-        f"ratios to ppo paired per repeat.\n"
-    )
+    print(f"\n{args.repeats} repeats: median (min-max), ratios paired per repeat")
     print(summarize(rows))
     print(f"\ncommand: {command}\nCSV: {args.out}")
     return rows

@@ -421,12 +421,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             future.result()
     rows = sorted(report.rows, key=lambda r: (r["repeat"], r["slot"]))
     bench.write_csv(args.out, rows, command, keep_commands=True)
-    print(
-        f"\nIQL gradient updates/s, {args.dataset.name} ({args.env_id}), batch 256, 256-256 "
-        f"nets, {args.updates} updates per process ({args.warmup} not timed), threads "
-        f"{args.threads}, {args.repeats} repeats; median (min-max) over repeats; ratios paired "
-        "per repeat.\n"
-    )
+    print(f"\n{args.repeats} repeats: median (min-max), ratios paired per repeat")
     print(summarize(rows))
     print(f"\ncommand: {command}\nCSV: {args.out}")
     return rows

@@ -376,12 +376,7 @@ def main(argv: list[str] | None = None) -> list[bench.Run]:
     for repeat in range(args.repeats):
         for n in args.envs_list:
             bench.run_repeat(contenders(args, n), repeat, on_run=report)
-    print(
-        f"\nTraining time per iteration, {args.env_id}, num_steps {args.num_steps} per env, "
-        f"{args.num_minibatches} minibatches x {args.epochs} epochs (not TRPO), threads "
-        f"{args.threads}, {args.iterations} timed iterations (+{args.warmup} warm-up) x "
-        f"{args.repeats} repeats; median (min-max) over repeats; ratios paired per repeat.\n"
-    )
+    print(f"\n{args.repeats} repeats: median (min-max), ratios paired per repeat")
     print(summarize(report.runs, args.warmup))
     print(f"\ncommand: {command}\nCSV: {args.out}")
     return report.runs

@@ -225,14 +225,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for repeat in range(args.repeats):
         bench.run_repeat(contenders(args, repeat), repeat, on_run=report)
     rows = report.rows
-    hidden = "-".join(map(str, args.hidden))
-    print(
-        f"\nSAC-style gradient updates/s (env step + update), {args.env_id}, batch "
-        f"{args.batch_size} transitions (ours: segments of {args.segment_length}), {hidden} "
-        f"nets, 1 update per env step, {args.updates} updates per process ({args.warmup} not "
-        f"timed) after {args.learning_starts} random steps, threads {args.threads}, "
-        f"{args.repeats} repeats; median (min-max); ratios paired per repeat.\n"
-    )
+    print(f"\n{args.repeats} repeats: median (min-max), ratios paired per repeat")
     print(summarize(rows))
     print(f"\ncommand: {command}\nCSV: {args.out}")
     return rows

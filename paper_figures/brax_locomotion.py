@@ -227,11 +227,8 @@ def sweep(args) -> dict:
                 res = run_or_load(args, env, trainer, seed, slot)
                 results[(env, trainer, seed)] = res
                 last = res["points"][-1]["return"] if res["points"] else float("nan")
-                print(
-                    f"  {env} seed {seed} {trainer}: {res['status']}, final return "
-                    f"{last:.1f}, {res['wall_s']:.0f} s ({time.time() - t0:.0f} s now)",
-                    flush=True,
-                )
+                what = f"final return {last:.1f}, {time.time() - t0:.0f} s"
+                print(f"  {env} seed {seed} {trainer}: {res['status']}, {what}", flush=True)
     return results
 
 
