@@ -1,18 +1,13 @@
 """Our PPO's training speed per env backend and vector-env layout, at one batch size.
 
-    python paper_figures/bench_backends.py --out paper_figures/out/bench_backends.csv \
+    python paper_figures/bench_backends.py --out paper_figures/out/bench_backends.csv \\
         --layouts Hopper-v5:1x2048,Hopper-v5:8x256,envpool:Hopper-v5:8x256 --repeats 5
 
-Each layout is `<env id>:<envs>x<steps per env>`; every layout of one call has the same batch
-(envs x steps), so each iteration does the same update work and only collecting the batch
-differs. CleanRL's 1 env x 2,048 steps on Gymnasium is the reference layout (the first); 8 envs x
-256 steps is the same 2,048-step batch from a vector env, and `envpool:<id>` steps the same task
-in EnvPool's C++ MuJoCo. The contender is algos/ppo.py with CleanRL's settings
-(paper_figures/bench_ppo.py's `ours` worker: 32 minibatches x 10 epochs, 64-64 tanh networks,
-observation and reward normalisation), in its own fresh process, the order rotated in every
-repeat; the first --warmup iterations of each process are dropped. Reported: env steps/s per
-layout (median (min-max) over repeats) and the speed ratio against the reference layout, paired
-per repeat (>1: faster).
+Each layout is `<env id>:<envs>x<steps per env>`; every layout of one call has the same batch,
+so only collecting it differs; the first is the reference. The contender is algos/ppo.py with
+CleanRL's settings (bench_ppo.py's `ours` worker), in its own fresh process, the order rotated in
+every repeat; the first --warmup iterations are dropped. Writes one CSV row per process to --out
+and prints env steps/s per layout and the speed against the reference, paired per repeat.
 """
 
 from __future__ import annotations
@@ -94,10 +89,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--out", default="paper_figures/out/bench_backends.csv", help="CSV to write")
     layouts = f"{DEFAULT_LAYOUTS}; {TOY_LAYOUTS} with --toy"
-    p.add_argument(
-        "--layouts",
-        help=f"comma-separated <env id>:<envs>x<steps>, first the reference (default {layouts})",
-    )
+    what = f"comma-separated <env id>:<envs>x<steps>, first the reference (default {layouts})"
+    p.add_argument("--layouts", help=what)
     p.add_argument("--iterations", type=int, help="timed iterations per process (3; 1 --toy)")
     p.add_argument("--repeats", type=int, help="repeats (default 5; 1 with --toy)")
     p.add_argument("--warmup", type=int, default=1, help="leading iterations dropped (default 1)")
@@ -135,13 +128,7 @@ def main(argv: list[str] | None = None) -> list[bench.Run]:
                             lambda run: {k: row(run, args.warmup).get(k, "") for k in FIELDS},
                             lambda r: f"{r['sps']:8.0f} steps/s")  # fmt: skip
     runs = bench.run(contenders(args), args.repeats, on_run=report)
-    _, envs, steps = parse_layout(args.layouts[0])
-    print(
-        f"\nOur PPO per layout, batch {envs * steps:,} steps, "
-        f"{args.num_minibatches} minibatches x {args.epochs} epochs, threads {args.threads}, "
-        f"{args.iterations} timed iterations (+{args.warmup} warm-up) x {args.repeats} repeats; "
-        "median (min-max) over repeats; ratios paired per repeat.\n"
-    )
+    print(f"\n{args.repeats} repeats: median (min-max), ratios paired per repeat")
     print(summarize(runs, args.layouts, args.warmup))
     print(f"\ncommand: {command}\nCSV: {args.out}")
     return runs

@@ -1,31 +1,18 @@
 """Environment steps per second: our Brax adapter vs the raw jitted Brax step, per physics
-pipeline and batch size, next to Gymnasium MuJoCo (SyncVectorEnv) and EnvPool on the same
-machine. Random actions, no learning. References: google/brax brax/envs/__init__.py (the envs and
-pipelines) and brax/envs/wrappers/training.py (brax's training wrappers); sail-sg/envpool.
+pipeline and batch size, next to Gymnasium MuJoCo (SyncVectorEnv) and EnvPool. Random actions,
+no learning. References: google/brax brax/envs/__init__.py (the envs and pipelines) and
+brax/envs/wrappers/training.py (brax's training wrappers); sail-sg/envpool.
 
     python paper_figures/bench_brax.py --out paper_figures/out/bench_brax.csv
 
-- brax raw:     jax.jit(jax.vmap(env.step)) of brax.envs.get_environment(name, backend=pipeline)
-                in a Python loop, one fixed action batch on the device, block_until_ready per
-                call, no resets (the limit to measure against).
-- brax raw+autoreset: the same with brax's own training wrappers (brax.envs.training.wrap:
-                vmap, EpisodeWrapper with the 1000-step limit, AutoResetWrapper), what brax's
-                trainers step: episodes end and restart (from each env's first initial state).
-- brax adapter: envs.make('brax:<name>', n, brax_pipeline=...).step(actions) with a fixed numpy
-                action batch: host->device actions, the step counter, same-step autoreset and
-                numpy observations/rewards/flags back, as a training loop sees it.
-- gymnasium:    envs.make('<Ant|HalfCheetah>-v5', n) (Gymnasium SyncVectorEnv).
-- envpool:      envs.make('envpool:<Ant|HalfCheetah>-v5', n) (our same-step adapter) and EnvPool
-                itself ('envpool raw', next-step autoreset).
-
-Every (env, pipeline, num_envs) runs in a fresh process (controlrl.bench, with --timeout: a worker
-that hangs or crashes leaves rows saying so) with an empty JAX compilation cache, so compile times
-(reset + step, reported apart) are cold. Raw and adapter are timed in alternating chunks of --chunk
-seconds so that machine noise hits both; the rate is total steps / total time over the chunks, and
-'ratio' is each path / raw. On a task whose random-action episodes terminate (ant falls), raw never
-resets while the adapter and raw+autoreset do: compare the adapter with raw+autoreset there. The
-batch sizes of Gymnasium/EnvPool are those given with --host-envs (1024 MuJoCo envs in one Python
-loop is not a configuration anyone would run).
+Paths: brax raw (jax.jit(jax.vmap(env.step)), no resets: the limit to measure against), brax
+raw+autoreset (brax's own training wrappers, what its trainers step), brax adapter
+(envs.make('brax:<name>', n).step with numpy actions, as a training loop sees it), gymnasium and
+envpool (envs.make of the v5 ids; 'envpool raw': EnvPool itself). Every (env, pipeline,
+num_envs) runs in a fresh process with an empty JAX cache (compiles are cold, reported apart);
+raw and adapter alternate in chunks of --chunk seconds; 'ratio' is each path / raw. Where
+random-action episodes terminate (ant falls) raw never resets: compare the adapter with
+raw+autoreset there. Writes one CSV row per path to --out.
 """
 
 from __future__ import annotations
@@ -69,63 +56,41 @@ def brax_rows(name: str, pipeline: str, n: int, chunk: float, chunks: int) -> li
     from brax import envs as brax_envs
 
     env = brax_envs.get_environment(name, backend=pipeline)
-    t0 = time.perf_counter()
-    reset = jax.jit(jax.vmap(env.reset))
-    step = jax.jit(jax.vmap(env.step))
-    state = reset(jax.random.split(jax.random.PRNGKey(0), n))
     act_np = np.random.default_rng(0).uniform(-1, 1, (n, env.action_size)).astype(np.float32)
     act = jax.numpy.asarray(act_np)
-    for _ in range(2):  # the 2nd call compiles again (reset's state types differ)
-        state = step(state, act)
-        jax.block_until_ready(state.obs)
-    raw_compile = time.perf_counter() - t0
-    box = {"state": state}
+    states, compile_s, fns = {}, {}, {}
 
-    def raw_step():
-        box["state"] = step(box["state"], act)
-        jax.block_until_ready(box["state"].obs)
+    def path(key: str, reset, step) -> None:  # compile (timed) and a stepper of one brax path
+        t0 = time.perf_counter()
+        state = reset(jax.random.split(jax.random.PRNGKey(0), n))
+        for _ in range(2):  # the 2nd call compiles again (reset's state types differ)
+            state = step(state, act)
+            jax.block_until_ready(state.obs)
+        states[key], compile_s[key] = state, time.perf_counter() - t0
+
+        def stepper() -> None:
+            states[key] = step(states[key], act)
+            jax.block_until_ready(states[key].obs)
+
+        fns[key] = stepper
 
     from brax.envs.wrappers import training
 
+    path("raw", jax.jit(jax.vmap(env.reset)), jax.jit(jax.vmap(env.step)))
     wrapped = training.wrap(env, episode_length=1000)
-    t0 = time.perf_counter()
-    w_reset, w_step = jax.jit(wrapped.reset), jax.jit(wrapped.step)
-    w_state = w_reset(jax.random.split(jax.random.PRNGKey(0), n))
-    for _ in range(2):
-        w_state = w_step(w_state, act)
-        jax.block_until_ready(w_state.obs)
-    wrapped_compile = time.perf_counter() - t0
-    box["wrapped"] = w_state
-
-    def wrapped_step():
-        box["wrapped"] = w_step(box["wrapped"], act)
-        jax.block_until_ready(box["wrapped"].obs)
-
+    path("raw+autoreset", jax.jit(wrapped.reset), jax.jit(wrapped.step))
     vec = brax_backend.BraxVectorEnv(name, n, pipeline, copy=False)  # as training uses it
     t0 = time.perf_counter()
     vec.compile()
     vec.reset(seed=0)
     vec.step(act_np)
-    adapter_compile = time.perf_counter() - t0
-
-    fns = {"raw": raw_step, "raw+autoreset": wrapped_step, "adapter": lambda: vec.step(act_np)}
+    compile_s["adapter"] = time.perf_counter() - t0
+    fns["adapter"] = lambda: vec.step(act_np)
     rates = timed_chunks(fns, n, chunk, chunks)
-    return [
-        {
-            "env": name,
-            "backend": f"brax {path}",
-            "pipeline": pipeline,
-            "num_envs": n,
-            "compile_s": round(compile_s, 2),
-            "steps_per_s": round(rates[path]),
-            "ratio_to_raw": round(rates[path] / rates["raw"], 3),
-        }
-        for path, compile_s in (
-            ("raw", raw_compile),
-            ("raw+autoreset", wrapped_compile),
-            ("adapter", adapter_compile),
-        )
-    ]
+    row = dict(env=name, pipeline=pipeline, num_envs=n)
+    return [row | dict(backend=f"brax {p}", compile_s=round(compile_s[p], 2),
+                       steps_per_s=round(rates[p]), ratio_to_raw=round(rates[p] / rates["raw"], 3))
+            for p in BRAX_PATHS]  # fmt: skip
 
 
 def host_rows(name: str, n: int, chunk: float, chunks: int) -> list[dict]:
@@ -148,20 +113,13 @@ def host_rows(name: str, n: int, chunk: float, chunks: int) -> list[dict]:
         fns["envpool raw"] = lambda: vec_pool._pool.step(act)  # without the same-step adapter
     rates = timed_chunks(fns, n, chunk, chunks)
     vec_gym.close()
-    return [
-        {
-            "env": name,
-            "backend": backend,
-            "pipeline": "",
-            "num_envs": n,
-            "compile_s": "",
-            "steps_per_s": round(rate),
-            "ratio_to_raw": round(rate / rates["envpool raw"], 3)
-            if backend.startswith("envpool")
-            else "",
-        }
-        for backend, rate in rates.items()
-    ]
+    row = dict(env=name, pipeline="", num_envs=n, compile_s="")
+
+    def ratio(backend: str, rate: float):  # EnvPool's paths against EnvPool itself
+        return round(rate / rates["envpool raw"], 3) if backend.startswith("envpool") else ""
+
+    return [row | dict(backend=b, steps_per_s=round(r), ratio_to_raw=ratio(b, r))
+            for b, r in rates.items()]  # fmt: skip
 
 
 def worker(kind: str, env: str, pipeline: str, n: int, chunk: float, chunks: int) -> dict:
@@ -239,9 +197,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--envs", default="ant,halfcheetah")
     p.add_argument("--pipelines", default="spring,positional,generalized,mjx")
     p.add_argument("--num-envs", default="1,64,1024", help="brax batch sizes")
-    p.add_argument(
-        "--host-envs", default="1,8,64", help="Gymnasium / EnvPool batch sizes ('': none)"
-    )
+    p.add_argument("--host-envs", default="1,8,64", help="Gymnasium / EnvPool sizes ('': none)")
     p.add_argument("--chunk", type=float, default=1.0, help="seconds per timing chunk")
     p.add_argument("--chunks", type=int, default=3, help="chunks per path")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per worker process")

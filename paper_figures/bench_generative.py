@@ -4,28 +4,13 @@ algos/dppo.py (DPPO, arXiv 2409.00588), against algos/ppo.py, side by side in on
     python paper_figures/bench_generative.py --out paper_figures/out/bench_generative.csv \\
         --iterations 3 --warmup 1 --repeats 3
 
-Contenders (each in its own fresh process via controlrl.bench, order rotated in every repeat),
-all on --env-id (Hopper-v5) with --num-envs (8) envs and --num-steps steps per env per
-iteration, each otherwise with its own defaults (those of its reference):
-
-- ppo:  CleanRL's PPO (64-64 tanh actor and critic, 10 epochs x 32 minibatches).
-- fpo:  a flow policy sampled by 10 Euler steps (akanazawa/fpo flow_steps 10), 8 CFM pairs per
-        action, 16 epochs x 32 minibatches, 4 x 32 velocity MLP, 5 x 256 critic.
-- fpo_ppo_update: fpo with ppo's update size (10 epochs, 64-64 critic): what the flow policy
-        and its CFM ratio cost, apart from the reference's larger update.
-- dppo: fine-tuning a DDPM policy, K = 20 denoising steps of which K' = 10 are fine-tuned
-        (irom-lab/dppo hopper-v2 ft_ppo_diffusion_mlp.yaml), 512 x 3 residual actor, 256 x 3
-        critic, 5 epochs x 4 minibatches; pre-trained for --dppo-pretrain-steps steps on
-        --dppo-dataset first (not timed).
-- dppo_ppo_nets: dppo with ppo's widths (64 x 3 residual actor: the residual blocks take an
-        odd count; 64-64 critic), the same K = 20, K' = 10 and 5 epochs: what the denoising
-        chain costs apart from the reference's 512-wide actor.
-
-Times come from each run's timing.csv (time/rollout_s + time/update_s per iteration, wall and
-process CPU; start-up, pre-training, logging, checkpoints and evaluation excluded); the first
---warmup iterations are dropped. Reported: env steps per second of wall and of CPU time, and
-the ratios <algo>/ppo paired within each repeat, median (min-max) over repeats (what a generative
-policy's sampling and ratio cost per env step, against a Gaussian's).
+Contenders (CONTENDERS), each in its own fresh process (controlrl.bench), the order rotated in
+every repeat, on --env-id with --num-envs envs x --num-steps steps per iteration, each with its
+reference's defaults (fpo: akanazawa/fpo, flow_steps 10; dppo: irom-lab/dppo hopper-v2
+ft_ppo_diffusion_mlp.yaml, pre-trained for --dppo-pretrain-steps on --dppo-dataset first, not
+timed) and two variants with ppo's update size or widths. Times from each run's timing.csv (wall
+and process CPU); the first --warmup iterations dropped; ratios <algo>/ppo paired per repeat.
+Writes one CSV row per process to --out and prints the summary table.
 """
 
 from __future__ import annotations
@@ -41,13 +26,7 @@ from controlrl.cli import ArgumentParser
 from paper_figures.lab import scripts
 
 CONTENDERS = ("ppo", "fpo", "fpo_ppo_update", "dppo", "dppo_ppo_nets")
-ALGO = {
-    "ppo": "ppo",
-    "fpo": "fpo",
-    "fpo_ppo_update": "fpo",
-    "dppo": "dppo",
-    "dppo_ppo_nets": "dppo",
-}
+ALGO = {c: c.split("_")[0] for c in CONTENDERS}  # the algos/ file each contender runs
 FIELDS = [
     *"contender repeat slot seed env_id num_envs num_steps iterations warmup threads".split(),
     *"steps rollout_s update_s cpu_s sps sps_cpu process_s status".split(),
@@ -75,12 +54,9 @@ def work(contender: str, **cfg) -> dict:
             rows = list(csv.DictReader(f))[cfg["warmup"] :]
     wall = sum(float(r["time/rollout_s"]) + float(r["time/update_s"]) for r in rows)
     cpu = sum(float(r["time/rollout_s_cpu"]) + float(r["time/update_s_cpu"]) for r in rows)
-    return dict(
-        steps=len(rows) * T * N,
-        rollout_s=sum(float(r["time/rollout_s"]) for r in rows),
-        update_s=sum(float(r["time/update_s"]) for r in rows),
-        train_s=wall,
-        cpu_s=cpu,
+    out = dict(steps=len(rows) * T * N, rollout_s=sum(float(r["time/rollout_s"]) for r in rows))
+    return out | dict(
+        update_s=sum(float(r["time/update_s"]) for r in rows), train_s=wall, cpu_s=cpu
     )
 
 
@@ -187,12 +163,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for repeat in range(args.repeats):
         bench.run_repeat(contenders(args, repeat), repeat, on_run=report)
     rows = report.rows
-    print(
-        f"\ntraining env steps/s on {args.env_id}, {args.num_envs} envs x {args.num_steps} "
-        f"steps per iteration, {args.iterations} timed iterations per process after "
-        f"{args.warmup}, threads {args.threads}, {args.repeats} repeats; median (min-max); "
-        f"ratios to ppo paired per repeat.\n"
-    )
+    print(f"\n{args.repeats} repeats: median (min-max), ratios paired per repeat")
     print(summarize(rows))
     print(f"\ncommand: {command}\nCSV: {args.out}")
     return rows

@@ -6,44 +6,16 @@
     python paper_figures/bench_iql.py --dataset hopper-medium-v5-s0 --eval --seeds 1,2,3 \\
         --updates 1000000 --out paper_figures/out/bench_iql_eval.csv    # score, 3 seeds
 
-Contenders (each in its own fresh process via controlrl.bench, order rotated in every repeat):
-
-- ours:   algos/iql.py's main(Args(...)) in the worker's process (IQL, Kostrikov et al. 2022);
-          its run directory's timing.csv gives time/update_s per iteration of --log-every
-          gradient steps (sampling, the step, statistics; start-up, dataset loading, logging,
-          checkpoints and the final evaluation excluded).
-- d3rlpy: paper_figures/peers/d3rlpy_iql.py run with the python of d3rlpy's own venv (d3rlpy
-          2.8.1 pins gymnasium 1.0.0; `make bench-iql` builds it from
-          paper_figures/peers/d3rlpy-requirements.txt): d3rlpy's own training loop, timed per
-          update by its callback (see that file for what it cannot match).
-
-Both get the settings of tinkoff-ai/CORL algorithms/offline/iql.py, written once in the peer
-file's SETTINGS: 256-256 ReLU nets, batch 256, Adam 3e-4 everywhere, expectile 0.7, beta 3,
-exp-advantage weights clipped at 100, gamma 0.99, Polyak 0.005, actor lr cosine-annealed to 0
-over --updates, observations standardised and rewards scaled by 1000 / (max - min trajectory
-return); the same number of updates, 1 torch thread (--threads), device cpu. The first --warmup
-updates of every process are left out of the timing. Ratios are formed per repeat and reported
-as median (min-max): speed ours/d3rlpy (> 1: ours faster), by wall clock and by the process's
-CPU time over the same updates (on a shared, busy CPU the wall clock mostly measures the other
-load; with one torch thread the CPU time does not).
-
-Without --dataset, a HalfCheetah-sized file of random data (obs 17, act 6, 1M rows in episodes
-of 1000 steps, all ending in a timeout; speed does not depend on the numbers) is written once
-to runs/bench_iql/ and used. With --eval, repeat k trains seed --seeds[k] and both evaluate
---eval-episodes deterministic episodes at the end; the returns become D4RL normalised scores
-with the dataset's reference scores (envs.offline.load), when it has them.
-
---eval --workers N runs N contender processes at once (scores only: side by side they share the
-CPU, so their updates/s are not a speed measurement; without --eval it is refused). --resume
-keeps the finished runs of --out (same updates, warmup, threads, dataset and evaluation; another
-setting is an error) and runs only the other (contender, seed) pairs, so a long study grows over
-several calls and a killed one loses only the runs in flight.
-
-Our side assumes algos/iql.py's Args fields dataset, env_id, total_timesteps (gradient steps),
-log_every, eval_every (0: final evaluation only), batch_size, hidden_sizes, actor_lr,
-critic_lr, value_lr, tau (expectile), beta, gamma, polyak, anneal_actor_lr, normalize_obs,
-normalize_reward, its constant EXP_ADV_MAX, main(args) returning the final mean return, and
-timing.csv's time/update_s column (one row per --log-every steps).
+Contenders, each in its own fresh process (controlrl.bench), the order rotated in every repeat:
+ours (algos/iql.py's main; time/update_s of its timing.csv) and d3rlpy
+(paper_figures/peers/d3rlpy_iql.py run by the python of d3rlpy's own venv, which `make
+bench-iql` builds). Both get tinkoff-ai/CORL algorithms/offline/iql.py's settings, written once
+in the peer file's SETTINGS, and 1 torch thread; the first --warmup updates are not timed; ratios
+ours/d3rlpy paired per repeat, by wall clock and by process CPU time. Without --dataset a
+HalfCheetah-sized file of random data is written once to runs/bench_iql/. With --eval, repeat k
+trains seed --seeds[k] and both score --eval-episodes deterministic episodes at the end (D4RL
+normalised where the dataset has reference scores); --workers N runs N processes at once (scores
+only); --resume keeps --out's finished runs at the same settings. Writes one CSV row per process.
 """
 
 from __future__ import annotations
@@ -89,20 +61,11 @@ def peer_settings() -> dict:
 def ours_kwargs(settings: dict) -> dict:
     """The peer's SETTINGS under algos/iql.py's Args names (max_weight: iql.EXP_ADV_MAX)."""
     s = settings
-    return dict(
-        hidden_sizes=tuple(s["hidden_sizes"]),
-        batch_size=s["batch_size"],
-        actor_lr=s["actor_lr"],
-        critic_lr=s["critic_lr"],
-        value_lr=s["critic_lr"],  # d3rlpy trains Q and V with one optimiser at critic_lr
-        tau=s["expectile"],
-        beta=s["beta"],
-        gamma=s["gamma"],
-        polyak=s["polyak"],
-        anneal_actor_lr=s["cosine_actor_lr"],
-        normalize_obs=s["normalize_obs"],
-        normalize_reward=s["reward_scale"] == 1000.0,  # ours scales by 1000 / return range
-    )
+    out = {k: s[k] for k in ("batch_size", "actor_lr", "critic_lr", "beta", "gamma", "polyak")}
+    out |= dict(hidden_sizes=tuple(s["hidden_sizes"]), tau=s["expectile"])
+    out["value_lr"] = s["critic_lr"]  # d3rlpy trains Q and V with one optimiser at critic_lr
+    out |= dict(anneal_actor_lr=s["cosine_actor_lr"], normalize_obs=s["normalize_obs"])
+    return out | dict(normalize_reward=s["reward_scale"] == 1000.0)  # 1000 / return range
 
 
 # --------------------------------------------------------------------------------------------
@@ -126,21 +89,11 @@ def _ours(cfg: dict) -> dict:
     iql.Timer = bench.cpu_timer(iql.Timer)  # this process only: timing.csv gains CPU seconds too
     with tempfile.TemporaryDirectory(prefix="bench_iql_ours_") as tmp:
         run_dir = Path(tmp) / "run"
-        args = iql.Args(
-            dataset=cfg["dataset"],
-            env_id=cfg["env_id"],
-            seed=cfg["seed"],
-            total_timesteps=cfg["updates"],
-            log_every=cfg["log_every"],
-            eval_every=0,
-            eval_episodes=max(cfg["eval_episodes"], 1),  # the session evaluates once at the end
-            checkpoint_every=10**9,
-            run_dir=str(run_dir),
-            tensorboard=False,
-            progress=False,
-            torch_threads=cfg["threads"],
-            **ours_kwargs(settings),
-        )
+        kw = {k: cfg[k] for k in ("dataset", "env_id", "seed", "log_every")}
+        kw |= dict(total_timesteps=cfg["updates"], eval_every=0, checkpoint_every=10**9)
+        kw["eval_episodes"] = max(cfg["eval_episodes"], 1)  # the session evaluates once at the end
+        kw |= dict(run_dir=str(run_dir), tensorboard=False, progress=False)
+        args = iql.Args(torch_threads=cfg["threads"], **kw, **ours_kwargs(settings))
         args.validate()
         final_return = iql.main(args)
         with (run_dir / "timing.csv").open() as f:
@@ -362,20 +315,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-episodes", type=int, default=10, help="episodes with --eval (CORL 10)")
     p.add_argument("--threads", type=int, default=1, help="torch threads of both")
     p.add_argument("--contenders", default="ours,d3rlpy", help="subset of ours,d3rlpy")
-    p.add_argument(
-        "--d3rlpy-python",
-        default=os.environ.get("D3RLPY_PYTHON", str(D3RLPY_VENV / "bin" / "python")),
-        help="python of d3rlpy's venv (make bench-iql builds it; env D3RLPY_PYTHON)",
-    )
+    what = "python of d3rlpy's venv (make bench-iql builds it; env D3RLPY_PYTHON)"
+    peer = os.environ.get("D3RLPY_PYTHON", str(D3RLPY_VENV / "bin" / "python"))
+    p.add_argument("--d3rlpy-python", default=peer, help=what)
     p.add_argument("--timeout", type=float, default=7200.0, help="seconds per contender process")
-    p.add_argument(
-        "--workers", type=int, default=1, help="with --eval: contender processes at once (1)"
-    )
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="keep the finished runs of --out at this call's settings and run only the others",
-    )
+    p.add_argument("--workers", type=int, default=1, help="with --eval: processes at once (1)")
+    what = "keep the finished runs of --out at this call's settings and run only the others"
+    p.add_argument("--resume", action="store_true", help=what)
     p.add_argument("--toy", action="store_true", help="tiny run for tests")
     args = p.parse_args(argv)
     default = dict(updates=40, warmup=20, log_every=10, repeats=1) if args.toy else {}
@@ -475,12 +421,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             future.result()
     rows = sorted(report.rows, key=lambda r: (r["repeat"], r["slot"]))
     bench.write_csv(args.out, rows, command, keep_commands=True)
-    print(
-        f"\nIQL gradient updates/s, {args.dataset.name} ({args.env_id}), batch 256, 256-256 "
-        f"nets, {args.updates} updates per process ({args.warmup} not timed), threads "
-        f"{args.threads}, {args.repeats} repeats; median (min-max) over repeats; ratios paired "
-        "per repeat.\n"
-    )
+    print(f"\n{args.repeats} repeats: median (min-max), ratios paired per repeat")
     print(summarize(rows))
     print(f"\ncommand: {command}\nCSV: {args.out}")
     return rows

@@ -5,25 +5,13 @@ seeds as separate processes through the sweep runner (controlrl.experiment), sid
     python paper_figures/bench_population.py --toy --out runs/bench_toy    # seconds
 
 Contenders, each in its own fresh process (controlrl.bench), for every (algorithm, bandit):
-  population-S   one process: algos/<algo>.py --num-seeds S --seed 1, for each S of --sizes
-                 (grpo, tpo: controlrl/population.py; ppo: population_actor_critic.py)
-  separate-n     --separate seeds 1..n, one process each through run_sweep (--workers at once)
-Both run the bandit suite's settings (paper_figures/bandit-suite/experiment.toml): 256 samples
-per update, groups of 8, the algorithm's defaults (ppo: the suite's matched flags), 10,240
-samples on bernoulli-10 and 20,480 on
-sequence-reverse-2-6, --eval-every 0 (the final evaluation only), no TensorBoard. A
-population runs with --torch-threads set to --population-threads (default 1; the threads
-column): the separate side keeps --workers one-thread processes busy, so a population given as
-many threads uses the same cores. A contender's time is its process wall clock, start-up
-included (for the separate side, the whole sweep); per_seed_s is that over its seeds (the
-separate side's per-seed time stands for any number of seeds, as its runs are independent),
-and speedup = separate per_seed_s / population per_seed_s. cpu_s is the CPU time of the
-contender's processes (its children's for the sweep), peak_rss_mb the largest resident set of
-one of its processes. One repeat: a
-population of 1000 takes minutes, the separate side about as long for 32 seeds.
-
-Writes <out>/bench_population.csv (one row per contender; the rows of (algorithm, bandit)
-cells this call does not run are kept with their commands) and prints the speed-ups.
+population-S (algos/<algo>.py --num-seeds S, on --population-threads torch threads) and
+separate-n (seeds 1..n through run_sweep, --workers one-thread processes at once), both with the
+bandit suite's settings (paper_figures/bandit-suite/experiment.toml) and the final evaluation
+only. A contender's time is its process wall clock, start-up included; per_seed_s is that over
+its seeds; speedup = separate per_seed_s / population per_seed_s; cpu_s and peak_rss_mb of its
+processes. Writes <out>/bench_population.csv (one row per contender; the rows of cells this call
+does not run are kept with their commands) and prints the speed-ups.
 """
 
 from __future__ import annotations
@@ -123,18 +111,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--sizes", default="1,32,1000", help="population sizes S")
     p.add_argument("--separate", type=int, default=32, help="seeds of the separate side")
     p.add_argument("--workers", type=int, default=2, help="processes at once on that side")
-    p.add_argument(
-        "--population-threads",
-        type=int,
-        default=1,
-        help="--torch-threads of the population contenders (the separate side: 1 per process)",
-    )
-    p.add_argument(
-        "--max-sequence-seeds",
-        type=int,
-        default=None,
-        help="largest population on the sequence bandit (default: every size)",
-    )
+    what = "--torch-threads of the population contenders (the separate side: 1 per process)"
+    p.add_argument("--population-threads", type=int, default=1, help=what)
+    what = "largest population on the sequence bandit (default: every size)"
+    p.add_argument("--max-sequence-seeds", type=int, default=None, help=what)
     p.add_argument("--work-dir", type=Path, default=ROOT / "runs" / "bench_population")
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
     p.add_argument("--toy", action="store_true", help="tiny sizes (tests)")
@@ -153,40 +133,21 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for contender, cell in contenders(args):
         run = bench.run_one(contender)
-        result = run.result
-        row = {
-            "contender": contender.name,
-            **cell,
-            "status": run.status,
-            "wall_s": run.wall_s,
-            "per_seed_s": run.wall_s / cell["seeds"],
-            "cpu_s": result.get("cpu_s", float("nan")),
-            "cpu_per_seed_s": result.get("cpu_s", float("nan")) / cell["seeds"],
-            "peak_rss_mb": result.get("peak_rss_mb", float("nan")),
-        }
-        rows.append(row)
-        print(
-            f"[{run.status}] {cell['algo']} {cell['bandit']} {contender.name}: "
-            f"{run.wall_s:.1f} s wall, {row['cpu_s']:.1f} s CPU, {row['per_seed_s']:.3f} s/seed, "
-            f"peak RSS {row['peak_rss_mb']:.0f} MB",
-            flush=True,
-        )
+        cpu_s = run.result.get("cpu_s", float("nan"))
+        row = {"contender": contender.name, **cell, "status": run.status, "wall_s": run.wall_s}
+        row |= dict(per_seed_s=run.wall_s / cell["seeds"], cpu_s=cpu_s)
+        row |= dict(cpu_per_seed_s=cpu_s / cell["seeds"])
+        rows.append(row | {"peak_rss_mb": run.result.get("peak_rss_mb", float("nan"))})
+        print(f"[{run.status}] {cell['algo']} {cell['bandit']} {contender.name}: "
+              f"{run.wall_s:.1f} s wall, {row['per_seed_s']:.3f} s/seed", flush=True)  # fmt: skip
         if not run.ok:
             print(run.log[-2000:], file=sys.stderr)
+    separate = {(r["algo"], r["bandit"]): r["per_seed_s"] for r in rows
+                if r["contender"].startswith("separate") and r["status"] == "ok"}  # fmt: skip
     for row in rows:  # separate per-seed time over population per-seed time, per cell
-        sep = [
-            r
-            for r in rows
-            if r["algo"] == row["algo"]
-            and r["bandit"] == row["bandit"]
-            and r["contender"].startswith("separate")
-            and r["status"] == "ok"
-        ]
-        row["speedup"] = (
-            sep[0]["per_seed_s"] / row["per_seed_s"]
-            if sep and row["contender"].startswith("population")
-            else ""
-        )
+        sep = separate.get((row["algo"], row["bandit"]))
+        population = row["contender"].startswith("population")
+        row["speedup"] = sep / row["per_seed_s"] if sep is not None and population else ""
     args.out.mkdir(parents=True, exist_ok=True)
     command = bench.command_line("paper_figures/bench_population.py", argv)
     path = args.out / "bench_population.csv"
@@ -195,12 +156,8 @@ def main(argv: list[str] | None = None) -> None:
         r for r in (bench.read_csv(path) if path.exists() else [])
         if (r["algo"], r["bandit"]) not in ran
     ]  # fmt: skip
-    bench.write_csv(
-        path,
-        [*kept, *({k: r.get(k, "") for k in FIELDS} for r in rows)],
-        command,
-        keep_commands=True,
-    )
+    fresh = [{k: r.get(k, "") for k in FIELDS} for r in rows]
+    bench.write_csv(path, [*kept, *fresh], command, keep_commands=True)
     for r in rows:
         if r["speedup"] != "":
             print(

@@ -1,36 +1,19 @@
 """Training time per iteration: our PPO, SPO and BPO side by side, PPO and TRPO against
 Stable-Baselines3, and our PPO's overhead over the floor.
 
-    python paper_figures/bench_ppo.py --out paper_figures/out/bench_ppo.csv --envs-list 1,8 \
+    python paper_figures/bench_ppo.py --out paper_figures/out/bench_ppo.csv --envs-list 1,8 \\
         --iterations 3 --repeats 3 --algos ppo,spo,bpo
 
-Contenders (each in its own fresh process via controlrl.bench, order rotated in every repeat):
-
-- ours:  algos/<algo>.py's main(Args(...)) for ppo (PPO, Schulman et al. 2017), spo (SPO, Xie et
-         al. 2024), bpo (BPO, Ao et al. 2026) and trpo (TRPO, Schulman et al. 2015); iteration
-         times from the run's timing.csv (time/rollout_s + time/update_s; start-up, logging,
-         checkpoints and final eval excluded).
-- sb3:   stable_baselines3.PPO (stable_baselines3/ppo/ppo.py) or sb3_contrib.TRPO
-         (sb3_contrib/trpo/trpo.py) on DummyVecEnv + VecNormalize; a callback times each
-         iteration (rollout start -> rollout end -> next rollout start / training end).
-- floor: PPO's work with nothing around it: a loop of a pure-torch actor forward at batch N and
-         one step of the same `envs.make` vector env with the sampled (clipped) actions, the
-         batched value and log-prob forwards over the rollout, and epochs x minibatches of
-         actor+critic forward, PPO loss, backward, grad-norm clip and Adam on random data of the
-         same shapes. The env steps and actor forwards are also timed in separate loops
-         (env_step_s, actor_fwd_s: a lower bound no rollout reaches, since each action needs the
-         observation before it; the floor's rollout_s counts the interleaved loop).
-
-PPO, SPO and BPO get identical settings, those of vwxyzjn/cleanrl
-cleanrl/ppo_continuous_action.py (given to SB3's PPO too): num_steps per env 2048, 32 minibatches
-per epoch, 10 epochs, lr 3e-4 constant, gamma 0.99, lambda 0.95, ent 0, vf 0.5, max grad norm
-0.5, separate 64-64 tanh actor and critic, observation and reward normalisation (clip 10), device
-cpu, equal torch threads; each keeps its own objective's constants (PPO and SPO eps 0.2 with value
-clipping and advantage normalisation, BPO eps 0.3 with its median head). TRPO: RL Zoo's MuJoCo
-settings (DLR-RM/rl-baselines3-zoo hyperparams/trpo.yml), identical for ours and sb3-contrib.
-The first `--warmup` iterations of every process are dropped. Ratios are formed per repeat and
-reported as median (min-max) over repeats: speed ours/SB3 (>1: ours faster), time ours/floor and
-time <algo>/ppo (>1: slower).
+Contenders, each in its own fresh process (controlrl.bench), the order rotated in every repeat:
+ours (algos/<algo>.py's main; iteration times from its timing.csv), sb3 (stable_baselines3.PPO
+or sb3_contrib.TRPO on DummyVecEnv + VecNormalize, timed by a callback) and floor (PPO's work
+with nothing around it: a plain-torch actor forward and one env step per step, the batched value
+and log-prob passes, the same update on random data; env steps and actor forwards also timed in
+separate loops). PPO, SPO and BPO get vwxyzjn/cleanrl cleanrl/ppo_continuous_action.py's settings
+(ours_kwargs, given to SB3's PPO too), each keeping its own objective's constants; TRPO gets RL
+Zoo's MuJoCo settings (DLR-RM/rl-baselines3-zoo hyperparams/trpo.yml: TRPO_SETTINGS) on both
+sides. The first --warmup iterations of every process are dropped; ratios are paired per repeat.
+Writes one CSV row per process to --out and prints the summary table.
 """
 
 from __future__ import annotations
@@ -54,15 +37,8 @@ AVAILABLE = {"ppo": CONTENDERS, "trpo": ("ours", "sb3"), "spo": ("ours",), "bpo"
 CONFIG = ("env_id", "num_envs", "num_steps", "num_minibatches", "epochs", "threads")
 # floor components: the interleaved step loop (what its rollout counts), and the same env steps
 # and actor forwards timed in separate loops (cheaper: no data dependency, warm caches)
-TIMES = (
-    "rollout_s",
-    "update_s",
-    "step_loop_s",
-    "batched_fwd_s",
-    "train_s",
-    "env_step_s",
-    "actor_fwd_s",
-)
+TIMES = ("rollout_s", "update_s", "step_loop_s", "batched_fwd_s", "train_s", "env_step_s")
+TIMES += ("actor_fwd_s",)
 FIELDS = [  # CSV columns; 'status' and controlrl.bench's 'command' come last
     *"algo contender num_envs repeat slot env_id num_steps num_minibatches epochs".split(),
     *"threads iterations steps_per_iter sps iter_s".split(),
@@ -400,12 +376,7 @@ def main(argv: list[str] | None = None) -> list[bench.Run]:
     for repeat in range(args.repeats):
         for n in args.envs_list:
             bench.run_repeat(contenders(args, n), repeat, on_run=report)
-    print(
-        f"\nTraining time per iteration, {args.env_id}, num_steps {args.num_steps} per env, "
-        f"{args.num_minibatches} minibatches x {args.epochs} epochs (not TRPO), threads "
-        f"{args.threads}, {args.iterations} timed iterations (+{args.warmup} warm-up) x "
-        f"{args.repeats} repeats; median (min-max) over repeats; ratios paired per repeat.\n"
-    )
+    print(f"\n{args.repeats} repeats: median (min-max), ratios paired per repeat")
     print(summarize(report.runs, args.warmup))
     print(f"\ncommand: {command}\nCSV: {args.out}")
     return report.runs

@@ -3,30 +3,14 @@
     python paper_figures/bench_retrace.py --out paper_figures/out/bench_retrace.csv \\
         --updates 3000 --warmup 500 --repeats 3
 
-Contenders (each in its own fresh process via controlrl.bench, order rotated in every repeat):
-
-- ours: algos/retrace.py's main(Args(...)): Retrace(lambda) targets over segments of
-        --segment-length steps (Munos et al. 2016), twin Q, SAC actor and temperature;
-        its timing.csv gives time/train_s per iteration of --log-every env steps (env step,
-        acting, replay sampling and the gradient step; the evaluation and checkpoints after it
-        are excluded).
-- sb3:  stable_baselines3.SAC (DLR-RM/stable-baselines3 stable_baselines3/sac/sac.py), timed
-        by a callback called after each env step: env step, acting, sampling, gradient step.
-
-Both: one env of --env-id (HalfCheetah-v5: no early terminations), 256-256 ReLU actor and twin
-critic, 256 transitions per gradient step (ours: 32 segments of 8), one gradient step per env
-step (SB3 train_freq 1, gradient_steps 1), Adam 3e-4, gamma 0.99, Polyak 0.005, entropy
-temperature learned from 1.0 towards -dim(A), --learning-starts env steps of uniform actions
-first, 1 torch thread, cpu. Each process runs learning_starts + --updates env steps; the first
---warmup updates are not timed. Rates are updates per wall second and per process CPU second
-over the same updates; ratios ours/sb3 are paired per repeat and reported as median (min-max)
-(on a shared, busy CPU the wall clock mostly measures the other load; with one thread the CPU
-time does not). Ours does more work per update than SAC: Q_target(x_t, a_t) of the stored
-actions for the trace, and log pi of them.
-
-Our side assumes algos/retrace.py's Args fields (env_id, total_timesteps, learning_starts,
-batch_size, segment_length, buffer_size, updates_per_step, hidden_sizes, learning_rate, gamma,
-polyak, init_alpha, log_every, eval_every) and timing.csv's time/train_s column.
+Contenders, each in its own fresh process (controlrl.bench), the order rotated in every repeat:
+ours (algos/retrace.py's main: Retrace(lambda) targets over segments, twin Q, SAC actor and
+temperature; time/train_s of its timing.csv) and sb3 (stable_baselines3.SAC,
+stable_baselines3/sac/sac.py, timed by a callback after each env step). Both: one env, 256-256
+ReLU nets, 256 transitions per update (ours: 32 segments of 8), one update per env step, SAC's
+settings, --learning-starts uniform steps first, 1 torch thread; the first --warmup updates are
+not timed. Rates per wall and per process CPU second; ratios ours/sb3 paired per repeat. Writes
+one CSV row per process to --out and prints the summary table.
 """
 
 from __future__ import annotations
@@ -70,22 +54,13 @@ def _ours(cfg: dict) -> dict:
     retrace.Timer = bench.cpu_timer(retrace.Timer)  # this process only: CPU seconds per lap too
     with tempfile.TemporaryDirectory(prefix="bench_retrace_ours_") as tmp:
         run_dir = Path(tmp) / "run"
-        args = retrace.Args(
-            env_id=cfg["env_id"],
-            seed=cfg["seed"],
-            total_timesteps=cfg["learning_starts"] + cfg["updates"],
-            learning_starts=cfg["learning_starts"],
-            log_every=cfg["log_every"],
-            segment_length=cfg["segment_length"],
-            eval_every=0,
-            eval_episodes=1,
-            checkpoint_every=10**9,
-            run_dir=str(run_dir),
-            tensorboard=False,
-            progress=False,
-            torch_threads=cfg["threads"],
-            **{**SETTINGS, "hidden_sizes": tuple(cfg["hidden"]), "batch_size": cfg["batch_size"]},
-        )
+        kw = {
+            k: cfg[k] for k in ("env_id", "seed", "learning_starts", "log_every", "segment_length")
+        }
+        kw |= dict(total_timesteps=cfg["learning_starts"] + cfg["updates"], eval_every=0)
+        kw |= dict(eval_episodes=1, checkpoint_every=10**9, run_dir=str(run_dir), tensorboard=False)
+        kw |= dict(progress=False, torch_threads=cfg["threads"], batch_size=cfg["batch_size"])
+        args = retrace.Args(**SETTINGS | kw | {"hidden_sizes": tuple(cfg["hidden"])})
         args.validate()
         retrace.main(args)
         with (run_dir / "timing.csv").open() as f:
@@ -119,24 +94,13 @@ def _sb3(cfg: dict) -> dict:
                 marks["wall0"], marks["cpu0"] = time.perf_counter(), time.process_time()
             return True
 
-    s = SETTINGS
-    model = SAC(
-        "MlpPolicy",
-        gym.make(cfg["env_id"]),
-        learning_rate=s["learning_rate"],
-        buffer_size=s["buffer_size"],
-        learning_starts=cfg["learning_starts"],
-        batch_size=cfg["batch_size"],
-        tau=s["polyak"],
-        gamma=s["gamma"],
-        train_freq=1,
-        gradient_steps=s["updates_per_step"],
-        ent_coef=f"auto_{s['init_alpha']}",
-        target_entropy="auto",
-        policy_kwargs=dict(net_arch=list(cfg["hidden"])),
-        seed=cfg["seed"],
-        device="cpu",
-    )
+    s = SETTINGS  # under SAC's names (stable_baselines3/sac/sac.py)
+    kw = dict(learning_rate=s["learning_rate"], buffer_size=s["buffer_size"], tau=s["polyak"])
+    kw |= dict(gamma=s["gamma"], train_freq=1, gradient_steps=s["updates_per_step"])
+    kw |= dict(ent_coef=f"auto_{s['init_alpha']}", target_entropy="auto", seed=cfg["seed"])
+    kw |= dict(learning_starts=cfg["learning_starts"], batch_size=cfg["batch_size"])
+    kw |= dict(policy_kwargs=dict(net_arch=list(cfg["hidden"])), device="cpu")
+    model = SAC("MlpPolicy", gym.make(cfg["env_id"]), **kw)
     model.learn(cfg["learning_starts"] + cfg["updates"], callback=Clock())
     wall, cpu = time.perf_counter() - marks["wall0"], time.process_time() - marks["cpu0"]
     # from after env step `start` (its update not yet done) to the end: the updates after env
@@ -209,9 +173,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--out", default="paper_figures/out/bench_retrace.csv", help="CSV to write")
     p.add_argument("--env-id", default="HalfCheetah-v5", help="Gymnasium id of both")
-    p.add_argument(
-        "--updates", type=int, help="timed + warmup updates per process (3000; 40 --toy)"
-    )
+    p.add_argument("--updates", type=int, help="timed + warmup updates (3000; 40 --toy)")
     p.add_argument("--warmup", type=int, help="leading updates not timed (500; 20 --toy)")
     p.add_argument("--learning-starts", type=int, help="uniform-action env steps (1000; 40 --toy)")
     p.add_argument("--log-every", type=int, help="ours: env steps per timing row (100; 10 --toy)")
@@ -263,14 +225,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for repeat in range(args.repeats):
         bench.run_repeat(contenders(args, repeat), repeat, on_run=report)
     rows = report.rows
-    hidden = "-".join(map(str, args.hidden))
-    print(
-        f"\nSAC-style gradient updates/s (env step + update), {args.env_id}, batch "
-        f"{args.batch_size} transitions (ours: segments of {args.segment_length}), {hidden} "
-        f"nets, 1 update per env step, {args.updates} updates per process ({args.warmup} not "
-        f"timed) after {args.learning_starts} random steps, threads {args.threads}, "
-        f"{args.repeats} repeats; median (min-max); ratios paired per repeat.\n"
-    )
+    print(f"\n{args.repeats} repeats: median (min-max), ratios paired per repeat")
     print(summarize(rows))
     print(f"\ncommand: {command}\nCSV: {args.out}")
     return rows

@@ -1,72 +1,23 @@
 """Locomotion on Brax: Brax's own PPO trainer (google/brax brax/training/agents/ppo/train.py) vs
-algos/ppo_brax.py on brax:ant and brax:halfcheetah, with Brax's published PPO hyperparameters
-for those tasks (google/brax notebooks/training.ipynb, the `train_fn` table; PPO as in Schulman
-et al. 2017, Brax as in Freeman et al. 2021, arXiv:2106.13281), scaled down to a 2-core CPU.
+algos/ppo_brax.py (--policy tanh_normal: Brax's NormalTanhDistribution; ours_gaussian: CleanRL's
+Gaussian) on brax:ant and brax:halfcheetah, with Brax's published PPO settings (google/brax
+notebooks/training.ipynb, the `train_fn` table: PUBLISHED; train.py's defaults for the rest;
+networks.py's make_ppo_networks sizes) and num_envs and batch_size divided by --scale (a training
+step of 20,480 env steps instead of 327,680; everything else as published). ours runs the same
+settings mapped one to one (our_flags: one rollout = one Brax training step).
 
     python paper_figures/brax_locomotion.py                    # 2 envs x 3 trainers x 3 seeds
     python paper_figures/brax_locomotion.py --plot-only        # redraw from --out's CSVs
     python paper_figures/brax_locomotion.py --toy --out runs/toy/brax_locomotion  # tiny budget
-    # another budget under its own name (its own CSVs, PNG and run dirs)
     python paper_figures/brax_locomotion.py --seeds 1,2,3,4,5 --total-timesteps 2048000 \
-        --timeout 3600 --name brax_locomotion_2m
+        --timeout 3600 --name brax_locomotion_2m               # another budget, its own files
 
-The declared experiments paper_figures/brax-locomotion-410k and brax-locomotion-2m run it (their
-[run] flags) and judge its <name>.csv: ppo_brax.py no worse than Brax's PPO trainer.
-
-Brax's published settings (training.ipynb) and what this script runs:
-
-| setting                 | ant (published) | halfcheetah (published) |
-| ----------------------- | --------------- | ----------------------- |
-| num_envs                | 4096            | 2048                    |
-| batch_size              | 2048            | 512                     |
-| num_minibatches         | 32              | 32                      |
-| unroll_length           | 5               | 20                      |
-| num_updates_per_batch   | 4               | 8                       |
-| discounting             | 0.97            | 0.95                    |
-| learning_rate           | 3e-4            | 3e-4                    |
-| entropy_cost            | 1e-2            | 1e-3                    |
-| reward_scaling          | 10              | 1                       |
-| episode_length          | 1000            | 1000                    |
-| normalize_observations  | True            | True                    |
-| num_timesteps           | 50M             | 50M                     |
-
-and train.py's defaults for the rest: gae_lambda 0.95, clipping_epsilon 0.3, no value clipping
-(clipping_epsilon_value None), vf_loss_coefficient 0.5, normalize_advantage True, no grad-norm
-clip (max_grad_norm None), constant learning rate; networks.py's make_ppo_networks: policy
-(32,)*4, value (256,)*5, swish, LeCun-uniform init.
-
-Scaling (--scale, default 16): num_envs and batch_size are divided by the same factor, so a
-training step (batch_size x num_minibatches x unroll_length env steps) is 20,480 env steps
-instead of 327,680 on both tasks, each of the 32 minibatches holds 640 samples instead of
-10,240, and every other setting, the number of unrolls per env per training step included,
-stays as published. The budget is --total-timesteps env steps per run: default 409,600 (20
-training steps, about 1/120 of the published 50M), sized so that the 18 runs (2 envs x 3 trainers
-x 3 seeds) fit a 2-core CPU.
-
-The figure: evaluation return against env steps and against wall clock, per seed (thin) and
-the mean over seeds, on return axes from 0, with each env's standing return as a dashed line:
-the mean return of the zero-action policy over --eval-episodes 1000-step episodes from their
-own reset keys (standing_returns, a deterministic rollout; brax_locomotion_standing.csv). Brax's
-ant (brax/envs/ant.py) pays a healthy reward of 1 per step while its torso height stays in
-[0.2, 1.0], a control cost 0.5 |a|^2 and the forward velocity, so an ant that stands still earns
-~1000 per episode: a return near that line is no locomotion.
-
-Ours is mapped one to one: --num-envs = num_envs, --num-steps = unroll_length x batch_size x
-num_minibatches / num_envs (one rollout = one brax training step: ant 80, halfcheetah 160),
---num-minibatches, --update-epochs = num_updates_per_batch, --gamma, --gae-lambda,
---learning-rate with --no-anneal-lr, --ent-coef = entropy_cost, --clip-coef 0.3,
---no-clip-vloss, --vf-coef 0.5, --norm-adv, --norm-obs, --no-norm-reward with --reward-scale =
-reward_scaling, --hidden-sizes 32 32 32 32, --critic-hidden-sizes 256 x 5, --activation swish,
---no-clip-grad (brax: max_grad_norm None), --adam-eps 1e-8 (optax's default, as brax),
---policy tanh_normal (make_ppo_networks' default distribution, brax/training/distribution.py
-NormalTanhDistribution: the policy net outputs loc and scale for each action, std =
-softplus(scale) + 0.001, raw samples stored and their log-probs taken with the tanh Jacobian,
-entropy estimated from one sample per state, deterministic action tanh(loc)),
---episode-length 1000. A third contender, ours_gaussian, is the same with --policy gaussian
-(CleanRL's Gaussian: a state-independent log-std, analytic entropy, actions clipped to
-[-1, 1]). All trainers evaluate the deterministic policy on --eval-episodes
-episodes at the same env steps (brax's num_evals), on the same physics pipeline (--pipeline,
-default spring, the fastest pipeline on ant and halfcheetah: paper_figures/out/bench_brax.csv).
+Writes <name>.csv (one row per run), <name>_curves.csv (evaluation return against env steps, wall
+and train seconds), <name>_standing.csv (the zero-action policy's episode returns: a standing ant
+earns ~1000) and <name>.png into --out. The declared experiments brax-locomotion-410k and
+brax-locomotion-2m run it and judge <name>.csv. Runs go one at a time, the trainers' order
+rotated; a finished run leaves result.json in its work dir and is skipped next time (--fresh
+starts over); runs in --out's CSVs that a call does not make are kept with their own command.
 
 Differences that remain (one trainer has no switch for them):
 - init: LeCun-uniform on every layer (brax) vs orthogonal, gain sqrt 2 in hidden layers and
@@ -82,19 +33,11 @@ Differences that remain (one trainer has no switch for them):
 - observation normalisation: brax updates once per training step, no clip; ours every step,
   normalised observations clipped to [-10, 10];
 - brax's autoreset replays each env's first initial state, ours draws a fresh one.
-
-Clocks as in paper_figures/brax_ppo_race.py (whose curve readers this script uses): wall is time
-since the trainer's process started (imports, compiles and evaluations included); train is the
-training compute only. Runs go one at a time (never two trainers at once), seed by seed, env by
-env, the trainers' order rotated. The sweep is resumable: a finished run leaves result.json in
-its work dir and is skipped the next time (--fresh starts over). Runs in --out's CSVs that a
-call does not make are kept with their own command, so `--seeds 4,5` adds two seeds.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import os
@@ -108,6 +51,7 @@ from controlrl import bench
 from controlrl.cli import ArgumentParser
 from paper_figures import brax_ppo_race as race
 from paper_figures.brax_ppo_race import parse_brax, parse_ours
+from paper_figures.lab import scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -138,29 +82,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--envs", default="ant,halfcheetah", help="comma-separated brax env names")
     p.add_argument("--pipeline", default="spring", help="brax physics pipeline, both trainers")
     p.add_argument("--seeds", default="1,2,3", help="comma-separated seeds")
-    p.add_argument(
-        "--trainers", default=",".join(TRAINERS), help=f"comma-separated, of {', '.join(TRAINERS)}"
-    )
+    what = f"comma-separated, of {', '.join(TRAINERS)}"
+    p.add_argument("--trainers", default=",".join(TRAINERS), help=what)
     p.add_argument("--scale", type=int, default=16, help="num_envs and batch_size divided by this")
     p.add_argument("--total-timesteps", type=int, default=409_600, help="budget per run")
     p.add_argument("--num-evals", type=int, default=11, help="brax num_evals (incl. step 0)")
     p.add_argument("--eval-episodes", type=int, default=16, help="brax num_eval_envs")
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
-    p.add_argument(
-        "--name",
-        default="brax_locomotion",
-        help="stem of the CSVs and the PNG in --out (another budget: another name, so one CSV "
-        "never mixes budgets)",
-    )
+    what = "stem of the CSVs and the PNG in --out (another budget: another name, so one CSV "
+    p.add_argument("--name", default="brax_locomotion", help=what + "never mixes budgets)")
     p.add_argument("--work-dir", type=Path, default=None, help="run dirs (default: runs/<name>)")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per trainer process")
     p.add_argument("--fresh", action="store_true", help="rerun finished runs too")
     p.add_argument("--toy", action="store_true", help="tiny sizes, one seed (for the test)")
-    p.add_argument(
-        "--plot-only",
-        action="store_true",
-        help="redraw the PNG from --out's brax_locomotion_curves.csv (no training)",
-    )
+    what = "redraw the PNG from --out's <name>_curves.csv (no training)"
+    p.add_argument("--plot-only", action="store_true", help=what)
     args = p.parse_args(argv)
     if args.toy:
         args.seeds, args.scale, args.total_timesteps = "1", 512, 2560
@@ -291,11 +227,8 @@ def sweep(args) -> dict:
                 res = run_or_load(args, env, trainer, seed, slot)
                 results[(env, trainer, seed)] = res
                 last = res["points"][-1]["return"] if res["points"] else float("nan")
-                print(
-                    f"  {env} seed {seed} {trainer}: {res['status']}, final return "
-                    f"{last:.1f}, {res['wall_s']:.0f} s ({time.time() - t0:.0f} s now)",
-                    flush=True,
-                )
+                what = f"final return {last:.1f}, {time.time() - t0:.0f} s"
+                print(f"  {env} seed {seed} {trainer}: {res['status']}, {what}", flush=True)
     return results
 
 
@@ -311,25 +244,14 @@ def summarise(results: dict, targets: dict) -> list[dict]:
         pts = res["points"]
         last = pts[-1] if pts else {"step": 0, "train_s": nan, "wall_s": nan, "return": nan}
         hit = next((p for p in pts if p["return"] >= targets[env]), {})
-        rows.append(
-            {
-                "env": env,
-                "trainer": trainer,
-                "seed": seed,
-                "steps": last["step"],
-                "return_at_budget": last["return"],
-                "best_return": max((p["return"] for p in pts), default=nan),
-                "train_sps": last["step"] / last["train_s"] if last["train_s"] else nan,
-                "train_s": last["train_s"],
-                "wall_s": res["wall_s"],
-                "startup_s": res["startup_s"],
-                "target": targets[env],
-                "step_to_target": hit.get("step", ""),
-                "train_to_target_s": hit.get("train_s", nan),
-                "wall_to_target_s": hit.get("wall_s", nan),
-                "status": res["status"],
-            }
-        )
+        best = max((p["return"] for p in pts), default=nan)
+        row = dict(env=env, trainer=trainer, seed=seed, steps=last["step"])
+        row |= dict(return_at_budget=last["return"], best_return=best)
+        row |= dict(train_sps=last["step"] / last["train_s"] if last["train_s"] else nan)
+        row |= dict(train_s=last["train_s"], wall_s=res["wall_s"], startup_s=res["startup_s"])
+        row |= dict(target=targets[env], step_to_target=hit.get("step", ""))
+        row |= {f"{c}_to_target_s": hit.get(f"{c}_s", nan) for c in ("train", "wall")}
+        rows.append(row | {"status": res["status"]})
     return rows
 
 
@@ -368,27 +290,19 @@ def standing_returns(env: str, pipeline: str, episodes: int, seed: int = 0) -> l
 
 
 def standing(args, command: str) -> dict[str, float]:
-    """{env: mean standing return} from brax_locomotion_standing.csv in --out, the envs it lacks
-    computed by standing_returns (one row per episode) and the CSV rewritten."""
+    """{env: mean standing return} from <name>_standing.csv in --out, the envs it lacks computed
+    by standing_returns (one row per episode) and the CSV rewritten."""
     path = args.out / f"{args.name}_standing.csv"
     rows = bench.read_csv(path) if path.exists() else []
     have = {(r["env"], r["pipeline"]) for r in rows}
     missing = [e for e in args.env_names if (e, args.pipeline) not in have]
     for env in missing:  # rows already there keep the command that made them
         for k, ret in enumerate(standing_returns(env, args.pipeline, args.eval_episodes)):
-            row = {"env": env, "pipeline": args.pipeline, "episode": k, "return": ret}
-            rows.append(row | {"command": command})
+            rows.append({"env": env, "pipeline": args.pipeline, "episode": k, "return": ret})
     if missing:
-        with path.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=["env", "pipeline", "episode", "return", "command"])
-            w.writeheader()
-            w.writerows(rows)
-    return {
-        env: statistics.mean(
-            r["return"] for r in rows if r["env"] == env and r["pipeline"] == args.pipeline
-        )
-        for env in args.env_names
-    }
+        bench.write_csv(path, rows, command, keep_commands=True)
+    mine = [r for r in rows if r["pipeline"] == args.pipeline]
+    return {e: statistics.mean(r["return"] for r in mine if r["env"] == e) for e in args.env_names}
 
 
 def load_results(path: Path) -> dict:
@@ -403,17 +317,13 @@ def load_results(path: Path) -> dict:
 
 
 def plot(args, results: dict, path: Path, standing: dict[str, float] | None = None) -> None:
-    """figure(), written to `path` (no software or machine path in the PNG's metadata)."""
-    import matplotlib.pyplot as plt
-
-    fig = figure(args, results, standing)
-    fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)
+    scripts.save_figure(figure(args, results, standing), path, 110)
 
 
 def figure(args, results: dict, standing: dict[str, float] | None = None):
-    """Evaluation return against env steps and against wall clock, one row per env; the
-    return of standing still (zero action) drawn as a reference, the return axis from 0."""
+    """Evaluation return against env steps and against wall clock, one row per env, per seed
+    (thin) and the mean over seeds; the return of standing still (zero action) drawn as a
+    reference, the return axis from 0."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -427,46 +337,27 @@ def figure(args, results: dict, standing: dict[str, float] | None = None):
     fig, axes = plt.subplots(len(envs), 2, figsize=(10, 3.6 * len(envs)), squeeze=False)
     for row, env in zip(axes, envs):
         for trainer in args.trainer_names:
-            keys = [(env, trainer, s) for s in args.seed_list]
-            runs = [results[k]["points"] for k in keys if k in results]
+            runs = [results.get((env, trainer, s), {}).get("points") for s in args.seed_list]
             runs = [r for r in runs if r]
+            n = min((len(p) for p in runs), default=0)  # every seed evaluates at the same steps
             for ax, clock in ((row[0], "step"), (row[1], "wall_s")):
-                for pts in runs:  # per seed, thin
-                    ax.plot(
-                        [p[clock] for p in pts],
-                        [p["return"] for p in pts],
-                        color=colors[trainer],
-                        alpha=0.3,
-                        lw=0.8,
-                    )
-                n = min((len(p) for p in runs), default=0)
-                if n:  # the mean over seeds at each evaluation (same steps for all seeds)
-                    xs = np.mean([[p[clock] for p in pts[:n]] for pts in runs], axis=0)
-                    ys = np.mean([[p["return"] for p in pts[:n]] for pts in runs], axis=0)
-                    ax.plot(
-                        xs,
-                        ys,
-                        color=colors[trainer],
-                        lw=2,
-                        marker=".",
-                        label=f"{labels[trainer]} (mean of {len(runs)})",
-                    )
+                xy = [([p[clock] for p in pts], [p["return"] for p in pts]) for pts in runs]
+                for xs, ys in xy:  # per seed, thin
+                    ax.plot(xs, ys, color=colors[trainer], alpha=0.3, lw=0.8)
+                if n:
+                    xs, ys = (np.mean([v[i][:n] for v in xy], axis=0) for i in (0, 1))
+                    label = f"{labels[trainer]} (mean of {len(runs)})"
+                    ax.plot(xs, ys, color=colors[trainer], lw=2, marker=".", label=label)
         for ax in row:
             if standing and env in standing:
-                ax.axhline(
-                    standing[env],
-                    color="0.3",
-                    ls="--",
-                    lw=1,
-                    label=f"standing still, zero action ({standing[env]:.0f})",
-                )
+                label = f"standing still, zero action ({standing[env]:.0f})"
+                ax.axhline(standing[env], color="0.3", ls="--", lw=1, label=label)
             # from 0: a few percent around the standing return must not look like a ranking
             ax.set_ylim(bottom=min(0.0, ax.get_ylim()[0]))
         row[0].set_xlabel("env steps")
         row[1].set_xlabel("wall-clock seconds since launch (compiles, evaluations in)")
         row[0].set_ylabel(f"evaluation return, {env} ({args.pipeline})")
         row[0].legend(fontsize=8, loc="best")
-    fig.tight_layout()
     return fig
 
 
@@ -507,32 +398,26 @@ def main(argv: list[str] | None = None) -> None:
             f"ours --num-steps {rollout_steps(s)}; {total} steps, evaluation every {eval_every}",
             flush=True,
         )
-    if args.plot_only:
-        results = load_results(args.out / f"{args.name}_curves.csv")
-        keys = list(results)
-        args.env_names = [e for e in args.env_names if any(k[0] == e for k in keys)]
-        args.trainer_names = [t for t in args.trainer_names if any(k[1] == t for k in keys)]
-        args.seed_list = list(dict.fromkeys(k[2] for k in keys))
-        plot(args, results, args.out / f"{args.name}.png", standing(args, command))
-        print(f"wrote {args.out}/{args.name}.png")
-        return
-    results = sweep(args)
-    rows = merged(args.out / f"{args.name}.csv", summarise(results, TARGETS))
-    bench.write_csv(args.out / f"{args.name}.csv", rows, command, keep_commands=True)
-    curves = [
-        {"env": e, "trainer": t, "seed": s, **p}
-        for (e, t, s), res in results.items()
-        for p in res["points"]
-    ]
-    curves = merged(args.out / f"{args.name}_curves.csv", curves)
-    bench.write_csv(args.out / f"{args.name}_curves.csv", curves, command, keep_commands=True)
+    stem = args.out / args.name
+    if not args.plot_only:
+        results = sweep(args)
+        rows = merged(args.out / f"{args.name}.csv", summarise(results, TARGETS))
+        bench.write_csv(f"{stem}.csv", rows, command, keep_commands=True)
+        curves = [{"env": e, "trainer": t, "seed": s, **p}
+                  for (e, t, s), res in results.items() for p in res["points"]]  # fmt: skip
+        curves = merged(args.out / f"{args.name}_curves.csv", curves)
+        bench.write_csv(f"{stem}_curves.csv", curves, command, keep_commands=True)
     results = load_results(args.out / f"{args.name}_curves.csv")  # with the kept runs
-    args.env_names = list(dict.fromkeys(k[0] for k in results))
-    args.trainer_names = [t for t in TRAINERS if any(k[1] == t for k in results)]
-    args.seed_list = sorted({k[2] for k in results})
+    if args.plot_only:  # what the call names, among the CSV's runs
+        args.env_names = [e for e in args.env_names if any(k[0] == e for k in results)]
+        args.trainer_names = [t for t in args.trainer_names if any(k[1] == t for k in results)]
+        args.seed_list = list(dict.fromkeys(k[2] for k in results))
+    else:  # every run the CSVs keep
+        args.env_names = list(dict.fromkeys(k[0] for k in results))
+        args.trainer_names = [t for t in TRAINERS if any(k[1] == t for k in results)]
+        args.seed_list = sorted({k[2] for k in results})
     plot(args, results, args.out / f"{args.name}.png", standing(args, command))
-    print(f"wrote {args.out}/{args.name}.csv, _curves.csv, _standing.csv, {args.name}.png")
-    print(f"command: {command}")
+    print(f"wrote {stem}.png (and its CSVs)\ncommand: {command}")
 
 
 if __name__ == "__main__":

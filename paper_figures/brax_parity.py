@@ -1,34 +1,21 @@
 """Training compute per env step of algos/ppo_brax.py against Brax's own PPO trainer (google/brax
-brax/training/agents/ppo/train.py), the two alternated in ONE process: the successor of
-brax_ppo_race.py's train clock for the parity claim (ours' training compute per env step at most
-Brax's trainer's at matched settings, median over >= 3 seeds).
+brax/training/agents/ppo/train.py), the two alternated in ONE process, so that a change of the
+machine's load hits both (brax_ppo_race.py runs each trainer in its own process, one after the
+other).
 
-Why a second script. The race runs every trainer in its own process, one after the other, and
-each measures a few seconds of training, so a change of the machine's load between runs enters
-its per-seed cost ratios. Here both trainers run in the same process, seconds apart, in rounds
-whose order alternates, so that a change of load hits both.
-
-What it measures. For each seed and round: Brax's trainer trains anew with that seed
-(brax_ppo_race.brax_worker, unchanged) and reports the wall time of every training epoch
-('training/walltime', its jitted epochs, evaluations excluded); then (or first, every other
-round) algos/ppo_brax.py's main() trains anew with the same seed and settings in a fresh
-run directory, and its timing.csv gives rollout + update seconds per iteration (compiling and
-evaluations excluded). Both run the same env steps, split into the same epochs (brax's
-num_evals - 1 epochs of whole training steps; ours groups its iterations, one per brax training
-step, the same way). The first epoch is dropped on both sides (brax compiles its training epoch
-in it). The round's ratio is ours / brax over the remaining epochs (training compute per env step;
-< 1: ours cheaper); a seed's ratio is the median over its rounds, and the verdict the median over
-seeds. Settings: those of brax_ppo_race.py (the same flags; see its docstring for what is
-matched and what cannot be), with --rounds and --cpu added.
-
-One CPU. By default the process (and with it every JAX thread) is pinned to one CPU, so that the
-wall time of an epoch is its compute and the other core's load does not enter (unpinned epochs
-of the same work spread far wider: paper_figures/README.md, out/brax_parity_unpinned_*.csv).
---cpu -1 measures unpinned (both trainers may then use both cores, as XLA:CPU's thread pool
-does for large kernels).
+Per seed and round, in alternating order: Brax's trainer (brax_ppo_race.brax_worker, unchanged)
+trains anew and reports each training epoch's 'training/walltime'; algos/ppo_brax.py's main()
+trains anew with the same seed and settings, its timing.csv giving rollout + update seconds per
+iteration, grouped into the same epochs. The first epoch (Brax compiles in it) is dropped on both
+sides; the round's ratio is ours / brax over the other epochs (< 1: ours cheaper), a seed's the
+median over its rounds. Settings: brax_ppo_race.py's flags, with --rounds and --cpu added. By
+default the process is pinned to one CPU, so that an epoch's wall time is its compute; --cpu -1
+measures unpinned.
 
     python paper_figures/brax_parity.py                      # 3 seeds x 3 rounds
     python paper_figures/brax_parity.py --toy --out runs/toy/brax_parity   # tiny budget
+
+Writes brax_parity.csv (one row per seed, round and trainer) into --out.
 """
 
 from __future__ import annotations
@@ -146,8 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     work = args.work_dir / "parity"
     work.mkdir(parents=True, exist_ok=True)
-    eval_every, total = race.schedule(args)
-    steps_per_epoch = eval_every
+    steps_per_epoch, total = race.schedule(args)
     print(
         f"{args.env} ({args.pipeline}): {total} env steps per run in {args.num_evals - 1} epochs"
         f" of {steps_per_epoch}, seeds {seeds}, {args.rounds} rounds each, {pinned}",
@@ -161,21 +147,12 @@ def main(argv: list[str] | None = None) -> None:
             for slot, trainer in enumerate(bench.rotation(("brax", "ours_jax"), k)):
                 runner = run_brax if trainer == "brax" else run_ours
                 epochs[trainer] = runner(args, seed, work)
-                timed = sum(epochs[trainer][1:])
-                rows.append(
-                    {
-                        "seed": seed,
-                        "round": r,
-                        "slot": slot,
-                        "trainer": trainer,
-                        "epochs": len(epochs[trainer]),
-                        "timed_steps": steps_per_epoch * (len(epochs[trainer]) - 1),
-                        "train_s": timed,
-                        "train_sps": steps_per_epoch * (len(epochs[trainer]) - 1) / timed,
-                        "epoch_s": " ".join(f"{x:.4f}" for x in epochs[trainer]),
-                        "cpu": pinned,
-                    }
-                )
+                n, timed = len(epochs[trainer]), sum(epochs[trainer][1:])
+                row = dict(seed=seed, round=r, slot=slot, trainer=trainer, epochs=n)
+                row |= dict(timed_steps=steps_per_epoch * (n - 1), train_s=timed)
+                row |= dict(train_sps=steps_per_epoch * (n - 1) / timed)
+                row["epoch_s"] = " ".join(f"{x:.4f}" for x in epochs[trainer])
+                rows.append(row | {"cpu": pinned})
             k += 1
             ratio = round_ratio(epochs["ours_jax"], epochs["brax"])
             ratios.setdefault(seed, []).append(ratio)
@@ -183,14 +160,8 @@ def main(argv: list[str] | None = None) -> None:
                 row["ours_over_brax"] = ratio
             print(f"  seed {seed} round {r}: ours/brax {ratio:.3f}", flush=True)
     bench.write_csv(args.out / "brax_parity.csv", rows, command)
-    per_seed = {s: statistics.median(v) for s, v in ratios.items()}
-    median = statistics.median(per_seed.values())
-    print(
-        "training compute per env step, ours/brax, per seed (median of rounds): "
-        + ", ".join(f"{s}: {v:.3f}" for s, v in per_seed.items())
-        + f"; median over seeds {median:.3f}; <= 1.0: "
-        + ("holds" if median <= 1.0 else "does not hold")
-    )
+    per_seed = {s: f"{statistics.median(v):.3f}" for s, v in ratios.items()}
+    print(f"training compute per env step, ours/brax, per seed (median of rounds): {per_seed}")
     print(f"wrote {args.out}/brax_parity.csv\ncommand: {command}")
 
 

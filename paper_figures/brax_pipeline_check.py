@@ -59,21 +59,10 @@ def main(argv: list[str] | None = None) -> None:
     for pipeline in args.pipelines.split(","):
         for controller in ("pd", "zero"):
             lengths = episode_lengths(pipeline, args.num_envs, controller, args.seed)
-            rows.append(
-                {
-                    "pipeline": pipeline,
-                    "controller": controller,
-                    "episodes": args.num_envs,
-                    "min_length": int(lengths.min()),
-                    "mean_length": float(lengths.mean()),
-                    "max_length": int(lengths.max()),
-                }
-            )
-            print(
-                f"  {pipeline:12s} {controller:4s} episode length min {lengths.min()} "
-                f"mean {lengths.mean():.0f} max {lengths.max()}",
-                flush=True,
-            )
+            row = dict(pipeline=pipeline, controller=controller, episodes=args.num_envs)
+            row |= dict(min_length=int(lengths.min()), mean_length=float(lengths.mean()))
+            rows.append(row | {"max_length": int(lengths.max())})
+            print(f"  {pipeline:12s} {controller:4s} episode lengths {lengths}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))

@@ -1,10 +1,6 @@
 """algos/ppo_brax.py's iteration (rollout + update + the fetch of its scalars) pinned to one CPU
 against unpinned, each in its own fresh process: wall and CPU seconds per iteration at given
-ppo_brax.py settings. It checks what brax_parity.py found, that ppo_brax.py's epochs at the
-race settings are faster pinned to one CPU than unpinned (out/brax_threads_race.csv,
-out/brax_threads_ant.csv): XLA:CPU sizes its intra-op thread pool by the CPUs a process may
-use, and two threads pass ppo_brax.py's many small kernels between the cores; with larger
-networks and batches the second thread pays.
+ppo_brax.py settings (XLA:CPU sizes its intra-op thread pool by the CPUs a process may use).
 
     python paper_figures/brax_threads.py                                  # the race's settings
     python paper_figures/brax_threads.py --name ant -- --env-id brax:ant --brax-pipeline spring \\

@@ -1,14 +1,8 @@
 """Dynamic (backward-in-time) vs simultaneous softmax policy gradient with exact gradients on a
 finite-horizon chain (Klein, Weissmann, Doering, ICLR 2024, "Beyond Stationarity: Convergence
-Analysis of Stochastic Softmax Policy Gradient Methods": dynamic PG's bounds are better because
-it uses the finite-horizon structure).
-
-Chain of 5 states (theory.mdp.chain: slip 0.1, reward 1 at the right end, 0.1 at the left end),
-horizons H = 2 .. 16, start distribution uniform, logits from 0, the same step size for both
-methods (two step sizes: the iteration counts scale as 1 / lr in this regime, the ratio does not).
-Stopping rule: eps-optimal at every epoch and state (eps = 0.01); dynamic PG stops each epoch at
-eps / H, which guarantees it. An iteration is one exact gradient step (all epochs at once for
-simultaneous PG, one epoch for dynamic PG). Exact and deterministic: no seeds.
+Analysis of Stochastic Softmax Policy Gradient Methods"): iterations to eps-optimality at every
+epoch and state (dynamic PG stops each epoch at eps / H) on a 5-state chain (theory.mdp.chain),
+per horizon H and step size, from uniform logits. Exact and deterministic: no seeds.
 
     python -m paper_figures run dynamic-pg        # the declared experiment's table
     python paper_figures/dynamic_pg.py --out DIR  # -> DIR/dynamic_pg.csv
@@ -41,18 +35,10 @@ def rows(horizons=HORIZONS, lrs=LRS, eps: float = EPS) -> list[dict]:
             mu = np.full(mdp.S, 1.0 / mdp.S)
             n_sim, th_sim = dpg.simultaneous_pg(mdp, mu, lr, eps)
             n_dyn, th_dyn = dpg.dynamic_pg(mdp, mu, lr, eps)
-            out.append(
-                {
-                    "H": H,
-                    "lr": lr,
-                    "eps": eps,
-                    "simultaneous_iterations": n_sim,
-                    "dynamic_iterations": n_dyn,
-                    "ratio": n_sim / n_dyn,
-                    "simultaneous_gap": dpg.optimality_gap(mdp, dpg.softmax(th_sim)),
-                    "dynamic_gap": dpg.optimality_gap(mdp, dpg.softmax(th_dyn)),
-                }
-            )
+            row = dict(H=H, lr=lr, eps=eps, simultaneous_iterations=n_sim, dynamic_iterations=n_dyn)
+            row |= dict(ratio=n_sim / n_dyn)
+            row |= dict(simultaneous_gap=dpg.optimality_gap(mdp, dpg.softmax(th_sim)))
+            out.append(row | dict(dynamic_gap=dpg.optimality_gap(mdp, dpg.softmax(th_dyn))))
             print(f"lr {lr:g} H {H}: simultaneous {n_sim}, dynamic {n_dyn}", flush=True)
     return out
 

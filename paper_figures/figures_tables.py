@@ -205,6 +205,8 @@ def bench_generative(read: Read) -> str:
             cpu = med_range(paired_ratio(rows, "sps_cpu", c, "ppo"), ".2f")
             wall = med_range(paired_ratio(rows, "sps", c, "ppo"), ".2f")
         body.append([label, med_range(col(mine, "sps_cpu"), ",.0f"), cpu, wall])
+    table = md(["contender", "steps per CPU s", "/ ppo.py, CPU", "/ ppo.py, wall"], body,
+               ["---", "---:", "---", "---"])  # fmt: skip
     return (
         para(
             "`out/bench_generative.csv`, training env steps per CPU second, median (range) over"
@@ -212,11 +214,7 @@ def bench_generative(read: Read) -> str:
             " per repeat (CPU time / wall time):"
         )
         + "\n\n"
-        + md(
-            ["contender", "steps per CPU s", "/ ppo.py, CPU", "/ ppo.py, wall"],
-            body,
-            ["---", "---:", "---", "---"],
-        )  # fmt: skip
+        + table
     )
 
 
@@ -245,18 +243,10 @@ def bench_iql(read: Read) -> str:
              f(np.median(col(d3, "updates_per_cpu_s")), ".1f"),
              med_range(paired_ratio(rows, "updates_per_cpu_s", "ours", "d3rlpy"), ".2f"),
              med_range(paired_ratio(rows, "updates_per_s", "ours", "d3rlpy"), ".2f")]]  # fmt: skip
+    head = ["CSV", "ours updates per CPU s", "d3rlpy updates per CPU s",
+            "ours / d3rlpy by CPU time", "by wall clock"]  # fmt: skip
     return (
-        md(
-            [
-                "CSV",
-                "ours updates per CPU s",
-                "d3rlpy updates per CPU s",
-                "ours / d3rlpy by CPU time",
-                "by wall clock",
-            ],
-            body,
-            ["---", "---:", "---:", "---", "---"],
-        )  # fmt: skip
+        md(head, body, ["---", "---:", "---:", "---", "---"])
         + f"\n\nMedians over the {len(ours)} repeats, ratios paired per repeat (median and range)."
     )
 
@@ -323,12 +313,10 @@ def bench_iql_eval(read: Read) -> str:
             f"at {f(updates)} ours from [`{IQL_100K}`]({IQL_100K}/README.md) (IQL, tau 0.7) and"
             f" d3rlpy from `{D3RLPY_100K}`"
         )
+    table = md(["updates", "seeds (ours / d3rlpy)", "ours", "d3rlpy", "ours minus d3rlpy"], body,
+               ["---:", "---:", "---:", "---:", "---"])  # fmt: skip
     return (
-        md(
-            ["updates", "seeds (ours / d3rlpy)", "ours", "d3rlpy", "ours minus d3rlpy"],
-            body,
-            ["---:", "---:", "---:", "---:", "---"],
-        )  # fmt: skip
+        table
         + "\n\n"
         + para(
             f"Normalised final evaluation (deterministic, {episodes.pop()} episodes per run):"
@@ -419,16 +407,11 @@ def bench_brax(read: Read) -> str:
         host.append(f"{label} at {ns} envs: {', '.join(parts)}")
     ep = [float(r["ratio_to_raw"]) for r in rows if r["backend"] == "envpool"]
     one_env = [float(r["ratio_to_raw"]) for r in adapter if int(r["num_envs"]) == 1]
+    head = ["num_envs", f"adapter / raw, {configs} (env, pipeline) configs",
+            "brax's autoreset wrappers / raw"]  # fmt: skip
     return (
         "`out/bench_brax.csv`:\n\n"
-        + md(
-            [
-                "num_envs",
-                f"adapter / raw, {configs} (env, pipeline) configs",
-                "brax's autoreset wrappers / raw",
-            ],
-            body,
-        )  # fmt: skip
+        + md(head, body)
         + f"\n\nAdapter env steps/s at {' / '.join(map(str, shown))} envs:\n\n"
         + md(["env", *pipes], rates)
         + "\n\n"
@@ -474,16 +457,11 @@ def brax_race(read: Read) -> str:
                                       "train_cost_vs_brax")), ".2f"))  # fmt: skip
     ant = sorted(rows_where(read("brax_ppo_race_ant.csv"), trainer="ours_jax"),
                  key=lambda r: int(r["seed"]))  # fmt: skip
+    head = ["trainer", "training time per env step / Brax's, per seed",
+            "wall clock to target / Brax's"]  # fmt: skip
     return (
         f"`out/brax_ppo_race.csv` ({ok} of {len(rows)} runs reach the target):\n\n"
-        + md(
-            [
-                "trainer",
-                "training time per env step / Brax's, per seed",
-                "wall clock to target / Brax's",
-            ],
-            body,
-        )  # fmt: skip
+        + md(head, body)
         + "\n\n"
         + para(
             "Per-step training time in these races differs between runs of the same command: the"

@@ -1,38 +1,20 @@
 """Gradient subspaces of PPO (Schneider et al., "Identifying Policy Gradient Subspaces", ICLR
-2024): does the policy gradient lie in the top-k eigenspace of the loss Hessian, and does that
-eigenspace change slowly?
-
-The paper's two measures, computed here exactly (full Hessian, eigh) on small networks:
-  - gradient fraction  S_frac(k) = ||P_k g||^2 / ||g||^2, g the gradient of the loss and P_k the
-    orthogonal projection onto the eigenvectors of the loss Hessian with the k largest
-    eigenvalues (by magnitude: the PPO actor's Hessian is indefinite);
-  - subspace overlap   S_overlap(t1, t2) = (1/k) sum_i ||P_k(t2) v_i(t1)||^2, v_i(t1) the top-k
-    eigenvectors at iteration t1 (1: the same subspace).
-A uniformly random k-dimensional subspace holds k/P of a fixed vector's squared norm in
-expectation, and two independent random k-subspaces overlap by k/P: the random baseline of both.
-
-Setting: algos/ppo.py unchanged (its loss, update and defaults) on Pendulum-v1, with 16 x 16
-tanh actor and critic (P = 354 and 353 parameters) so that the Hessian is exact; 20
-iterations of 2048 steps. The analysis is a hook around ppo.update: before the update of an
-analysed iteration it takes the full rollout batch (advantages normalised over the whole batch)
-and computes, at the parameters that collected it, the gradient and Hessian of the actor's
-clipped surrogate (ppo_loss) and of the critic's clipped value loss (losses.clipped_value_loss),
-then the update runs exactly as in ppo.py. Where the paper differs: its Hessians are of larger
-networks (64 x 64, k = 100 of ~5000 parameters) by Lanczos, on MuJoCo and Box2D tasks, with
-SAC beside PPO, and its runs are far longer.
-
-The claims and their rule (the excess over k/P at k = 1% of the parameters, per seed the mean
-over analysed iterations of S_frac and over the dt = 5 iteration pairs of S_overlap, against the
-bar k/P over 8 seeds) are declared in paper_figures/gradient-subspace/experiment.toml; its
-analysis.py reads this script's CSV into the results table.
+2024), exact on small networks: algos/ppo.py unchanged on Pendulum-v1 with 16 x 16 actor and
+critic; before the update of each analysed iteration a hook takes the whole rollout batch and
+computes the full gradient g and Hessian (double backward, eigh) of ppo.py's actor and critic
+losses, then the update runs as in ppo.py. The measures: the gradient fraction
+||P_k g||^2 / ||g||^2 (P_k the projection onto the k eigenvectors of largest |eigenvalue|) and
+the subspace overlap (1/k) sum_i ||P_k(t2) v_i(t1)||^2 of two iterations' top-k eigenspaces; a
+random k-subspace gives k/P for both. The setting and claims are declared in
+paper_figures/gradient-subspace/experiment.toml; its analysis.py reads this script's CSV.
 
     python -m paper_figures run gradient-subspace              # 8 seeds, through this script
     python paper_figures/gradient_subspace.py --toy --out runs/toy_fig
 
-Writes gradient_subspace.csv: per seed, network (actor/critic), k and analysed iteration, the
-gradient fraction, the fraction of a random k-subspace (one draw) and k/P (kind "fraction"); per
-iteration pair (t1, t2) the overlap, that of one random k-subspace with the top-k eigenspace at
-t2, and k/P (kind "overlap"). Per-seed rows are kept under <out>/seeds and reused when present.
+Writes gradient_subspace.csv: per seed, network, k and analysed iteration the gradient fraction,
+that of one random k-subspace and k/P (kind "fraction"); per iteration pair the overlap, that of
+one random k-subspace and k/P (kind "overlap"). Per-seed rows are kept under <out>/seeds and
+reused when present.
 """
 
 from __future__ import annotations
@@ -183,13 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--toy", action="store_true", help="6 iterations of 64 steps, 2 analysed")
     parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument(
-        "--only-seeds",
-        type=int,
-        nargs="*",
-        default=None,
-        help="compute these seeds' rows under <out>/seeds only (seeds can run in parallel)",
-    )
+    only = "compute only these seeds' rows, under <out>/seeds (seeds can run in parallel)"
+    parser.add_argument("--only-seeds", type=int, nargs="*", help=only)
     a = parser.parse_args(argv)
     torch.set_num_threads(1)
     ppo_args = {}

@@ -1,34 +1,19 @@
 """GRPO's probability-of-success recurrence (Mroueh 2025, "Reinforcement Learning with Verifiable
 Rewards: GRPO's Effective Loss, Dynamics, and Success Amplification", arXiv 2503.06639) against
-sampled GRPO at finite group size G on a Bernoulli bandit.
-
-The paper iterates pi_n = argmax E_pi[A] - beta1 KL(pi || pi_{n-1}) - beta2 KL(pi || pi_ref) with
-the advantage A built from the population mean and std of the reward under pi_{n-1}; its PoS
-obeys logit(p_n) = logit(p_ref) + c_n, c_n = (beta1 c_{n-1} + a(p_{n-1})) / (beta1 + beta2),
-a(p) = 1 / sqrt(p (1 - p)) (the paper's own experiment is this recurrence and its fixed point;
-it has no sampled runs). Here each iteration samples instead: `groups` groups of G pulls from
-pi_{n-1}, GRPO's advantage (r - group mean) / (unbiased group std + eps) (TRL's), and the exact
-maximiser of the KL-regularised importance-weighted surrogate (1/G) sum_i A_i pi(y_i) /
-pi_{n-1}(y_i) (the same policy-space step as the paper's, on sampled data).
-
-Policy: two arms, success and failure, pi = (p, 1 - p) with p = sigmoid(L): a policy over many
-outputs with binary reward is this one as far as the PoS goes, and with two arms the sampled
-step keeps pi_n = pi_ref exp(c_n r) / Z exactly (with several arms per reward level the
-importance weights would reshape pi within a level). The sampled step is then c_n = (beta1
-c_{n-1} + X_n) / (beta1 + beta2), X_n = sum over groups of S_1 / (G p (1 - p)) / groups, S_1 the
-advantage summed over a group's successes; E[X_n | p_{n-1}] = c_G(p_{n-1}) exactly
-(theory.group_po.grpo_group_weight), so the finite-G recurrence with c_G in place of a is the
-mean field of the sampled runs: it predicts the drift exactly, the mean PoS only to first order.
+sampled GRPO at finite group size G on a two-arm Bernoulli bandit (success, failure), every seed
+as a batch. Each iteration samples `groups` groups of G pulls from pi_{n-1}, takes GRPO's
+advantage (r - group mean) / (unbiased group std + eps) (TRL's) and the exact maximiser of the
+KL-regularised importance-weighted surrogate; with two arms the step stays pi_ref exp(c_n r) / Z,
+and the finite-G recurrence (theory.group_po, c_G in place of the paper's a(p)) is its mean field.
+The setting and claims are declared in paper_figures/grpo-recurrence/experiment.toml.
 
     python paper_figures/grpo_recurrence.py             # committed: 1000 seeds, 200 iterations
     python paper_figures/grpo_recurrence.py --toy --out runs/toy_fig   # a second
 
-Writes grpo_recurrence.csv (per setting, G and groups per iteration: the one-step logit change
-against c_G(p_ref) / (beta1 + beta2); the final PoS against the finite-G recurrence's p_N; the
-time-averaged PoS of the second half against the recurrence's fixed point, and the time-averaged
-log-odds against the fixed point's (exact in expectation at G = 2, where c_G is constant); each
-with the mean over seeds, its sample SD, a 95% percentile-bootstrap interval and whether the
-prediction falls inside) and grpo_recurrence.png (mean sampled PoS against the recurrence).
+Writes grpo_recurrence.csv (per setting, G and groups per iteration: the one-step logit change,
+the final PoS, the second half's time-averaged PoS and log-odds, each against its prediction with
+the mean over seeds, sample SD, 95% bootstrap interval and whether the prediction falls inside)
+and grpo_recurrence.png (mean sampled PoS against the recurrence).
 """
 
 from __future__ import annotations
@@ -90,17 +75,8 @@ def success_advantage(G: int, eps: float = EPS) -> np.ndarray:
     return np.where(np.arange(G + 1) > 0, adv[:, 0], 0.0)
 
 
-def sampled_grpo(
-    p_ref: float,
-    beta1: float,
-    beta2: float,
-    G: int,
-    groups: int,
-    steps: int,
-    seeds: int,
-    rng: np.random.Generator,
-    eps: float = EPS,
-) -> np.ndarray:
+def sampled_grpo(p_ref: float, beta1: float, beta2: float, G: int, groups: int, steps: int,
+                 seeds: int, rng: np.random.Generator, eps: float = EPS) -> np.ndarray:  # fmt: skip
     """Log-odds L_n of sampled GRPO's exact KL-regularised step on the two-arm bandit, every seed
     as a batch [steps + 1, seeds]."""
     l_ref = float(gp.logit(p_ref))
@@ -110,7 +86,7 @@ def sampled_grpo(
     out[0] = l_ref
     for n in range(1, steps + 1):  # GRPO iterations
         L = l_ref + c
-        p = 1.0 / (1.0 + np.exp(-L))
+        p = sigmoid(L)
         var = np.exp(-np.logaddexp(0.0, -L) - np.logaddexp(0.0, L))  # p (1 - p), no cancellation
         succ = rng.binomial(G, p[:, None], size=(seeds, groups))
         s1 = succ * adv1[succ]  # the advantage summed over a group's successes
@@ -186,13 +162,7 @@ def main(args: Args) -> None:
                 row, curve = run_row(name, p_ref, beta1, beta2, G, groups, seeds, steps, rng)
                 rows.append(row)
                 curves[(name, G, groups)] = curve
-                print(
-                    f"{name} G={G} groups={groups}: final {row['final_mean']:.4f}"
-                    f" [{row['final_lo']:.4f}, {row['final_hi']:.4f}] vs recurrence"
-                    f" {row['final_pred']:.4f}; stationary {row['stationary_mean']:.4f} vs"
-                    f" p*_G {row['fixed_point_G']:.4f}",
-                    flush=True,
-                )
+                print(f"{name} G={G} groups={groups}: final {row['final_mean']:.4f}", flush=True)
     write_rows(out / "grpo_recurrence.csv", rows, FIELDS)
     plot(curves, settings, sizes, group_counts, steps, out / "grpo_recurrence.png")
     print("made by: " + " ".join(shlex.quote(a) for a in ["python", *sys.argv]))

@@ -1,7 +1,7 @@
 """Final returns of an on-policy algorithm over seeds, learning curves with bootstrap CIs, next to
-published reference numbers. Suite 'mujoco': Hopper, HalfCheetah, Walker2d (v5) vs PPO of CleanRL
-(v4, 1M steps, 3 seeds) and TRPO of sb3-contrib / RL Zoo (v3, 1M). Suite 'dmc': dm_control
-cheetah-run and walker-walk vs CleanRL's PPO at 8M steps.
+published reference numbers (ALGOS). Suite 'mujoco': Hopper, HalfCheetah, Walker2d (v5) vs PPO
+of CleanRL (v4, 1M steps, 3 seeds) and TRPO of sb3-contrib / RL Zoo (v3, 1M). Suite 'dmc':
+dm_control cheetah-run and walker-walk vs CleanRL's PPO at 8M steps.
 
     python paper_figures/mujoco_results.py --algo ppo --train   # sweeps what is missing, plots
     python paper_figures/mujoco_results.py --algo trpo --train
@@ -9,13 +9,10 @@ cheetah-run and walker-walk vs CleanRL's PPO at 8M steps.
     python paper_figures/mujoco_results.py --algo ppo           # plots finished runs only
     python paper_figures/mujoco_results.py --algo ppo --from-csv    # the PNG from the CSV alone
 
-Writes <out>/<algo>_<suite>.png and <out>/<algo>_<suite>.csv (one row per run). From runs: the
-learning curves (mean and 95% bootstrap CI from >= 5 seeds, the min-max range below, the legend
-says which) and the periodic deterministic evaluations; --from-csv: what the CSV holds, each
-seed's final training and evaluation return, their mean and the CI only from >= 5 seeds.
-"final_train_return" is the episode-weighted mean return of the training episodes that ended in
-the last `--final-window` env steps; "final_eval_return" the deterministic evaluation
-(normaliser frozen) at the end of training. Per-env flags follow the reference's tuned configs.
+Writes <out>/<algo>_<suite>.csv (one row per run: final_train_return, the episode-weighted mean
+return of the training episodes that ended in the last --final-window env steps;
+final_eval_return, the deterministic evaluation at the end) and <out>/<algo>_<suite>.png (from
+runs: learning curves and periodic evaluations; --from-csv: each seed's final returns).
 """
 
 from __future__ import annotations
@@ -84,9 +81,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--final-window", type=int, default=20_480)
     p.add_argument("--train", action="store_true", help="run missing runs first (a sweep)")
     p.add_argument("--workers", type=int, default=1, help="runs at once when training")
-    p.add_argument(
-        "--from-csv", action="store_true", help="the PNG from <out>/<algo>_<suite>.csv alone"
-    )
+    what = "the PNG from <out>/<algo>_<suite>.csv alone"
+    p.add_argument("--from-csv", action="store_true", help=what)
     p.add_argument("extra", nargs="*", help="flags passed to every run (after --)")
     args = p.parse_args(argv)
     env_ids = (args.envs or SUITES[args.suite]).split(",")
@@ -129,17 +125,11 @@ def main(argv: list[str] | None = None) -> None:
                 curves[env_id]["eval"].append(
                     (np.append(steps, final["step"]), np.append(ev, final["eval_return_mean"]))
                 )
-                rows.append(
-                    {
-                        "algo": args.algo,
-                        "env_id": env_id,
-                        "seed": run_dir.name.removeprefix("seed"),
-                        "steps": int(final["step"]),
-                        "final_train_return": plots.final_return(run_dir, args.final_window),
-                        "final_eval_return": final["eval_return_mean"],
-                        "reference": ref.get(env_id, ""),
-                    }
-                )
+                row = dict(algo=args.algo, env_id=env_id, seed=run_dir.name.removeprefix("seed"))
+                row["steps"] = int(final["step"])
+                row["final_train_return"] = plots.final_return(run_dir, args.final_window)
+                row["final_eval_return"] = final["eval_return_mean"]
+                rows.append(row | {"reference": ref.get(env_id, "")})
     if not rows:
         raise SystemExit(f"error: no finished {args.algo} runs under {args.sweeps_root}")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -168,15 +158,8 @@ def main(argv: list[str] | None = None) -> None:
                 mean.append(m[0])
                 lo.append(m[0] - low[0])
                 hi.append(high[0] - m[0])
-            ax.errorbar(
-                xs,
-                mean,
-                yerr=[lo, hi],
-                fmt="o",
-                ms=3,
-                capsize=2,
-                label=f"{name} deterministic eval: mean, {plots.band_label(kind, n)}",
-            )
+            label = f"{name} deterministic eval: mean, {plots.band_label(kind, n)}"
+            ax.errorbar(xs, mean, yerr=[lo, hi], fmt="o", ms=3, capsize=2, label=label)
             if env_id in ref:
                 ax.axhline(ref[env_id], color="k", ls="--", lw=1, label=ref_label)
             ax.set_title(env_id)

@@ -1,28 +1,22 @@
 """Do population runs learn like single runs? Final success of GRPO (or --algo ppo, tpo) on
 bernoulli-10 at the bandit suite's settings (bench_population.settings): a population of
 --population seeds (one process, --num-seeds) against --singles seeds run one process each
-through the sweep runner, seeds disjoint; two-sample
-Kolmogorov-Smirnov test (scipy.stats.ks_2samp, two-sided, exact where scipy can).
+through the sweep runner, seeds disjoint; two-sample Kolmogorov-Smirnov test
+(scipy.stats.ks_2samp). A seed's final success is its mean train/episode_return over the last
+--final-window samples over the bandit's optimal expected reward. A finished sweep under
+--sweep-dir is reused (e.g. bench_population.py's separate side); where a population of seeds
+from 1 is there (--paired-dir), the same seeds are also compared one to one.
 
     python paper_figures/population_ks.py                       # the committed CSVs
     python paper_figures/population_ks.py --toy --out runs/ks_toy   # seconds
 
-Final success of a seed = mean of train/episode_return over its last --final-window samples,
-over the bandit's optimal expected reward (paper_figures/bandit_suite.py's definition). The
-singles are seeds 1..n (sweep seeds); the population is seeds --population-seed onwards. A
-finished sweep under --sweep-dir is reused (controlrl.experiment skips finished runs), e.g. the
-separate side of paper_figures/bench_population.py. Where the population covers seeds 1..n too
-(--paired-dir, a population of seeds from 1), the same seeds are compared one to one: the
-largest difference in final success (the same learner; rounding only).
-
 Writes <out>/population_ks.csv (one row per seed: source, seed, final_success) and
-population_ks_summary.csv (seeds of each side, mean and sample SD of each, KS statistic, p);
-for an --algo other than grpo, population_ks_<algo>.csv and population_ks_<algo>_summary.csv.
+population_ks_summary.csv (seeds, mean and sample SD of each side, KS statistic, p); for an
+--algo other than grpo, population_ks_<algo>.csv and population_ks_<algo>_summary.csv.
 """
 
 from __future__ import annotations
 
-import csv
 import subprocess
 import sys
 from pathlib import Path
@@ -45,11 +39,6 @@ def final_success(rows: list[dict], window: int, optimal: float) -> float:
     return float(ret[steps > steps[-1] - window].mean() / optimal)
 
 
-def read_rows(path: Path) -> list[dict]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
-
-
 def per_seed(rows: list[dict]) -> dict[int, list[dict]]:
     out: dict[int, list[dict]] = {}
     for r in rows:
@@ -66,20 +55,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--singles", type=int, default=32, help="seeds run one process each")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--final-window", type=int, default=1280, help="samples of final success")
-    p.add_argument(
-        "--sweep-dir",
-        type=Path,
-        default=None,
-        help="the singles' sweep (default: bench_population.py's separate side of --algo)",
-    )
+    what = "the singles' sweep (default: bench_population.py's separate side of --algo)"
+    p.add_argument("--sweep-dir", type=Path, default=None, help=what)
     p.add_argument("--population-dir", type=Path, default=ROOT / "runs" / "population_ks")
-    p.add_argument(
-        "--paired-dir",
-        type=Path,
-        default=None,
-        help="a finished population from seed 1, skipped when absent (default: "
-        "bench_population.py's population of 1000 of --algo)",
-    )
+    what = "a finished population from seed 1, skipped when absent (default: "
+    what += "bench_population.py's population of 1000 of --algo)"
+    p.add_argument("--paired-dir", type=Path, default=None, help=what)
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
     p.add_argument("--toy", action="store_true")
     args = p.parse_args(argv)
@@ -107,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     base = args.sweep_dir / "runs" / args.algo / env_tag(ENV)
     singles = {
         seed: final_success(
-            read_rows(base / f"seed{seed}" / "metrics.csv"), args.final_window, optimal
+            bench.read_csv(base / f"seed{seed}" / "metrics.csv"), args.final_window, optimal
         )
         for seed in range(1, args.singles + 1)
         if runs.get(f"{args.algo}/{ENV}/seed{seed}", {}).get("status", "done") == "done"
@@ -124,30 +105,20 @@ def main(argv: list[str] | None = None) -> None:
         subprocess.run(cmd, check=True)
     population = {
         seed: final_success(rows, args.final_window, optimal)
-        for seed, rows in per_seed(read_rows(pop_dir / "metrics.csv")).items()
+        for seed, rows in per_seed(bench.read_csv(pop_dir / "metrics.csv")).items()
     }
     from scipy import stats
 
     a, b = np.array(list(population.values())), np.array(list(singles.values()))
     ks = stats.ks_2samp(a, b)
-    summary = {
-        "algo": args.algo,
-        "bandit": ENV,
-        "samples": args.samples,
-        "population_seeds": a.size,
-        "population_first_seed": args.population_seed,
-        "single_seeds": b.size,
-        "population_mean": float(a.mean()),
-        "population_sd": sample_sd(a),
-        "single_mean": float(b.mean()),
-        "single_sd": sample_sd(b),
-        "ks_statistic": float(ks.statistic),
-        "ks_p": float(ks.pvalue),
-        "paired_seeds": 0,
-        "paired_max_abs_diff": "",
-    }
+    summary = dict(algo=args.algo, bandit=ENV, samples=args.samples, population_seeds=a.size)
+    summary |= dict(population_first_seed=args.population_seed, single_seeds=b.size)
+    summary |= dict(population_mean=float(a.mean()), population_sd=sample_sd(a))
+    summary |= dict(single_mean=float(b.mean()), single_sd=sample_sd(b))
+    summary |= dict(ks_statistic=float(ks.statistic), ks_p=float(ks.pvalue))
+    summary |= dict(paired_seeds=0, paired_max_abs_diff="")
     if (args.paired_dir / "final_eval.json").exists():
-        paired = per_seed(read_rows(args.paired_dir / "metrics.csv"))
+        paired = per_seed(bench.read_csv(args.paired_dir / "metrics.csv"))
         common = [s for s in singles if s in paired]
         diffs = [
             abs(final_success(paired[s], args.final_window, optimal) - singles[s]) for s in common

@@ -5,16 +5,11 @@ are the distributions of final return the same?
     python paper_figures/ppo_vs_sb3.py              # tables and figure from finished runs
     python paper_figures/ppo_vs_sb3.py --train --sides controlrl,SB3,"controlrl vf_coef=1"
 
-Both sides: CleanRL's PPO settings without LR annealing and without value clipping, 1 env,
-observation and reward normalisation (algos/ppo.py --no-anneal-lr --no-clip-vloss; SB3 through
-paper_figures/peers/sb3_ppo.py, which states its settings). Both go through the sweep runner
-(controlrl.experiment) and are evaluated by controlrl.evaluate (10 deterministic episodes at the
-end, normaliser frozen). Statistics: the exact two-sided permutation test of the difference of
-means (every split of the pooled runs), the same for the difference of standard deviations
-(spread), the two-sample Kolmogorov-Smirnov test (scipy), and a bootstrap 95% CI of the
-difference of medians, each side against SB3. Writes <out>/ppo_vs_sb3.csv (one row per run),
-ppo_vs_sb3_tests.csv and ppo_vs_sb3.png. A third side, "controlrl vf_coef=1", gives ours SB3's
-weight of the value loss (see SIDES).
+Both sides (SIDES: algos/ppo.py with MATCH; SB3 through paper_figures/peers/sb3_ppo.py, which
+states its settings) go through the sweep runner and are evaluated by controlrl.evaluate. Each
+side against SB3 (compare): exact permutation tests of the difference of means and of standard
+deviations, the two-sample Kolmogorov-Smirnov test, a bootstrap 95% CI of the difference of
+medians. Writes <out>/ppo_vs_sb3.csv (one row per run), ppo_vs_sb3_tests.csv and ppo_vs_sb3.png.
 """
 
 from __future__ import annotations
@@ -43,6 +38,14 @@ SIDES = {  # label: (script, its directory, flags that make it match SB3, sweep 
     # clip; this side gives ours SB3's weight
     "controlrl vf_coef=1": ("ppo", ROOT / "algos", [*MATCH, "--vf-coef", "1.0"], "ppo_vf1"),
 }
+
+
+def write_table(path: Path, rows: list[dict]) -> None:
+    """Rows to a CSV, columns the first row's keys, numbers at full precision."""
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def permutation_test(a: np.ndarray, b: np.ndarray, stat) -> tuple[float, float]:
@@ -79,17 +82,9 @@ def compare(a: np.ndarray, b: np.ndarray) -> dict:
     std_diff, p_std = permutation_test(a, b, lambda x: np.std(x, ddof=1))
     med, lo, hi = bootstrap_median_diff(a, b)
     ks = ks_2samp(a, b, method="exact")
-    return {
-        "mean_diff": mean_diff,
-        "p_mean_permutation": p_mean,
-        "std_diff": std_diff,
-        "p_std_permutation": p_std,
-        "median_diff": med,
-        "median_diff_ci_lo": lo,
-        "median_diff_ci_hi": hi,
-        "ks_stat": float(ks.statistic),
-        "p_ks": float(ks.pvalue),
-    }
+    out = dict(mean_diff=mean_diff, p_mean_permutation=p_mean, std_diff=std_diff)
+    out |= dict(p_std_permutation=p_std, median_diff=med, median_diff_ci_lo=lo)
+    return out | dict(median_diff_ci_hi=hi, ks_stat=float(ks.statistic), p_ks=float(ks.pvalue))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -124,25 +119,15 @@ def main(argv: list[str] | None = None) -> None:
         for path in sorted(env_dir.glob("seed*/final_eval.json")):
             run_dir, final = path.parent, json.loads(path.read_text())
             curves.setdefault(label, []).append(plots.read_metrics(run_dir, "train/episode_return"))
-            rows.append(
-                {
-                    "side": label,
-                    "env_id": args.env_id,
-                    "seed": int(run_dir.name.removeprefix("seed")),
-                    "steps": int(final["step"]),
-                    "final_train_return": plots.final_return(run_dir, args.final_window),
-                    "final_eval_return": final["eval_return_mean"],
-                }
-            )
+            row = dict(side=label, env_id=args.env_id, seed=int(run_dir.name.removeprefix("seed")))
+            row["steps"] = int(final["step"])
+            row["final_train_return"] = plots.final_return(run_dir, args.final_window)
+            rows.append(row | {"final_eval_return": final["eval_return_mean"]})
     if sorted(curves) != sorted(sides) or min(len(c) for c in curves.values()) < 2:
         raise SystemExit(f"error: need >= 2 finished runs of each side under {args.sweeps_root}")
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / "ppo_vs_sb3"
-    with stem.with_suffix(".csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
+    write_table(stem.with_suffix(".csv"), rows)
     tests, metrics = [], ("final_train_return", "final_eval_return")
     for side in (s for s in sides if s != "SB3"):
         for metric in metrics:
@@ -151,11 +136,7 @@ def main(argv: list[str] | None = None) -> None:
             summary |= {"median": float(np.median(a)), "median_sb3": float(np.median(b))}
             summary |= {"max": float(a.max()), "max_sb3": float(b.max())}
             tests.append(summary | compare(a, b))
-    with (args.out / "ppo_vs_sb3_tests.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(tests[0]))
-        writer.writeheader()
-        writer.writerows(tests)
-
+    write_table(args.out / "ppo_vs_sb3_tests.csv", tests)
     import matplotlib.pyplot as plt
 
     n = len(sides)
@@ -170,25 +151,14 @@ def main(argv: list[str] | None = None) -> None:
             for j, side in enumerate(sides):
                 ys = np.array([r[metric] for r in rows if r["side"] == side])
                 x0 = (n + 1) * i + j
-                right.scatter(
-                    x0 + rng.uniform(-0.12, 0.12, len(ys)),
-                    ys,
-                    s=12,
-                    color=f"C{j}",
-                    label=side if i == 0 else None,
-                )
+                xs, label = x0 + rng.uniform(-0.12, 0.12, len(ys)), side if i == 0 else None
+                right.scatter(xs, ys, s=12, color=f"C{j}", label=label)
                 right.hlines(np.median(ys), x0 - 0.3, x0 + 0.3, color=f"C{j}")
                 t = next((t for t in tests if t["side"] == side and t["metric"] == metric), None)
                 if t is not None:  # vs SB3: permutation p of the means / KS p
-                    right.text(
-                        x0,
-                        1.01,
-                        f"{t['p_mean_permutation']:.2f}\n{t['p_ks']:.2f}",
-                        transform=right.get_xaxis_transform(),
-                        ha="center",
-                        va="bottom",
-                        fontsize=6,
-                    )
+                    text = f"{t['p_mean_permutation']:.2f}\n{t['p_ks']:.2f}"
+                    where = dict(transform=right.get_xaxis_transform(), ha="center", va="bottom")
+                    right.text(x0, 1.01, text, fontsize=6, **where)
         right.set_xticks([(n - 1) / 2, (n + 1) + (n - 1) / 2], ["final train", "final eval"])
         right.set_ylabel("return per run (bar: median)")
         right.legend(fontsize=7)
@@ -198,16 +168,10 @@ def main(argv: list[str] | None = None) -> None:
             "above the points: p vs SB3 (permutation test of means / KS)",
             fontsize=9,
         )
-        fig.tight_layout()
-        fig.savefig(stem.with_suffix(".png"))
+        scripts.save_figure(fig, stem.with_suffix(".png"))
     for t in tests:
-        print(
-            f"{t['side']} vs SB3, {t['metric']}: median {t['median']:.0f} vs {t['median_sb3']:.0f} "
-            f"(diff {t['median_diff']:.0f}, 95% CI [{t['median_diff_ci_lo']:.0f}, "
-            f"{t['median_diff_ci_hi']:.0f}]); max {t['max']:.0f} vs {t['max_sb3']:.0f}; "
-            f"permutation p (mean) {t['p_mean_permutation']:.3f}, (std) "
-            f"{t['p_std_permutation']:.3f}; KS p {t['p_ks']:.3f}"
-        )
+        p_values = {k: round(t[k], 3) for k in ("p_mean_permutation", "p_std_permutation", "p_ks")}
+        print(f"{t['side']} vs SB3, {t['metric']}: median diff {t['median_diff']:.0f}, {p_values}")
     cmd = " ".join(argv if argv is not None else sys.argv[1:])
     print(f"wrote {stem}.png, .csv, _tests.csv; command: python paper_figures/ppo_vs_sb3.py {cmd}")
 

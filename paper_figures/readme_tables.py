@@ -1,18 +1,14 @@
-"""The numbers README.md and paper_figures/README.md quote, rendered from the committed CSVs.
-
-Each README holds generated blocks:
+"""The numbers README.md and paper_figures/README.md quote, rendered from the committed CSVs of
+paper_figures/out/ into each README's generated blocks
 
     <!-- table:<name> -->
     ...text written by TABLES[<name>](read)...
     <!-- table:end -->
 
-`python -m paper_figures report` rewrites every block from its function; `check` fails naming
-each block whose text differs from what its CSVs give, and a block without a function (or a
-function whose block is gone) is an error. A function takes `read` (the rows of one committed
-CSV of paper_figures/out/, a missing file an error naming it) and returns the block's markdown.
-Statistics come from controlrl.stats: "mean (range)" is the mean and the min-max over seeds below
-5 seeds; from 5 seeds on, "mean [lo, hi]" is the 95% percentile-bootstrap interval of the mean
-over seeds. The blocks of paper_figures/README.md are paper_figures/figures_tables.py's.
+(`python -m paper_figures report` rewrites them, `check` fails naming each block that differs; a
+block without a function, or a function without a block, is an error). "mean (range)" below 5
+seeds, "mean [lo, hi]" (95% bootstrap CI, controlrl.stats) from 5. The blocks of
+paper_figures/README.md are paper_figures/figures_tables.py's.
 """
 
 from __future__ import annotations
@@ -140,12 +136,6 @@ def kind(n: int) -> str:
     return "mean (range)" if n < stats.MIN_SEEDS else "mean [95% bootstrap CI]"
 
 
-def _interval(s: stats.Summary, spec: str = ".1f") -> str:
-    """A ledger summary as a table cell: 'mean [lo, hi]' (95% CI) or 'mean (lo-hi)' (range)."""
-    sep = ("(", "-", ")") if s.kind == "range" else ("[", ", ", "]")
-    return f"{s.mean:{spec}} {sep[0]}{s.lo:{spec}}{sep[1]}{s.hi:{spec}}{sep[2]}"
-
-
 def med_range(values, spec: str) -> str:
     """'median (min-max)' of a few repeats."""
     x = np.asarray(list(values), np.float64)
@@ -197,10 +187,6 @@ def paired_ratio(rows, metric: str, ours: str, theirs: str, **match) -> list[flo
     return [v[ours] / v[theirs] for _, v in sorted(by.items()) if ours in v and theirs in v]
 
 
-def sign(x: float) -> str:
-    return "+" if x > 0 else ""
-
-
 def isnan(s: str) -> bool:
     return s == "" or math.isnan(float(s))
 
@@ -230,14 +216,9 @@ def learning_body(read: Read, files: list[str]) -> tuple[str, int]:
             ref = {r["reference"] for r in g}
             if len(ref) != 1:
                 raise ValueError(f"{name}: {algo} {env} has several references")
+            finals = [spread(col(g, k)) for k in ("final_train_return", "final_eval_return")]
             body.append(
-                [
-                    algo.upper(),
-                    env,
-                    spread(col(g, "final_train_return")),
-                    spread(col(g, "final_eval_return")),
-                    f"{PUBLISHED[(algo, env)]}: {f(float(ref.pop()))}",
-                ]
+                [algo.upper(), env, *finals, f"{PUBLISHED[(algo, env)]}: {f(float(ref.pop()))}"]
             )
     n = uniform_n(groups)
     return md(["algo", "env", "train", "final evaluation", "published"], body), n

@@ -1,25 +1,19 @@
 """Cumulative regret of optimistic PO (algos/optimistic_po.py; Shani, Efroni, Rosenberg, Mannor,
 ICML 2020, "Optimistic Policy Optimization with Bandit Feedback": regret of order sqrt(K)) vs K
-on log-log axes.
-
-Panels: (a) random 5x3x5 MDP, bonus scales c_b in {1, 0.3, 0.1, 0.03}, with a sqrt(K) reference:
-the theory constant saturates the truncation and looks linear, small c_b shows the sqrt(K) rate;
-(b) stochastic vs switching (adversarial) rewards at c_b = 0.1; (c) combination locks with the
-bonus off vs on. Writes regret.png, regret.csv (mean regret at log-spaced K) and
-regret_slopes.csv (log-log slope over the top two octaves [K/4, K], fitted on log-spaced K so that
-each octave weighs the same, with a bootstrap CI over seeds from >= 5 seeds, the range of the
-per-seed slopes below; the band column says which) to --out.
+on log-log axes: (a) a random 5x3x5 MDP at four bonus scales c_b, (b) stochastic vs switching
+rewards, (c) combination locks with the bonus off vs on (settings()).
 
     python paper_figures/regret.py --seeds 5        # K = 2^16, 5 seeds
     python paper_figures/regret.py --toy --out runs/toy/regret   # seconds
 
-The declared experiment paper_figures/regret-optimistic-po runs it (its analysis.py) and keeps
-the tables and the figure in its results/.
+Writes regret.png, regret.csv (mean regret at log-spaced K) and regret_slopes.csv (log-log slope
+over the top two octaves [K/4, K], with its 95% bootstrap CI over seeds from 5 seeds on, else
+the range of the per-seed slopes: the band column) to --out. The declared experiment
+paper_figures/regret-optimistic-po runs it (its analysis.py) and keeps the tables and the figure.
 """
 
 from __future__ import annotations
 
-import csv
 import shlex
 import sys
 import time
@@ -31,6 +25,7 @@ import numpy as np
 from algos.optimistic_po import Args as RunArgs
 from algos.optimistic_po import run
 from controlrl.cli import cli
+from controlrl.experiment import write_rows
 from controlrl.stats import MIN_SEEDS
 from paper_figures.lab import scripts
 from theory.regret import bootstrap_slope_ci, log_grid, loglog_slope
@@ -79,6 +74,18 @@ def slope_band(regs: np.ndarray, ks: np.ndarray, K: int) -> tuple[float, float, 
     return slope, min(each), max(each), "range"
 
 
+SLOPE_FIELDS = ("panel", "setting", "k_min", "k_max", "seeds", "slope", "lo", "hi", "band")
+
+
+def slope_row(panel: str, label: str, regs: np.ndarray, ks: np.ndarray, K: int) -> dict:
+    """A regret_slopes.csv row of the seeds' curves `regs` (slope_band, to 4 decimals), and the
+    slope unrounded under "fit" (the figure's legend)."""
+    slope, lo, hi, band = slope_band(regs, ks, K)
+    row = dict(panel=panel, setting=label, k_min=int(ks[0]), k_max=K, seeds=len(regs))
+    row |= {k: f"{v:.4f}" for k, v in dict(slope=slope, lo=lo, hi=hi).items()}
+    return row | {"band": band, "fit": slope}
+
+
 def main(args: Args) -> None:
     """Run every setting, write CSVs and the figure, print the command."""
     K = 2**9 if args.toy else 2**args.log2_k
@@ -92,36 +99,18 @@ def main(args: Args) -> None:
     for panel, label, kw in settings():
         key = tuple(sorted(kw.items()))  # a setting shared by two panels runs once
         if key not in cache:
-            cache[key] = np.array(
-                [
-                    run(RunArgs(episodes=K, seed=s, progress=False, **kw))["regret"]
-                    for s in range(seeds)
-                ]
-            )
-        regs = cache[key]
-        curves[(panel, label)] = regs.mean(0)
-        k_min = int(ks[0])
-        slope, lo, hi, band = slope_band(regs, ks, K)
-        slopes.append((panel, label, k_min, K, seeds, slope, lo, hi, band))
+            runs = [run(RunArgs(episodes=K, seed=s, progress=False, **kw)) for s in range(seeds)]
+            cache[key] = np.array([r["regret"] for r in runs])
+        curves[(panel, label)] = cache[key].mean(0)
+        slopes.append(slope_row(panel, label, cache[key], ks, K))
         print(
-            f"[{time.time() - t0:6.0f}s] {panel} {label}: slope {slope:.3f} [{lo:.3f}, {hi:.3f}]"
-            f" ({band})"
-            f" over [{k_min}, {K}], final regret {regs.mean(0)[-1]:.1f}",
-            flush=True,
+            f"[{time.time() - t0:6.0f}s] {panel} {label}: slope {slopes[-1]['slope']}", flush=True
         )
-    with open(out / "regret.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["panel", "setting", "K", "mean_regret", "seeds"])
-        for (panel, label), reg in curves.items():
-            w.writerows([panel, label, int(k), f"{reg[k - 1]:.6g}", seeds] for k in grid)
-    with open(out / "regret_slopes.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["panel", "setting", "k_min", "k_max", "seeds", "slope", "lo", "hi", "band"])
-        w.writerows(
-            [p, s, a, b, n, f"{x:.4f}", f"{lo:.4f}", f"{hi:.4f}", band]
-            for p, s, a, b, n, x, lo, hi, band in slopes
-        )
-    plot(curves, grid, out / "regret.png", {(p, s): x for p, s, *_, x, _, _, _ in slopes})
+    means = [dict(panel=p, setting=s, K=int(k), mean_regret=reg[k - 1], seeds=seeds)
+             for (p, s), reg in curves.items() for k in grid]  # fmt: skip
+    write_rows(out / "regret.csv", means)
+    write_rows(out / "regret_slopes.csv", [{k: r[k] for k in SLOPE_FIELDS} for r in slopes])
+    plot(curves, grid, out / "regret.png", {(r["panel"], r["setting"]): r["fit"] for r in slopes})
     print("made by: " + " ".join(shlex.quote(a) for a in ["python", *sys.argv]))
 
 

@@ -1,14 +1,9 @@
 """Is the regret of tabular policy optimization polylogarithmic when losses are stochastic?
-(Catalogue statement T-REG1, after the best-of-both-worlds PO papers: polylog(K) gap-dependent
-regret with stochastic losses.) The learner is the testbed's optimistic PO (algos/optimistic_po.py,
-Shani et al. 2020: anytime mirror-descent step, c_b = 0.1), not the papers' Tsallis-regularised
-learner, which is not implemented; the instance is E8's random 5x3x5 MDP with Bernoulli rewards
-(a positive gap: V* is unique).
-
-Per seed, the pseudo-regret R(k) on a log-spaced grid over [K/64, K] is fitted two ways by least
-squares: a + b log k (polylog of degree 1) and a + c sqrt(k); the fit errors (RMSE) are compared
-per seed (paired across seeds), and the local log-log slope of the top octave is reported (it
-tends to 0 for a + b log k and stays 0.5 for sqrt(k)).
+(Catalogue statement T-REG1, after the best-of-both-worlds PO papers.) The learner is the
+testbed's optimistic PO (algos/optimistic_po.py, Shani et al. 2020, c_b = 0.1), not the papers'
+Tsallis-regularised learner; the instance is a random 5x3x5 MDP with Bernoulli rewards. Per seed
+the pseudo-regret R(k) on a log-spaced grid over [K/64, K] is fitted by least squares as
+a + b log k and as a + c sqrt(k), with the top octave's log-log slope beside them.
 
     python -m paper_figures run regret-polylog   # the declared experiment: K = 2^14, 30 seeds
     python paper_figures/regret_polylog.py --toy --out DIR
@@ -41,20 +36,9 @@ def seed_row(seed: int, K: int, c_b: float) -> tuple[dict, list[dict]]:
     a_log, b_log, _ = fit_log(grid, y)
     rmse_log = float(np.sqrt(np.mean((y - a_log - b_log * np.log(grid)) ** 2)))
     a_sq, c_sq, rmse_sq = fit_sqrt(grid, y)
-    row = {
-        "seed": seed,
-        "K": K,
-        "c_b": c_b,
-        "k_min": int(grid[0]),
-        "a_log": a_log,
-        "b_log": b_log,
-        "rmse_log": rmse_log,
-        "a_sqrt": a_sq,
-        "c_sqrt": c_sq,
-        "rmse_sqrt": rmse_sq,
-        "top_octave_slope": float(octave_slopes(reg, K // 2, K)[-1]),
-        "regret_K": float(reg[-1]),
-    }
+    row = dict(seed=seed, K=K, c_b=c_b, k_min=int(grid[0]), a_log=a_log, b_log=b_log)
+    row |= dict(rmse_log=rmse_log, a_sqrt=a_sq, c_sqrt=c_sq, rmse_sqrt=rmse_sq)
+    row |= dict(top_octave_slope=float(octave_slopes(reg, K // 2, K)[-1]), regret_K=float(reg[-1]))
     return row, [{"seed": seed, "k": int(k), "regret": float(v)} for k, v in zip(grid, y)]
 
 

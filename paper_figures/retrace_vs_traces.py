@@ -1,27 +1,21 @@
 r"""Retrace vs importance sampling vs tree backup vs uncorrected Q(lambda) (Munos, Stepleton,
 Harutyunyan, Bellemare 2016, "Safe and Efficient Off-Policy Reinforcement Learning"), tabular and
-exact (seconds): policy-evaluation error ||Q_k - Q^pi||_inf against updates of the sample-based
-rule Q(x, a) <- Q(x, a) + step (G - Q(x, a)), every (x, a) each update, G the off-policy target of
-a path of --segment-length steps under the behaviour mu (theory.retrace.sample_paths /
-sampled_targets; the same paths for all four traces), on an 8-state chain (action 1 right, 0
-left, slip 0.1, gamma 0.9; theory.mdp.chain) with target pi "right w.p. --p-right" and
-mu = (1 - alpha) pi + alpha nu, nu its mirror image. Median and 10-90% band over --tab-seeds
-seeds; dashed: the expected update Q <- Q + step (E[G] - Q), exact
-(theory.retrace.truncated_expectation). The last panel: the exact variance of the targets at
-Q = Q^pi (theory.retrace.target_moments), mean over (x, a).
+exact (seconds): the error ||Q_k - Q^pi||_inf of the sampled rule Q <- Q + step (G - Q), every
+(x, a) each update, G the off-policy target of a --segment-length path under mu (the same paths
+for all four traces), on a chain (theory.mdp.chain, slip 0.1) with target pi "right w.p.
+--p-right" and mu = (1 - alpha) pi + alpha nu, nu its mirror image; median and 10-90% band over
+--tab-seeds seeds, dashed the exact expected update; last panel, the exact target variance at
+Q^pi. The same traces on MuJoCo: the declared experiment paper_figures/retrace-hopper-100k.
 
     python paper_figures/retrace_vs_traces.py                  # the committed figure
     python paper_figures/retrace_vs_traces.py --plot-only      # redraw from the CSVs in --out
     python paper_figures/retrace_vs_traces.py --toy --out runs/toy/retrace      # seconds
 
-The same comparison on MuJoCo (algos/retrace.py per trace against algos/ppo.py) is the declared
-experiment paper_figures/retrace-hopper-100k.
-
-Writes <out>/retrace_vs_traces.png, retrace_vs_traces.csv (per alpha, kind and update the error's
-median, 10% and 90% over seeds and the expected update's error) and retrace_vs_traces_summary.csv
-(per alpha and kind: the targets' variance at Q^pi, exact and from --variance-paths paths; the
-expected update's rate (spectral radius) and updates to an error of 0.01; the sampled runs' error
-over the last 10% of updates and peak error (medians over seeds), and how many seeds passed 1e6).
+Writes <out>/retrace_vs_traces.png, retrace_vs_traces.csv (per alpha, kind and update: the
+error's median, 10% and 90% over seeds, and the expected update's) and
+retrace_vs_traces_summary.csv (per alpha and kind: target variances, exact and sampled; the
+expected update's rate and updates to TOL; the sampled error over the last 10% of updates and its
+peak, medians over seeds; how many seeds diverged).
 """
 
 from __future__ import annotations
@@ -140,39 +134,23 @@ def tabular(args) -> tuple[list[dict], list[dict]]:
             errs = np.array(runs[k])  # [seeds, updates + 1]
             med, lo, hi = np.quantile(errs, [0.5, 0.1, 0.9], axis=0)
             exact = expected_errors(mdp, pi, mu, c, K, args.step, args.updates)
-            curves += [
-                dict(
-                    alpha=alpha,
-                    kind=k,
-                    update=i,
-                    err_median=med[i],
-                    err_p10=lo[i],
-                    err_p90=hi[i],
-                    err_expected=exact[i],
-                )
-                for i in range(args.updates + 1)
-            ]
+            cols = dict(err_median=med, err_p10=lo, err_p90=hi, err_expected=exact)
+            curves += [dict(alpha=alpha, kind=k, update=i) | {c: v[i] for c, v in cols.items()}
+                       for i in range(args.updates + 1)]  # fmt: skip
             _, var = target_moments(mdp, pi, mu, c, target, K)
             G = sampled_targets(mdp, pi, target, c, states, actions)
             sample_var = G.reshape(mdp.S, mdp.A, args.variance_paths).var(-1)
             tail = errs[:, -max(1, args.updates // 10) :]  # the last 10% of the updates
             to_tol = int(np.argmax(exact < TOL)) if exact.min() < TOL else -1
-            summary.append(
-                {
-                    "alpha": alpha,
-                    "kind": k,
-                    "target_var_mean": var.mean(),
-                    "target_var_max": var.max(),
-                    "sample_var_mean": sample_var.mean(),
-                    "sample_var_max": sample_var.max(),
-                    "expected_rate": expected_rate(mdp, pi, mu, c, K, args.step),
-                    "expected_updates_to_tol": to_tol,
-                    "err_final_median": float(np.median(tail.mean(1))),
-                    "err_peak_median": float(np.median(errs.max(1))),
-                    "diverged": int(np.sum(errs[:, -1] >= CAP)),
-                    "seeds": args.tab_seeds,
-                }
+            row = dict(alpha=alpha, kind=k, target_var_mean=var.mean(), target_var_max=var.max())
+            row |= dict(sample_var_mean=sample_var.mean(), sample_var_max=sample_var.max())
+            row |= dict(expected_rate=expected_rate(mdp, pi, mu, c, K, args.step))
+            row |= dict(
+                expected_updates_to_tol=to_tol, err_final_median=float(np.median(tail.mean(1)))
             )
+            row |= dict(err_peak_median=float(np.median(errs.max(1))))
+            row |= dict(diverged=int(np.sum(errs[:, -1] >= CAP)))
+            summary.append(row | {"seeds": args.tab_seeds})
     return curves, summary
 
 
@@ -263,16 +241,7 @@ def main(argv: list[str] | None = None) -> None:
     write_rows(args.out / "retrace_vs_traces.csv", curves)
     write_rows(args.out / "retrace_vs_traces_summary.csv", summary)
     plot(args, curves, summary)
-    print("per alpha and kind: sampled error over the last 10% of updates (median over seeds);")
-    print("  expected update's rate and updates to TOL; exact target variance at Q^pi")
-    for r in summary:
-        to_tol = r["expected_updates_to_tol"]
-        print(
-            f"  alpha {r['alpha']:g} {r['kind']:>11}: err {r['err_final_median']:.3g} "
-            f"(peak {r['err_peak_median']:.3g}, diverged {r['diverged']}/{r['seeds']}); rate "
-            f"{r['expected_rate']:.4f}, {to_tol if to_tol >= 0 else 'never'} to {TOL:g}; var "
-            f"{r['target_var_mean']:.3g} mean, {r['target_var_max']:.3g} max"
-        )
+    print(f"wrote {args.out}/retrace_vs_traces.png, retrace_vs_traces.csv, _summary.csv")
     print("made by: " + bench.command_line("paper_figures/retrace_vs_traces.py", argv))
 
 

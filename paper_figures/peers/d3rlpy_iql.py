@@ -8,14 +8,8 @@ nothing of this project. paper_figures/bench_iql.py runs it side by side with al
         --dataset FILE.hdf5 --updates 20000 --warmup 1000 --out result.json \\
         [--eval-episodes 10 --env-id HalfCheetah-v5]
 
-Settings, those of tinkoff-ai/CORL algorithms/offline/iql.py (and of algos/iql.py): 256-256 ReLU
-nets for actor, V and both Q heads, batch 256, Adam lr 3e-4 for all (betas 0.9, 0.999, eps
-1e-8), expectile 0.7, weight_temp (beta) 3.0, max_weight 100, gamma 0.99, Polyak tau 0.005,
-actor lr cosine-annealed to 0 over --updates (d3rlpy's CosineAnnealingLRFactory), observations
-standardised with the dataset's mean and std (StandardObservationScaler) and rewards scaled by
-1000 / (max - min episode return) (ReturnBasedRewardScaler(multiplier=1000), as d3rlpy's own
-reproductions/offline/iql.py); 1 torch thread, device cpu, no compilation.
-
+Settings: SETTINGS (tinkoff-ai/CORL algorithms/offline/iql.py's, as algos/iql.py's; rewards
+scaled as d3rlpy's own reproductions/offline/iql.py), every IQLConfig field set by make_iql.
 What d3rlpy does its own way (no config field changes it):
 - one Adam over Q and V together on the summed loss (CORL and algos/iql.py: one per net); the
   two Q heads' MSEs are summed (original IQL), CORL averages them;
@@ -28,12 +22,8 @@ What d3rlpy does its own way (no config field changes it):
   dropped (it has no next row), as D4RL's qlearning_dataset; a file whose last row ends no
   episode gets a timeout there.
 
-Timing: d3rlpy's own training loop (fitter: sample_transition_batch + update + its metric
-bookkeeping), timed by its per-step callback; the first --warmup updates, start-up, dataset
-building, scaler fitting and evaluation are excluded. Output: one JSON object (stdout, and
---out): updates, timed_updates, update_s, updates_per_s, the same over process CPU time (cpu_s,
-updates_per_cpu_s: what a shared, busy CPU distorts least), transitions, and with
---eval-episodes the episode returns and their mean.
+Timing: d3rlpy's own training loop, timed by its per-step callback after the first --warmup
+updates (wall and process CPU). Output: one JSON object (stdout, and --out).
 """
 
 from __future__ import annotations

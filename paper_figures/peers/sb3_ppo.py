@@ -6,12 +6,9 @@ paper_figures/ppo_vs_sb3.py compares the two through one runner and one evaluati
     python paper_figures/peers/sb3_ppo.py --env-id HalfCheetah-v5 --seed 1 \\
         --total-timesteps 300000 --run-dir runs/sb3_ppo_demo
 
-Settings are algos/ppo.py's with --no-anneal-lr --no-clip-vloss: 2048 steps per rollout, 32
-minibatches of 64, 10 epochs, lr 3e-4, clip 0.2, gamma 0.99, lambda 0.95, no entropy bonus,
-vf_coef 0.5, grad-norm clip 0.5, per-minibatch advantage normalisation, separate 64-64 tanh
-actor and critic with orthogonal init and log-std 0, VecNormalize (obs and reward, clip 10,
-eps 1e-8). Like ours, it runs total_timesteps // 2048 iterations. The final evaluation is
-controlrl.evaluate's (deterministic action, normaliser frozen, the same eval seed as ours).
+Settings are algos/ppo.py's with --no-anneal-lr --no-clip-vloss (64-64 tanh actor and critic,
+VecNormalize of observations and rewards); it runs total_timesteps // 2048 iterations. The final
+evaluation is controlrl.evaluate's (deterministic action, normaliser frozen, ours' eval seed).
 No checkpoints: a killed run restarts from step 0.
 """
 

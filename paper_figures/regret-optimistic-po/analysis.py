@@ -11,19 +11,17 @@ at the toy's K (toy_log2_k) x its seeds.
 
 from __future__ import annotations
 
-import csv
 import shutil
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from controlrl.experiment import write_rows
 from paper_figures import regret
 from paper_figures.lab import protocol
 from paper_figures.lab.spec import Experiment
 from theory.regret import log_grid
-
-FIELDS = ["panel", "setting", "k_min", "k_max", "seeds", "slope", "lo", "hi", "band"]
 
 
 def run(exp: Experiment, toy: bool, target: Path) -> None:
@@ -42,17 +40,12 @@ def run(exp: Experiment, toy: bool, target: Path) -> None:
     claimed = set(cfg["settings"].values())
     rows = []
     for panel, label, kw in regret.settings():
-        if label not in claimed or any(r[1] == label for r in rows):
+        if label not in claimed or any(r["setting"] == label for r in rows):
             continue
         runs = [regret.run(regret.RunArgs(episodes=K, seed=s, progress=False, **kw))["regret"]
                 for s in range(cfg["toy_seeds"])]  # fmt: skip
-        slope, lo, hi, band = regret.slope_band(np.array(runs), ks, K)
-        rows.append([panel, label, int(ks[0]), K, cfg["toy_seeds"], f"{slope:.4f}",
-                     f"{lo:.4f}", f"{hi:.4f}", band])  # fmt: skip
-    with target.open("w", newline="") as f:
-        writer = csv.writer(f, lineterminator="\r\n")
-        writer.writerow(FIELDS)
-        writer.writerows(rows)
+        rows.append(regret.slope_row(panel, label, np.array(runs), ks, K))
+    write_rows(target, [{k: r[k] for k in regret.SLOPE_FIELDS} for r in rows])
 
 
 def judge(exp: Experiment, rows: list[dict]) -> dict[str, protocol.Judgement]:
