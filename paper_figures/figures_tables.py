@@ -529,3 +529,36 @@ def brax_threads(read: Read) -> str:
                      mr(unpin, "cpu_ms"), med_range(ratio, ".2f")])  # fmt: skip
     return md(["CSV", "pinned, wall = CPU", "unpinned, wall", "unpinned, CPU",
                "unpinned / pinned, wall"], body)  # fmt: skip
+
+
+@table("population-control")
+def population_control(read: Read) -> str:
+    rows = [r for r in read("bench_control_population.csv")
+            if r["status"] == "ok" and r["contender"].startswith("population-")]  # fmt: skip
+    if not rows:
+        raise ValueError("bench_control_population.csv has no population row")
+    body = [
+        [r["env_id"], r["seeds"], f(float(r["speedup"]), ".2f") + "x",
+         f(float(r["us_per_seed_step"])), f(float(r["floor_ratio"]), ".2f") + "x",
+         f(float(r["peak_rss_mb"]))]
+        for r in rows
+    ]  # fmt: skip
+    header = ["env", "S", "per-seed rate / separate", "CPU us per seed-step", "/ floor",
+              "peak RSS MB"]  # fmt: skip
+    vector = read("bench_control_population_envs.csv")
+    top = max(int(r["num_envs"]) for r in vector)
+    ratios = [
+        float(s["steps_per_cpu_s"]) / float(a["steps_per_cpu_s"])
+        for s in vector for a in vector
+        if (s["vectorization"], a["vectorization"]) == ("sync", "async")
+        and s["env_id"] == a["env_id"] and int(s["num_envs"]) == int(a["num_envs"]) == top
+    ]  # fmt: skip
+    return (
+        "Measured (`paper_figures/out/bench_control_population.csv`, ppo.py at CleanRL's settings, "
+        "one env per seed):\n\n" + md(header, body, ["---"] + ["---:"] * 5) + "\n\n"
+        + para(f"With {top} envs, one process stepping them in turn (Gymnasium's sync vector env) "
+               f"makes {spread(ratios, '.1f')}x the env steps per CPU second of a process per env "
+               "(the async vector env), over the envs measured "
+               "(`bench_control_population_envs.csv`): a population steps its envs in its own "
+               "process.")
+    )  # fmt: skip
