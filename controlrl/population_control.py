@@ -42,10 +42,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch._C import _functorch as functorch
 
 import envs
 from controlrl.nets import CategoricalPolicy, ValueNet
-from controlrl.population import PopulationObsNormalizer, PopulationPolicy
+from controlrl.population import PopulationObsNormalizer, PopulationPolicy, _tree
 from controlrl.population_actor_critic import PopulationActorCriticRun
 from controlrl.rollout import Collector, Episode
 from controlrl.seeding import eval_seed, reset_seed
@@ -117,6 +118,7 @@ class ControlPopulationPolicy(PopulationPolicy):
         self._stacked = dict(zip(self.names, self._leaves))  # name -> [S, *shape] view
         self._batched_exact: dict[tuple[int, int, int], bool] = {}
         self._plans: dict[str, list[tuple]] = {}
+        self._batchable_names: dict[str, bool] = {}
 
     def _batches_exactly(self, rows: int, n_in: int, n_out: int) -> bool:
         """Whether baddbmm gives every seed's F.linear bits at this shape (probed once, on
@@ -134,15 +136,16 @@ class ControlPopulationPolicy(PopulationPolicy):
 
     def _layers(self, head: str) -> list[tuple]:
         """The Sequential at `head` as (kind, weights [S, out, in], biases [S, out], each seed's
-        weights, each seed's biases): detached views of the parameters, built once (the
-        parameters are only ever written in place)."""
+        weights, each seed's biases, the weights and biases with their gradients): views of the
+        parameters, built once (the parameters are only ever written in place)."""
         if head not in self._plans:
             plan = []
             for name, layer in self.template.get_submodule(head)._modules.items():
                 if isinstance(layer, torch.nn.Linear):
-                    w = self._stacked[f"{head}.{name}.weight"].detach()
-                    b = self._stacked[f"{head}.{name}.bias"].detach()
-                    plan.append(("linear", w, b, w.unbind(0), b.unbind(0)))
+                    w = self._stacked[f"{head}.{name}.weight"]
+                    b = self._stacked[f"{head}.{name}.bias"]
+                    wd, bd = w.detach(), b.detach()
+                    plan.append(("linear", wd, bd, wd.unbind(0), bd.unbind(0), w, b))
                 elif isinstance(layer, torch.nn.Tanh | torch.nn.ReLU):
                     plan.append((type(layer).__name__.lower(),))
                 else:
@@ -151,33 +154,53 @@ class ControlPopulationPolicy(PopulationPolicy):
         return self._plans[head]
 
     def _mlp(self, head: str, x: torch.Tensor) -> torch.Tensor:
-        """The Sequential at `head` of every seed on x [S, B, d] -> [S, B, out]."""
+        """The Sequential at `head` of every seed on x [S, B, d] -> [S, B, out]; with gradients
+        (a loss), every layer one baddbmm on the stacked parameters: the bits of vmap's batched
+        F.linear (the population's loss before it ran batched), forward and backward."""
+        grad = torch.is_grad_enabled()
         for kind, *params in self._layers(head):
-            if kind == "tanh":
+            if kind == "tanh":  # in place on a fresh output, as nets.fast_forward
                 x = x.tanh_()
             elif kind == "relu":
                 x = x.relu_()
             else:
-                w, b, ws, bs = params
-                if self._batches_exactly(x.shape[1], w.shape[2], w.shape[1]):
+                w, b, ws, bs, w_grad, b_grad = params
+                if grad:
+                    x = torch.baddbmm(b_grad.unsqueeze(1), x, w_grad.transpose(1, 2))
+                elif self._batches_exactly(x.shape[1], w.shape[2], w.shape[1]):
                     x = torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
                 else:
                     x = torch.stack([F.linear(*t) for t in zip(x.unbind(0), ws, bs)])
         return x
 
-    def per_seed(self, name: str, *args, **constants):
-        batched = (
-            self.num_seeds > 1
-            and self._bound is None
-            and not self._plain
-            and not torch.is_grad_enabled()
-            and name in ("sample_inputs", "mode", "dist_params", "critic")
-        )
+    def _batchable(self, name: str) -> bool:
+        """Whether template.<name> runs batched on the stacked parameters: the actor's and
+        ValueNet's calls on MLPs of Linear and Tanh or ReLU (bpo.py's MedianCritic and any other
+        network: vmap over functional_call)."""
+        if name not in ("sample_inputs", "mode", "dist_params", "log_prob_entropy", "critic"):
+            return False
         if name == "critic" and not isinstance(self.template.critic, ValueNet):
-            batched = False  # another critic (bpo.py's MedianCritic): vmap's path
-        if not batched:
+            return False
+        if name not in self._batchable_names:  # checked once per call name
+            actor = "logits" if isinstance(self.template, CategoricalPolicy) else "mean"
+            try:
+                self._layers(self.HEADS["critic" if name == "critic" else actor])
+                self._batchable_names[name] = True
+            except (TypeError, AttributeError):
+                self._batchable_names[name] = False
+        return self._batchable_names[name]
+
+    def per_seed(self, name: str, *args, **constants):
+        if self.num_seeds == 1 or self._plain or not self._batchable(name):
             return super().per_seed(name, *args, **constants)
-        obs = args[0]
+        if self._bound is not None:  # inside the vmapped loss: the networks run batched
+            return self._in_loss(name, args, constants)
+        if torch.is_grad_enabled() or name == "log_prob_entropy":
+            return super().per_seed(name, *args, **constants)
+        return self._batched(name, args[0])
+
+    def _batched(self, name: str, obs: torch.Tensor):
+        """template.<name> of every seed on obs [S, B, d], on the stacked parameters."""
         if name == "critic":
             return self._mlp(self.HEADS["critic"], obs).squeeze(-1)
         if isinstance(self.template, CategoricalPolicy):
@@ -192,6 +215,34 @@ class ControlPopulationPolicy(PopulationPolicy):
         if name == "sample_inputs":
             return mean, log_std
         return mean, log_std.unsqueeze(1).expand_as(mean)
+
+    def _in_loss(self, name: str, args: tuple, constants: dict):
+        """A call of the vmapped loss (its arguments one seed's slices of [S, ...] tensors) run
+        on the whole [S, ...] tensors with the stacked parameters, its outputs handed back to
+        the loss as that seed's slices: the networks' forward and backward as a few batched
+        matmuls instead of vmap over functional_call (~3x less per minibatch); the loss's
+        own arithmetic stays vmapped, so it is the algorithm's loss, each seed's alone."""
+        level = functorch.maybe_get_level(args[0])
+        if level is None or level < 0 or functorch.maybe_current_level() != level:
+            return super().per_seed(name, *args, **constants)  # not the loss's own vmap
+
+        def unwrap(t):
+            if not (isinstance(t, torch.Tensor) and functorch.is_batchedtensor(t)):
+                return t
+            value, dim = functorch._unwrap_batched(t, level)
+            return value.movedim(dim, 0)
+
+        xs = [unwrap(a) for a in args]
+        if name != "log_prob_entropy":
+            out = self._batched(name, xs[0])
+        else:  # the template's own log_prob_entropy, its dist_params every seed's at once
+            template = self.template
+            template.dist_params = lambda obs: self._batched("dist_params", obs)
+            try:
+                out = type(template).log_prob_entropy(template, *xs, *constants.values())
+            finally:
+                del template.dist_params
+        return _tree(out, lambda t: functorch._add_batch_dim(t, 0, level))
 
 
 class ControlPopulationRun(PopulationActorCriticRun):
