@@ -6,6 +6,7 @@ checkpoint and resumed ends as the uninterrupted one, bit for bit."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -17,6 +18,7 @@ from timeouts import scaled
 from algos import ppo
 from controlrl import checkpoint
 from controlrl.cli import parse
+from controlrl.population_actor_critic import PopulationCritic
 
 QUIET = ["--no-tensorboard", "--no-progress", "--eval-every", "0", "--eval-episodes", "1"]
 # 2 rollouts of 64 steps, 4 minibatches, 2 epochs: an update that reads shuffles, advantage
@@ -179,3 +181,64 @@ def test_a_population_killed_mid_run_resumes_to_the_uninterrupted_one(tmp_path):
     assert resumed.returncode == 0
     for part in ("metrics.csv", "aggregate.csv", "final_eval.json"):
         assert (a / part).read_text() == (b / part).read_text(), part
+
+
+@pytest.mark.parametrize("discrete", [False, True])
+def test_the_batched_loss_networks_give_vmaps_losses_and_gradients_to_the_bit(discrete):
+    """ControlPopulationPolicy runs the actor and ValueNet of the vmapped loss as batched
+    matmuls on the stacked parameters: the same losses, statistics and gradient rows as
+    PopulationPolicy's vmap over functional_call, without a functional_call of either."""
+    import gymnasium as gym
+
+    from algos.ppo import ppo_loss
+    from controlrl.nets import ValueNet, make_policy
+    from controlrl.population import PopulationPolicy
+    from controlrl.population_control import ControlPopulationPolicy
+    from controlrl.update import actor_critic_loss
+
+    S, B, d = 4, 64, 11
+    obs_space = gym.spaces.Box(-np.inf, np.inf, (d,), np.float32)
+    act_space = gym.spaces.Discrete(5) if discrete else gym.spaces.Box(-1, 1, (3,), np.float32)
+    models = []
+    for k in range(S):
+        torch.manual_seed(k)
+        policy = make_policy(obs_space, act_space, (64, 64))
+        policy.critic = ValueNet(d, (64, 64))
+        models.append(policy)
+    g = torch.Generator().manual_seed(0)
+    actions = torch.randint(0, 5, (S, B), generator=g) if discrete else torch.randn(S, B, 3)
+    mb = {"obs": torch.randn(S, B, d, generator=g), "actions": actions}
+    for name in ("logprobs", "advantages", "values", "returns"):
+        mb[name] = torch.randn(S, B, generator=g)
+    args = parse(ppo.Args, ["--env-id", "Hopper-v5", "--ent-coef", "0.01"])
+    out = []
+    for cls in (PopulationPolicy, ControlPopulationPolicy):
+        pop = cls.build([copy.deepcopy(m) for m in models])
+        if cls is ControlPopulationPolicy:  # the actor and critic never through vmap's call
+
+            def refuse(params, name, *args):
+                raise AssertionError(f"functional_call of {name}")
+
+            pop._seed_call = refuse
+        critic = PopulationCritic(pop)
+        loss_fn = actor_critic_loss(pop, critic, lambda *a: ppo_loss(*a, 0.2), 0.2, args)
+        loss, stats = pop.bound_losses(loss_fn, mb, torch.arange(B).expand(S, B))
+        pop.backward(loss.sum())
+        out.append((loss, stats, pop.flat.grad.clone()))
+    (loss_v, stats_v, grad_v), (loss_b, stats_b, grad_b) = out
+    assert torch.equal(loss_v, loss_b)
+    assert stats_v.keys() == stats_b.keys()
+    assert all(torch.equal(stats_v[k], stats_b[k]) for k in stats_v)
+    assert grad_v.abs().amax(1).gt(0).all() and torch.equal(grad_v, grad_b)
+
+
+def test_a_minibatch_gathers_each_seeds_rows():
+    from controlrl.population_update import _gather_minibatch
+
+    g = torch.Generator().manual_seed(0)
+    batch = {"obs": torch.randn(3, 10, 4, generator=g), "advantages": torch.randn(3, 10)}
+    idx = torch.stack([torch.randperm(10, generator=g)[:6] for _ in range(3)])
+    mb = _gather_minibatch(batch, idx)
+    for name, x in batch.items():
+        want = torch.stack([x[k, idx[k]] for k in range(3)])
+        assert mb[name].shape == want.shape and torch.equal(mb[name], want), name
