@@ -45,7 +45,7 @@ import torch.nn.functional as F
 from torch._C import _functorch as functorch
 
 import envs
-from controlrl.nets import CategoricalPolicy, ValueNet
+from controlrl.nets import CategoricalPolicy, GaussianPolicy, ValueNet
 from controlrl.population import PopulationObsNormalizer, PopulationPolicy, _tree
 from controlrl.population_actor_critic import PopulationActorCriticRun
 from controlrl.rollout import Collector, Episode
@@ -119,6 +119,8 @@ class ControlPopulationPolicy(PopulationPolicy):
         self._batched_exact: dict[tuple[int, int, int], bool] = {}
         self._plans: dict[str, list[tuple]] = {}
         self._batchable_names: dict[str, bool] = {}
+        self._rollout_noise: torch.Tensor | None = None  # [S, T, N * a], draw_rollout_noise
+        self._noise_step = 0
 
     def _batches_exactly(self, rows: int, n_in: int, n_out: int) -> bool:
         """Whether baddbmm gives every seed's F.linear bits at this shape (probed once, on
@@ -133,6 +135,49 @@ class ControlPopulationPolicy(PopulationPolicy):
             batched = torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
             self._batched_exact[key] = torch.equal(batched, alone)
         return self._batched_exact[key]
+
+    def draw_rollout_noise(self, steps: int, num_envs: int) -> bool:
+        """Every seed's action noise for the next `steps` calls of sample, drawn now in one call
+        per seed where that takes the per-step draws' numbers from the seed's stream: a
+        Gaussian policy whose per-step noise (N x action elements) has fewer than 16 elements,
+        which torch's normal_ draws one by one (its serial path; 16 or more contiguous
+        elements take the vectorised path); a [steps, N * a] view with a padding column is
+        never contiguous, so it is drawn one by one too, in the per-step order. Whether it
+        drew (else every step draws its own, as before)."""
+        self._rollout_noise, self._noise_step = None, 0
+        act = self.template._parameters.get("log_std")
+        width = num_envs * (act.numel() if act is not None else 0)
+        if type(self.template).draw_noise is not GaussianPolicy.draw_noise or not 0 < width < 16:
+            return False
+        noise = torch.empty(self.num_seeds, steps, width + 1)[..., :width]
+        generators = self.generators
+
+        def draw(k: int) -> None:
+            noise[k].normal_(generator=generators[k])
+
+        self.seed_pool.map(draw, range(self.num_seeds))
+        self._rollout_noise = noise
+        return True
+
+    def noise(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """The next step of the rollout's pre-drawn noise (draw_rollout_noise), else
+        PopulationPolicy's per-step draws."""
+        pre = self._rollout_noise
+        if pre is None or dtype != pre.dtype:
+            return super().noise(shape, dtype)
+        if self._noise_step == pre.shape[1]:
+            raise RuntimeError("more samples than the rollout's pre-drawn noise")
+        step = pre[:, self._noise_step].reshape(shape)  # a copy: its rows are apart
+        self._noise_step += 1
+        return step
+
+    def end_rollout_noise(self) -> None:
+        """Drop the rollout's pre-drawn noise, every step of it used (else the seeds' streams
+        would have run ahead of their single runs')."""
+        pre, used = self._rollout_noise, self._noise_step
+        self._rollout_noise = None
+        if pre is not None and used != pre.shape[1]:
+            raise RuntimeError(f"{used} of {pre.shape[1]} pre-drawn noise steps used")
 
     def _layers(self, head: str) -> list[tuple]:
         """The Sequential at `head` as (kind, weights [S, out, in], biases [S, out], each seed's
@@ -264,6 +309,20 @@ class ControlPopulationRun(PopulationActorCriticRun):
             policy = ControlPopulationPolicy.build(models)
         policy.generators = self.generators
         return policy
+
+    def collect(self, policy: PopulationPolicy, critic):
+        """PopulationActorCriticRun.collect, the rollout's action noise drawn up front where
+        that gives the same numbers (ControlPopulationPolicy.draw_rollout_noise)."""
+        if not isinstance(policy, ControlPopulationPolicy):
+            return super().collect(policy, critic)
+        policy.draw_rollout_noise(self.buffer.num_steps, self.args.num_envs)
+        try:
+            out = super().collect(policy, critic)
+        except BaseException:
+            policy._rollout_noise = None
+            raise
+        policy.end_rollout_noise()
+        return out
 
     def make_collector(self) -> Collector:
         args = self.args

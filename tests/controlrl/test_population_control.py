@@ -242,3 +242,33 @@ def test_a_minibatch_gathers_each_seeds_rows():
     for name, x in batch.items():
         want = torch.stack([x[k, idx[k]] for k in range(3)])
         assert mb[name].shape == want.shape and torch.equal(mb[name], want), name
+
+
+@pytest.mark.parametrize("num_envs, act_dim", [(1, 6), (2, 3), (1, 1), (4, 4)])
+def test_a_rollouts_noise_drawn_up_front_is_the_per_step_noise(num_envs, act_dim):
+    """draw_rollout_noise takes, for each seed, the numbers its per-step draws would take from
+    its generator (and leaves the generator where they would); 16 or more elements a step
+    (torch's vectorised normal_): not drawn up front."""
+    import gymnasium as gym
+
+    from controlrl.nets import make_policy
+    from controlrl.population import PopulationPolicy
+    from controlrl.population_control import ControlPopulationPolicy
+
+    S, T = 3, 7
+    obs_space = gym.spaces.Box(-np.inf, np.inf, (5,), np.float32)
+    act_space = gym.spaces.Box(-1, 1, (act_dim,), np.float32)
+    models = [make_policy(obs_space, act_space, (8,)) for _ in range(S)]
+    pops = [cls.build(models) for cls in (PopulationPolicy, ControlPopulationPolicy)]
+    for pop in pops:
+        pop.generators = [torch.Generator().manual_seed(10 + k) for k in range(S)]
+    per_step, up_front = pops
+    shape = (S, num_envs, act_dim)
+    drawn = up_front.draw_rollout_noise(T, num_envs)
+    assert drawn == (num_envs * act_dim < 16)
+    for _ in range(T):
+        want = per_step.noise(shape, torch.float32)
+        assert torch.equal(up_front.noise(shape, torch.float32), want)
+    up_front.end_rollout_noise()
+    for a, b in zip(per_step.generators, up_front.generators):
+        assert torch.equal(a.get_state(), b.get_state())
