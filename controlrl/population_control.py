@@ -200,8 +200,9 @@ class ControlPopulationPolicy(PopulationPolicy):
 
     def _mlp(self, head: str, x: torch.Tensor) -> torch.Tensor:
         """The Sequential at `head` of every seed on x [S, B, d] -> [S, B, out]; with gradients
-        (a loss), every layer one baddbmm on the stacked parameters: the bits of vmap's batched
-        F.linear (the population's loss before it ran batched), forward and backward."""
+        (a loss), every layer one bmm on the stacked parameters plus the bias, as vmap's batching
+        rule for F.linear computes it: its bits, forward and backward (baddbmm, the bias inside
+        MKL's blocked sum, rounds otherwise from 256 inputs on)."""
         grad = torch.is_grad_enabled()
         for kind, *params in self._layers(head):
             if kind == "tanh":  # in place on a fresh output, as nets.fast_forward
@@ -211,7 +212,7 @@ class ControlPopulationPolicy(PopulationPolicy):
             else:
                 w, b, ws, bs, w_grad, b_grad = params
                 if grad:
-                    x = torch.baddbmm(b_grad.unsqueeze(1), x, w_grad.transpose(1, 2))
+                    x = torch.bmm(x, w_grad.transpose(1, 2)) + b_grad.unsqueeze(1)
                 elif self._batches_exactly(x.shape[1], w.shape[2], w.shape[1]):
                     x = torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
                 else:

@@ -183,8 +183,10 @@ def test_a_population_killed_mid_run_resumes_to_the_uninterrupted_one(tmp_path):
         assert (a / part).read_text() == (b / part).read_text(), part
 
 
-@pytest.mark.parametrize("discrete", [False, True])
-def test_the_batched_loss_networks_give_vmaps_losses_and_gradients_to_the_bit(discrete):
+@pytest.mark.parametrize(
+    "discrete, hidden", [(False, (64, 64)), (True, (64, 64)), (False, (256, 128))]
+)
+def test_the_batched_loss_networks_give_vmaps_losses_and_gradients_to_the_bit(discrete, hidden):
     """ControlPopulationPolicy runs the actor and ValueNet of the vmapped loss as batched
     matmuls on the stacked parameters: the same losses, statistics and gradient rows as
     PopulationPolicy's vmap over functional_call, without a functional_call of either."""
@@ -202,8 +204,11 @@ def test_the_batched_loss_networks_give_vmaps_losses_and_gradients_to_the_bit(di
     models = []
     for k in range(S):
         torch.manual_seed(k)
-        policy = make_policy(obs_space, act_space, (64, 64))
-        policy.critic = ValueNet(d, (64, 64))
+        policy = make_policy(obs_space, act_space, hidden)
+        policy.critic = ValueNet(d, hidden)
+        with torch.no_grad():  # non-zero biases (initialised at 0): where a bias enters counts
+            for param in policy.parameters():
+                param.add_(0.1 * torch.randn(param.shape))
         models.append(policy)
     g = torch.Generator().manual_seed(0)
     actions = torch.randint(0, 5, (S, B), generator=g) if discrete else torch.randn(S, B, 3)
