@@ -26,8 +26,11 @@ Exactness: S = 1 is the single run to the byte. For S > 1 the rollout's forward
 seed, seed k samples its single run's actions to the bit over the first rollout; with N > 1
 envs MKL's kernel for a matmul of a few rows rounds by the input's memory alignment (the single
 run's own rows differ by their place in its buffer), so the actions agree within float rounding
-(measured: 1.2e-7 at most). The update runs vmapped (batched matmuls, reductions over one
-seed's row of a tensor): parameters agree within float rounding.
+(measured: 1.2e-7 at most). The update's loss arithmetic runs vmapped (reductions over one
+seed's row of a tensor), its actor and ValueNet as batched matmuls on the stacked parameters
+(the bits of vmap's own batched F.linear): parameters agree within float rounding. A Gaussian
+policy's action noise for a rollout is drawn up front, one call per seed, where that takes the
+per-step draws' numbers (ControlPopulationPolicy.draw_rollout_noise).
 
 Resume: the envs mid-episode come back where envs.state captures them (Gymnasium MuJoCo and
 classic control, sync), so a resumed population continues the uninterrupted one bit for bit;
@@ -108,8 +111,10 @@ class ControlPopulationPolicy(PopulationPolicy):
     F.linear: a layer runs as one torch.baddbmm over the seeds where a probe of its shape
     (batch rows, in, out) finds baddbmm bit-identical to the per-seed F.linear (MKL picks its
     kernel by shape: measured identical at CleanRL's 64 units, ~1 ulp apart for a narrow
-    output layer or 16 units), else as each seed's F.linear in turn. Calls with gradients (the
-    vmapped loss) are PopulationPolicy's."""
+    output layer or 16 units), else as each seed's F.linear in turn. Inside the vmapped loss,
+    the actor's and ValueNet's calls run on the whole [S, ...] tensors with the stacked
+    parameters too (_in_loss); other networks (bpo.py's MedianCritic) and calls with gradients
+    outside a loss are PopulationPolicy's vmap over functional_call."""
 
     HEADS = {"mean": "mean", "logits": "logits", "critic": "critic.net"}
 
@@ -266,8 +271,8 @@ class ControlPopulationPolicy(PopulationPolicy):
         """A call of the vmapped loss (its arguments one seed's slices of [S, ...] tensors) run
         on the whole [S, ...] tensors with the stacked parameters, its outputs handed back to
         the loss as that seed's slices: the networks' forward and backward as a few batched
-        matmuls instead of vmap over functional_call (~3x less per minibatch); the loss's
-        own arithmetic stays vmapped, so it is the algorithm's loss, each seed's alone."""
+        matmuls instead of vmap over functional_call; the loss's own arithmetic stays
+        vmapped, so it is the algorithm's loss, each seed's alone."""
         level = functorch.maybe_get_level(args[0])
         if level is None or level < 0 or functorch.maybe_current_level() != level:
             return super().per_seed(name, *args, **constants)  # not the loss's own vmap
