@@ -168,10 +168,10 @@ class ControlPopulationPolicy(PopulationPolicy):
         """The next step of the rollout's pre-drawn noise (draw_rollout_noise), else
         PopulationPolicy's per-step draws."""
         pre = self._rollout_noise
-        if pre is None or dtype != pre.dtype:
+        if pre is None:
             return super().noise(shape, dtype)
-        if self._noise_step == pre.shape[1]:
-            raise RuntimeError("more samples than the rollout's pre-drawn noise")
+        if self._noise_step == pre.shape[1] or dtype != pre.dtype:
+            raise RuntimeError(f"a sample beyond the rollout's pre-drawn {pre.dtype} noise")
         step = pre[:, self._noise_step].reshape(shape)  # a copy: its rows are apart
         self._noise_step += 1
         return step
