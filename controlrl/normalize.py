@@ -21,11 +21,12 @@ class RunningMeanStd:
         contiguous rows, each reduced as a 1-D batch is, e.g. a population's seeds x envs)."""
         batch_count = x.shape[axis]
         # called on every env step: raw ufunc reductions, not np.mean/np.var (~10 us each)
-        if batch_count == 1 and axis == 0:
+        if batch_count == 1:
             # the general formulas below with batch_var = 0 and batch_count = 1, minus the ops
             # that cannot change a bit (x * 1, m2 + 0.0 where m2 >= +0): same numbers, fewer
-            # numpy calls (x[0] in float32 is promoted exactly, as astype(float64) would)
-            delta = x[0] - self.mean
+            # numpy calls (x[0] in float32 is promoted exactly, as astype(float64) would); axis
+            # 1: a population's seeds with one env each (its reward scaler on every env step)
+            delta = (x[0] if axis == 0 else x[:, 0]) - self.mean
             total = self.count + 1
             self.mean = self.mean + delta / total
             self.var = (self.var * self.count + delta**2 * self.count / total) / total

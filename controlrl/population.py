@@ -393,15 +393,20 @@ class PopulationPolicy(nn.Module):
         first = inputs[0] if isinstance(inputs, tuple) else inputs  # [S, N or 1, ...]
         # a per-seed parameter among the inputs (a log-std [S, a]) broadcasts over the rows
         inputs = _tree(inputs, lambda t: t if t.ndim == first.ndim else t.unsqueeze(1))
-        noise = torch.empty((S, N, *first.shape[2:]), dtype=first.dtype)
-        generators = self.generators
+        actions = cls.sample_with(inputs, self.noise((S, N, *first.shape[2:]), first.dtype))
+        return actions.reshape(obs.shape[0], *actions.shape[2:])
+
+    def noise(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """One step's sampling noise [S, N, ...] (shape), each seed's row drawn from its
+        generator by the template's draw_noise."""
+        noise = torch.empty(shape, dtype=dtype)
+        cls, generators = type(self.template), self.generators
 
         def draw(k: int) -> None:  # each seed's draws from its own stream
             cls.draw_noise(noise[k], generators[k])
 
-        self.seed_pool.map(draw, range(S))
-        actions = cls.sample_with(inputs, noise)
-        return actions.reshape(obs.shape[0], *actions.shape[2:])
+        self.seed_pool.map(draw, range(shape[0]))
+        return noise
 
     def mode(self, obs: torch.Tensor) -> torch.Tensor:
         """Deterministic actions of obs [S * N, d] (seed-major rows)."""

@@ -26,8 +26,11 @@ Exactness: S = 1 is the single run to the byte. For S > 1 the rollout's forward
 seed, seed k samples its single run's actions to the bit over the first rollout; with N > 1
 envs MKL's kernel for a matmul of a few rows rounds by the input's memory alignment (the single
 run's own rows differ by their place in its buffer), so the actions agree within float rounding
-(measured: 1.2e-7 at most). The update runs vmapped (batched matmuls, reductions over one
-seed's row of a tensor): parameters agree within float rounding.
+(measured: 1.2e-7 at most). The update's loss arithmetic runs vmapped (reductions over one
+seed's row of a tensor), its actor and ValueNet as batched matmuls on the stacked parameters
+(the bits of vmap's own batched F.linear): parameters agree within float rounding. A Gaussian
+policy's action noise for a rollout is drawn up front, one call per seed, where that takes the
+per-step draws' numbers (ControlPopulationPolicy.draw_rollout_noise).
 
 Resume: the envs mid-episode come back where envs.state captures them (Gymnasium MuJoCo and
 classic control, sync), so a resumed population continues the uninterrupted one bit for bit;
@@ -42,10 +45,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch._C import _functorch as functorch
 
 import envs
-from controlrl.nets import CategoricalPolicy, ValueNet
-from controlrl.population import PopulationObsNormalizer, PopulationPolicy
+from controlrl.nets import CategoricalPolicy, GaussianPolicy, ValueNet
+from controlrl.population import PopulationObsNormalizer, PopulationPolicy, _tree
 from controlrl.population_actor_critic import PopulationActorCriticRun
 from controlrl.rollout import Collector, Episode
 from controlrl.seeding import eval_seed, reset_seed
@@ -107,8 +111,10 @@ class ControlPopulationPolicy(PopulationPolicy):
     F.linear: a layer runs as one torch.baddbmm over the seeds where a probe of its shape
     (batch rows, in, out) finds baddbmm bit-identical to the per-seed F.linear (MKL picks its
     kernel by shape: measured identical at CleanRL's 64 units, ~1 ulp apart for a narrow
-    output layer or 16 units), else as each seed's F.linear in turn. Calls with gradients (the
-    vmapped loss) are PopulationPolicy's."""
+    output layer or 16 units), else as each seed's F.linear in turn. Inside the vmapped loss,
+    the actor's and ValueNet's calls run on the whole [S, ...] tensors with the stacked
+    parameters too (_in_loss); other networks (bpo.py's MedianCritic) and calls with gradients
+    outside a loss are PopulationPolicy's vmap over functional_call."""
 
     HEADS = {"mean": "mean", "logits": "logits", "critic": "critic.net"}
 
@@ -117,6 +123,9 @@ class ControlPopulationPolicy(PopulationPolicy):
         self._stacked = dict(zip(self.names, self._leaves))  # name -> [S, *shape] view
         self._batched_exact: dict[tuple[int, int, int], bool] = {}
         self._plans: dict[str, list[tuple]] = {}
+        self._batchable_names: dict[str, bool] = {}
+        self._rollout_noise: torch.Tensor | None = None  # [S, T, N * a], draw_rollout_noise
+        self._noise_step = 0
 
     def _batches_exactly(self, rows: int, n_in: int, n_out: int) -> bool:
         """Whether baddbmm gives every seed's F.linear bits at this shape (probed once, on
@@ -132,17 +141,61 @@ class ControlPopulationPolicy(PopulationPolicy):
             self._batched_exact[key] = torch.equal(batched, alone)
         return self._batched_exact[key]
 
+    def draw_rollout_noise(self, steps: int, num_envs: int) -> bool:
+        """Every seed's action noise for the next `steps` calls of sample, drawn now in one call
+        per seed where that takes the per-step draws' numbers from the seed's stream: a
+        Gaussian policy whose per-step noise (N x action elements) has fewer than 16 elements,
+        which torch's normal_ draws one by one (its serial path; 16 or more contiguous
+        elements take the vectorised path); a [steps, N * a] view with a padding column is
+        never contiguous, so it is drawn one by one too, in the per-step order. Whether it
+        drew (else every step draws its own, as before)."""
+        self._rollout_noise, self._noise_step = None, 0
+        act = self.template._parameters.get("log_std")
+        width = num_envs * (act.numel() if act is not None else 0)
+        if type(self.template).draw_noise is not GaussianPolicy.draw_noise or not 0 < width < 16:
+            return False
+        noise = torch.empty(self.num_seeds, steps, width + 1)[..., :width]
+        generators = self.generators
+
+        def draw(k: int) -> None:
+            noise[k].normal_(generator=generators[k])
+
+        self.seed_pool.map(draw, range(self.num_seeds))
+        self._rollout_noise = noise
+        return True
+
+    def noise(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """The next step of the rollout's pre-drawn noise (draw_rollout_noise), else
+        PopulationPolicy's per-step draws."""
+        pre = self._rollout_noise
+        if pre is None:
+            return super().noise(shape, dtype)
+        if self._noise_step == pre.shape[1] or dtype != pre.dtype:
+            raise RuntimeError(f"a sample beyond the rollout's pre-drawn {pre.dtype} noise")
+        step = pre[:, self._noise_step].reshape(shape)  # a copy: its rows are apart
+        self._noise_step += 1
+        return step
+
+    def end_rollout_noise(self) -> None:
+        """Drop the rollout's pre-drawn noise, every step of it used (else the seeds' streams
+        would have run ahead of their single runs')."""
+        pre, used = self._rollout_noise, self._noise_step
+        self._rollout_noise = None
+        if pre is not None and used != pre.shape[1]:
+            raise RuntimeError(f"{used} of {pre.shape[1]} pre-drawn noise steps used")
+
     def _layers(self, head: str) -> list[tuple]:
         """The Sequential at `head` as (kind, weights [S, out, in], biases [S, out], each seed's
-        weights, each seed's biases): detached views of the parameters, built once (the
-        parameters are only ever written in place)."""
+        weights, each seed's biases, the weights and biases with their gradients): views of the
+        parameters, built once (the parameters are only ever written in place)."""
         if head not in self._plans:
             plan = []
             for name, layer in self.template.get_submodule(head)._modules.items():
                 if isinstance(layer, torch.nn.Linear):
-                    w = self._stacked[f"{head}.{name}.weight"].detach()
-                    b = self._stacked[f"{head}.{name}.bias"].detach()
-                    plan.append(("linear", w, b, w.unbind(0), b.unbind(0)))
+                    w = self._stacked[f"{head}.{name}.weight"]
+                    b = self._stacked[f"{head}.{name}.bias"]
+                    wd, bd = w.detach(), b.detach()
+                    plan.append(("linear", wd, bd, wd.unbind(0), bd.unbind(0), w, b))
                 elif isinstance(layer, torch.nn.Tanh | torch.nn.ReLU):
                     plan.append((type(layer).__name__.lower(),))
                 else:
@@ -151,33 +204,54 @@ class ControlPopulationPolicy(PopulationPolicy):
         return self._plans[head]
 
     def _mlp(self, head: str, x: torch.Tensor) -> torch.Tensor:
-        """The Sequential at `head` of every seed on x [S, B, d] -> [S, B, out]."""
+        """The Sequential at `head` of every seed on x [S, B, d] -> [S, B, out]; with gradients
+        (a loss), every layer one bmm on the stacked parameters plus the bias, as vmap's batching
+        rule for F.linear computes it: its bits, forward and backward (baddbmm, the bias inside
+        MKL's blocked sum, rounds otherwise from 256 inputs on)."""
+        grad = torch.is_grad_enabled()
         for kind, *params in self._layers(head):
-            if kind == "tanh":
+            if kind == "tanh":  # in place on a fresh output, as nets.fast_forward
                 x = x.tanh_()
             elif kind == "relu":
                 x = x.relu_()
             else:
-                w, b, ws, bs = params
-                if self._batches_exactly(x.shape[1], w.shape[2], w.shape[1]):
+                w, b, ws, bs, w_grad, b_grad = params
+                if grad:
+                    x = torch.bmm(x, w_grad.transpose(1, 2)) + b_grad.unsqueeze(1)
+                elif self._batches_exactly(x.shape[1], w.shape[2], w.shape[1]):
                     x = torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
                 else:
                     x = torch.stack([F.linear(*t) for t in zip(x.unbind(0), ws, bs)])
         return x
 
-    def per_seed(self, name: str, *args, **constants):
-        batched = (
-            self.num_seeds > 1
-            and self._bound is None
-            and not self._plain
-            and not torch.is_grad_enabled()
-            and name in ("sample_inputs", "mode", "dist_params", "critic")
-        )
+    def _batchable(self, name: str) -> bool:
+        """Whether template.<name> runs batched on the stacked parameters: the actor's and
+        ValueNet's calls on MLPs of Linear and Tanh or ReLU (bpo.py's MedianCritic and any other
+        network: vmap over functional_call)."""
+        if name not in ("sample_inputs", "mode", "dist_params", "log_prob_entropy", "critic"):
+            return False
         if name == "critic" and not isinstance(self.template.critic, ValueNet):
-            batched = False  # another critic (bpo.py's MedianCritic): vmap's path
-        if not batched:
+            return False
+        if name not in self._batchable_names:  # checked once per call name
+            actor = "logits" if isinstance(self.template, CategoricalPolicy) else "mean"
+            try:
+                self._layers(self.HEADS["critic" if name == "critic" else actor])
+                self._batchable_names[name] = True
+            except (TypeError, AttributeError):
+                self._batchable_names[name] = False
+        return self._batchable_names[name]
+
+    def per_seed(self, name: str, *args, **constants):
+        if self.num_seeds == 1 or self._plain or not self._batchable(name):
             return super().per_seed(name, *args, **constants)
-        obs = args[0]
+        if self._bound is not None:  # inside the vmapped loss: the networks run batched
+            return self._in_loss(name, args, constants)
+        if torch.is_grad_enabled() or name == "log_prob_entropy":
+            return super().per_seed(name, *args, **constants)
+        return self._batched(name, args[0])
+
+    def _batched(self, name: str, obs: torch.Tensor):
+        """template.<name> of every seed on obs [S, B, d], on the stacked parameters."""
         if name == "critic":
             return self._mlp(self.HEADS["critic"], obs).squeeze(-1)
         if isinstance(self.template, CategoricalPolicy):
@@ -192,6 +266,34 @@ class ControlPopulationPolicy(PopulationPolicy):
         if name == "sample_inputs":
             return mean, log_std
         return mean, log_std.unsqueeze(1).expand_as(mean)
+
+    def _in_loss(self, name: str, args: tuple, constants: dict):
+        """A call of the vmapped loss (its arguments one seed's slices of [S, ...] tensors) run
+        on the whole [S, ...] tensors with the stacked parameters, its outputs handed back to
+        the loss as that seed's slices: the networks' forward and backward as a few batched
+        matmuls instead of vmap over functional_call; the loss's own arithmetic stays
+        vmapped, so it is the algorithm's loss, each seed's alone."""
+        level = functorch.maybe_get_level(args[0])
+        if level is None or level < 0 or functorch.maybe_current_level() != level:
+            return super().per_seed(name, *args, **constants)  # not the loss's own vmap
+
+        def unwrap(t):
+            if not (isinstance(t, torch.Tensor) and functorch.is_batchedtensor(t)):
+                return t
+            value, dim = functorch._unwrap_batched(t, level)
+            return value.movedim(dim, 0)
+
+        xs = [unwrap(a) for a in args]
+        if name != "log_prob_entropy":
+            out = self._batched(name, xs[0])
+        else:  # the template's own log_prob_entropy, its dist_params every seed's at once
+            template = self.template
+            template.dist_params = lambda obs: self._batched("dist_params", obs)
+            try:
+                out = type(template).log_prob_entropy(template, *xs, *constants.values())
+            finally:
+                del template.dist_params
+        return _tree(out, lambda t: functorch._add_batch_dim(t, 0, level))
 
 
 class ControlPopulationRun(PopulationActorCriticRun):
@@ -213,6 +315,20 @@ class ControlPopulationRun(PopulationActorCriticRun):
             policy = ControlPopulationPolicy.build(models)
         policy.generators = self.generators
         return policy
+
+    def collect(self, policy: PopulationPolicy, critic):
+        """PopulationActorCriticRun.collect, the rollout's action noise drawn up front where
+        that gives the same numbers (ControlPopulationPolicy.draw_rollout_noise)."""
+        if not isinstance(policy, ControlPopulationPolicy):
+            return super().collect(policy, critic)
+        policy.draw_rollout_noise(self.buffer.num_steps, self.args.num_envs)
+        try:
+            out = super().collect(policy, critic)
+        except BaseException:
+            policy._rollout_noise = None
+            raise
+        policy.end_rollout_noise()
+        return out
 
     def make_collector(self) -> Collector:
         args = self.args

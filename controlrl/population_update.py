@@ -55,9 +55,16 @@ class SeedPool:
             del done  # map re-raises a chunk's exception here
 
 
-def _gather_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """x[k, idx[k]] for every seed k: x [S, R, ...], idx [S, B] -> [S, B, ...]."""
-    return torch.take_along_dim(x, idx.reshape(*idx.shape, *[1] * (x.ndim - 2)), dim=1)
+def _gather_minibatch(batch: dict[str, torch.Tensor], idx: torch.Tensor) -> dict:
+    """x[k, idx[k]] of every entry x [S, R, ...] of batch at idx [S, B] -> [S, B, ...]: one
+    index_select of rows k * R + idx[k] on each entry's [S * R, ...] view (the same rows
+    copied, ~5-10x cheaper than take_along_dim's broadcast index on CPU)."""
+    S, R = next(iter(batch.values())).shape[:2]
+    rows = (idx + torch.arange(0, S * R, R).unsqueeze(1)).reshape(-1)
+    return {
+        k: v.reshape(S * R, *v.shape[2:]).index_select(0, rows).reshape(*idx.shape, *v.shape[2:])
+        for k, v in batch.items()
+    }
 
 
 class PopulationAdam:
@@ -198,7 +205,7 @@ class PopulationAdam:
                     idx = rows  # permutation would change only the order of summation)
                     mb = dict(batch)
                 else:
-                    mb = {k: _gather_rows(v, idx) for k, v in batch.items()}
+                    mb = _gather_minibatch(batch, idx)
                 if norm_adv:
                     adv = mb["advantages"]
                     mb["advantages"] = (

@@ -153,6 +153,20 @@ def test_fast_paths_give_the_general_formula_bit_for_bit():
             ), t
 
 
+def test_one_sample_per_row_update_on_axis_1_is_the_general_formula_bit_for_bit():
+    """A population's seeds with one env each ([S, 1], axis 1: its reward scaler on every
+    step) take the one-sample shortcut: each seed's statistics as the general formula's."""
+    rng = np.random.default_rng(5)
+    rms, ref = RunningMeanStd((4,)), RunningMeanStd((4,))
+    returns = np.zeros((4, 1))
+    for t in range(300):
+        returns = returns * 0.99 + rng.normal(0, rng.choice([1e-2, 1, 1e4]), size=(4, 1))
+        rms.update(returns, axis=1)
+        _reference_update(ref, returns.T)
+        assert rms.mean.tobytes() == ref.mean.tobytes(), t
+        assert rms.var.tobytes() == ref.var.tobytes() and rms.count == ref.count, t
+
+
 def test_scalar_update_squares_with_pow_like_numpy_scalars():
     """x**2 of a numpy float64 scalar is C pow, which differs from x * x for ~0.1% of values:
     the Python-float update must use pow too to keep the general path's bits."""

@@ -6,6 +6,7 @@ checkpoint and resumed ends as the uninterrupted one, bit for bit."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -17,6 +18,7 @@ from timeouts import scaled
 from algos import ppo
 from controlrl import checkpoint
 from controlrl.cli import parse
+from controlrl.population_actor_critic import PopulationCritic
 
 QUIET = ["--no-tensorboard", "--no-progress", "--eval-every", "0", "--eval-episodes", "1"]
 # 2 rollouts of 64 steps, 4 minibatches, 2 epochs: an update that reads shuffles, advantage
@@ -179,3 +181,99 @@ def test_a_population_killed_mid_run_resumes_to_the_uninterrupted_one(tmp_path):
     assert resumed.returncode == 0
     for part in ("metrics.csv", "aggregate.csv", "final_eval.json"):
         assert (a / part).read_text() == (b / part).read_text(), part
+
+
+@pytest.mark.parametrize(
+    "discrete, hidden", [(False, (64, 64)), (True, (64, 64)), (False, (256, 128))]
+)
+def test_the_batched_loss_networks_give_vmaps_losses_and_gradients_to_the_bit(discrete, hidden):
+    """ControlPopulationPolicy runs the actor and ValueNet of the vmapped loss as batched
+    matmuls on the stacked parameters: the same losses, statistics and gradient rows as
+    PopulationPolicy's vmap over functional_call, without a functional_call of either."""
+    import gymnasium as gym
+
+    from algos.ppo import ppo_loss
+    from controlrl.nets import ValueNet, make_policy
+    from controlrl.population import PopulationPolicy
+    from controlrl.population_control import ControlPopulationPolicy
+    from controlrl.update import actor_critic_loss
+
+    S, B, d = 4, 64, 11
+    obs_space = gym.spaces.Box(-np.inf, np.inf, (d,), np.float32)
+    act_space = gym.spaces.Discrete(5) if discrete else gym.spaces.Box(-1, 1, (3,), np.float32)
+    models = []
+    for k in range(S):
+        torch.manual_seed(k)
+        policy = make_policy(obs_space, act_space, hidden)
+        policy.critic = ValueNet(d, hidden)
+        with torch.no_grad():  # non-zero biases (initialised at 0): where a bias enters counts
+            for param in policy.parameters():
+                param.add_(0.1 * torch.randn(param.shape))
+        models.append(policy)
+    g = torch.Generator().manual_seed(0)
+    actions = torch.randint(0, 5, (S, B), generator=g) if discrete else torch.randn(S, B, 3)
+    mb = {"obs": torch.randn(S, B, d, generator=g), "actions": actions}
+    for name in ("logprobs", "advantages", "values", "returns"):
+        mb[name] = torch.randn(S, B, generator=g)
+    args = parse(ppo.Args, ["--env-id", "Hopper-v5", "--ent-coef", "0.01"])
+    out = []
+    for cls in (PopulationPolicy, ControlPopulationPolicy):
+        pop = cls.build([copy.deepcopy(m) for m in models])
+        if cls is ControlPopulationPolicy:  # the actor and critic never through vmap's call
+
+            def refuse(params, name, *args):
+                raise AssertionError(f"functional_call of {name}")
+
+            pop._seed_call = refuse
+        critic = PopulationCritic(pop)
+        loss_fn = actor_critic_loss(pop, critic, lambda *a: ppo_loss(*a, 0.2), 0.2, args)
+        loss, stats = pop.bound_losses(loss_fn, mb, torch.arange(B).expand(S, B))
+        pop.backward(loss.sum())
+        out.append((loss, stats, pop.flat.grad.clone()))
+    (loss_v, stats_v, grad_v), (loss_b, stats_b, grad_b) = out
+    assert torch.equal(loss_v, loss_b)
+    assert stats_v.keys() == stats_b.keys()
+    assert all(torch.equal(stats_v[k], stats_b[k]) for k in stats_v)
+    assert grad_v.abs().amax(1).gt(0).all() and torch.equal(grad_v, grad_b)
+
+
+def test_a_minibatch_gathers_each_seeds_rows():
+    from controlrl.population_update import _gather_minibatch
+
+    g = torch.Generator().manual_seed(0)
+    batch = {"obs": torch.randn(3, 10, 4, generator=g), "advantages": torch.randn(3, 10)}
+    idx = torch.stack([torch.randperm(10, generator=g)[:6] for _ in range(3)])
+    mb = _gather_minibatch(batch, idx)
+    for name, x in batch.items():
+        want = torch.stack([x[k, idx[k]] for k in range(3)])
+        assert mb[name].shape == want.shape and torch.equal(mb[name], want), name
+
+
+@pytest.mark.parametrize("num_envs, act_dim", [(1, 6), (2, 3), (1, 1), (4, 4)])
+def test_a_rollouts_noise_drawn_up_front_is_the_per_step_noise(num_envs, act_dim):
+    """draw_rollout_noise takes, for each seed, the numbers its per-step draws would take from
+    its generator (and leaves the generator where they would); 16 or more elements a step
+    (torch's vectorised normal_): not drawn up front."""
+    import gymnasium as gym
+
+    from controlrl.nets import make_policy
+    from controlrl.population import PopulationPolicy
+    from controlrl.population_control import ControlPopulationPolicy
+
+    S, T = 3, 7
+    obs_space = gym.spaces.Box(-np.inf, np.inf, (5,), np.float32)
+    act_space = gym.spaces.Box(-1, 1, (act_dim,), np.float32)
+    models = [make_policy(obs_space, act_space, (8,)) for _ in range(S)]
+    pops = [cls.build(models) for cls in (PopulationPolicy, ControlPopulationPolicy)]
+    for pop in pops:
+        pop.generators = [torch.Generator().manual_seed(10 + k) for k in range(S)]
+    per_step, up_front = pops
+    shape = (S, num_envs, act_dim)
+    drawn = up_front.draw_rollout_noise(T, num_envs)
+    assert drawn == (num_envs * act_dim < 16)
+    for _ in range(T):
+        want = per_step.noise(shape, torch.float32)
+        assert torch.equal(up_front.noise(shape, torch.float32), want)
+    up_front.end_rollout_noise()
+    for a, b in zip(per_step.generators, up_front.generators):
+        assert torch.equal(a.get_state(), b.get_state())
