@@ -664,36 +664,41 @@ class PopulationSession(Session):
         return final
 
     def evaluate(self, policy: PopulationPolicy) -> np.ndarray:
-        """controlrl.evaluate.evaluate for every seed at once: eval_episodes deterministic
-        episodes in one env per seed (reset with eval_seed(seed)), normaliser frozen; the mean
-        return of each seed [S]."""
+        """controlrl.evaluate.evaluate for every seed at once (evaluate_seeds), one bandit env
+        per seed."""
         from envs import bandits
 
-        S, episodes = len(self.seeds), self.args.eval_episodes
-        envs = bandits.make_population(self.bandit, S, 1)
-        space = envs.single_action_space
-        low, high = getattr(space, "low", None), getattr(space, "high", None)
-        obs, _ = envs.reset(seed=[eval_seed(s) for s in self.seeds])
-        returns = np.zeros((S, episodes))
-        total = np.zeros(S)
-        done = 0
-        while done < episodes:
-            x = obs.astype(np.float32)
-            if self.obs_normalizer is not None:
-                x = self.obs_normalizer(x, update=False)
-            with torch.inference_mode():
-                action = policy.mode(torch.from_numpy(x)).numpy()
-            if low is not None:
-                action = np.clip(action, low, high)
-            obs, reward, terminated, truncated, _ = envs.step(action)
-            total += reward
-            ended = terminated | truncated
-            if ended.any():  # a bandit's episodes all end together
-                returns[:, done] = total
-                total[:] = 0.0
-                done += 1
-        envs.close()
-        return returns.mean(1)
+        envs = bandits.make_population(self.bandit, len(self.seeds), 1)
+        episodes = self.args.eval_episodes
+        return evaluate_seeds(envs, self.seeds, policy, self.obs_normalizer, episodes)
+
+
+def evaluate_seeds(envs, seeds, policy, obs_normalizer, episodes: int) -> np.ndarray:
+    """controlrl.evaluate.evaluate of every seed at once: one env per seed in `envs`, reset with
+    eval_seed(seed), `episodes` deterministic episodes each (an env that has its episodes steps on
+    until the others have theirs, uncounted), normaliser frozen; the mean return of each seed
+    [S]. Closes `envs`."""
+    S = len(seeds)
+    space = envs.single_action_space
+    low, high = getattr(space, "low", None), getattr(space, "high", None)
+    obs, _ = envs.reset(seed=[eval_seed(s) for s in seeds])
+    returns: list[list[float]] = [[] for _ in range(S)]
+    total = np.zeros(S)
+    while min(len(r) for r in returns) < episodes:
+        x = obs.astype(np.float32)
+        if obs_normalizer is not None:
+            x = obs_normalizer(x, update=False)
+        with torch.inference_mode():
+            action = policy.mode(torch.from_numpy(x)).numpy()
+        if low is not None:
+            action = np.clip(action, low, high)
+        obs, reward, terminated, truncated, _ = envs.step(action)
+        total += reward
+        for i in np.flatnonzero(terminated | truncated):
+            returns[i].append(float(total[i]))
+            total[i] = 0.0
+    envs.close()
+    return np.array([np.asarray(r[:episodes]).mean() for r in returns])
 
 
 class PopulationRun(PopulationSession):

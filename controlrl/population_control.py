@@ -49,10 +49,10 @@ from torch._C import _functorch as functorch
 
 import envs
 from controlrl.nets import CategoricalPolicy, GaussianPolicy, ValueNet
-from controlrl.population import PopulationObsNormalizer, PopulationPolicy, _tree
+from controlrl.population import PopulationObsNormalizer, PopulationPolicy, _tree, evaluate_seeds
 from controlrl.population_actor_critic import PopulationActorCriticRun
 from controlrl.rollout import Collector, Episode
-from controlrl.seeding import eval_seed, reset_seed
+from controlrl.seeding import reset_seed
 
 
 def population_env_seeds(seeds: list[int], num_envs: int, iteration: int) -> list[int]:
@@ -371,29 +371,9 @@ class ControlPopulationRun(PopulationActorCriticRun):
         }
 
     def evaluate(self, policy: PopulationPolicy) -> np.ndarray:
-        """controlrl.evaluate.evaluate of every seed at once: one env per seed, reset with
-        eval_seed(seed), eval_episodes deterministic episodes each (an env that has its
-        episodes steps on until the others have theirs, uncounted), normaliser frozen; the
-        mean return of each seed [S]."""
-        S, episodes = len(self.seeds), self.args.eval_episodes
-        eval_envs = envs.make(self.args.env_id, S, self.seeds[0])
-        space = eval_envs.single_action_space
-        low, high = getattr(space, "low", None), getattr(space, "high", None)
-        obs, _ = eval_envs.reset(seed=[eval_seed(s) for s in self.seeds])
-        returns: list[list[float]] = [[] for _ in range(S)]
-        total = np.zeros(S)
-        while min(len(r) for r in returns) < episodes:
-            x = obs.astype(np.float32)
-            if self.obs_normalizer is not None:
-                x = self.obs_normalizer(x, update=False)
-            with torch.inference_mode():
-                action = policy.mode(torch.from_numpy(x)).numpy()
-            if low is not None:
-                action = np.clip(action, low, high)
-            obs, reward, terminated, truncated, _ = eval_envs.step(action)
-            total += reward
-            for i in np.flatnonzero(terminated | truncated):
-                returns[i].append(float(total[i]))
-                total[i] = 0.0
-        eval_envs.close()
-        return np.array([np.asarray(r[:episodes]).mean() for r in returns])
+        """controlrl.evaluate.evaluate of every seed at once (population.evaluate_seeds), one
+        env per seed."""
+        eval_envs = envs.make(self.args.env_id, len(self.seeds), self.seeds[0])
+        return evaluate_seeds(
+            eval_envs, self.seeds, policy, self.obs_normalizer, self.args.eval_episodes
+        )
