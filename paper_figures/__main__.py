@@ -1,6 +1,7 @@
-"""python -m paper_figures list | tune | run | collect | figure | report | check (one command each)
+"""python -m paper_figures list | declare | tune | run | collect | figure | report | check
 
 list     the declared experiments, their claims and arms
+declare  register a declaration before its runs: a header-only results table, its lines not run yet
 tune     run a declaration's [tuning] grid on its tuning seeds, write results/tuning.csv
 run      train what is missing (resumable), collect the results table, draw its figure, report
 collect  write a script experiment's results table from its outputs already made (--from DIR)
@@ -33,6 +34,8 @@ def _main(argv: list[str] | None) -> int:
     parser = ArgumentParser(prog="python -m paper_figures", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="the declared experiments")
+    dec = sub.add_parser("declare", help="a header-only results table before any run, then report")
+    dec.add_argument("id", help="an experiment folder under paper_figures/ without results")
     run = sub.add_parser("run", help="train, collect and report one experiment")
     run.add_argument("id", help="an experiment folder under paper_figures/")
     run.add_argument("--toy", action="store_true", help="the declaration's toy size (tests)")
@@ -62,7 +65,7 @@ def _main(argv: list[str] | None) -> int:
                 runs = f"arms {', '.join(exp.arms)}, {len(exp.envs)} envs, {len(exp.seeds)} seeds"
             print(f"{exp.id}: {exp.title} ({len(exp.claims)} claims; {runs})")
         return 0
-    if args.command in ("run", "figure", "collect", "tune"):
+    if args.command in ("run", "figure", "collect", "tune", "declare"):
         folders = {p.name: p for p in spec.discover()}
         if args.id not in folders:
             parser.error(f"unknown experiment {args.id!r} (known: {', '.join(folders)})")
@@ -85,6 +88,11 @@ def _main(argv: list[str] | None) -> int:
         if not exp.script:
             parser.error(f"{exp.id} has no [run] script: `run` collects its sweeps")
         print(f"wrote {runner.write(exp, source=Path(args.source))}")
+        report.write()
+        return 0
+    if args.command == "declare":
+        spec.check_flags(exp)
+        print(f"wrote {runner.declare(exp)}")
         report.write()
         return 0
     if args.command == "figure":

@@ -177,6 +177,18 @@ def write(exp: Experiment, toy: bool = False, root: Path = SWEEPS, source: Path 
     return target
 
 
+def declare(exp: Experiment) -> Path:
+    """Register a declaration before its runs: its header-only results table (every line 'not
+    run yet'; `run` replaces it). Refused where results exist or come from a script or analysis."""
+    target = results.path(exp)
+    if not exp.arms or exp.script:
+        raise SystemExit(f"error: {exp.id}: its results come from its script or analysis.py")
+    if target.exists():
+        raise SystemExit(f"error: {exp.id} has results already: {target}")
+    results.write(target, exp, [])
+    return target
+
+
 def script_table(name: str, toy: bool, target: Path) -> None:
     """An exact experiment's table made by a figure script: paper_figures/<name>.py's main (its
     toy size with toy=True) run into a temporary folder, its <name>.csv kept as `target`."""
