@@ -5,6 +5,7 @@ whole rollout is one lax.scan over the vmapped brax step (paper_figures/brax_ppo
 both against Brax's own trainer).
 
     python algos/ppo_brax.py --env-id brax:ant --total-timesteps 5000000 --seed 1
+    python algos/ppo_brax.py --env-id brax:ant --num-seeds 8   # seeds 1-8 vmapped (PureJaxRL)
 
 Same flags, losses and run directory as algos/ppo.py (config.json, metrics.csv, timing.csv,
 tb/, checkpoints/latest.pt, final_eval.json; --resume): the clipped surrogate, clipped value
@@ -33,9 +34,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
-import torch
 
 from algos import ppo
 from controlrl.cli import parse, require, require_positive
@@ -52,7 +53,8 @@ from controlrl.jax_policy import (
     policy_log_prob,
     sample_action,
 )
-from controlrl.session import Session, Timer, all_finite
+from controlrl.jax_state import JaxState
+from controlrl.session import Session, Timer
 from controlrl.update import linear_lr
 
 OBS_CLIP, REW_CLIP, NORM_EPS, COUNT_PRIOR = 10.0, 10.0, 1e-8, 1e-4  # as controlrl.normalize
@@ -60,6 +62,8 @@ OBS_CLIP, REW_CLIP, NORM_EPS, COUNT_PRIOR = 10.0, 10.0, 1e-8, 1e-4  # as control
 
 @dataclass
 class Args(ppo.Args):
+    population_backends: ClassVar[tuple[str, ...]] = ("brax",)
+
     env_id: str = "brax:ant"
     """a brax: id (brax:ant, brax:halfcheetah, brax:inverted_pendulum, ...)"""
     num_envs: int = 64
@@ -410,80 +414,65 @@ def _jnp():
     return _jax().numpy
 
 
-def _widen(x: np.ndarray) -> np.ndarray:
-    return x.astype(np.int64) if x.dtype == np.uint32 else x
-
-
-class JaxState:
-    """Named JAX pytrees (parameters, optimiser state, normaliser statistics, PRNG key) as one
-    object the Session checkpoints: leaves become torch tensors (weights-only loading). `flags`
-    ({flag: value}) are saved beside them and must match on load."""
-
-    def __init__(self, flags: dict[str, str] | None = None, optional=(), **trees) -> None:
-        self.flags = dict(flags or {})
-        self.trees = trees
-        self.optional = tuple(optional)  # trees a checkpoint may lack (kept as they are)
-        self.restored: set[str] = set()  # the trees the last load_state_dict put back
-
-    def state_dict(self) -> dict:
-        leaves = _jax().tree_util.tree_leaves
-        # torch has no uint32 (PRNG keys): widen to int64, narrowed back on load
-        state = {
-            k: [torch.from_numpy(_widen(np.array(x))) for x in leaves(tree)]
-            for k, tree in self.trees.items()
-        }
-        return {**state, "flags": dict(self.flags)}
-
-    def load_state_dict(self, state: dict) -> None:
-        jax = _jax()
-        saved = state.get("flags", {})  # none in checkpoints written before flags were saved
-        for flag, value in self.flags.items():
-            if flag in saved and saved[flag] != value:
-                name = "--" + flag.replace("_", "-")
-                raise ValueError(
-                    f"the checkpoint was written with {name} {saved[flag]}, this run has {value}"
-                )
-        for name, like in self.trees.items():
-            if name not in state and name in self.optional:
-                continue  # a checkpoint written before it was saved
-            leaves, treedef = jax.tree_util.tree_flatten(like)
-            tensors = state[name]
-            if len(leaves) != len(tensors) or any(
-                tuple(a.shape) != tuple(t.shape) for a, t in zip(leaves, tensors)
-            ):
-                raise ValueError(f"checkpoint '{name}' does not match this configuration")
-            values = [_jnp().asarray(t.numpy().astype(a.dtype)) for a, t in zip(leaves, tensors)]
-            self.trees[name] = jax.tree_util.tree_unflatten(treedef, values)
-            self.restored.add(name)
-
-
-def main(args: Args) -> None:
+def fresh_carry(reset, args: Args, key, obs_rms, rew_rms):
+    """(key, carry): a fresh episode in every env, its reset observation folded into obs_rms
+    once; the reward scaler's per-env discounted returns and the episode sums start at zero (as
+    in controlrl.rollout.Collector.reset)."""
     jax, jnp = _jax(), _jnp()
+    key, k_reset = jax.random.split(key)
+    env_state, steps, obs_rms = reset(k_reset, obs_rms)
+    zeros, counts = jnp.zeros(args.num_envs), jnp.zeros(args.num_envs, jnp.int32)
+    return key, (env_state, steps, obs_rms, rew_rms, zeros, zeros, counts)
+
+
+def make_env(args: Args):
     from brax import envs as brax_envs
 
     from envs import split_id
     from envs.brax import DEFAULT_PIPELINE
 
+    name, pipeline = split_id(args.env_id)[1], args.brax_pipeline or DEFAULT_PIPELINE
+    return brax_envs.get_environment(name, backend=pipeline)
+
+
+def iteration_metrics(out: dict, args: Args, lr: float) -> tuple[dict, np.ndarray]:
+    """The logged metrics of an update's fetched statistics (each a scalar, or [S] for a
+    population), and whether each run's parameters and statistics are finite."""
+    finite = np.asarray(out.pop("finite"))
+    n_done = np.asarray(out.pop("episodes"))
+    ret_sum, len_sum = np.asarray(out.pop("episode_return_sum")), out.pop("episode_length_sum")
+    explained = np.asarray(out.pop("explained_variance"), np.float64)
+    stats = {k: np.asarray(v, np.float64) for k, v in out.items()}
+    for v in stats.values():
+        finite = finite & np.isfinite(v)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_episode = {"return": ret_sum / n_done, "length": np.asarray(len_sum) / n_done}
+    metrics = {
+        **{f"train/episode_{k}": np.where(n_done > 0, v, np.nan) for k, v in per_episode.items()},
+        "train/episodes": n_done,
+        "train/explained_variance": explained,
+        **{f"train/{k}": v for k, v in stats.items()},
+        "train/grad_steps": args.update_epochs * args.num_minibatches,
+        "train/learning_rate": lr,
+    }
+    if finite.ndim == 0:  # one run: Python numbers, as the logger writes them
+        metrics = {k: np.asarray(v).item() for k, v in metrics.items()}
+    return metrics, finite
+
+
+def main(args: Args) -> None:
+    if args.num_seeds is not None:  # every seed at once: vmap over the seed axis
+        return main_population(args)
+    jax = _jax()
     session = Session(args, steps_per_iteration=args.num_envs * args.num_steps)
-    pipeline = args.brax_pipeline or DEFAULT_PIPELINE
-    env = brax_envs.get_environment(split_id(args.env_id)[1], backend=pipeline)
+    env = make_env(args)
     reset, rollout, update, evaluate, tx = make_functions(env, args)
     key, k_init = jax.random.split(jax.random.PRNGKey(args.seed))
     params = init_params(k_init, env.observation_size, env.action_size, args)
     obs_rms, rew_rms = rms_init((env.observation_size,)), rms_init((1,))
-
-    def fresh_carry(key, obs_rms, rew_rms):
-        # a fresh episode in every env, its reset observation folded into obs_rms once; the
-        # reward scaler's per-env discounted returns and the episode sums start at zero (as in
-        # controlrl.rollout.Collector.reset); returns (key, carry)
-        key, k_reset = jax.random.split(key)
-        env_state, steps, obs_rms = reset(k_reset, obs_rms)
-        zeros, counts = jnp.zeros(args.num_envs), jnp.zeros(args.num_envs, jnp.int32)
-        return key, (env_state, steps, obs_rms, rew_rms, zeros, zeros, counts)
-
     # a run starts here; the checkpoint holds the carry (every env mid-episode, the normalisers,
     # the episode sums), so a resumed run continues the uninterrupted one bit for bit
-    start_key, carry = fresh_carry(key, obs_rms, rew_rms)
+    start_key, carry = fresh_carry(reset, args, key, obs_rms, rew_rms)
     state = JaxState(
         {"policy": args.policy},
         optional=("carry",),
@@ -501,7 +490,7 @@ def main(args: Args) -> None:
     elif "carry" not in state.restored:
         # a checkpoint written before the carry was saved: fresh episodes from its key, with
         # its statistics (rew_rms's are the checkpoint's)
-        key, carry = fresh_carry(key, obs_rms, rew_rms)
+        key, carry = fresh_carry(reset, args, key, obs_rms, rew_rms)
     with session.status("compiling..."):  # on throwaway keys, so the run's numbers are unchanged
         t0 = time.perf_counter()
         _, warm = rollout(params, carry, jax.random.PRNGKey(0))
@@ -526,34 +515,85 @@ def main(args: Args) -> None:
         params, opt_state, out = update(params, opt_state, batch, k_upd, lr)
         out = jax.device_get(out)  # one transfer of the scalars, the batch stays on the device
         timer.lap("update_s")
-        finite, n_done = bool(out.pop("finite")), int(out.pop("episodes"))
-        ret_sum, len_sum = float(out.pop("episode_return_sum")), int(out.pop("episode_length_sum"))
-        explained = float(out.pop("explained_variance"))
-        stats = {k: float(v) for k, v in out.items()}
+        metrics, finite = iteration_metrics(out, args, lr)
         with session.guard():
-            if not finite or not all_finite(stats.values()):
+            if not finite:
                 raise NonFiniteError(f"non-finite parameters or losses at iteration {iteration}")
         session.step += session.steps_per_iteration
-        state.trees.update(
-            params=params,
-            opt_state=opt_state,
-            obs_rms=carry[2],
-            rew_rms=carry[3],
-            key=key,
-            carry=carry,
-        )
-        metrics = {
-            "train/episode_return": ret_sum / n_done if n_done else float("nan"),
-            "train/episode_length": len_sum / n_done if n_done else float("nan"),
-            "train/episodes": n_done,
-            "train/explained_variance": explained,
-            **{f"train/{k}": v for k, v in stats.items()},
-            "train/grad_steps": args.update_epochs * args.num_minibatches,
-            "train/learning_rate": lr,
-        }
+        state.trees.update(params=params, opt_state=opt_state, obs_rms=carry[2])
+        state.trees.update(rew_rms=carry[3], key=key, carry=carry)
         session.end_iteration(
             iteration, metrics, timer.timing(session.steps_per_iteration), run_eval
         )
+    session.finish(run_eval)
+
+
+def main_population(args: Args) -> None:
+    """--num-seeds S: PureJaxRL's vmap over seeds (purejaxrl/ppo_continuous_action.py,
+    `jax.jit(jax.vmap(train))(rngs)`), here of the jitted rollout, update and evaluation, every
+    argument but the learning rate with a leading seed axis. Seed k starts as `--seed k` alone
+    (its parameters, optimiser state and first reset are the single run's own unbatched calls,
+    then stacked) and draws that run's keys (threefry under vmap gives the same bits); the
+    batched rollouts and updates may round as XLA's batched kernels do, so seed k follows
+    `--seed k` within float rounding. One run directory (controlrl.population's
+    PopulationSession): metrics.csv with a seed column, aggregate.csv, final_eval.json."""
+    from controlrl.population import PopulationSession
+
+    jax, jnp = _jax(), _jnp()
+    S, per_iteration = args.num_seeds, args.num_envs * args.num_steps
+    session = PopulationSession(args, steps_per_iteration=per_iteration)
+    env = make_env(args)
+    reset, rollout, update, evaluate, tx = make_functions(env, args)
+    seeds = []
+    for seed in session.seeds:  # each seed's start, as its single run makes it
+        key, k_init = jax.random.split(jax.random.PRNGKey(seed))
+        params = init_params(k_init, env.observation_size, env.action_size, args)
+        obs_rms, rew_rms = rms_init((env.observation_size,)), rms_init((1,))
+        key, carry = fresh_carry(reset, args, key, obs_rms, rew_rms)
+        seeds.append((params, init_optimizer(tx, params), obs_rms, rew_rms, key, carry))
+    stacked = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *seeds)
+    names = ("params", "opt_state", "obs_rms", "rew_rms", "key", "carry")
+    state = JaxState({"policy": args.policy}, **dict(zip(names, stacked)))
+    iterations = session.start(jax=state)
+    params, opt_state, _, _, key, carry = state.trees.values()
+    v_rollout = jax.jit(jax.vmap(rollout))
+    v_update = jax.jit(jax.vmap(update, in_axes=(0, 0, 0, 0, None)))
+    v_evaluate = jax.jit(jax.vmap(evaluate))
+    split = jax.jit(jax.vmap(lambda k: jax.random.split(k, 3)))  # each seed's split(key, 3)
+    split2 = jax.jit(jax.vmap(jax.random.split))  # and its split(key): other keys than [:2]
+    with session.status("compiling..."):  # on throwaway keys, so the run's numbers are unchanged
+        t0 = time.perf_counter()
+        _, warm = v_rollout(params, carry, split(key)[:, 0] + 1)
+        jax.block_until_ready(v_update(params, opt_state, warm, split(key)[:, 0] + 1, 0.0))
+    session.write(f"{args.env_id}: {S} seeds compiled in {time.perf_counter() - t0:.1f} s")
+
+    def run_eval() -> np.ndarray:
+        nonlocal key
+        keys = split2(key)
+        key, k_eval = keys[:, 0], keys[:, 1]
+        state.trees["key"] = key
+        return np.asarray(v_evaluate(params, carry[2], k_eval), np.float64).mean(1)
+
+    for iteration in iterations:
+        lr = linear_lr(args.learning_rate, iteration, session.num_iterations, args.anneal_lr)
+        timer = Timer()
+        keys = split(key)
+        key, k_roll, k_upd = keys[:, 0], keys[:, 1], keys[:, 2]
+        carry, batch = v_rollout(params, carry, k_roll)
+        jax.block_until_ready(batch["returns"])
+        timer.lap("rollout_s")
+        params, opt_state, out = v_update(params, opt_state, batch, k_upd, lr)
+        out = jax.device_get(out)
+        timer.lap("update_s")
+        metrics, finite = iteration_metrics(out, args, lr)
+        with session.guard():
+            if not finite.all():
+                bad = f"iteration {iteration} in seeds (indices) {np.flatnonzero(~finite)[:10]}"
+                raise NonFiniteError(f"non-finite parameters or losses at {bad}")
+        session.step += per_iteration
+        state.trees.update(params=params, opt_state=opt_state, obs_rms=carry[2])
+        state.trees.update(rew_rms=carry[3], key=key, carry=carry)
+        session.end_iteration(iteration, metrics, timer.timing(per_iteration * S), run_eval)
     session.finish(run_eval)
 
 

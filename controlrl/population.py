@@ -77,8 +77,9 @@ BASE_BYTES = 1 << 29  # the process itself: torch, numpy, the interpreter
 
 # the backends whose envs a population batches: bandits (every --num-seeds file), and
 # Gymnasium and EnvPool for the actor-critic files (controlrl/population_control.py)
-BACKEND_NAMES = {"bandit": "bandit:", "gym": "Gymnasium", "envpool": "envpool:"}
+BACKEND_NAMES = {"bandit": "bandit:", "gym": "Gymnasium", "envpool": "envpool:", "brax": "brax:"}
 ENV_BYTES = 1 << 22  # a simulator env (a MuJoCo env measures ~1.1-1.5 MB), with margin
+BRAX_ENV_BYTES = 1 << 16  # a brax env: its state measures 2-4 kB (ant, humanoid), with margin
 
 
 @dataclass
@@ -152,7 +153,8 @@ def memory_estimate(args) -> int:
         length, env_bytes = getattr(env, "length", 1), 0
         env.close()
     else:
-        (obs_space, space), length, env_bytes = envs.spaces(args.env_id), 1, ENV_BYTES
+        (obs_space, space), length = envs.spaces(args.env_id), 1
+        env_bytes = BRAX_ENV_BYTES if backend == "brax" else ENV_BYTES
     obs_dim = int(math.prod(obs_space.shape))
     out = int(space.n) if hasattr(space, "n") else 2 * int(math.prod(space.shape))
     # a rollout: an episode per env (group methods), or --num-steps steps (actor-critic)

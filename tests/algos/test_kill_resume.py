@@ -96,6 +96,7 @@ CASES = {
         + ["--checkpoint-every", "2", "--eval-every", "128", "--eval-episodes", "2", *QUIET],
     ),
 }
+CASES["ppo_brax-population"] = (CASES["ppo_brax"][0], [*CASES["ppo_brax"][1], *SEEDS])
 FAST = ("rarl", "ppo-population", "grpo-population")
 MOMENTS = ("before", "first", "late")
 

@@ -239,6 +239,37 @@ def test_same_seed_same_metrics_and_resume(tmp_path):
     assert abs(count(ckpt, "rew_rms") - (count(killed, "rew_rms") + steps_after)) < 0.5
 
 
+def test_population_seed_k_follows_its_single_run_within_float_rounding(tmp_path):
+    """--num-seeds 2 --seed 1 against --seed 2 alone (the TINY shapes of the test above, so the
+    single run's compile is shared): the same keys (evaluations between iterations draw some), so
+    the same episodes; every logged number of seed 2 within float rounding of the single run's
+    (the batched matmuls may round otherwise)."""
+    import csv
+
+    pop, one = tmp_path / "pop", tmp_path / "one"
+    argv = [*TINY, "--total-timesteps", "192", "--eval-every", "64"]  # keys drawn between
+    run(*argv, "--num-seeds", "2", "--run-dir", str(pop))
+    run(*argv, "--seed", "2", "--run-dir", str(one))
+    with (pop / "metrics.csv").open() as f:
+        rows = [r for r in csv.DictReader(f)]
+    with (one / "metrics.csv").open() as f:
+        single = list(csv.DictReader(f))
+    assert [r["seed"] for r in rows] == ["1", "2"] * 3
+    mine = [r for r in rows if r["seed"] == "2"]
+    for a, b in zip(mine, single, strict=True):
+        assert a["step"] == b["step"] and a["train/episodes"] == b["train/episodes"]
+        for name in b:
+            x, y = float(a[name]), float(b[name])
+            assert (
+                x == y or (math.isnan(x) and math.isnan(y)) or abs(x - y) <= 1e-4 * (1 + abs(y))
+            ), (name, x, y)
+    final = json.loads((pop / "final_eval.json").read_text())
+    assert final["seeds"] == [1, 2] and len(final["eval_return_per_seed"]) == 2
+    alone = json.loads((one / "final_eval.json").read_text())["eval_return_mean"]
+    assert abs(final["eval_return_per_seed"][1] - alone) <= 1e-3 * (1 + abs(alone))
+    assert (pop / "aggregate.csv").exists()
+
+
 def test_bad_flags_fail_before_anything_starts(tmp_path, capsys):
     """The script exits 2 on a bad flag before it makes the run dir (one process); every other
     flag check is the same parse, run in this process (a process per flag costs seconds)."""
