@@ -88,6 +88,7 @@ def page(exp: Experiment, lines: list[Line], rows: list[dict], history: dict[str
             from paper_figures.lab import aggregates
 
             out += aggregates.page_lines(exp, rows, metric)
+        out += _compute(exp)
         for name in ("figure", "aggregates") if exp.aggregate else ("figure",):
             if (exp.folder / "results" / f"{name}.png").exists():
                 out += ["", f"![{name}](results/{name}.png)"]
@@ -102,6 +103,24 @@ def page(exp: Experiment, lines: list[Line], rows: list[dict], history: dict[str
     if notes.exists():
         out += ["## Notes", "", notes.read_text().strip(), ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _compute(exp: Experiment) -> list[str]:
+    """The training time of the committed runs (results/compute.csv, written by `run`)."""
+    table = exp.folder / "results" / "compute.csv"
+    if not table.exists():
+        return []
+    rows = results.read_rows(table, ("env", "arm", "processes", "seeds", "train_s"))
+    hours = [int(r["train_s"]) / 3600 for r in rows]
+    out = ["", f"Compute: {sum(hours):.1f} CPU-hours of training (each process's rollout and "
+           "update seconds, one core each; results/compute.csv):", "",
+           "| arm | env | processes | seeds | CPU-hours |", "|---|---|---:|---:|---:|"]  # fmt: skip
+    label = {a.name: a.label for a in exp.arms.values()}
+    for r, h in zip(rows, hours, strict=True):
+        out.append(
+            f"| {label[r['arm']]} | {r['env']} | {r['processes']} | {r['seeds']} | {h:.2f} |"
+        )
+    return out
 
 
 def _arms(exp: Experiment) -> list[str]:

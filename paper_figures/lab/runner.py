@@ -3,6 +3,7 @@ and their collection into the results table."""
 
 from __future__ import annotations
 
+import csv
 import importlib
 import shutil
 import tempfile
@@ -157,6 +158,27 @@ def collect_curves(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> l
     return points
 
 
+def collect_compute(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> list[dict]:
+    """Per arm and env: its finished processes, their seeds and training seconds (the rollout and
+    update seconds of their timing.csv: each process's wall clock on its own core)."""
+    out: dict[tuple[str, str], dict] = {}
+    for name, config in configs(exp, toy).items():
+        arm = config.arms[0].name
+        for task in sweep.plan(config, base(exp, toy, root) / name):
+            timing = Path(task.run_dir) / "timing.csv"
+            if not sweep.is_done(Path(task.run_dir)) or not timing.exists():
+                continue
+            with timing.open() as f:
+                seconds = sum(float(r["time/rollout_s"]) + float(r["time/update_s"])
+                              for r in csv.DictReader(f))  # fmt: skip
+            row = out.setdefault((task.env_id, arm), {"env": task.env_id, "arm": arm,
+                                 "processes": 0, "seeds": 0, "train_s": 0.0})  # fmt: skip
+            row["processes"] += 1
+            row["seeds"] += len(task.seeds)
+            row["train_s"] += seconds
+    return [{**r, "train_s": f"{r['train_s']:.0f}"} for r in out.values()]
+
+
 def write(exp: Experiment, toy: bool = False, root: Path = SWEEPS, source: Path | None = None,
           ) -> Path:  # fmt: skip
     """Collect and write the results table: the experiment's results/ (a toy's: its sweep's);
@@ -174,6 +196,12 @@ def write(exp: Experiment, toy: bool = False, root: Path = SWEEPS, source: Path 
     points = [] if source else collect_curves(exp, toy, root)
     if points:
         results.write_curves(results.curves_path(target), exp, points)
+    compute = [] if source else collect_compute(exp, toy, root)
+    if compute:
+        with (target.parent / "compute.csv").open("w", newline="") as f:
+            writer = csv.DictWriter(f, list(compute[0]), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(compute)
     return target
 
 
