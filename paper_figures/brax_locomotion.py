@@ -52,6 +52,7 @@ from controlrl.cli import ArgumentParser
 from paper_figures import brax_ppo_race as race
 from paper_figures.brax_ppo_race import parse_brax, parse_ours
 from paper_figures.lab import scripts
+from paper_figures.lab.script_flags import some_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -104,16 +105,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.toy:
         args.seeds, args.scale, args.total_timesteps = "1", 512, 2560
         args.num_evals, args.eval_episodes = 3, 2
-    args.env_names = [e.strip() for e in args.envs.split(",") if e.strip()]
-    args.trainer_names = [t.strip() for t in args.trainers.split(",") if t.strip()]
-    for t in args.trainer_names:
-        if t not in TRAINERS:
-            p.error(f"--trainers: unknown trainer {t!r} (known: {', '.join(TRAINERS)})")
-    for env in args.env_names:
-        if env not in PUBLISHED:
-            p.error(
-                f"--envs: no published PPO settings for {env!r} (known: {', '.join(PUBLISHED)})"
-            )
+    args.trainer_names = some_of(p, "trainers", args.trainers, TRAINERS)
+    args.env_names = some_of(p, "envs", args.envs, PUBLISHED)  # those with published settings
     for env in args.env_names:
         pub = PUBLISHED[env]
         if args.scale < 1 or pub["batch_size"] % args.scale or pub["num_envs"] % args.scale:

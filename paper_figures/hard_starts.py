@@ -31,7 +31,7 @@ from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, write_rows
 from controlrl.plots import read_metrics
 from paper_figures.lab import scripts
-from paper_figures.lab.script_flags import ROOT, wrote
+from paper_figures.lab.script_flags import ROOT, some_of, wrote
 from paper_figures.mountain_car import ZOO, load_act
 from theory import mountain_car as mc
 
@@ -98,10 +98,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "hard_starts")
     args = p.parse_args(argv)
     args.sweeps_root = args.sweeps_root or args.out / "sweeps"
-    arms = args.arms.split(",")
-    unknown = [a for a in arms if a not in ARMS]
-    if unknown or min(args.seeds, args.demos, args.easy_starts, args.eval_starts) < 1:
-        p.error(f"--arms must be among {','.join(ARMS)}; counts >= 1")
+    arms = some_of(p, "arms", args.arms, ARMS)
+    scripts.at_least(p, args, ("seeds", "demos", "easy_starts", "eval_starts"))
 
     grid = mc.Grid(args.grid, args.grid)
     T = mc.values(grid, tol=1e-6)

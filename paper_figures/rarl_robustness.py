@@ -26,7 +26,7 @@ from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, write_rows
 from envs.adversarial import ScaledDynamics
 from paper_figures.lab import scripts
-from paper_figures.lab.script_flags import ROOT, wrote
+from paper_figures.lab.script_flags import ROOT, some_of, wrote
 from paper_figures.mountain_car import frozen_act
 
 ENV = "InvertedPendulum-v5"
@@ -79,9 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if 1.0 not in args.masses or 1.0 not in args.frictions:
         p.error("--masses and --frictions must include 1 (the nominal model)")
-    variants = args.variants.split(",")
-    if not set(variants) <= set(VARIANTS):
-        p.error(f"--variants must be among {','.join(VARIANTS)}")
+    variants = some_of(p, "variants", args.variants, VARIANTS)
     args.sweeps_root = args.sweeps_root or args.out / "sweeps"
     common = ["--num-steps", str(args.num_steps), "--eval-every", "0", "--eval-episodes", "5"]
     common += ["--no-tensorboard", "--no-progress"]

@@ -70,7 +70,8 @@ def test_bad_flags_exit_2(capsys):
             fig.parse_args(argv)
         assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert "--num-evals" in err and "--trainers: unknown trainer 'x'" in err
+    assert "--num-evals" in err and "--trainers: unknown ['x']" in err
+    assert "--envs: unknown ['humanoid'], expected some of ['ant', 'halfcheetah']" in err
 
 
 def _res(returns, sps=1000.0, status="ok"):
