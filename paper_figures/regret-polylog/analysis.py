@@ -2,8 +2,7 @@
 two ways; `table` gives each (fit, seed) a row: log(R(K) / the fit's RMSE), the RMSE, its share
 of R(K), R(K) and the run's top-octave log-log slope. The script's seed k is the table's k + 1.
 
-`python -m paper_figures run regret-polylog` takes a few minutes on one core; its toy size is the
-script's --toy (K = 2^9, 2 seeds).
+`python -m paper_figures run regret-polylog` takes a few minutes on one core (the toy: --toy).
 """
 
 from __future__ import annotations

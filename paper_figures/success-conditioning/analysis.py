@@ -4,8 +4,7 @@ summarises each run (operator and bandit) over its iterations, and `judge` decid
 claims from the results table: E18-exact (the identity to the table's 6 significant digits, and no
 fall of eta) and E18-sampled-degrade (any fall of eta refutes it).
 
-`python -m paper_figures run success-conditioning` takes seconds; its toy size is the script's
---toy (8 bandits, 3 iterations).
+`python -m paper_figures run success-conditioning` takes seconds (the toy: the script's --toy).
 """
 
 from __future__ import annotations
