@@ -19,7 +19,6 @@ reused when present.
 
 from __future__ import annotations
 
-import csv
 import tempfile
 from argparse import ArgumentParser
 from pathlib import Path
@@ -28,7 +27,7 @@ import numpy as np
 import torch
 
 from algos import ppo
-from controlrl.experiment import write_rows
+from controlrl.experiment import read_rows, write_rows
 from controlrl.losses import clipped_value_loss
 from controlrl.nets import ValueNet, make_policy
 from controlrl.training import Run
@@ -183,8 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                 mine = run_seed(seed, iterations, analysed, pairs, steps, run, **ppo_args)
             write_rows(part, mine, FIELDS)
             print(f"seed {seed} done", flush=True)
-        with part.open(newline="") as f:
-            rows += list(csv.DictReader(f))
+        rows += read_rows(part)
     write_rows(a.out / "gradient_subspace.csv", rows, FIELDS)
     wrote(f"{a.out / 'gradient_subspace.csv'} ({len(rows)} rows)", "gradient_subspace", argv)
     return 0

@@ -9,12 +9,12 @@ fall of eta) and E18-sampled-degrade (any fall of eta refutes it).
 
 from __future__ import annotations
 
-import csv
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
+from controlrl.experiment import read_rows
 from paper_figures.lab import protocol
 from paper_figures.lab.spec import Experiment
 
@@ -25,10 +25,9 @@ def table(exp: Experiment, source: Path) -> list[dict]:
     """Per (operator, bandit): its iterations summarised."""
     env = next(iter(exp.envs))
     runs = defaultdict(list)
-    with (Path(source) / "success_conditioning.csv").open(newline="") as f:
-        for r in csv.DictReader(f):
-            runs[(r["method"], int(r["seed"]))].append({k: float(v) for k, v in r.items()
-                                                       if k != "method"})  # fmt: skip
+    for r in read_rows(Path(source) / "success_conditioning.csv"):
+        runs[(r["method"], int(r["seed"]))].append({k: float(v) for k, v in r.items()
+                                                   if k != "method"})  # fmt: skip
     out = []
     for (arm, seed), its in runs.items():
         rel = np.array([r["rel_improvement"] for r in its])
