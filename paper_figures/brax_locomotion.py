@@ -52,6 +52,7 @@ from controlrl.cli import ArgumentParser
 from paper_figures import brax_ppo_race as race
 from paper_figures.brax_ppo_race import parse_brax, parse_ours
 from paper_figures.lab import scripts
+from paper_figures.lab.script_flags import some_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,6 +76,9 @@ EPISODE_LENGTH = 1000
 # the stated return for "time to return", fixed before any run: ant earns ~1000 by standing
 # (healthy reward 1 per step; a random policy scores ~1000), so its bar is 2000
 TARGETS = {"ant": 2000.0, "halfcheetah": 1000.0}
+# the declared experiments' toy: the CSVs of `--toy` (one seed per trainer and env), as that
+# toy's six processes each compile a JAX trainer (minutes on 2 cores)
+TOY_FIXTURE = ROOT / "paper_figures" / "brax-locomotion-410k" / "toy"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -101,16 +105,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.toy:
         args.seeds, args.scale, args.total_timesteps = "1", 512, 2560
         args.num_evals, args.eval_episodes = 3, 2
-    args.env_names = [e.strip() for e in args.envs.split(",") if e.strip()]
-    args.trainer_names = [t.strip() for t in args.trainers.split(",") if t.strip()]
-    for t in args.trainer_names:
-        if t not in TRAINERS:
-            p.error(f"--trainers: unknown trainer {t!r} (known: {', '.join(TRAINERS)})")
-    for env in args.env_names:
-        if env not in PUBLISHED:
-            p.error(
-                f"--envs: no published PPO settings for {env!r} (known: {', '.join(PUBLISHED)})"
-            )
+    args.trainer_names = some_of(p, "trainers", args.trainers, TRAINERS)
+    args.env_names = some_of(p, "envs", args.envs, PUBLISHED)  # those with published settings
     for env in args.env_names:
         pub = PUBLISHED[env]
         if args.scale < 1 or pub["batch_size"] % args.scale or pub["num_envs"] % args.scale:
@@ -361,11 +357,11 @@ def figure(args, results: dict, standing: dict[str, float] | None = None):
     return fig
 
 
-def lab_table(flags, source: Path) -> list[dict]:
+def table(exp, source: Path) -> list[dict]:
     """A declaration's results rows (its analysis.py's `table`): the runs of <source>/<name>.csv,
     <name> the one its [run] flags give, each run's arm its trainer; a run that did not finish
     is an error (its return at the budget is not the budget's)."""
-    rows = bench.read_csv(Path(source) / f"{parse_args(list(flags)).name}.csv")
+    rows = bench.read_csv(Path(source) / f"{parse_args(list(exp.flags)).name}.csv")
     bad = [f"{r['env']} {r['trainer']} seed {r['seed']}: {r['status']}" for r in rows
            if r["status"] != "ok"]  # fmt: skip
     if bad:
@@ -373,17 +369,16 @@ def lab_table(flags, source: Path) -> list[dict]:
     return [dict(r, arm=r["trainer"]) for r in rows]
 
 
-def lab_run(argv: list[str], fixture: Path | None = None) -> None:
-    """A declaration's run: main(argv); with a fixture folder (a toy), its toy.csv,
-    toy_curves.csv and toy_standing.csv copied into --out under the run's name and the figure
-    redrawn from them (--plot-only): no run, no compile."""
-    if fixture is not None:
-        args = parse_args(argv)
-        args.out.mkdir(parents=True, exist_ok=True)
-        for part in ("", "_curves", "_standing"):
-            shutil.copyfile(fixture / f"toy{part}.csv", args.out / f"{args.name}{part}.csv")
-        argv = [*argv, "--plot-only"]
-    main(argv)
+def run_script(exp, toy: bool, out: Path) -> None:
+    """A declaration's run (its analysis.py's `run_script`): main with its flags; the toy redraws
+    the figure (--plot-only) from TOY_FIXTURE: no run, no compile."""
+    from paper_figures.lab import runner
+
+    argv = runner.script_argv(exp, toy, out)
+    if not toy:
+        return main(argv)
+    parts = ("", "_curves", "_standing")
+    scripts.replot_fixture(main, argv, parse_args(argv), TOY_FIXTURE, parts, "--plot-only")
 
 
 def main(argv: list[str] | None = None) -> None:

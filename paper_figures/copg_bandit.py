@@ -25,8 +25,6 @@ Writes copg_bandit.csv (one row per seed and method: gap, floor, KL to pi_hat*).
 
 from __future__ import annotations
 
-import shlex
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +34,7 @@ import torch
 from controlrl.cli import cli
 from controlrl.experiment import write_rows
 from controlrl.losses import copg_loss
+from paper_figures.lab.script_flags import wrote
 
 K, BETA = 10, 0.25
 METHODS = ("copg", "pg", "is")
@@ -167,7 +166,7 @@ def run(args: Args) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_rows(out / "copg_bandit.csv", rows, FIELDS)
-    print("made by: " + " ".join(shlex.quote(a) for a in ["python", *sys.argv]))
+    wrote(f"{out / 'copg_bandit.csv'}", "copg_bandit", None)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import collections
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -237,10 +236,7 @@ def run_script(exp, toy: bool, out: Path) -> None:
     argv = runner.script_argv(exp, toy, out)
     args = parser().parse_args(argv)
     if toy:
-        args.out.mkdir(parents=True, exist_ok=True)
-        for part in ("", "_curves"):
-            shutil.copyfile(TOY_FIXTURE / f"toy{part}.csv", args.out / f"{args.name}{part}.csv")
-        return main([*argv, "--replot"])
+        return scripts.replot_fixture(main, argv, args, TOY_FIXTURE, ("", "_curves"), "--replot")
     from envs.offline.store import data_root, generate_hint, hdf5_path
 
     for name in args.datasets.split(","):  # a generated id missing from the data root: made

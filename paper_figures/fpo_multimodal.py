@@ -164,7 +164,7 @@ def plot(args, bandit: list[dict]) -> None:
         ax.legend(fontsize=7)
         fig.suptitle("FPO (flow policy) vs Gaussian PPO on bandit:bimodal", fontsize=9)
         fig.tight_layout()
-        fig.savefig(args.out / f"{args.name}.png", dpi=args.dpi)
+        fig.savefig(args.out / f"{args.name}.png", dpi=60)
 
 
 def read_csvs(out: Path, name: str) -> list[dict]:
@@ -196,7 +196,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--bandit-steps", type=int, default=61_440)
     p.add_argument("--bandit-checkpoint-every", type=int, default=10, help="iterations")
     p.add_argument("--samples", type=int, default=4000, help="actions sampled per checkpoint")
-    p.add_argument("--dpi", type=int, default=60)
     add_sweep_flags(p, "fpo_multimodal")
     args = p.parse_args(argv)
     if args.toy:

@@ -77,7 +77,7 @@ def plot(args, runs: list[dict]) -> None:
             ax.legend(fontsize=7)
         fig.suptitle("FPO (flow policy) vs Gaussian PPO, goal shown vs partly hidden", fontsize=9)
         fig.tight_layout()
-        fig.savefig(args.out / f"{args.name}.png", dpi=args.dpi)
+        fig.savefig(args.out / f"{args.name}.png", dpi=60)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,7 +87,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=200_000, help="env steps per run")
     p.add_argument("--eval-every", type=int, default=25_000)
     p.add_argument("--eval-episodes", type=int, default=10)
-    p.add_argument("--dpi", type=int, default=60)
     add_sweep_flags(p, "fpo_underconditioned", workers=2)
     args = p.parse_args(argv)
     if args.toy:

@@ -19,9 +19,6 @@ reused when present.
 
 from __future__ import annotations
 
-import csv
-import shlex
-import sys
 import tempfile
 from argparse import ArgumentParser
 from pathlib import Path
@@ -30,11 +27,12 @@ import numpy as np
 import torch
 
 from algos import ppo
-from controlrl.experiment import write_rows
+from controlrl.experiment import read_rows, write_rows
 from controlrl.losses import clipped_value_loss
 from controlrl.nets import ValueNet, make_policy
 from controlrl.training import Run
 from controlrl.update import adam, normalize_advantages
+from paper_figures.lab.script_flags import wrote
 
 OUT = Path("runs") / "gradient_subspace"
 ENV = "Pendulum-v1"
@@ -165,8 +163,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--toy", action="store_true", help="6 iterations of 64 steps, 2 analysed")
     parser.add_argument("--out", type=Path, default=OUT)
-    only = "compute only these seeds' rows, under <out>/seeds (seeds can run in parallel)"
-    parser.add_argument("--only-seeds", type=int, nargs="*", help=only)
     a = parser.parse_args(argv)
     torch.set_num_threads(1)
     ppo_args = {}
@@ -178,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = a.out / "seeds"
     cache.mkdir(parents=True, exist_ok=True)
     rows = []
-    for seed in a.only_seeds if a.only_seeds is not None else range(1, a.seeds + 1):
+    for seed in range(1, a.seeds + 1):
         part = cache / f"seed{seed}.csv"
         if not part.exists():
             with tempfile.TemporaryDirectory() as tmp:
@@ -186,13 +182,9 @@ def main(argv: list[str] | None = None) -> int:
                 mine = run_seed(seed, iterations, analysed, pairs, steps, run, **ppo_args)
             write_rows(part, mine, FIELDS)
             print(f"seed {seed} done", flush=True)
-        with part.open(newline="") as f:
-            rows += list(csv.DictReader(f))
-    if a.only_seeds is not None:
-        return 0
+        rows += read_rows(part)
     write_rows(a.out / "gradient_subspace.csv", rows, FIELDS)
-    print(f"wrote {a.out / 'gradient_subspace.csv'} ({len(rows)} rows): "
-          + shlex.join(sys.argv[1:] if argv is None else argv))  # fmt: skip
+    wrote(f"{a.out / 'gradient_subspace.csv'} ({len(rows)} rows)", "gradient_subspace", argv)
     return 0
 
 

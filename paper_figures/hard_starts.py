@@ -17,7 +17,7 @@ Metric: the fraction of --eval-starts hard starts the final deterministic policy
 frozen) brings to the goal within 200 steps of the exact dynamics; against samples, each run's
 evaluations every --eval-every steps. Writes <out>/hard_starts.csv (per arm and seed),
 hard_starts_curves.csv (per evaluation), hard_starts_reference.csv (per start: kind, DP steps,
-swings) and hard_starts.png.
+swings).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, write_rows
 from controlrl.plots import read_metrics
 from paper_figures.lab import scripts
-from paper_figures.lab.script_flags import ROOT, wrote
+from paper_figures.lab.script_flags import ROOT, some_of, wrote
 from paper_figures.mountain_car import ZOO, load_act
 from theory import mountain_car as mc
 
@@ -98,10 +98,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "hard_starts")
     args = p.parse_args(argv)
     args.sweeps_root = args.sweeps_root or args.out / "sweeps"
-    arms = args.arms.split(",")
-    unknown = [a for a in arms if a not in ARMS]
-    if unknown or min(args.seeds, args.demos, args.easy_starts, args.eval_starts) < 1:
-        p.error(f"--arms must be among {','.join(ARMS)}; counts >= 1")
+    arms = some_of(p, "arms", args.arms, ARMS)
+    scripts.at_least(p, args, ("seeds", "demos", "easy_starts", "eval_starts"))
 
     grid = mc.Grid(args.grid, args.grid)
     T = mc.values(grid, tol=1e-6)
@@ -158,41 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     write_rows(args.out / "hard_starts.csv", rows)
     write_rows(args.out / "hard_starts_curves.csv", curve_rows)
     write_rows(args.out / "hard_starts_reference.csv", ref_rows)
-    plot(args.out, rows, curve_rows)
-    wrote(f"{args.out}/hard_starts.csv, _curves.csv, _reference.csv, .png", "hard_starts", argv)
-
-
-def plot(out: Path, rows, curve_rows) -> None:
-    """Left: fraction of hard starts solved against samples (each run's evaluations); right:
-    the final deterministic policies' fraction of the fixed hard starts, per seed."""
-    import matplotlib.pyplot as plt
-
-    from controlrl import plots
-
-    arms = list(dict.fromkeys(r["arm"] for r in rows))
-    with plt.rc_context(plots.STYLE):
-        fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
-        groups = {}
-        for arm in arms:
-            for seed in sorted({r["seed"] for r in curve_rows if r["arm"] == arm}):
-                mine = [r for r in curve_rows if r["arm"] == arm and r["seed"] == seed]
-                s = np.array([r["step"] for r in mine], float)
-                v = np.array([r["eval_solved"] for r in mine])
-                groups.setdefault(arm, []).append((s, v))
-        plots.plot_curves(left, groups, band_in_legend=False)
-        left.set_ylabel("fraction of 10 random hard starts solved")
-        left.set_title(plots.band_words([len(c) for c in groups.values()]), fontsize=8)
-        left.legend(fontsize=7)
-        counts = []
-        for i, arm in enumerate(arms):
-            final = [r["solved_frac"] for r in rows if r["arm"] == arm]
-            counts.append(len(final))
-            plots.plot_points(right, i, final, color=f"C{i}", spread=0.15)
-        right.set_xticks(range(len(arms)), arms)
-        right.set_ylabel(f"final policy: fraction of {rows[0]['hard_starts']} hard starts solved")
-        right.set_title(plots.points_words(counts), fontsize=8)
-        fig.suptitle(f"Sparse Mountain Car, {rows[0]['steps']:,} PPO steps per run", fontsize=9)
-        scripts.save_figure(fig, out / "hard_starts.png")
+    wrote(f"{args.out}/hard_starts.csv, _curves.csv and _reference.csv", "hard_starts", argv)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ Per seed and arm: effective_ratio (the share of rollouts with a non-zero advanta
 first epoch), final_success (the exact mean over prompts of pi(correct) at the end), solved (the
 share of prompts with pi(correct) > 0.5) and auc (the exact success's mean over updates). Writes
 <out>/knapsack_allocation.csv (per arm and seed), knapsack_allocation_curves.csv (per arm and
-update: the seed-mean success and effective ratio) and knapsack_allocation.png.
+update: the seed-mean success and effective ratio).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from controlrl import plots
 from controlrl.allocation import knapsack_allocation
 from controlrl.cli import ArgumentParser
 from controlrl.experiment import write_rows
@@ -148,24 +147,6 @@ def parse(argv: list[str] | None):
     return args
 
 
-def plot(args, curves: dict[str, dict[str, np.ndarray]]) -> None:
-    with plots.plt.rc_context(plots.STYLE):
-        fig, axes = plots.plt.subplots(len(args.lrs), 2, figsize=(10, 3.4 * len(args.lrs)),
-                                       squeeze=False)  # fmt: skip
-        for (lr, arm), c in curves.items():
-            row = axes[args.lrs.index(lr)]
-            x = np.arange(1, len(c["success"]) + 1)
-            row[0].plot(x, c["success"], label=arm)
-            row[1].plot(x, c["effective_ratio"], label=arm)
-        for lr, row in zip(args.lrs, axes, strict=True):
-            accuracy = f"Adam {lr:g}: pool accuracy (mean of {args.seeds} seeds)"
-            row[0].set(xlabel="update", ylabel="mean pi(correct) over the pool", title=accuracy)
-            row[1].set(xlabel="update", ylabel="share of rollouts with A != 0",
-                       title=f"Adam {lr:g}: effective ratio of non-zero gradients")  # fmt: skip
-            row[0].legend()
-        scripts.save_figure(fig, args.out / "knapsack_allocation.png", 60)
-
-
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -186,8 +167,7 @@ def main(argv: list[str] | None = None) -> None:
         for i, (s, e) in enumerate(zip(c["success"], c["effective_ratio"], strict=True))
     ]
     write_rows(args.out / "knapsack_allocation_curves.csv", curve_rows)
-    plot(args, curves)
-    wrote(f"{args.out}/knapsack_allocation*.csv and .png", "knapsack_allocation", argv)
+    wrote(f"{args.out}/knapsack_allocation*.csv", "knapsack_allocation", argv)
 
 
 if __name__ == "__main__":

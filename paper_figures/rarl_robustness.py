@@ -11,8 +11,8 @@ an adversary of at most --adversary-force newtons; and rarl-no-force (force 0: t
 no push). Each final deterministic policy (normaliser frozen) runs --episodes episodes under
 every perturbation: masses of pole and cart times each --masses factor, the joints' damping
 times each --frictions factor (envs/adversarial.py ScaledDynamics), without the adversary.
-Writes <out>/rarl_robustness.csv (per variant, seed and perturbation: mean return) and
-rarl_robustness.png. --variants runs a subset (each variant's runs stand alone).
+Writes <out>/rarl_robustness.csv (per variant, seed and perturbation: mean return). --variants
+runs a subset (each variant's runs stand alone).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, write_rows
 from envs.adversarial import ScaledDynamics
 from paper_figures.lab import scripts
-from paper_figures.lab.script_flags import ROOT, wrote
+from paper_figures.lab.script_flags import ROOT, some_of, wrote
 from paper_figures.mountain_car import frozen_act
 
 ENV = "InvertedPendulum-v5"
@@ -79,9 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if 1.0 not in args.masses or 1.0 not in args.frictions:
         p.error("--masses and --frictions must include 1 (the nominal model)")
-    variants = args.variants.split(",")
-    if not set(variants) <= set(VARIANTS):
-        p.error(f"--variants must be among {','.join(VARIANTS)}")
+    variants = some_of(p, "variants", args.variants, VARIANTS)
     args.sweeps_root = args.sweeps_root or args.out / "sweeps"
     common = ["--num-steps", str(args.num_steps), "--eval-every", "0", "--eval-episodes", "5"]
     common += ["--no-tensorboard", "--no-progress"]
@@ -108,39 +106,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{name} seed {seed}: mean return over the grid {grid:.1f}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     write_rows(args.out / "rarl_robustness.csv", rows)
-    plot(args.out / "rarl_robustness.png", rows, args)
-    wrote(f"{args.out}/rarl_robustness.csv and .png", "rarl_robustness", argv)
-
-
-def plot(path: Path, rows: list[dict], args) -> None:
-    """One panel per friction scale: mean return against the mass scale per variant, with the
-    95% bootstrap CI over seeds from >= 5 seeds (else the min-max range, named so)."""
-    import matplotlib.pyplot as plt
-
-    from controlrl import plots, stats
-
-    with plt.rc_context(plots.STYLE):
-        fig, axes = plt.subplots(1, len(args.frictions), figsize=(3.2 * len(args.frictions), 3.4))
-        for ax, friction in zip(np.atleast_1d(axes), args.frictions):
-            for name in dict.fromkeys(r["variant"] for r in rows):
-                mine = [r for r in rows if r["variant"] == name and r["friction_scale"] == friction]
-                cells = [[r["mean_return"] for r in mine if r["mass_scale"] == m]
-                         for m in args.masses]  # fmt: skip
-                samples = np.array(cells).T  # [seeds, masses]
-                mean, lo, hi, kind = stats.band(samples)
-                n = samples.shape[0]
-                (line,) = ax.plot(args.masses, mean, "o-", ms=3, label=f"{name}, {kind} ({n})")
-                ax.fill_between(args.masses, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
-            ax.set_title(f"joint damping x {friction:g}", fontsize=9)
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(args.masses, [f"{m:g}" for m in args.masses])
-            ax.set_xlabel("pole and cart mass scale (log axis)")
-        np.atleast_1d(axes)[0].set_ylabel("mean return of the final policy")
-        np.atleast_1d(axes)[0].legend(fontsize=7)
-        fig.suptitle(f"{ENV}: PPO vs RARL ({args.adversary_force:g} N adversary) vs RARL at 0 N, "
-                     f"{args.total_timesteps:,} steps; {plots.band_words([args.seeds])}",
-                     fontsize=9)  # fmt: skip
-        scripts.save_figure(fig, path)
+    wrote(f"{args.out}/rarl_robustness.csv", "rarl_robustness", argv)
 
 
 if __name__ == "__main__":

@@ -1,53 +1,49 @@
-r"""Per-step vs sequence vs KPO-filtered importance ratios under stale data on one MuJoCo
-task. PPO-clip (algos/ppo.py's loss and defaults) whose every update uses the rollout collected
-k iterations earlier, with the ratio of --ratio (controlrl/ratios.py): step (PPO's per-step
-ratio), sequence (the product over the episode), sequence_mean (its geometric mean, GSPO, Zheng
-et al. 2025, arXiv 2507.18071) or kalman (KPO, He et al. 2026, "Online Causal Kalman Filtering
-for Stable and Effective Policy Optimization", arXiv 2602.10609: the per-step log-ratio filtered
-causally along the episode, q 1e-6, v 1). KPO's claim, transplanted from tokens to time steps:
-filtered ratios have lower variance than per-step ratios, without the sequence ratio's bias.
+r"""Per-step vs sequence vs KPO-filtered importance ratios under stale data on one MuJoCo task:
+PPO-clip (algos/ppo.py's loss and defaults) whose every update uses the rollout collected k
+iterations earlier, with the ratio of --ratio (controlrl/ratios.py): step (PPO's), sequence (the
+product over the episode), sequence_mean (its geometric mean, GSPO, Zheng et al. 2025, arXiv
+2507.18071) or kalman (KPO, He et al. 2026, "Online Causal Kalman Filtering for Stable and
+Effective Policy Optimization", arXiv 2602.10609: the per-step log-ratio filtered causally along
+the episode, q 1e-6, v 1). KPO's claim, transplanted from tokens to time steps: filtered ratios
+have lower variance than per-step ratios, without the sequence ratio's bias.
 
     python -m paper_figures run ratio-filters   # the declared runs, through this script
     python paper_figures/ratio_filters.py --toy --out runs/toy/ratio_filters
 
 Staleness k (the declaration's envs): the update of iteration i uses the rollout of iteration
-i-k, whose log-probs, advantages (GAE with the critic of that time) and normalised observations
-are those of its collection; every rollout is used exactly once, by one update of update_epochs
-epochs, and the first k iterations only collect. The age of the data in updates is min(k, i-1-k)
-at iteration i: the first k updates are a warm-up on data 0..k-1 updates old, and a run's
-statistics are means over its updates of full age k only (iterations 2k + 1 on). Why this and
-not more epochs over one rollout: more epochs change the number of gradient steps together with
-the age of the data, and every ratio kind starts each of them on-policy; a queue of k rollouts
-makes the data k updates old at the update's first step whatever the kind does, at the same
-number of steps and samples. The learning rate is constant (--no-anneal-lr) so that runs of
-different k take equal steps.
-Sequence and Kalman ratios on stale data: controlrl.ratios.EpisodeRatios holds the log-ratios of
-rows outside a minibatch at a reference that starts at 0 (exact on-policy, where every log-ratio
-is 0 before the first step); with stale data they are not 0, so the reference is first set to
-the current log-ratios of the whole rollout (EpisodeRatios.prime), else a minibatch's sequence
-or filtered ratio would mix its fresh log-ratios with zeros for the rest of the episode.
+i-k, with the log-probs, advantages (GAE with that time's critic) and normalised observations of
+its collection; each rollout feeds exactly one update of update_epochs epochs, and the first k
+iterations only collect. The data is min(k, i-1-k) updates old at iteration i, so a run's
+statistics are means over its updates of full age k (iterations 2k + 1 on). A queue of k
+rollouts, not more epochs over one, makes the data k updates old at the update's first step
+whatever the kind does, at the same number of steps and samples (more epochs would change the
+steps with the age, and every kind starts each epoch on-policy). The learning rate is constant
+(--no-anneal-lr) so that runs of different k take equal steps. EpisodeRatios holds the
+log-ratios of rows outside a minibatch at a reference that starts at 0 (exact on-policy); with
+stale data they are not 0, so the reference is first set to the whole rollout's current
+log-ratios (EpisodeRatios.prime), else a sequence or filtered ratio would mix a minibatch's
+fresh log-ratios with zeros for the rest of the episode.
 
-Measured at every update, on the stale rollout, before the update's first step (policy pi_i):
+Measured at every update, on the stale rollout, before its first step (policy pi_i):
   grad_rel_var   trace of the covariance of the policy-loss gradient over the num_minibatches
                  minibatches of one shuffled pass (PPO's loss with the kind's ratio, advantages
-                 normalised per minibatch as in the update), over the squared norm of their mean
-                 (noise-to-signal; grad_var is the unnormalised trace)
-  grad_cos       cosine between that mean gradient and the on-policy gradient at pi_i: PPO's
-                 loss on the rollout just collected by pi_i (ratio 1, the per-step policy
-                 gradient). The sequence ratio is biased even at k = 0: at ratio 1 its gradient
-                 weighs each step's advantage by the score of every step of the episode, the
-                 later ones included; the causal filter only mixes in earlier steps' scores
+                 normalised per minibatch) over the squared norm of their mean (grad_var: the
+                 unnormalised trace)
+  grad_cos       cosine between that mean gradient and the on-policy gradient at pi_i (PPO's
+                 loss on the rollout pi_i just collected, ratio 1). The sequence ratio is biased
+                 even at k = 0: at ratio 1 it weighs each step's advantage by the score of every
+                 step of the episode, later ones included; the causal filter mixes in earlier
+                 steps' scores only
   kl_behaviour   KL(pi_{i-k} || pi_i) per state, mean over the rollout: how stale it really is
-and after it: kl_update = KL(pi_i || pi_{i+1}) per state (mean over the rollout): the update's
-step. Collapse (per run): it stopped on a NaN/inf, or its final return (mean training return of
-its last 5 iterations) is below half of its best 5-iteration mean, or its policy entropy fell by
-more than 1 nat from the first iteration (the Gaussian's std shrunk e^(1/3) ~ 1.4x per action
-dimension on Hopper).
+and after it kl_update = KL(pi_i || pi_{i+1}), per state, mean over the rollout. A run collapsed
+when it stopped on a NaN/inf, its final return (mean training return of its last 5 iterations)
+is below half of its best 5-iteration mean, or its policy entropy fell by more than 1 nat from
+the first iteration (the Gaussian's std shrunk e^(1/3) ~ 1.4x per action dimension on Hopper).
 
-Trains every run not yet finished under <out>/runs (resumable) and writes <out>/ratio_filters.csv,
-one row per run (the statistics' means over its updates of full age, final and best return,
-entropy first and last, collapsed): the table of the declared experiment ratio-filters. Defaults:
-Hopper-v5, 4 kinds x k in {0, 2, 8} x 3 seeds of 61,440 steps (CleanRL's 2,048-step batches).
+Trains every run not yet finished under <out>/runs (resumable) and writes <out>/ratio_filters.csv
+(the declared experiment's table), one row per run: the statistics' means over its updates of
+full age, final and best return, first and last entropy, collapsed. Defaults: Hopper-v5, 4 kinds
+x k in {0, 2, 8} x 3 seeds of 61,440 steps (CleanRL's 2,048-step batches).
 """
 
 from __future__ import annotations
@@ -87,15 +83,6 @@ TOY_FLAGS = ["--num-steps", "128", "--num-minibatches", "2", "--update-epochs", 
 TOY_FLAGS += ["--hidden-sizes", "8", "--eval-episodes", "1"]
 
 
-def flat_grad(loss, params) -> torch.Tensor:
-    """The gradient of loss with respect to params, flattened into one vector [P]."""
-    import torch
-
-    grads = torch.autograd.grad(loss, params, allow_unused=True)
-    return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1)
-                      for g, p in zip(grads, params)])  # fmt: skip
-
-
 def gradient_stats(grads: torch.Tensor, reference: torch.Tensor) -> dict[str, float]:
     """grads [M, P] (one per minibatch): trace of their covariance (1/M), that over the squared
     norm of their mean, and the cosine of the mean with reference [P]."""
@@ -113,6 +100,7 @@ def probe(policy, data: dict, fresh: dict, ratios, args) -> dict[str, float]:
 
     from algos.ppo import ppo_loss
     from controlrl import diagnostics
+    from controlrl.trust_region import flat_grad
     from controlrl.update import normalize_advantages
 
     batch, eps = data["batch"], args.clip_coef
@@ -288,19 +276,17 @@ def run_row(kind: str, k: int, seed: int, run_dir: Path) -> dict:
     smooth = np.ones(WINDOW) / WINDOW
     window = np.convolve(finite, smooth, "valid") if len(finite) >= WINDOW else finite
     final = json.loads((run_dir / "final_eval.json").read_text()) if not failed else {}
-    row = {
+    return {
         "kind": kind, "staleness": k, "seed": seed, "iterations": len(ret),
         "updates": int(updated.sum()), "failed": int(failed),
         **{key: float(np.nanmean(cols[f"train/{key}"][full_age])) if full_age.any() else nan
-           for key in ("grad_var", "grad_rel_var", "grad_cos", "kl_behaviour", "kl_update",
-                       "clip_frac")},
+           for key in RUN_FIELDS[6:12]},  # grad_var ... clip_frac
         "final_return": float(finite[-WINDOW:].mean()) if len(finite) else nan,
         "best_return": float(window.max()) if len(window) else nan,
         "eval_return": float(final.get("eval_return_mean", nan)),
         "entropy_first": float(ent[0]), "entropy_last": float(ent[-1]),
         "collapsed": int(collapsed(ret, ent, failed)),
     }  # fmt: skip
-    return row
 
 
 def collect(args) -> list[dict]:

@@ -37,6 +37,7 @@ from controlrl.experiment import read_rows, write_rows
 from controlrl.group import group_advantages
 from envs.errors import ArgumentParser
 from paper_figures.lab import scripts
+from paper_figures.lab.script_flags import some_of
 
 ALPHA, ETA = 0.1, 1.0  # the reference's normalised logit step and temperature
 SINGLE = {"K": 100, "B": 100, "steps": 150}  # reference TabularSingleConfig
@@ -323,13 +324,9 @@ def parse_args(argv: list[str] | None):
     args = p.parse_args(argv)
     scripts.at_least(p, args, ("seeds", "updates"))
     scripts.at_least(p, args, ("steps",), 0)
-    try:
-        args.lengths = [int(L) for L in args.lengths.split(",") if L]
-    except ValueError:
-        p.error(f"--lengths must be integers, got {args.lengths!r}")
-    args.methods = [m for m in args.methods.split(",") if m]
-    if set(args.lengths) - set(SEQ_CELLS) or set(args.methods) - set(SEQ_METHODS):
-        p.error(f"--lengths are among {sorted(SEQ_CELLS)}, --methods among {sorted(SEQ_METHODS)}")
+    lengths = some_of(p, "lengths", args.lengths, list(map(str, SEQ_CELLS))) if args.lengths else []
+    args.lengths = [int(L) for L in lengths]
+    args.methods = some_of(p, "methods", args.methods, SEQ_METHODS) if args.methods else []
     return args
 
 

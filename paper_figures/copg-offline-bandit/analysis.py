@@ -2,8 +2,7 @@
 datasets and minibatches and writes copg_bandit.csv (one row per seed and method); `table` reads
 it into the results table, the script's seed k as seed k + 1.
 
-`python -m paper_figures run copg-offline-bandit` takes seconds to a minute; its toy size is 4
-seeds, 200 pulls and 60 steps.
+`python -m paper_figures run copg-offline-bandit` takes seconds to a minute (the toy: [toy] flags).
 """
 
 from __future__ import annotations

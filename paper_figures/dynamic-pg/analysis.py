@@ -10,12 +10,12 @@ outcomes are theory-statements' table, which runs them); it does not hold otherw
 
 from __future__ import annotations
 
-import csv
 import importlib
 import shutil
 import tempfile
 from pathlib import Path
 
+from controlrl.experiment import read_rows
 from paper_figures.lab import protocol
 from paper_figures.lab.spec import FIGURES, Experiment
 
@@ -32,8 +32,7 @@ def run(exp: Experiment, toy: bool, target: Path) -> None:
 
 def tests() -> tuple[int, int]:
     """(passed, failed) of T-REG4's exact tests in theory-statements' table."""
-    with TESTS.open(newline="") as f:
-        row = next(r for r in csv.DictReader(f) if r["statement"] == "T-REG4")
+    row = next(r for r in read_rows(TESTS) if r["statement"] == "T-REG4")
     return int(row["passed"]), int(row["failed"])
 
 

@@ -9,8 +9,7 @@ falls inside) and each claim is judged from those rows by the rule of the ledger
   covariance term predicts a rise and the CI of the measured change lies wholly below 0, holds
   when no row does.
 
-`python -m paper_figures run entropy-mechanism` resamples every row (minutes); its toy size is the
-script's --toy (2,000 batches, two step sizes, B = 4, the aligned bandit).
+`python -m paper_figures run entropy-mechanism` resamples every row (minutes; the toy: --toy).
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ metrics the means over that seed's rows (the script's docstring defines the meas
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
+
+from controlrl.experiment import read_rows
 
 DT = 5  # iterations between the two eigenspaces of the overlap (the script's DT)
 COLUMN = {"hessian": "value", "random": "random"}  # the arm's measure in the script's CSV
@@ -19,8 +20,7 @@ def _mean(rows: list[dict], column: str) -> float:
 
 def table(exp, source) -> list[dict]:
     """One dict per (network, arm, seed): fraction and overlap at k = 1% of P, the same at 5%."""
-    with (Path(source) / "gradient_subspace.csv").open(newline="") as f:
-        data = list(csv.DictReader(f))
+    data = read_rows(Path(source) / "gradient_subspace.csv")
     out = []
     for net in ("actor", "critic"):
         ks = sorted({int(r["k"]) for r in data if r["net"] == net})  # 1% and 5% of P

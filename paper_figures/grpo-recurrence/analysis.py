@@ -4,8 +4,7 @@ percentile-bootstrap CI, the finite-G recurrence's value and the population fixe
 claim counts the rows where its prediction holds: it holds when every row agrees, does not hold
 when none does, and is inconclusive in between (the rule of the ledger row it replaces).
 
-`python -m paper_figures run grpo-recurrence` resamples every row (minutes); its toy size is the
-script's --toy (20 seeds, 10 iterations, the first setting).
+`python -m paper_figures run grpo-recurrence` resamples every row (minutes; the toy: --toy).
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """What the figure scripts of paper_figures/ share around the sweep runner and matplotlib: train a
-sweep with one progress line per run, read back its finished runs by seed, save a figure."""
+sweep with one progress line per run, read back its finished runs by seed, save a figure, redraw
+one from a committed toy fixture."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from controlrl.experiment import SweepConfig, run_sweep
@@ -47,3 +49,13 @@ def at_least(parser, args, names: tuple[str, ...], low: int = 1) -> None:
     for name in names:
         if getattr(args, name) < low:
             parser.error(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(args, name)}")
+
+
+def replot_fixture(main, argv: list[str], args, fixture: Path, parts: tuple, flag: str) -> None:
+    """A declared experiment's toy that runs nothing: the committed `fixture`'s toy<part>.csv
+    copied into args.out as <args.name><part>.csv (args: argv parsed), then main(argv + [flag])
+    redraws the figure from them."""
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    for part in parts:
+        shutil.copyfile(Path(fixture) / f"toy{part}.csv", Path(args.out) / f"{args.name}{part}.csv")
+    main([*argv, flag])

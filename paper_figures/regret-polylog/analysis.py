@@ -2,16 +2,15 @@
 two ways; `table` gives each (fit, seed) a row: log(R(K) / the fit's RMSE), the RMSE, its share
 of R(K), R(K) and the run's top-octave log-log slope. The script's seed k is the table's k + 1.
 
-`python -m paper_figures run regret-polylog` takes a few minutes on one core; its toy size is the
-script's --toy (K = 2^9, 2 seeds).
+`python -m paper_figures run regret-polylog` takes a few minutes on one core (the toy: --toy).
 """
 
 from __future__ import annotations
 
-import csv
 import math
 from pathlib import Path
 
+from controlrl.experiment import read_rows
 from paper_figures.lab.spec import Experiment
 
 
@@ -19,13 +18,12 @@ def table(exp: Experiment, source: Path) -> list[dict]:
     """Two rows per seed, one per fitted curve."""
     env = next(iter(exp.envs))
     out = []
-    with (Path(source) / "regret_polylog.csv").open(newline="") as f:
-        for r in csv.DictReader(f):
-            regret = float(r["regret_K"])
-            for arm in exp.arms:
-                rmse = float(r[f"rmse_{arm}"])
-                out.append({"env": env, "arm": arm, "seed": int(r["seed"]) + 1,
-                            "fit": math.log(regret / rmse), "rmse": rmse,
-                            "rmse_share": rmse / regret, "regret_K": regret,
-                            "top_octave_slope": r["top_octave_slope"]})  # fmt: skip
+    for r in read_rows(Path(source) / "regret_polylog.csv"):
+        regret = float(r["regret_K"])
+        for arm in exp.arms:
+            rmse = float(r[f"rmse_{arm}"])
+            out.append({"env": env, "arm": arm, "seed": int(r["seed"]) + 1,
+                        "fit": math.log(regret / rmse), "rmse": rmse,
+                        "rmse_share": rmse / regret, "regret_K": regret,
+                        "top_octave_slope": r["top_octave_slope"]})  # fmt: skip
     return out

@@ -3,8 +3,7 @@ against the pi/mu mismatch, for Retrace, importance sampling, tree backup and un
 Q(lambda), over random 5-state, 3-action MDPs: results/checks.csv (per sweep, kind and grid point
 the mean and max factor over the MDPs) and, at full size, results/figure.png.
 
-`python -m paper_figures run retrace-contraction` computes it (seconds); its toy size: 3 MDPs on
-5 grid points.
+`python -m paper_figures run retrace-contraction` takes seconds (the toy: toy_n_mdps, toy_grid).
 """
 
 from __future__ import annotations

@@ -4,18 +4,17 @@ summarises each run (operator and bandit) over its iterations, and `judge` decid
 claims from the results table: E18-exact (the identity to the table's 6 significant digits, and no
 fall of eta) and E18-sampled-degrade (any fall of eta refutes it).
 
-`python -m paper_figures run success-conditioning` takes seconds; its toy size is the script's
---toy (8 bandits, 3 iterations).
+`python -m paper_figures run success-conditioning` takes seconds (the toy: the script's --toy).
 """
 
 from __future__ import annotations
 
-import csv
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
+from controlrl.experiment import read_rows
 from paper_figures.lab import protocol
 from paper_figures.lab.spec import Experiment
 
@@ -26,10 +25,9 @@ def table(exp: Experiment, source: Path) -> list[dict]:
     """Per (operator, bandit): its iterations summarised."""
     env = next(iter(exp.envs))
     runs = defaultdict(list)
-    with (Path(source) / "success_conditioning.csv").open(newline="") as f:
-        for r in csv.DictReader(f):
-            runs[(r["method"], int(r["seed"]))].append({k: float(v) for k, v in r.items()
-                                                       if k != "method"})  # fmt: skip
+    for r in read_rows(Path(source) / "success_conditioning.csv"):
+        runs[(r["method"], int(r["seed"]))].append({k: float(v) for k, v in r.items()
+                                                   if k != "method"})  # fmt: skip
     out = []
     for (arm, seed), its in runs.items():
         rel = np.array([r["rel_improvement"] for r in its])

@@ -9,6 +9,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from timeouts import scaled
@@ -69,7 +70,8 @@ def test_bad_flags_exit_2(capsys):
             fig.parse_args(argv)
         assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert "--num-evals" in err and "--trainers: unknown trainer 'x'" in err
+    assert "--num-evals" in err and "--trainers: unknown ['x']" in err
+    assert "--envs: unknown ['humanoid'], expected some of ['ant', 'halfcheetah']" in err
 
 
 def _res(returns, sps=1000.0, status="ok"):
@@ -104,17 +106,17 @@ def test_summary_rows():
     )
 
 
-def test_lab_table_reads_the_named_csv_and_refuses_an_unfinished_run(tmp_path):
+def test_table_reads_the_named_csv_and_refuses_an_unfinished_run(tmp_path):
     """A declaration's table: the runs of the CSV its flags name, each run's arm its trainer."""
     rows = [{"env": "ant", "trainer": t, "seed": 1, "return_at_budget": 900.0, "status": "ok"}
             for t in ("brax", "ours")]  # fmt: skip
     fig.bench.write_csv(tmp_path / "b2m.csv", rows, "python make")
-    got = fig.lab_table(["--seeds", "1", "--name", "b2m"], tmp_path)
+    got = fig.table(SimpleNamespace(flags=["--seeds", "1", "--name", "b2m"]), tmp_path)
     assert [(r["arm"], r["return_at_budget"]) for r in got] == [("brax", 900.0), ("ours", 900.0)]
     rows[1]["status"] = "timeout after 1 s"
     fig.bench.write_csv(tmp_path / "b2m.csv", rows, "python make")
     with pytest.raises(ValueError, match="ant ours seed 1: timeout"):
-        fig.lab_table(["--name", "b2m"], tmp_path)
+        fig.table(SimpleNamespace(flags=["--name", "b2m"]), tmp_path)
 
 
 def test_merged_keeps_the_committed_runs_a_call_did_not_make(tmp_path):

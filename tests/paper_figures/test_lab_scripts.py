@@ -64,3 +64,18 @@ def test_at_least_names_the_first_flag_below_its_bound(capsys):
         scripts.at_least(ArgumentParser(), args, ("num_envs", "seeds", "warmup"))
     assert exc.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1].endswith("--seeds must be >= 1, got 0")
+
+
+def test_replot_fixture_copies_the_toy_csvs_under_the_runs_name_then_redraws(tmp_path):
+    from argparse import Namespace
+
+    fixture, out = tmp_path / "toy", tmp_path / "out"
+    fixture.mkdir()
+    for part in ("", "_curves"):
+        (fixture / f"toy{part}.csv").write_text(f"a{part}\n1\n")
+    calls = []
+    args = Namespace(out=out, name="fig_60k")
+    scripts.replot_fixture(calls.append, ["--out", str(out)], args, fixture, ("", "_curves"), "-r")
+    assert calls == [["--out", str(out), "-r"]]
+    assert sorted(p.name for p in out.iterdir()) == ["fig_60k.csv", "fig_60k_curves.csv"]
+    assert (out / "fig_60k_curves.csv").read_text() == "a_curves\n1\n"

@@ -41,7 +41,6 @@ def test_toy_run(tmp_path):
         rows = list(csv.DictReader(f))
     cells = [(r["variant"], r["seed"], r["mass_scale"], r["friction_scale"]) for r in rows]
     assert cells == [(v, "1", m, "1") for v in fig.VARIANTS for m in ("1", "3")]
-    assert (tmp_path / "rarl_robustness.png").stat().st_size > 0
     for variant in fig.VARIANTS:
         run = sweeps / f"{variant}_512" / "runs" / fig.ALGO[variant] / fig.ENV / "seed1"
         config = json.loads((run / "config.json").read_text())["args"]
