@@ -41,16 +41,11 @@ import numpy as np
 
 from paper_figures.lab.tables import read_rows
 
-AGGREGATES = {"mean": np.nanmean, "max": np.nanmax, "sum": np.nansum, "last": lambda x: x[-1]}
-
 
 def rise_frac(x: np.ndarray) -> float:
     """The fraction of consecutive finite values that rise (nan with fewer than two)."""
     x = x[np.isfinite(x)]
     return float(np.mean(np.diff(x) > 0)) if x.size > 1 else math.nan
-
-
-AGGREGATES["rise"] = rise_frac
 
 
 def tenth(x: np.ndarray, last: bool) -> float:
@@ -59,28 +54,24 @@ def tenth(x: np.ndarray, last: bool) -> float:
     return float(np.nanmean(x[-n:] if last else x[:n]))
 
 
-# a rate's first and last tenth of the iterations, and how far it falls from the one to the other
-AGGREGATES |= {
-    "first-tenth": lambda x: tenth(x, False),
-    "last-tenth": lambda x: tenth(x, True),
-    "tenth-drop": lambda x: tenth(x, False) - tenth(x, True),
-}
-
-
 def last10(x: np.ndarray) -> float:
     """The mean of the last 10 finite values (a final window of 10 updates: one row an update)."""
     x = x[np.isfinite(x)]
     return float(x[-10:].mean()) if x.size else math.nan
 
 
-AGGREGATES["last10"] = last10
-NAMED = ("final_eval_return", "final_train_return", "final_success", "final_eval", "auc")
+AGGREGATES = {"mean": np.nanmean, "max": np.nanmax, "sum": np.nansum, "last": lambda x: x[-1]}
+AGGREGATES |= {"rise": rise_frac, "last10": last10}
+# a rate's first and last tenth of the iterations, and how far it falls from the one to the other
+AGGREGATES |= {
+    "first-tenth": lambda x: tenth(x, False),
+    "last-tenth": lambda x: tenth(x, True),
+    "tenth-drop": lambda x: tenth(x, False) - tenth(x, True),
+}
 # the entropy law R = -a exp(H) + b against a straight line on a run's (entropy, return) points
 ENTROPY_LAW = ("entropy-law-r2-gain", "entropy-law-late-gain")
-NAMED += ENTROPY_LAW
-NAMED += ("fixup_share",)
-NAMED += ("final_eval_normalized_score",)
-NAMED += ("final_train_return_weighted",)
+NAMED = ("final_eval_return", "final_train_return", "final_success", "final_eval", "auc")
+NAMED += (*ENTROPY_LAW, "fixup_share", "final_eval_normalized_score", "final_train_return_weighted")
 
 
 def final_train_weighted(rows: list[dict], window: int) -> float:
@@ -115,11 +106,6 @@ def bandit_optimum(env_id: str) -> float:
         env.close()
 
 
-def _rows(run_dir: Path) -> list[dict]:
-    # bounded, every fault one line naming the file (lab.tables)
-    return read_rows(run_dir / "metrics.csv", ("step",))
-
-
 def as_float(value: str | None) -> float:
     """A metrics.csv cell as a float; an empty or missing cell NaN."""
     return float(value) if value not in (None, "") else math.nan
@@ -127,7 +113,7 @@ def as_float(value: str | None) -> float:
 
 def _by_seed(run_dir: Path, seeds: list[int]) -> dict[int, list[dict]]:
     out: dict[int, list[dict]] = {s: [] for s in seeds}
-    for r in _rows(run_dir):
+    for r in read_rows(run_dir / "metrics.csv", ("step",)):  # bounded, faults one line
         seed = int(r["seed"]) if r.get("seed") not in (None, "") else seeds[0]
         if seed in out:
             out[seed].append(r)
@@ -180,10 +166,12 @@ def extract(run_dir: Path, env_id: str, names, final_window: int) -> dict[int, d
         mine = rows[seed]
         values = {}
         for name in names:
-            if name == "final_eval_normalized_score":
-                values[name] = normalized_score(final)
-                continue
-            values[name] = _one(name, mine, evals[seed], env_id, final_window)
+            if name == "final_eval_normalized_score":  # offline runs, where the dataset has
+                # reference scores: the final evaluation's D4RL-normalised score
+                score = final.get("eval_normalized_score")
+                values[name] = math.nan if score is None else float(score)
+            else:
+                values[name] = _one(name, mine, evals[seed], env_id, final_window)
         out[seed] = values
     return out
 
@@ -195,13 +183,6 @@ def share(rows: list[dict], part: str, whole: str) -> float:
     if not np.isfinite(num).any() or not np.nansum(den):
         return math.nan
     return float(np.nansum(num) / np.nansum(den))
-
-
-def normalized_score(final: dict) -> float:
-    """The final evaluation's D4RL-normalised score of a one-seed run (offline algorithms write
-    eval_normalized_score into final_eval.json when the dataset has reference scores)."""
-    value = final.get("eval_normalized_score")
-    return math.nan if value is None else float(value)
 
 
 def _one(name: str, rows: list[dict], final_eval: float, env_id: str, window: int) -> float:
