@@ -172,10 +172,7 @@ def main(args: Args) -> None:
 def plot(rows: list[dict], path: Path) -> None:
     """|mean remainder after the first order| against eta (log-log), with the eta^2 |d2| line,
     per (bandit, update); B by marker."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from controlrl.plots import plt
 
     panels = sorted({(r["bandit"], r["update"]) for r in rows})
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.4), squeeze=False)

@@ -10,6 +10,7 @@ import numpy as np
 
 from controlrl import stats
 from paper_figures.readme_tables import (
+    BENCH_ROWS,
     Read,
     col,
     f,
@@ -136,12 +137,9 @@ def brax_pipeline(read: Read) -> str:
 
 @table("bench-ppo")
 def bench_ppo(read: Read) -> str:
-    specs = [("PPO (CleanRL settings)", "bench_ppo.csv", {"algo": "ppo", "num_envs": 1}),
-             ("PPO", "bench_ppo.csv", {"algo": "ppo", "num_envs": 8}),
-             ("TRPO (RL Zoo settings)", "bench_trpo.csv", {"num_envs": 2}),
-             ("TRPO", "bench_trpo.csv", {"num_envs": 8})]  # fmt: skip
+    labels = ("PPO (CleanRL settings)", "PPO", "TRPO (RL Zoo settings)", "TRPO")
     body = []
-    for label, name, match in specs:
+    for label, (_, name, match, *_) in zip(labels, BENCH_ROWS):  # the README's speed rows
         rows = rows_where(read(name), **match)
         floor = [r for r in rows if r["contender"] == "floor"]
         # time ours / floor = floor rate / our rate, paired per repeat
@@ -486,18 +484,14 @@ PARITY = [("brax_parity.csv", "`out/brax_parity.csv`", "pinned to one"),
            " another process on the second core)", "both")]  # fmt: skip
 
 
-def parity_stats(rows) -> tuple[list[float], list[float]]:
-    """Every round's ours / Brax ratio, and per seed the median over its rounds."""
-    ours = [r for r in rows if r["trainer"] == "ours_jax"]
-    return col(ours, "ours_over_brax"), parity_per_seed(rows)
-
-
 @table("brax-parity")
 def brax_parity(read: Read) -> str:
     body = []
     for name, label, cpus in PARITY:
         rows = read(name)
-        rounds, seeds = parity_stats(rows)
+        # every round's ours / Brax ratio, and per seed the median over its rounds
+        rounds = col(rows_where(rows, trainer="ours_jax"), "ours_over_brax")
+        seeds = parity_per_seed(rows)
 
         def k(t: str, rows: list = rows) -> str:
             v = col(rows_where(rows, trainer=t), "train_sps")

@@ -171,10 +171,7 @@ def main(args: Args) -> None:
 def plot(curves, settings, sizes, group_counts, steps, path: Path) -> None:
     """One panel per setting: mean sampled PoS (solid: most groups, dotted: one group) and the
     finite-G recurrence (dashed), per G."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from controlrl.plots import plt
 
     fig, axes = plt.subplots(1, len(settings), figsize=(4 * len(settings), 3.4), squeeze=False)
     colors = plt.get_cmap("viridis")(np.linspace(0, 0.85, len(sizes)))
