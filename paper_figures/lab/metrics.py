@@ -219,16 +219,13 @@ def _one(name: str, rows: list[dict], final_eval: float, env_id: str, window: in
 def entropy_law_gains(h: np.ndarray, r: np.ndarray) -> dict[str, float]:
     """The entropy law (paper_figures/entropy_law.py's fits) against a straight line on one
     seed's points in iteration order: {entropy-law-r2-gain, entropy-law-late-gain}."""
-    from paper_figures.entropy_law import fit_law, law, linear_r2
+    from paper_figures.entropy_law import fit_row
 
-    _, _, r2 = fit_law(h, r)
-    half, quarter = len(h) // 2, max(1, len(h) // 4)
-    a, b, _ = fit_law(h[:half], r[:half])
-    c, d = np.polyfit(h[:half], r[:half], 1)
-    late_h, late_r = h[-quarter:], float(r[-quarter:].mean())
-    late_law = abs(float(law(late_h, a, b).mean()) - late_r)
-    late_line = abs(float((c * late_h + d).mean()) - late_r)
+    fit = fit_row("", 0, [{"entropy": h, "return": r}])  # its early fit: the first half
+    c, d = np.polyfit(h[: len(h) // 2], r[: len(h) // 2], 1)
+    late_line = float((c * h[-max(1, len(h) // 4) :] + d).mean())  # the last quarter
     return {
-        "entropy-law-r2-gain": r2 - linear_r2(h, r),
-        "entropy-law-late-gain": late_line - late_law,
+        "entropy-law-r2-gain": fit["r2"] - fit["r2_linear"],
+        "entropy-law-late-gain": abs(late_line - fit["late_return"])
+        - abs(fit["late_predicted"] - fit["late_return"]),
     }

@@ -457,21 +457,14 @@ def check_flags(exp: Experiment) -> None:
         return
     # a tuned arm: each configuration of its grid after its declared flags
     grids = {a: [t.declared[a] + c for c in t.configs()] for t in exp.tunings for a in t.arms}
-    for arm in exp.arms.values():
-        for flags in grids.get(arm.name, [arm.flags]):
-            _parse_arm(exp, arm, flags, parse, importlib)
-
-
-def _parse_arm(exp: Experiment, arm: Arm, flags, parse, importlib) -> None:
-    """Parse one arm's full flags (on its first env) with its algorithm's Args."""
-    env_id = arm.envs[0]
-    argv = ["--env-id", env_id, "--seed", "1", "--total-timesteps"]
-    argv += [str(exp.envs[env_id].steps), *exp.flags, *flags]
-    if exp.envs[env_id].mode == "population":
-        argv += ["--num-seeds", str(len(exp.seeds))]
-    module = importlib.import_module(f"algos.{arm.algo}")
-    try:
-        parse(module.Args, argv)
-    except SystemExit as exc:
-        raise SpecError(f"{exp.id} arm {arm.name}: algos/{arm.algo}.py refuses its flags "
-                        f"{' '.join(argv)} (exit {exc.code})") from None  # fmt: skip
+    for arm, flags in ((a, f) for a in exp.arms.values() for f in grids.get(a.name, [a.flags])):
+        env = exp.envs[arm.envs[0]]  # its first env
+        argv = ["--env-id", env.id, "--seed", "1", "--total-timesteps", str(env.steps)]
+        argv += [*exp.flags, *flags]
+        if env.mode == "population":
+            argv += ["--num-seeds", str(len(exp.seeds))]
+        try:
+            parse(importlib.import_module(f"algos.{arm.algo}").Args, argv)
+        except SystemExit as exc:
+            raise SpecError(f"{exp.id} arm {arm.name}: algos/{arm.algo}.py refuses its flags "
+                            f"{' '.join(argv)} (exit {exc.code})") from None  # fmt: skip
