@@ -31,14 +31,13 @@ from paper_figures.readme_tables import (
 )
 
 TRACE_KINDS = {"retrace": "Retrace", "is": "IS", "tree_backup": "tree backup",
-               "q_lambda": "uncorrected Q(lambda)"}  # fmt: skip
+               "q_lambda": "Q(lambda)"}  # fmt: skip
 
 
 @table("retrace-traces")
 def retrace_traces(read: Read) -> str:
     rows = read("retrace_vs_traces_summary.csv")
     alphas = sorted({r["alpha"] for r in rows}, key=float)
-    kinds = dict(TRACE_KINDS, q_lambda="Q(lambda)")
     seeds = {r["seeds"] for r in rows}
 
     def cells(kind: str, column: str, spec: str | None) -> str:
@@ -48,7 +47,7 @@ def retrace_traces(read: Read) -> str:
     body = [
         [name, cells(k, "expected_rate", ".3f"), cells(k, "target_var_mean", None),
          cells(k, "err_final_median", None)]
-        for k, name in kinds.items()
+        for k, name in TRACE_KINDS.items()
     ]  # fmt: skip
     hi = alphas[-1]
     is_hi = one(rows, alpha=hi, kind="is")
