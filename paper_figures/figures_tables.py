@@ -4,8 +4,6 @@ and the README.md tables are paper_figures/readme_tables.py's."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import numpy as np
 
 from controlrl import stats
@@ -162,19 +160,17 @@ def bench_backends(read: Read) -> str:
     first layout of the CSV paired per repeat."""
     rows = [r for r in read("bench_backends.csv") if r["status"] == "ok"]
     layouts = list(dict.fromkeys(r["layout"] for r in rows))
-    by = defaultdict(dict)
-    for r in rows:
-        by[r["repeat"]][r["layout"]] = float(r["sps"])
     body = []
     for name in layouts:
         mine = rows_where(rows, layout=name)
-        ratio = [v[name] / v[layouts[0]] for v in by.values() if {name, layouts[0]} <= set(v)]
+        ratio = paired_ratio(rows, "sps", name, layouts[0], key="layout")
         body.append([
             f"`{name}`", mine[0]["backend"], med_range(col(mine, "sps"), ",.0f"),
             med_range(col(mine, "rollout_s"), ".2f"), med_range(col(mine, "update_s"), ".2f"),
             "-" if name == layouts[0] else med_range(ratio, ".2f"),
         ])  # fmt: skip
-    head = (f"`out/bench_backends.csv`: {len(by)} repeats, {rows[0]['iterations']} timed "
+    repeats = len({r["repeat"] for r in rows})
+    head = (f"`out/bench_backends.csv`: {repeats} repeats, {rows[0]['iterations']} timed "
             f"iterations each, batch {int(rows[0]['steps_per_iter']):,} steps; median (range) over "
             f"the repeats, speed paired per repeat against `{layouts[0]}`:")  # fmt: skip
     table = md(["layout", "backend", "steps/s", "rollout s/iter", "update s/iter",
@@ -514,10 +510,7 @@ def brax_threads(read: Read) -> str:
         def mr(rs: list, c: str, scale: float = scale, unit: str = unit, spec: str = spec) -> str:
             return med_range([x / scale for x in col(rs, c)], spec) + f" {unit}"
 
-        by = defaultdict(dict)
-        for r in rows:
-            by[r["repeat"]][r["mode"]] = float(r["wall_ms"])
-        ratio = [v["unpinned"] / v["pinned"] for v in by.values() if len(v) == 2]
+        ratio = paired_ratio(rows, "wall_ms", "unpinned", "pinned", key="mode")
         body.append([f"`out/{name}`", mr(pin, "wall_ms"), mr(unpin, "wall_ms"),
                      mr(unpin, "cpu_ms"), med_range(ratio, ".2f")])  # fmt: skip
     return md(["CSV", "pinned, wall = CPU", "unpinned, wall", "unpinned, CPU",

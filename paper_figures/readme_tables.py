@@ -174,11 +174,11 @@ def uniform_n(groups: list[list]) -> int:
     return sizes.pop()
 
 
-def paired_ratio(rows, metric: str, ours: str, theirs: str, **match) -> list[float]:
-    """ours / theirs per repeat (rows of one `repeat` pair)."""
+def paired_ratio(rows, metric: str, ours: str, theirs: str, key="contender", **match):
+    """ours / theirs per repeat (rows of one `repeat` pair), ours and theirs values of `key`."""
     by = defaultdict(dict)
     for r in rows_where(rows, **match):
-        by[r["repeat"]][r["contender"]] = float(r[metric])
+        by[r["repeat"]][r[key]] = float(r[metric])
     return [v[ours] / v[theirs] for _, v in sorted(by.items()) if ours in v and theirs in v]
 
 
