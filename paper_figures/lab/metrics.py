@@ -95,13 +95,15 @@ def check_name(name: str) -> None:
 
 
 @cache
-def bandit_optimum(env_id: str) -> float:
-    """A bandit's optimal expected reward, from envs/bandits.py."""
+def bandit_truth(env_id: str) -> dict:
+    """A bandit's episode length, optimal expected reward and whether it is a sequence bandit,
+    asked of the env (envs/bandits.py), never read off its id."""
     from envs import bandits
 
     env = bandits.make(env_id.removeprefix("bandit:"), 1)
     try:
-        return float(env.optimal_reward)
+        return {"length": int(env.length), "optimal": float(env.optimal_reward),
+                "sequence": bool(env.sequence)}  # fmt: skip
     finally:
         env.close()
 
@@ -193,7 +195,7 @@ def _one(name: str, rows: list[dict], final_eval: float, env_id: str, window: in
     if name == "final_train_return_weighted":
         return final_train_weighted(rows, window)
     if name == "final_eval":
-        return float(final_eval) / bandit_optimum(env_id)
+        return float(final_eval) / bandit_truth(env_id)["optimal"]
     points = [r for r in rows if r.get("train/episode_return") not in (None, "")]
     returns = np.array([float(r["train/episode_return"]) for r in points])
     if name in ENTROPY_LAW:
@@ -203,7 +205,7 @@ def _one(name: str, rows: list[dict], final_eval: float, env_id: str, window: in
         steps = np.array([float(r["step"]) for r in points])
         return float(returns[steps > steps[-1] - window].mean())
     if name in ("final_success", "auc"):
-        success = returns / bandit_optimum(env_id)
+        success = returns / bandit_truth(env_id)["optimal"]
         if name == "auc":
             return float(success.mean())
         samples = np.cumsum([float(r["train/episodes"]) for r in points])
