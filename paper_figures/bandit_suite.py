@@ -39,18 +39,6 @@ CURVE_FIELDS = ["bandit", "method", "samples", "seeds", "band"]
 CURVE_FIELDS += [f"{k}{e}" for k in CURVES for e in ("", "_lo", "_hi")]
 
 
-def bandit_truth(env_id: str) -> dict:
-    """Episode length, optimal expected reward and whether it is a sequence bandit, asked of the
-    env (envs/bandits.py)."""
-    import envs
-
-    env = envs.make(env_id, 1, seed=0)
-    truth = {"length": int(env.length), "optimal": float(env.optimal_reward)}
-    truth["sequence"] = bool(env.sequence)
-    env.close()
-    return truth
-
-
 def success_curve(columns: dict[str, np.ndarray], length: int, optimal: float):
     """(samples, success): episodes so far and the rollout's mean return over the optimum."""
     return columns["step"] / length, columns["train/episode_return"] / optimal
@@ -65,7 +53,7 @@ def collect(exp: spec.Experiment, toy: bool, root: Path) -> list[dict]:
             run_dir = Path(task.run_dir)
             if not sweep.is_done(run_dir):
                 continue
-            truth = bandit_truth(task.env_id)
+            truth = metrics.bandit_truth(task.env_id)
             for seed, rows in metrics.rows_by_seed(run_dir).items():
                 names = ("step", "train/episode_return", *list(CURVES.values())[1:])
                 columns = {k: np.array([metrics.as_float(r.get(k)) for r in rows]) for k in names}
@@ -148,7 +136,7 @@ def plot(exp: spec.Experiment, out: Path, table: list[dict]) -> None:
     with plt.rc_context(plots.STYLE):
         fig, axes = plt.subplots(3, len(bandits), figsize=(3.6 * len(bandits), 8.4), squeeze=False)
         for j, env_id in enumerate(bandits):
-            truth = bandit_truth(env_id)
+            truth = metrics.bandit_truth(env_id)
             mine = [r for r in table if r["bandit"] == env_id]
             for row, key in enumerate(CURVES):
                 ax = axes[row, j]

@@ -43,10 +43,11 @@ from controlrl.experiment import read_rows, write_rows
 from paper_figures.lab import run_csvs, scripts
 from paper_figures.lab.script_flags import add_sweep_flags, check_episodic_env, some_of, wrote
 
-METHODS = {"ppo": ("PPO", "ppo", []), "grpo": ("GRPO", "grpo", [])}
-FIT_FIELDS = ("method", "seed", "points", "a", "b", "r2", "r2_linear", "entropy_min")
-FIT_FIELDS += ("entropy_max", "ceiling", "early_points", "late_entropy", "late_return")
-FIT_FIELDS += ("late_predicted", "train_s")
+METHODS = {"ppo": "PPO", "grpo": "GRPO"}  # method: label; the method is its algos/ file
+FIT_FIELDS = tuple(
+    "method seed points a b r2 r2_linear entropy_min entropy_max ceiling early_points"
+    " late_entropy late_return late_predicted train_s".split()
+)
 COV_FIELDS = ("method", "seed", "step", "entropy_change", "logp_adv_cov", "train_s")
 TOY = {"steps": 4096, "seeds": 1, "env_id": "Hopper-v5"}
 TOY_FLAGS = ["--hidden-sizes", "8", "--eval-episodes", "1"]
@@ -108,11 +109,10 @@ def configs(args) -> list[dict]:
     """One sweep per method."""
     out = []
     for method in args.methods:
-        label, algo, flags = METHODS[method]
-        extra = [*flags, "--eval-every", "0", "--no-tensorboard"]
+        extra = ["--eval-every", "0", "--no-tensorboard"]
         if args.toy:
             extra += TOY_FLAGS + TOY_METHOD_FLAGS[method]
-        out.append(dict(method=method, label=label, algo=algo, extra=extra + args.extra))
+        out.append(dict(method=method, algo=method, extra=extra + args.extra))
     return out
 
 
@@ -191,21 +191,16 @@ def group_runs(rows: list[dict], methods: list[str], keys) -> list[dict]:
             for (m, seed), run in runs.items()]  # fmt: skip
 
 
-def group_covariance(rows: list[dict], methods: list[str]) -> list[dict]:
-    """The runs of `methods` in rows of entropy_law_covariance.csv."""
-    return group_runs(rows, methods, COV_FIELDS[2:])
-
-
 def covariance_laws(rows: list[dict], method: str) -> list[dict]:
     """covariance_law of each of `method`'s runs in the rows of entropy_law_covariance.csv, in
     seed order."""
-    runs = sorted(group_covariance(rows, [method]), key=lambda r: r["seed"])
+    runs = sorted(group_runs(rows, [method], COV_FIELDS[2:]), key=lambda r: r["seed"])
     return [covariance_law(r) for r in runs]
 
 
 def committed_covariance(path: Path, methods: list[str]) -> list[dict]:
     """The updates of `methods` as write_covariance stored them (none without the file)."""
-    return group_covariance(read_rows(path), methods) if path.exists() else []
+    return group_runs(read_rows(path), methods, COV_FIELDS[2:]) if path.exists() else []
 
 
 def write_covariance(path: Path, runs: list[dict]) -> None:
@@ -215,22 +210,13 @@ def write_covariance(path: Path, runs: list[dict]) -> None:
 
 
 def collect(args, cfgs: list[dict]) -> list[dict]:
-    """Every finished run: method, seed and its columns (PPO's from --ppo-from, if given)."""
+    """Every finished run: method, seed and its columns."""
     from controlrl import plots
-    from controlrl.experiment import differing_flags
 
     runs = []
     for c in cfgs:
-        root = sweep_dir(args, c)
-        if c["method"] == "ppo" and args.ppo_from is not None:
-            root = args.ppo_from / "ppo"
-        base = root / "runs" / c["algo"] / args.env_id.replace(":", "_")
+        base = sweep_dir(args, c) / "runs" / c["algo"] / args.env_id.replace(":", "_")
         for seed, run_dir, _ in run_csvs.finished(base):
-            if root != sweep_dir(args, c):  # the family's run: trained as this figure's?
-                argv = ["--total-timesteps", str(args.steps), *c["extra"]]
-                differ = differing_flags(run_dir, c["algo"], argv, ("eval_episodes",))
-                if differ:
-                    raise SystemExit(f"error: --ppo-from {run_dir}: its {differ} differ")
             columns = read_run(run_dir)
             if len(columns["step"]) >= 4:  # a fit of two parameters needs a few points
                 runs.append({"method": c["method"], "seed": seed, **columns,
@@ -288,7 +274,7 @@ def plot(args, runs: list[dict], fit_rows: list[dict], cov_runs: list[dict]) -> 
                     label=f"-{pooled['a']:.3g} e^H + {pooled['b']:.4g}\n"
                           f"R² {pooled['r2']:.2f} (line {pooled['r2_linear']:.2f})")  # fmt: skip
             ax.set_xlabel("policy entropy H (nats per step)")
-            ax.set_title(f"{METHODS[method][0]} on {args.env_id}, {len(mine)} seeds", fontsize=9)
+            ax.set_title(f"{METHODS[method]} on {args.env_id}, {len(mine)} seeds", fontsize=9)
             ax.legend(fontsize=6)
             ax = axes[1, j]
             for i, r in enumerate(mine):
@@ -326,10 +312,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--methods", default=",".join(METHODS), help=f"some of {', '.join(METHODS)}")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--steps", type=int, default=300_000, help="env steps per run")
-    p.add_argument("--ppo-from", type=Path, default=None,
-                   help="a sweep dir of PPO runs: its PPO runs on --env-id are the PPO runs "
-                   "(each run's config checked against this figure's PPO flags; a difference "
-                   "refused)")  # fmt: skip
     p.add_argument("--keep-committed", action="store_true",
                    help="a method without finished runs: its points from the existing "
                    "<out>/entropy_law.csv (the fits are refitted from them)")  # fmt: skip

@@ -41,11 +41,6 @@ BANDITS = {
     "anti-aligned": np.linspace(0.1, 0.9, K),
 }
 UPDATES = ("vanilla", "natural")
-FIELDS = (
-    "bandit", "update", "B", "eta", "batches", "pred_first", "pred_second", "d1", "d2",
-    "mean", "sd", "lo", "hi", "first_inside", "second_inside", "gap", "gap_over_eta2",
-    "rem_pred", "rem_mean", "rem_sd", "rem_lo", "rem_hi", "rem_inside", "rem_over_eta2",
-)  # fmt: skip
 
 
 @dataclass
@@ -135,7 +130,7 @@ def run_row(bandit: str, update: str, B: int, eta: float, batches: int, rng) -> 
     row |= {"rem_pred": rem_pred, "rem_mean": sr.mean, "rem_sd": sr.sd, "rem_lo": sr.lo}
     row |= {"rem_hi": sr.hi, "rem_inside": int(sr.lo <= rem_pred <= sr.hi)}
     row |= {"rem_over_eta2": sr.mean / eta**2}
-    return {k: row[k] for k in FIELDS}
+    return row
 
 
 def main(args: Args) -> None:
@@ -164,7 +159,7 @@ def main(args: Args) -> None:
                 for eta in etas:
                     rows.append(run_row(bandit, update, B, eta, batches, rng))
                     print(f"{bandit} {update} B={B} eta={eta:.3g}: dH {rows[-1]['mean']:.3e}")
-    write_rows(out / "entropy_mechanism.csv", rows, FIELDS)
+    write_rows(out / "entropy_mechanism.csv", rows)
     plot(rows, out / "entropy_mechanism.png")
     print("made by: " + " ".join(shlex.quote(a) for a in ["python", *sys.argv]))
 
@@ -172,10 +167,7 @@ def main(args: Args) -> None:
 def plot(rows: list[dict], path: Path) -> None:
     """|mean remainder after the first order| against eta (log-log), with the eta^2 |d2| line,
     per (bandit, update); B by marker."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from controlrl.plots import plt
 
     panels = sorted({(r["bandit"], r["update"]) for r in rows})
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.4), squeeze=False)

@@ -4,12 +4,11 @@ and the README.md tables are paper_figures/readme_tables.py's."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import numpy as np
 
 from controlrl import stats
 from paper_figures.readme_tables import (
+    BENCH_ROWS,
     Read,
     col,
     f,
@@ -30,14 +29,13 @@ from paper_figures.readme_tables import (
 )
 
 TRACE_KINDS = {"retrace": "Retrace", "is": "IS", "tree_backup": "tree backup",
-               "q_lambda": "uncorrected Q(lambda)"}  # fmt: skip
+               "q_lambda": "Q(lambda)"}  # fmt: skip
 
 
 @table("retrace-traces")
 def retrace_traces(read: Read) -> str:
     rows = read("retrace_vs_traces_summary.csv")
     alphas = sorted({r["alpha"] for r in rows}, key=float)
-    kinds = dict(TRACE_KINDS, q_lambda="Q(lambda)")
     seeds = {r["seeds"] for r in rows}
 
     def cells(kind: str, column: str, spec: str | None) -> str:
@@ -47,7 +45,7 @@ def retrace_traces(read: Read) -> str:
     body = [
         [name, cells(k, "expected_rate", ".3f"), cells(k, "target_var_mean", None),
          cells(k, "err_final_median", None)]
-        for k, name in kinds.items()
+        for k, name in TRACE_KINDS.items()
     ]  # fmt: skip
     hi = alphas[-1]
     is_hi = one(rows, alpha=hi, kind="is")
@@ -136,12 +134,9 @@ def brax_pipeline(read: Read) -> str:
 
 @table("bench-ppo")
 def bench_ppo(read: Read) -> str:
-    specs = [("PPO (CleanRL settings)", "bench_ppo.csv", {"algo": "ppo", "num_envs": 1}),
-             ("PPO", "bench_ppo.csv", {"algo": "ppo", "num_envs": 8}),
-             ("TRPO (RL Zoo settings)", "bench_trpo.csv", {"num_envs": 2}),
-             ("TRPO", "bench_trpo.csv", {"num_envs": 8})]  # fmt: skip
+    labels = ("PPO (CleanRL settings)", "PPO", "TRPO (RL Zoo settings)", "TRPO")
     body = []
-    for label, name, match in specs:
+    for label, (_, name, match, *_) in zip(labels, BENCH_ROWS):  # the README's speed rows
         rows = rows_where(read(name), **match)
         floor = [r for r in rows if r["contender"] == "floor"]
         # time ours / floor = floor rate / our rate, paired per repeat
@@ -165,19 +160,17 @@ def bench_backends(read: Read) -> str:
     first layout of the CSV paired per repeat."""
     rows = [r for r in read("bench_backends.csv") if r["status"] == "ok"]
     layouts = list(dict.fromkeys(r["layout"] for r in rows))
-    by = defaultdict(dict)
-    for r in rows:
-        by[r["repeat"]][r["layout"]] = float(r["sps"])
     body = []
     for name in layouts:
         mine = rows_where(rows, layout=name)
-        ratio = [v[name] / v[layouts[0]] for v in by.values() if {name, layouts[0]} <= set(v)]
+        ratio = paired_ratio(rows, "sps", name, layouts[0], key="layout")
         body.append([
             f"`{name}`", mine[0]["backend"], med_range(col(mine, "sps"), ",.0f"),
             med_range(col(mine, "rollout_s"), ".2f"), med_range(col(mine, "update_s"), ".2f"),
             "-" if name == layouts[0] else med_range(ratio, ".2f"),
         ])  # fmt: skip
-    head = (f"`out/bench_backends.csv`: {len(by)} repeats, {rows[0]['iterations']} timed "
+    repeats = len({r["repeat"] for r in rows})
+    head = (f"`out/bench_backends.csv`: {repeats} repeats, {rows[0]['iterations']} timed "
             f"iterations each, batch {int(rows[0]['steps_per_iter']):,} steps; median (range) over "
             f"the repeats, speed paired per repeat against `{layouts[0]}`:")  # fmt: skip
     table = md(["layout", "backend", "steps/s", "rollout s/iter", "update s/iter",
@@ -486,18 +479,14 @@ PARITY = [("brax_parity.csv", "`out/brax_parity.csv`", "pinned to one"),
            " another process on the second core)", "both")]  # fmt: skip
 
 
-def parity_stats(rows) -> tuple[list[float], list[float]]:
-    """Every round's ours / Brax ratio, and per seed the median over its rounds."""
-    ours = [r for r in rows if r["trainer"] == "ours_jax"]
-    return col(ours, "ours_over_brax"), parity_per_seed(rows)
-
-
 @table("brax-parity")
 def brax_parity(read: Read) -> str:
     body = []
     for name, label, cpus in PARITY:
         rows = read(name)
-        rounds, seeds = parity_stats(rows)
+        # every round's ours / Brax ratio, and per seed the median over its rounds
+        rounds = col(rows_where(rows, trainer="ours_jax"), "ours_over_brax")
+        seeds = parity_per_seed(rows)
 
         def k(t: str, rows: list = rows) -> str:
             v = col(rows_where(rows, trainer=t), "train_sps")
@@ -521,10 +510,7 @@ def brax_threads(read: Read) -> str:
         def mr(rs: list, c: str, scale: float = scale, unit: str = unit, spec: str = spec) -> str:
             return med_range([x / scale for x in col(rs, c)], spec) + f" {unit}"
 
-        by = defaultdict(dict)
-        for r in rows:
-            by[r["repeat"]][r["mode"]] = float(r["wall_ms"])
-        ratio = [v["unpinned"] / v["pinned"] for v in by.values() if len(v) == 2]
+        ratio = paired_ratio(rows, "wall_ms", "unpinned", "pinned", key="mode")
         body.append([f"`out/{name}`", mr(pin, "wall_ms"), mr(unpin, "wall_ms"),
                      mr(unpin, "cpu_ms"), med_range(ratio, ".2f")])  # fmt: skip
     return md(["CSV", "pinned, wall = CPU", "unpinned, wall", "unpinned, CPU",

@@ -42,15 +42,6 @@ SETTINGS = (
     ("damped-small-p_ref", 0.005, 10.0, 1.0),
 )
 EPS = 1e-4  # the std's epsilon: TRL's and controlrl.group's default
-FIELDS = (
-    "setting", "p_ref", "beta1", "beta2", "G", "groups", "seeds", "steps",
-    "one_step_pred", "one_step_mean", "one_step_sd", "one_step_lo", "one_step_hi",
-    "one_step_inside",
-    "final_pred", "final_mean", "final_sd", "final_lo", "final_hi", "final_inside",
-    "fixed_point_G", "multiplier_G", "fixed_point_population", "multiplier_population",
-    "stationary_mean", "stationary_sd", "stationary_lo", "stationary_hi", "stationary_inside",
-    "logit_pred", "logit_mean", "logit_sd", "logit_lo", "logit_hi", "logit_inside",
-)  # fmt: skip
 
 
 @dataclass
@@ -144,7 +135,7 @@ def run_row(name, p_ref, beta1, beta2, G, groups, seeds, steps, rng) -> tuple[di
     # time-averaged log-odds separates the sigmoid's curvature from the drift's
     row |= {"logit_pred": float(gp.logit(fixed_g))}
     row |= summary_columns("logit", logits[late].mean(axis=0), row["logit_pred"])
-    return {k: row[k] for k in FIELDS}, pos.mean(axis=1)
+    return row, pos.mean(axis=1)
 
 
 def main(args: Args) -> None:
@@ -163,7 +154,7 @@ def main(args: Args) -> None:
                 rows.append(row)
                 curves[(name, G, groups)] = curve
                 print(f"{name} G={G} groups={groups}: final {row['final_mean']:.4f}", flush=True)
-    write_rows(out / "grpo_recurrence.csv", rows, FIELDS)
+    write_rows(out / "grpo_recurrence.csv", rows)
     plot(curves, settings, sizes, group_counts, steps, out / "grpo_recurrence.png")
     print("made by: " + " ".join(shlex.quote(a) for a in ["python", *sys.argv]))
 
@@ -171,10 +162,7 @@ def main(args: Args) -> None:
 def plot(curves, settings, sizes, group_counts, steps, path: Path) -> None:
     """One panel per setting: mean sampled PoS (solid: most groups, dotted: one group) and the
     finite-G recurrence (dashed), per G."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from controlrl.plots import plt
 
     fig, axes = plt.subplots(1, len(settings), figsize=(4 * len(settings), 3.4), squeeze=False)
     colors = plt.get_cmap("viridis")(np.linspace(0, 0.85, len(sizes)))

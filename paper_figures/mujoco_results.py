@@ -18,7 +18,6 @@ runs: learning curves and periodic evaluations; --from-csv: each seed's final re
 from __future__ import annotations
 
 import csv
-import json
 import sys
 from pathlib import Path
 
@@ -27,7 +26,7 @@ import numpy as np
 from controlrl import plots, stats
 from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, env_tag, read_rows
-from paper_figures.lab import scripts
+from paper_figures.lab import run_csvs, scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -112,10 +111,9 @@ def main(argv: list[str] | None = None) -> None:
     rows, curves = [], {}
     for sweep_dir, envs_, _ in groups_:
         for env_id in envs_:
-            env_dir = sweep_dir / "runs" / args.algo / env_tag(env_id)
-            done = sorted(env_dir.glob("seed*/final_eval.json"))
-            for path in done:
-                run_dir, final = path.parent, json.loads(path.read_text())
+            for seed, run_dir, final in run_csvs.finished(
+                sweep_dir / "runs" / args.algo / env_tag(env_id)
+            ):
                 curves.setdefault(env_id, {"train": [], "eval": []})
                 curves[env_id]["train"].append(plots.read_metrics(run_dir, "train/episode_return"))
                 try:  # periodic evaluations (every 200k steps)
@@ -125,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
                 curves[env_id]["eval"].append(
                     (np.append(steps, final["step"]), np.append(ev, final["eval_return_mean"]))
                 )
-                row = dict(algo=args.algo, env_id=env_id, seed=run_dir.name.removeprefix("seed"))
+                row = dict(algo=args.algo, env_id=env_id, seed=seed)
                 row["steps"] = int(final["step"])
                 row["final_train_return"] = plots.final_return(run_dir, args.final_window)
                 row["final_eval_return"] = final["eval_return_mean"]

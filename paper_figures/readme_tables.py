@@ -63,11 +63,6 @@ def render(text: str, read: Read, where: str) -> tuple[str, list[str]]:
     return BLOCK.sub(one, text), changed
 
 
-def names_in(text: str) -> list[str]:
-    """The block names a README holds, in order."""
-    return [m["name"] for m in BLOCK.finditer(text)]
-
-
 def read(name: str) -> list[dict[str, str]]:
     """Rows of a committed CSV of paper_figures/out/; a missing file is an error naming it."""
     path = OUT / name
@@ -86,7 +81,7 @@ def readme_texts(readme: Path, figures_readme: Path) -> tuple[dict[Path, str], l
     for path, text in texts.items():
         texts[path], names = render(text, read, path.name)
         changed += [f"{path.name}: table:{n}" for n in names]
-        used |= set(names_in(text))
+        used |= {m["name"] for m in BLOCK.finditer(text)}
     unused = sorted(set(TABLES) - used)
     if unused:
         raise ValueError(f"the README tables render blocks no README holds: {', '.join(unused)}")
@@ -179,11 +174,11 @@ def uniform_n(groups: list[list]) -> int:
     return sizes.pop()
 
 
-def paired_ratio(rows, metric: str, ours: str, theirs: str, **match) -> list[float]:
-    """ours / theirs per repeat (rows of one `repeat` pair)."""
+def paired_ratio(rows, metric: str, ours: str, theirs: str, key="contender", **match):
+    """ours / theirs per repeat (rows of one `repeat` pair), ours and theirs values of `key`."""
     by = defaultdict(dict)
     for r in rows_where(rows, **match):
-        by[r["repeat"]][r["contender"]] = float(r[metric])
+        by[r["repeat"]][r[key]] = float(r[metric])
     return [v[ours] / v[theirs] for _, v in sorted(by.items()) if ours in v and theirs in v]
 
 

@@ -116,10 +116,7 @@ def main(args: Args) -> None:
 
 def plot(curves: dict, grid: np.ndarray, path: Path, slope: dict) -> None:
     """Three log-log panels with a sqrt(K) reference line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from controlrl.plots import plt
 
     titles = {
         "a": "random 5x3x5: bonus scale",

@@ -42,10 +42,7 @@ def summary(exp, rows: list[dict], arm: str, metric: str) -> dict:
     out = {"envs": envs, "iqm": math.nan, "lo": math.nan, "hi": math.nan}
     out |= {"poi": math.nan, "poi_lo": math.nan, "poi_hi": math.nan}
     x, y = scores(rows, arm, metric, envs), scores(rows, baseline, metric, envs)
-    if not envs or not x.size or not y.size:
-        return out
-    finite = np.isfinite(x).all() and np.isfinite(y).all()
-    if not finite:
+    if not envs or not x.size or not y.size or not (np.isfinite(x).all() and np.isfinite(y).all()):
         return out
     out["iqm"], out["lo"], out["hi"], _ = stats.iqm_band(x, N_BOOT)
     if min(len(x), len(y)) >= stats.MIN_SEEDS:

@@ -41,16 +41,11 @@ import numpy as np
 
 from paper_figures.lab.tables import read_rows
 
-AGGREGATES = {"mean": np.nanmean, "max": np.nanmax, "sum": np.nansum, "last": lambda x: x[-1]}
-
 
 def rise_frac(x: np.ndarray) -> float:
     """The fraction of consecutive finite values that rise (nan with fewer than two)."""
     x = x[np.isfinite(x)]
     return float(np.mean(np.diff(x) > 0)) if x.size > 1 else math.nan
-
-
-AGGREGATES["rise"] = rise_frac
 
 
 def tenth(x: np.ndarray, last: bool) -> float:
@@ -59,28 +54,24 @@ def tenth(x: np.ndarray, last: bool) -> float:
     return float(np.nanmean(x[-n:] if last else x[:n]))
 
 
-# a rate's first and last tenth of the iterations, and how far it falls from the one to the other
-AGGREGATES |= {
-    "first-tenth": lambda x: tenth(x, False),
-    "last-tenth": lambda x: tenth(x, True),
-    "tenth-drop": lambda x: tenth(x, False) - tenth(x, True),
-}
-
-
 def last10(x: np.ndarray) -> float:
     """The mean of the last 10 finite values (a final window of 10 updates: one row an update)."""
     x = x[np.isfinite(x)]
     return float(x[-10:].mean()) if x.size else math.nan
 
 
-AGGREGATES["last10"] = last10
-NAMED = ("final_eval_return", "final_train_return", "final_success", "final_eval", "auc")
+AGGREGATES = {"mean": np.nanmean, "max": np.nanmax, "sum": np.nansum, "last": lambda x: x[-1]}
+AGGREGATES |= {"rise": rise_frac, "last10": last10}
+# a rate's first and last tenth of the iterations, and how far it falls from the one to the other
+AGGREGATES |= {
+    "first-tenth": lambda x: tenth(x, False),
+    "last-tenth": lambda x: tenth(x, True),
+    "tenth-drop": lambda x: tenth(x, False) - tenth(x, True),
+}
 # the entropy law R = -a exp(H) + b against a straight line on a run's (entropy, return) points
 ENTROPY_LAW = ("entropy-law-r2-gain", "entropy-law-late-gain")
-NAMED += ENTROPY_LAW
-NAMED += ("fixup_share",)
-NAMED += ("final_eval_normalized_score",)
-NAMED += ("final_train_return_weighted",)
+NAMED = ("final_eval_return", "final_train_return", "final_success", "final_eval", "auc")
+NAMED += (*ENTROPY_LAW, "fixup_share", "final_eval_normalized_score", "final_train_return_weighted")
 
 
 def final_train_weighted(rows: list[dict], window: int) -> float:
@@ -104,20 +95,17 @@ def check_name(name: str) -> None:
 
 
 @cache
-def bandit_optimum(env_id: str) -> float:
-    """A bandit's optimal expected reward, from envs/bandits.py."""
+def bandit_truth(env_id: str) -> dict:
+    """A bandit's episode length, optimal expected reward and whether it is a sequence bandit,
+    asked of the env (envs/bandits.py), never read off its id."""
     from envs import bandits
 
     env = bandits.make(env_id.removeprefix("bandit:"), 1)
     try:
-        return float(env.optimal_reward)
+        return {"length": int(env.length), "optimal": float(env.optimal_reward),
+                "sequence": bool(env.sequence)}  # fmt: skip
     finally:
         env.close()
-
-
-def _rows(run_dir: Path) -> list[dict]:
-    # bounded, every fault one line naming the file (lab.tables)
-    return read_rows(run_dir / "metrics.csv", ("step",))
 
 
 def as_float(value: str | None) -> float:
@@ -127,7 +115,7 @@ def as_float(value: str | None) -> float:
 
 def _by_seed(run_dir: Path, seeds: list[int]) -> dict[int, list[dict]]:
     out: dict[int, list[dict]] = {s: [] for s in seeds}
-    for r in _rows(run_dir):
+    for r in read_rows(run_dir / "metrics.csv", ("step",)):  # bounded, faults one line
         seed = int(r["seed"]) if r.get("seed") not in (None, "") else seeds[0]
         if seed in out:
             out[seed].append(r)
@@ -180,10 +168,12 @@ def extract(run_dir: Path, env_id: str, names, final_window: int) -> dict[int, d
         mine = rows[seed]
         values = {}
         for name in names:
-            if name == "final_eval_normalized_score":
-                values[name] = normalized_score(final)
-                continue
-            values[name] = _one(name, mine, evals[seed], env_id, final_window)
+            if name == "final_eval_normalized_score":  # offline runs, where the dataset has
+                # reference scores: the final evaluation's D4RL-normalised score
+                score = final.get("eval_normalized_score")
+                values[name] = math.nan if score is None else float(score)
+            else:
+                values[name] = _one(name, mine, evals[seed], env_id, final_window)
         out[seed] = values
     return out
 
@@ -197,13 +187,6 @@ def share(rows: list[dict], part: str, whole: str) -> float:
     return float(np.nansum(num) / np.nansum(den))
 
 
-def normalized_score(final: dict) -> float:
-    """The final evaluation's D4RL-normalised score of a one-seed run (offline algorithms write
-    eval_normalized_score into final_eval.json when the dataset has reference scores)."""
-    value = final.get("eval_normalized_score")
-    return math.nan if value is None else float(value)
-
-
 def _one(name: str, rows: list[dict], final_eval: float, env_id: str, window: int) -> float:
     if name == "fixup_share":
         return share(rows, "train/fixup_steps", "train/grad_steps")
@@ -212,7 +195,7 @@ def _one(name: str, rows: list[dict], final_eval: float, env_id: str, window: in
     if name == "final_train_return_weighted":
         return final_train_weighted(rows, window)
     if name == "final_eval":
-        return float(final_eval) / bandit_optimum(env_id)
+        return float(final_eval) / bandit_truth(env_id)["optimal"]
     points = [r for r in rows if r.get("train/episode_return") not in (None, "")]
     returns = np.array([float(r["train/episode_return"]) for r in points])
     if name in ENTROPY_LAW:
@@ -222,7 +205,7 @@ def _one(name: str, rows: list[dict], final_eval: float, env_id: str, window: in
         steps = np.array([float(r["step"]) for r in points])
         return float(returns[steps > steps[-1] - window].mean())
     if name in ("final_success", "auc"):
-        success = returns / bandit_optimum(env_id)
+        success = returns / bandit_truth(env_id)["optimal"]
         if name == "auc":
             return float(success.mean())
         samples = np.cumsum([float(r["train/episodes"]) for r in points])
@@ -238,16 +221,13 @@ def _one(name: str, rows: list[dict], final_eval: float, env_id: str, window: in
 def entropy_law_gains(h: np.ndarray, r: np.ndarray) -> dict[str, float]:
     """The entropy law (paper_figures/entropy_law.py's fits) against a straight line on one
     seed's points in iteration order: {entropy-law-r2-gain, entropy-law-late-gain}."""
-    from paper_figures.entropy_law import fit_law, law, linear_r2
+    from paper_figures.entropy_law import fit_row
 
-    _, _, r2 = fit_law(h, r)
-    half, quarter = len(h) // 2, max(1, len(h) // 4)
-    a, b, _ = fit_law(h[:half], r[:half])
-    c, d = np.polyfit(h[:half], r[:half], 1)
-    late_h, late_r = h[-quarter:], float(r[-quarter:].mean())
-    late_law = abs(float(law(late_h, a, b).mean()) - late_r)
-    late_line = abs(float((c * late_h + d).mean()) - late_r)
+    fit = fit_row("", 0, [{"entropy": h, "return": r}])  # its early fit: the first half
+    c, d = np.polyfit(h[: len(h) // 2], r[: len(h) // 2], 1)
+    late_line = float((c * h[-max(1, len(h) // 4) :] + d).mean())  # the last quarter
     return {
-        "entropy-law-r2-gain": r2 - linear_r2(h, r),
-        "entropy-law-late-gain": late_line - late_law,
+        "entropy-law-r2-gain": fit["r2"] - fit["r2_linear"],
+        "entropy-law-late-gain": abs(late_line - fit["late_return"])
+        - abs(fit["late_predicted"] - fit["late_return"]),
     }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -197,19 +197,29 @@ AGGREGATE = {"baseline": str, "metrics": list}
 RUN = {"algo": str, "mode": str, "seeds": object, "steps": int, "unit": str, "flags": list}
 RUN |= {"metrics": list, "setting": str, "paper_setting": str, "budget": str}
 RUN |= {"final_window": int, "script": str}
-ENV = {"label": str, "suffix": str, "steps": int, "unit": str, "setting": str, "mode": str}
-ARM = {"algo": str, "flags": list, "recipe": str, "label": str, "envs": list}
-CLAIM = {"id": str, "paper": str, "claim": str, "short": str, "kind": str, "a": str, "b": str}
-CLAIM |= {"metric": str, "envs": list, "per_env": bool, "normalise": str, "margin": float}
-CLAIM |= {"margin_why": str, "shift": str, "bar": float, "bar_why": str, "of": list}
-CLAIM |= {"paper_setting": str, "setting": str, "note": str, "posthoc": str, "supersedes": list}
-CLAIM |= {"part": bool}
-CLAIM |= {"guard": float, "guard_why": str}
-CLAIM |= {"c": str, "d": str}
-CLAIM |= {"difference": str}
-CLAIM |= {"sensitivity": list}
-PAPER = {"key": str, "title": str, "arxiv": str, "ref": str}
 TOY = {"seeds": object, "steps": int, "flags": list, "envs": list, "arms": list}
+# a field's TOML type, by its annotation: a tuple is a list, a float may be written as an int
+TOML_TYPES = {"str": str, "int": int, "bool": bool, "float | None": float}
+
+
+def _keys(cls, *leave_out: str) -> dict[str, type]:
+    """The keys a table declaring a `cls` may hold, with their TOML types (its fields')."""
+    return {f.name: TOML_TYPES.get(f.type, list) for f in fields(cls) if f.name not in leave_out}
+
+
+def _build(cls, table: dict, where: str, **defaults):
+    """A `cls` of a checked table: each field the table holds (lists as tuples of strings,
+    numbers as floats where the field is a float), else `defaults`, else the field's default."""
+    for f in fields(cls):
+        if f.name in table:
+            value = table[f.name]
+            if f.type.startswith("tuple"):
+                value = _strs(value, f"{where} {f.name}")
+            defaults[f.name] = float(value) if f.type == "float | None" else value
+    return cls(**defaults)
+
+
+PAPER, ENV, ARM, CLAIM = _keys(Paper), _keys(Env, "id"), _keys(Arm, "name", "pending"), _keys(Claim)
 
 
 def load(folder: Path) -> Experiment:
@@ -243,20 +253,13 @@ def load(folder: Path) -> Experiment:
     papers = {}
     for i, p in enumerate(data["paper"]):
         p = _take(p, f"{where} [[paper]] {i + 1}", PAPER, ("key", "title"))
-        papers[p["key"]] = Paper(p["key"], p["title"], p.get("arxiv", ""), p.get("ref", ""))
+        papers[p["key"]] = _build(Paper, p, where)
     unit = run.get("unit", "env steps")
     envs = {}
     for env_id, e in data["envs"].items():
         e = _take(e, f'{where} [envs."{env_id}"]', ENV)
-        envs[env_id] = Env(
-            env_id,
-            e.get("label", env_id),
-            e.get("suffix", ""),
-            e.get("steps", run["steps"]),
-            e.get("unit", unit),
-            e.get("setting", ""),
-            e.get("mode", mode),
-        )
+        given = {"id": env_id, "label": env_id, "suffix": "", "steps": run["steps"]}
+        envs[env_id] = Env(**given | {"unit": unit, "setting": "", "mode": mode} | e)
         if envs[env_id].mode not in ("separate", "population"):
             raise SpecError(f"{where} [envs.\"{env_id}\"]: mode must be 'separate' or "
                             "'population'")  # fmt: skip
@@ -266,23 +269,17 @@ def load(folder: Path) -> Experiment:
                         "them")  # fmt: skip
     arms = {}
     for name, a in data["arms"].items():
-        a = _take(a, f"{where} [arms.{name}]", ARM, ("recipe",))
+        at = f"{where} [arms.{name}]"
+        a = _take(a, at, ARM, ("recipe",))
         if script and ({"algo", "flags"} & set(a)):
-            raise SpecError(f"{where} [arms.{name}]: an arm of script {script} is one of its "
-                            "conditions; it takes no algo or flags ([run] flags are the "
-                            "script's)")  # fmt: skip
-        arm_envs = _strs(a.get("envs", list(envs)), f"{where} [arms.{name}] envs")
+            raise SpecError(f"{at}: an arm of script {script} is one of its conditions; it takes "
+                            "no algo or flags ([run] flags are the script's)")  # fmt: skip
+        arm_envs = _strs(a.get("envs", list(envs)), f"{at} envs")
         bad = [e for e in arm_envs if e not in envs]
         if bad:
-            raise SpecError(f"{where} [arms.{name}]: envs {bad} are not in [envs]")
-        arms[name] = Arm(
-            name,
-            script or a.get("algo", run["algo"]),
-            _strs(a.get("flags", []), f"{where} [arms.{name}] flags"),
-            a["recipe"],
-            a.get("label", name),
-            arm_envs,
-        )
+            raise SpecError(f"{at}: envs {bad} are not in [envs]")
+        algo = script or run["algo"]
+        arms[name] = _build(Arm, a, at, name=name, algo=algo, label=name, envs=arm_envs, flags=())
     claims = tuple(
         _claim(c, i, where, papers, arms, envs, run) for i, c in enumerate(data["claim"])
     )
@@ -403,13 +400,15 @@ def _claim(c: dict, i: int, where: str, papers, arms, envs, run) -> Claim:
         raise SpecError(f"{where}: the claim is {len(short)} characters; give a `short` of at "
                         f"most {MAX_CLAIM} for the ledger line")  # fmt: skip
     sides = ("a",) if kind in ("above", "below") else ("a", "b")
+    if kind != "contrast" and ("c" in c or "d" in c):
+        raise SpecError(f"{where}: 'c' and 'd' belong to kind contrast, not {kind}")
     if kind not in ("all-of", "exact"):
-        for side in sides:
+        # kind contrast names four arms: the claim (a - b) - (c - d) > 0
+        for side in sides + (("c", "d") if kind == "contrast" else ()):
             if c.get(side) not in arms:
                 raise SpecError(f"{where}: '{side}' must name an arm, got {c.get(side)!r}")
         if "metric" not in c:
             raise SpecError(f"{where}: missing key 'metric'")
-    _contrast_arms(c, where, kind, arms)
     if kind in ("non-inferior", "equivalent") and "margin" not in c:
         raise SpecError(f"{where}: kind {kind} needs a margin (and margin_why)")
     if "margin" in c and not c.get("margin_why"):
@@ -429,60 +428,13 @@ def _claim(c: dict, i: int, where: str, papers, arms, envs, run) -> Claim:
     sensitivity = _strs(c.get("sensitivity", []), f"{where} sensitivity")
     if [e for e in sensitivity if e not in envs] or set(sensitivity) & set(claim_envs):
         raise SpecError(f"{where}: sensitivity envs must be declared envs outside its envs")
-    margin = c.get("margin")
-    return Claim(
-        id=c["id"],
-        paper=c["paper"],
-        claim=c["claim"],
-        short=short,
-        kind=kind,
-        a=c.get("a", ""),
-        b=c.get("b", ""),
-        metric=c.get("metric", ""),
-        envs=claim_envs,
-        per_env=c.get("per_env", False),
-        normalise=c.get("normalise", "none"),
-        margin=None if margin is None else float(margin),
-        margin_why=c.get("margin_why", ""),
-        shift=c.get("shift", ""),
-        bar=None if c.get("bar") is None else float(c["bar"]),
-        bar_why=c.get("bar_why", ""),
-        of=_strs(c.get("of", []), f"{where} of"),
-        paper_setting=c.get("paper_setting", ""),
-        setting=c.get("setting", ""),
-        note=c.get("note", ""),
-        posthoc=c.get("posthoc", ""),
-        supersedes=_strs(c.get("supersedes", []), f"{where} supersedes"),
-        part=c.get("part", False),
-        **_guard(c, where),
-        c=c.get("c", ""),
-        d=c.get("d", ""),
-        difference=c.get("difference", "diff"),
-        sensitivity=sensitivity,
-    )
-
-
-def _contrast_arms(c: dict, where: str, kind: str, arms) -> None:
-    """Kind contrast names four arms (a, b, c, d); any other kind names no c or d."""
-    if kind != "contrast":
-        if "c" in c or "d" in c:
-            raise SpecError(f"{where}: 'c' and 'd' belong to kind contrast, not {kind}")
-        return
-    for side in ("c", "d"):
-        if c.get(side) not in arms:
-            raise SpecError(f"{where}: '{side}' must name an arm, got {c.get(side)!r}")
-
-
-def _guard(c: dict, where: str) -> dict:
-    """A claim's guard (a paired claim's: at least one arm's mean of the metric reaches it, else
-    the line is inconclusive, 'guard not met'), checked."""
-    if "guard" not in c:
-        return {}
-    if not c.get("guard_why"):
+    # a guard: at least one arm's mean of the metric reaches it, else the line is inconclusive
+    if "guard" in c and not c.get("guard_why"):
         raise SpecError(f"{where}: a guard needs guard_why (what it stands for)")
-    if c["kind"] not in ("superior", "inferior", "non-inferior", "equivalent", "unpaired"):
-        raise SpecError(f"{where}: a guard applies to paired and unpaired kinds, not {c['kind']}")
-    return {"guard": float(c["guard"]), "guard_why": c["guard_why"]}
+    if "guard" in c and kind not in ("superior", "inferior", "non-inferior", "equivalent",
+                                     "unpaired"):  # fmt: skip
+        raise SpecError(f"{where}: a guard applies to paired and unpaired kinds, not {kind}")
+    return _build(Claim, c, where, short=short)
 
 
 def discover(root: Path = FIGURES) -> list[Path]:
@@ -505,21 +457,14 @@ def check_flags(exp: Experiment) -> None:
         return
     # a tuned arm: each configuration of its grid after its declared flags
     grids = {a: [t.declared[a] + c for c in t.configs()] for t in exp.tunings for a in t.arms}
-    for arm in exp.arms.values():
-        for flags in grids.get(arm.name, [arm.flags]):
-            _parse_arm(exp, arm, flags, parse, importlib)
-
-
-def _parse_arm(exp: Experiment, arm: Arm, flags, parse, importlib) -> None:
-    """Parse one arm's full flags (on its first env) with its algorithm's Args."""
-    env_id = arm.envs[0]
-    argv = ["--env-id", env_id, "--seed", "1", "--total-timesteps"]
-    argv += [str(exp.envs[env_id].steps), *exp.flags, *flags]
-    if exp.envs[env_id].mode == "population":
-        argv += ["--num-seeds", str(len(exp.seeds))]
-    module = importlib.import_module(f"algos.{arm.algo}")
-    try:
-        parse(module.Args, argv)
-    except SystemExit as exc:
-        raise SpecError(f"{exp.id} arm {arm.name}: algos/{arm.algo}.py refuses its flags "
-                        f"{' '.join(argv)} (exit {exc.code})") from None  # fmt: skip
+    for arm, flags in ((a, f) for a in exp.arms.values() for f in grids.get(a.name, [a.flags])):
+        env = exp.envs[arm.envs[0]]  # its first env
+        argv = ["--env-id", env.id, "--seed", "1", "--total-timesteps", str(env.steps)]
+        argv += [*exp.flags, *flags]
+        if env.mode == "population":
+            argv += ["--num-seeds", str(len(exp.seeds))]
+        try:
+            parse(importlib.import_module(f"algos.{arm.algo}").Args, argv)
+        except SystemExit as exc:
+            raise SpecError(f"{exp.id} arm {arm.name}: algos/{arm.algo}.py refuses its flags "
+                            f"{' '.join(argv)} (exit {exc.code})") from None  # fmt: skip

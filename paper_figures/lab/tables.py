@@ -23,18 +23,16 @@ class TableError(ValueError):
     """A table the engine cannot read: one line naming the file."""
 
 
-def read_rows(
-    path: str | Path, required: tuple[str, ...] = (), max_bytes: int | None = None
-) -> list[dict[str, str]]:
+def read_rows(path: str | Path, required: tuple[str, ...] = ()) -> list[dict[str, str]]:
     """The rows of the CSV table at path as dicts of strings, header first; TableError naming
     the file for a table too large, a cell too long, a row that does not fit the header, or a
     required column missing."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing")
-    size, max_bytes = path.stat().st_size, MAX_BYTES if max_bytes is None else max_bytes
-    if size > max_bytes:
-        raise TableError(f"{path}: {size:,} bytes, over the {max_bytes:,} a table may hold")
+    size = path.stat().st_size
+    if size > MAX_BYTES:
+        raise TableError(f"{path}: {size:,} bytes, over the {MAX_BYTES:,} a table may hold")
     old_limit = csv.field_size_limit(MAX_FIELD)
     try:
         with path.open(newline="", encoding="utf-8") as f:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,9 +88,7 @@ def parse(table: dict, where: str, arms: dict, envs: dict, metrics, eval_seeds) 
         if not flag.startswith("--") or not values:
             raise SpecError(f"{where}: grid keys are flags ('--name') with a list of values")
         grid.append((flag, values))
-    count = 1
-    for _, values in grid:
-        count *= len(values)
+    count = math.prod(len(values) for _, values in grid)
     if count > MAX_CONFIGS:
         raise SpecError(f"{where}: the grid has {count} configurations, at most {MAX_CONFIGS}")
     for a in tuned:
@@ -141,24 +140,24 @@ def path(folder: Path, tuning: Tuning) -> Path:
     return Path(folder) / "results" / tuning.file
 
 
+def _rows(target: Path) -> list[dict[str, str]]:
+    """A tuning table's rows ([] where there is none)."""
+    if not target.exists():
+        return []
+    with target.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def chosen(target: Path) -> dict[str, tuple[str, ...]]:
     """{arm: the chosen configuration's flags} of a tuning table ({} where there is none)."""
-    if not target.exists():
-        return {}
-    with target.open(newline="") as f:
-        return {
-            r["arm"]: tuple(r["flags"].split()) for r in csv.DictReader(f) if r["chosen"] == "1"
-        }
+    return {r["arm"]: tuple(r["flags"].split()) for r in _rows(target) if r["chosen"] == "1"}
 
 
 def tried(target: Path) -> dict[str, set[tuple[str, ...]]]:
     """{arm: the configurations (their flags) its tuning table scored} ({} where none)."""
-    if not target.exists():
-        return {}
     out: dict[str, set[tuple[str, ...]]] = {}
-    with target.open(newline="") as f:
-        for r in csv.DictReader(f):
-            out.setdefault(r["arm"], set()).add(tuple(r["flags"].split()))
+    for r in _rows(target):
+        out.setdefault(r["arm"], set()).add(tuple(r["flags"].split()))
     return out
 
 
@@ -308,8 +307,7 @@ def _grid_lines(exp, t: Tuning) -> list[str]:
            f"({seeds}) on {where}, scored by {t.metric}; results/{t.file}."]  # fmt: skip
     out += ["", t.why] if t.why else []
     out += ["", "| arm | chosen flags | score | at the grid's edge |", "|---|---|---|---|"]
-    target = path(exp.folder, t)
-    rows = list(csv.DictReader(target.open(newline=""))) if target.exists() else []
+    rows = _rows(path(exp.folder, t))
     for arm in t.arms:
         mine = [r for r in rows if r["arm"] == arm and r["chosen"] == "1"]
         if not mine:

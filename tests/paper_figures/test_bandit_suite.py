@@ -11,7 +11,7 @@ import pytest
 
 from envs import bandits
 from paper_figures import bandit_suite as suite
-from paper_figures.lab import runner, spec
+from paper_figures.lab import metrics, runner, spec
 
 ROOT = suite.ROOT
 
@@ -100,8 +100,8 @@ def test_bands_over_seeds_are_controlrl_stats():
 def test_success_is_return_over_the_true_optimum_and_samples_are_episodes():
     """On a contextual bandit the optimum is the mean over contexts of the best arm (0.83
     here); on a sequence bandit samples are answers of L tokens, asked of the env."""
-    ctx = suite.bandit_truth("bandit:contextual-16-10")
-    seq = suite.bandit_truth("bandit:sequence-reverse-2-4")
+    ctx = metrics.bandit_truth("bandit:contextual-16-10")
+    seq = metrics.bandit_truth("bandit:sequence-reverse-2-4")
     means = bandits.make("contextual-16-10", 1).means
     assert ctx["optimal"] == pytest.approx(means.max(1).mean()) and ctx["length"] == 1
     assert seq == {"length": 4, "optimal": 1.0, "sequence": True}

@@ -131,3 +131,26 @@ def test_a_contrast_is_judged_only_where_all_four_arms_ran(tmp_path):
 
 def test_the_rules_state_the_contrast():
     assert any(rule.startswith("contrast") and "all four arms" in rule for rule in protocol.RULES)
+
+
+def test_a_declaration_loads_as_typed_dataclasses_with_their_defaults(tmp_path):
+    """spec._build: lists become tuples of strings, an integer margin a float, an absent key the
+    field's default (an arm's label its name, its flags none, its envs every env)."""
+    text = TOML.replace(
+        'normalise = "minmax-pair"', 'margin = 1\nmargin_why = "w"\nenvs = ["bandit:bernoulli-5"]'
+    )
+    text = text.replace(
+        '[arms.new_shallow]\nflags = ["--hidden-sizes", "16"]\n', "[arms.new_shallow]\n"
+    )
+    exp = _load(tmp_path, text)
+    claim = exp.claims[0]
+    assert claim.envs == ("bandit:bernoulli-5",) and claim.of == () and claim.short == claim.claim
+    assert type(claim.margin) is float and claim.margin == 1.0 and claim.normalise == "none"
+    arm = exp.arms["new_shallow"]
+    assert (arm.label, arm.flags, arm.algo) == ("new_shallow", (), "grpo")
+    assert arm.envs == ("bandit:bernoulli-10", "bandit:bernoulli-5")
+    assert exp.arms["old_deep"].flags == ("--hidden-sizes", "32", "32", "--update-epochs", "1")
+    assert exp.papers["p"] == spec.Paper("p", "A paper", "0000.00000", "")
+    assert exp.envs["bandit:bernoulli-5"] == spec.Env(
+        "bandit:bernoulli-5", "bandit:bernoulli-5", "-B5", 256, "env steps", "", "separate"
+    )

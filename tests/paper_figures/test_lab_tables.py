@@ -95,10 +95,10 @@ def test_the_curves_and_a_runs_metrics_are_read_through_the_same_bounds(tmp_path
     run.mkdir()
     (run / "metrics.csv").write_text("steps,train/episode_return\n1,2\n")
     with pytest.raises(tables.TableError, match="metrics.csv: no column step"):
-        metrics._rows(run)
+        metrics._by_seed(run, [1])
     (run / "metrics.csv").write_bytes(b"step,x\n1,\xff\n")
     with pytest.raises(tables.TableError, match="not UTF-8"):
-        metrics._rows(run)
+        metrics._by_seed(run, [1])
 
 
 def test_the_field_limit_of_the_csv_module_is_left_as_it_was(tmp_path):
