@@ -226,6 +226,25 @@ class Recorder:
                 print(run.log[-2000:], flush=True)
 
 
+def repeats(
+    args: Any,
+    script: str,
+    argv: Sequence[str] | None,
+    contenders: Callable[[Any, int], Sequence[Contender]],
+    row: Callable[[Run], dict],
+    describe: Callable[[dict], str],
+    summarize: Callable[[list[dict]], str],
+) -> list[dict]:
+    """A bench's main loop: args.repeats repeats of contenders(args, repeat), each run's row
+    written to args.out as it ends (Recorder), then summarize(rows) printed (report)."""
+    command = command_line(script, argv)
+    recorder = Recorder(args.out, command, row, describe)
+    for k in range(args.repeats):
+        run_repeat(contenders(args, k), k, on_run=recorder)
+    report(summarize(recorder.rows), args.repeats, command, args.out)
+    return recorder.rows
+
+
 def median_range(values: Sequence[float], fmt: str = ".2f") -> str:
     """'median (min-max)' of the values; just the value for one, 'n/a' for none."""
     if not values:
@@ -280,6 +299,18 @@ def subset(p: argparse.ArgumentParser, text: str, allowed: Sequence[str], flag: 
     if bad or not chosen:
         p.error(f"{flag} must be a subset of {','.join(allowed)}, got {bad or 'none'}")
     return chosen
+
+
+def ints(p: argparse.ArgumentParser, text: str, flag: str, least: int = 0) -> list[int]:
+    """The comma-separated integers of `text`; a parser error unless there is at least one and
+    every one is >= least."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < least:
+        p.error(f"{flag} must be comma-separated integers >= {least}, got {text!r}")
+    return values
 
 
 def fill(args: argparse.Namespace, full: Mapping[str, Any], toy: Mapping[str, Any] = {}) -> None:

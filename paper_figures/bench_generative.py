@@ -121,14 +121,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    args = parse_args(argv)
-    command = bench.command_line("paper_figures/bench_generative.py", argv)
-    report = bench.Recorder(args.out, command, row, lambda r: f"{r['sps']:8.0f} env steps/s, "
-                            f"{r['sps_cpu']:8.0f} per CPU s")  # fmt: skip
-    for repeat in range(args.repeats):
-        bench.run_repeat(contenders(args, repeat), repeat, on_run=report)
-    bench.report(summarize(report.rows), args.repeats, command, args.out)
-    return report.rows
+    def describe(r: dict) -> str:
+        return f"{r['sps']:8.0f} env steps/s, {r['sps_cpu']:8.0f} per CPU s"
+
+    script = "paper_figures/bench_generative.py"
+    return bench.repeats(parse_args(argv), script, argv, contenders, row, describe, summarize)
 
 
 if __name__ == "__main__":

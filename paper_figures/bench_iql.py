@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import importlib.util
 import json
 import os
 import statistics
@@ -32,6 +31,7 @@ from pathlib import Path
 
 from controlrl import bench
 from paper_figures.lab import scripts
+from paper_figures.peers.d3rlpy_iql import SETTINGS  # a plain dict: reading it needs no d3rlpy
 
 ROOT = Path(__file__).resolve().parents[1]
 PEER = ROOT / "paper_figures" / "peers" / "d3rlpy_iql.py"
@@ -47,17 +47,8 @@ FIELDS = [  # CSV columns; controlrl.bench's 'command' comes last
 ]
 
 
-def peer_settings() -> dict:
-    """SETTINGS of paper_figures/peers/d3rlpy_iql.py (a plain dict: reading it needs no d3rlpy)."""
-    spec = importlib.util.spec_from_file_location("d3rlpy_iql", PEER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return dict(module.SETTINGS)
-
-
-def ours_kwargs(settings: dict) -> dict:
+def ours_kwargs(s: dict = SETTINGS) -> dict:
     """The peer's SETTINGS under algos/iql.py's Args names (max_weight: iql.EXP_ADV_MAX)."""
-    s = settings
     out = {k: s[k] for k in ("batch_size", "actor_lr", "critic_lr", "beta", "gamma", "polyak")}
     out |= dict(hidden_sizes=tuple(s["hidden_sizes"]), tau=s["expectile"])
     out["value_lr"] = s["critic_lr"]  # d3rlpy trains Q and V with one optimiser at critic_lr
@@ -79,15 +70,14 @@ def _ours(cfg: dict) -> dict:
 
     from algos import iql
 
-    settings = peer_settings()
-    if iql.EXP_ADV_MAX != settings["max_weight"]:
+    if iql.EXP_ADV_MAX != SETTINGS["max_weight"]:
         raise ValueError(f"algos/iql.py clips weights at {iql.EXP_ADV_MAX}, d3rlpy's run at 100")
     torch.set_num_threads(cfg["threads"])
     iql.Timer = bench.cpu_timer(iql.Timer)  # this process only: timing.csv gains CPU seconds too
     kw = {k: cfg[k] for k in ("dataset", "env_id", "seed", "log_every")}
     kw |= dict(total_timesteps=cfg["updates"], torch_threads=cfg["threads"])
     kw["eval_episodes"] = max(cfg["eval_episodes"], 1)  # evaluated once, at the end
-    with bench.trained(iql, **kw, **ours_kwargs(settings)) as (_, rows, final_return):
+    with bench.trained(iql, **kw, **ours_kwargs()) as (_, rows, final_return):
         pass
     if len(rows) * cfg["log_every"] != cfg["updates"]:
         raise ValueError(f"timing.csv has {len(rows)} rows, expected updates / log_every")
@@ -273,10 +263,8 @@ def _mean_sd(values: list[float]) -> str:
 
 def scorer(dataset: Path):
     """Return -> D4RL normalised score with the dataset's reference scores, or None."""
-    try:
-        from envs.offline import load
-    except ImportError:  # the loader is not there: raw returns only
-        return None
+    from envs.offline import load
+
     data = load(dataset)
     if data.ref_min_score is None or data.ref_max_score is None:
         return None
@@ -303,14 +291,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     toy = dict(updates=40, warmup=20, log_every=10, repeats=1)
     bench.fill(args, dict(updates=5000, warmup=1000, log_every=1000, repeats=3), toy)
-    if args.seeds:
-        try:
-            args.seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-        except ValueError:
-            p.error(f"--seeds must be comma-separated integers, got {args.seeds!r}")
-        args.repeats = len(args.seeds)
-    else:
-        args.seeds = list(range(1, args.repeats + 1))
+    default = ",".join(str(k) for k in range(1, args.repeats + 1))
+    args.seeds = bench.ints(p, args.seeds or default, "--seeds")
+    args.repeats = len(args.seeds)
     args.contenders = bench.subset(p, args.contenders, CONTENDERS, "--contenders")
     if args.workers > 1 and not args.eval:  # a speed measurement runs alone
         p.error(
@@ -320,8 +303,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     scripts.at_least(
         p, args, ("updates", "log_every", "repeats", "threads", "eval_episodes", "workers")
     )
-    if any(s < 0 for s in args.seeds):
-        p.error(f"--seeds must be >= 0, got {args.seeds}")
     if not 0 <= args.warmup < args.updates:
         p.error(f"--warmup must be in [0, --updates {args.updates}), got {args.warmup}")
     for name in ("updates", "warmup"):  # ours times whole iterations of --log-every updates

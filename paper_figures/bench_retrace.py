@@ -159,16 +159,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     toy = dict(updates=40, warmup=20, learning_starts=40, log_every=10, repeats=1, hidden="32,32")
     full = dict(updates=3000, warmup=500, learning_starts=1000, log_every=100, repeats=3)
     bench.fill(args, full | dict(hidden="256,256"), toy)
-    try:
-        args.hidden = [int(h) for h in args.hidden.split(",") if h.strip()]
-    except ValueError:
-        p.error(f"--hidden must be comma-separated integers, got {args.hidden!r}")
+    args.hidden = bench.ints(p, args.hidden, "--hidden", 1)
     args.contenders = bench.subset(p, args.contenders, CONTENDERS, "--contenders")
     scripts.at_least(
         p, args, ("updates", "log_every", "repeats", "threads", "batch_size", "segment_length")
     )
-    if not args.hidden or min(args.hidden) < 1:
-        p.error(f"--hidden sizes must be >= 1, got {args.hidden}")
     if not 0 <= args.warmup < args.updates:
         p.error(f"--warmup must be in [0, --updates {args.updates}), got {args.warmup}")
     for name in ("updates", "warmup", "learning_starts"):  # ours times whole iterations
@@ -182,14 +177,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    args = parse_args(argv)
-    command = bench.command_line("paper_figures/bench_retrace.py", argv)
-    report = bench.Recorder(args.out, command, row, lambda r: f"{r['updates_per_s']:8.1f} "
-                            f"updates/s, {r['updates_per_cpu_s']:8.1f} per CPU s")  # fmt: skip
-    for repeat in range(args.repeats):
-        bench.run_repeat(contenders(args, repeat), repeat, on_run=report)
-    bench.report(summarize(report.rows), args.repeats, command, args.out)
-    return report.rows
+    def describe(r: dict) -> str:
+        return f"{r['updates_per_s']:8.1f} updates/s, {r['updates_per_cpu_s']:8.1f} per CPU s"
+
+    script = "paper_figures/bench_retrace.py"
+    return bench.repeats(parse_args(argv), script, argv, contenders, row, describe, summarize)
 
 
 if __name__ == "__main__":

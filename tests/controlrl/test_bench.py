@@ -251,6 +251,11 @@ def test_parser_subset_and_fill_give_the_flags_and_their_defaults(capsys):
     bench.fill(args, {"repeats": 3}, {"repeats": 1})
     assert args.repeats == 3
     assert bench.subset(p, " b, a,", ("a", "b"), "--contenders") == ["b", "a"]
+    assert bench.ints(p, "3, 0,", "--seeds") == [3, 0] and bench.ints(p, "2", "--n", 2) == [2]
+    for text, least in (("1,x", 0), ("", 0), ("0,4", 1)):
+        with pytest.raises(SystemExit):
+            bench.ints(p, text, "--sizes", least)
+        assert f"--sizes must be comma-separated integers >= {least}" in capsys.readouterr().err
     for text in ("a,c", ""):
         with pytest.raises(SystemExit):
             bench.subset(p, text, ("a", "b"), "--contenders")
@@ -298,3 +303,23 @@ def test_per_contender_table_has_a_line_per_contender_of_its_ok_rows():
 def test_csv_without_a_command_column(tmp_path):
     bench.write_csv(tmp_path / "t.csv", [{"a": 1, "b": 0.5}, {"a": 2, "b": "x"}], None)
     assert (tmp_path / "t.csv").read_text().splitlines() == ["a,b", "1,0.5", "2,x"]
+
+
+def test_repeats_rotates_records_every_run_and_prints_the_summary(tmp_path, capsys):
+    import types
+
+    log = str(tmp_path / "order.log")
+    args = types.SimpleNamespace(out=tmp_path / "b.csv", repeats=2)
+
+    def contenders(_, repeat: int) -> list[bench.Contender]:
+        return [bench.Contender(n, HERE + "append_name", {"name": n, "log": log}) for n in "ab"]
+
+    def summarize(rows: list[dict]) -> str:
+        return "summary of " + ",".join(r["contender"] for r in rows)
+
+    rows = bench.repeats(args, "s.py", ["--x"], contenders, bench.Run.row, str, summarize)
+    assert [(r["contender"], r["repeat"]) for r in rows] == [("a", 0), ("b", 0), ("b", 1), ("a", 1)]
+    assert open(log).read().split() == ["a", "b", "b", "a"]  # each in its own process
+    assert [r["contender"] for r in bench.read_csv(args.out)] == ["a", "b", "b", "a"]
+    out = capsys.readouterr().out
+    assert "summary of a,b,b,a" in out and "command: python s.py --x" in out
