@@ -280,8 +280,8 @@ def parser(doc: str, out: str, timeout: float = 3600.0, names: Sequence[str] = (
     contender process), --toy and, given contender names, --contenders (default: all of them)."""
     from controlrl.cli import ArgumentParser
 
-    p = ArgumentParser(description=doc.split("\n\n")[0],
-                       formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    raw = argparse.RawDescriptionHelpFormatter
+    p = ArgumentParser(description=doc.split("\n\n")[0], formatter_class=raw)
     p.add_argument("--out", default=out, help="CSV to write")
     p.add_argument("--threads", type=int, default=1, help="torch threads of every contender")
     p.add_argument("--timeout", type=float, default=timeout, help="seconds per contender process")
@@ -320,8 +320,9 @@ def fill(args: argparse.Namespace, full: Mapping[str, Any], toy: Mapping[str, An
             setattr(args, name, value)
 
 
-def contenders(names: Sequence[str], worker: str, config: Mapping, timeout: float | None,
-               threads: int) -> list[Contender]:  # fmt: skip
+def contenders(
+    names: Sequence[str], worker: str, config: Mapping, timeout: float | None, threads: int
+) -> list[Contender]:
     """One Contender per name, its config `config` plus contender=<name>, OMP_NUM_THREADS set."""
     env = {"OMP_NUM_THREADS": str(threads)}
     return [Contender(c, worker, {"contender": c, **config}, timeout, env) for c in names]
@@ -354,8 +355,10 @@ def per_contender(rows: Sequence[Mapping[str, Any]], columns: Mapping[str, Calla
     header: its function of the contender's name and its rows with status ok."""
     names = dict.fromkeys(r["contender"] for r in rows)
     ok = [r for r in rows if r["status"] == "ok"]
-    cells = [[n, *(f(n, [r for r in ok if r["contender"] == n]) for f in columns.values())]
-             for n in names]  # fmt: skip
+    cells = [
+        [n, *(f(n, [r for r in ok if r["contender"] == n]) for f in columns.values())]
+        for n in names
+    ]
     return table(["contender", *columns], cells)
 
 

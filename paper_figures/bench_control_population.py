@@ -236,9 +236,11 @@ def main(argv: list[str] | None = None) -> None:
                       " env steps per wall second", flush=True)  # fmt: skip
     bench.write_csv(args.out / "bench_control_population_envs.csv", vector_rows, command)
     for r in rows[::3]:  # the populations
-        print(f"{r['env_id']} S={r['seeds']}: {r['seed_steps_per_cpu_s']:.0f} per-seed env steps "
-              f"per CPU s, speedup over separate {r.get('speedup', '')}, time per seed-step over "
-              f"the floor {r.get('floor_ratio', '')}")  # fmt: skip
+        print(
+            f"{r['env_id']} S={r['seeds']}: {r['seed_steps_per_cpu_s']:.0f} per-seed env steps "
+            f"per CPU s, speedup over separate {r.get('speedup', '')}, time per seed-step over "
+            f"the floor {r.get('floor_ratio', '')}"
+        )
     print(f"wrote {args.out / 'bench_control_population.csv'}; command: {command}")
 
 

@@ -296,8 +296,8 @@ def test_per_contender_table_has_a_line_per_contender_of_its_ok_rows():
     rows = [dict(contender=c, repeat=k, status=s, x=x) for c, k, s, x in cells]
     names = lambda name, mine: f"{name}:{len(mine)}"  # noqa: E731
     lines = bench.per_contender(rows, {"x": bench.median_of("x", ".1f"), "n": names})
-    assert lines == ["| contender | x | n |", "| --- | --- | --- |", "| a | 2.0 (1.0-3.0) | a:2 |",
-                     "| b | 4.0 | b:1 |"]  # fmt: skip
+    assert lines[:2] == ["| contender | x | n |", "| --- | --- | --- |"]
+    assert lines[2:] == ["| a | 2.0 (1.0-3.0) | a:2 |", "| b | 4.0 | b:1 |"]
 
 
 def test_csv_without_a_command_column(tmp_path):
