@@ -183,21 +183,15 @@ def portable(path: str | Path) -> str:
 def public_command(argv: list[str]) -> str:
     """The command line for the CSV: --d3rlpy-python as $D3RLPY_VENV/bin/python, --dataset and
     --out through portable(), so the command column holds no absolute path of this machine."""
-    out, argv = [], list(argv)
-    while argv:
-        arg = argv.pop(0)
-        flag, eq, value = arg.partition("=")
+    words = list(argv)
+    for i, word in enumerate(words):
+        flag, eq, value = word.partition("=") if word.startswith("--") else ("", "", word)
+        if not eq:  # the value of the word before, if that is a flag
+            flag, value = (words[i - 1] if i else ""), word
         if flag in ("--d3rlpy-python", "--dataset", "--out"):
-            if not eq:
-                out.append(flag)
-                if not argv:
-                    break
-                value = argv.pop(0)
             value = D3RLPY_PLACEHOLDER if flag == "--d3rlpy-python" else portable(value)
-            out.append(f"{flag}={value}" if eq else value)
-        else:
-            out.append(arg)
-    command = bench.command_line("paper_figures/bench_iql.py", out)
+            words[i] = f"{flag}={value}" if eq else value
+    command = bench.command_line("paper_figures/bench_iql.py", words)
     return command.replace(f"'{D3RLPY_PLACEHOLDER}'", D3RLPY_PLACEHOLDER)  # the shell expands it
 
 
