@@ -153,9 +153,7 @@ def kept_runs(args: argparse.Namespace) -> list[dict]:
     if not Path(args.out).exists():
         return []
     want = dict(updates=args.updates, warmup=args.warmup, threads=args.threads)
-    want |= dict(
-        dataset=portable(args.dataset), eval_episodes=args.eval_episodes if args.eval else 0
-    )
+    want |= dict(dataset=portable(args.dataset), eval_episodes=args.eval_episodes * args.eval)
     kept = []
     for r in bench.read_csv(args.out):
         other = {k: r[k] for k in want if r[k] != want[k]}
