@@ -102,4 +102,4 @@ def test_brax_parity_toy(tmp_path):
         next(float(r["train_s"]) for r in rows if r["trainer"] == t) for t in ("ours_jax", "brax")
     )
     assert float(rows[0]["ours_over_brax"]) == pytest.approx(ours / brax, rel=1e-3)
-    assert "median over seeds" in proc.stdout
+    assert "ours/brax, per seed (median of rounds): {1: " in proc.stdout
