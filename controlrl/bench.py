@@ -12,11 +12,14 @@ that crashes or runs past its timeout becomes a failed Run; the others still run
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import csv
 import importlib
 import importlib.util
 import json
 import os
+import resource
 import shlex
 import signal
 import statistics
@@ -25,7 +28,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -223,6 +226,25 @@ class Recorder:
                 print(run.log[-2000:], flush=True)
 
 
+def repeats(
+    args: Any,
+    script: str,
+    argv: Sequence[str] | None,
+    contenders: Callable[[Any, int], Sequence[Contender]],
+    row: Callable[[Run], dict],
+    describe: Callable[[dict], str],
+    summarize: Callable[[list[dict]], str],
+) -> list[dict]:
+    """A bench's main loop: args.repeats repeats of contenders(args, repeat), each run's row
+    written to args.out as it ends (Recorder), then summarize(rows) printed (report)."""
+    command = command_line(script, argv)
+    recorder = Recorder(args.out, command, row, describe)
+    for k in range(args.repeats):
+        run_repeat(contenders(args, k), k, on_run=recorder)
+    report(summarize(recorder.rows), args.repeats, command, args.out)
+    return recorder.rows
+
+
 def median_range(values: Sequence[float], fmt: str = ".2f") -> str:
     """'median (min-max)' of the values; just the value for one, 'n/a' for none."""
     if not values:
@@ -250,6 +272,112 @@ def cpu_timer(timer_cls: type) -> type:
             self.cpu = now
 
     return CpuTimer
+
+
+def parser(doc: str, out: str, timeout: float = 3600.0, names: Sequence[str] = ()):
+    """A bench script's parser: the docstring's first paragraph as its description, --out (the
+    CSV, default `out`), --threads (torch threads of every contender), --timeout (seconds per
+    contender process), --toy and, given contender names, --contenders (default: all of them)."""
+    from controlrl.cli import ArgumentParser
+
+    raw = argparse.RawDescriptionHelpFormatter
+    p = ArgumentParser(description=doc.split("\n\n")[0], formatter_class=raw)
+    p.add_argument("--out", default=out, help="CSV to write")
+    p.add_argument("--threads", type=int, default=1, help="torch threads of every contender")
+    p.add_argument("--timeout", type=float, default=timeout, help="seconds per contender process")
+    p.add_argument("--toy", action="store_true", help="tiny run for tests")
+    if names:
+        p.add_argument("--contenders", default=",".join(names), help="subset, comma-separated")
+    return p
+
+
+def subset(p: argparse.ArgumentParser, text: str, allowed: Sequence[str], flag: str) -> list[str]:
+    """The comma-separated names of `text`; a parser error unless they are a non-empty subset
+    of `allowed`."""
+    chosen = [c.strip() for c in text.split(",") if c.strip()]
+    bad = set(chosen) - set(allowed)
+    if bad or not chosen:
+        p.error(f"{flag} must be a subset of {','.join(allowed)}, got {bad or 'none'}")
+    return chosen
+
+
+def ints(p: argparse.ArgumentParser, text: str, flag: str, least: int = 0) -> list[int]:
+    """The comma-separated integers of `text`; a parser error unless there is at least one and
+    every one is >= least."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < least:
+        p.error(f"{flag} must be comma-separated integers >= {least}, got {text!r}")
+    return values
+
+
+def fill(args: argparse.Namespace, full: Mapping[str, Any], toy: Mapping[str, Any] = {}) -> None:
+    """Give every flag left None its default: `toy`'s with --toy, else `full`'s."""
+    for name, value in ({**full, **toy} if args.toy else full).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+
+
+def contenders(
+    names: Sequence[str], worker: str, config: Mapping, timeout: float | None, threads: int
+) -> list[Contender]:
+    """One Contender per name, its config `config` plus contender=<name>, OMP_NUM_THREADS set."""
+    env = {"OMP_NUM_THREADS": str(threads)}
+    return [Contender(c, worker, {"contender": c, **config}, timeout, env) for c in names]
+
+
+@contextlib.contextmanager
+def trained(module: Any, **kwargs: Any) -> Iterator[tuple[Path, list[dict[str, str]], Any]]:
+    """Train an algos/ module (its main on its validated Args(**kwargs)) in a temporary run
+    directory, quietly unless kwargs say otherwise (no evaluation but the final one of 1
+    episode, no checkpoint, TensorBoard or progress bar); yields the run directory, the rows of
+    its timing.csv and main's return value."""
+    quiet = dict(eval_every=0, eval_episodes=1, checkpoint_every=10**9)
+    quiet |= dict(tensorboard=False, progress=False)
+    with tempfile.TemporaryDirectory(prefix="bench_run_") as tmp:
+        run_dir = Path(tmp) / "run"
+        args = module.Args(**{**quiet, **kwargs, "run_dir": str(run_dir)})
+        args.validate()
+        returned = module.main(args)
+        with (run_dir / "timing.csv").open() as f:
+            yield run_dir, list(csv.DictReader(f)), returned
+
+
+def table(header: Sequence[str], lines: Sequence[Sequence[str]]) -> list[str]:
+    """A markdown table: the header, its rule, one line per sequence of cells."""
+    return ["| " + " | ".join(cells) + " |" for cells in [header, ["---"] * len(header), *lines]]
+
+
+def per_contender(rows: Sequence[Mapping[str, Any]], columns: Mapping[str, Callable]) -> list[str]:
+    """A markdown table of CSV rows: one line per contender (first-seen order), a column per
+    header: its function of the contender's name and its rows with status ok."""
+    names = dict.fromkeys(r["contender"] for r in rows)
+    ok = [r for r in rows if r["status"] == "ok"]
+    cells = [
+        [n, *(f(n, [r for r in ok if r["contender"] == n]) for f in columns.values())]
+        for n in names
+    ]
+    return table(["contender", *columns], cells)
+
+
+def median_of(key: str, fmt: str = ".2f") -> Callable[[str, Sequence[Mapping]], str]:
+    """A per_contender column: median_range of the rows' `key` (rows without a value left out)."""
+    return lambda _, rows: median_range([r[key] for r in rows if r[key] != ""], fmt)
+
+
+def report(summary: str, repeats: int, command: str, out: str | Path) -> None:
+    """Print a bench's summary, the command that made it and its CSV."""
+    print(f"\n{repeats} repeats: median (min-max), ratios paired per repeat\n{summary}")
+    print(f"\ncommand: {command}\nCSV: {out}")
+
+
+def usage(who: int = resource.RUSAGE_SELF) -> dict[str, float]:
+    """cpu_s (user + system) and peak_rss_mb of this process (or, with RUSAGE_CHILDREN, of its
+    waited-for children)."""
+    u = resource.getrusage(who)
+    return {"cpu_s": u.ru_utime + u.ru_stime, "peak_rss_mb": u.ru_maxrss / 1024}
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -283,19 +411,24 @@ def command_line(script: str, argv: Sequence[str] | None) -> str:
 
 
 def write_csv(
-    path: str | Path, rows: Sequence[Mapping[str, Any]], command: str, keep_commands: bool = False
+    path: str | Path,
+    rows: Sequence[Mapping[str, Any]],
+    command: str | None,
+    keep_commands: bool = False,
 ) -> None:
-    """Rows (columns in first-seen order) plus a 'command' column, to `path`. keep_commands: a
-    row that already has a command (one kept from an earlier run of the figure) keeps it."""
+    """Rows (columns in first-seen order) plus a 'command' column (none when command is None),
+    to `path`. keep_commands: a row that already has a command (one kept from an earlier run of
+    the figure) keeps it."""
     columns = [k for k in dict.fromkeys(k for row in rows for k in row) if k != "command"]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=[*columns, "command"], restval="")
+        last = [] if command is None else ["command"]
+        writer = csv.DictWriter(f, fieldnames=[*columns, *last], restval="")
         writer.writeheader()
         for row in rows:
             own = row.get("command") if keep_commands else None
-            writer.writerow({**row, "command": own or command})  # str(float) round-trips exactly
+            writer.writerow({**row, **({} if command is None else {"command": own or command})})
 
 
 def read_csv(path: str | Path) -> list[dict[str, Any]]:

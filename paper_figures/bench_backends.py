@@ -16,7 +16,6 @@ import argparse
 from pathlib import Path
 
 from controlrl import bench
-from controlrl.cli import ArgumentParser
 from paper_figures import bench_ppo
 from paper_figures.lab import scripts
 
@@ -62,49 +61,39 @@ def row(run: bench.Run, warmup: int) -> dict:
 
 def summarize(runs: list[bench.Run], layouts: list[str], warmup: int) -> str:
     """Markdown: per layout, steps/s, rollout and update s/iter, speed vs the first layout."""
-    lines = [
-        "| layout | backend | steps/s | rollout s/iter | update s/iter | speed vs first |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
-    ]
+    rows = [row(r, warmup) | {"contender": r.name} for r in runs]
+    m = bench.median_of
 
-    def col(name: str, key: str) -> list[float]:
-        return [row(r, warmup)[key] for r in runs if r.name == name and r.ok]
+    def speed(name: str, _) -> str:
+        ratios = bench.row_ratios(rows, name, layouts[0], "sps")
+        return "-" if name == layouts[0] else bench.median_range(ratios)
 
-    for name in layouts:
-        ratio = bench.paired_ratios(runs, name, layouts[0], lambda r: row(r, warmup)["sps"])
-        lines.append(
-            f"| {name} | {backend(parse_layout(name)[0])} "
-            f"| {bench.median_range(col(name, 'sps'), ',.0f')} "
-            f"| {bench.median_range(col(name, 'rollout_s'), '.2f')} "
-            f"| {bench.median_range(col(name, 'update_s'), '.2f')} "
-            f"| {'-' if name == layouts[0] else bench.median_range(ratio)} |"
-        )
+    columns = {
+        "backend": lambda name, _: backend(parse_layout(name)[0]),
+        "steps/s": m("sps", ",.0f"),
+    }
+    columns |= {"rollout s/iter": m("rollout_s"), "update s/iter": m("update_s")}
+    lines = bench.per_contender(rows, columns | {"speed vs first": speed})
+    lines[0] = lines[0].replace("contender", "layout")
     lines += [f"FAILED {r.name}, repeat {r.repeat}: {r.status}" for r in runs if not r.ok]
     return "\n".join(lines)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--out", default="paper_figures/out/bench_backends.csv", help="CSV to write")
+    p = bench.parser(__doc__, "paper_figures/out/bench_backends.csv", 1800.0)
     layouts = f"{DEFAULT_LAYOUTS}; {TOY_LAYOUTS} with --toy"
     what = f"comma-separated <env id>:<envs>x<steps>, first the reference (default {layouts})"
     p.add_argument("--layouts", help=what)
     p.add_argument("--iterations", type=int, help="timed iterations per process (3; 1 --toy)")
     p.add_argument("--repeats", type=int, help="repeats (default 5; 1 with --toy)")
     p.add_argument("--warmup", type=int, default=1, help="leading iterations dropped (default 1)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads of every contender")
     p.add_argument("--num-minibatches", type=int, default=32, help="minibatches per epoch")
     p.add_argument("--epochs", type=int, default=10, help="epochs per iteration")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per contender process")
-    p.add_argument("--toy", action="store_true", help="tiny run for tests")
     args = p.parse_args(argv)
     layouts = args.layouts or (TOY_LAYOUTS if args.toy else DEFAULT_LAYOUTS)
     args.layouts = [s.strip() for s in layouts.split(",") if s.strip()]
-    args.iterations = args.iterations or (1 if args.toy else 3)
-    args.repeats = args.repeats or (1 if args.toy else 5)
+    bench.fill(args, dict(iterations=3, repeats=5), dict(iterations=1, repeats=1))
     try:
         shapes = [parse_layout(s) for s in args.layouts]
     except ValueError as e:
@@ -128,9 +117,7 @@ def main(argv: list[str] | None = None) -> list[bench.Run]:
                             lambda run: {k: row(run, args.warmup).get(k, "") for k in FIELDS},
                             lambda r: f"{r['sps']:8.0f} steps/s")  # fmt: skip
     runs = bench.run(contenders(args), args.repeats, on_run=report)
-    print(f"\n{args.repeats} repeats: median (min-max), ratios paired per repeat")
-    print(summarize(runs, args.layouts, args.warmup))
-    print(f"\ncommand: {command}\nCSV: {args.out}")
+    bench.report(summarize(runs, args.layouts, args.warmup), args.repeats, command, args.out)
     return runs
 
 

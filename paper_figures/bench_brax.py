@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GYM_IDS = {"ant": "Ant-v5", "halfcheetah": "HalfCheetah-v5"}
 FIELDS = "env backend pipeline num_envs compile_s steps_per_s ratio_to_raw status".split()
 BRAX_PATHS = ("raw", "raw+autoreset", "adapter")
+ME = Path(__file__).resolve()
 
 
 def timed_chunks(fns: dict, batch: int, chunk: float, chunks: int) -> dict[str, float]:
@@ -105,12 +106,11 @@ def host_rows(name: str, n: int, chunk: float, chunks: int) -> list[dict]:
     fns = {"gymnasium": lambda: vec_gym.step(act)}
     try:
         vec_pool = envs.make(f"envpool:{gym_id}", n, 0)
-    except envs.UnknownEnvError:  # EnvPool not installed
-        vec_pool = None
-    if vec_pool is not None:
         vec_pool.reset(seed=0)
         fns["envpool"] = lambda: vec_pool.step(act)
         fns["envpool raw"] = lambda: vec_pool._pool.step(act)  # without the same-step adapter
+    except envs.UnknownEnvError:  # EnvPool not installed
+        pass
     rates = timed_chunks(fns, n, chunk, chunks)
     vec_gym.close()
     row = dict(env=name, pipeline="", num_envs=n, compile_s="")
@@ -143,8 +143,7 @@ def jobs(args, cache_root: Path) -> list[bench.Contender]:
             config = dict(kind=kind, env=env, pipeline=pipeline, n=n)
             config |= dict(chunk=args.chunk, chunks=args.chunks)
             cache = {"CONTROLRL_JAX_CACHE": str(cache_root / name), "MUJOCO_GL": "egl"}
-            worker_spec = f"{Path(__file__).resolve()}:worker"
-            out.append(bench.Contender(name, worker_spec, config, args.timeout, cache))
+            out.append(bench.Contender(name, f"{ME}:worker", config, args.timeout, cache))
     return out
 
 

@@ -6,31 +6,30 @@ beside the floor: the S x N envs stepped with random actions.
     python paper_figures/bench_control_population.py --toy --out runs/bench_toy    # seconds
 
 Contenders, each in its own fresh process (controlrl.bench), for every env of --envs and S of
---sizes, all at CleanRL's PPO settings (vwxyzjn/cleanrl cleanrl/ppo_continuous_action.py:
-ppo.py's defaults, 1 env x 2048 steps, 32 minibatches, 10 epochs, 64-64 tanh nets):
+--sizes, at CleanRL's PPO settings (vwxyzjn/cleanrl cleanrl/ppo_continuous_action.py: ppo.py's
+defaults, 1 env x 2048 steps, 32 minibatches, 10 epochs, 64-64 tanh nets):
   population-S  one process: ppo.py --num-seeds S --seed 1, --iterations rollouts
   separate-S    seeds 1..S, ppo.py --seed k in one process each, --workers of them at a time
   floor-S       the S x N envs of a population (one sync vector env) stepped --floor-steps
                 times with uniform random actions: the env work alone
-A training process's time is the CPU time of its iterations after the first (--warmup):
-time/rollout_s_cpu + time/update_s_cpu of its timing.csv (controlrl.bench.cpu_timer), start-up,
-checkpoints and the final evaluation excluded; the separate side sums its processes'. Columns:
-seed_steps_per_cpu_s (per-seed env steps per CPU second), speedup (population over separate at
-the same S), us_per_seed_step (CPU microseconds per seed-step), floor_ratio (population's
-us_per_seed_step over the floor's CPU microseconds per env step at S x N envs), proc_cpu_s (CPU
-of whole processes, start-up included) and peak_rss_mb (the largest process).
+A training process's time is the CPU time of its iterations after the first --warmup ones
+(time/rollout_s_cpu + time/update_s_cpu of its timing.csv: no start-up, checkpoint or final
+evaluation); the separate side sums its processes'. Columns: seed_steps_per_cpu_s, speedup
+(population over separate at the same S), us_per_seed_step (CPU microseconds per seed-step),
+floor_ratio (population's us_per_seed_step over the floor's per env step at S x N envs),
+proc_cpu_s (whole processes, start-up included) and peak_rss_mb (the largest process).
 
-Also, for the --vector-sizes env counts, one sync vector env (every env in this process) against
-one async vector env (a process per env) stepped with random actions: env steps per wall second
-and per CPU second (the children's included), in <out>/bench_control_population_envs.csv; the
-population's default (sync on Gymnasium ids) follows from it.
-
-Writes <out>/bench_control_population.csv and .png (the rates against S, per env).
+Also one sync vector env (every env in this process) against one async (a process per env) of
+each --vector-sizes count, stepped with random actions: env steps per wall and per CPU second
+(the children's included), in <out>/bench_control_population_envs.csv; the population's default
+(sync on Gymnasium ids) follows from it. Writes <out>/bench_control_population.csv and .png (the
+rates against S, per env).
 """
 
 from __future__ import annotations
 
 import csv
+import math
 import resource
 import shutil
 import time
@@ -46,11 +45,6 @@ FIELDS = [
     *"contender env_id seeds iterations status wall_s cpu_s seed_steps".split(),
     *"seed_steps_per_cpu_s speedup us_per_seed_step floor_ratio proc_cpu_s peak_rss_mb".split(),
 ]
-
-
-def _usage(who: int) -> tuple[float, float]:
-    usage = resource.getrusage(who)
-    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def train_worker(
@@ -73,79 +67,51 @@ def train_worker(
     with (Path(run_dir) / "timing.csv").open() as f:
         rows = list(csv.DictReader(f))[warmup:]
     cpu = sum(float(r["time/rollout_s_cpu"]) + float(r["time/update_s_cpu"]) for r in rows)
-    proc_cpu, rss = _usage(resource.RUSAGE_SELF)
-    return {"cpu_s": cpu, "measured": len(rows), "proc_cpu_s": proc_cpu, "peak_rss_mb": rss}
+    proc = bench.usage()
+    return {"cpu_s": cpu, "measured": len(rows), "proc_cpu_s": proc["cpu_s"]} | proc
 
 
-def floor_worker(env_id: str, num_envs: int, steps: int) -> dict:
-    """In the contender's process: num_envs envs of env_id in one sync vector env (as a
-    population makes them), stepped `steps` times with uniform random actions."""
+def random_steps(env_id: str, num_envs: int, steps: int, mode: str | None = None) -> dict:
+    """In the contender's process: num_envs envs of env_id in one vector env stepped `steps`
+    times with uniform random actions; its wall and CPU seconds. mode None: the floor (a sync
+    vector env as a population makes it, every step timed); "sync" or "async": one step first
+    (the workers started), then the others, the children's CPU counted too."""
     import numpy as np
 
     import envs
 
-    vec = envs.make(env_id, num_envs, 0, copy=False)
-    vec.reset(seed=list(range(num_envs)))
+    vec = envs.make(env_id, num_envs, 0, **({"vectorization": mode} if mode else {"copy": False}))
+    vec.reset(seed=list(range(num_envs)) if mode is None else 0)
     space = vec.single_action_space
     rng = np.random.default_rng(0)
     actions = rng.uniform(space.low, space.high, (steps, num_envs, *space.shape))
     actions = actions.astype(np.float32)
+    if mode is not None:
+        vec.step(actions[0])
     t0, c0 = time.perf_counter(), time.process_time()
-    for a in actions:
+    for a in actions[0 if mode is None else 1 :]:
         vec.step(a)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    vec.close()
-    return {"cpu_s": cpu, "wall_s": wall, "peak_rss_mb": _usage(resource.RUSAGE_SELF)[1]}
-
-
-def vector_worker(env_id: str, num_envs: int, mode: str, steps: int) -> dict:
-    """In the contender's process: one `mode` (sync or async) vector env of num_envs envs
-    stepped `steps` times with random actions; wall and CPU seconds (the children's too)."""
-    import numpy as np
-
-    import envs
-
-    vec = envs.make(env_id, num_envs, 0, mode)
-    vec.reset(seed=0)
-    space = vec.single_action_space
-    rng = np.random.default_rng(0)
-    actions = rng.uniform(space.low, space.high, (steps, num_envs, *space.shape))
-    actions = actions.astype(np.float32)
-    vec.step(actions[0])  # the workers started
-    c0 = time.process_time()
-    t0 = time.perf_counter()
-    for a in actions[1:]:
-        vec.step(a)
-    wall = time.perf_counter() - t0
-    cpu = time.process_time() - c0
     vec.close()  # the children's CPU is theirs once they have exited
-    return {"wall_s": wall, "cpu_s": cpu + _usage(resource.RUSAGE_CHILDREN)[0]}
+    if mode is None:
+        return {"cpu_s": cpu, "wall_s": wall, "peak_rss_mb": bench.usage()["peak_rss_mb"]}
+    return {"wall_s": wall, "cpu_s": cpu + bench.usage(resource.RUSAGE_CHILDREN)["cpu_s"]}
 
 
 def _row(name, env_id, seeds, run, steps, iterations) -> dict:
-    r = run.result
-    return {
-        "contender": name,
-        "env_id": env_id,
-        "seeds": seeds,
-        "iterations": iterations,
-        "status": run.status,
-        "wall_s": run.wall_s,
-        "cpu_s": r.get("cpu_s", float("nan")),
-        "seed_steps": steps,
-        "proc_cpu_s": r.get("proc_cpu_s", ""),
-        "peak_rss_mb": r.get("peak_rss_mb", float("nan")),
-    }
+    row = dict(contender=name, env_id=env_id, seeds=seeds, iterations=iterations)
+    row |= dict(status=run.status, wall_s=run.wall_s, cpu_s=run.result.get("cpu_s", math.nan))
+    row |= dict(seed_steps=steps, proc_cpu_s=run.result.get("proc_cpu_s", ""))
+    return row | {"peak_rss_mb": run.result.get("peak_rss_mb", math.nan)}
 
 
 def separate(me, args, env_id: str, S: int, work: Path) -> dict:
     """Seeds 1..S as one process each, args.workers at a time: their CPU seconds summed."""
     config = dict(env_id=env_id, seeds=None, iterations=args.iterations, warmup=args.warmup)
     config["steps"] = args.num_steps
+    worker = f"{me}:train_worker"
     contenders = [
-        bench.Contender(
-            f"seed-{k}", f"{me}:train_worker", {**config, "seed": k, "run_dir": str(work / f"{k}")}
-        )
+        bench.Contender(f"seed-{k}", worker, config | dict(seed=k, run_dir=str(work / str(k))))
         for k in range(1, S + 1)
     ]
     t0 = time.perf_counter()
@@ -155,14 +121,10 @@ def separate(me, args, env_id: str, S: int, work: Path) -> dict:
     bad = [r for r in runs if not r.ok]
     measured = args.iterations - args.warmup
     row = _row(f"separate-{S}", env_id, S, bad[0] if bad else runs[0], 0, args.iterations)
-    row |= {
-        "status": bad[0].status if bad else "ok",
-        "wall_s": wall,
-        "cpu_s": sum(r.result.get("cpu_s", float("nan")) for r in runs),
-        "seed_steps": S * measured * args.num_steps,
-        "proc_cpu_s": sum(r.result.get("proc_cpu_s", float("nan")) for r in runs),
-        "peak_rss_mb": max(r.result.get("peak_rss_mb", float("nan")) for r in runs),
-    }
+    row |= dict(status=bad[0].status if bad else "ok", wall_s=wall)
+    row |= {k: sum(r.result.get(k, math.nan) for r in runs) for k in ("cpu_s", "proc_cpu_s")}
+    row["peak_rss_mb"] = max(r.result.get("peak_rss_mb", math.nan) for r in runs)
+    row["seed_steps"] = S * measured * args.num_steps
     if bad:
         print(bad[0].log[-2000:])
     return row
@@ -230,72 +192,55 @@ def main(argv: list[str] | None = None) -> None:
         for S in args.sizes:
             work = args.work_dir / env_id / f"S{S}"
             config = dict(env_id=env_id, seed=1, seeds=S, iterations=args.iterations)
-            config |= {"warmup": args.warmup, "steps": args.num_steps}
+            config |= dict(warmup=args.warmup, steps=args.num_steps)
             config["run_dir"] = str(work / "population")
             run = bench.run_one(bench.Contender(f"population-{S}", f"{me}:train_worker", config))
             if not run.ok:
                 print(run.log[-2000:])
             steps = S * measured * args.num_steps
-            rows.append(_row(f"population-{S}", env_id, S, run, steps, args.iterations))
-            rows.append(separate(me, args, env_id, S, work / "separate"))
+            pop = _row(f"population-{S}", env_id, S, run, steps, args.iterations)
+            sep = separate(me, args, env_id, S, work / "separate")
             config = dict(env_id=env_id, num_envs=S, steps=args.floor_steps)
-            run = bench.run_one(bench.Contender(f"floor-{S}", f"{me}:floor_worker", config))
-            rows.append(_row(f"floor-{S}", env_id, S, run, S * args.floor_steps, ""))
-            for r in rows[-3:]:
-                print(f"[{r['status']}] {env_id} {r['contender']}: {r['cpu_s']:.2f} s CPU for "
-                      f"{r['seed_steps']} seed-steps", flush=True)  # fmt: skip
-    for r in rows:
-        r["seed_steps_per_cpu_s"] = r["seed_steps"] / r["cpu_s"] if r["cpu_s"] > 0 else ""
-        r["us_per_seed_step"] = 1e6 * r["cpu_s"] / r["seed_steps"] if r["seed_steps"] else ""
-    for r in rows:
-        if not r["contender"].startswith("population"):
-            continue
-        cell = {x["contender"].split("-")[0]: x for x in rows if x["env_id"] == r["env_id"]
-                and x["seeds"] == r["seeds"] and x["status"] == "ok"}  # fmt: skip
-        if "separate" in cell and r["status"] == "ok":
-            r["speedup"] = r["seed_steps_per_cpu_s"] / cell["separate"]["seed_steps_per_cpu_s"]
-        if "floor" in cell and r["status"] == "ok":
-            r["floor_ratio"] = r["us_per_seed_step"] / cell["floor"]["us_per_seed_step"]
+            run = bench.run_one(bench.Contender(f"floor-{S}", f"{me}:random_steps", config))
+            floor = _row(f"floor-{S}", env_id, S, run, S * args.floor_steps, "")
+            for r in (pop, sep, floor):
+                cpu, steps = r["cpu_s"], r["seed_steps"]
+                r["seed_steps_per_cpu_s"] = steps / cpu if cpu > 0 else ""
+                r["us_per_seed_step"] = 1e6 * cpu / steps if steps else ""
+                print(f"[{r['status']}] {env_id} {r['contender']}: {cpu:.2f} s CPU for {steps} "
+                      "seed-steps", flush=True)  # fmt: skip
+            if pop["status"] == sep["status"] == "ok":
+                pop["speedup"] = pop["seed_steps_per_cpu_s"] / sep["seed_steps_per_cpu_s"]
+            if pop["status"] == floor["status"] == "ok":
+                pop["floor_ratio"] = pop["us_per_seed_step"] / floor["us_per_seed_step"]
+            rows += [pop, sep, floor]
     command = bench.command_line("paper_figures/bench_control_population.py", argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    bench.write_csv(
-        args.out / "bench_control_population.csv",
-        [{k: r.get(k, "") for k in FIELDS} for r in rows],
-        command,
-    )
+    fields = [{k: r.get(k, "") for k in FIELDS} for r in rows]
+    bench.write_csv(args.out / "bench_control_population.csv", fields, command)
     plot(rows, args.out / "bench_control_population.png")
     vector_rows = []
     for env_id in args.envs:
         for n in args.vector_sizes:
             for mode in ("sync", "async"):
                 config = dict(env_id=env_id, num_envs=n, mode=mode, steps=args.vector_steps)
-                run = bench.run_one(bench.Contender(f"{mode}-{n}", f"{me}:vector_worker", config))
-                env_steps = n * (args.vector_steps - 1)
-                res = run.result
-                vector_rows.append(
-                    {
-                        "contender": f"{mode}-{n}",
-                        "env_id": env_id,
-                        "num_envs": n,
-                        "vectorization": mode,
-                        "status": run.status,
-                        "env_steps": env_steps,
-                        "wall_s": res.get("wall_s", float("nan")),
-                        "cpu_s": res.get("cpu_s", float("nan")),
-                        "steps_per_wall_s": env_steps / res["wall_s"] if run.ok else "",
-                        "steps_per_cpu_s": env_steps / res["cpu_s"] if run.ok else "",
-                    }
-                )
+                run = bench.run_one(bench.Contender(f"{mode}-{n}", f"{me}:random_steps", config))
+                steps, res = n * (args.vector_steps - 1), run.result
+                row = dict(contender=f"{mode}-{n}", env_id=env_id, num_envs=n, vectorization=mode)
+                row |= dict(status=run.status, env_steps=steps)
+                row |= {k: res.get(k, math.nan) for k in ("wall_s", "cpu_s")}
+                for k in ("wall_s", "cpu_s"):
+                    row[f"steps_per_{k}"] = steps / res[k] if run.ok else ""
+                vector_rows.append(row)
                 print(f"[{run.status}] {env_id} {mode} x{n}: {vector_rows[-1]['steps_per_wall_s']}"
                       " env steps per wall second", flush=True)  # fmt: skip
     bench.write_csv(args.out / "bench_control_population_envs.csv", vector_rows, command)
-    for r in rows:
-        if r["contender"].startswith("population"):
-            print(
-                f"{r['env_id']} S={r['seeds']}: {r['seed_steps_per_cpu_s']:.0f} per-seed env "
-                f"steps per CPU s, speedup over separate {r.get('speedup', '')}, "
-                f"time per seed-step over the floor {r.get('floor_ratio', '')}"
-            )
+    for r in rows[::3]:  # the populations
+        print(
+            f"{r['env_id']} S={r['seeds']}: {r['seed_steps_per_cpu_s']:.0f} per-seed env steps "
+            f"per CPU s, speedup over separate {r.get('speedup', '')}, time per seed-step over "
+            f"the floor {r.get('floor_ratio', '')}"
+        )
     print(f"wrote {args.out / 'bench_control_population.csv'}; command: {command}")
 
 

@@ -10,19 +10,16 @@ reference's defaults (fpo: akanazawa/fpo, flow_steps 10; dppo: irom-lab/dppo hop
 ft_ppo_diffusion_mlp.yaml, pre-trained for --dppo-pretrain-steps on --dppo-dataset first, not
 timed) and two variants with ppo's update size or widths. Times from each run's timing.csv (wall
 and process CPU); the first --warmup iterations dropped; ratios <algo>/ppo paired per repeat.
-Writes one CSV row per process to --out and prints the summary table.
+Writes one CSV row per process.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import importlib
-import tempfile
 from pathlib import Path
 
 from controlrl import bench
-from controlrl.cli import ArgumentParser
 from paper_figures.lab import scripts
 
 CONTENDERS = ("ppo", "fpo", "fpo_ppo_update", "dppo", "dppo_ppo_nets")
@@ -40,24 +37,14 @@ def work(contender: str, **cfg) -> dict:
     training.Timer = bench.cpu_timer(training.Timer)  # this process only
     module = importlib.import_module(f"algos.{ALGO[contender]}")
     T, N = cfg["num_steps"], cfg["num_envs"]
-    with tempfile.TemporaryDirectory(prefix=f"bench_{contender}_") as tmp:
-        run_dir = Path(tmp) / "run"
-        kwargs = dict(env_id=cfg["env_id"], seed=cfg["seed"], num_envs=N, num_steps=T)
-        kwargs |= dict(total_timesteps=(cfg["warmup"] + cfg["iterations"]) * T * N)
-        kwargs |= dict(run_dir=str(run_dir), checkpoint_every=10**9, eval_every=0)
-        kwargs |= dict(eval_episodes=1, tensorboard=False, progress=False)
-        kwargs |= dict(torch_threads=cfg["threads"], **contender_flags(contender, cfg))
-        args = module.Args(**kwargs)
-        args.validate()
-        module.main(args)
-        with (run_dir / "timing.csv").open() as f:
-            rows = list(csv.DictReader(f))[cfg["warmup"] :]
-    wall = sum(float(r["time/rollout_s"]) + float(r["time/update_s"]) for r in rows)
+    kwargs = dict(env_id=cfg["env_id"], seed=cfg["seed"], num_envs=N, num_steps=T)
+    kwargs |= dict(total_timesteps=(cfg["warmup"] + cfg["iterations"]) * T * N)
+    kwargs |= dict(torch_threads=cfg["threads"], **contender_flags(contender, cfg))
+    with bench.trained(module, **kwargs) as (_, rows, _):
+        rows = rows[cfg["warmup"] :]
+    out = {k: sum(float(r[f"time/{k}"]) for r in rows) for k in ("rollout_s", "update_s")}
     cpu = sum(float(r["time/rollout_s_cpu"]) + float(r["time/update_s_cpu"]) for r in rows)
-    out = dict(steps=len(rows) * T * N, rollout_s=sum(float(r["time/rollout_s"]) for r in rows))
-    return out | dict(
-        update_s=sum(float(r["time/update_s"]) for r in rows), train_s=wall, cpu_s=cpu
-    )
+    return out | dict(steps=len(rows) * T * N, train_s=sum(out.values()), cpu_s=cpu)
 
 
 def contender_flags(contender: str, cfg: dict) -> dict:
@@ -79,11 +66,7 @@ def contenders(args: argparse.Namespace, repeat: int) -> list[bench.Contender]:
     cfg = {k: getattr(args, k) for k in keys} | dict(seed=repeat + 1)
     cfg |= dict(dppo_dataset=args.dppo_dataset, dppo_pretrain_steps=args.dppo_pretrain_steps)
     worker = f"{Path(__file__).resolve()}:work"
-    env = {"OMP_NUM_THREADS": str(args.threads)}
-    return [
-        bench.Contender(c, worker, {"contender": c, **cfg}, args.timeout, env)
-        for c in args.contenders
-    ]
+    return bench.contenders(args.contenders, worker, cfg, args.timeout, args.threads)
 
 
 def row(run: bench.Run) -> dict:
@@ -101,72 +84,48 @@ def row(run: bench.Run) -> dict:
 
 def summarize(rows: list[dict]) -> str:
     """Markdown table: steps/s (wall, CPU) per contender and the paired ratios to ppo."""
-    ok = [r for r in rows if r["status"] == "ok"]
-    lines = [
-        "| contender | env steps/s | per CPU s | rollout s / update s per iteration | "
-        "/ppo (wall) | /ppo (CPU) |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for name in dict.fromkeys(r["contender"] for r in rows):
-        mine = [r for r in ok if r["contender"] == name]
-        split = "n/a"
-        if mine:
-            its = [r["steps"] / (r["num_envs"] * r["num_steps"]) for r in mine]
-            roll = bench.median_range([r["rollout_s"] / n for r, n in zip(mine, its)])
-            upd = bench.median_range([r["update_s"] / n for r, n in zip(mine, its)])
-            split = f"{roll} / {upd}"
-        cells = [
-            bench.median_range([r["sps"] for r in mine], ",.0f"),
-            bench.median_range([r["sps_cpu"] for r in mine], ",.0f"),
-            split,
-            *(
-                bench.median_range(bench.row_ratios(rows, name, "ppo", k)) if name != "ppo" else "1"
-                for k in ("sps", "sps_cpu")
-            ),
-        ]
-        lines.append(f"| {name} | {' | '.join(cells)} |")
+
+    def split(_, mine: list[dict]) -> str:  # seconds per iteration
+        its = [r["steps"] / (r["num_envs"] * r["num_steps"]) for r in mine]
+        roll, upd = ([r[k] / n for r, n in zip(mine, its)] for k in ("rollout_s", "update_s"))
+        return f"{bench.median_range(roll)} / {bench.median_range(upd)}" if mine else "n/a"
+
+    def to_ppo(key: str):
+        ratios = {n: bench.row_ratios(rows, n, "ppo", key) for n in {r["contender"] for r in rows}}
+        return lambda name, _: "1" if name == "ppo" else bench.median_range(ratios[name])
+
+    m = bench.median_of
+    columns = {"env steps/s": m("sps", ",.0f"), "per CPU s": m("sps_cpu", ",.0f")}
+    columns |= {"rollout s / update s per iteration": split, "/ppo (wall)": to_ppo("sps")}
+    lines = bench.per_contender(rows, columns | {"/ppo (CPU)": to_ppo("sps_cpu")})
     return "\n".join(lines + bench.failures(rows))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--out", default="paper_figures/out/bench_generative.csv", help="CSV to write")
+    p = bench.parser(__doc__, "paper_figures/out/bench_generative.csv", names=CONTENDERS)
     p.add_argument("--env-id", default="Hopper-v5", help="Gymnasium id of every contender")
     p.add_argument("--num-envs", type=int, default=8)
     p.add_argument("--num-steps", type=int, default=256, help="steps per env per iteration")
     p.add_argument("--iterations", type=int, default=3, help="timed iterations per process")
     p.add_argument("--warmup", type=int, default=1, help="leading iterations not timed")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--threads", type=int, default=1, help="torch threads of every contender")
-    p.add_argument("--contenders", default=",".join(CONTENDERS), help="subset, comma-separated")
     p.add_argument("--dppo-dataset", default="hopper-medium-v5-s0", help="dppo.py --dataset")
     p.add_argument("--dppo-pretrain-steps", type=int, default=100, help="not timed")
-    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per contender process")
-    p.add_argument("--toy", action="store_true", help="tiny run for tests (1 epoch, 2 minibatches)")
-    args = p.parse_args(argv)
-    args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
-    bad = set(args.contenders) - set(CONTENDERS)
-    if bad or "ppo" not in args.contenders or len(args.contenders) < 2:
-        p.error(f"--contenders: ppo and others of {','.join(CONTENDERS)}, got {args.contenders}")
+    args = p.parse_args(argv)  # --toy: ppo and fpo at 1 epoch of 2 minibatches
+    args.contenders = bench.subset(p, args.contenders, CONTENDERS, "--contenders")
+    if "ppo" not in args.contenders or len(args.contenders) < 2:
+        p.error(f"--contenders must name ppo and another, got {args.contenders}")
     scripts.at_least(p, args, ("num_envs", "num_steps", "iterations", "repeats", "threads"))
     scripts.at_least(p, args, ("warmup",), 0)
     return args
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    args = parse_args(argv)
-    command = bench.command_line("paper_figures/bench_generative.py", argv)
-    report = bench.Recorder(args.out, command, row, lambda r: f"{r['sps']:8.0f} env steps/s, "
-                            f"{r['sps_cpu']:8.0f} per CPU s")  # fmt: skip
-    for repeat in range(args.repeats):
-        bench.run_repeat(contenders(args, repeat), repeat, on_run=report)
-    rows = report.rows
-    print(f"\n{args.repeats} repeats: median (min-max), ratios paired per repeat")
-    print(summarize(rows))
-    print(f"\ncommand: {command}\nCSV: {args.out}")
-    return rows
+    def describe(r: dict) -> str:
+        return f"{r['sps']:8.0f} env steps/s, {r['sps_cpu']:8.0f} per CPU s"
+
+    script = "paper_figures/bench_generative.py"
+    return bench.repeats(parse_args(argv), script, argv, contenders, row, describe, summarize)
 
 
 if __name__ == "__main__":

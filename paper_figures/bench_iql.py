@@ -22,19 +22,16 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import csv
-import importlib.util
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from controlrl import bench
-from controlrl.cli import ArgumentParser
 from paper_figures.lab import scripts
+from paper_figures.peers.d3rlpy_iql import SETTINGS  # a plain dict: reading it needs no d3rlpy
 
 ROOT = Path(__file__).resolve().parents[1]
 PEER = ROOT / "paper_figures" / "peers" / "d3rlpy_iql.py"
@@ -50,17 +47,8 @@ FIELDS = [  # CSV columns; controlrl.bench's 'command' comes last
 ]
 
 
-def peer_settings() -> dict:
-    """SETTINGS of paper_figures/peers/d3rlpy_iql.py (a plain dict: reading it needs no d3rlpy)."""
-    spec = importlib.util.spec_from_file_location("d3rlpy_iql", PEER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return dict(module.SETTINGS)
-
-
-def ours_kwargs(settings: dict) -> dict:
+def ours_kwargs(s: dict = SETTINGS) -> dict:
     """The peer's SETTINGS under algos/iql.py's Args names (max_weight: iql.EXP_ADV_MAX)."""
-    s = settings
     out = {k: s[k] for k in ("batch_size", "actor_lr", "critic_lr", "beta", "gamma", "polyak")}
     out |= dict(hidden_sizes=tuple(s["hidden_sizes"]), tau=s["expectile"])
     out["value_lr"] = s["critic_lr"]  # d3rlpy trains Q and V with one optimiser at critic_lr
@@ -82,22 +70,15 @@ def _ours(cfg: dict) -> dict:
 
     from algos import iql
 
-    settings = peer_settings()
-    if iql.EXP_ADV_MAX != settings["max_weight"]:
+    if iql.EXP_ADV_MAX != SETTINGS["max_weight"]:
         raise ValueError(f"algos/iql.py clips weights at {iql.EXP_ADV_MAX}, d3rlpy's run at 100")
     torch.set_num_threads(cfg["threads"])
     iql.Timer = bench.cpu_timer(iql.Timer)  # this process only: timing.csv gains CPU seconds too
-    with tempfile.TemporaryDirectory(prefix="bench_iql_ours_") as tmp:
-        run_dir = Path(tmp) / "run"
-        kw = {k: cfg[k] for k in ("dataset", "env_id", "seed", "log_every")}
-        kw |= dict(total_timesteps=cfg["updates"], eval_every=0, checkpoint_every=10**9)
-        kw["eval_episodes"] = max(cfg["eval_episodes"], 1)  # the session evaluates once at the end
-        kw |= dict(run_dir=str(run_dir), tensorboard=False, progress=False)
-        args = iql.Args(torch_threads=cfg["threads"], **kw, **ours_kwargs(settings))
-        args.validate()
-        final_return = iql.main(args)
-        with (run_dir / "timing.csv").open() as f:
-            rows = list(csv.DictReader(f))
+    kw = {k: cfg[k] for k in ("dataset", "env_id", "seed", "log_every")}
+    kw |= dict(total_timesteps=cfg["updates"], torch_threads=cfg["threads"])
+    kw["eval_episodes"] = max(cfg["eval_episodes"], 1)  # evaluated once, at the end
+    with bench.trained(iql, **kw, **ours_kwargs()) as (_, rows, final_return):
+        pass
     if len(rows) * cfg["log_every"] != cfg["updates"]:
         raise ValueError(f"timing.csv has {len(rows)} rows, expected updates / log_every")
     timed = rows[cfg["warmup"] // cfg["log_every"] :]
@@ -163,11 +144,7 @@ def contenders(args: argparse.Namespace, repeat: int) -> list[bench.Contender]:
     cfg |= dict(dataset=str(args.dataset), d3rlpy_python=str(args.d3rlpy_python))
     cfg |= dict(seed=args.seeds[repeat], eval_episodes=args.eval_episodes if args.eval else 0)
     worker = f"{Path(__file__).resolve()}:work"
-    env = {"OMP_NUM_THREADS": str(args.threads)}
-    return [
-        bench.Contender(c, worker, {"contender": c, **cfg}, args.timeout, env)
-        for c in args.contenders
-    ]
+    return bench.contenders(args.contenders, worker, cfg, args.timeout, args.threads)
 
 
 def kept_runs(args: argparse.Namespace) -> list[dict]:
@@ -176,9 +153,7 @@ def kept_runs(args: argparse.Namespace) -> list[dict]:
     if not Path(args.out).exists():
         return []
     want = dict(updates=args.updates, warmup=args.warmup, threads=args.threads)
-    want |= dict(
-        dataset=portable(args.dataset), eval_episodes=args.eval_episodes if args.eval else 0
-    )
+    want |= dict(dataset=portable(args.dataset), eval_episodes=args.eval_episodes * args.eval)
     kept = []
     for r in bench.read_csv(args.out):
         other = {k: r[k] for k in want if r[k] != want[k]}
@@ -206,21 +181,15 @@ def portable(path: str | Path) -> str:
 def public_command(argv: list[str]) -> str:
     """The command line for the CSV: --d3rlpy-python as $D3RLPY_VENV/bin/python, --dataset and
     --out through portable(), so the command column holds no absolute path of this machine."""
-    out, argv = [], list(argv)
-    while argv:
-        arg = argv.pop(0)
-        flag, eq, value = arg.partition("=")
+    words = list(argv)
+    for i, word in enumerate(words):
+        flag, eq, value = word.partition("=") if word.startswith("--") else ("", "", word)
+        if not eq:  # the value of the word before, if that is a flag
+            flag, value = (words[i - 1] if i else ""), word
         if flag in ("--d3rlpy-python", "--dataset", "--out"):
-            if not eq:
-                out.append(flag)
-                if not argv:
-                    break
-                value = argv.pop(0)
             value = D3RLPY_PLACEHOLDER if flag == "--d3rlpy-python" else portable(value)
-            out.append(f"{flag}={value}" if eq else value)
-        else:
-            out.append(arg)
-    command = bench.command_line("paper_figures/bench_iql.py", out)
+            words[i] = f"{flag}={value}" if eq else value
+    command = bench.command_line("paper_figures/bench_iql.py", words)
     return command.replace(f"'{D3RLPY_PLACEHOLDER}'", D3RLPY_PLACEHOLDER)  # the shell expands it
 
 
@@ -244,23 +213,20 @@ def summarize(rows: list[dict]) -> str:
     def col(name: str, key: str) -> list[float]:
         return [r[key] for r in ok if r["contender"] == name and r[key] != ""]
 
+    def mean_sd(key: str):
+        return lambda name, _: _mean_sd(col(name, key))
+
     by = {(r["contender"], r["repeat"]): r for r in ok}
     paired = sorted(k for c, k in by if c == "ours" and ("d3rlpy", k) in by)
     ratios = bench.row_ratios(rows, "ours", "d3rlpy", "updates_per_s")
     cpu_ratios = bench.row_ratios(rows, "ours", "d3rlpy", "updates_per_cpu_s")
-    lines = [
-        "| contender | updates/s | updates/CPU s | process s | eval return | normalised score |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for name in dict.fromkeys(r["contender"] for r in rows):
-        cells = [
-            bench.median_range(col(name, "updates_per_s"), ",.1f"),
-            bench.median_range(col(name, "updates_per_cpu_s"), ",.1f"),
-            bench.median_range(col(name, "process_s"), ".0f"),
-            _mean_sd(col(name, "eval_return")),
-            _mean_sd(col(name, "normalized_score")),
-        ]
-        lines.append(f"| {name} | {' | '.join(cells)} |")
+    m = bench.median_of
+    columns = {
+        "updates/s": m("updates_per_s", ",.1f"),
+        "updates/CPU s": m("updates_per_cpu_s", ",.1f"),
+    }
+    columns |= {"process s": m("process_s", ".0f"), "eval return": mean_sd("eval_return")}
+    lines = bench.per_contender(rows, columns | {"normalised score": mean_sd("normalized_score")})
     lines.append(f"\nspeed ours/d3rlpy (paired per repeat): {bench.median_range(ratios)}")
     lines.append(f"speed ours/d3rlpy by CPU time: {bench.median_range(cpu_ratios)}")
     if col("ours", "eval_return") and col("d3rlpy", "eval_return"):
@@ -289,10 +255,8 @@ def _mean_sd(values: list[float]) -> str:
 
 def scorer(dataset: Path):
     """Return -> D4RL normalised score with the dataset's reference scores, or None."""
-    try:
-        from envs.offline import load
-    except ImportError:  # the loader is not there: raw returns only
-        return None
+    from envs.offline import load
+
     data = load(dataset)
     if data.ref_min_score is None or data.ref_max_score is None:
         return None
@@ -300,10 +264,7 @@ def scorer(dataset: Path):
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--out", default="paper_figures/out/bench_iql.csv", help="CSV to write")
+    p = bench.parser(__doc__, "paper_figures/out/bench_iql.csv", 7200.0, CONTENDERS)
     p.add_argument("--dataset", help="D4RL-layout HDF5 file (default: a synthetic HalfCheetah one)")
     p.add_argument("--env-id", help="Gymnasium id to evaluate in (default: the file's env_id)")
     p.add_argument("--updates", type=int, help="gradient updates per process (5000; 40 --toy)")
@@ -313,33 +274,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seeds", help="comma-separated seeds, one per repeat (default 1,2,3,...)")
     p.add_argument("--eval", action="store_true", help="evaluate both at the end of each run")
     p.add_argument("--eval-episodes", type=int, default=10, help="episodes with --eval (CORL 10)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads of both")
-    p.add_argument("--contenders", default="ours,d3rlpy", help="subset of ours,d3rlpy")
     what = "python of d3rlpy's venv (make bench-iql builds it; env D3RLPY_PYTHON)"
     peer = os.environ.get("D3RLPY_PYTHON", str(D3RLPY_VENV / "bin" / "python"))
     p.add_argument("--d3rlpy-python", default=peer, help=what)
-    p.add_argument("--timeout", type=float, default=7200.0, help="seconds per contender process")
     p.add_argument("--workers", type=int, default=1, help="with --eval: processes at once (1)")
     what = "keep the finished runs of --out at this call's settings and run only the others"
     p.add_argument("--resume", action="store_true", help=what)
-    p.add_argument("--toy", action="store_true", help="tiny run for tests")
     args = p.parse_args(argv)
-    default = dict(updates=40, warmup=20, log_every=10, repeats=1) if args.toy else {}
-    default = dict(updates=5000, warmup=1000, log_every=1000, repeats=3) | default
-    for name, value in default.items():
-        setattr(args, name, value if getattr(args, name) is None else getattr(args, name))
-    if args.seeds:
-        try:
-            args.seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-        except ValueError:
-            p.error(f"--seeds must be comma-separated integers, got {args.seeds!r}")
-        args.repeats = len(args.seeds)
-    else:
-        args.seeds = list(range(1, args.repeats + 1))
-    args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
-    bad = set(args.contenders) - set(CONTENDERS)
-    if bad or not args.contenders:
-        p.error(f"--contenders must be a subset of {','.join(CONTENDERS)}, got {bad or 'none'}")
+    toy = dict(updates=40, warmup=20, log_every=10, repeats=1)
+    bench.fill(args, dict(updates=5000, warmup=1000, log_every=1000, repeats=3), toy)
+    default = ",".join(str(k) for k in range(1, args.repeats + 1))
+    args.seeds = bench.ints(p, args.seeds or default, "--seeds")
+    args.repeats = len(args.seeds)
+    args.contenders = bench.subset(p, args.contenders, CONTENDERS, "--contenders")
     if args.workers > 1 and not args.eval:  # a speed measurement runs alone
         p.error(
             "--workers > 1 needs --eval: runs side by side share the CPU, so their updates/s "
@@ -348,8 +295,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     scripts.at_least(
         p, args, ("updates", "log_every", "repeats", "threads", "eval_episodes", "workers")
     )
-    if any(s < 0 for s in args.seeds):
-        p.error(f"--seeds must be >= 0, got {args.seeds}")
     if not 0 <= args.warmup < args.updates:
         p.error(f"--warmup must be in [0, --updates {args.updates}), got {args.warmup}")
     for name in ("updates", "warmup"):  # ours times whole iterations of --log-every updates
@@ -421,9 +366,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             future.result()
     rows = sorted(report.rows, key=lambda r: (r["repeat"], r["slot"]))
     bench.write_csv(args.out, rows, command, keep_commands=True)
-    print(f"\n{args.repeats} repeats: median (min-max), ratios paired per repeat")
-    print(summarize(rows))
-    print(f"\ncommand: {command}\nCSV: {args.out}")
+    bench.report(summarize(rows), args.repeats, command, args.out)
     return rows
 
 

@@ -62,8 +62,7 @@ def population_worker(
     argv += ["--seed", "1", "--num-seeds", str(seeds), "--run-dir", run_dir]
     argv += ["--torch-threads", str(threads)]
     module.main(parse(module.Args, argv))
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return {"cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024}
+    return bench.usage()
 
 
 def separate_worker(algo: str, env_id: str, steps: int, seeds: int, out: str, workers: int):
@@ -76,8 +75,7 @@ def separate_worker(algo: str, env_id: str, steps: int, seeds: int, out: str, wo
     failed = [k for k, v in runs.items() if v["status"] != "done"]
     if failed:
         raise RuntimeError(f"failed runs: {failed}")
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024}
+    return bench.usage(resource.RUSAGE_CHILDREN)
 
 
 def contenders(args) -> list[tuple[bench.Contender, dict]]:
@@ -85,13 +83,12 @@ def contenders(args) -> list[tuple[bench.Contender, dict]]:
     out = []
     for algo in args.algos:
         for env_id in args.bandits:
-            steps = args.samples.get(env_id, SAMPLES[env_id]) * LENGTH[env_id]
-            cell = {"algo": algo, "bandit": env_id, "samples": steps // LENGTH[env_id]}
+            samples = 512 if args.toy else SAMPLES[env_id]
+            steps = samples * LENGTH[env_id]
+            cell = {"algo": algo, "bandit": env_id, "samples": samples}
             work = args.work_dir / algo / env_id.removeprefix("bandit:")
-            sizes = [
-                s for s in args.sizes if env_id not in args.skip_big or s <= args.skip_big[env_id]
-            ]
-            for s in sizes:
+            big = args.max_sequence_seeds if "sequence" in env_id else None
+            for s in [s for s in args.sizes if big is None or s <= big]:
                 config = dict(algo=algo, env_id=env_id, steps=steps, seeds=s)
                 config["run_dir"] = str(work / f"population{s}")
                 config["threads"] = args.population_threads
@@ -120,16 +117,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--toy", action="store_true", help="tiny sizes (tests)")
     args = p.parse_args(argv)
     args.algos, args.bandits = args.algos.split(","), args.bandits.split(",")
-    args.sizes = [int(s) for s in args.sizes.split(",")]
-    args.samples = {}
-    args.skip_big = {}
-    if args.max_sequence_seeds is not None:
-        args.skip_big["bandit:sequence-reverse-2-6"] = args.max_sequence_seeds
-    if args.toy:
+    args.sizes = bench.ints(p, args.sizes, "--sizes", 1)
+    if args.toy:  # 512 samples per bandit
         args.sizes, args.separate = [1, 4], 2
         if args.work_dir == p.get_default("work_dir"):  # never the full-size runs
             args.work_dir = ROOT / "runs" / "bench_population_toy"
-        args.samples = {k: 512 for k in SAMPLES}
     rows = []
     for contender, cell in contenders(args):
         run = bench.run_one(contender)

@@ -19,16 +19,13 @@ Writes one CSV row per process to --out and prints the summary table.
 from __future__ import annotations
 
 import argparse
-import csv
 import importlib
 import importlib.util
 import math
-import tempfile
 import time
 from pathlib import Path
 
 from controlrl import bench
-from controlrl.cli import ArgumentParser
 from paper_figures.lab import scripts
 
 ALGOS = ("ppo", "spo", "bpo", "trpo")
@@ -81,27 +78,20 @@ def work(algo: str, contender: str, **cfg) -> dict:
 def _ours(algo: str, cfg: dict) -> dict:
     module = importlib.import_module(f"algos.{algo}")
     T, N = cfg["num_steps"], cfg["num_envs"]
-    with tempfile.TemporaryDirectory(prefix="bench_ours_") as tmp:
-        run_dir = Path(tmp) / "run"
-        kwargs = ours_kwargs(algo, cfg["num_minibatches"], cfg["epochs"])
-        kwargs |= dict(env_id=cfg["env_id"], seed=cfg["seed"], num_envs=N, num_steps=T)
-        kwargs |= dict(total_timesteps=(cfg["warmup"] + cfg["iterations"]) * T * N)
-        kwargs |= dict(run_dir=str(run_dir), checkpoint_every=10**9, eval_every=0)
-        kwargs |= dict(eval_episodes=1, tensorboard=False, progress=False)
-        args = module.Args(torch_threads=cfg["threads"], **kwargs)
-        args.validate()
-        module.main(args)
-        with (run_dir / "timing.csv").open() as f:
-            rows = list(csv.DictReader(f))
+    kwargs = ours_kwargs(algo, cfg["num_minibatches"], cfg["epochs"])
+    kwargs |= dict(env_id=cfg["env_id"], seed=cfg["seed"], num_envs=N, num_steps=T)
+    kwargs |= dict(total_timesteps=(cfg["warmup"] + cfg["iterations"]) * T * N)
+    with bench.trained(module, torch_threads=cfg["threads"], **kwargs) as (_, rows, _):
+        pass
     return {k: [float(r[f"time/{k}"]) for r in rows] for k in ("rollout_s", "update_s")}
 
 
 def _sb3(algo: str, cfg: dict) -> dict:
-    """SB3 on DummyVecEnv + VecNormalize with our network shape, an iteration timer callback."""
+    """SB3's model as paper_figures/peers/sb3_ppo.py makes it, an iteration timer callback."""
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    from paper_figures.peers import sb3_ppo
 
     torch.set_num_threads(cfg["threads"])
     T, N = cfg["num_steps"], cfg["num_envs"]
@@ -125,9 +115,8 @@ def _sb3(algo: str, cfg: dict) -> dict:
     if algo == "ppo":
         from stable_baselines3 import PPO as cls
 
-        kwargs = dict(batch_size=T * N // cfg["num_minibatches"], n_epochs=cfg["epochs"])
-        kwargs |= dict(learning_rate=3e-4, clip_range=0.2, clip_range_vf=0.2, ent_coef=0.0)
-        kwargs |= dict(vf_coef=0.5, max_grad_norm=0.5, target_kl=None)
+        kwargs = sb3_ppo.PPO_SETTINGS | dict(n_epochs=cfg["epochs"], clip_range_vf=0.2)
+        kwargs["batch_size"] = T * N // cfg["num_minibatches"]
     else:
         from sb3_contrib import TRPO as cls
 
@@ -136,14 +125,9 @@ def _sb3(algo: str, cfg: dict) -> dict:
         kwargs = {k: s[k] for k in [*same.split(), "n_critic_updates"]}
         kwargs |= dict(learning_rate=s["critic_learning_rate"], target_kl=s["max_kl"])
         kwargs |= dict(batch_size=s["critic_batch_size"])
-    env = make_vec_env(cfg["env_id"], n_envs=N, seed=cfg["seed"], vec_env_cls=DummyVecEnv)
-    env = VecNormalize(env, clip_obs=10.0, clip_reward=10.0, gamma=0.99, epsilon=1e-8)
-    net = dict(net_arch=dict(pi=[64, 64], vf=[64, 64]), activation_fn=torch.nn.Tanh)
-    kwargs |= dict(n_steps=T, gamma=0.99, gae_lambda=0.95, normalize_advantage=True)
-    kwargs |= dict(policy_kwargs=net | dict(ortho_init=True, log_std_init=0.0))
-    model = cls("MlpPolicy", env, device="cpu", seed=cfg["seed"], verbose=0, **kwargs)
+    model = sb3_ppo.make(cls, cfg["env_id"], N, cfg["seed"], n_steps=T, **kwargs)
     model.learn(total_timesteps=n_iter * T * N, callback=IterationTimer(), progress_bar=False)
-    env.close()
+    model.get_env().close()
     assert len(ends) == n_iter and len(starts) == n_iter + 1, (len(starts), len(ends))
     return {
         "rollout_s": [e - s for s, e in zip(starts, ends)],
@@ -269,12 +253,9 @@ def row(run: bench.Run, warmup: int) -> dict:
 
 def summarize(runs: list[bench.Run], warmup: int) -> str:
     """Markdown table per num_envs and algo: s/iter, steps/s, paired ratios; floor components."""
-    lines = [
-        "| envs | algo | ours s/iter | ours steps/s | ours rollout, update s/iter | time vs ppo "
-        "| SB3 steps/s | speed ours/SB3 | floor steps/s | time ours/floor |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    notes = []
+    header = "envs|algo|ours s/iter|ours steps/s|ours rollout, update s/iter|time vs ppo"
+    header += "|SB3 steps/s|speed ours/SB3|floor steps/s|time ours/floor"
+    lines, notes, mr = [], [], bench.median_range
     for n in sorted({r.contender.config["num_envs"] for r in runs}):
         at_n = [r for r in runs if r.contender.config["num_envs"] == n]
 
@@ -286,19 +267,15 @@ def summarize(runs: list[bench.Run], warmup: int) -> str:
 
         for algo in dict.fromkeys(r.contender.config["algo"] for r in at_n):
             ours = f"{algo}-ours"
-            mid = [bench.median_range(col(ours, k), ".2f") for k in ("rollout_s", "update_s")]
-            vs_ppo = "-" if algo == "ppo" else bench.median_range(ratio(ours, "ppo-ours", "iter_s"))
-            lines.append(
-                f"| {n} | {algo} | {bench.median_range(col(ours, 'iter_s'), '.2f')} "
-                f"| {bench.median_range(col(ours, 'sps'), ',.0f')} | {', '.join(mid)} "
-                f"| {vs_ppo} "
-                f"| {bench.median_range(col(f'{algo}-sb3', 'sps'), ',.0f')} "
-                f"| {bench.median_range(ratio(ours, f'{algo}-sb3', 'sps'))} "
-                f"| {bench.median_range(col(f'{algo}-floor', 'sps'), ',.0f')} "
-                f"| {bench.median_range(ratio(ours, f'{algo}-floor', 'iter_s'))} |"
-            )
+            mid = [mr(col(ours, k), ".2f") for k in ("rollout_s", "update_s")]
+            vs_ppo = "-" if algo == "ppo" else mr(ratio(ours, "ppo-ours", "iter_s"))
+            sb3, floor = f"{algo}-sb3", f"{algo}-floor"
+            lines.append([str(n), algo, mr(col(ours, "iter_s")), mr(col(ours, "sps"), ",.0f")])
+            lines[-1] += [", ".join(mid), vs_ppo, mr(col(sb3, "sps"), ",.0f")]
+            lines[-1] += [mr(ratio(ours, sb3, "sps")), mr(col(floor, "sps"), ",.0f")]
+            lines[-1].append(mr(ratio(ours, floor, "iter_s")))
         if col("ppo-floor", "sps"):
-            parts = ", ".join(bench.median_range(col("ppo-floor", k), ".3f") for k in TIMES[2:])
+            parts = ", ".join(mr(col("ppo-floor", k), ".3f") for k in TIMES[2:])
             notes.append(
                 f"floor at {n} envs, step loop, batched fwd, update; split env steps, actor "
                 f"fwds: {parts} s"
@@ -307,50 +284,34 @@ def summarize(runs: list[bench.Run], warmup: int) -> str:
         if not r.ok:
             envs = r.contender.config["num_envs"]
             notes.append(f"FAILED {r.name} at {envs} envs, repeat {r.repeat}: {r.status}")
-    return "\n".join(lines + notes)
+    return "\n".join(bench.table(header.split("|"), lines) + notes)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--out", default="paper_figures/out/bench_ppo.csv", help="CSV to write")
+    p = bench.parser(__doc__, "paper_figures/out/bench_ppo.csv", names=CONTENDERS)
     p.add_argument("--envs-list", help="comma-separated num_envs (default 1,8; 1 with --toy)")
     p.add_argument("--iterations", type=int, help="timed iterations per process (3; 1 --toy)")
     p.add_argument("--repeats", type=int, help="repeats (default 3; 1 with --toy)")
     p.add_argument("--warmup", type=int, default=1, help="leading iterations dropped (default 1)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads of every contender")
     p.add_argument("--num-steps", type=int, help="steps per env per iteration (2048; 256 --toy)")
     p.add_argument("--num-minibatches", type=int, default=32, help="minibatches per epoch")
     p.add_argument("--epochs", type=int, default=10, help="epochs per iteration")
     p.add_argument("--env-id", default="HalfCheetah-v5")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--contenders", default=",".join(CONTENDERS), help="subset of ours,sb3,floor")
     p.add_argument("--algos", default="ppo,spo,bpo", help=f"subset of {','.join(ALGOS)}")
     p.add_argument("--algo", choices=("ppo", "trpo"), help="one algorithm: same as --algos ALGO")
-    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per contender process")
-    p.add_argument("--toy", action="store_true", help="tiny run for tests")
     args = p.parse_args(argv)
-    args.algos = [args.algo] if args.algo else [a for a in args.algos.split(",") if a]
-    if not args.algos or set(args.algos) - set(ALGOS):
-        p.error(f"--algos must be a subset of {','.join(ALGOS)}, got {args.algos}")
+    args.algos = bench.subset(p, args.algo or args.algos, ALGOS, "--algos")
     trpo_only = args.algos == ["trpo"]  # RL Zoo's TRPO runs 2 envs x 1024 steps
     envs_list = args.envs_list or ("2" if trpo_only else "1") + ("" if args.toy else ",8")
-    args.envs_list = [int(x) for x in envs_list.split(",")]
-    default = dict(iterations=1 if args.toy else 3, repeats=1 if args.toy else 3)
-    default["num_steps"] = 256 if args.toy else 1024 if trpo_only else 2048
-    for name, value in default.items():
-        setattr(args, name, value if getattr(args, name) is None else getattr(args, name))
-    args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
+    args.envs_list = bench.ints(p, envs_list, "--envs-list", 1)
+    full = dict(iterations=3, repeats=3, num_steps=1024 if trpo_only else 2048)
+    bench.fill(args, full, dict(iterations=1, repeats=1, num_steps=256))
+    args.contenders = bench.subset(p, args.contenders, CONTENDERS, "--contenders")
     scripts.at_least(
         p, args, ("iterations", "repeats", "threads", "num_steps", "num_minibatches", "epochs")
     )
     scripts.at_least(p, args, ("warmup",), 0)
-    if any(n < 1 for n in args.envs_list):
-        p.error(f"--envs-list values must be >= 1, got {args.envs_list}")
-    bad = set(args.contenders) - set(CONTENDERS)
-    if bad or not args.contenders:
-        p.error(f"--contenders must be a subset of {','.join(CONTENDERS)}, got {bad or 'none'}")
     for n in args.envs_list:
         if args.num_steps * n % args.num_minibatches:
             batch = args.num_steps * n
@@ -376,9 +337,7 @@ def main(argv: list[str] | None = None) -> list[bench.Run]:
     for repeat in range(args.repeats):
         for n in args.envs_list:
             bench.run_repeat(contenders(args, n), repeat, on_run=report)
-    print(f"\n{args.repeats} repeats: median (min-max), ratios paired per repeat")
-    print(summarize(report.runs, args.warmup))
-    print(f"\ncommand: {command}\nCSV: {args.out}")
+    bench.report(summarize(report.runs, args.warmup), args.repeats, command, args.out)
     return report.runs
 
 

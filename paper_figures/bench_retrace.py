@@ -4,25 +4,21 @@
         --updates 3000 --warmup 500 --repeats 3
 
 Contenders, each in its own fresh process (controlrl.bench), the order rotated in every repeat:
-ours (algos/retrace.py's main: Retrace(lambda) targets over segments, twin Q, SAC actor and
-temperature; time/train_s of its timing.csv) and sb3 (stable_baselines3.SAC,
-stable_baselines3/sac/sac.py, timed by a callback after each env step). Both: one env, 256-256
-ReLU nets, 256 transitions per update (ours: 32 segments of 8), one update per env step, SAC's
-settings, --learning-starts uniform steps first, 1 torch thread; the first --warmup updates are
-not timed. Rates per wall and per process CPU second; ratios ours/sb3 paired per repeat. Writes
-one CSV row per process to --out and prints the summary table.
+ours (algos/retrace.py: Retrace(lambda) targets over segments, twin Q, SAC actor and
+temperature; time/train_s of its timing.csv) and sb3 (stable_baselines3/sac/sac.py, timed by a
+callback after each env step). Both: one env, 256-256 ReLU nets, 256 transitions per update
+(ours: 32 segments of 8), one update per env step, SAC's settings, --learning-starts uniform
+steps first, 1 torch thread; the first --warmup updates are not timed. Rates per wall and per
+process CPU second; ratios ours/sb3 paired per repeat. Writes one CSV row per process.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import tempfile
 import time
 from pathlib import Path
 
 from controlrl import bench
-from controlrl.cli import ArgumentParser
 from paper_figures.lab import scripts
 
 CONTENDERS = ("ours", "sb3")
@@ -52,19 +48,12 @@ def _ours(cfg: dict) -> dict:
     from controlrl import checkpoint
 
     retrace.Timer = bench.cpu_timer(retrace.Timer)  # this process only: CPU seconds per lap too
-    with tempfile.TemporaryDirectory(prefix="bench_retrace_ours_") as tmp:
-        run_dir = Path(tmp) / "run"
-        kw = {
-            k: cfg[k] for k in ("env_id", "seed", "learning_starts", "log_every", "segment_length")
-        }
-        kw |= dict(total_timesteps=cfg["learning_starts"] + cfg["updates"], eval_every=0)
-        kw |= dict(eval_episodes=1, checkpoint_every=10**9, run_dir=str(run_dir), tensorboard=False)
-        kw |= dict(progress=False, torch_threads=cfg["threads"], batch_size=cfg["batch_size"])
-        args = retrace.Args(**SETTINGS | kw | {"hidden_sizes": tuple(cfg["hidden"])})
-        args.validate()
-        retrace.main(args)
-        with (run_dir / "timing.csv").open() as f:
-            rows = list(csv.DictReader(f))
+    kw = {k: cfg[k] for k in ("env_id", "seed", "learning_starts", "log_every", "segment_length")}
+    kw |= dict(
+        total_timesteps=cfg["learning_starts"] + cfg["updates"], torch_threads=cfg["threads"]
+    )
+    kw |= dict(batch_size=cfg["batch_size"], hidden_sizes=tuple(cfg["hidden"]))
+    with bench.trained(retrace, **SETTINGS | kw) as (run_dir, rows, _):
         state = checkpoint.load(run_dir / "checkpoints" / "latest.pt")
     # the actor's and the twin critic's parameters (not the action box's scale and bias)
     params = sum(v.numel() for k, v in state["policy"].items() if k not in ("scale", "bias"))
@@ -116,16 +105,11 @@ def _sb3(cfg: dict) -> dict:
 
 def contenders(args: argparse.Namespace, repeat: int) -> list[bench.Contender]:
     """The contenders asked for, with this repeat's seed."""
-    keys = ("env_id", "learning_starts", "updates", "warmup", "log_every", "threads")
-    cfg = {k: getattr(args, k) for k in keys}
-    cfg |= dict(seed=repeat + 1, hidden=args.hidden, batch_size=args.batch_size)
-    cfg |= dict(segment_length=args.segment_length)
+    keys = ("env_id", "learning_starts", "updates", "warmup", "log_every", "threads", "hidden")
+    cfg = {k: getattr(args, k) for k in (*keys, "batch_size", "segment_length")}
     worker = f"{Path(__file__).resolve()}:work"
-    env = {"OMP_NUM_THREADS": str(args.threads)}
-    return [
-        bench.Contender(c, worker, {"contender": c, **cfg}, args.timeout, env)
-        for c in args.contenders
-    ]
+    cfg["seed"] = repeat + 1
+    return bench.contenders(args.contenders, worker, cfg, args.timeout, args.threads)
 
 
 def row(run: bench.Run) -> dict:
@@ -147,19 +131,12 @@ def row(run: bench.Run) -> dict:
 
 def summarize(rows: list[dict]) -> str:
     """Markdown table of updates/s per contender and the paired ratios ours/sb3."""
-    ok = [r for r in rows if r["status"] == "ok"]
-    lines = [
-        "| contender | updates/s | updates/CPU s | process s |",
-        "| --- | --- | --- | --- |",
-    ]
-    for name in dict.fromkeys(r["contender"] for r in rows):
-        mine = [r for r in ok if r["contender"] == name]
-        cells = [
-            bench.median_range([r["updates_per_s"] for r in mine], ",.1f"),
-            bench.median_range([r["updates_per_cpu_s"] for r in mine], ",.1f"),
-            bench.median_range([r["process_s"] for r in mine], ".0f"),
-        ]
-        lines.append(f"| {name} | {' | '.join(cells)} |")
+    m = bench.median_of
+    columns = {
+        "updates/s": m("updates_per_s", ",.1f"),
+        "updates/CPU s": m("updates_per_cpu_s", ",.1f"),
+    }
+    lines = bench.per_contender(rows, {**columns, "process s": m("process_s", ".0f")})
     ratio = {k: bench.median_range(bench.row_ratios(rows, "ours", "sb3", k))
              for k in ("updates_per_s", "updates_per_cpu_s")}  # fmt: skip
     lines.append(f"\nspeed ours/sb3 (paired per repeat): {ratio['updates_per_s']}")
@@ -168,10 +145,7 @@ def summarize(rows: list[dict]) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--out", default="paper_figures/out/bench_retrace.csv", help="CSV to write")
+    p = bench.parser(__doc__, "paper_figures/out/bench_retrace.csv", names=CONTENDERS)
     p.add_argument("--env-id", default="HalfCheetah-v5", help="Gymnasium id of both")
     p.add_argument("--updates", type=int, help="timed + warmup updates (3000; 40 --toy)")
     p.add_argument("--warmup", type=int, help="leading updates not timed (500; 20 --toy)")
@@ -181,30 +155,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hidden", help="hidden sizes of both (256,256; 32,32 --toy)")
     p.add_argument("--batch-size", type=int, default=256, help="transitions per update (256)")
     p.add_argument("--segment-length", type=int, default=8, help="ours: steps per segment (8)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads of both")
-    p.add_argument("--contenders", default="ours,sb3", help="subset of ours,sb3")
-    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per contender process")
-    p.add_argument("--toy", action="store_true", help="tiny run for tests")
     args = p.parse_args(argv)
     toy = dict(updates=40, warmup=20, learning_starts=40, log_every=10, repeats=1, hidden="32,32")
-    default = dict(updates=3000, warmup=500, learning_starts=1000, log_every=100, repeats=3)
-    default |= dict(hidden="256,256")
-    for name, value in (default | (toy if args.toy else {})).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    try:
-        args.hidden = [int(h) for h in args.hidden.split(",") if h.strip()]
-    except ValueError:
-        p.error(f"--hidden must be comma-separated integers, got {args.hidden!r}")
-    args.contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
-    bad = set(args.contenders) - set(CONTENDERS)
-    if bad or not args.contenders:
-        p.error(f"--contenders must be a subset of {','.join(CONTENDERS)}, got {bad or 'none'}")
+    full = dict(updates=3000, warmup=500, learning_starts=1000, log_every=100, repeats=3)
+    bench.fill(args, full | dict(hidden="256,256"), toy)
+    args.hidden = bench.ints(p, args.hidden, "--hidden", 1)
+    args.contenders = bench.subset(p, args.contenders, CONTENDERS, "--contenders")
     scripts.at_least(
         p, args, ("updates", "log_every", "repeats", "threads", "batch_size", "segment_length")
     )
-    if not args.hidden or min(args.hidden) < 1:
-        p.error(f"--hidden sizes must be >= 1, got {args.hidden}")
     if not 0 <= args.warmup < args.updates:
         p.error(f"--warmup must be in [0, --updates {args.updates}), got {args.warmup}")
     for name in ("updates", "warmup", "learning_starts"):  # ours times whole iterations
@@ -218,17 +177,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    args = parse_args(argv)
-    command = bench.command_line("paper_figures/bench_retrace.py", argv)
-    report = bench.Recorder(args.out, command, row, lambda r: f"{r['updates_per_s']:8.1f} "
-                            f"updates/s, {r['updates_per_cpu_s']:8.1f} per CPU s")  # fmt: skip
-    for repeat in range(args.repeats):
-        bench.run_repeat(contenders(args, repeat), repeat, on_run=report)
-    rows = report.rows
-    print(f"\n{args.repeats} repeats: median (min-max), ratios paired per repeat")
-    print(summarize(rows))
-    print(f"\ncommand: {command}\nCSV: {args.out}")
-    return rows
+    def describe(r: dict) -> str:
+        return f"{r['updates_per_s']:8.1f} updates/s, {r['updates_per_cpu_s']:8.1f} per CPU s"
+
+    script = "paper_figures/bench_retrace.py"
+    return bench.repeats(parse_args(argv), script, argv, contenders, row, describe, summarize)
 
 
 if __name__ == "__main__":

@@ -43,12 +43,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=3, help="runs of each trainer per seed")
     p.add_argument("--total-timesteps", type=int, default=122_880, help="env steps per run")
     p.add_argument("--num-evals", type=int, default=7, help="brax num_evals: num_evals-1 epochs")
-    p.add_argument(
-        "--cpu",
-        type=int,
-        default=-2,
-        help="run on this one CPU (-2: the last one; -1: no pinning, the OS's choice)",
-    )
+    what = "run on this one CPU (-2: the last one; -1: no pinning, the OS's choice)"
+    p.add_argument("--cpu", type=int, default=-2, help=what)
     own, rest = p.parse_known_args(argv)
     if own.rounds < 1:
         p.error("--rounds must be >= 1")
@@ -57,13 +53,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = race.parse_args(rest)
     if args.toy:
         own.rounds, own.total_timesteps, own.num_evals = 1, args.total_timesteps, 3
-    args.rounds, args.total_timesteps, args.num_evals = (
-        own.rounds,
-        own.total_timesteps,
-        own.num_evals,
-    )
-    args.trainers = ("brax", "ours_jax")
-    args.cpu = own.cpu
+    vars(args).update(vars(own), trainers=("brax", "ours_jax"))
     return args
 
 
@@ -82,19 +72,10 @@ def pin(cpu: int) -> str:
 def epoch_seconds(per_unit: list[float], units_per_epoch: int) -> list[float]:
     """Seconds per epoch from seconds per iteration (ours: one iteration = one brax training
     step), in order; a trailing partial epoch is an error (the runs did not match)."""
-    if units_per_epoch < 1 or len(per_unit) % units_per_epoch:
-        raise ValueError(
-            f"{len(per_unit)} iterations do not split into epochs of {units_per_epoch}"
-        )
-    return [
-        sum(per_unit[i : i + units_per_epoch]) for i in range(0, len(per_unit), units_per_epoch)
-    ]
-
-
-def brax_epochs(log: Path) -> list[float]:
-    """Epoch seconds from brax's progress records (cumulated 'training/walltime' per eval)."""
-    walls = [json.loads(line)["train_walltime"] for line in log.read_text().splitlines()]
-    return [b - a for a, b in zip(walls, walls[1:])]
+    n = units_per_epoch
+    if n < 1 or len(per_unit) % n:
+        raise ValueError(f"{len(per_unit)} iterations do not split into epochs of {n}")
+    return [sum(per_unit[i : i + n]) for i in range(0, len(per_unit), n)]
 
 
 def round_ratio(ours: list[float], brax: list[float]) -> float:
@@ -108,7 +89,7 @@ def run_brax(args, seed: int, work: Path) -> list[float]:
     log = work / f"brax_seed{seed}.jsonl"
     log.unlink(missing_ok=True)
     race.brax_worker(seed=seed, total=race.schedule(args)[1], log=str(log), **race.brax_train(args))
-    return brax_epochs(log)
+    return race.brax_epochs([json.loads(line) for line in log.read_text().splitlines()])
 
 
 def run_ours(args, seed: int, work: Path) -> list[float]:

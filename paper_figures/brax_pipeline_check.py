@@ -13,13 +13,11 @@ learn it: found by paper_figures/brax_ppo_race.py (PPO plateaus at ~90 on 'sprin
 
 from __future__ import annotations
 
-import csv
-import shlex
-import sys
 from pathlib import Path
 
 import numpy as np
 
+from controlrl import bench
 from controlrl.cli import ArgumentParser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,12 +61,8 @@ def main(argv: list[str] | None = None) -> None:
             row |= dict(min_length=int(lengths.min()), mean_length=float(lengths.mean()))
             rows.append(row | {"max_length": int(lengths.max())})
             print(f"  {pipeline:12s} {controller:4s} episode lengths {lengths}", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    command = "python paper_figures/brax_pipeline_check.py " + shlex.join(argv or sys.argv[1:])
+    bench.write_csv(args.out, rows, None)
+    command = bench.command_line("paper_figures/brax_pipeline_check.py", argv)
     print(f"wrote {args.out}; command: {command}")
 
 

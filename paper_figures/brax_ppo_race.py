@@ -1,21 +1,20 @@
 """Wall-clock race on a Brax task: Brax's own PPO trainer (google/brax
 brax/training/agents/ppo/train.py) vs our torch PPO (algos/ppo.py on brax:<task>, 'ours') and our
-JAX PPO (algos/ppo_brax.py, 'ours_jax'), with the same PPO settings (brax_train and our_flags:
-one brax training step collects one unroll per env, our rollout, split into the same number of
-minibatches) on one Brax task (default inverted_pendulum on the positional pipeline: on 'spring'
-not even a PD controller keeps the pole up, brax_pipeline_check.py). Per seed (one repeat of
-controlrl.bench: each trainer in a fresh process, the order rotated), the time of the first
-deterministic evaluation at or above --target, in two clocks:
+JAX PPO (algos/ppo_brax.py, 'ours_jax'), at the same PPO settings (brax_train, our_flags: a brax
+training step collects one unroll per env, our rollout, split into as many minibatches), on
+inverted_pendulum's positional pipeline by default (on 'spring' not even a PD controller keeps
+the pole up: brax_pipeline_check.py). Per seed (a repeat of controlrl.bench: each trainer in a
+fresh process, the order rotated), the time of the first deterministic evaluation at or above
+--target, in two clocks:
 
-- wall: seconds since the process was launched, everything included. Brax's progress_fn stamps
-  each evaluation; for ours the parent stamps each new row of <run_dir>/metrics.csv.
-- train: training compute only. Ours: the rollout + update seconds of timing.csv; Brax: its
-  'training/walltime'. The JAX trainers' first-epoch compile (its excess over the median of the
-  later epochs) is removed from both.
+- wall: seconds since the process was launched, everything included (Brax's progress_fn stamps
+  each evaluation; for ours the parent stamps each new row of <run_dir>/metrics.csv);
+- train: training compute only (ours: rollout + update seconds of timing.csv; Brax: its
+  'training/walltime'), less the JAX trainers' first-epoch compile (its excess over the median
+  of the later epochs).
 
-Every trainer has its own JAX compilation cache: --jax-cache cold (default) empties it before
-every run, warm fills it with an untimed run first. A trainer that crashes or runs past --timeout
-leaves a row with its status.
+Each trainer has its own JAX compilation cache, emptied before every run (cold compiles). A
+crashed or timed-out trainer leaves a row with its status.
 
 Not matched (one trainer has no switch for them): brax minibatches whole env unrolls and
 recomputes GAE per minibatch with the current value network (ours: once per rollout, single-step
@@ -24,15 +23,14 @@ statistics once per rollout without clipping (ours: every step, clipped to [-10,
 not clip actions to [-1, 1]; brax's autoreset replays each env's first initial state; Adam eps
 1e-8 (brax) vs 1e-5 (ours, unless --adam-eps); LeCun-uniform vs orthogonal initialisation; our
 evaluation env is a separate batch; ours writes diagnostics every iteration and a checkpoint.
-
-brax 0.14.2 calls jax.device_put_replicated, which jax 0.10 removed: the brax extra pins jax 0.9.2,
-so brax's trainer runs as released (on JAX's older pmap path: see brax_worker).
+brax 0.14.2 calls jax.device_put_replicated, which jax 0.10 removed: the brax extra pins jax
+0.9.2, so brax's trainer runs as released (on JAX's older pmap path: see brax_worker).
 
     python paper_figures/brax_ppo_race.py                      # 3 seeds x 3 trainers
     python paper_figures/brax_ppo_race.py --toy --out runs/toy/brax_ppo_race   # tiny budget
 
-Writes brax_ppo_race.csv (one row per trainer and seed: time to target in both clocks, training
-steps/s, their ratios to Brax's), brax_ppo_race_curves.csv and brax_ppo_race.png into --out.
+Writes brax_ppo_race.csv (per trainer and seed: time to target in both clocks, training steps/s,
+their ratios to Brax's), brax_ppo_race_curves.csv and brax_ppo_race.png into --out.
 """
 
 from __future__ import annotations
@@ -54,11 +52,12 @@ from paper_figures.lab import scripts
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAINERS = ("brax", "ours", "ours_jax")  # ours_jax: algos/ppo_brax.py (JAX rollout + update)
-# settings given to the brax worker (and, as flags, to ours)
-FLAGS = "num_envs num_steps num_minibatches update_epochs learning_rate gamma gae_lambda".split()
-FLAGS += ["clip_coef", "ent_coef"]  # same name in algos/ppo.py
-SETTINGS = ("env", "pipeline", "episode_length", *FLAGS, "num_evals", "eval_episodes")
-SETTINGS += ("max_grad_norm", "hidden_sizes", "critic_hidden_sizes", "activation", "reward_scale")
+# the PPO settings given to every trainer, their defaults: FLAGS also as flags of the same name
+# of algos/ppo.py and algos/ppo_brax.py
+FLAGS = dict(num_envs=64, num_steps=32, num_minibatches=32, update_epochs=10, learning_rate=3e-4)
+FLAGS |= dict(gamma=0.99, gae_lambda=0.95, clip_coef=0.2, ent_coef=0.0)
+SHARED = dict(episode_length=1000, **FLAGS, reward_scale=1.0, eval_episodes=16)
+HELP = {"num_steps": "ours --num-steps = brax unroll", "reward_scale": "brax reward_scaling"}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -67,34 +66,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--pipeline", default="positional", help="brax pipeline (spring cannot balance)")
     p.add_argument("--target", type=float, default=900.0, help="evaluation return to reach")
     p.add_argument("--seeds", default="1,2,3", help="comma-separated seeds")
-    p.add_argument("--episode-length", type=int, default=1000)
-    p.add_argument("--num-envs", type=int, default=64)
-    p.add_argument("--num-steps", type=int, default=32, help="ours --num-steps = brax unroll")
-    p.add_argument("--num-minibatches", type=int, default=32)
-    p.add_argument("--update-epochs", type=int, default=10)
-    p.add_argument("--learning-rate", type=float, default=3e-4)
-    p.add_argument("--gamma", type=float, default=0.99)
-    p.add_argument("--gae-lambda", type=float, default=0.95)
-    p.add_argument("--clip-coef", type=float, default=0.2)
-    p.add_argument("--ent-coef", type=float, default=0.0)
+    for name, default in SHARED.items():
+        flag = f"--{name.replace('_', '-')}"
+        p.add_argument(flag, type=type(default), default=default, help=HELP.get(name))
     p.add_argument("--max-grad-norm", type=float, default=0.5, help="0: no clipping (brax None)")
     p.add_argument("--hidden-sizes", default="64,64", help="policy hidden layers")
     p.add_argument("--critic-hidden-sizes", default="64,64", help="value hidden layers")
     p.add_argument(
         "--activation", choices=("tanh", "swish"), default="tanh", help="swish: ours_jax"
     )
-    p.add_argument("--reward-scale", type=float, default=1.0, help="brax reward_scaling")
     what = "ours' Adam epsilon (brax's trainer: optax's 1e-8, not settable)"
     p.add_argument("--adam-eps", type=float, default=1e-5, help=what)
     p.add_argument("--total-timesteps", type=int, default=100_000, help="budget per run")
     p.add_argument("--num-evals", type=int, default=20, help="brax num_evals (incl. step 0)")
-    p.add_argument("--eval-episodes", type=int, default=16)
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
     what = "run dirs and JAX caches (default: runs/brax_ppo_race, or <out>/brax_race with --toy)"
     p.add_argument("--work-dir", type=Path, default=None, help=what)
-    what = "cold: every run starts from an empty JAX compilation cache; warm: each trainer's"
-    what += " cache under --work-dir is filled by an untimed warm-up run before the timed ones"
-    p.add_argument("--jax-cache", choices=("cold", "warm"), default="cold", help=what)
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per trainer process")
     what = f"comma-separated subset of {', '.join(TRAINERS)} (brax is always run)"
     p.add_argument("--trainers", default=",".join(TRAINERS), help=what)
@@ -109,13 +96,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.num_evals < 2:
         p.error("--num-evals must be >= 2")
     for name in ("hidden_sizes", "critic_hidden_sizes"):
-        try:
-            sizes = tuple(int(h) for h in getattr(args, name).split(","))
-        except ValueError:
-            sizes = ()
-        if not sizes or min(sizes) <= 0:
-            p.error(f"--{name.replace('_', '-')} must be comma-separated sizes > 0")
-        setattr(args, name, sizes)
+        flag = f"--{name.replace('_', '-')}"
+        setattr(args, name, tuple(bench.ints(p, getattr(args, name), flag, 1)))
     chosen = {t.strip() for t in args.trainers.split(",") if t.strip()}
     if not chosen <= set(TRAINERS):
         p.error(f"--trainers must name only {', '.join(TRAINERS)}, got {args.trainers}")
@@ -233,8 +215,7 @@ def our_flags(args, seed: int, trainer: str) -> list[str]:
     """The command-line flags of algos/ppo.py (trainer 'ours') or algos/ppo_brax.py ('ours_jax')
     for these settings and seed, without --run-dir."""
     eval_every, total = schedule(args)
-    settings = {name: getattr(args, name) for name in SETTINGS}
-    flags = [f"--{k.replace('_', '-')}={settings[k]}" for k in FLAGS]
+    flags = [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in FLAGS]
     flags += ["--no-anneal-lr", "--vf-coef=0.5", "--norm-adv", "--no-clip-vloss", "--norm-obs"]
     flags += ["--no-norm-reward", "--hidden-sizes", *map(str, args.hidden_sizes)]
     if args.critic_hidden_sizes != args.hidden_sizes:
@@ -257,7 +238,7 @@ def our_flags(args, seed: int, trainer: str) -> list[str]:
 
 
 def contenders(args, seed: int) -> tuple[list[bench.Contender], dict]:
-    """brax, ours, ours_jax for one seed (each with its own JAX cache, emptied when cold), and
+    """brax, ours, ours_jax for one seed (each with its own JAX cache, emptied first), and
     per trainer what its parse needs (files it writes, metrics.csv row time stamps)."""
     _, total = schedule(args)
     out, info = [], {}
@@ -266,16 +247,13 @@ def contenders(args, seed: int) -> tuple[list[bench.Contender], dict]:
         shutil.rmtree(work, ignore_errors=True)  # a fresh run dir (ours would resume otherwise)
         work.mkdir(parents=True)
         cache = args.work_dir / "jax_cache" / trainer
-        if args.jax_cache == "cold":
-            shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(cache, ignore_errors=True)
         env = {"CONTROLRL_JAX_CACHE": str(cache)}
         if trainer == "brax":
-            config = {"seed": seed, "total": total, "log": str(work / "progress.jsonl")}
-            worker = f"{Path(__file__).resolve()}:brax_worker"
-            out.append(
-                bench.Contender(trainer, worker, config | brax_train(args), args.timeout, env)
-            )
             info[trainer] = {"log": work / "progress.jsonl"}
+            config = dict(seed=seed, total=total, log=str(info[trainer]["log"]), **brax_train(args))
+            worker = f"{Path(__file__).resolve()}:brax_worker"
+            out.append(bench.Contender(trainer, worker, config, args.timeout, env))
             continue
         script = ROOT / "algos" / ("ppo_brax.py" if trainer == "ours_jax" else "ppo.py")
         cmd = [sys.executable, str(script), *our_flags(args, seed, trainer)]
@@ -285,12 +263,21 @@ def contenders(args, seed: int) -> tuple[list[bench.Contender], dict]:
     return out, info
 
 
+def brax_epochs(evals: list[dict]) -> list[float]:
+    """Epoch seconds from brax's progress records (cumulated 'training/walltime' per eval)."""
+    return [b["train_walltime"] - a["train_walltime"] for a, b in zip(evals, evals[1:])]
+
+
+def compile_excess(seconds: list[float]) -> float:
+    """A JAX trainer's compile in its first epoch (or iteration): its excess over the median of
+    the others."""
+    return max(seconds[0] - statistics.median(seconds[1:]), 0.0) if len(seconds) > 1 else 0.0
+
+
 def parse_brax(run: bench.Run, log: Path) -> dict:
     """Curve points from brax's progress_fn records; its epoch compile removed from train_s."""
     evals = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    # epoch times from the cumulated training walltime; the first one includes the compile
-    epochs = [b["train_walltime"] - a["train_walltime"] for a, b in zip(evals, evals[1:])]
-    compile_s = max(epochs[0] - statistics.median(epochs[1:]), 0.0) if len(epochs) > 1 else 0.0
+    compile_s = compile_excess(brax_epochs(evals))
     points = [
         {
             "step": r["step"],
@@ -315,10 +302,7 @@ def parse_ours(run: bench.Run, run_dir: Path, stamps: list[float], jax_path: boo
         row_s = [float(t["time/rollout_s"]) + float(t["time/update_s"]) for t in csv.DictReader(f)]
     ended = run.launched + run.wall_s
     stamps = stamps + [ended] * (len(metrics) - len(stamps))  # rows written just before exit
-    # the JAX path compiles inside its first iteration: its excess over the median iteration
-    compile_s = 0.0
-    if jax_path and len(row_s) > 1:
-        compile_s = max(row_s[0] - statistics.median(row_s[1:]), 0.0)
+    compile_s = compile_excess(row_s) if jax_path else 0.0  # in the JAX path's first iteration
     points, train_s = [], -compile_s
     for row, seconds, stamp in zip(metrics, row_s, stamps):
         train_s += seconds
@@ -406,9 +390,6 @@ def main(argv: list[str] | None = None) -> None:
         f"target {args.target:g}, seeds {seeds}",
         flush=True,
     )
-    if args.jax_cache == "warm":  # fill every trainer's cache with an untimed run first
-        for contender in contenders(args, seeds[0])[0]:
-            print(f"  warm-up {contender.name} (untimed): {bench.run_one(contender).status}")
     results = {}
     for repeat, seed in enumerate(seeds):
         trainers, info = contenders(args, seed)

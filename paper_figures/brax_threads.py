@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -74,9 +73,6 @@ def worker(mode: str, flags: list[str], warmup: int, iterations: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    ours = argv[argv.index("--") + 1 :] if "--" in argv else []
-    own = argv[: argv.index("--")] if "--" in argv else argv
     p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
     p.add_argument("--name", default="race", help="CSV: brax_threads_<name>.csv")
@@ -85,10 +81,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--timeout", type=float, default=1200.0, help="seconds per process")
     p.add_argument("--toy", action="store_true", help="tiny settings, for the test")
-    args = p.parse_args(own)
+    p.add_argument("ours", nargs="*", help="ppo_brax.py flags (after --)")
+    args = p.parse_args(argv)
     if not hasattr(os, "sched_setaffinity"):
         raise SystemExit("brax_threads.py needs os.sched_setaffinity (Linux)")
-    flags = RACE.split() + ours
+    flags = RACE.split() + args.ours
     if args.toy:
         flags += "--num-envs 8 --num-steps 8 --num-minibatches 2 --update-epochs 1".split()
         args.warmup, args.iterations, args.repeats = 1, 2, 1
@@ -98,16 +95,13 @@ def main(argv: list[str] | None = None) -> None:
     contenders = [
         bench.Contender(m, spec, config | {"mode": m}, args.timeout, cwd=str(ROOT)) for m in MODES
     ]
-    runs = bench.run(contenders, args.repeats)
-    rows = []
-    for run in runs:
-        print(f"  repeat {run.repeat} {run.name}: {run.status} {run.result}", flush=True)
-        if not run.ok:
-            print(run.log[-2000:])
-        row = {"mode": run.name, "repeat": run.repeat, "slot": run.slot, "status": run.status}
-        rows.append(row | run.result)
     path = args.out / f"brax_threads_{args.name}.csv"
-    bench.write_csv(path, rows, command)
+
+    def row(run: bench.Run) -> dict:
+        return dict(mode=run.name, repeat=run.repeat, slot=run.slot, status=run.status) | run.result
+
+    report = bench.Recorder(path, command, row, lambda r: f"{r['wall_ms']:.1f} ms wall")
+    runs = bench.run(contenders, args.repeats, report)
     for m in MODES:
         got = [r.result for r in runs if r.name == m and r.ok]
         walls, cpus = [g["wall_ms"] for g in got], [g["cpu_ms"] for g in got]

@@ -86,14 +86,12 @@ def main(argv: list[str] | None = None) -> None:
     config = SweepConfig([args.algo], [ENV], args.singles, args.samples, extra)
     runs = run_sweep(config, args.sweep_dir, workers=args.workers)
     base = args.sweep_dir / "runs" / args.algo / env_tag(ENV)
-    singles = {
-        seed: final_success(
-            bench.read_csv(base / f"seed{seed}" / "metrics.csv"), args.final_window, optimal
-        )
-        for seed in range(1, args.singles + 1)
-        if runs.get(f"{args.algo}/{ENV}/seed{seed}", {}).get("status", "done") == "done"
-        and (base / f"seed{seed}" / "final_eval.json").exists()
-    }
+    singles = {}
+    for seed in range(1, args.singles + 1):
+        done = runs.get(f"{args.algo}/{ENV}/seed{seed}", {}).get("status", "done") == "done"
+        if done and (base / f"seed{seed}" / "final_eval.json").exists():
+            rows = bench.read_csv(base / f"seed{seed}" / "metrics.csv")
+            singles[seed] = final_success(rows, args.final_window, optimal)
     pop_dir = args.population_dir / f"{args.algo}_seed{args.population_seed}_n{args.population}"
     if not (pop_dir / "final_eval.json").exists():
         import shutil
@@ -113,8 +111,8 @@ def main(argv: list[str] | None = None) -> None:
     ks = stats.ks_2samp(a, b)
     summary = dict(algo=args.algo, bandit=ENV, samples=args.samples, population_seeds=a.size)
     summary |= dict(population_first_seed=args.population_seed, single_seeds=b.size)
-    summary |= dict(population_mean=float(a.mean()), population_sd=sample_sd(a))
-    summary |= dict(single_mean=float(b.mean()), single_sd=sample_sd(b))
+    for side, x in (("population", a), ("single", b)):
+        summary |= {f"{side}_mean": float(x.mean()), f"{side}_sd": sample_sd(x)}
     summary |= dict(ks_statistic=float(ks.statistic), ks_p=float(ks.pvalue))
     summary |= dict(paired_seeds=0, paired_max_abs_diff="")
     if (args.paired_dir / "final_eval.json").exists():

@@ -14,7 +14,6 @@ medians. Writes <out>/ppo_vs_sb3.csv (one row per run), ppo_vs_sb3_tests.csv and
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from controlrl import plots
+from controlrl import bench, plots
 from controlrl.cli import ArgumentParser
 from controlrl.experiment import SweepConfig, env_tag
 from paper_figures.lab import scripts
@@ -38,14 +37,6 @@ SIDES = {  # label: (script, its directory, flags that make it match SB3, sweep 
     # clip; this side gives ours SB3's weight
     "controlrl vf_coef=1": ("ppo", ROOT / "algos", [*MATCH, "--vf-coef", "1.0"], "ppo_vf1"),
 }
-
-
-def write_table(path: Path, rows: list[dict]) -> None:
-    """Rows to a CSV, columns the first row's keys, numbers at full precision."""
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
 
 
 def permutation_test(a: np.ndarray, b: np.ndarray, stat) -> tuple[float, float]:
@@ -127,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"error: need >= 2 finished runs of each side under {args.sweeps_root}")
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / "ppo_vs_sb3"
-    write_table(stem.with_suffix(".csv"), rows)
+    bench.write_csv(stem.with_suffix(".csv"), rows, None)
     tests, metrics = [], ("final_train_return", "final_eval_return")
     for side in (s for s in sides if s != "SB3"):
         for metric in metrics:
@@ -136,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
             summary |= {"median": float(np.median(a)), "median_sb3": float(np.median(b))}
             summary |= {"max": float(a.max()), "max_sb3": float(b.max())}
             tests.append(summary | compare(a, b))
-    write_table(args.out / "ppo_vs_sb3_tests.csv", tests)
+    bench.write_csv(args.out / "ppo_vs_sb3_tests.csv", tests, None)
     import matplotlib.pyplot as plt
 
     n = len(sides)

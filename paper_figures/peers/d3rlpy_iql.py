@@ -38,20 +38,11 @@ from pathlib import Path
 KEYS = ("observations", "actions", "rewards", "terminals", "timeouts")
 # CORL's IQL settings for D4RL locomotion: the one place they are written; bench_iql.py gives
 # the same numbers to algos/iql.py (importing this dict, so the two cannot drift apart)
-SETTINGS = {
-    "hidden_sizes": (256, 256),
-    "batch_size": 256,
-    "actor_lr": 3e-4,
-    "critic_lr": 3e-4,  # d3rlpy: Q and V share this learning rate (one optimiser)
-    "expectile": 0.7,
-    "beta": 3.0,  # d3rlpy's weight_temp
-    "max_weight": 100.0,
-    "gamma": 0.99,
-    "polyak": 0.005,  # d3rlpy's tau
-    "cosine_actor_lr": True,  # annealed to 0 over all the updates
-    "normalize_obs": True,
-    "reward_scale": 1000.0,  # r * 1000 / (max - min episode return)
-}
+# (critic_lr: d3rlpy's Q and V share it, one optimiser; beta: its weight_temp; polyak: its tau;
+# cosine_actor_lr: annealed to 0 over all the updates; rewards r * 1000 / (max - min return))
+SETTINGS = dict(hidden_sizes=(256, 256), batch_size=256, actor_lr=3e-4, critic_lr=3e-4)
+SETTINGS |= dict(expectile=0.7, beta=3.0, max_weight=100.0, gamma=0.99, polyak=0.005)
+SETTINGS |= dict(cosine_actor_lr=True, normalize_obs=True, reward_scale=1000.0)
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -199,28 +190,19 @@ def main(argv: list[str] | None = None) -> dict:
     first = max(args.warmup, 1) - 1
     timed = args.updates - 1 - first
     update_s = stamps[-1] - stamps[first]
-    out = {
-        "contender": "d3rlpy",
-        "d3rlpy": d3rlpy.__version__,
-        "torch": torch.__version__,
-        "threads": args.threads,
-        "seed": args.seed,
-        "transitions": int(dataset.transition_count),
-        "dataset_s": dataset_s,
-        "updates": args.updates,
-        "timed_updates": timed,
-        "update_s": update_s,
-        "updates_per_s": timed / update_s,
-        "cpu_s": cpu_stamps[-1] - cpu_stamps[first],
-        "updates_per_cpu_s": timed / (cpu_stamps[-1] - cpu_stamps[first]),
-        # d3rlpy's own split of a step (means over all updates, warm-up included)
-        "d3rlpy_sample_ms": 1000 * metrics.get("time_sample_batch", float("nan")),
-        "d3rlpy_update_ms": 1000 * metrics.get("time_algorithm_update", float("nan")),
-    }
+    cpu_s = cpu_stamps[-1] - cpu_stamps[first]
+    out = dict(contender="d3rlpy", d3rlpy=d3rlpy.__version__, torch=torch.__version__)
+    out |= dict(threads=args.threads, seed=args.seed, transitions=int(dataset.transition_count))
+    out |= dict(dataset_s=dataset_s, updates=args.updates, timed_updates=timed, update_s=update_s)
+    out |= dict(updates_per_s=timed / update_s, cpu_s=cpu_s, updates_per_cpu_s=timed / cpu_s)
+    # d3rlpy's own split of a step (means over all updates, warm-up included)
+    out["d3rlpy_sample_ms"] = 1000 * metrics.get("time_sample_batch", float("nan"))
+    out["d3rlpy_update_ms"] = 1000 * metrics.get("time_algorithm_update", float("nan"))
     if args.eval_episodes:
         returns = evaluate(iql, args.env_id, args.eval_episodes, args.seed)
-        out |= {"env_id": args.env_id, "eval_returns": returns}
-        out["eval_return"] = sum(returns) / len(returns)
+        out |= dict(
+            env_id=args.env_id, eval_returns=returns, eval_return=sum(returns) / len(returns)
+        )
     text = json.dumps(out)
     if args.out is not None:
         args.out.write_text(text)

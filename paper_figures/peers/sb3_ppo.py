@@ -6,10 +6,10 @@ paper_figures/ppo_vs_sb3.py compares the two through one runner and one evaluati
     python paper_figures/peers/sb3_ppo.py --env-id HalfCheetah-v5 --seed 1 \\
         --total-timesteps 300000 --run-dir runs/sb3_ppo_demo
 
-Settings are algos/ppo.py's with --no-anneal-lr --no-clip-vloss (64-64 tanh actor and critic,
-VecNormalize of observations and rewards); it runs total_timesteps // 2048 iterations. The final
-evaluation is controlrl.evaluate's (deterministic action, normaliser frozen, ours' eval seed).
-No checkpoints: a killed run restarts from step 0.
+Settings are algos/ppo.py's with --no-anneal-lr --no-clip-vloss (make, PPO_SETTINGS); it runs
+total_timesteps // 2048 iterations. The final evaluation is controlrl.evaluate's (deterministic
+action, normaliser frozen, ours' eval seed). No checkpoints: a killed run restarts from step 0.
+paper_figures/bench_ppo.py times the same model.
 """
 
 from __future__ import annotations
@@ -25,6 +25,24 @@ import numpy as np
 import torch
 
 N_STEPS = 2048
+# CleanRL's PPO settings under SB3's names (and algos/ppo.py's defaults)
+PPO_SETTINGS = dict(learning_rate=3e-4, n_epochs=10, clip_range=0.2, ent_coef=0.0, vf_coef=0.5)
+PPO_SETTINGS |= dict(max_grad_norm=0.5, target_kl=None)
+
+
+def make(cls: type, env_id: str, n_envs: int, seed: int, **kwargs):
+    """An SB3 model of class `cls` (PPO, or sb3-contrib's TRPO) on n_envs envs in a DummyVecEnv
+    under VecNormalize (observations and rewards, clipped to 10), gamma 0.99, GAE lambda 0.95,
+    normalised advantages, 64-64 tanh actor and critic (orthogonal init, log-std 0), on CPU."""
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    env = make_vec_env(env_id, n_envs=n_envs, seed=seed, vec_env_cls=DummyVecEnv)
+    env = VecNormalize(env, clip_obs=10.0, clip_reward=10.0, gamma=0.99, epsilon=1e-8)
+    net = dict(net_arch=dict(pi=[64, 64], vf=[64, 64]), activation_fn=torch.nn.Tanh)
+    policy_kwargs = net | dict(ortho_init=True, log_std_init=0.0)
+    kwargs |= dict(gamma=0.99, gae_lambda=0.95, normalize_advantage=True, device="cpu")
+    return cls("MlpPolicy", env, policy_kwargs=policy_kwargs, seed=seed, verbose=0, **kwargs)
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -45,8 +63,6 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
     from controlrl.evaluate import evaluate
     from controlrl.normalize import ObsNormalizer
@@ -78,30 +94,9 @@ def main(argv: list[str] | None = None) -> None:
             writer.writerow(row)
             metrics.flush()
 
-    env = make_vec_env(args.env_id, n_envs=1, seed=args.seed, vec_env_cls=DummyVecEnv)
-    env = VecNormalize(env, clip_obs=10.0, clip_reward=10.0, gamma=0.99, epsilon=1e-8)
-    net = dict(net_arch=dict(pi=[64, 64], vf=[64, 64]), activation_fn=torch.nn.Tanh)
-    model = PPO(
-        "MlpPolicy",
-        env,
-        learning_rate=3e-4,
-        n_steps=N_STEPS,
-        batch_size=64,
-        n_epochs=10,
-        gamma=0.99,
-        gae_lambda=0.95,
-        clip_range=0.2,
-        clip_range_vf=None,
-        normalize_advantage=True,
-        ent_coef=0.0,
-        vf_coef=0.5,
-        max_grad_norm=0.5,
-        target_kl=None,
-        policy_kwargs=net | dict(ortho_init=True, log_std_init=0.0),
-        device="cpu",
-        seed=args.seed,
-        verbose=0,
-    )
+    settings = PPO_SETTINGS | dict(n_steps=N_STEPS, batch_size=64, clip_range_vf=None)
+    model = make(PPO, args.env_id, 1, args.seed, **settings)
+    env = model.get_env()
     steps = args.total_timesteps // N_STEPS * N_STEPS
     model.learn(total_timesteps=steps, callback=EpisodeLog(), progress_bar=False)
     metrics.close()

@@ -238,3 +238,88 @@ def test_recorder_writes_every_row_as_its_run_ends_and_prints_a_line(tmp_path, c
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].endswith("repeat 1 b x=2.0") and lines[1].endswith("repeat 1 c exit 3")
     assert lines[2] == "Traceback"
+
+
+def test_parser_subset_and_fill_give_the_flags_and_their_defaults(capsys):
+    p = bench.parser("First paragraph.\n\nRest.", "out.csv", 60.0, ("a", "b"))
+    p.add_argument("--repeats", type=int)
+    args = p.parse_args(["--toy"])
+    assert (args.out, args.threads, args.timeout, args.contenders) == ("out.csv", 1, 60.0, "a,b")
+    bench.fill(args, {"repeats": 3}, {"repeats": 1})
+    assert args.repeats == 1
+    args.toy, args.repeats = False, None
+    bench.fill(args, {"repeats": 3}, {"repeats": 1})
+    assert args.repeats == 3
+    assert bench.subset(p, " b, a,", ("a", "b"), "--contenders") == ["b", "a"]
+    assert bench.ints(p, "3, 0,", "--seeds") == [3, 0] and bench.ints(p, "2", "--n", 2) == [2]
+    for text, least in (("1,x", 0), ("", 0), ("0,4", 1)):
+        with pytest.raises(SystemExit):
+            bench.ints(p, text, "--sizes", least)
+        assert f"--sizes must be comma-separated integers >= {least}" in capsys.readouterr().err
+    for text in ("a,c", ""):
+        with pytest.raises(SystemExit):
+            bench.subset(p, text, ("a", "b"), "--contenders")
+        assert "--contenders must be a subset of a,b" in capsys.readouterr().err
+
+
+def test_trained_runs_main_quietly_in_a_run_dir_and_reads_its_timing(tmp_path):
+    import dataclasses
+    import types
+
+    @dataclasses.dataclass
+    class Args:
+        run_dir: str
+        eval_every: int
+        eval_episodes: int
+        checkpoint_every: int
+        tensorboard: bool
+        progress: bool
+        seed: int = 0
+
+        def validate(self) -> None:
+            assert self.seed >= 0
+
+    def main(args: Args) -> float:
+        Path(args.run_dir).mkdir(parents=True)
+        (Path(args.run_dir) / "timing.csv").write_text("time/update_s\n0.5\n0.25\n")
+        return 7.0 + args.eval_episodes + args.eval_every
+
+    module = types.SimpleNamespace(Args=Args, main=main)
+    with bench.trained(module, seed=3, eval_episodes=2) as (run_dir, rows, returned):
+        assert run_dir.is_dir() and (run_dir / "timing.csv").exists()
+    assert not run_dir.exists()
+    assert rows == [{"time/update_s": "0.5"}, {"time/update_s": "0.25"}] and returned == 9.0
+
+
+def test_per_contender_table_has_a_line_per_contender_of_its_ok_rows():
+    cells = [("a", 0, "ok", 1.0), ("b", 0, "ok", 4.0), ("a", 1, "ok", 3.0), ("b", 1, "exit 1", "")]
+    rows = [dict(contender=c, repeat=k, status=s, x=x) for c, k, s, x in cells]
+    names = lambda name, mine: f"{name}:{len(mine)}"  # noqa: E731
+    lines = bench.per_contender(rows, {"x": bench.median_of("x", ".1f"), "n": names})
+    assert lines[:2] == ["| contender | x | n |", "| --- | --- | --- |"]
+    assert lines[2:] == ["| a | 2.0 (1.0-3.0) | a:2 |", "| b | 4.0 | b:1 |"]
+
+
+def test_csv_without_a_command_column(tmp_path):
+    bench.write_csv(tmp_path / "t.csv", [{"a": 1, "b": 0.5}, {"a": 2, "b": "x"}], None)
+    assert (tmp_path / "t.csv").read_text().splitlines() == ["a,b", "1,0.5", "2,x"]
+
+
+def test_repeats_rotates_records_every_run_and_prints_the_summary(tmp_path, capsys):
+    import types
+
+    log = str(tmp_path / "order.log")
+    args = types.SimpleNamespace(out=tmp_path / "b.csv", repeats=2)
+
+    def contenders(_, repeat: int) -> list[bench.Contender]:
+        return [bench.Contender(n, HERE + "append_name", {"name": n, "log": log}) for n in "ab"]
+
+    def summarize(rows: list[dict]) -> str:
+        return "summary of " + ",".join(r["contender"] for r in rows)
+
+    rows = bench.repeats(args, "s.py", ["--x"], contenders, bench.Run.row, str, summarize)
+    assert [(r["contender"], r["repeat"]) for r in rows] == [("a", 0), ("b", 0), ("b", 1), ("a", 1)]
+    assert open(log).read().split() == ["a", "b", "b", "a"]  # each in its own process
+    assert [r["contender"] for r in bench.read_csv(args.out)] == ["a", "b", "b", "a"]
+    out = capsys.readouterr().out
+    assert "summary of a,b,b,a" in out and "command: python s.py --x" in out

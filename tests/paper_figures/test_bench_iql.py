@@ -217,7 +217,7 @@ def test_summary_pairs_ratios_within_a_repeat():
 
 
 def test_ours_gets_the_peer_settings():
-    settings = bench_iql.peer_settings()
+    settings = dict(bench_iql.SETTINGS)
     assert settings["hidden_sizes"] == (256, 256) and settings["batch_size"] == 256
     assert (settings["expectile"], settings["beta"], settings["max_weight"]) == (0.7, 3.0, 100.0)
     kw = bench_iql.ours_kwargs(settings)

@@ -2,7 +2,6 @@
 
 import csv
 import importlib.util
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -28,12 +27,12 @@ def test_ours_iterations_are_grouped_into_brax_epochs_in_order():
         parity.epoch_seconds([1.0, 2.0, 3.0], 2)  # a run that stopped mid-epoch
 
 
-def test_brax_epochs_are_differences_of_its_cumulated_walltime(tmp_path):
-    parity = _parity()
-    log = tmp_path / "brax.jsonl"
+def test_brax_epochs_are_differences_of_its_cumulated_walltime():
+    race = _parity().race
     walls = [0.0, 5.0, 5.5, 6.25]  # step-0 evaluation, then the end of each epoch
-    log.write_text("".join(json.dumps({"train_walltime": w, "step": 1}) + "\n" for w in walls))
-    assert parity.brax_epochs(log) == [5.0, 0.5, 0.75]
+    assert race.brax_epochs([{"train_walltime": w, "step": 1} for w in walls]) == [5.0, 0.5, 0.75]
+    assert race.compile_excess([5.0, 0.5, 0.75]) == 5.0 - 0.625
+    assert race.compile_excess([0.5, 1.0, 2.0]) == 0.0 and race.compile_excess([9.0]) == 0.0
 
 
 def test_round_ratio_drops_the_first_epoch_on_both_sides():
@@ -103,4 +102,4 @@ def test_brax_parity_toy(tmp_path):
         next(float(r["train_s"]) for r in rows if r["trainer"] == t) for t in ("ours_jax", "brax")
     )
     assert float(rows[0]["ours_over_brax"]) == pytest.approx(ours / brax, rel=1e-3)
-    assert "median over seeds" in proc.stdout
+    assert "ours/brax, per seed (median of rounds): {1: " in proc.stdout
