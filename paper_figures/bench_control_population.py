@@ -4,6 +4,8 @@ beside the floor: the S x N envs stepped with random actions.
 
     python paper_figures/bench_control_population.py           # the committed CSVs and figure
     python paper_figures/bench_control_population.py --toy --out runs/bench_toy    # seconds
+    python paper_figures/bench_control_population.py --envs brax:ant --sizes 1,4,16 \
+        --name bench_control_population_brax      # ppo_brax.py --num-seeds: vmap, no floor
 
 Contenders, each in its own fresh process (controlrl.bench), for every env of --envs and S of
 --sizes, at CleanRL's PPO settings (vwxyzjn/cleanrl cleanrl/ppo_continuous_action.py: ppo.py's
@@ -12,12 +14,15 @@ defaults, 1 env x 2048 steps, 32 minibatches, 10 epochs, 64-64 tanh nets):
   separate-S    seeds 1..S, ppo.py --seed k in one process each, --workers of them at a time
   floor-S       the S x N envs of a population (one sync vector env) stepped --floor-steps
                 times with uniform random actions: the env work alone
-A training process's time is the CPU time of its iterations after the first --warmup ones
-(time/rollout_s_cpu + time/update_s_cpu of its timing.csv: no start-up, checkpoint or final
-evaluation); the separate side sums its processes'. Columns: seed_steps_per_cpu_s, speedup
-(population over separate at the same S), us_per_seed_step (CPU microseconds per seed-step),
-floor_ratio (population's us_per_seed_step over the floor's per env step at S x N envs),
-proc_cpu_s (whole processes, start-up included) and peak_rss_mb (the largest process).
+On a brax: id the trainer is algos/ppo_brax.py (its defaults, 64 envs x 32 steps per seed; a
+population vmaps the jitted rollout and update over seeds) and there is no floor: its envs step
+inside the compiled rollout. A training process's time is the CPU time of its iterations after the
+first --warmup ones (time/rollout_s_cpu + time/update_s_cpu of its timing.csv: no start-up,
+checkpoint or final evaluation); the separate side sums its processes'. Columns:
+seed_steps_per_cpu_s, speedup (population over separate at the same S), us_per_seed_step (CPU
+microseconds per seed-step), floor_ratio (population's us_per_seed_step over the floor's per env
+step at S x N envs), proc_cpu_s (whole processes, start-up included) and peak_rss_mb (the largest
+process).
 
 Also one sync vector env (every env in this process) against one async (a process per env) of
 each --vector-sizes count, stepped with random actions: env steps per wall and per CPU second
@@ -40,6 +45,7 @@ from controlrl import bench
 from controlrl.cli import ArgumentParser
 
 ROOT = Path(__file__).resolve().parents[1]
+BRAX_ENVS = 64  # ppo_brax.py's default batch: 64 envs x 32 steps, ppo.py's 2048 samples
 QUIET = ["--eval-every", "0", "--eval-episodes", "1", "--no-tensorboard", "--no-progress"]
 FIELDS = [
     *"contender env_id seeds iterations status wall_s cpu_s seed_steps".split(),
@@ -51,24 +57,36 @@ def train_worker(
     env_id: str, seed: int, seeds: int | None, iterations: int, warmup: int, run_dir: str, steps
 ) -> dict:
     """In the contender's process: ppo.py (a population of `seeds` from `seed`, or the one run
-    --seed `seed`); the CPU seconds of its iterations after `warmup`, read from timing.csv."""
-    from algos import ppo
+    --seed `seed`; on a brax: id ppo_brax.py, its `steps` a batch of 64 envs); the CPU seconds of
+    its iterations after `warmup`, read from timing.csv (a JAX compile comes before them)."""
+    from algos import ppo, ppo_brax
     from controlrl import population_actor_critic, session, training
     from controlrl.cli import parse
 
     timer = bench.cpu_timer(session.Timer)  # laps gain their CPU seconds, in this process only
-    training.Timer = population_actor_critic.Timer = timer
+    training.Timer = population_actor_critic.Timer = ppo_brax.Timer = timer
     shutil.rmtree(run_dir, ignore_errors=True)
-    argv = ["--env-id", env_id, "--seed", str(seed), "--num-steps", str(steps), *QUIET]
+    algo, shape = ppo, ["--num-steps", str(steps)]
+    if env_id.startswith("brax:"):
+        algo, shape = (
+            ppo_brax,
+            ["--num-envs", str(BRAX_ENVS), "--num-steps", str(steps // BRAX_ENVS)],
+        )
+    argv = ["--env-id", env_id, "--seed", str(seed), *shape, *QUIET]
     argv += ["--total-timesteps", str(iterations * steps), "--run-dir", run_dir]
     if seeds is not None:
         argv += ["--num-seeds", str(seeds)]
-    ppo.main(parse(ppo.Args, argv))
+    algo.main(parse(algo.Args, argv))
     with (Path(run_dir) / "timing.csv").open() as f:
         rows = list(csv.DictReader(f))[warmup:]
     cpu = sum(float(r["time/rollout_s_cpu"]) + float(r["time/update_s_cpu"]) for r in rows)
-    proc = bench.usage()
-    return {"cpu_s": cpu, "measured": len(rows), "proc_cpu_s": proc["cpu_s"]} | proc
+    proc = bench.usage()  # the whole process's, start-up included: proc_cpu_s, not cpu_s
+    return {
+        "cpu_s": cpu,
+        "measured": len(rows),
+        "proc_cpu_s": proc["cpu_s"],
+        "peak_rss_mb": proc["peak_rss_mb"],
+    }
 
 
 def random_steps(env_id: str, num_envs: int, steps: int, mode: str | None = None) -> dict:
@@ -175,6 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--vector-steps", type=int, default=256)
     p.add_argument("--work-dir", type=Path, default=ROOT / "runs" / "bench_control_population")
     p.add_argument("--out", type=Path, default=ROOT / "paper_figures" / "out")
+    p.add_argument("--name", default="bench_control_population", help="the CSVs' and PNG's stem")
     p.add_argument("--toy", action="store_true", help="tiny sizes (tests)")
     args = p.parse_args(argv)
     args.envs = args.envs.split(",")
@@ -201,9 +220,11 @@ def main(argv: list[str] | None = None) -> None:
             pop = _row(f"population-{S}", env_id, S, run, steps, args.iterations)
             sep = separate(me, args, env_id, S, work / "separate")
             config = dict(env_id=env_id, num_envs=S, steps=args.floor_steps)
-            run = bench.run_one(bench.Contender(f"floor-{S}", f"{me}:random_steps", config))
-            floor = _row(f"floor-{S}", env_id, S, run, S * args.floor_steps, "")
-            for r in (pop, sep, floor):
+            floor = None  # brax: its envs step inside the jitted rollout, not from the host
+            if not env_id.startswith("brax:"):
+                run = bench.run_one(bench.Contender(f"floor-{S}", f"{me}:random_steps", config))
+                floor = _row(f"floor-{S}", env_id, S, run, S * args.floor_steps, "")
+            for r in (pop, sep, floor) if floor else (pop, sep):
                 cpu, steps = r["cpu_s"], r["seed_steps"]
                 r["seed_steps_per_cpu_s"] = steps / cpu if cpu > 0 else ""
                 r["us_per_seed_step"] = 1e6 * cpu / steps if steps else ""
@@ -211,16 +232,16 @@ def main(argv: list[str] | None = None) -> None:
                       "seed-steps", flush=True)  # fmt: skip
             if pop["status"] == sep["status"] == "ok":
                 pop["speedup"] = pop["seed_steps_per_cpu_s"] / sep["seed_steps_per_cpu_s"]
-            if pop["status"] == floor["status"] == "ok":
+            if floor and pop["status"] == floor["status"] == "ok":
                 pop["floor_ratio"] = pop["us_per_seed_step"] / floor["us_per_seed_step"]
-            rows += [pop, sep, floor]
+            rows += [pop, sep, floor] if floor else [pop, sep]
     command = bench.command_line("paper_figures/bench_control_population.py", argv)
     args.out.mkdir(parents=True, exist_ok=True)
     fields = [{k: r.get(k, "") for k in FIELDS} for r in rows]
-    bench.write_csv(args.out / "bench_control_population.csv", fields, command)
-    plot(rows, args.out / "bench_control_population.png")
+    bench.write_csv(args.out / f"{args.name}.csv", fields, command)
+    plot(rows, args.out / f"{args.name}.png")
     vector_rows = []
-    for env_id in args.envs:
+    for env_id in [e for e in args.envs if not e.startswith("brax:")]:
         for n in args.vector_sizes:
             for mode in ("sync", "async"):
                 config = dict(env_id=env_id, num_envs=n, mode=mode, steps=args.vector_steps)
@@ -234,14 +255,15 @@ def main(argv: list[str] | None = None) -> None:
                 vector_rows.append(row)
                 print(f"[{run.status}] {env_id} {mode} x{n}: {vector_rows[-1]['steps_per_wall_s']}"
                       " env steps per wall second", flush=True)  # fmt: skip
-    bench.write_csv(args.out / "bench_control_population_envs.csv", vector_rows, command)
-    for r in rows[::3]:  # the populations
+    if vector_rows:
+        bench.write_csv(args.out / f"{args.name}_envs.csv", vector_rows, command)
+    for r in [r for r in rows if r["contender"].startswith("population-")]:
         print(
             f"{r['env_id']} S={r['seeds']}: {r['seed_steps_per_cpu_s']:.0f} per-seed env steps "
             f"per CPU s, speedup over separate {r.get('speedup', '')}, time per seed-step over "
             f"the floor {r.get('floor_ratio', '')}"
         )
-    print(f"wrote {args.out / 'bench_control_population.csv'}; command: {command}")
+    print(f"wrote {args.out / (args.name + '.csv')}; command: {command}")
 
 
 if __name__ == "__main__":

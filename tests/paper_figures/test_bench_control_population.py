@@ -30,6 +30,8 @@ def test_bench_toy_times_population_separate_and_floor(tmp_path):
     for r in rows:
         rate = int(r["seed_steps"]) / float(r["cpu_s"])
         assert float(r["seed_steps_per_cpu_s"]) == pytest.approx(rate)
+        if r["contender"].startswith(("population", "separate")):  # timed iterations only
+            assert 0 < float(r["cpu_s"]) < float(r["proc_cpu_s"])
     pop, sep, floor = rows[3:6]
     assert int(pop["seed_steps"]) == int(sep["seed_steps"]) == 2 * 64  # 2 seeds x 1 iteration
     speedup = float(pop["seed_steps_per_cpu_s"]) / float(sep["seed_steps_per_cpu_s"])
