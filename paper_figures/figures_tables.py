@@ -547,4 +547,18 @@ def population_control(read: Read) -> str:
                "(the async vector env), over the envs measured "
                "(`bench_control_population_envs.csv`): a population steps its envs in its own "
                "process.")
+        + "\n\n" + _population_brax(read)
     )  # fmt: skip
+
+
+def _population_brax(read: Read) -> str:
+    """ppo_brax.py --num-seeds (vmap over seeds) against separate processes, per S."""
+    rows = [r for r in read("bench_control_population_brax.csv")
+            if r["status"] == "ok" and r["contender"].startswith("population-")]  # fmt: skip
+    parts = ", ".join(f"S = {r['seeds']}: {f(float(r['speedup']), '.2f')}x" for r in rows)
+    return para(
+        "`algos/ppo_brax.py --num-seeds S` (PureJaxRL's `vmap(train)` of its jitted rollout, "
+        "update and evaluation; seed k as `--seed k` alone within float rounding) on "
+        f"{rows[0]['env_id']} (CPU, 64 envs x 32 steps per seed, "
+        f"`bench_control_population_brax.csv`): per-seed rate against separate processes {parts}."
+    )
