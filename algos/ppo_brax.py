@@ -529,14 +529,11 @@ def main(args: Args) -> None:
 
 
 def main_population(args: Args) -> None:
-    """--num-seeds S: PureJaxRL's vmap over seeds (purejaxrl/ppo_continuous_action.py,
-    `jax.jit(jax.vmap(train))(rngs)`), here of the jitted rollout, update and evaluation, every
-    argument but the learning rate with a leading seed axis. Seed k starts as `--seed k` alone
-    (its parameters, optimiser state and first reset are the single run's own unbatched calls,
-    then stacked) and draws that run's keys (threefry under vmap gives the same bits); the
-    batched rollouts and updates may round as XLA's batched kernels do, so seed k follows
-    `--seed k` within float rounding. One run directory (controlrl.population's
-    PopulationSession): metrics.csv with a seed column, aggregate.csv, final_eval.json."""
+    """--num-seeds S: PureJaxRL's `jax.jit(jax.vmap(train))(rngs)` (purejaxrl/ppo_continuous_
+    action.py) of the jitted rollout, update and evaluation, every argument but the learning rate
+    with a leading seed axis. Seed k starts as `--seed k` alone (that run's own unbatched calls,
+    stacked) and draws its keys; XLA's batched kernels may round otherwise, so seed k follows
+    `--seed k` within float rounding. One PopulationSession run directory (controlrl.population)."""
     from controlrl.population import PopulationSession
 
     jax, jnp = _jax(), _jnp()
