@@ -529,9 +529,9 @@ def main(args: Args) -> None:
 
 
 def main_population(args: Args) -> None:
-    """--num-seeds S: PureJaxRL's `jax.jit(jax.vmap(train))(rngs)` (purejaxrl/ppo_continuous_
-    action.py) of the jitted rollout, update and evaluation, every argument but the learning rate
-    with a leading seed axis. Seed k starts as `--seed k` alone (that run's own unbatched calls,
+    """--num-seeds S: PureJaxRL's `jax.jit(jax.vmap(train))(rngs)` (ppo_continuous_action.py)
+    of the jitted rollout, update and evaluation, every argument but the learning rate with a
+    leading seed axis. Seed k starts as `--seed k` alone (that run's own unbatched calls,
     stacked) and draws its keys; XLA's batched kernels may round otherwise, so seed k follows
     `--seed k` within float rounding. One PopulationSession run directory (controlrl.population)."""
     from controlrl.population import PopulationSession
