@@ -112,8 +112,8 @@ def _compute(exp: Experiment) -> list[str]:
         return []
     rows = results.read_rows(table, ("env", "arm", "processes", "seeds", "train_s"))
     hours = [int(r["train_s"]) / 3600 for r in rows]
-    out = ["", f"Compute: {sum(hours):.1f} CPU-hours of training (each process's rollout and "
-           "update seconds, one core each; results/compute.csv):", "",
+    out = ["", f"Compute: {sum(hours):.1f} CPU-hours of training (each process's timed laps, "
+           "one core each; results/compute.csv):", "",
            "| arm | env | processes | seeds | CPU-hours |", "|---|---|---:|---:|---:|"]  # fmt: skip
     label = {a.name: a.label for a in exp.arms.values()}
     for r, h in zip(rows, hours, strict=True):

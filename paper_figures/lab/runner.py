@@ -159,8 +159,8 @@ def collect_curves(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> l
 
 
 def collect_compute(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> list[dict]:
-    """Per arm and env: its finished processes, their seeds and training seconds (the rollout and
-    update seconds of their timing.csv: each process's wall clock on its own core)."""
+    """Per arm and env: its finished processes, their seeds and training seconds (the laps of their
+    timing.csv: rollout, update or train seconds, each process's wall clock on its own core)."""
     out: dict[tuple[str, str], dict] = {}
     for name, config in configs(exp, toy).items():
         arm = config.arms[0].name
@@ -168,9 +168,9 @@ def collect_compute(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> 
             timing = Path(task.run_dir) / "timing.csv"
             if not sweep.is_done(Path(task.run_dir)) or not timing.exists():
                 continue
-            with timing.open() as f:
-                seconds = sum(float(r["time/rollout_s"]) + float(r["time/update_s"])
-                              for r in csv.DictReader(f))  # fmt: skip
+            with timing.open() as f:  # every lap (rollout_s, update_s, train_s), not time/sps
+                seconds = sum(float(v) for r in csv.DictReader(f) for k, v in r.items()
+                              if k.startswith("time/") and k.endswith("_s") and v)  # fmt: skip
             row = out.setdefault((task.env_id, arm), {"env": task.env_id, "arm": arm,
                                  "processes": 0, "seeds": 0, "train_s": 0.0})  # fmt: skip
             row["processes"] += 1

@@ -1,6 +1,7 @@
-"""The training compute of an experiment's runs: `run` sums each finished process's rollout and
-update seconds (timing.csv) per arm and env into results/compute.csv, and the page states the
-CPU-hours from it."""
+"""The training compute of an experiment's runs: `run` sums each finished process's timed laps
+(timing.csv's time/*_s: rollout, update or an off-policy file's train seconds; not the CPU
+columns or the rate) per arm and env into results/compute.csv, and the page states the CPU-hours
+from it."""
 
 from __future__ import annotations
 
@@ -22,8 +23,9 @@ def test_compute_sums_each_finished_process_and_the_page_states_its_hours(tmp_pa
         for task in sweep.plan(config, runner.base(exp, False, tmp_path / "sweeps") / name):
             run_dir = Path(task.run_dir)
             run_dir.mkdir(parents=True)
-            rows = [f"{i},1.0,{r},{r / 4}" for i, r in enumerate(seconds.get(name, []))]
-            text = "step,time/sps,time/rollout_s,time/update_s\n" + "\n".join(rows) + "\n"
+            rows = [f"{i},1.0,{r},{r / 4},9.0" for i, r in enumerate(seconds.get(name, []))]
+            head = "step,time/sps,time/rollout_s,time/update_s,time/update_s_cpu\n"
+            text = head + "\n".join(rows) + "\n"
             (run_dir / "timing.csv").write_text(text)
             if name != "bpo":  # bpo's process is not finished: not counted
                 (run_dir / "final_eval.json").write_text("{}")
