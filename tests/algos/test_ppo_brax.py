@@ -239,6 +239,7 @@ def test_same_seed_same_metrics_and_resume(tmp_path):
     assert abs(count(ckpt, "rew_rms") - (count(killed, "rew_rms") + steps_after)) < 0.5
 
 
+@pytest.mark.slow  # two processes and a vmapped compile: ~30 s
 def test_population_seed_k_follows_its_single_run_within_float_rounding(tmp_path):
     """--num-seeds 2 --seed 1 against --seed 2 alone (the TINY shapes of the test above, so the
     single run's compile is shared): the same keys (evaluations between iterations draw some), so
