@@ -33,9 +33,10 @@ reinforce --update-epochs 1 (its ablation: --drop-negatives). Estimators of
 controlrl/advantages.py (--adv-norm rloo, reinforce++, reinforce++-baseline, lite-ppo, bnpo,
 gpg)
 and controlrl/kl_estimators.py (--kl-estimator k1, k2, k3-unbiased); train-inference
-mismatch (controlrl/mismatch.py): --rollout-mismatch temperature | bf16 | bf16-forward draws the
-rollout from a perturbed copy of the policy, --rollout-lag k from the policy of k updates ago
-(asynchronous rollouts), --mismatch-correction none | tis | mis reweights its loss.
+mismatch (controlrl/mismatch.py): --rollout-mismatch temperature | bf16 | bf16-forward |
+fp8-forward draws the rollout from a perturbed copy of the policy, --rollout-lag k from the
+policy of k updates ago (asynchronous rollouts), --mismatch-correction none | tis | mis
+reweights its loss.
 
 Ratios (--ratio, controlrl/ratios.py): per step (token, PPO), per episode (sequence: the
 product, or GSPO's geometric mean), or KPO's causal Kalman-filtered log-ratio along the episode.
@@ -212,8 +213,9 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     rollout_mismatch: str = "none"
     """train-inference mismatch (controlrl/mismatch.py; categorical policies): the rollout is
     drawn from a perturbed copy of the policy, temperature (logits / --rollout-temperature),
-    bf16 (logits rounded to bfloat16) or bf16-forward (the network run in bfloat16, weights
-    and activations, as an inference engine runs it), while the loss is the policy's; none:
+    bf16 (logits rounded to bfloat16), bf16-forward (the network run in bfloat16, weights
+    and activations, as an inference engine runs it) or fp8-forward (its GEMMs as FP8 W8A8 ones
+    with per-tensor scales, vLLM's fp8 scheme), while the loss is the policy's; none:
     off. Logs train/mismatch_kl, the mean KL(sampler || policy) per step of the rollout"""
     rollout_lag: int = 0
     """asynchronous rollouts (controlrl.mismatch.RolloutLag): the rollout is drawn by the policy

@@ -1,6 +1,7 @@
 """Training-inference mismatch: rollouts drawn from a perturbed copy mu of the old policy (an
-inference engine's temperature, lower-precision logits, or the whole network run in bfloat16 as
-an inference engine runs it: bf16-forward), and the importance corrections of the policy loss by
+inference engine's temperature, lower-precision logits, or the whole network run as an inference
+engine runs it: in bfloat16, bf16-forward, or as FP8 W8A8 GEMMs, fp8-forward), and the importance
+corrections of the policy loss by
 w = pi_old(a) / mu(a), with no gradient:
 
     none   w = 1                           biased by E_mu[g] - E_pi_old[g]
@@ -26,7 +27,8 @@ import torch
 
 from controlrl.objective import CORRECTIONS, register
 
-PERTURBATIONS = ("none", "temperature", "bf16", "bf16-forward")
+PERTURBATIONS = ("none", "temperature", "bf16", "bf16-forward", "fp8-forward")
+FP8 = torch.float8_e4m3fn
 
 
 def bf16_forward(net: torch.nn.Sequential, x: torch.Tensor) -> torch.Tensor:
@@ -42,10 +44,37 @@ def bf16_forward(net: torch.nn.Sequential, x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.float32)
 
 
+def fp8_quantized(t: torch.Tensor) -> torch.Tensor:
+    """t rounded to float8 e4m3 under a per-tensor scale amax / 448 (vLLM's dynamic per-tensor
+    scaled_fp8_quant, vllm/_custom_ops.py), returned dequantised in float32 (exactly)."""
+    scale = t.abs().amax().clamp(min=1e-12) / torch.finfo(FP8).max
+    return (t / scale).to(FP8).to(torch.float32) * scale
+
+
+def fp8_forward(net: torch.nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """net(x) as an FP8 W8A8 engine runs it (vLLM's Fp8LinearMethod with per-tensor scales,
+    vllm/model_executor/layers/quantization/fp8.py): each Linear's weight and input rounded to
+    float8 e4m3 with per-tensor scales, their products summed in float32 (torch._scaled_mm's
+    accumulation, emulated so that it batches over a population's seeds), the bias added and the
+    output rounded to bfloat16; activations in bfloat16; the logits returned as float32."""
+    for layer in net:
+        if isinstance(layer, torch.nn.Linear):
+            y = torch.nn.functional.linear(fp8_quantized(x.float()), fp8_quantized(layer.weight))
+            if layer.bias is not None:
+                y = y + layer.bias.to(torch.bfloat16).float()
+            x = y.to(torch.bfloat16)
+        else:  # an activation, on bf16 inputs
+            x = layer(x)
+    return x.to(torch.float32)
+
+
+FORWARDS = {"bf16-forward": bf16_forward, "fp8-forward": fp8_forward}  # the network's own pass
+
+
 def perturb_logits(logits: torch.Tensor, kind: str, temperature: float = 1.0) -> torch.Tensor:
     """The sampler's logits: logits / temperature, or logits rounded to bfloat16 and back
-    (bf16-forward perturbs the forward pass itself, perturbed_sampling: its logits pass)."""
-    if kind in ("none", "bf16-forward"):
+    (a FORWARDS kind perturbs the forward pass itself, perturbed_sampling: its logits pass)."""
+    if kind == "none" or kind in FORWARDS:
         return logits
     if kind == "temperature":
         return logits / temperature
@@ -88,12 +117,12 @@ def correction_weights(
 def perturbed_sampling(policy_cls: type, kind: str, temperature: float = 1.0):
     """Within the block, policy_cls.sample_with (a categorical policy's draw from logits and
     noise) draws from perturb_logits(logits) instead: the same noise stream, another policy;
-    for bf16-forward, policy_cls.sample_inputs (the logits) runs the network in bfloat16."""
-    if kind == "bf16-forward":
-        inputs = policy_cls.__dict__["sample_inputs"]
+    for a FORWARDS kind, policy_cls.sample_inputs (the logits) runs the network that way."""
+    if kind in FORWARDS:
+        inputs, forward = policy_cls.__dict__["sample_inputs"], FORWARDS[kind]
 
         def sample_inputs(self, obs: torch.Tensor) -> torch.Tensor:
-            return bf16_forward(self._modules["logits"], obs)
+            return forward(self._modules["logits"], obs)
 
         policy_cls.sample_inputs = sample_inputs
         try:

@@ -274,11 +274,12 @@ def test_gpg_advantage_reaches_the_batch():
 @pytest.mark.parametrize("population", [False, True])
 def test_a_mismatched_sampler_logs_its_kl_to_the_policy(population, tmp_path):
     """--rollout-mismatch logs train/mismatch_kl, KL(sampler || policy) per step: > 0 for the
-    bf16 network and the temperature sampler (the larger), for every seed of a population."""
+    bf16 and fp8 networks (fp8 the larger) and the temperature sampler (the larger), for every
+    seed of a population."""
     import csv
 
     kl = {}
-    for kind in ("bf16-forward", "temperature"):
+    for kind in ("bf16-forward", "fp8-forward", "temperature"):
         run_dir = tmp_path / kind
         argv = ["--env-id", "bandit:bernoulli-10", "--total-timesteps", "64", *SMALL, *QUIET]
         argv += ["--rollout-mismatch", kind, "--mismatch-correction", "tis"]
@@ -288,6 +289,7 @@ def test_a_mismatched_sampler_logs_its_kl_to_the_policy(population, tmp_path):
         kl[kind] = np.array([float(r["train/mismatch_kl"]) for r in rows])
         assert len(kl[kind]) == 4 * (2 if population else 1) and (kl[kind] > 0).all()
     assert kl["temperature"].mean() > 10 * kl["bf16-forward"].mean()
+    assert kl["fp8-forward"].mean() > kl["bf16-forward"].mean()
 
 
 @pytest.mark.parametrize("population", [False, True])

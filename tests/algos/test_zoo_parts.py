@@ -95,7 +95,7 @@ BAD = [
     (["--kl-estimator", "k4"], "--kl-estimator must be one of k1, k2, k3, k3-unbiased"),
     (
         ["--rollout-mismatch", "fp8"],
-        "--rollout-mismatch must be one of bf16, bf16-forward, none, temperature",
+        "--rollout-mismatch must be one of bf16, bf16-forward, fp8-forward, none, temperature",
     ),
     (
         ["--rollout-mismatch", "bf16"],

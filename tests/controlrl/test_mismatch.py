@@ -16,6 +16,7 @@ import torch
 from controlrl import mismatch
 from controlrl.advantages import rloo
 from controlrl.nets import CategoricalPolicy
+from controlrl.population import PopulationPolicy
 from theory import group_parts as parts
 from theory import group_po as gp
 
@@ -193,3 +194,42 @@ def test_rollout_lag_samples_with_the_policy_of_k_updates_ago_and_checkpoints_it
     mu = torch.softmax(lag.behaviour.sample_inputs(torch.ones(1, 3)).double(), -1)
     pi = torch.softmax(policy_logits.double(), -1)
     torch.testing.assert_close(kl, (mu * (mu / pi).log()).sum(-1))
+
+
+def _fp8_gemm_logits(policy: CategoricalPolicy, obs: torch.Tensor) -> torch.Tensor:
+    """The policy's logits through torch._scaled_mm, layer by layer: weight and input in float8
+    e4m3 with per-tensor scales amax / 448, bfloat16 bias and output, tanh in bfloat16."""
+    x = obs
+    for layer in policy.logits:
+        if isinstance(layer, torch.nn.Linear):
+            sx, sw = x.float().abs().max() / 448, layer.weight.abs().max() / 448
+            xq = (x.float() / sx).to(torch.float8_e4m3fn)
+            wq = (layer.weight / sw).to(torch.float8_e4m3fn)
+            bias = layer.bias.bfloat16()
+            x = torch._scaled_mm(xq, wq.T, sx, sw, bias=bias, out_dtype=torch.bfloat16)
+        else:
+            x = torch.tanh(x)
+    return x.float()
+
+
+def test_fp8_forward_is_the_scaled_fp8_gemm_batches_over_seeds_and_perturbs_more_than_bf16():
+    torch.manual_seed(0)
+    policy = CategoricalPolicy(3, 5, (16, 16))
+    obs = torch.randn(300, 3, generator=torch.Generator().manual_seed(2)) * 3
+    with torch.no_grad():
+        want = _fp8_gemm_logits(policy, obs)
+        exact = policy.sample_inputs(obs)
+    got = mismatch._logits(policy, obs, "fp8-forward", 1.0)
+    torch.testing.assert_close(got, want, atol=0.02, rtol=0)  # summation order only
+    assert (got - want).abs().max() <= (want.abs().max() * 2**-7).item()  # within bf16's ulp
+    with torch.no_grad():  # the hook is gone after the block
+        assert torch.equal(policy.sample_inputs(obs), exact)
+    kl = {k: mismatch.mismatch_kl(policy, obs, k).mean() for k in ("bf16-forward", "fp8-forward")}
+    assert kl["fp8-forward"] > 10 * kl["bf16-forward"] > 0
+    # a population's seeds (vmapped): each seed's own per-tensor scales
+    nets = [CategoricalPolicy(3, 5, (16, 16)) for _ in range(3)]
+    population = PopulationPolicy.build(nets)
+    obs3 = torch.stack([obs, obs * 0.5, obs * 4])
+    batched = mismatch._logits(population, obs3, "fp8-forward", 1.0)
+    for k, net in enumerate(nets):
+        assert torch.equal(batched[k], mismatch._logits(net, obs3[k], "fp8-forward", 1.0))
