@@ -106,20 +106,32 @@ def page(exp: Experiment, lines: list[Line], rows: list[dict], history: dict[str
 
 
 def _compute(exp: Experiment) -> list[str]:
-    """The training time of the committed runs (results/compute.csv, written by `run`)."""
+    """The training time of the committed runs (results/compute.csv, written by `run`) and of
+    each tuning grid's runs (its -compute.csv beside its tuning table, written by `tune`)."""
+    from paper_figures.lab import tuning
+
+    out, fields = [], ("env", "arm", "processes", "seeds", "train_s")
     table = exp.folder / "results" / "compute.csv"
-    if not table.exists():
-        return []
-    rows = results.read_rows(table, ("env", "arm", "processes", "seeds", "train_s"))
-    hours = [int(r["train_s"]) / 3600 for r in rows]
-    out = ["", f"Compute: {sum(hours):.1f} CPU-hours of training (each process's timed laps, "
-           "one core each; results/compute.csv):", "",
-           "| arm | env | processes | seeds | CPU-hours |", "|---|---|---:|---:|---:|"]  # fmt: skip
-    label = {a.name: a.label for a in exp.arms.values()}
-    for r, h in zip(rows, hours, strict=True):
-        out.append(
-            f"| {label[r['arm']]} | {r['env']} | {r['processes']} | {r['seeds']} | {h:.2f} |"
-        )
+    if table.exists():
+        rows = results.read_rows(table, fields)
+        hours = [int(r["train_s"]) / 3600 for r in rows]
+        out += ["", f"Compute: {sum(hours):.1f} CPU-hours of training (each process's timed "
+                "laps, one core each; results/compute.csv):", "",
+                "| arm | env | processes | seeds | CPU-hours |",
+                "|---|---|---:|---:|---:|"]  # fmt: skip
+        label = {a.name: a.label for a in exp.arms.values()}
+        for r, h in zip(rows, hours, strict=True):
+            out.append(
+                f"| {label[r['arm']]} | {r['env']} | {r['processes']} | {r['seeds']} | {h:.2f} |"
+            )
+    for t in exp.tunings:
+        grid = tuning.compute_path(tuning.path(exp.folder, t))
+        if grid.exists():
+            rows = results.read_rows(grid, fields)
+            hours = sum(int(r["train_s"]) for r in rows) / 3600
+            runs = sum(int(r["processes"]) for r in rows)
+            out += ["", f"Tuning{' grid ' + repr(t.name) if t.name else ''}: {hours:.2f} "
+                    f"CPU-hours over {runs} processes (results/{grid.name})."]  # fmt: skip
     return out
 
 

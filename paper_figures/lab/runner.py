@@ -159,24 +159,38 @@ def collect_curves(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> l
 
 
 def collect_compute(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> list[dict]:
-    """Per arm and env: its finished processes, their seeds and training seconds (the laps of their
-    timing.csv: rollout, update or train seconds, each process's wall clock on its own core)."""
+    """Per arm and env: its finished processes, their seeds and training seconds."""
+    return compute_rows((config.arms[0].name, task) for name, config in configs(exp, toy).items()
+                        for task in sweep.plan(config, base(exp, toy, root) / name))  # fmt: skip
+
+
+def compute_rows(tasks) -> list[dict]:
+    """Per (arm, env) of (arm, task) pairs: the finished processes, their seeds and training
+    seconds (the laps of their timing.csv: rollout, update or train seconds, each process's
+    wall clock on its own core)."""
     out: dict[tuple[str, str], dict] = {}
-    for name, config in configs(exp, toy).items():
-        arm = config.arms[0].name
-        for task in sweep.plan(config, base(exp, toy, root) / name):
-            timing = Path(task.run_dir) / "timing.csv"
-            if not sweep.is_done(Path(task.run_dir)) or not timing.exists():
-                continue
-            with timing.open() as f:  # every lap (rollout_s, update_s, train_s), not time/sps
-                seconds = sum(float(v) for r in csv.DictReader(f) for k, v in r.items()
-                              if k.startswith("time/") and k.endswith("_s") and v)  # fmt: skip
-            row = out.setdefault((task.env_id, arm), {"env": task.env_id, "arm": arm,
-                                 "processes": 0, "seeds": 0, "train_s": 0.0})  # fmt: skip
-            row["processes"] += 1
-            row["seeds"] += len(task.seeds)
-            row["train_s"] += seconds
+    for arm, task in tasks:
+        timing = Path(task.run_dir) / "timing.csv"
+        if not sweep.is_done(Path(task.run_dir)) or not timing.exists():
+            continue
+        with timing.open() as f:  # every lap (rollout_s, update_s, train_s), not time/sps
+            seconds = sum(float(v) for r in csv.DictReader(f) for k, v in r.items()
+                          if k.startswith("time/") and k.endswith("_s") and v)  # fmt: skip
+        row = out.setdefault((task.env_id, arm), {"env": task.env_id, "arm": arm,
+                             "processes": 0, "seeds": 0, "train_s": 0.0})  # fmt: skip
+        row["processes"] += 1
+        row["seeds"] += len(task.seeds)
+        row["train_s"] += seconds
     return [{**r, "train_s": f"{r['train_s']:.0f}"} for r in out.values()]
+
+
+def write_compute(target: Path, rows: list[dict]) -> None:
+    """A compute table (compute_rows) as CSV; nothing where no run was timed."""
+    if rows:
+        with target.open("w", newline="") as f:
+            writer = csv.DictWriter(f, list(rows[0]), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
 
 
 def write(exp: Experiment, toy: bool = False, root: Path = SWEEPS, source: Path | None = None,
@@ -196,12 +210,7 @@ def write(exp: Experiment, toy: bool = False, root: Path = SWEEPS, source: Path 
     points = [] if source else collect_curves(exp, toy, root)
     if points:
         results.write_curves(results.curves_path(target), exp, points)
-    compute = [] if source else collect_compute(exp, toy, root)
-    if compute:
-        with (target.parent / "compute.csv").open("w", newline="") as f:
-            writer = csv.DictWriter(f, list(compute[0]), lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(compute)
+    write_compute(target.parent / "compute.csv", [] if source else collect_compute(exp, toy, root))
     return target
 
 

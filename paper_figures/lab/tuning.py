@@ -222,15 +222,16 @@ def run(exp, tuning: Tuning, toy: bool, base: Path, workers: int = 2) -> tuple[P
     """Run one grid (resumable) under base/tuning (base/tuning-<name> for a named grid), score
     it and write its tuning table (the experiment's results/<tuning.file>; a toy's under base);
     returns it and the failed runs."""
-    from paper_figures.lab import metrics
+    from paper_figures.lab import metrics, runner
 
-    failed, rows = [], []
+    failed, rows, timed = [], [], []
     for name, config in configs(exp, tuning, toy).items():
         out = base / tuning.file.removesuffix(".csv") / name
         status = sweep.run_sweep(config, out, workers=workers)
         failed += [k for k, v in status.items() if v["status"] == "failed"]
         arm = name.removesuffix("-separate").removesuffix("-population")
         for task in sweep.plan(config, out):
+            timed.append((arm, task))
             if not sweep.is_done(Path(task.run_dir)):
                 continue
             values = metrics.extract(Path(task.run_dir), task.env_id, [tuning.metric],
@@ -240,7 +241,13 @@ def run(exp, tuning: Tuning, toy: bool, base: Path, workers: int = 2) -> tuple[P
                      for seed, v in values.items()]  # fmt: skip
     target = base / "results" / tuning.file if toy else path(exp.folder, tuning)
     write(target, tuning, rows)
+    runner.write_compute(compute_path(target), runner.compute_rows(timed))
     return target, failed
+
+
+def compute_path(table: Path) -> Path:
+    """A grid's compute table beside its tuning table (tuning-compute.csv, tuning-wide-...)."""
+    return table.with_name(table.stem + "-compute.csv")
 
 
 def scores(rows) -> dict[tuple[str, int, str], tuple[int, float]]:

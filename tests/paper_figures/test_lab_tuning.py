@@ -1,6 +1,7 @@
 """An equal tuning budget (paper_figures/lab/tuning.py): the tuning seeds of every declaration
 are disjoint from its evaluation seeds, the grid runs through the sweep runner and picks the best
-configuration, and a tuned arm takes its flags from results/tuning.csv (none before: no runs)."""
+configuration (its runs' training seconds in results/tuning-compute.csv, on the page), and a
+tuned arm takes its flags from results/tuning.csv (none before: no runs)."""
 
 from __future__ import annotations
 
@@ -114,13 +115,16 @@ def test_tune_runs_the_grid_picks_the_best_and_the_tuned_arm_takes_its_flags(tmp
     scores = [float(r["score"]) for r in rows]
     assert scores[1] > scores[0] + 0.1  # a learning rate of 1e-8 learns nothing
     assert [r["chosen"] for r in rows] == ["0", "1"]
+    (timed,) = csv.DictReader((folder / "results" / "tuning-compute.csv").open())
+    assert (timed["arm"], timed["processes"], timed["seeds"]) == ("tuned", "2", "6")
     exp = spec.load(folder)  # the tuned arm now runs with the chosen configuration's flags
     assert not exp.arms["tuned"].pending
     assert exp.arms["tuned"].flags == ("--learning-rate", "0.05", "--update-epochs", "1")
     assert {(a, s) for a, _, s, *_ in exp.runs()} == {(a, s) for a in ("grpo", "tuned")
                                                        for s in range(1, 5)}  # fmt: skip
     assert "`--learning-rate 0.05 --update-epochs 1`" in "\n".join(tuning.page_lines(exp))
-    assert "## Tuning" in pages.page(exp, [], [], {})
+    page = pages.page(exp, [], [], {})
+    assert "## Tuning" in page and "Tuning: 0.00 CPU-hours over 2 processes" in page
     assert set(runner.configs(exp)) == {"grpo", "tuned"}
     assert runner.configs(exp, only=("bandit:sparse-1000",)) == {}  # run --envs: only those
 
