@@ -35,29 +35,24 @@ def evaluate(
         brax_pipeline=brax_pipeline,
         render_mode="rgb_array" if video_path else None,
     )
-    space = eval_envs.single_action_space
-    low = getattr(space, "low", None)
-    high = getattr(space, "high", None)
     quota = -(-episodes // n)
-    per_env: list[list[float]] = [[] for _ in range(n)]
     frames: list[np.ndarray] = []
-    obs, _ = eval_envs.reset(seed=seed)
-    total = np.zeros(n)
-    while sum(min(len(r), quota) for r in per_env) < episodes:
-        if video_path is not None and not per_env[0]:
+
+    def film() -> None:  # the first env's frames until its first episode ends
+        if not per_env[0]:
             frames.append(np.asarray(eval_envs.render()[0]))
-        x = obs.astype(np.float32)
-        if obs_normalizer is not None:
-            x = obs_normalizer(x, update=False)
-        with torch.inference_mode():
-            action = act(torch.from_numpy(x)).numpy()
-        if low is not None:
-            action = np.clip(action, low, high)
-        obs, reward, terminated, truncated, _ = eval_envs.step(action)
-        total += reward
-        for i in np.flatnonzero(terminated | truncated):
-            per_env[i].append(float(total[i]))
-            total[i] = 0.0
+
+    obs, _ = eval_envs.reset(seed=seed)
+    per_env = [[] for _ in range(n)]
+    episode_returns(
+        eval_envs,
+        obs,
+        act,
+        obs_normalizer,
+        lambda: sum(min(len(r), quota) for r in per_env) >= episodes,
+        per_env,
+        film if video_path is not None else None,
+    )
     eval_envs.close()
     if video_path is not None and frames:
         import imageio
@@ -66,3 +61,35 @@ def evaluate(
         fps = eval_envs.metadata.get("render_fps") or 30
         imageio.mimsave(video_path, frames, fps=fps)
     return np.asarray([r for env in per_env for r in env[:quota]][:episodes])
+
+
+def episode_returns(
+    envs_,
+    obs: np.ndarray,
+    act: Callable[[torch.Tensor], torch.Tensor],
+    obs_normalizer,
+    enough: Callable[[], bool],
+    per_env: list[list[float]],
+    before_step: Callable[[], None] | None = None,
+) -> None:
+    """Step a vector env from obs with act until enough(): the normaliser frozen, actions
+    clipped to the action space, each finished episode's raw return appended to per_env[i] of
+    its env i (an env that has its episodes steps on, its returns appended too)."""
+    space = envs_.single_action_space
+    low, high = getattr(space, "low", None), getattr(space, "high", None)
+    total = np.zeros(len(per_env))
+    while not enough():
+        if before_step is not None:
+            before_step()
+        x = obs.astype(np.float32)
+        if obs_normalizer is not None:
+            x = obs_normalizer(x, update=False)
+        with torch.inference_mode():
+            action = act(torch.from_numpy(x)).numpy()
+        if low is not None:
+            action = np.clip(action, low, high)
+        obs, reward, terminated, truncated, _ = envs_.step(action)
+        total += reward
+        for i in np.flatnonzero(terminated | truncated):
+            per_env[i].append(float(total[i]))
+            total[i] = 0.0

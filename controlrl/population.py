@@ -680,25 +680,15 @@ def evaluate_seeds(envs, seeds, policy, obs_normalizer, episodes: int) -> np.nda
     eval_seed(seed), `episodes` deterministic episodes each (an env that has its episodes steps on
     until the others have theirs, uncounted), normaliser frozen; the mean return of each seed
     [S]. Closes `envs`."""
-    S = len(seeds)
-    space = envs.single_action_space
-    low, high = getattr(space, "low", None), getattr(space, "high", None)
+    from controlrl.evaluate import episode_returns  # it imports the env backends
+
     obs, _ = envs.reset(seed=[eval_seed(s) for s in seeds])
-    returns: list[list[float]] = [[] for _ in range(S)]
-    total = np.zeros(S)
-    while min(len(r) for r in returns) < episodes:
-        x = obs.astype(np.float32)
-        if obs_normalizer is not None:
-            x = obs_normalizer(x, update=False)
-        with torch.inference_mode():
-            action = policy.mode(torch.from_numpy(x)).numpy()
-        if low is not None:
-            action = np.clip(action, low, high)
-        obs, reward, terminated, truncated, _ = envs.step(action)
-        total += reward
-        for i in np.flatnonzero(terminated | truncated):
-            returns[i].append(float(total[i]))
-            total[i] = 0.0
+    returns: list[list[float]] = [[] for _ in seeds]
+
+    def enough() -> bool:
+        return min(len(r) for r in returns) >= episodes
+
+    episode_returns(envs, obs, policy.mode, obs_normalizer, enough, returns)
     envs.close()
     return np.array([np.asarray(r[:episodes]).mean() for r in returns])
 
