@@ -10,8 +10,11 @@ takes the algorithm's place in those paths. Seeds are 1..n or an explicit list; 
 mode one process trains a contiguous block of them (--seed first --num-seeds count), its
 directory runs/<arm>/<env>/seeds<first>-<last>/.
 Re-running the same sweep skips finished runs and resumes killed ones from their checkpoints.
-Backends: a local pool of worker threads, each driving one subprocess (default, no dependency),
-or Ray (`pip install .[ray]`), where the same task function runs under ray.remote.
+Backends: a local pool of worker threads, each driving one run's process (default, no
+dependency), or Ray (`pip install .[ray]`), where the same task function runs under ray.remote.
+Local runs are forked from a server that imported torch once, or exec'd as fresh interpreters
+(controlrl.launch says which is the default and why; CONTROLRL_SWEEP_LAUNCH=exec or
+run_sweep(launcher="exec") chooses exec); Ray runs are always exec'd.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controlrl import rundir
+from controlrl import launch, rundir
 from controlrl.rundir import flock_holder, take_flock, write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -544,8 +547,11 @@ def run_task(
     log_tail_lines: int = 20,
     marker: tuple[str, str] | None = None,
     node: str | None = None,
+    launcher: str = "exec",
 ) -> dict:
-    """Run (or resume) one task to completion in a subprocess; the same function for every backend.
+    """Run (or resume) one task to completion in its own process; the same function for every
+    backend. launcher: "exec" (a fresh interpreter) or "fork" (from the driver's forkserver,
+    controlrl.launch).
 
     With `marker` (path, token) the task first checks that it sees the driver's sweep directory
     and refuses otherwise (status "refused"). While the run lives, its state file
@@ -601,39 +607,28 @@ def run_task(
     env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"), "PYTHONPATH": pythonpath}
     with log_path.open("a") as log:
         log.write(f"$ {' '.join(cmd)}\n")
-        log.flush()
-        proc = subprocess.Popen(
-            cmd,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-            env=env,
-            preexec_fn=_die_with_parent,
-        )
-        state["pid"] = proc.pid
-        while True:
-            if state_path:
-                _write_json(state_path, state)
-            try:
-                proc.wait(timeout=HEARTBEAT_S)
-                break
-            except subprocess.TimeoutExpired:
-                state["heartbeat"] = time.time()
-    ok = proc.returncode == 0 and is_done(run_dir)
+    proc = launch.start(cmd, env, ROOT, log_path, launcher)
+    state["pid"] = proc.pid
+    while True:
+        if state_path:
+            _write_json(state_path, state)
+        returncode = proc.wait(HEARTBEAT_S)
+        if returncode is not None:
+            break
+        state["heartbeat"] = time.time()
+    ok = returncode == 0 and is_done(run_dir)
     error = ""
     if not ok:
         lines = log_path.read_text(errors="replace").splitlines()
         error = "\n".join(lines[-log_tail_lines:])
     now = time.time()
-    state.update(
-        status="done" if ok else "failed", heartbeat=now, ended=now, returncode=proc.returncode
-    )
+    state.update(status="done" if ok else "failed", heartbeat=now, ended=now, returncode=returncode)
     if state_path:
         _write_json(state_path, state)
     return {
         **result,
         "status": state["status"],
-        "returncode": proc.returncode,
+        "returncode": returncode,
         "error": error,
         "seconds": now - start,
         "attempt": attempt,
@@ -660,16 +655,6 @@ def _remove_unless_locked(run_dir: Path) -> str:
     finally:
         os.close(fd)
     return ""
-
-
-def _die_with_parent() -> None:
-    """Linux: the run gets SIGKILL when the sweep that started it dies, so a killed sweep leaves
-    no orphan writing into a run directory that the next sweep resumes."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _is_number(value) -> bool:
@@ -935,17 +920,25 @@ def run_sweep(
     cpus_per_run: float = 1.0,
     gpus_per_run: float = 0.0,
     connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    launcher: str | None = None,
 ) -> dict[str, dict]:
     """Run every task not yet done; returns the final status of every run.
 
     `out` is resolved against the working directory here, so every run, log and node sees the
     same absolute paths. workers: runs at once (local: the pool size, default 2; Ray: at most
-    this many in flight, None for as many as the cluster's resources allow).
+    this many in flight, None for as many as the cluster's resources allow). launcher: how the
+    local backend starts runs, "fork" or "exec" (None: controlrl.launch.default_mode()).
     """
     out = Path(out).expanduser().resolve()
     algos_dir = Path(algos_dir).expanduser().resolve()
     if backend not in ("local", "ray"):
         raise SweepError(f"--backend must be 'local' or 'ray', got {backend!r}")
+    try:
+        launcher = launcher or launch.default_mode()
+    except ValueError as exc:
+        raise SweepError(str(exc)) from None
+    if launcher not in launch.MODES:
+        raise SweepError(f"launcher must be one of {', '.join(launch.MODES)}, got {launcher!r}")
     check_config(config, algos_dir)
     check_resources(workers, cpus_per_run, gpus_per_run)
     if backend == "local":
@@ -1011,7 +1004,7 @@ def run_sweep(
                 on_update(result)
 
         if backend == "local":
-            _run_local(todo, workers, status, finished)
+            _run_local(todo, workers, status, finished, launcher)
         else:
             _run_ray(todo, workers, cpus_per_run, gpus_per_run, marker, status, finished)
         status.set_driver(state="finished", heartbeat=time.time())
@@ -1026,13 +1019,13 @@ def run_sweep(
         lock.release()
 
 
-def _run_local(todo: list[Task], workers: int, status: StatusFile, finished) -> None:
+def _run_local(todo: list[Task], workers: int, status: StatusFile, finished, launcher: str) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     def one(task: Task) -> None:
         status.set(task.run_id, status="running", started=time.time())
         try:
-            result = run_task(task)
+            result = run_task(task, launcher=launcher)
         except Exception as exc:  # a broken run never stops the others
             result = {
                 "run_id": task.run_id,

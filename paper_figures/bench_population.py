@@ -67,11 +67,13 @@ def population_worker(
 
 def separate_worker(algo: str, env_id: str, steps: int, seeds: int, out: str, workers: int):
     """In the contender's process: seeds 1..seeds, one process each, through run_sweep."""
+    from controlrl import launch
     from controlrl.experiment import SweepConfig, run_sweep
 
     shutil.rmtree(out, ignore_errors=True)  # a finished run would be skipped, not timed
     config = SweepConfig([algo], [env_id], seeds, steps, settings(algo, env_id))
     runs = run_sweep(config, Path(out), workers=workers)
+    launch.stop_server()  # a forking sweep's server: its CPU and its runs' counted below
     failed = [k for k, v in runs.items() if v["status"] != "done"]
     if failed:
         raise RuntimeError(f"failed runs: {failed}")
