@@ -858,12 +858,13 @@ class StatusFile:
 
 def same_sweep(saved: SweepConfig, new: SweepConfig) -> bool:
     """Whether `new` is the sweep `saved` or that sweep grown: the same columns (algorithms or
-    arms), extra, total_timesteps, population mode and each saved env's step budget, and every
+    arms), extra, population mode and each saved env's step budget (total_timesteps counts only
+    as that budget: an env added with a larger steps_per_env budget grows the sweep), and every
     run of `saved` still a run of `new` (more seeds or envs: more runs; a population whose
     blocks of seeds changed is another sweep)."""
     if saved.seed_list is None and not 0 < saved.seeds <= MAX_SEEDS:
         return False  # not a sweep this runner writes: planning it could take forever
-    fixed = ("algos", "extra", "arms", "population", "total_timesteps")
+    fixed = ("algos", "extra", "arms", "population")
     if any(_plain(getattr(saved, k)) != _plain(getattr(new, k)) for k in fixed):
         return False
     if any(saved.steps_for(env_id) != new.steps_for(env_id) for env_id in saved.envs):

@@ -222,6 +222,15 @@ def test_steps_per_env_overrides_total_timesteps_for_the_envs_it_names(tmp_path,
         with pytest.raises(SweepError, match=fragment):
             run_sweep(bad, tmp_path / "other", algos_dir=fake_algos)
         assert not (tmp_path / "other").exists()
+    # an env added with a larger budget (the declarations' largest budget as total_timesteps):
+    # the same sweep grown, its finished runs kept
+    logs = sorted(out.glob("runs/*/*/*.log"))
+    mtimes = [p.stat().st_mtime_ns for p in logs]
+    grown = SweepConfig(["plain"], [*envs, "Pendulum-v1"], 1, 40_960,
+                        steps_per_env={"CartPole-v1": 10_240, "Acrobot-v1": 20_480,
+                                       "Pendulum-v1": 40_960})  # fmt: skip
+    assert len(run_sweep(grown, out, algos_dir=fake_algos)) == 3
+    assert [p.stat().st_mtime_ns for p in logs] == mtimes
     # another budget for an env that has runs: another sweep
     other = SweepConfig(["plain"], envs, 1, 10_240, steps_per_env={"Acrobot-v1": 40_960})
     with pytest.raises(SweepError, match="different sweep configuration"):
