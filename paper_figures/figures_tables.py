@@ -540,13 +540,13 @@ def population_control(read: Read) -> str:
         and s["env_id"] == a["env_id"] and int(s["num_envs"]) == int(a["num_envs"]) == top
     ]  # fmt: skip
     return (
-        "Measured (`paper_figures/out/bench_control_population.csv`, ppo.py at CleanRL's settings, "
-        "one env per seed):\n\n" + md(header, body, ["---"] + ["---:"] * 5) + "\n\n"
-        + para(f"With {top} envs, one process stepping them in turn (Gymnasium's sync vector env) "
-               f"makes {spread(ratios, '.1f')}x the env steps per CPU second of a process per env "
-               "(the async vector env), over the envs measured "
-               "(`bench_control_population_envs.csv`): a population steps its envs in its own "
-               "process.")
+        "Measured by `paper_figures/bench_control_population.py` (`paper_figures/out/"
+        "bench_control_population.csv`, ppo.py at CleanRL's settings, one env per seed):\n\n"
+        + md(header, body, ["---"] + ["---:"] * 5) + "\n\n"
+        + para(f"With {top} envs, one process stepping them in turn (sync vector env, a "
+               f"population's default) makes {spread(ratios, '.1f')}x the env steps per CPU "
+               "second of a process per env (async), over the envs of "
+               "`bench_control_population_envs.csv`.")
         + "\n\n" + _population_brax(read)
     )  # fmt: skip
 
@@ -557,8 +557,8 @@ def _population_brax(read: Read) -> str:
             if r["status"] == "ok" and r["contender"].startswith("population-")]  # fmt: skip
     parts = ", ".join(f"S = {r['seeds']}: {f(float(r['speedup']), '.2f')}x" for r in rows)
     return para(
-        "`algos/ppo_brax.py --num-seeds S` (PureJaxRL's `vmap(train)` of its jitted rollout, "
-        "update and evaluation; seed k as `--seed k` alone within float rounding) on "
+        "`algos/ppo_brax.py --num-seeds S` (PureJaxRL's `vmap(train)`; seed k as `--seed k` "
+        "alone within float rounding) on "
         f"{rows[0]['env_id']} (CPU, 64 envs x 32 steps per seed, "
         f"`bench_control_population_brax.csv`): per-seed rate against separate processes {parts}."
     )

@@ -364,20 +364,35 @@ def population(read: Read) -> str:
     if not rows:
         raise ValueError("bench_population.csv has no population row with a speed-up")
     top = max(int(r["seeds"]) for r in rows)
-    parts = []
+    parts, bandits = [], set()
     for algo, bandit in dict.fromkeys((r["algo"], r["bandit"]) for r in rows):
         g = [r for r in rows if (r["algo"], r["bandit"], int(r["seeds"])) == (algo, bandit, top)]
         if not g:
             continue
-        med = {c: float(np.median(col(g, c))) for c in ("wall_s", "per_seed_s", "speedup",
-                                                        "peak_rss_mb")}  # fmt: skip
-        runs = f", median of {len(g)} runs" if len(g) > 1 else ""
+        bandits.add(bandit.split(":", 1)[1])
+        med = {c: float(np.median(col(g, c))) for c in ("wall_s", "speedup", "peak_rss_mb")}
         threads = int(g[0]["threads"])
         parts.append(
-            f"{algo} on {bandit.split(':', 1)[1]}: {top:,} seeds in {f(med['wall_s'])} s wall"
-            f" on {threads} thread{'s' if threads > 1 else ''}"
-            f" ({f(med['per_seed_s'], '.3f')} s per seed, start-up included{runs}),"
-            f" {f(med['speedup'])}x the per-seed rate of separate processes, peak RSS"
-            f" {f(med['peak_rss_mb'])} MB"
+            f"{algo} {f(med['wall_s'])} s on {threads} thread{'s' if threads > 1 else ''},"
+            f" {f(med['speedup'])}x, {f(med['peak_rss_mb'])} MB"
+            + (f" (median of {len(g)} runs)" if len(g) > 1 else "")
         )
-    return para("Measured (`paper_figures/out/bench_population.csv`): " + "; ".join(parts) + ".")
+    return para(f"Measured (`paper_figures/out/bench_population.csv`), {top:,} seeds on "
+                f"{', '.join(sorted(bandits))} in one process (wall clock with start-up, the "
+                "per-seed rate against separate processes, peak RSS): "
+                + "; ".join(parts) + ".")  # fmt: skip
+
+
+@table("sweep-launch")
+def sweep_launch(read: Read) -> str:
+    rows = [r for r in read("bench_sweep_launch.csv") if r["status"] == "ok"]
+    cpu = paired_ratio(rows, "cpu_s", "exec", "fork")
+    wall = paired_ratio(rows, "wall_s", "exec", "fork")
+    per_run = {c: np.median(col(rows_where(rows, contender=c), "cpu_per_run_s"))
+               for c in ("fork", "exec")}  # fmt: skip
+    return para(
+        f"Forked: {f(per_run['fork'], '.2f')} CPU s per short grpo run against "
+        f"{f(per_run['exec'], '.2f')} s exec'd, {spread(cpu, '.1f')}x less CPU and "
+        f"{spread(wall, '.1f')}x less wall clock ({len(cpu)} paired repeats of {rows[0]['runs']} "
+        "runs, `paper_figures/out/bench_sweep_launch.csv`)."
+    )
