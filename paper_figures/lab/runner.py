@@ -207,7 +207,7 @@ def write(exp: Experiment, toy: bool = False, root: Path = SWEEPS, source: Path 
         raise SystemExit(f"error: {exp.id}: no finished runs under {base(exp, toy, root)}")
     target = results.path(exp, out=base(exp, toy, root) / "results" if toy else None)
     results.write(target, exp, rows)
-    points = [] if source else collect_curves(exp, toy, root)
+    points = [] if source or not exp.curves else collect_curves(exp, toy, root)
     if points:
         results.write_curves(results.curves_path(target), exp, points)
     write_compute(target.parent / "compute.csv", [] if source else collect_compute(exp, toy, root))

@@ -134,6 +134,7 @@ class Experiment:
     aggregate: dict = field(
         default_factory=dict
     )  # [aggregate] (lab/aggregates.py): baseline, metrics
+    curves: bool = True  # results/curves.csv (false where thousands of runs would make it bulk)
 
     def runs(self, toy: bool = False) -> list[tuple[str, str, int, int, tuple[str, ...]]]:
         """(arm, env, seed, steps, full flags) of every planned run."""
@@ -196,7 +197,7 @@ TOP |= {"claim": list, "toy": dict, "analysis": dict, "tuning": object, "aggrega
 AGGREGATE = {"baseline": str, "metrics": list}
 RUN = {"algo": str, "mode": str, "seeds": object, "steps": int, "unit": str, "flags": list}
 RUN |= {"metrics": list, "setting": str, "paper_setting": str, "budget": str}
-RUN |= {"final_window": int, "script": str}
+RUN |= {"final_window": int, "script": str, "curves": bool}
 TOY = {"seeds": object, "steps": int, "flags": list, "envs": list, "arms": list}
 # a field's TOML type, by its annotation: a tuple is a list, a float may be written as an int
 TOML_TYPES = {"str": str, "int": int, "bool": bool, "float | None": float}
@@ -331,6 +332,7 @@ def load(folder: Path) -> Experiment:
         script=script,
         tunings=tunings,
         aggregate=_aggregate(data.get("aggregate"), where, arms, run),
+        curves=run.get("curves", True),
     )
     from paper_figures.lab.metrics import check_name
 
