@@ -3,9 +3,11 @@ claim says so), and the per-env details of a pooled claim."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from dataclasses import dataclass, field
 
+from controlrl import stats
 from paper_figures.lab import protocol, results
 from paper_figures.lab.spec import Claim, Experiment
 
@@ -26,6 +28,7 @@ class Line:
     verdict: str = ""
     cause: str = ""
     details: list[Line] = field(default_factory=list)
+    also: list = field(default_factory=list)  # (metric, Summary): the other metrics, not judged
 
     @property
     def paper(self):
@@ -61,6 +64,24 @@ def compare(exp: Experiment, claim: Claim, rows: list[dict], envs: list[str]):
         raise ValueError(f"{exp.id} claim {claim.id}: no pairs of {claim.a} and {claim.b} on "
                          f"{', '.join(envs)}")  # fmt: skip
     return guarded(claim, rows, envs, protocol.paired(d, claim.kind, claim.margin, claim.shift))
+
+
+PAIRED = ("superior", "inferior", "non-inferior", "equivalent")
+
+
+def also(exp: Experiment, claim: Claim, rows: list[dict], envs: list[str]) -> list:
+    """The claim's differences on the [aggregate]'s other metrics (a paired claim's a minus b
+    per seed, as its own metric's), each as a Summary with its 95% bootstrap CI: reported
+    beside the verdict, never judged."""
+    if claim.kind not in PAIRED:
+        return []
+    out = []
+    for metric in exp.aggregate.get("metrics", ()):
+        if metric != claim.metric:
+            d = results.differences(rows, dataclasses.replace(claim, metric=metric), envs)
+            if d.size:
+                out.append((metric, stats.summarize(d)))
+    return out
 
 
 def contrast(exp: Experiment, claim: Claim, rows: list[dict], envs: list[str]):
@@ -120,14 +141,17 @@ def lines(exp: Experiment, rows: list[dict]) -> list[Line]:
             for env in envs:
                 suffix = exp.envs[env].suffix
                 judged = not_run(claim, env)
+                line = Line(claim.id + suffix, exp, claim, [env], judged, suffix=suffix)
                 if has_runs(claim, rows, env):
-                    judged = compare(exp, claim, rows, [env])
-                out.append(Line(claim.id + suffix, exp, claim, [env], judged, suffix=suffix))
+                    line.judgement = compare(exp, claim, rows, [env])
+                    line.also = also(exp, claim, rows, [env])
+                out.append(line)
             continue
         if claim.envs and not any(has_runs(claim, rows, env) for env in envs):
             out.append(Line(claim.id, exp, claim, envs, not_run(claim, ", ".join(envs))))
             continue
         line = Line(claim.id, exp, claim, envs, compare(exp, claim, rows, envs))
+        line.also = also(exp, claim, rows, envs)
         ran = {(r["arm"], r["env"]) for r in rows}  # a sensitivity env: a detail where run
         arms = [x for x in (claim.a, claim.b, claim.c, claim.d) if x]
         extra = [e for e in claim.sensitivity if all((a, e) in ran for a in arms)]

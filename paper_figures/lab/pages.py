@@ -183,6 +183,7 @@ def _claim_block(ln: Line, history: dict[str, str]) -> list[str]:
     if c.setting:
         out.append(f"- ours: {c.setting}")
     out.append(f"- statistic: {j.text}")
+    out += [f"- also (not judged): {m}, the same difference: {x.text()}" for m, x in ln.also]
     out.append(f"- verdict: **{verdict_text(ln)}** (q {q_text(ln) or 'n/a'})")
     if c.part:
         out.append("- a part of an all-of claim: adjusted with the ledger, counted with its claim")

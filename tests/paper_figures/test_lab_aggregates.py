@@ -92,3 +92,28 @@ def test_the_page_shows_each_arms_iqm_and_probability_of_improvement(tmp_path):
 def test_an_aggregate_naming_an_unknown_arm_or_metric_is_refused(tmp_path, aggregate, message):
     with pytest.raises(spec.SpecError, match=message):
         _experiment(tmp_path, aggregate)
+
+
+def test_each_paired_claim_reports_the_other_metrics_difference_beside_its_verdict(tmp_path):
+    """The [aggregate]'s other metric on a claim's own pairs (a minus b per seed), with its
+    bootstrap CI, on the claim's line of the page: reported, not judged."""
+    from paper_figures.lab import judge
+
+    exp = _experiment(tmp_path)
+    rng = np.random.default_rng(1)
+    rows = []
+    for arm, env, seed, steps, flags in exp.runs():
+        values = {"final_success": float(rng.random()), "final_eval": float(rng.random())}
+        values["final_eval"] -= 0.5 if arm == "rgra" else 0.0
+        rows.append(results.row(exp, arm, env, seed, steps, flags, values))
+    (line,) = judge.lines(exp, rows)
+    (metric, summary), envs = line.also[0], list(exp.envs)
+    d = [results.values(rows, "rgra", e, "final_eval")[s] - results.values(rows, "grpo", e,
+         "final_eval")[s] for e in envs for s in range(1, 9)]  # fmt: skip
+    assert metric == "final_eval" and len(line.also) == 1
+    assert summary.n == 16 and np.isclose(summary.mean, np.mean(d)) and summary.hi < 0
+    assert summary.text() == stats.summarize(d).text()
+    block = "\n".join(pages._claim_block(line, {}))
+    assert f"- also (not judged): final_eval, the same difference: {summary.text()}" in block
+    no_aggregate = _experiment(tmp_path, aggregate="")
+    assert judge.lines(no_aggregate, rows)[0].also == []
