@@ -49,7 +49,7 @@ def _config(exp: Experiment, arm, envs: list[str], mode: str, toy: bool) -> swee
         extra=list(exp.flags),
         arms=[sweep.Arm(arm.name, arm.algo, flags)],
         seed_list=list(exp.toy.seeds if toy else exp.seeds),
-        population=exp.mode == "population",
+        population=mode == "population",  # an env's own mode, where it differs from the run's
         steps_per_env=steps,
     )
 

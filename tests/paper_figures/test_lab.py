@@ -268,3 +268,21 @@ def test_a_page_names_the_exact_command_of_every_arm():
 
 def test_committed_ledger_pages_and_readme_blocks_are_what_the_results_give():
     assert report.check() == []
+
+
+def test_an_env_declared_separate_runs_one_process_per_seed_in_a_population_experiment():
+    """objective-zoo-recipes runs its populations in one process each, but the stop bandit
+    (answers that end at different steps) as separate runs: its own sweep, not a population."""
+    from controlrl import experiment as sweep
+
+    exp = spec.load(spec.FIGURES / "objective-zoo-recipes")
+    configs = runner.configs(exp)
+    together, apart = configs["grpo"], configs["grpo-separate"]
+    assert together.population and not apart.population
+    assert (
+        apart.envs == ["bandit:sequence-stop-2-4"]
+        and "bandit:sequence-stop-2-4" not in together.envs
+    )
+    tasks = sweep.plan(apart, runner.base(exp, False) / "grpo-separate")
+    assert len(tasks) == len(exp.seeds) and all(len(t.seeds) == 1 for t in tasks)
+    sweep.check_config(apart)  # a population of the stop bandit is refused; separate runs are not
