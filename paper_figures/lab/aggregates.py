@@ -59,10 +59,11 @@ def _cell(value: float, lo: float, hi: float) -> str:
 
 
 def page_lines(exp, rows: list[dict], main: str) -> list[str]:
-    """The other metrics' per-env tables and the aggregate table, for the experiment's page."""
+    """The other metrics' per-env tables (and the declared tables', arms without values left
+    out) and the aggregate table, for the experiment's page."""
     agg, out = exp.aggregate, []
     labels = [e.label for e in exp.envs.values()]
-    for metric in [m for m in agg["metrics"] if m != main]:
+    for metric in [m for m in agg["metrics"] if m != main] + list(agg.get("tables", ())):
         out += ["", f"{metric}: mean [95% CI] over seeds (a range below 5 seeds), "
                 "results/runs.csv.", "", "| arm | " + " | ".join(labels) + " |",
                 "|---|" + "---|" * len(labels)]  # fmt: skip
@@ -72,7 +73,8 @@ def page_lines(exp, rows: list[dict], main: str) -> list[str]:
                 x = results.sample(rows, a.name, metric, [env])
                 s = stats.summarize(x) if x.size else None
                 cells.append(_cell(s.mean, s.lo, s.hi) if s else "")
-            out.append(f"| {a.label} | " + " | ".join(cells) + " |")
+            if metric in agg["metrics"] or any(cells):
+                out.append(f"| {a.label} | " + " | ".join(cells) + " |")
     base = exp.arms[agg["baseline"]].label
     out += ["", f"Across envs (rliable's definitions): the IQM of each arm's runs on the envs it "
             f"shares with {base}, and P(arm > {base}), the probability that a run of the arm "

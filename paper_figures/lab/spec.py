@@ -194,7 +194,7 @@ def _seeds(value, where: str) -> tuple[int, ...]:
 
 TOP = {"title": str, "summary": str, "paper": list, "run": dict, "envs": dict, "arms": dict}
 TOP |= {"claim": list, "toy": dict, "analysis": dict, "tuning": object, "aggregate": dict}
-AGGREGATE = {"baseline": str, "metrics": list}
+AGGREGATE = {"baseline": str, "metrics": list, "tables": list}
 RUN = {"algo": str, "mode": str, "seeds": object, "steps": int, "unit": str, "flags": list}
 RUN |= {"metrics": list, "setting": str, "paper_setting": str, "budget": str}
 RUN |= {"final_window": int, "script": str, "curves": bool}
@@ -349,17 +349,18 @@ def load(folder: Path) -> Experiment:
 
 def _aggregate(table: dict | None, where: str, arms: dict, run: dict) -> dict:
     """The [aggregate] table (lab/aggregates.py), checked: a declared baseline arm, metrics of
-    [run] metrics."""
+    [run] metrics (tables: more [run] metrics shown per arm and env, not aggregated)."""
     if table is None:
         return {}
     t = _take(table, f"{where} [aggregate]", AGGREGATE, ("baseline", "metrics"))
     if t["baseline"] not in arms:
         raise SpecError(f"{where} [aggregate]: baseline '{t['baseline']}' is not an arm")
     metrics = _strs(t["metrics"], f"{where} [aggregate] metrics")
-    bad = [m for m in metrics if m not in run["metrics"]]
+    tables = _strs(t.get("tables", []), f"{where} [aggregate] tables")
+    bad = [m for m in metrics + tables if m not in run["metrics"]]
     if bad or not metrics:
         raise SpecError(f"{where} [aggregate]: metrics {bad} are not in [run] metrics")
-    return {"baseline": t["baseline"], "metrics": metrics}
+    return {"baseline": t["baseline"], "metrics": metrics, "tables": tables}
 
 
 def _tuning(tables, where: str, folder: Path, arms: dict, envs: dict, run: dict) -> tuple:

@@ -117,3 +117,20 @@ def test_each_paired_claim_reports_the_other_metrics_difference_beside_its_verdi
     assert f"- also (not judged): final_eval, the same difference: {summary.text()}" in block
     no_aggregate = _experiment(tmp_path, aggregate="")
     assert judge.lines(no_aggregate, rows)[0].also == []
+
+
+def test_an_aggregates_tables_show_a_metric_per_env_for_the_arms_that_have_it(tmp_path):
+    aggregate = '[aggregate]\nbaseline = "grpo"\nmetrics = ["final_success"]\ntables = ["{m}"]'
+    exp = _experiment(tmp_path, aggregate=aggregate.format(m="final_eval"))
+    assert exp.aggregate["tables"] == ("final_eval",)
+    rows = [results.row(exp, arm, env, seed, steps, flags, {"final_success": 0.5,
+            "final_eval": 0.25 if arm == "rgra" else float("nan")})
+            for arm, env, seed, steps, flags in exp.runs()]  # fmt: skip
+    lines = pages.page(exp, [], rows, {}).splitlines()
+    at = lines.index(
+        "final_eval: mean [95% CI] over seeds (a range below 5 seeds), results/runs.csv."
+    )
+    body = lines[at + 4 : lines.index("", at + 2)]
+    assert body == ["| rgra | 0.25 [0.25, 0.25] | 0.25 [0.25, 0.25] |"]  # grpo has none: left out
+    with pytest.raises(spec.SpecError, match=r"metrics \['auc'\] are not in"):
+        _experiment(tmp_path, aggregate=aggregate.format(m="auc"))
