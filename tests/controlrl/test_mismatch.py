@@ -131,24 +131,26 @@ def test_perturbations_and_the_sampler_hook():
         mismatch.perturb_logits(x, "fp8")
 
 
-def _bf16_logits(policy: CategoricalPolicy, obs: torch.Tensor) -> torch.Tensor:
-    """The policy's logits by hand with every weight, bias and activation in bfloat16."""
-    x = obs.bfloat16()
-    for layer in policy.logits:
-        if isinstance(layer, torch.nn.Linear):
-            x = x @ layer.weight.bfloat16().T + layer.bias.bfloat16()
-        else:
-            x = torch.tanh(x)
-    return x.float()
-
-
-def test_bf16_forward_runs_weights_and_activations_in_bf16_and_its_kl_is_exact():
+def _by_hand(linear) -> tuple:
+    """(policy, obs, its logits by hand with each Linear as linear(x, layer) and tanh between,
+    as float32; its own float32 logits) on 300 spread-out observations."""
     torch.manual_seed(0)
     policy = CategoricalPolicy(3, 5, (16, 16))
     obs = torch.randn(300, 3, generator=torch.Generator().manual_seed(2)) * 3
     with torch.no_grad():
-        want = _bf16_logits(policy, obs)
-        exact = policy.sample_inputs(obs)
+        x = obs
+        for layer in policy.logits:
+            x = linear(x, layer) if isinstance(layer, torch.nn.Linear) else torch.tanh(x)
+        return policy, obs, x.float(), policy.sample_inputs(obs)
+
+
+def _bf16_linear(x: torch.Tensor, layer: torch.nn.Linear) -> torch.Tensor:
+    """Weight, bias and input in bfloat16."""
+    return x.bfloat16() @ layer.weight.bfloat16().T + layer.bias.bfloat16()
+
+
+def test_bf16_forward_runs_weights_and_activations_in_bf16_and_its_kl_is_exact():
+    policy, obs, want, exact = _by_hand(_bf16_linear)
     got = mismatch._logits(policy, obs, "bf16-forward", 1.0)
     torch.testing.assert_close(got, want, atol=0.02, rtol=0)  # bf16's matmul accumulates wider
     assert (got - exact).abs().max() > 1e-4  # not the float32 forward
@@ -196,29 +198,17 @@ def test_rollout_lag_samples_with_the_policy_of_k_updates_ago_and_checkpoints_it
     torch.testing.assert_close(kl, (mu * (mu / pi).log()).sum(-1))
 
 
-def _fp8_gemm_logits(policy: CategoricalPolicy, obs: torch.Tensor) -> torch.Tensor:
-    """The policy's logits through torch._scaled_mm, layer by layer: weight and input in float8
-    e4m3 with per-tensor scales amax / 448, bfloat16 bias and output, tanh in bfloat16."""
-    x = obs
-    for layer in policy.logits:
-        if isinstance(layer, torch.nn.Linear):
-            sx, sw = x.float().abs().max() / 448, layer.weight.abs().max() / 448
-            xq = (x.float() / sx).to(torch.float8_e4m3fn)
-            wq = (layer.weight / sw).to(torch.float8_e4m3fn)
-            bias = layer.bias.bfloat16()
-            x = torch._scaled_mm(xq, wq.T, sx, sw, bias=bias, out_dtype=torch.bfloat16)
-        else:
-            x = torch.tanh(x)
-    return x.float()
+def _fp8_gemm(x: torch.Tensor, layer: torch.nn.Linear) -> torch.Tensor:
+    """torch._scaled_mm: weight and input in float8 e4m3 with per-tensor scales amax / 448,
+    bfloat16 bias and output."""
+    sx, sw = x.float().abs().max() / 448, layer.weight.abs().max() / 448
+    xq = (x.float() / sx).to(torch.float8_e4m3fn)
+    wq = (layer.weight / sw).to(torch.float8_e4m3fn)
+    return torch._scaled_mm(xq, wq.T, sx, sw, bias=layer.bias.bfloat16(), out_dtype=torch.bfloat16)
 
 
 def test_fp8_forward_is_the_scaled_fp8_gemm_batches_over_seeds_and_perturbs_more_than_bf16():
-    torch.manual_seed(0)
-    policy = CategoricalPolicy(3, 5, (16, 16))
-    obs = torch.randn(300, 3, generator=torch.Generator().manual_seed(2)) * 3
-    with torch.no_grad():
-        want = _fp8_gemm_logits(policy, obs)
-        exact = policy.sample_inputs(obs)
+    policy, obs, want, exact = _by_hand(_fp8_gemm)
     got = mismatch._logits(policy, obs, "fp8-forward", 1.0)
     torch.testing.assert_close(got, want, atol=0.02, rtol=0)  # summation order only
     assert (got - want).abs().max() <= (want.abs().max() * 2**-7).item()  # within bf16's ulp
