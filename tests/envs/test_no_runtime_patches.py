@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,14 +24,15 @@ SKIP = {".venv", "venv", "mutants", "runs", "out", ".git", "__pycache__", "build
 
 def module_patches(source: str) -> list[str]:
     """Assignments to an attribute of a third-party module (`jax.x = ...`, `np.a.b += ...`,
-    `setattr(torch, ...)`), whether the module came in by `import` or as a parameter named jax."""
+    `setattr(torch, ...)`), whether the module came in by `import` or as a parameter named jax;
+    the standard library's are not third-party (a run's `sys.argv = ...`)."""
     tree = ast.parse(source)
     modules = {"jax"}  # also a function parameter holding the jax module (the old race patch)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 top = alias.name.split(".")[0]
-                if top not in OWN:
+                if top not in OWN and top not in sys.stdlib_module_names:
                     modules.add(alias.asname or top)
 
     def root(node):
@@ -83,6 +85,8 @@ jax.config.update("jax_enable_x64", True)
 configured_jax.configured = True
 args = object(); setattr(args, "seed", 1)
 x = jax.numpy.zeros(3)
+import sys
+sys.argv = ["script.py"]
 """
     assert module_patches(clean) == []
 
