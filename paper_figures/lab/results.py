@@ -1,6 +1,8 @@
-"""An experiment's results table (results/runs.csv): one row per (env, arm, seed) with the run's
-algorithm, budget, full flags, digest and every declared metric. It is the only input of every
-statistic, figure, page and README block."""
+"""An experiment's results table: results/runs.csv, one row per (env, arm, seed) with the run's
+digest and every declared metric, and results/configs.csv beside it, one row per (env, arm)
+with the algorithm, budget and full flags its every seed ran (stated once, not per seed: the
+zoo's 48,000 runs share 240 configurations). Read together they are one row per run, the only
+input of every statistic, figure, page and README block."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ from pathlib import Path
 import numpy as np
 
 from paper_figures.lab.spec import Claim, Experiment, run_digest
-from paper_figures.lab.tables import number, read_rows
+from paper_figures.lab.tables import TableError, number, read_rows
 
-FIXED = ("env", "arm", "seed", "algo", "steps", "digest", "flags")
+RUN_FIELDS = ("env", "arm", "seed", "digest")
+CONFIG_FIELDS = ("env", "arm", "algo", "steps", "flags")
+FIXED = ("env", "arm", "seed", "algo", "steps", "digest", "flags")  # a row as read
 
 
 def path(exp: Experiment, toy: bool = False, out: Path | None = None) -> Path:
@@ -88,35 +92,64 @@ def stray_curves(exp: Experiment) -> list[str]:
     ]
 
 
+def configs_path(table: Path) -> Path:
+    """The configurations beside a results table (results/configs.csv)."""
+    return table.parent / "configs.csv"
+
+
 def write(target: Path, exp: Experiment, rows: list[dict]) -> None:
-    """The table, rows in the canonical order (env as declared, arm as declared, seed)."""
+    """The table and its configurations, rows in the canonical order (env as declared, arm as
+    declared, seed); ValueError where two seeds of one (env, arm) ran different configurations."""
     env_order = {e: i for i, e in enumerate(exp.envs)}
     arm_order = {a: i for i, a in enumerate(exp.arms)}
     rows = sorted(rows, key=lambda r: (env_order[r["env"]], arm_order[r["arm"]], int(r["seed"])))
+    configs: dict[tuple, dict] = {}
+    for r in rows:
+        config = {k: r[k] for k in CONFIG_FIELDS}
+        held = configs.setdefault((r["env"], r["arm"]), config)
+        if held != config:
+            raise ValueError(f"{exp.id}: {r['arm']} on {r['env']} ran two configurations: "
+                             f"{held} and {config}")  # fmt: skip
     target.parent.mkdir(parents=True, exist_ok=True)
+    _write_csv(configs_path(target), CONFIG_FIELDS, configs.values())
+    fields = (*RUN_FIELDS, *exp.metrics)
+    _write_csv(target, fields, ({k: r[k] for k in fields} for r in rows))
+
+
+def _write_csv(target: Path, fields, rows) -> None:
     with target.open("w", newline="") as f:
-        writer = csv.DictWriter(f, [*FIXED, *exp.metrics], lineterminator="\n")
+        writer = csv.DictWriter(f, fields, lineterminator="\n")
         writer.writeheader()
         for r in rows:
             writer.writerow({k: f"{v:.6g}" if isinstance(v, float) else v for k, v in r.items()})
 
 
 def read(target: Path, raw: bool = False, required: tuple[str, ...] = ()) -> list[dict]:
-    """The table's rows, seed as int and metrics as float (an empty cell as nan); raw=True: as
-    written (an exact experiment's own table, read by its analysis.py). Bounded and checked
-    (lab.tables.read_rows: the FIXED columns and `required` present): a fault is one
-    TableError naming the file."""
+    """The table's rows joined with their configurations (configs.csv), seed as int and metrics
+    as float (an empty cell as nan); raw=True: as written (an exact experiment's own table, read
+    by its analysis.py). Bounded and checked (lab.tables.read_rows: the columns and `required`
+    present, every run's configuration there): a fault is one TableError naming the file."""
     if not target.exists():
         raise FileNotFoundError(f"{target} is missing: run the experiment first")
     if raw:
         return read_rows(target)
-    rows = read_rows(target, (*FIXED, *required))
+    source = configs_path(target)
+    configs = {(c["env"], c["arm"]): c for c in read_rows(source, CONFIG_FIELDS)}
+    rows = read_rows(target, (*RUN_FIELDS, *required))
+    out = []
     for i, r in enumerate(rows, 1):
-        r["seed"] = number(target, i, "seed", r["seed"], int)
-        for k in list(r):
+        config = configs.get((r["env"], r["arm"]))
+        if config is None:
+            raise TableError(f"{source}: no configuration of {r['arm']} on {r['env']} "
+                             f"(row {i} of {target.name})")  # fmt: skip
+        row = {"env": r["env"], "arm": r["arm"], "seed": number(target, i, "seed", r["seed"], int),
+               "algo": config["algo"], "steps": config["steps"], "digest": r["digest"],
+               "flags": config["flags"]}  # fmt: skip
+        for k, v in r.items():
             if k not in FIXED:
-                r[k] = number(target, i, k, r[k]) if r[k] != "" else math.nan
-    return rows
+                row[k] = number(target, i, k, v) if v != "" else math.nan
+        out.append(row)
+    return out
 
 
 def stale(exp: Experiment, rows: list[dict]) -> list[str]:

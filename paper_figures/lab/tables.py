@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-# the largest table the engine writes is a few MB (objective-zoo's runs.csv: 4.6 MB); far above
+# the largest table the engine writes is a few MB (objective-zoo-recipes' runs.csv: 4 MB); far above
 MAX_BYTES = 256 * 2**20
 # the longest cell it writes is a run's full flags (a few hundred characters); csv's own
 # default limit (131,072) is the ceiling

@@ -118,3 +118,35 @@ def test_the_command_reports_an_unreadable_table_in_one_line(tmp_path, monkeypat
     assert main(["report"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"error: {tmp_path / 'runs.csv'}: no column seed"]
+
+
+def test_a_runs_configuration_is_stated_once_per_arm_and_env_and_read_back_with_every_seed(tree):
+    exp = spec.load(tree / EXPERIMENT.name)
+    table = runs_csv(tree)
+    rows = results.rows_of(exp)
+    configs = tables.read_rows(results.configs_path(table))
+    assert len(configs) == len({(r["env"], r["arm"]) for r in rows}) < len(rows)
+    assert "flags" not in tables.read_rows(table)[0]
+    before = table.read_bytes(), results.configs_path(table).read_bytes()
+    results.write(table, exp, rows)  # a table read and written again is the same bytes
+    assert (table.read_bytes(), results.configs_path(table).read_bytes()) == before
+    assert repr(results.rows_of(exp)) == repr(rows)  # repr: nan equals nan
+
+
+def test_a_run_without_its_configuration_is_one_line_naming_the_configurations(tree):
+    exp = spec.load(tree / EXPERIMENT.name)
+    configs = results.configs_path(runs_csv(tree))
+    head, first, *rest = configs.read_text().split("\n")
+    configs.write_text("\n".join([head, *rest]))
+    arm = first.split(",")[1]
+    assert f"no configuration of {arm}" in only_line_naming(check(tree), configs)
+    with pytest.raises(tables.TableError, match=f"no configuration of {arm}"):
+        results.rows_of(exp)
+
+
+def test_two_configurations_of_one_arm_and_env_are_refused(tree):
+    exp = spec.load(tree / EXPERIMENT.name)
+    rows = results.rows_of(exp)
+    rows[-1] = {**rows[-1], "flags": rows[-1]["flags"] + " --other"}
+    with pytest.raises(ValueError, match="ran two configurations"):
+        results.write(runs_csv(tree), exp, rows)
