@@ -230,9 +230,10 @@ class Args(PopulationArgs, RatioArgs, CommonArgs):
     tis_cap: float = 2.0
     """--mismatch-correction tis: the cap C (verl's rollout_is_threshold 2.0)"""
     mis_low: float = 0.5
-    """--mismatch-correction mis: lowest weight kept (IcePop's alpha 0.5)"""
+    """--mismatch-correction mis: lowest weight kept (verl's default for a ratio threshold: its
+    reciprocal, verl/trainer/ppo/rollout_corr_helper.py)"""
     mis_high: float = 2.0
-    """--mismatch-correction mis: highest weight kept (ours; 2, the TIS cap)"""
+    """--mismatch-correction mis: highest weight kept (verl's ratio threshold 2.0, the TIS cap)"""
     loss_agg: Literal[
         "seq-mean-token-mean", "token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"
     ] = "seq-mean-token-mean"
