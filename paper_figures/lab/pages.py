@@ -26,7 +26,7 @@ def command(exp: Experiment, arm: str, env_id: str) -> str:
     argv = ["python", f"algos/{a.algo}.py", "--env-id", env_id, "--total-timesteps"]
     argv += [str(exp.envs[env_id].steps), *exp.flags, *a.flags]
     seeds = exp.seeds
-    if exp.envs[env_id].mode == "population":
+    if exp.mode_of(arm, env_id) == "population":
         argv += ["--seed", str(seeds[0]), "--num-seeds", str(len(seeds))]
     else:
         argv += ["--seed", "K"]
@@ -71,8 +71,10 @@ def page(exp: Experiment, lines: list[Line], rows: list[dict], history: dict[str
             " / ".join(f"{s:,}" for s in steps) + f" {next(iter(exp.envs.values())).unit} per run"
         )
         out.append(f"| budget | {cell(exp.budget)} | {ours} |")
-        mode = "one process, seeds as a batch dimension" if exp.mode == "population" else "one "
-        mode += "process per seed" if exp.mode != "population" else ""
+        words = {"population": "one process, seeds as a batch dimension",
+                 "separate": "one process per seed"}  # fmt: skip
+        own = [a for a in exp.arms.values() if a.mode and a.mode != exp.mode]
+        mode = words[exp.mode] + "".join(f" ({a.label}: {words[a.mode]})" for a in own)
         out.append(f"| seeds | | {_seeds(exp)}; {mode} |")
         out += ["", "Envs:", "", "| env | steps per run | note |", "|---|---|---|"]
         out += [f"| {e.id} | {e.steps:,} {e.unit} | {cell(e.setting)} |" for e in exp.envs.values()]

@@ -31,7 +31,7 @@ def configs(exp: Experiment, toy: bool = False, only: tuple[str, ...] = ()
             continue
         for mode in ("population", "separate"):
             envs = [e for e in arm.envs if (not toy or e in exp.toy.envs)
-                    and exp.envs[e].mode == mode and (not only or e in only)]  # fmt: skip
+                    and exp.mode_of(arm.name, e) == mode and (not only or e in only)]  # fmt: skip
             if envs:
                 name = arm.name + ("" if mode == exp.mode else f"-{mode}")
                 out[name] = _config(exp, arm, envs, mode, toy)
@@ -49,7 +49,7 @@ def _config(exp: Experiment, arm, envs: list[str], mode: str, toy: bool) -> swee
         extra=list(exp.flags),
         arms=[sweep.Arm(arm.name, arm.algo, flags)],
         seed_list=list(exp.toy.seeds if toy else exp.seeds),
-        population=mode == "population",  # an env's own mode, where it differs from the run's
+        population=mode == "population",  # an arm's or env's own, where it differs from the run's
         steps_per_env=steps,
     )
 

@@ -62,6 +62,7 @@ class Arm:
     label: str
     envs: tuple[str, ...]  # the envs this arm runs on
     pending: bool = False  # a tuned arm whose tuning has not chosen its flags yet: no runs
+    mode: str = ""  # "separate" or "population" for this arm alone (empty: each env's mode)
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,10 @@ class Experiment:
         default_factory=dict
     )  # [aggregate] (lab/aggregates.py): baseline, metrics
     curves: bool = True  # results/curves.csv (false where thousands of runs would make it bulk)
+
+    def mode_of(self, arm: str, env_id: str) -> str:
+        """How the arm's seeds run on the env: the arm's own mode, else the env's."""
+        return self.arms[arm].mode or self.envs[env_id].mode
 
     def runs(self, toy: bool = False) -> list[tuple[str, str, int, int, tuple[str, ...]]]:
         """(arm, env, seed, steps, full flags) of every planned run."""
@@ -279,6 +284,8 @@ def load(folder: Path) -> Experiment:
         bad = [e for e in arm_envs if e not in envs]
         if bad:
             raise SpecError(f"{at}: envs {bad} are not in [envs]")
+        if a.get("mode", "separate") not in ("separate", "population"):
+            raise SpecError(f"{at}: mode must be 'separate' or 'population', got {a['mode']!r}")
         algo = script or run["algo"]
         arms[name] = _build(Arm, a, at, name=name, algo=algo, label=name, envs=arm_envs, flags=())
     claims = tuple(
@@ -464,7 +471,7 @@ def check_flags(exp: Experiment) -> None:
         env = exp.envs[arm.envs[0]]  # its first env
         argv = ["--env-id", env.id, "--seed", "1", "--total-timesteps", str(env.steps)]
         argv += [*exp.flags, *flags]
-        if env.mode == "population":
+        if exp.mode_of(arm.name, env.id) == "population":
             argv += ["--num-seeds", str(len(exp.seeds))]
         try:
             parse(importlib.import_module(f"algos.{arm.algo}").Args, argv)

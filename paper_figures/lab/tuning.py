@@ -204,7 +204,7 @@ def configs(exp, tuning: Tuning, toy: bool = False) -> dict[str, sweep.SweepConf
                           (*tuning.declared[name], *flags, *(exp.toy.flags if toy else ())))
                 for k, flags in enumerate(tuning.configs())]  # fmt: skip
         for mode in ("population", "separate"):
-            envs = [e for e in tuning.arm_envs(exp, name) if exp.envs[e].mode == mode
+            envs = [e for e in tuning.arm_envs(exp, name) if exp.mode_of(name, e) == mode
                     and (not toy or e in exp.toy.envs)]  # fmt: skip
             if not envs:
                 continue

@@ -286,3 +286,28 @@ def test_an_env_declared_separate_runs_one_process_per_seed_in_a_population_expe
     tasks = sweep.plan(apart, runner.base(exp, False) / "grpo-separate")
     assert len(tasks) == len(exp.seeds) and all(len(t.seeds) == 1 for t in tasks)
     sweep.check_config(apart)  # a population of the stop bandit is refused; separate runs are not
+
+
+def test_an_arm_declared_separate_runs_one_process_per_seed_beside_population_arms(tmp_path):
+    """An arm's own mode (TRPO and FixPO in trust-region-300k-20, whose solves are not batched
+    over seeds) overrides the run's: its own sweep of one process per seed, and its page's
+    command takes --seed K where the population arms' take --num-seeds."""
+    from controlrl import experiment as sweep
+
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    text = _toml(CLAIM).replace("[arms.rgra]", '[arms.rgra]\nmode = "separate"')
+    (folder / "experiment.toml").write_text(text)
+    exp = spec.load(folder)
+    configs = runner.configs(exp)
+    assert set(configs) == {"grpo", "rgra-separate"}
+    assert configs["grpo"].population and not configs["rgra-separate"].population
+    tasks = sweep.plan(configs["rgra-separate"], tmp_path / "rgra-separate")
+    assert len(tasks) == len(exp.seeds) and all(len(t.seeds) == 1 for t in tasks)
+    env = next(iter(exp.envs))
+    assert "--num-seeds 6" in pages.command(exp, "grpo", env)
+    assert pages.command(exp, "rgra", env).endswith("--seed K")
+    assert "(rgra: one process per seed)" in pages.page(exp, [], [], {})
+    (folder / "experiment.toml").write_text(text.replace('"separate"', '"batched"'))
+    with pytest.raises(spec.SpecError, match="mode must be 'separate' or 'population'"):
+        spec.load(folder)
