@@ -73,8 +73,9 @@ def page(exp: Experiment, lines: list[Line], rows: list[dict], history: dict[str
         out.append(f"| budget | {cell(exp.budget)} | {ours} |")
         words = {"population": "one process, seeds as a batch dimension",
                  "separate": "one process per seed"}  # fmt: skip
-        own = [a for a in exp.arms.values() if a.mode and a.mode != exp.mode]
-        mode = words[exp.mode] + "".join(f" ({a.label}: {words[a.mode]})" for a in own)
+        own = [a.label for a in exp.arms.values() if a.mode and a.mode != exp.mode]
+        other = "separate" if exp.mode == "population" else "population"
+        mode = words[exp.mode] + (f" ({', '.join(own)}: {words[other]})" if own else "")
         out.append(f"| seeds | | {_seeds(exp)}; {mode} |")
         out += ["", "Envs:", "", "| env | steps per run | note |", "|---|---|---|"]
         out += [f"| {e.id} | {e.steps:,} {e.unit} | {cell(e.setting)} |" for e in exp.envs.values()]
