@@ -18,7 +18,8 @@ def test_compute_sums_each_finished_process_and_the_page_states_its_hours(tmp_pa
     folder = tmp_path / "declared"
     shutil.copytree(SOURCE, folder, ignore=shutil.ignore_patterns("results", "*.md"))
     exp = spec.load(folder)
-    seconds = {"ppo": [1000.0, 800.0], "spo": [2000.0, 1600.0]}
+    # ppo and spo: one population process each; trpo: one process per seed (its arm's mode)
+    seconds = {"ppo": [1000.0, 800.0], "spo": [2000.0, 1600.0], "trpo-separate": [10.0, 2.0]}
     for name, config in runner.configs(exp).items():
         for task in sweep.plan(config, runner.base(exp, False, tmp_path / "sweeps") / name):
             run_dir = Path(task.run_dir)
@@ -27,11 +28,12 @@ def test_compute_sums_each_finished_process_and_the_page_states_its_hours(tmp_pa
             head = "step,time/sps,time/rollout_s,time/update_s,time/update_s_cpu\n"
             text = head + "\n".join(rows) + "\n"
             (run_dir / "timing.csv").write_text(text)
-            if name != "bpo":  # bpo's process is not finished: not counted
+            if name in seconds:  # bpo's and fixpo's processes are not finished: not counted
                 (run_dir / "final_eval.json").write_text("{}")
     compute = runner.collect_compute(exp, False, tmp_path / "sweeps")
     assert compute == [
         {"env": "Hopper-v5", "arm": "ppo", "processes": 1, "seeds": 20, "train_s": "2250"},
+        {"env": "Hopper-v5", "arm": "trpo", "processes": 20, "seeds": 20, "train_s": "300"},
         {"env": "Hopper-v5", "arm": "spo", "processes": 1, "seeds": 20, "train_s": "4500"},
     ]
     assert pages._compute(exp) == []  # no table, no section
