@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -93,3 +94,48 @@ def episode_returns(
         for i in np.flatnonzero(terminated | truncated):
             per_env[i].append(float(total[i]))
             total[i] = 0.0
+
+
+def load_policy(run_dir: Path, env_id: str) -> tuple[torch.nn.Module, ObsNormalizer | None]:
+    """(policy, observation normaliser or None) of a finished run's last checkpoint: the policy
+    that its config.json's flags build for env_id's spaces (hidden sizes, activation, a
+    Chebyshev policy's degree and span), the normaliser frozen."""
+    import gymnasium as gym
+
+    from controlrl import checkpoint
+    from controlrl.nets import make_policy
+
+    saved = json.loads((Path(run_dir) / "config.json").read_text())["args"]
+    env = gym.make(env_id)
+    space, kw = env.observation_space, {}
+    if saved.get("chebyshev_degree"):  # ppo.py's features span [-r, r] of the normalised obs
+        r = saved["chebyshev_range"]
+        bounds = (torch.full(space.shape, -r), torch.full(space.shape, r))
+        kw = dict(chebyshev_degree=saved["chebyshev_degree"])
+        kw["chebyshev_bounds"] = bounds if saved["norm_obs"] else None
+    hidden = tuple(saved["hidden_sizes"])
+    policy = make_policy(space, env.action_space, hidden, saved.get("activation", "tanh"), **kw)
+    env.close()
+    state = checkpoint.load(Path(run_dir) / "checkpoints" / "latest.pt", ("policy",))
+    policy.load_state_dict(state["policy"])
+    normalizer = None
+    if "obs_normalizer" in state:
+        normalizer = ObsNormalizer(space.shape)
+        normalizer.load_state_dict(state["obs_normalizer"])
+        normalizer.frozen = True
+    return policy, normalizer
+
+
+def frozen_act(run_dir: Path, env_id: str) -> tuple[Callable[[np.ndarray], np.ndarray], int]:
+    """(act, parameter count) of a finished run: act(obs [n, d]) -> its policy's mode [n, ...]
+    on the raw observations, the normaliser frozen."""
+    policy, normalizer = load_policy(run_dir, env_id)
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        obs = obs.astype(np.float32)  # what the env hands the agent
+        if normalizer is not None:
+            obs = normalizer(obs, update=False)
+        with torch.inference_mode():
+            return policy.mode(torch.from_numpy(np.ascontiguousarray(obs))).numpy()
+
+    return act, sum(p.numel() for p in policy.parameters())

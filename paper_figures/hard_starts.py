@@ -9,9 +9,10 @@ paper_figures/hard-starts/ states the task, the arms and their sources.
 SparseMountainCar-v0 (reward 1 at the goal); hard starts at rest in the valley (x0 in [-0.6,
 -0.4]), easy starts right of it moving right. Demonstrations: the greedy controller of the exact
 dynamic-programming reference (theory/mountain_car.py, a --grid x --grid grid) from --demos hard
-starts. Arms (algos/ppo.py with mountain_car.py's ZOO settings): ppo; pope (--start-states: half
-the episodes from demonstration states); bc (--bc-demos, --bc-steps of behaviour cloning first);
-mixed (--start-states: half the episodes from --easy-starts easy starts).
+starts. Arms (algos/ppo.py with the mountain-car-chebyshev declaration's flags): ppo; pope
+(--start-states: half the episodes from demonstration states); bc (--bc-demos, --bc-steps of
+behaviour cloning first); mixed (--start-states: half the episodes from --easy-starts easy
+starts).
 
 Metric: the fraction of --eval-starts hard starts the final deterministic policy (normaliser
 frozen) brings to the goal within 200 steps of the exact dynamics; against samples, each run's
@@ -28,11 +29,11 @@ from pathlib import Path
 import numpy as np
 
 from controlrl.cli import ArgumentParser
+from controlrl.evaluate import frozen_act
 from controlrl.experiment import SweepConfig, write_rows
 from controlrl.plots import read_metrics
-from paper_figures.lab import scripts
+from paper_figures.lab import scripts, spec
 from paper_figures.lab.script_flags import ROOT, some_of, wrote
-from paper_figures.mountain_car import ZOO, load_act
 from theory import mountain_car as mc
 
 ENV = "SparseMountainCar-v0"
@@ -40,6 +41,14 @@ HARD_LOW, HARD_HIGH = mc.START_LOW, mc.START_HIGH  # Gymnasium's reset: at rest 
 EASY_LOW, EASY_HIGH, EASY_V = -0.2, 0.3, 0.045  # right of the valley, moving right
 LIMIT = 200  # the env's time limit
 ARMS = ("ppo", "pope", "bc", "mixed")
+# rl-baselines3-zoo's MountainCar-v0 settings, as the Mountain Car experiment declares them
+ZOO = list(spec.load(spec.FIGURES / "mountain-car-chebyshev").flags)
+
+
+def load_act(run_dir: Path):
+    """(act(x, v) -> actions, parameter count) of a finished ppo run on ENV."""
+    act, n_params = frozen_act(run_dir, ENV)
+    return (lambda x, v: act(np.stack([x, v], 1))), n_params
 
 
 def demonstrations(T: np.ndarray, grid: mc.Grid, x0: np.ndarray, max_steps: int = 1000):

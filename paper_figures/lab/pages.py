@@ -156,7 +156,13 @@ def _arms(exp: Experiment) -> list[str]:
     out += ["", "The exact command of each arm's runs, per env:", "", "```"]
     for a in exp.arms.values():
         out += [command(exp, a.name, env_id) for env_id in a.envs]
-    return out + ["```", "", "## Results", ""]
+    out.append("```")
+    if exp.own_metrics:  # computed after the runs, from their run directories
+        cfg = {k: v for k, v in exp.analysis_config().items() if k != "metrics"}
+        given = "; ".join(f"{k} {v}" for k, v in cfg.items())
+        out += ["", f"Then analysis.py's `metrics` computes {', '.join(exp.own_metrics)} from "
+                f"each finished run's directory ([analysis]: {given})."]  # fmt: skip
+    return out + ["", "## Results", ""]
 
 
 def _claim_block(ln: Line, history: dict[str, str]) -> list[str]:

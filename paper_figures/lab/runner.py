@@ -4,7 +4,9 @@ and their collection into the results table."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import importlib
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -128,18 +130,47 @@ def collect(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> list[dic
     if exp.script:
         return script_rows(exp, toy, script_dir(exp, toy, root))
     rows = []
+    analysis = judge.analysis_module(exp) if exp.own_metrics else None
+    named = [m for m in exp.metrics if m not in exp.own_metrics]
     for name, config in configs(exp, toy).items():
         arm = exp.arms[config.arms[0].name]
         for task in sweep.plan(config, base(exp, toy, root) / name):
             run_dir = Path(task.run_dir)
             if not sweep.is_done(run_dir):
                 continue
-            window = exp.final_window
-            per_seed = metrics.extract(run_dir, task.env_id, exp.metrics, window)
+            per_seed = metrics.extract(run_dir, task.env_id, named, exp.final_window)
+            if analysis is not None:
+                own = own_metrics(exp, analysis, run_dir, task.env_id, list(per_seed), toy)
+                per_seed = {s: v | own[s] for s, v in per_seed.items()}
             for seed, values in sorted(per_seed.items()):
+                values = {m: values[m] for m in exp.metrics}  # the declared order
                 rows.append(results.row(exp, arm.name, task.env_id, seed,
                                         task.total_timesteps, task.extra, values))  # fmt: skip
     return rows
+
+
+OWN = "analysis_metrics.json"  # in a run directory: its analysis.py's metrics, and their key
+
+
+def own_metrics(exp: Experiment, analysis, run_dir: Path, env_id: str, seeds: list[int],
+                toy: bool) -> dict[int, dict[str, float]]:  # fmt: skip
+    """{seed: {metric: value}} of the analysis.py's `metrics(exp, run_dir, env_id, seed, toy)`
+    for each [analysis] metric, kept in the run directory while analysis.py and the [analysis]
+    table stay as they were (an evaluation of a final policy can take minutes)."""
+    config = json.dumps(exp.analysis_config(toy), sort_keys=True).encode()
+    key = hashlib.sha256((exp.folder / "analysis.py").read_bytes() + config).hexdigest()[:16]
+    saved = json.loads((run_dir / OWN).read_text()) if (run_dir / OWN).exists() else {}
+    if saved.get("key") == key and all(str(s) in saved["values"] for s in seeds):
+        return {s: saved["values"][str(s)] for s in seeds}
+    values = {}
+    for seed in seeds:
+        got = analysis.metrics(exp, run_dir, env_id, seed, toy)
+        missing = [m for m in exp.own_metrics if m not in got]
+        if missing:
+            raise ValueError(f"{exp.id}: analysis.py's metrics gave no {missing} for {run_dir}")
+        values[seed] = {m: float(got[m]) for m in exp.own_metrics}
+    (run_dir / OWN).write_text(json.dumps({"key": key, "values": values}))
+    return values
 
 
 def collect_curves(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> list[dict]:

@@ -137,6 +137,17 @@ class Experiment:
     )  # [aggregate] (lab/aggregates.py): baseline, metrics
     curves: bool = True  # results/curves.csv (false where thousands of runs would make it bulk)
 
+    @property
+    def own_metrics(self) -> tuple[str, ...]:
+        """The metrics its analysis.py computes from each finished run ([analysis] metrics)."""
+        return tuple(self.extra.get("metrics", ()))
+
+    def analysis_config(self, toy: bool = False) -> dict:
+        """The [analysis] table, its `toy` table's values in place of the full size's with
+        toy=True."""
+        cfg = {k: v for k, v in self.extra.items() if k != "toy"}
+        return cfg | (self.extra.get("toy", {}) if toy else {})
+
     def mode_of(self, arm: str, env_id: str) -> str:
         """How the arm's seeds run on the env: the arm's own mode, else the env's."""
         return self.arms[arm].mode or self.envs[env_id].mode
@@ -343,7 +354,12 @@ def load(folder: Path) -> Experiment:
     )
     from paper_figures.lab.metrics import check_name
 
+    if exp.own_metrics and (script or not exp.analysis):
+        raise SpecError(f"{where} [analysis] metrics: computed per run by an analysis.py's "
+                        "`metrics`, so the folder needs one and no script")  # fmt: skip
     for name in exp.metrics if not script else ():  # a script's metrics are its table's columns
+        if name in exp.own_metrics:
+            continue
         try:
             check_name(name)
         except ValueError as exc:

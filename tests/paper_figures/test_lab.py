@@ -311,3 +311,39 @@ def test_an_arm_declared_separate_runs_one_process_per_seed_beside_population_ar
     (folder / "experiment.toml").write_text(text.replace('"separate"', '"batched"'))
     with pytest.raises(spec.SpecError, match="mode must be 'separate' or 'population'"):
         spec.load(folder)
+
+
+ANALYSIS = """
+from pathlib import Path
+
+def metrics(exp, run_dir, env_id, seed, toy):
+    calls = Path(exp.folder) / "calls.txt"
+    calls.write_text(calls.read_text() + "x" if calls.exists() else "x")
+    return {"seed_scaled": seed * exp.analysis_config(toy)["scale"]}
+"""
+
+
+def test_an_analysis_metric_is_computed_per_run_once_and_again_when_its_table_changes(tmp_path):
+    folder = tmp_path / "own"
+    folder.mkdir()
+    extra = '[analysis]\nmetrics = ["seed_scaled"]\nscale = 10\ntoy = { scale = 100 }'
+    text = _toml(CLAIM, extra).replace('metrics = ["final_success"]',
+                                       'metrics = ["final_success", "seed_scaled"]')  # fmt: skip
+    (folder / "experiment.toml").write_text(text)
+    with pytest.raises(spec.SpecError, match="needs one"):  # no analysis.py to compute it
+        spec.load(folder)
+    (folder / "analysis.py").write_text(ANALYSIS)
+    exp = spec.load(folder)
+    assert not runner.run(exp, toy=True, workers=1, root=tmp_path / "runs")
+    rows = runner.collect(exp, toy=True, root=tmp_path / "runs")
+    assert {(r["seed"], r["seed_scaled"]) for r in rows} == {(1, 100.0), (2, 200.0)}
+    assert list(rows[0])[-2:] == ["final_success", "seed_scaled"]  # the declared order
+    calls = folder / "calls.txt"
+    assert calls.read_text() == "x" * len(rows)  # once per run and seed
+    runner.collect(exp, toy=True, root=tmp_path / "runs")
+    assert calls.read_text() == "x" * len(rows)  # kept in the run directories
+    (folder / "experiment.toml").write_text(text.replace("scale = 100", "scale = 1000"))
+    exp = spec.load(folder)
+    rows = runner.collect(exp, toy=True, root=tmp_path / "runs")
+    assert {(r["seed"], r["seed_scaled"]) for r in rows} == {(1, 1000.0), (2, 2000.0)}
+    assert calls.read_text() == "x" * 2 * len(rows)
