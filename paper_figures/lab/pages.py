@@ -24,13 +24,20 @@ def command(exp: Experiment, arm: str, env_id: str) -> str:
         return shlex.join(["python", "-m", f"paper_figures.{exp.script}", *exp.flags])
     a = exp.arms[arm]
     argv = ["python", f"algos/{a.algo}.py", "--env-id", env_id, "--total-timesteps"]
-    argv += [str(exp.envs[env_id].steps), *exp.flags, *a.flags]
+    argv += [str(exp.envs[env_id].steps), *_inputs(exp, exp.flags + a.flags)]
     seeds = exp.seeds
     if exp.mode_of(arm, env_id) == "population":
         argv += ["--seed", str(seeds[0]), "--num-seeds", str(len(seeds))]
     else:
         argv += ["--seed", "K"]
     return shlex.join(argv).replace("'K'", "K")
+
+
+def _inputs(exp: Experiment, flags) -> list[str]:
+    """Flags with {inputs} as the folder, relative to the repository, where `run` has its
+    analysis.py's prepare_inputs write the files they name."""
+    where = f"runs/lab/{exp.id}/inputs"
+    return [f.replace("{inputs}", where) for f in flags]
 
 
 def _seeds(exp: Experiment) -> str:
@@ -149,7 +156,7 @@ def _arms(exp: Experiment) -> list[str]:
     out = ["", "## Arms", "", "| arm | algorithm | flags | where the flags come from |",
            "|---|---|---|---|"]  # fmt: skip
     for a in exp.arms.values():
-        flags = shlex.join(a.flags) or "(defaults)"
+        flags = shlex.join(_inputs(exp, a.flags)) or "(defaults)"
         out.append(f"| {a.name} | algos/{a.algo}.py | `{flags}` | {cell(a.recipe)} |")
     if exp.flags:
         out += ["", f"Every arm also takes `{shlex.join(exp.flags)}`."]
@@ -157,6 +164,9 @@ def _arms(exp: Experiment) -> list[str]:
     for a in exp.arms.values():
         out += [command(exp, a.name, env_id) for env_id in a.envs]
     out.append("```")
+    if any("{inputs}" in f for a in exp.arms.values() for f in exp.flags + a.flags):
+        out += ["", f"`python -m paper_figures run {exp.id}` first writes the files under "
+                f"runs/lab/{exp.id}/inputs (analysis.py's `prepare_inputs`)."]  # fmt: skip
     if exp.own_metrics:  # computed after the runs, from their run directories
         cfg = {k: v for k, v in exp.analysis_config().items() if k != "metrics"}
         given = "; ".join(f"{k} {v}" for k, v in cfg.items())

@@ -22,11 +22,25 @@ def base(exp: Experiment, toy: bool, root: Path = SWEEPS) -> Path:
     return Path(root) / (exp.id + ("-toy" if toy else ""))
 
 
-def configs(exp: Experiment, toy: bool = False, only: tuple[str, ...] = ()
+INPUTS = "{inputs}"  # in a declaration's flags: the folder its analysis.py's prepare_inputs fills
+
+
+def inputs_dir(exp: Experiment, toy: bool, root: Path = SWEEPS) -> Path:
+    return base(exp, toy, root) / "inputs"
+
+
+def declared(exp: Experiment, flags, toy: bool, root: Path = SWEEPS) -> tuple[str, ...]:
+    """A run's flags as declared: its inputs folder back to {inputs} (no machine's path in a
+    results table or a digest)."""
+    where = str(inputs_dir(exp, toy, root))
+    return tuple(f.replace(where, INPUTS) for f in flags)
+
+
+def configs(exp: Experiment, toy: bool = False, only: tuple[str, ...] = (), root: Path = SWEEPS
             ) -> dict[str, sweep.SweepConfig]:  # fmt: skip
     """{sweep name: its sweep}, one per arm and mode: the arm's envs (those in `only` where
     given), the declared seeds (the toy's with toy=True), each env's budget; flags: the
-    experiment's, the arm's, the toy's."""
+    experiment's, the arm's, the toy's, {inputs} in them the experiment's inputs folder."""
     out = {}
     for arm in exp.arms.values() if not exp.script else ():  # a script runs its own arms
         if (toy and arm.name not in exp.toy.arms) or arm.pending:  # pending: not tuned yet
@@ -36,20 +50,21 @@ def configs(exp: Experiment, toy: bool = False, only: tuple[str, ...] = ()
                     and exp.mode_of(arm.name, e) == mode and (not only or e in only)]  # fmt: skip
             if envs:
                 name = arm.name + ("" if mode == exp.mode else f"-{mode}")
-                out[name] = _config(exp, arm, envs, mode, toy)
+                out[name] = _config(exp, arm, envs, mode, toy, str(inputs_dir(exp, toy, root)))
     return out
 
 
-def _config(exp: Experiment, arm, envs: list[str], mode: str, toy: bool) -> sweep.SweepConfig:
+def _config(exp: Experiment, arm, envs: list[str], mode: str, toy: bool, inputs: str
+            ) -> sweep.SweepConfig:  # fmt: skip
     steps = {e: exp.toy.steps if toy else exp.envs[e].steps for e in envs}
-    flags = arm.flags + (exp.toy.flags if toy else ())
+    flags = [f.replace(INPUTS, inputs) for f in arm.flags + (exp.toy.flags if toy else ())]
     return sweep.SweepConfig(
         algos=[],
         envs=envs,
         seeds=0,
         total_timesteps=max(steps.values()),
-        extra=list(exp.flags),
-        arms=[sweep.Arm(arm.name, arm.algo, flags)],
+        extra=[f.replace(INPUTS, inputs) for f in exp.flags],
+        arms=[sweep.Arm(arm.name, arm.algo, tuple(flags))],
         seed_list=list(exp.toy.seeds if toy else exp.seeds),
         population=mode == "population",  # an arm's or env's own, where it differs from the run's
         steps_per_env=steps,
@@ -67,9 +82,9 @@ def run(exp: Experiment, toy: bool = False, workers: int = 2, backend: str = "lo
     if exp.script:
         run_script(exp, toy, script_dir(exp, toy, root))
         return []
-    prepare(exp, toy)
+    prepare(exp, toy, root)
     failed = []
-    for name, config in configs(exp, toy, only).items():
+    for name, config in configs(exp, toy, only, root).items():
         status = sweep.run_sweep(config, base(exp, toy, root) / name, backend=backend,
                                  workers=workers, address=address,
                                  on_update=lambda r: print(f"[{r['status']}] {r['run_id']}",
@@ -78,12 +93,16 @@ def run(exp: Experiment, toy: bool = False, workers: int = 2, backend: str = "lo
     return failed
 
 
-def prepare(exp: Experiment, toy: bool = False) -> None:
-    """What the runs read and no run makes (an offline experiment's datasets): the analysis.py's
-    `prepare(exp, toy)`, where it has one."""
+def prepare(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> None:
+    """What the runs read and no run makes: the analysis.py's `prepare(exp, toy)` (an offline
+    experiment's datasets, in the data root) and `prepare_inputs(exp, toy, folder)` (the files
+    that {inputs} in its flags names), where it has them."""
     analysis = judge.analysis_module(exp)
     if analysis is not None and hasattr(analysis, "prepare"):
         analysis.prepare(exp, toy)
+    if analysis is not None and hasattr(analysis, "prepare_inputs"):
+        inputs_dir(exp, toy, root).mkdir(parents=True, exist_ok=True)
+        analysis.prepare_inputs(exp, toy, inputs_dir(exp, toy, root))
 
 
 def script_dir(exp: Experiment, toy: bool, root: Path = SWEEPS) -> Path:
@@ -132,7 +151,7 @@ def collect(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> list[dic
     rows = []
     analysis = judge.analysis_module(exp) if exp.own_metrics else None
     named = [m for m in exp.metrics if m not in exp.own_metrics]
-    for name, config in configs(exp, toy).items():
+    for name, config in configs(exp, toy, root=root).items():
         arm = exp.arms[config.arms[0].name]
         for task in sweep.plan(config, base(exp, toy, root) / name):
             run_dir = Path(task.run_dir)
@@ -144,8 +163,9 @@ def collect(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> list[dic
                 per_seed = {s: v | own[s] for s, v in per_seed.items()}
             for seed, values in sorted(per_seed.items()):
                 values = {m: values[m] for m in exp.metrics}  # the declared order
+                flags = declared(exp, task.extra, toy, root)
                 rows.append(results.row(exp, arm.name, task.env_id, seed,
-                                        task.total_timesteps, task.extra, values))  # fmt: skip
+                                        task.total_timesteps, flags, values))  # fmt: skip
     return rows
 
 
@@ -176,13 +196,14 @@ def own_metrics(exp: Experiment, analysis, run_dir: Path, env_id: str, seeds: li
 def collect_curves(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> list[dict]:
     """The curve points of every finished run (results/curves.csv); a script has none."""
     points = []
-    for name, config in configs(exp, toy).items():
+    for name, config in configs(exp, toy, root=root).items():
         arm = exp.arms[config.arms[0].name]
         for task in sweep.plan(config, base(exp, toy, root) / name):
             if not sweep.is_done(Path(task.run_dir)):
                 continue
             for seed, curve in sorted(metrics.curves(Path(task.run_dir)).items()):
-                digest = run_digest(arm.algo, task.extra, task.env_id, seed, task.total_timesteps)
+                flags = declared(exp, task.extra, toy, root)
+                digest = run_digest(arm.algo, flags, task.env_id, seed, task.total_timesteps)
                 points += [{"env": task.env_id, "arm": arm.name, "seed": seed, "digest": digest,
                             "step": step, "train_return": value}
                            for step, value in curve]  # fmt: skip
@@ -191,7 +212,8 @@ def collect_curves(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> l
 
 def collect_compute(exp: Experiment, toy: bool = False, root: Path = SWEEPS) -> list[dict]:
     """Per arm and env: its finished processes, their seeds and training seconds."""
-    return compute_rows((config.arms[0].name, task) for name, config in configs(exp, toy).items()
+    sweeps = configs(exp, toy, root=root).items()
+    return compute_rows((config.arms[0].name, task) for name, config in sweeps
                         for task in sweep.plan(config, base(exp, toy, root) / name))  # fmt: skip
 
 

@@ -1,5 +1,5 @@
 """What the figure scripts of paper_figures/ share around the sweep runner and matplotlib: train a
-sweep with one progress line per run, read back its finished runs by seed, save a figure, redraw
+sweep with one progress line per run, save a figure, redraw
 one from a committed toy fixture."""
 
 from __future__ import annotations
@@ -22,16 +22,6 @@ def train(config: SweepConfig, out: Path, label: str = "", workers: int = 1, **k
     if failed:
         print(f"warning: failed runs {failed}; see {Path(out) / 'sweep.json'}", flush=True)
     return runs
-
-
-def finished(runs: dict, out: Path, script: str) -> list[tuple[int, Path]]:
-    """(seed, run directory) of every run of a sweep's statuses, by seed; a run not done is an
-    error naming the script and the run."""
-    bad = [f"{k} {v['status']}" for k, v in runs.items() if v["status"] != "done"]
-    if bad:
-        raise SystemExit(f"{script}: run {bad[0]}")
-    seeds = {k: int(k.rsplit("seed", 1)[1]) for k in runs}
-    return [(seeds[k], Path(out) / "runs" / k) for k in sorted(runs, key=seeds.get)]
 
 
 def save_figure(fig, path: Path, dpi: float = 100) -> None:

@@ -472,6 +472,18 @@ def load_all(root: Path = FIGURES) -> list[Experiment]:
     return [load(p) for p in discover(root)]
 
 
+def _without_inputs(flags: list[str]) -> list[str]:
+    """Flags less each flag whose value names {inputs} (its file is made by the analysis.py's
+    prepare_inputs just before the runs; the algorithm may read it while parsing)."""
+    out = []
+    for f in flags:
+        if "{inputs}" in f:
+            out.pop()  # the flag it is the value of
+        else:
+            out.append(f)
+    return out
+
+
 def check_flags(exp: Experiment) -> None:
     """Parse every arm's full flags with its algorithm's own Args (what a run would do), so a
     misspelt flag fails here, before anything runs."""
@@ -486,7 +498,7 @@ def check_flags(exp: Experiment) -> None:
     for arm, flags in ((a, f) for a in exp.arms.values() for f in grids.get(a.name, [a.flags])):
         env = exp.envs[arm.envs[0]]  # its first env
         argv = ["--env-id", env.id, "--seed", "1", "--total-timesteps", str(env.steps)]
-        argv += [*exp.flags, *flags]
+        argv += _without_inputs([*exp.flags, *flags])
         if exp.mode_of(arm.name, env.id) == "population":
             argv += ["--num-seeds", str(len(exp.seeds))]
         try:

@@ -1,5 +1,5 @@
-"""paper_figures/lab/scripts.py: a sweep trained with a line per run and its failures named, its
-finished runs read back by seed (a run not done an error), a figure saved without metadata."""
+"""paper_figures/lab/scripts.py: a sweep trained with a line per run and its failures named, a
+figure saved without metadata."""
 
 from __future__ import annotations
 
@@ -27,16 +27,6 @@ def test_train_prints_each_run_and_names_the_failed(tmp_path, monkeypatch, capsy
     out = capsys.readouterr().out.splitlines()
     assert out[:2] == ["[done] arm ppo/Hopper-v5/seed1", "[failed] arm ppo/Hopper-v5/seed2"]
     assert out[2] == f"warning: failed runs ['ppo/Hopper-v5/seed2']; see {tmp_path / 'sweep.json'}"
-
-
-def test_finished_runs_by_seed_and_a_run_not_done_is_an_error(tmp_path):
-    runs = {f"ppo/Hopper-v5/seed{s}": {"status": "done"} for s in (10, 2, 1)}
-    assert scripts.finished(runs, tmp_path, "x.py") == [
-        (s, tmp_path / "runs" / f"ppo/Hopper-v5/seed{s}") for s in (1, 2, 10)
-    ]
-    runs["ppo/Hopper-v5/seed3"] = {"status": "failed"}
-    with pytest.raises(SystemExit, match=r"x\.py: run ppo/Hopper-v5/seed3 failed"):
-        scripts.finished(runs, tmp_path, "x.py")
 
 
 def test_save_figure_writes_a_png_without_software_metadata_and_closes_it(tmp_path):
