@@ -9,10 +9,10 @@ from collections import Counter
 import numpy as np
 
 from controlrl import stats
-from paper_figures.lab import protocol, results
+from paper_figures.lab import protocol, results, runner
 from paper_figures.lab.judge import Line
 from paper_figures.lab.ledger import cell, effect, headline, num, q_text, verdict_text
-from paper_figures.lab.spec import Experiment
+from paper_figures.lab.spec import INPUTS, ROOT, Experiment
 
 INDEX_BEGIN, INDEX_END = "<!-- lab:index:begin -->", "<!-- lab:index:end -->"
 
@@ -36,8 +36,8 @@ def command(exp: Experiment, arm: str, env_id: str) -> str:
 def _inputs(exp: Experiment, flags) -> list[str]:
     """Flags with {inputs} as the folder, relative to the repository, where `run` has its
     analysis.py's prepare_inputs write the files they name."""
-    where = f"runs/lab/{exp.id}/inputs"
-    return [f.replace("{inputs}", where) for f in flags]
+    where = str(runner.inputs_dir(exp, False).relative_to(ROOT))
+    return [f.replace(INPUTS, where) for f in flags]
 
 
 def _seeds(exp: Experiment) -> str:
@@ -164,9 +164,10 @@ def _arms(exp: Experiment) -> list[str]:
     for a in exp.arms.values():
         out += [command(exp, a.name, env_id) for env_id in a.envs]
     out.append("```")
-    if any("{inputs}" in f for a in exp.arms.values() for f in exp.flags + a.flags):
+    if any(INPUTS in f for a in exp.arms.values() for f in exp.flags + a.flags):
+        where = runner.inputs_dir(exp, False).relative_to(ROOT)
         out += ["", f"`python -m paper_figures run {exp.id}` first writes the files under "
-                f"runs/lab/{exp.id}/inputs (analysis.py's `prepare_inputs`)."]  # fmt: skip
+                f"{where} (analysis.py's `prepare_inputs`)."]  # fmt: skip
     if exp.own_metrics:  # computed after the runs, from their run directories
         cfg = {k: v for k, v in exp.analysis_config().items() if k != "metrics"}
         given = "; ".join(f"{k} {v}" for k, v in cfg.items())

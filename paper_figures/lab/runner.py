@@ -13,16 +13,13 @@ from pathlib import Path
 
 from controlrl import experiment as sweep
 from paper_figures.lab import judge, metrics, results
-from paper_figures.lab.spec import ROOT, Experiment, run_digest
+from paper_figures.lab.spec import INPUTS, ROOT, Experiment, run_digest
 
 SWEEPS = ROOT / "runs" / "lab"
 
 
 def base(exp: Experiment, toy: bool, root: Path = SWEEPS) -> Path:
     return Path(root) / (exp.id + ("-toy" if toy else ""))
-
-
-INPUTS = "{inputs}"  # in a declaration's flags: the folder its analysis.py's prepare_inputs fills
 
 
 def inputs_dir(exp: Experiment, toy: bool, root: Path = SWEEPS) -> Path:

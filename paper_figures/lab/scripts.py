@@ -1,6 +1,5 @@
 """What the figure scripts of paper_figures/ share around the sweep runner and matplotlib: train a
-sweep with one progress line per run, save a figure, redraw
-one from a committed toy fixture."""
+sweep with one progress line per run, save a figure, redraw one from a committed toy fixture."""
 
 from __future__ import annotations
 

@@ -472,12 +472,15 @@ def load_all(root: Path = FIGURES) -> list[Experiment]:
     return [load(p) for p in discover(root)]
 
 
+INPUTS = "{inputs}"  # in a declaration's flags: the folder its analysis.py's prepare_inputs fills
+
+
 def _without_inputs(flags: list[str]) -> list[str]:
     """Flags less each flag whose value names {inputs} (its file is made by the analysis.py's
     prepare_inputs just before the runs; the algorithm may read it while parsing)."""
     out = []
     for f in flags:
-        if "{inputs}" in f:
+        if INPUTS in f:
             out.pop()  # the flag it is the value of
         else:
             out.append(f)
