@@ -125,7 +125,8 @@ def _compute(exp: Experiment) -> list[str]:
     if table.exists():
         rows = results.read_rows(table, fields)
         hours = [int(r["train_s"]) / 3600 for r in rows]
-        out += ["", f"Compute: {sum(hours):.1f} CPU-hours of training (each process's timed "
+        total = f"{sum(hours):.1f}" if sum(hours) >= 0.1 else f"{sum(hours):.2g}"  # never 0.0
+        out += ["", f"Compute: {total} CPU-hours of training (each process's timed "
                 "laps, one core each; results/compute.csv):", "",
                 "| arm | env | processes | seeds | CPU-hours |",
                 "|---|---|---:|---:|---:|"]  # fmt: skip
