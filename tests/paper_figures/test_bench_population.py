@@ -1,5 +1,4 @@
-"""The population benchmark and the population-vs-single KS check (paper_figures/
-bench_population.py, population_ks.py) end to end at toy size."""
+"""The population benchmark (paper_figures/bench_population.py) end to end at toy size."""
 
 import csv
 import json
@@ -56,22 +55,3 @@ def test_bench_toy_times_populations_and_separate_runs(tmp_path):
     assert all(r["status"] == "ok" for r in both) and "--algos ppo" in both[3]["command"]
     config = json.loads((tmp_path / "work/ppo/bernoulli-10/population4/config.json").read_text())
     assert config["args"]["num_steps"] == 1 and config["args"]["num_seeds"] == 4
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("algo, name", [("grpo", "population_ks"), ("ppo", "population_ks_ppo")])
-def test_ks_toy_compares_disjoint_seeds(algo, name, tmp_path):
-    out = _run(
-        "paper_figures/population_ks.py", "--toy", "--out", str(tmp_path / "out"),
-        "--sweep-dir", str(tmp_path / "sweep"), "--population-dir", str(tmp_path / "pop"),
-        "--paired-dir", str(tmp_path / "none"), "--algo", algo,
-    )  # fmt: skip
-    assert "two-sample KS" in out
-    (summary,) = csv.DictReader((tmp_path / "out" / f"{name}_summary.csv").open())
-    assert summary["population_seeds"] == "6" and summary["single_seeds"] == "5"
-    assert summary["algo"] == algo and 0 <= float(summary["ks_p"]) <= 1
-    rows = list(csv.DictReader((tmp_path / "out" / f"{name}.csv").open()))
-    seeds = {r["source"]: set() for r in rows}
-    for r in rows:
-        seeds[r["source"]].add(int(r["seed"]))
-    assert seeds == {"population": set(range(1001, 1007)), "single": set(range(1, 6))}
