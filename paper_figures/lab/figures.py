@@ -172,7 +172,8 @@ def toy_lines(exp: spec.Experiment, rows: list[dict]) -> list[Line]:
         if c.kind not in NO_EFFECT and {c.a, c.b, c.c, c.d} - {""} <= arms and (on or not c.envs):
             keep.append(dataclasses.replace(c, envs=on))
     ran = {e: v for e, v in exp.envs.items() if e in envs}  # the toy's envs are all it declares
-    return judge.lines(dataclasses.replace(exp, claims=tuple(keep), envs=ran, analysis=False), rows)
+    toy = dataclasses.replace(exp, claims=tuple(keep), envs=ran, seeds=exp.toy.seeds)
+    return judge.lines(dataclasses.replace(toy, analysis=False), rows)
 
 
 def write(exp: spec.Experiment) -> Path:

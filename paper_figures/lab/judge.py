@@ -111,8 +111,23 @@ def guarded(claim: Claim, rows: list[dict], envs: list[str], j: protocol.Judgeme
     return j
 
 
+def complete(exp: Experiment, rows: list[dict]) -> list[dict]:
+    """The rows of each (arm, env) whose every declared seed has run: an arm part-way through
+    its seeds (a sweep still running) counts as not run there, so no line is judged on a
+    subset of the seeds it declared."""
+    planned = {(a.name, e): set(exp.seeds) for a in exp.arms.values() for e in a.envs}
+    have: dict[tuple, set] = {}
+    for r in rows:
+        have.setdefault((r["arm"], r["env"]), set()).add(r["seed"])
+    whole = {k for k, seeds in have.items() if planned.get(k, seeds) <= seeds}
+    return [r for r in rows if (r["arm"], r["env"]) in whole]
+
+
 def lines(exp: Experiment, rows: list[dict]) -> list[Line]:
-    """Every line of the experiment, in declaration order (all-of lines judged later)."""
+    """Every line of the experiment, in declaration order (all-of lines judged later); an arm
+    judged on an env only once all its declared seeds ran there."""
+    if exp.arms:
+        rows = complete(exp, rows)
     analysis = analysis_module(exp)
     exact = analysis.judge(exp, rows) if analysis and hasattr(analysis, "judge") else {}
     out = []

@@ -347,3 +347,19 @@ def test_an_analysis_metric_is_computed_per_run_once_and_again_when_its_table_ch
     rows = runner.collect(exp, toy=True, root=tmp_path / "runs")
     assert {(r["seed"], r["seed_scaled"]) for r in rows} == {(1, 1000.0), (2, 2000.0)}
     assert calls.read_text() == "x" * 2 * len(rows)
+
+
+def test_a_line_waits_for_every_declared_seed_of_its_arms(tmp_path):
+    """A sweep part-way through an arm's seeds (its rows collected as they finish) leaves the
+    line 'not run yet'; with the last seed in, it is judged on every declared pair."""
+    folder = tmp_path / "partial"
+    folder.mkdir()
+    (folder / "experiment.toml").write_text(_toml(CLAIM))
+    exp = spec.load(folder)
+    _fake_results(exp, [0.1, 0.2, 0.15, 0.12, 0.3, 0.25])
+    rows = results.rows_of(exp)
+    (line,) = judge.lines(exp, [r for r in rows if not (r["arm"] == "rgra" and r["seed"] == 6)])
+    assert line.judgement.verdict == protocol.NOT_RUN
+    (line,) = judge.lines(exp, rows)
+    assert line.judgement.verdict != protocol.NOT_RUN and line.judgement.n == "6 pairs"
+    assert line.judgement.p == pytest.approx(2 / 64)  # every pair on a's side: the exact floor
