@@ -92,7 +92,11 @@ def page(exp: Experiment, lines: list[Line], rows: list[dict], history: dict[str
                 "", "| arm | " + " | ".join(e.label for e in exp.envs.values()) + " |",
                 "|---|" + "---|" * len(exp.envs)]  # fmt: skip
         for a in exp.arms.values():
-            cells = [_summary(results.sample(rows, a.name, metric, [e])) for e in exp.envs]
+            cells = []
+            for e in exp.envs:
+                x, k = results.sample(rows, a.name, metric, [e]), len(exp.seeds)
+                so_far = f" ({x.size} of {k} seeds so far)" if 0 < x.size < k else ""
+                cells.append(_summary(x) + so_far)  # its lines wait for the rest (judge.complete)
             out.append(f"| {a.label} | " + " | ".join(cells) + " |")
         if exp.aggregate:
             from paper_figures.lab import aggregates

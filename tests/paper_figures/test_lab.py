@@ -358,8 +358,11 @@ def test_a_line_waits_for_every_declared_seed_of_its_arms(tmp_path):
     exp = spec.load(folder)
     _fake_results(exp, [0.1, 0.2, 0.15, 0.12, 0.3, 0.25])
     rows = results.rows_of(exp)
-    (line,) = judge.lines(exp, [r for r in rows if not (r["arm"] == "rgra" and r["seed"] == 6)])
+    partial = [r for r in rows if not (r["arm"] == "rgra" and r["seed"] == 6)]
+    (line,) = judge.lines(exp, partial)
     assert line.judgement.verdict == protocol.NOT_RUN
+    page = pages.page(exp, [line], partial, {})  # the arm's table says how far it is
+    assert "(5 of 6 seeds so far)" in page and page.count("seeds so far") == 1
     (line,) = judge.lines(exp, rows)
     assert line.judgement.verdict != protocol.NOT_RUN and line.judgement.n == "6 pairs"
     assert line.judgement.p == pytest.approx(2 / 64)  # every pair on a's side: the exact floor
