@@ -106,9 +106,6 @@ ifdef FULL
 	$(BIN)/python paper_figures/ppo_vs_sb3.py --train --workers 2 \
 	  --sides controlrl,SB3,"controlrl vf_coef=1"
 	$(BIN)/python paper_figures/bandit_suite.py
-	$(BIN)/python paper_figures/entropy_law.py --train --methods grpo --seeds 7
-	$(BIN)/python paper_figures/entropy_law.py --train --methods ppo --seeds 7 -- --eval-episodes 10
-	$(BIN)/python paper_figures/entropy_law.py --seeds 7
 else
 	$(BIN)/python paper_figures/retrace_vs_traces.py --toy --out $(TOY_OUT)
 	for algo in ppo trpo; do $(BIN)/python paper_figures/mujoco_results.py --algo $$algo --train \
@@ -125,8 +122,6 @@ else
 	$(BIN)/python paper_figures/ppo_vs_sb3.py --train --seeds 2 --total-timesteps 4096 \
 	  --sweeps-root $(TOY_OUT)/sweeps/ppo_vs_sb3 --out $(TOY_OUT) -- --eval-episodes 1
 	$(BIN)/python paper_figures/bandit_suite.py --toy --out $(TOY_OUT)
-	$(BIN)/python paper_figures/entropy_law.py --toy --train \
-	  --sweep-dir $(TOY_OUT)/sweeps/entropy_law --out $(TOY_OUT)
 endif
 
 clean:

@@ -127,7 +127,7 @@ def shift_stats(
     the entropy falls when it is positive. For a Gaussian with a state-independent std, a plain
     gradient step of size eta on J = E[A log pi] moves each log std by eta E[A (z^2 - 1)], so
     the entropy by exactly -2 eta Cov(log pi, A) to first order (Adam, clipping and several
-    epochs bend this; paper_figures/entropy_law.py measures how far)."""
+    epochs bend this; the experiment paper_figures/entropy-law-hopper measures how far)."""
     with torch.no_grad():
         params = policy.dist_params(obs)  # one forward for the KL and the ratios
         kl = per_state_kl(old_params, params)

@@ -64,8 +64,8 @@ def forest(ax, exp: spec.Experiment, lines: list[Line]) -> list[str]:
             ax.vlines([c.bar], y - 0.4, y + 0.4, colors="tab:purple", linestyles="dotted")
     ax.axvline(0, color="k", lw=0.8)
     margins = [ln.claim.margin for ln in rows if ln.claim.margin]
-    extent = np.nanmax([abs(ln.judgement.effect) + abs(ln.judgement.hi - ln.judgement.lo)
-                        for ln in rows] or [0])  # fmt: skip
+    spans = [abs(ln.judgement.effect) + abs(ln.judgement.hi - ln.judgement.lo) for ln in rows]
+    extent = max([x for x in spans if not math.isnan(x)] or [0])
     scale = ""
     if margins and extent > 20 * min(margins):  # small margins stay visible beside big effects
         ax.set_xscale("symlog", linthresh=min(margins), linscale=0.6)

@@ -23,6 +23,11 @@ seeds, metrics.csv has a `seed` column). Names:
   entropy-law-late-gain
                       the absolute error of the line's prediction of the last quarter's mean
                       return minus the law's, both fitted on the first half of the points
+  entropy-cov-corr    the correlation of each update's train/entropy_change with -1 times its
+                      train/logp_adv_cov (the entropy mechanism of arXiv 2505.22617)
+  entropy-cov-sign-gain
+                      the share of updates whose entropy moved the way -Cov points, minus that
+                      share by chance (paper_figures/lab/entropy_law.py)
   <agg>:<column>      agg (mean, max, sum, last) of a metrics.csv column over the run's rows;
                       first-tenth, last-tenth: its mean over the first, the last tenth of the
                       rows; tenth-drop: the first tenth's mean minus the last tenth's
@@ -39,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from paper_figures.lab import entropy_law
 from paper_figures.lab.tables import read_rows
 
 
@@ -68,10 +74,9 @@ AGGREGATES |= {
     "last-tenth": lambda x: tenth(x, True),
     "tenth-drop": lambda x: tenth(x, False) - tenth(x, True),
 }
-# the entropy law R = -a exp(H) + b against a straight line on a run's (entropy, return) points
-ENTROPY_LAW = ("entropy-law-r2-gain", "entropy-law-late-gain")
 NAMED = ("final_eval_return", "final_train_return", "final_success", "final_eval", "auc")
-NAMED += (*ENTROPY_LAW, "fixup_share", "final_eval_normalized_score", "final_train_return_weighted")
+NAMED += (*entropy_law.LAW, *entropy_law.COVARIANCE, "fixup_share")
+NAMED += ("final_eval_normalized_score", "final_train_return_weighted")
 
 
 def final_train_weighted(rows: list[dict], window: int) -> float:
@@ -196,11 +201,14 @@ def _one(name: str, rows: list[dict], final_eval: float, env_id: str, window: in
         return final_train_weighted(rows, window)
     if name == "final_eval":
         return float(final_eval) / bandit_truth(env_id)["optimal"]
+    if name in entropy_law.COVARIANCE:
+        change, cov = (np.array([as_float(r.get(c)) for r in rows]) for c in entropy_law.COLUMNS)
+        return entropy_law.covariance_gains(change, cov)[name]
     points = [r for r in rows if r.get("train/episode_return") not in (None, "")]
     returns = np.array([float(r["train/episode_return"]) for r in points])
-    if name in ENTROPY_LAW:
+    if name in entropy_law.LAW:
         entropy = np.array([float(r["train/entropy"]) for r in points])
-        return entropy_law_gains(entropy, returns)[name]
+        return entropy_law.law_gains(entropy, returns)[name]
     if name == "final_train_return":
         steps = np.array([float(r["step"]) for r in points])
         return float(returns[steps > steps[-1] - window].mean())
@@ -216,18 +224,3 @@ def _one(name: str, rows: list[dict], final_eval: float, env_id: str, window: in
     if x.size == 0 or not np.isfinite(x).any():
         return math.nan
     return float(AGGREGATES[agg](x))
-
-
-def entropy_law_gains(h: np.ndarray, r: np.ndarray) -> dict[str, float]:
-    """The entropy law (paper_figures/entropy_law.py's fits) against a straight line on one
-    seed's points in iteration order: {entropy-law-r2-gain, entropy-law-late-gain}."""
-    from paper_figures.entropy_law import fit_row
-
-    fit = fit_row("", 0, [{"entropy": h, "return": r}])  # its early fit: the first half
-    c, d = np.polyfit(h[: len(h) // 2], r[: len(h) // 2], 1)
-    late_line = float((c * h[-max(1, len(h) // 4) :] + d).mean())  # the last quarter
-    return {
-        "entropy-law-r2-gain": fit["r2"] - fit["r2_linear"],
-        "entropy-law-late-gain": abs(late_line - fit["late_return"])
-        - abs(fit["late_predicted"] - fit["late_return"]),
-    }

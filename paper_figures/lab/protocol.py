@@ -25,6 +25,7 @@ EQUIVALENT = "no difference beyond the margin"
 CEILING = "at ceiling"
 GUARD = "guard not met"
 NO_TEST = "too few pairs to reject"
+UNDEFINED = "precondition not met"
 
 RULES = [
     "superior / inferior: paired per seed (same seed, same env); the mean difference a - b, its "
@@ -70,6 +71,10 @@ INCONCLUSIVE_RULES = [
     "undecided by its exact rule: an exact claim whose rule, stated on its page, decides "
     "neither way",
 ]
+INCONCLUSIVE_RULES.append(
+    f"{UNDEFINED}: the metric is undefined on some of the runs (a fit with too few points): no "
+    "test is run"
+)
 INCONCLUSIVE_RULES.append(
     f"{GUARD}: a claim's declared guard is not met (neither arm's mean of the metric reaches it, "
     "so neither learns at this budget): the test is shown and adjusted but decides nothing"
@@ -121,9 +126,18 @@ def _test(d: np.ndarray, null: float, claimed: int) -> tuple[stats.SignFlip, int
     return result, side
 
 
+def _undefined(kind: str, x: np.ndarray, what: str) -> Judgement:
+    """A line whose metric is undefined (NaN) on some runs: no test, inconclusive."""
+    j = Judgement(kind, n=f"{x.size} {what}", cause=UNDEFINED)
+    j.text = f"the metric is undefined on {np.sum(~np.isfinite(x))} of {x.size} {what}: no test"
+    return j
+
+
 def paired(d: np.ndarray, kind: str, margin: float | None, shift: str) -> Judgement:
     """Kinds superior, inferior, non-inferior, equivalent on per-seed differences a - b."""
     d = np.asarray(d, np.float64)
+    if not np.isfinite(d).all():
+        return _undefined(kind, d, "pairs")
     n = d.size
     lo, hi, interval = _interval(d)
     j = Judgement(kind, float(d.mean()), lo, hi, interval, f"{n} pairs")
@@ -167,6 +181,8 @@ def paired(d: np.ndarray, kind: str, margin: float | None, shift: str) -> Judgem
 def bar(x: np.ndarray, kind: str, level: float) -> Judgement:
     """Kinds above / below: the runs' mean against a declared bar."""
     x = np.asarray(x, np.float64)
+    if not np.isfinite(x).all():
+        return _undefined(kind, x, "runs")
     lo, hi, interval = _interval(x)
     claimed = 1 if kind == "above" else -1
     result, side = _test(x, level, claimed)

@@ -54,3 +54,16 @@ def test_a_guard_needs_its_reason_and_a_paired_kind(tmp_path):
     (folder / spec.DECLARATION).write_text(text.replace("guard_why = ", "# guard_why = ", 1))
     with pytest.raises(spec.SpecError, match="guard needs guard_why"):
         spec.load(folder)
+
+
+def test_a_bar_claim_on_a_metric_undefined_on_some_runs_runs_no_test():
+    """A fit with too few points is NaN: the line says 'precondition not met', never a p-value
+    from the runs that have one."""
+    j = protocol.bar(np.array([0.2, 0.3, np.nan, 0.25, 0.4, 0.3, 0.2]), "above", 0.0)
+    assert math.isnan(j.p) and j.cause == protocol.UNDEFINED
+    assert j.verdict_at(0.001) == (protocol.INCONCLUSIVE, protocol.UNDEFINED)
+    assert "undefined on 1 of 7 runs" in j.text
+    whole = protocol.bar(np.array([0.2, 0.3, 0.35, 0.25, 0.4, 0.3, 0.2]), "above", 0.0)
+    assert whole.verdict_at(whole.p) == (protocol.HOLDS, "")
+    pairs = protocol.paired(np.array([0.1, np.nan, 0.2, 0.3, 0.1, 0.2]), "superior", None, "")
+    assert pairs.cause == protocol.UNDEFINED and "undefined on 1 of 6 pairs" in pairs.text
